@@ -1,0 +1,1 @@
+"""Hardware models: links, NICs, switches, CXL memory, coherence, topologies (simulated)."""

@@ -1,0 +1,1 @@
+"""Workloads on the simulated fabric: collectives and data-parallel training."""

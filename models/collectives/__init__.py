@@ -1,0 +1,1 @@
+"""Collective algorithms over the transport interface, with closed-form costs."""

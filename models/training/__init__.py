@@ -1,0 +1,1 @@
+"""Data-parallel training on heterogeneous GPUs: EDDIS modes, DDP and Horovod."""

@@ -1,0 +1,65 @@
+"""Build and install cxlsim.
+
+`fabric/` and `models/` are installed as `cxlsim.fabric` and `cxlsim.models`
+(see package_dir), so the project never claims the global names `fabric` or
+`models`.
+"""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+VERSION = "0.1.0"
+
+extensions = [
+    Extension(
+        "cxlsim.emulator._kernels",
+        ["cxlsim/emulator/_kernels.pyx"],
+        include_dirs=["cxlsim/emulator", numpy.get_include()],
+        extra_compile_args=["-O3"],
+    ),
+]
+
+setup(
+    name="cxlsim",
+    version=VERSION,
+    description="Emulator and simulator for CXL shared-memory fabrics",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.9",
+    package_dir={
+        "cxlsim": "cxlsim",
+        "cxlsim.fabric": "fabric",
+        "cxlsim.models": "models",
+    },
+    packages=[
+        "cxlsim",
+        "cxlsim.emulator",
+        "cxlsim.fabric",
+        "cxlsim.models",
+        "cxlsim.models.collectives",
+        "cxlsim.models.training",
+    ],
+    package_data={
+        "cxlsim": ["py.typed", "data/*.yaml", "data/*.txt"],
+        "cxlsim.emulator": ["*.pyx", "*.pxd", "*.h", "*.pyi"],
+        "cxlsim.models.training": ["*.yaml"],
+    },
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False},
+    ),
+    install_requires=[
+        "numpy>=1.23",
+        "simpy>=4.0",
+        "networkx>=3.0",
+        "matplotlib>=3.6",
+        "tqdm>=4.60",
+        "PyYAML>=6.0",
+    ],
+    extras_require={
+        "mpi": ["mpi4py>=4.0", "mpich"],
+        "test": ["pytest>=7", "hypothesis>=6", "pandas>=1.5"],
+    },
+    entry_points={"console_scripts": ["cxlsim = cxlsim.cli:main"]},
+    zip_safe=False,
+)
