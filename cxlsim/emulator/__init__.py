@@ -1,0 +1,1 @@
+"""The emulator: a real allgather among local processes on an emulated CXL pool."""

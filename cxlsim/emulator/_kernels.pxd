@@ -1,0 +1,46 @@
+# Declarations of the C data path in cxl_ops.h (all callable without the GIL).
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+
+
+cdef extern from "cxl_ops.h" nogil:
+    enum:
+        CXL_LINE
+        CXL_OP_NONE
+        CXL_OP_CLFLUSH
+        CXL_OP_CLFLUSHOPT
+        CXL_OP_CLWB
+
+    ctypedef struct cxl_pool_t:
+        char *base
+        uint64_t flags_offset
+        uint64_t data_offset
+        uint64_t slot_stride
+        int nranks
+        int rank
+        int flush_mode
+        int writeback_op
+        int invalidate_op
+        uint64_t spin_iters
+        int64_t *log
+        int64_t log_capacity
+        int64_t log_length
+
+    int cxl_cpu_features()
+    uint32_t cxl_atomic_add_u32(uint32_t *p, uint32_t v)
+    double cxl_now_ns()
+    char *cxl_slot(cxl_pool_t *p, uint64_t epoch, int r)
+    void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
+    int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
+    int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *recv,
+                      uint64_t nbytes, double timeout_ns)
+
+
+cdef class PoolKernel:
+    cdef cxl_pool_t pool
+    cdef Py_buffer mapping
+    cdef bint has_mapping
+    cdef readonly uint64_t epoch
+    cdef readonly uint64_t slot_bytes
+    cdef public double timeout_ns
+    cdef object log_array
+    cdef void _check_open(self) except *

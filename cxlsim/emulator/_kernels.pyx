@@ -1,0 +1,239 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Cython kernels of the emulated CXL pool: copy, flags, fences, cache-line flushes.
+
+The GIL is held while buffers are checked and released only around the C data path
+(cxl_ops.h). `PoolKernel` is one rank's view of a mapped pool; `cxlsim.emulator.comm`
+builds the public communicator on it. `cxlsim.emulator.reference` is the slow twin.
+"""
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
+from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memcpy
+
+import numpy as np
+
+from cxlsim.errors import InputError, RunError
+
+OP_NONE = CXL_OP_NONE
+OP_CLFLUSH = CXL_OP_CLFLUSH
+OP_CLFLUSHOPT = CXL_OP_CLFLUSHOPT
+OP_CLWB = CXL_OP_CLWB
+LINE_BYTES = CXL_LINE
+OP_NAMES = {CXL_OP_NONE: "none", CXL_OP_CLFLUSH: "clflush", CXL_OP_CLFLUSHOPT: "clflushopt", CXL_OP_CLWB: "clwb"}
+
+
+class CollectiveTimeout(RunError):
+    """A rank waited longer than its timeout for other ranks; `missing` lists them."""
+
+    def __init__(self, message, missing):
+        super().__init__(message)
+        self.missing = list(missing)
+
+
+def cpu_features():
+    """Return the set of cache-line instructions this CPU has: {'clflush', 'clflushopt', 'clwb'}."""
+    cdef int f = cxl_cpu_features()
+    return {name for bit, name in OP_NAMES.items() if bit and f & bit}
+
+
+def now_ns():
+    """CLOCK_MONOTONIC in ns (the clock the kernels use)."""
+    return cxl_now_ns()
+
+
+def memcpy_ns(dst, src, Py_ssize_t iterations=1):
+    """Copy src into dst `iterations` times with the GIL released; return the mean ns per copy."""
+    cdef Py_buffer d, s
+    cdef double t0, t1
+    cdef Py_ssize_t i, n
+    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        PyObject_GetBuffer(src, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            if s.len > d.len:
+                raise InputError(f"memcpy_ns: src has {s.len} bytes but dst only {d.len}")
+            n = s.len
+            with nogil:
+                t0 = cxl_now_ns()
+                for i in range(iterations):
+                    memcpy(d.buf, s.buf, n)
+                t1 = cxl_now_ns()
+        finally:
+            PyBuffer_Release(&s)
+    finally:
+        PyBuffer_Release(&d)
+    return (t1 - t0) / max(iterations, 1)
+
+
+def atomic_add_u32(mapping, Py_ssize_t offset, uint32_t value):
+    """Atomically add `value` to the uint32 at byte `offset` of `mapping`; return the new value."""
+    cdef Py_buffer b
+    cdef uint32_t result
+    PyObject_GetBuffer(mapping, &b, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        if offset < 0 or offset % 4 or offset + 4 > b.len:
+            raise InputError(f"atomic_add_u32: offset {offset} is not an aligned uint32 inside {b.len} bytes")
+        result = cxl_atomic_add_u32(<uint32_t *>(<char *>b.buf + offset), value)
+    finally:
+        PyBuffer_Release(&b)
+    return result
+
+
+def buffer_address(obj):
+    """Address of the first byte of a contiguous buffer (for page alignment checks and mbind)."""
+    cdef Py_buffer b
+    PyObject_GetBuffer(obj, &b, PyBUF_ANY_CONTIGUOUS)
+    try:
+        return <uintptr_t>b.buf
+    finally:
+        PyBuffer_Release(&b)
+
+
+cdef class PoolKernel:
+    """One rank's handle on a mapped pool: publishes, waits and copies with the GIL released.
+
+    mapping: a writable buffer over the whole pool (an mmap); offsets are in bytes from
+    its start. coherence: 'hw' or 'flush'. writeback_op/invalidate_op: OP_* line
+    instructions for flush mode. timeout_ns: how long a wait may take before it raises.
+    spin_iters: polls before a waiting rank starts yielding the CPU between polls.
+    """
+
+    def __cinit__(self, mapping, *, int nranks, int rank, uint64_t flags_offset, uint64_t data_offset,
+                  uint64_t slot_stride, uint64_t slot_bytes, str coherence="hw",
+                  int writeback_op=CXL_OP_NONE, int invalidate_op=CXL_OP_NONE, double timeout_ns=10e9,
+                  uint64_t spin_iters=4096):
+        if not 0 <= rank < nranks:
+            raise InputError(f"rank {rank} is outside 0..{nranks - 1}")
+        if coherence not in ("hw", "flush"):
+            raise InputError(f"coherence: expected 'hw' or 'flush', got {coherence!r}")
+        if slot_stride % CXL_LINE or flags_offset % CXL_LINE or data_offset % CXL_LINE:
+            raise InputError("pool layout: flag lines and slots must be 64-byte aligned")
+        PyObject_GetBuffer(mapping, &self.mapping, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+        self.has_mapping = True
+        needed = data_offset + 2 * <uint64_t>nranks * slot_stride
+        if <uint64_t>self.mapping.len < needed or flags_offset + <uint64_t>nranks * CXL_LINE > data_offset:
+            self.close()
+            raise InputError(f"pool mapping of {self.mapping.len} bytes is too small for {nranks} ranks "
+                             f"with {slot_stride}-byte slots ({needed} bytes needed)")
+        if coherence == "flush" and (writeback_op == CXL_OP_NONE or invalidate_op not in (CXL_OP_CLFLUSH, CXL_OP_CLFLUSHOPT)):
+            self.close()
+            raise InputError("coherence 'flush' needs a write-back op and an invalidating op (clflush or clflushopt)")
+        self.pool.base = <char *>self.mapping.buf
+        self.pool.flags_offset = flags_offset
+        self.pool.data_offset = data_offset
+        self.pool.slot_stride = slot_stride
+        self.pool.nranks = nranks
+        self.pool.rank = rank
+        self.pool.flush_mode = coherence == "flush"
+        self.pool.writeback_op = writeback_op
+        self.pool.invalidate_op = invalidate_op
+        self.pool.spin_iters = spin_iters
+        self.pool.log = NULL
+        self.pool.log_capacity = 0
+        self.pool.log_length = 0
+        self.slot_bytes = slot_bytes
+        self.timeout_ns = timeout_ns
+        self.epoch = 0
+
+    def __dealloc__(self):
+        if self.has_mapping:
+            PyBuffer_Release(&self.mapping)
+            self.has_mapping = False
+
+    def close(self):
+        """Release the pool mapping; the kernel can no longer be used."""
+        if self.has_mapping:
+            PyBuffer_Release(&self.mapping)
+            self.has_mapping = False
+        self.pool.base = NULL
+
+    @property
+    def rank(self):
+        return self.pool.rank
+
+    @property
+    def size(self):
+        return self.pool.nranks
+
+    @property
+    def coherence(self):
+        return "flush" if self.pool.flush_mode else "hw"
+
+    cdef void _check_open(self) except *:
+        if not self.has_mapping:
+            raise RunError("the pool communicator is closed")
+
+    def allgather(self, sendbuf, recvbuf):
+        """Gather every rank's `sendbuf` into `recvbuf` (block r at r * len(sendbuf) bytes).
+
+        Both are contiguous buffers; recvbuf holds exactly size * sendbuf bytes.
+        Raises CollectiveTimeout naming the ranks that did not arrive.
+        """
+        cdef Py_buffer s, r
+        cdef int missing
+        cdef uint64_t n
+        self._check_open()
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(recvbuf, &r, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+            try:
+                n = <uint64_t>s.len
+                if n > self.slot_bytes:
+                    raise InputError(f"allgather: sendbuf has {n} bytes but pool slots hold {self.slot_bytes}")
+                if <uint64_t>r.len != n * <uint64_t>self.pool.nranks:
+                    raise InputError(f"allgather: recvbuf has {r.len} bytes, expected {self.pool.nranks} x {n}")
+                self.epoch += 1
+                with nogil:
+                    missing = cxl_allgather(&self.pool, self.epoch, <char *>s.buf, <char *>r.buf, n, self.timeout_ns)
+            finally:
+                PyBuffer_Release(&r)
+        finally:
+            PyBuffer_Release(&s)
+        if missing >= 0:
+            self._raise_timeout()
+
+    def allgather_in_place(self, uint64_t nbytes):
+        """Zero-copy allgather of `nbytes` per rank already written into this rank's next slot."""
+        cdef int missing
+        self._check_open()
+        if nbytes > self.slot_bytes:
+            raise InputError(f"allgather: {nbytes} bytes per rank but pool slots hold {self.slot_bytes}")
+        self.epoch += 1
+        with nogil:
+            missing = cxl_allgather(&self.pool, self.epoch, NULL, NULL, nbytes, self.timeout_ns)
+        if missing >= 0:
+            self._raise_timeout()
+
+    def slot_offset(self, uint64_t epoch, int rank):
+        """Byte offset in the pool of `rank`'s slot for `epoch`."""
+        return <uint64_t>(cxl_slot(&self.pool, epoch, rank) - self.pool.base)
+
+    def flag_epochs(self):
+        """The epoch each rank last published (a plain read of every flag line)."""
+        self._check_open()
+        return [(<uint64_t *>(self.pool.base + self.pool.flags_offset + i * CXL_LINE))[0]
+                for i in range(self.pool.nranks)]
+
+    def _raise_timeout(self):
+        epochs = self.flag_epochs()
+        missing = [i for i, e in enumerate(epochs) if e < self.epoch]
+        raise CollectiveTimeout(
+            f"rank {self.pool.rank}: allgather epoch {self.epoch} timed out after "
+            f"{self.timeout_ns / 1e9:g} s waiting for rank(s) {missing} "
+            f"(they last published epoch(s) {[epochs[i] for i in missing]})", missing)
+
+    def enable_log(self, Py_ssize_t capacity=100000):
+        """Debug mode: log every write, flush, fence, flag store, poll and read (see cxl_ops.h)."""
+        cdef int64_t[:, ::1] view
+        self.log_array = np.zeros((capacity, 3), dtype=np.int64)
+        view = self.log_array
+        self.pool.log = &view[0, 0]
+        self.pool.log_capacity = capacity
+        self.pool.log_length = 0
+
+    def log_events(self):
+        """The logged events as an (n, 3) int64 array of (op, offset, argument)."""
+        if self.log_array is None:
+            raise RunError("the event log is off; call enable_log() first")
+        if self.pool.log_length > self.pool.log_capacity:
+            raise RunError(f"the event log overflowed ({self.pool.log_length} events, capacity {self.pool.log_capacity})")
+        return self.log_array[: self.pool.log_length].copy()

@@ -1,0 +1,160 @@
+"""The pool communicator: allgather among ranks that share one emulated CXL pool.
+
+Each call has an epoch (1, 2, ...). A rank writes its block into its slot of buffer
+``epoch % 2``, publishes ``epoch`` on its own flag line, waits until every flag shows
+``epoch``, then reads all slots. Two buffers make back-to-back calls safe: a rank can
+only reach epoch e + 2, which reuses epoch e's buffer, after every rank published
+e + 1, which each does only after it finished reading epoch e.
+
+Copy mode::
+
+    comm.allgather(sendbuf, recvbuf)          # recvbuf holds size x sendbuf
+
+Zero-copy mode: write straight into the pool, read the result in place::
+
+    block = comm.send_view(count, dtype)       # writable view of this rank's next slot
+    block[:] = ...
+    result = comm.allgather_zero_copy(block)   # read-only (size, count) view of all slots
+    result.array[r]                            # valid until this rank's next collective
+
+Touching `result` after the next call raises StaleViewError (an epoch check).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from cxlsim.emulator import _kernels
+from cxlsim.emulator.pool import Pool
+from cxlsim.errors import InputError, RunError
+
+CollectiveTimeout = _kernels.CollectiveTimeout
+COHERENCE_MODES = ("hw", "flush")
+WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB, "clflush": _kernels.OP_CLFLUSH}
+
+
+SPIN_ITERS = 4096
+OVERSUBSCRIBED_SPIN_ITERS = 8
+
+
+class StaleViewError(RunError):
+    """A zero-copy result was used after the rank's next collective call."""
+
+
+def choose_line_ops(writeback: str = "auto") -> tuple[int, int]:
+    """Pick (writer op, reader op) for flush mode from the CPU's features.
+
+    The writer writes lines back with clflushopt (or clwb if asked; it keeps the line
+    cached), else clflush. The reader must drop stale lines, so it uses clflushopt,
+    else clflush, never clwb.
+    """
+    features = _kernels.cpu_features()
+    reader = "clflushopt" if "clflushopt" in features else "clflush"
+    if writeback == "auto":
+        writer = reader
+    elif writeback in WRITEBACK_OPS:
+        writer = writeback
+    else:
+        raise InputError(f"writeback: expected 'auto', 'clflushopt', 'clwb' or 'clflush', got {writeback!r}")
+    for op in {reader, writer}:
+        if op not in features:
+            raise InputError(f"coherence 'flush' needs {op}, which this CPU lacks (it has: {sorted(features) or 'none'})")
+    return WRITEBACK_OPS[writer], WRITEBACK_OPS[reader]
+
+
+class ZeroCopyResult:
+    """All ranks' blocks of one zero-copy allgather, read in place; valid until the next call."""
+
+    __slots__ = ("_comm", "_epoch", "_array")
+
+    def __init__(self, comm: "PoolComm", epoch: int, array: np.ndarray):
+        self._comm, self._epoch, self._array = comm, epoch, array
+
+    @property
+    def array(self) -> np.ndarray:
+        """The (size, count) read-only view; raises StaleViewError once it is stale."""
+        if self._comm.epoch != self._epoch:
+            raise StaleViewError(f"zero-copy result of epoch {self._epoch} used after epoch {self._comm.epoch} "
+                                 "began: copy what you need before the next collective call")
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.array, dtype=dtype)
+
+    def __getitem__(self, index):
+        return self.array[index]
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+
+class PoolComm(_kernels.PoolKernel):
+    """A rank's communicator over a pool; build it with `PoolComm.open(pool, rank)`."""
+
+    @classmethod
+    def open(cls, pool: Pool, rank: int, *, coherence: str | None = None, timeout_s: float = 10.0,
+             writeback: str = "auto") -> "PoolComm":
+        """Attach `rank` to `pool`. coherence: 'hw' or 'flush' (default: the backend's).
+        timeout_s: how long any wait may take before CollectiveTimeout names the missing ranks."""
+        coherence = coherence or pool.handle.spec.default_coherence
+        if coherence not in COHERENCE_MODES:
+            raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
+        if not timeout_s > 0:
+            raise InputError(f"--timeout: expected a positive number of seconds, got {timeout_s!r}")
+        writer, reader = choose_line_ops(writeback) if coherence == "flush" else (0, 0)
+        lay = pool.layout
+        cores = len(os.sched_getaffinity(0))
+        # Spin briefly when every rank has a core; when ranks outnumber cores, yield almost at once.
+        spin_iters = SPIN_ITERS if lay.nranks <= cores else OVERSUBSCRIBED_SPIN_ITERS
+        comm = cls(pool.mapping, nranks=lay.nranks, rank=rank, flags_offset=lay.flags_offset,
+                   data_offset=lay.data_offset, slot_stride=lay.slot_stride, slot_bytes=lay.slot_bytes,
+                   coherence=coherence, writeback_op=writer, invalidate_op=reader, timeout_ns=timeout_s * 1e9,
+                   spin_iters=spin_iters)
+        comm.pool = pool
+        comm._views = {}
+        return comm
+
+    def _slot_array(self, epoch: int, count: int, dtype: np.dtype, all_ranks: bool) -> np.ndarray:
+        """A cached view of slots of `epoch`'s buffer: this rank's (writable, 1-D) or all (read-only, 2-D)."""
+        key = (epoch & 1, all_ranks, count, dtype.str)
+        view = self._views.get(key)
+        if view is None:
+            if count < 0 or count * dtype.itemsize > self.slot_bytes:
+                raise InputError(f"allgather: {count} x {dtype} = {count * dtype.itemsize} bytes per rank, "
+                                 f"but pool slots hold {self.slot_bytes}")
+            rows = self.size if all_ranks else 1
+            first = self.slot_offset(epoch, 0 if all_ranks else self.rank)
+            view = np.ndarray((rows, count), dtype=dtype, buffer=self.pool.mapping, offset=first,
+                              strides=(self.pool.layout.slot_stride, dtype.itemsize))
+            if all_ranks:
+                view.flags.writeable = False
+            else:
+                view = view[0]
+            self._views[key] = view
+        return view
+
+    def send_view(self, count: int, dtype=np.uint8) -> np.ndarray:
+        """A writable view of this rank's slot for the next call: `count` items of `dtype`."""
+        return self._slot_array(self.epoch + 1, int(count), np.dtype(dtype), False)
+
+    def allgather_zero_copy(self, block: np.ndarray) -> ZeroCopyResult:
+        """Publish `block` (the view from `send_view`) and return a view of every rank's block."""
+        if not isinstance(block, np.ndarray) or block.ndim != 1 or \
+                block.ctypes.data != self.send_view(block.shape[0], block.dtype).ctypes.data:
+            raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
+        self.allgather_in_place(block.nbytes)
+        return ZeroCopyResult(self, self.epoch, self._slot_array(self.epoch, block.shape[0], block.dtype, True))
+
+    def barrier(self) -> None:
+        """Wait until every rank reaches this point (a zero-byte allgather)."""
+        self.allgather_in_place(0)
+
+    def close(self) -> None:
+        """Drop views and the kernel's mapping, then unmap the pool."""
+        self._views = {}
+        super().close()
+        try:
+            self.pool.close()
+        except BufferError:
+            pass  # a caller still holds a view; the mapping goes when it does

@@ -1,0 +1,250 @@
+/* cxl_ops.h: the data path of the emulated CXL pool.
+ *
+ * Everything here runs without the GIL. Time is in nanoseconds (CLOCK_MONOTONIC).
+ *
+ * Two coherence modes:
+ *   hw    - plain stores and loads (CXL 3.x HDM-DB keeps caches coherent);
+ *   flush - software coherence for pools without multi-host coherence:
+ *           writer: data stores, write back each line (clflushopt or clwb), sfence,
+ *                   flag store, write back the flag line;
+ *           reader: poll the flag by invalidating its line (clflushopt or clflush),
+ *                   mfence, load; once it arrives, invalidate the data lines
+ *                   (clflushopt or clflush: clwb would keep a stale copy), mfence, read.
+ *
+ * In debug mode every step is appended to an event log (op, byte offset in the
+ * pool, argument), which tests replay against a non-coherent cache model.
+ */
+#ifndef CXLSIM_CXL_OPS_H
+#define CXLSIM_CXL_OPS_H
+
+#include <stdint.h>
+#include <string.h>
+#include <sched.h>
+#include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define CXL_X86 1
+#else
+#define CXL_X86 0
+#endif
+
+#define CXL_LINE 64
+
+/* Line operations, also the CPU feature bits reported by cxl_cpu_features(). */
+enum { CXL_OP_NONE = 0, CXL_OP_CLFLUSH = 1, CXL_OP_CLFLUSHOPT = 2, CXL_OP_CLWB = 4 };
+
+/* Event log opcodes (debug mode). */
+enum {
+    CXL_EV_WRITE = 1,        /* offset, length: data stores */
+    CXL_EV_WRITEBACK = 2,    /* offset, length: clwb, line stays cached */
+    CXL_EV_FLUSH = 3,        /* offset, length: clflush/clflushopt, write back and drop */
+    CXL_EV_SFENCE = 4,
+    CXL_EV_MFENCE = 5,
+    CXL_EV_FLAG_STORE = 6,   /* flag offset, epoch */
+    CXL_EV_POLL_CACHED = 7,  /* flag offset, epoch: plain loads until the flag arrives */
+    CXL_EV_POLL_FLUSHED = 8, /* flag offset, epoch: invalidate + mfence + load until it arrives */
+    CXL_EV_READ = 9          /* offset, length: data loads */
+};
+
+static int cxl_cpu_features(void)
+{
+    int features = 0;
+#if CXL_X86
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d) && (d & (1u << 19))) features |= CXL_OP_CLFLUSH;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        if (b & (1u << 23)) features |= CXL_OP_CLFLUSHOPT;
+        if (b & (1u << 24)) features |= CXL_OP_CLWB;
+    }
+#endif
+    return features;
+}
+
+static inline void cxl_line_op(int op, const void *p)
+{
+#if CXL_X86
+    /* Encoded by hand so no -m flags are needed: clflushopt = 66 0F AE /7, clwb = 66 0F AE /6. */
+    if (op == CXL_OP_CLFLUSHOPT)
+        __asm__ volatile(".byte 0x66; clflush %0" : "+m"(*(volatile char *)p));
+    else if (op == CXL_OP_CLWB)
+        __asm__ volatile(".byte 0x66; xsaveopt %0" : "+m"(*(volatile char *)p));
+    else if (op == CXL_OP_CLFLUSH)
+        __asm__ volatile("clflush %0" : "+m"(*(volatile char *)p));
+#else
+    (void)op; (void)p;
+#endif
+}
+
+static inline uint32_t cxl_atomic_add_u32(uint32_t *p, uint32_t v)
+{
+    return __atomic_add_fetch(p, v, __ATOMIC_ACQ_REL);
+}
+
+static inline void cxl_sfence(void)
+{
+#if CXL_X86
+    __asm__ volatile("sfence" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static inline void cxl_mfence(void)
+{
+#if CXL_X86
+    __asm__ volatile("mfence" ::: "memory");
+#else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static inline void cxl_pause(void)
+{
+#if CXL_X86
+    __asm__ volatile("pause");
+#endif
+}
+
+static inline double cxl_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+
+/* The state one rank needs to run the pool allgather. */
+typedef struct {
+    char *base;              /* start of the mapped pool */
+    uint64_t flags_offset;   /* bytes from base to rank 0's flag line */
+    uint64_t data_offset;    /* bytes from base to buffer 0, slot 0 */
+    uint64_t slot_stride;    /* bytes between slots, a multiple of 64 */
+    int nranks;
+    int rank;
+    int flush_mode;          /* 0 = hw, 1 = flush */
+    int writeback_op;        /* CXL_OP_*: writer's line op */
+    int invalidate_op;       /* CXL_OP_*: reader's line op (must drop the line) */
+    uint64_t spin_iters;     /* polls before yielding the CPU (few when ranks outnumber cores) */
+    int64_t *log;            /* debug event log, 3 int64 per event, or NULL */
+    int64_t log_capacity;    /* events */
+    int64_t log_length;      /* events written (may exceed capacity: then the log overflowed) */
+} cxl_pool_t;
+
+static inline void cxl_log(cxl_pool_t *p, int64_t op, int64_t offset, int64_t arg)
+{
+    if (!p->log) return;
+    if (p->log_length < p->log_capacity) {
+        int64_t *e = p->log + 3 * p->log_length;
+        e[0] = op; e[1] = offset; e[2] = arg;
+    }
+    p->log_length++;
+}
+
+static inline volatile uint64_t *cxl_flag(cxl_pool_t *p, int r)
+{
+    return (volatile uint64_t *)(p->base + p->flags_offset + (uint64_t)r * CXL_LINE);
+}
+
+static inline char *cxl_slot(cxl_pool_t *p, uint64_t epoch, int r)
+{
+    return p->base + p->data_offset + ((epoch & 1) * (uint64_t)p->nranks + (uint64_t)r) * p->slot_stride;
+}
+
+static void cxl_range_op(cxl_pool_t *p, int op, const char *start, uint64_t length)
+{
+    if (length == 0 || op == CXL_OP_NONE) return;
+    uintptr_t first = (uintptr_t)start & ~(uintptr_t)(CXL_LINE - 1);
+    uintptr_t end = (uintptr_t)start + length;
+    for (uintptr_t a = first; a < end; a += CXL_LINE) cxl_line_op(op, (const void *)a);
+    cxl_log(p, op == CXL_OP_CLWB ? CXL_EV_WRITEBACK : CXL_EV_FLUSH, (int64_t)(start - p->base), (int64_t)length);
+}
+
+/* Make this rank's slot of `epoch` (already written, `nbytes` long) visible and publish the flag. */
+static void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
+{
+    char *slot = cxl_slot(p, epoch, p->rank);
+    volatile uint64_t *flag = cxl_flag(p, p->rank);
+    cxl_log(p, CXL_EV_WRITE, (int64_t)(slot - p->base), (int64_t)nbytes);
+    if (p->flush_mode) cxl_range_op(p, p->writeback_op, slot, nbytes);
+    cxl_sfence(); /* orders clflushopt/clwb and any non-temporal stores of memcpy before the flag */
+    cxl_log(p, CXL_EV_SFENCE, 0, 0);
+    __atomic_store_n(flag, epoch, __ATOMIC_RELEASE);
+    cxl_log(p, CXL_EV_FLAG_STORE, (int64_t)((char *)flag - p->base), (int64_t)epoch);
+    if (p->flush_mode) cxl_range_op(p, p->writeback_op, (const char *)flag, sizeof(uint64_t));
+}
+
+/* Wait until every rank published `epoch`. Returns -1 on success, else the first missing rank
+ * after `timeout_ns`. Spins first, then yields the CPU between polls. */
+static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
+{
+    double deadline = -1.0;
+    for (int r = 0; r < p->nranks; r++) {
+        if (r == p->rank) continue;
+        volatile uint64_t *flag = cxl_flag(p, r);
+        uint64_t spins = 0;
+        for (;;) {
+            if (p->flush_mode) {
+                cxl_line_op(p->invalidate_op, (const void *)flag);
+                cxl_mfence();
+            }
+            if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= epoch) break;
+            spins++;
+            if (spins < p->spin_iters) {
+                cxl_pause();
+                continue;
+            }
+            sched_yield();
+            if ((spins & 63) == 0) {
+                double now = cxl_now_ns();
+                if (deadline < 0) deadline = now + timeout_ns;
+                else if (now > deadline) return r;
+            }
+        }
+        cxl_log(p, p->flush_mode ? CXL_EV_POLL_FLUSHED : CXL_EV_POLL_CACHED,
+                (int64_t)((char *)flag - p->base), (int64_t)epoch);
+    }
+    return -1;
+}
+
+/* After the flags: drop stale copies of the other ranks' slots (flush mode only). */
+static void cxl_acquire_slots(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
+{
+    if (!p->flush_mode) return;
+    for (int r = 0; r < p->nranks; r++)
+        if (r != p->rank) cxl_range_op(p, p->invalidate_op, cxl_slot(p, epoch, r), nbytes);
+    cxl_mfence();
+    cxl_log(p, CXL_EV_MFENCE, 0, 0);
+}
+
+/* Copy every slot of `epoch` to recv, block r at recv + r * nbytes. */
+static void cxl_copy_out(cxl_pool_t *p, uint64_t epoch, char *recv, uint64_t nbytes)
+{
+    for (int r = 0; r < p->nranks; r++) {
+        const char *slot = cxl_slot(p, epoch, r);
+        memcpy(recv + (uint64_t)r * nbytes, slot, nbytes);
+        cxl_log(p, CXL_EV_READ, (int64_t)(slot - p->base), (int64_t)nbytes);
+    }
+}
+
+/* The whole allgather for one rank. send == NULL means zero-copy (the block is already in
+ * the slot); recv == NULL means the caller reads the slots in place (the reads are logged,
+ * since they follow). Returns -1 on success, else the first rank that did not arrive. */
+static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *recv,
+                         uint64_t nbytes, double timeout_ns)
+{
+    if (send && nbytes) memcpy(cxl_slot(p, epoch, p->rank), send, nbytes);
+    cxl_publish(p, epoch, nbytes);
+    int missing = cxl_wait_all(p, epoch, timeout_ns);
+    if (missing >= 0) return missing;
+    cxl_acquire_slots(p, epoch, nbytes);
+    if (recv) {
+        cxl_copy_out(p, epoch, recv, nbytes);
+    } else {
+        for (int r = 0; r < p->nranks; r++)
+            cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, epoch, r) - p->base), (int64_t)nbytes);
+    }
+    return -1;
+}
+
+#endif

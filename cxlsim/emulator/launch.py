@@ -1,0 +1,175 @@
+"""Start ranks that share a pool: local processes (the default) or MPI ranks.
+
+`run_local(np, fn, ...)` creates the pool, forks `np` processes, gives each a
+`PoolComm` and calls ``fn(comm, *args)``; it returns the per-rank results. If a rank
+raises, dies or never arrives, the others fail within their timeout naming the
+missing ranks, `run_local` raises RankFailure naming every failed rank, and the pool
+file is gone in every case.
+
+`run_mpi(fn, ...)` does the same inside an `mpiexec` job: rank 0 creates the pool and
+broadcasts its handle; MPI supplies rank and size.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+import traceback
+from multiprocessing.connection import wait
+
+from cxlsim.emulator.comm import PoolComm
+from cxlsim.emulator.pool import Pool, PoolSpec, parse_pool_spec
+from cxlsim.errors import InputError, RunError
+
+GRACE_S = 5.0  # extra time the launcher gives ranks beyond their own timeout
+
+
+class RankFailure(RunError):
+    """One or more ranks failed; `failures` maps rank -> description."""
+
+    def __init__(self, failures: dict[int, str]):
+        self.failures = dict(sorted(failures.items()))
+        lines = "\n".join(f"  rank {r}: {msg}" for r, msg in self.failures.items())
+        super().__init__(f"{len(self.failures)} rank(s) failed:\n{lines}")
+
+
+def check_np(nranks) -> int:
+    if isinstance(nranks, bool) or not isinstance(nranks, int) or nranks < 1:
+        raise InputError(f"--np: expected a whole number of ranks, 1 or more, got {nranks!r}")
+    return nranks
+
+
+def _rank_main(rank, handle, fn, args, options, conn):
+    """Body of one local rank: attach, run, report ("ok", value) or ("error", text)."""
+    try:
+        pool = Pool.attach(handle)
+        comm = PoolComm.open(pool, rank, **options)
+        try:
+            result = fn(comm, *args)
+        finally:
+            comm.close()
+        conn.send(("ok", result))
+    except BaseException as exc:  # report everything, including KeyboardInterrupt
+        text = f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, RunError):
+            text += "\n" + traceback.format_exc()
+        try:
+            conn.send(("error", text))
+        finally:
+            os._exit(1)
+    finally:
+        conn.close()
+
+
+def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
+              coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto") -> list:
+    """Run ``fn(comm, *args)`` on `nranks` forked processes sharing one pool; return their results.
+
+    slot_bytes: the largest block a rank may send. timeout_s: per wait inside the ranks.
+    """
+    check_np(nranks)
+    spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
+    if (coherence or spec.default_coherence) not in ("hw", "flush"):
+        raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
+    options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback)
+    ctx = multiprocessing.get_context("fork")
+    created = Pool.create(spec, nranks, slot_bytes)
+    handle = created.handle
+    created.close()
+    procs, conns = [], []
+    try:
+        for rank in range(nranks):
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_rank_main, args=(rank, handle, fn, args, options, child_end),
+                               name=f"cxlsim-rank-{rank}", daemon=True)
+            proc.start()
+            child_end.close()
+            procs.append(proc)
+            conns.append(parent_end)
+        return _collect(procs, conns, timeout_s + GRACE_S)
+    finally:
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(1.0)
+        created.unlink()
+
+
+def _collect(procs, conns, grace_s: float) -> list:
+    """Gather one message per rank; a rank that exits without one has died.
+
+    A healthy run may take as long as it needs. Once a rank fails, the others get
+    `grace_s` to finish (they time out naming the missing ranks); then they are killed.
+    """
+    results, failures = {}, {}
+    pending = dict(enumerate(conns))
+    give_up_at = None
+    while pending:
+        timeout = None if give_up_at is None else max(0.0, give_up_at - time.monotonic())
+        ready = wait(list(pending.values()) + [procs[r].sentinel for r in pending], timeout=timeout)
+        if not ready:
+            for rank in pending:
+                failures[rank] = f"still running {grace_s:g} s after rank(s) {sorted(failures)} failed; killed"
+            break
+        for rank in list(pending):
+            conn = pending[rank]
+            if conn not in ready and procs[rank].sentinel not in ready:
+                continue
+            try:
+                status, value = conn.recv()
+            except (EOFError, OSError):
+                procs[rank].join(1.0)
+                status, value = "error", _death_message(procs[rank].exitcode)
+            if status == "ok":
+                results[rank] = value
+            else:
+                failures[rank] = value
+                give_up_at = give_up_at or time.monotonic() + grace_s
+            del pending[rank]
+    if failures:
+        raise RankFailure(failures)
+    return [results[r] for r in range(len(procs))]
+
+
+def _death_message(exitcode) -> str:
+    if exitcode is None:
+        return "died without a report"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        return f"died from {name}"
+    return f"exited with code {exitcode} without a report"
+
+
+def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
+            coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto"):
+    """Inside an MPI job: build a pool over MPI.COMM_WORLD and return ``fn(comm, mpi_comm, *args)`` on every rank."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
+    created, handle, error = None, None, None
+    if world.rank == 0:
+        try:
+            created = Pool.create(spec, world.size, slot_bytes)
+            handle = created.handle
+        except Exception as exc:  # every rank must learn of it, or the others hang in bcast
+            error = exc
+    handle, error = world.bcast((handle, error), root=0)
+    if error is not None:
+        raise error
+    try:
+        comm = PoolComm.open(Pool.attach(handle), world.rank, coherence=coherence, timeout_s=timeout_s,
+                             writeback=writeback)
+        world.Barrier()
+        try:
+            return fn(comm, world, *args)
+        finally:
+            comm.close()
+    finally:
+        if created is not None:
+            created.close()
+            created.unlink()
