@@ -89,8 +89,8 @@ class ZeroCopyResult:
         return len(self.array)
 
 
-class PoolComm(_kernels.PoolKernel):
-    """A rank's communicator over a pool; build it with `PoolComm.open(pool, rank)`."""
+class CommMixin:
+    """The public communicator API, on top of a kernel class (Cython or the pure-Python twin)."""
 
     @classmethod
     def open(cls, pool: Pool, rank: int, *, coherence: str | None = None, timeout_s: float = 10.0,
@@ -158,3 +158,18 @@ class PoolComm(_kernels.PoolKernel):
             self.pool.close()
         except BufferError:
             pass  # a caller still holds a view; the mapping goes when it does
+
+
+class PoolComm(CommMixin, _kernels.PoolKernel):
+    """A rank's communicator over a pool, on the Cython kernels; build it with `PoolComm.open(pool, rank)`."""
+
+
+def comm_class(kernel: str = "cython"):
+    """The communicator class for `kernel`: 'cython' (fast) or 'reference' (the pure-Python twin)."""
+    if kernel == "cython":
+        return PoolComm
+    if kernel == "reference":
+        from cxlsim.emulator.reference import ReferenceComm
+
+        return ReferenceComm
+    raise InputError(f"kernel: expected 'cython' or 'reference', got {kernel!r}")

@@ -18,7 +18,7 @@ import time
 import traceback
 from multiprocessing.connection import wait
 
-from cxlsim.emulator.comm import PoolComm
+from cxlsim.emulator.comm import comm_class
 from cxlsim.emulator.pool import Pool, PoolSpec, parse_pool_spec
 from cxlsim.errors import InputError, RunError
 
@@ -44,7 +44,8 @@ def _rank_main(rank, handle, fn, args, options, conn):
     """Body of one local rank: attach, run, report ("ok", value) or ("error", text)."""
     try:
         pool = Pool.attach(handle)
-        comm = PoolComm.open(pool, rank, **options)
+        kernel = options.pop("kernel")
+        comm = comm_class(kernel).open(pool, rank, **options)
         try:
             result = fn(comm, *args)
         finally:
@@ -63,16 +64,19 @@ def _rank_main(rank, handle, fn, args, options, conn):
 
 
 def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
-              coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto") -> list:
+              coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
+              kernel: str = "cython") -> list:
     """Run ``fn(comm, *args)`` on `nranks` forked processes sharing one pool; return their results.
 
     slot_bytes: the largest block a rank may send. timeout_s: per wait inside the ranks.
+    kernel: 'cython' or 'reference' (the pure-Python twin, for tests).
     """
     check_np(nranks)
     spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
     if (coherence or spec.default_coherence) not in ("hw", "flush"):
         raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
-    options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback)
+    comm_class(kernel)  # check the name before forking
+    options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback, kernel=kernel)
     ctx = multiprocessing.get_context("fork")
     created = Pool.create(spec, nranks, slot_bytes)
     handle = created.handle
@@ -162,7 +166,7 @@ def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 <<
     if error is not None:
         raise error
     try:
-        comm = PoolComm.open(Pool.attach(handle), world.rank, coherence=coherence, timeout_s=timeout_s,
+        comm = comm_class("cython").open(Pool.attach(handle), world.rank, coherence=coherence, timeout_s=timeout_s,
                              writeback=writeback)
         world.Barrier()
         try:
