@@ -5,7 +5,8 @@ The GIL is held while buffers are checked and released only around the C data pa
 (cxl_ops.h). `PoolKernel` is one rank's view of a mapped pool; `cxlsim.emulator.comm`
 builds the public communicator on it. `cxlsim.emulator.reference` is the slow twin.
 """
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS,
+                             PyBUF_STRIDES)
 from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 
@@ -62,6 +63,39 @@ def memcpy_ns(dst, src, Py_ssize_t iterations=1):
     finally:
         PyBuffer_Release(&d)
     return (t1 - t0) / max(iterations, 1)
+
+
+def read_pass(obj):
+    """Load every byte of a 1-D or 2-D buffer (rows may be strided) once, with the GIL released.
+
+    Returns an XOR of its 8-byte words (and tail bytes), so the loads cannot be optimised away.
+    """
+    cdef Py_buffer b
+    cdef uint64_t acc = 0, word
+    cdef Py_ssize_t rows, row_bytes, row_stride, i, j
+    cdef const char *row
+    PyObject_GetBuffer(obj, &b, PyBUF_STRIDES)
+    try:
+        if b.ndim == 1 and b.strides[0] == b.itemsize:
+            rows, row_bytes, row_stride = 1, b.len, 0
+        elif b.ndim == 2 and b.strides[1] == b.itemsize:
+            rows, row_bytes, row_stride = b.shape[0], b.shape[1] * b.itemsize, b.strides[0]
+        else:
+            raise InputError("read_pass: expected a 1-D contiguous or 2-D row-contiguous buffer")
+        with nogil:
+            for i in range(rows):
+                row = <const char *>b.buf + i * row_stride
+                j = 0
+                while j + 8 <= row_bytes:
+                    memcpy(&word, row + j, 8)
+                    acc ^= word
+                    j += 8
+                while j < row_bytes:
+                    acc ^= <unsigned char>row[j]
+                    j += 1
+    finally:
+        PyBuffer_Release(&b)
+    return acc
 
 
 def atomic_add_u32(mapping, Py_ssize_t offset, uint32_t value):
