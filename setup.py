@@ -25,7 +25,7 @@ setup(
     description="Emulator and simulator for CXL shared-memory fabrics",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     package_dir={
         "cxlsim": "cxlsim",
         "cxlsim.fabric": "fabric",
