@@ -28,6 +28,7 @@ cdef extern from "cxl_ops.h" nogil:
     int cxl_cpu_features()
     uint32_t cxl_atomic_add_u32(uint32_t *p, uint32_t v)
     double cxl_now_ns()
+    uint64_t cxl_read_pass(const char *p, uint64_t n)
     char *cxl_slot(cxl_pool_t *p, uint64_t epoch, int r)
     void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
     int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)

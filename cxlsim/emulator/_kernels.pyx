@@ -68,12 +68,12 @@ def memcpy_ns(dst, src, Py_ssize_t iterations=1):
 def read_pass(obj):
     """Load every byte of a 1-D or 2-D buffer (rows may be strided) once, with the GIL released.
 
-    Returns an XOR of its 8-byte words (and tail bytes), so the loads cannot be optimised away.
+    Returns the wrapping sum of each row's 8-byte words and tail bytes (see `checksum_of_fill`),
+    so the loads cannot be optimised away and stale contents can be detected.
     """
     cdef Py_buffer b
-    cdef uint64_t acc = 0, word
-    cdef Py_ssize_t rows, row_bytes, row_stride, i, j
-    cdef const char *row
+    cdef uint64_t acc = 0
+    cdef Py_ssize_t rows, row_bytes, row_stride, i
     PyObject_GetBuffer(obj, &b, PyBUF_STRIDES)
     try:
         if b.ndim == 1 and b.strides[0] == b.itemsize:
@@ -84,18 +84,16 @@ def read_pass(obj):
             raise InputError("read_pass: expected a 1-D contiguous or 2-D row-contiguous buffer")
         with nogil:
             for i in range(rows):
-                row = <const char *>b.buf + i * row_stride
-                j = 0
-                while j + 8 <= row_bytes:
-                    memcpy(&word, row + j, 8)
-                    acc ^= word
-                    j += 8
-                while j < row_bytes:
-                    acc ^= <unsigned char>row[j]
-                    j += 1
+                acc += cxl_read_pass(<const char *>b.buf + i * row_stride, row_bytes)
     finally:
         PyBuffer_Release(&b)
     return acc
+
+
+def checksum_of_fill(int value, uint64_t nbytes):
+    """What `read_pass` returns for `nbytes` bytes that all hold `value` (0..255), computed."""
+    cdef uint64_t byte = <unsigned char>value
+    return (nbytes // 8) * (byte * <uint64_t>0x0101010101010101) + (nbytes % 8) * byte
 
 
 def atomic_add_u32(mapping, Py_ssize_t offset, uint32_t value):

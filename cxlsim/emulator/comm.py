@@ -115,36 +115,46 @@ class CommMixin:
         comm._views = {}
         return comm
 
-    def _slot_array(self, epoch: int, count: int, dtype: np.dtype, all_ranks: bool) -> np.ndarray:
-        """A cached view of slots of `epoch`'s buffer: this rank's (writable, 1-D) or all (read-only, 2-D)."""
-        key = (epoch & 1, all_ranks, count, dtype.str)
+    def _slot_array(self, epoch: int, count: int, dtype, all_ranks: bool) -> np.ndarray:
+        """A cached view of slots of `epoch`'s buffer: this rank's (writable, 1-D) or all (read-only, 2-D).
+
+        Views are cached per (buffer, kind, count, dtype), so the hot path is one dict lookup.
+        """
+        key = (epoch & 1, all_ranks, count, dtype)
         view = self._views.get(key)
         if view is None:
-            if count < 0 or count * dtype.itemsize > self.slot_bytes:
-                raise InputError(f"allgather: {count} x {dtype} = {count * dtype.itemsize} bytes per rank, "
-                                 f"but pool slots hold {self.slot_bytes}")
-            rows = self.size if all_ranks else 1
-            first = self.slot_offset(epoch, 0 if all_ranks else self.rank)
-            view = np.ndarray((rows, count), dtype=dtype, buffer=self.pool.mapping, offset=first,
-                              strides=(self.pool.layout.slot_stride, dtype.itemsize))
-            if all_ranks:
-                view.flags.writeable = False
-            else:
-                view = view[0]
+            view = self._make_view(epoch, count, np.dtype(dtype), all_ranks)
             self._views[key] = view
+            self._views[(epoch & 1, all_ranks, count, view.dtype)] = view
         return view
+
+    def _make_view(self, epoch: int, count: int, dtype: np.dtype, all_ranks: bool) -> np.ndarray:
+        if not isinstance(count, (int, np.integer)) or count < 0 or count * dtype.itemsize > self.slot_bytes:
+            raise InputError(f"allgather: {count} x {dtype} per rank does not fit the pool's "
+                             f"{self.slot_bytes}-byte slots")
+        rows = self.size if all_ranks else 1
+        first = self.slot_offset(epoch, 0 if all_ranks else self.rank)
+        view = np.ndarray((rows, count), dtype=dtype, buffer=self.pool.mapping, offset=first,
+                          strides=(self.pool.layout.slot_stride, dtype.itemsize))
+        if all_ranks:
+            view.flags.writeable = False
+            return view
+        return view[0]
 
     def send_view(self, count: int, dtype=np.uint8) -> np.ndarray:
         """A writable view of this rank's slot for the next call: `count` items of `dtype`."""
-        return self._slot_array(self.epoch + 1, int(count), np.dtype(dtype), False)
+        return self._slot_array(self.epoch + 1, count, dtype, False)
 
     def allgather_zero_copy(self, block: np.ndarray) -> ZeroCopyResult:
         """Publish `block` (the view from `send_view`) and return a view of every rank's block."""
-        if not isinstance(block, np.ndarray) or block.ndim != 1 or \
-                block.ctypes.data != self.send_view(block.shape[0], block.dtype).ctypes.data:
+        try:
+            count, dtype = block.shape[0], block.dtype
+        except (AttributeError, IndexError):
+            count = dtype = None
+        if self._views.get(((self.epoch + 1) & 1, False, count, dtype)) is not block:
             raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
         self.allgather_in_place(block.nbytes)
-        return ZeroCopyResult(self, self.epoch, self._slot_array(self.epoch, block.shape[0], block.dtype, True))
+        return ZeroCopyResult(self, self.epoch, self._slot_array(self.epoch, count, dtype, True))
 
     def barrier(self) -> None:
         """Wait until every rank reaches this point (a zero-byte allgather)."""

@@ -247,4 +247,23 @@ static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *
     return -1;
 }
 
+/* Load every byte of [p, p + n) once; return the wrapping sum of its 8-byte words plus its tail
+ * bytes (a checksum, so the loads stay and a stale block is detectable). */
+static inline uint64_t cxl_read_pass(const char *p, uint64_t n)
+{
+    uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint64_t i = 0, w;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 8; k++) {
+            memcpy(&w, p + i + 8 * k, 8);
+            acc[k] += w;
+        }
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        acc[0] += w;
+    }
+    for (; i < n; i++) acc[0] += (unsigned char)p[i];
+    return acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+}
+
 #endif
