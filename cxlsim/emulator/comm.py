@@ -38,8 +38,8 @@ SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8
 
 
-class StaleViewError(RunError):
-    """A zero-copy result was used after the rank's next collective call."""
+StaleViewError = _kernels.StaleViewError
+ZeroCopyResult = _kernels.ZeroCopyResult
 
 
 def choose_line_ops(writeback: str = "auto") -> tuple[int, int]:
@@ -61,32 +61,6 @@ def choose_line_ops(writeback: str = "auto") -> tuple[int, int]:
         if op not in features:
             raise InputError(f"coherence 'flush' needs {op}, which this CPU lacks (it has: {sorted(features) or 'none'})")
     return WRITEBACK_OPS[writer], WRITEBACK_OPS[reader]
-
-
-class ZeroCopyResult:
-    """All ranks' blocks of one zero-copy allgather, read in place; valid until the next call."""
-
-    __slots__ = ("_comm", "_epoch", "_array")
-
-    def __init__(self, comm: "PoolComm", epoch: int, array: np.ndarray):
-        self._comm, self._epoch, self._array = comm, epoch, array
-
-    @property
-    def array(self) -> np.ndarray:
-        """The (size, count) read-only view; raises StaleViewError once it is stale."""
-        if self._comm.epoch != self._epoch:
-            raise StaleViewError(f"zero-copy result of epoch {self._epoch} used after epoch {self._comm.epoch} "
-                                 "began: copy what you need before the next collective call")
-        return self._array
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.array, dtype=dtype)
-
-    def __getitem__(self, index):
-        return self.array[index]
-
-    def __len__(self) -> int:
-        return len(self.array)
 
 
 class CommMixin:
@@ -172,6 +146,8 @@ class CommMixin:
 
 class PoolComm(CommMixin, _kernels.PoolKernel):
     """A rank's communicator over a pool, on the Cython kernels; build it with `PoolComm.open(pool, rank)`."""
+
+    allgather_zero_copy = _kernels.PoolKernel.allgather_zero_copy  # the same contract, without Python overhead
 
 
 def comm_class(kernel: str = "cython"):
