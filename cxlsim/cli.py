@@ -15,6 +15,7 @@ from cxlsim import __version__
 from cxlsim.errors import InputError, RunError
 
 COMMAND_MODULES = [
+    "cxlsim.simulate",
     "cxlsim.emulator.cli",
 ]
 

@@ -1,0 +1,294 @@
+"""Scenarios: YAML files loaded into frozen, keyword-only dataclasses and validated.
+
+A schema is a tree of dataclasses whose fields are declared with `option(...)`
+(a value: its YAML key, parser, expectation and default) or `section(...)`
+(a nested mapping). Field names carry internal units (`latency_ns`,
+`bw_bytes_per_ns`); YAML keys are what users write (`latency: 250 ns`).
+Unknown keys are errors, and every error names the key path, the bad value
+and what was expected:
+
+    fabric.links.bandwidth: expected a bandwidth like '25 GB/s', got '-3'
+
+`get(cfg, "fabric.preset")` looks a value up by dotted YAML key, and
+`with_overrides(cfg, {"fabric.nodes": 8})` returns a re-validated copy; values
+are given as in YAML. Other features define their own schema with the same
+helpers and call `load(path, schema=...)`.
+
+>>> cfg = from_dict({"fabric": {"preset": "ib-hdr", "nodes": 4}})
+>>> get(cfg, "fabric.nodes"), get(with_overrides(cfg, {"fabric.nodes": 8}), "fabric.nodes")
+(4, 8)
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import MISSING, dataclass, fields
+
+import yaml
+
+from cxlsim.errors import InputError
+from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes, parse_time
+
+__all__ = [
+    "ConfigError", "option", "section", "load", "from_dict", "to_dict", "get", "with_overrides",
+    "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
+    "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig",
+]
+
+
+class ConfigError(InputError):
+    """A scenario is invalid; the message names the key path, the value and what was expected."""
+
+
+# ---------------------------------------------------------------- schema helpers
+
+def option(key: str, parse, expect: str, default=MISSING, unparse=None):
+    """A scenario value at YAML `key`, parsed by `parse(value)` (which raises on bad input).
+
+    `expect` completes 'expected ...'. `unparse` turns the internal value back into
+    YAML text that parses to the same value (default: the value itself). A default
+    of None means 'optional, unset'.
+    """
+    meta = {"key": key, "parse": parse, "expect": expect, "unparse": unparse or (lambda v: v)}
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def section(key: str, cls):
+    """A nested mapping at YAML `key`, validated as dataclass `cls` (absent means all defaults)."""
+    return dataclasses.field(default_factory=lambda: from_dict({}, cls, key), metadata={"key": key, "section": cls})
+
+
+def _fields_by_key(cls) -> dict:
+    return {f.metadata["key"]: f for f in fields(cls)}
+
+
+def _build(cls, data, path: str):
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'scenario'}: expected a mapping of keys, got {data!r}")
+    by_key = _fields_by_key(cls)
+    for key in data:
+        if key not in by_key:
+            raise ConfigError(f"{_join(path, str(key))}: unknown key; expected one of {', '.join(by_key)}")
+    kwargs = {}
+    for key, f in by_key.items():
+        where = _join(path, key)
+        meta = f.metadata
+        if "section" in meta:
+            kwargs[f.name] = _build(meta["section"], data.get(key), where)
+        elif key in data and data[key] is not None:
+            try:
+                kwargs[f.name] = meta["parse"](data[key])
+            except (UnitError, ValueError, TypeError) as exc:
+                detail = f" ({exc})" if not isinstance(exc, UnitError) and str(exc) else ""
+                raise ConfigError(f"{where}: expected {meta['expect']}, got {data[key]!r}{detail}") from None
+        elif f.default is MISSING:
+            raise ConfigError(f"{where}: missing; expected {meta['expect']}")
+    return cls(**kwargs)
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def from_dict(data: dict, schema=None, path: str = ""):
+    """Validate a mapping (as from YAML) into an instance of `schema` (default `Scenario`)."""
+    return _build(schema or Scenario, data, path)
+
+
+def load(path: str, schema=None):
+    """Load and validate a YAML scenario file."""
+    if not os.path.isfile(path):
+        raise ConfigError(f"scenario file {path!r}: no such file")
+    with open(path, encoding="utf-8") as fh:
+        try:
+            data = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"scenario file {path!r}: not valid YAML ({exc})") from None
+    return from_dict(data if data is not None else {}, schema)
+
+
+def to_dict(cfg) -> dict:
+    """The YAML form of a validated config; `from_dict(to_dict(cfg)) == cfg`."""
+    out = {}
+    for f in fields(cfg):
+        value = getattr(cfg, f.name)
+        if "section" in f.metadata:
+            out[f.metadata["key"]] = to_dict(value)
+        else:
+            out[f.metadata["key"]] = None if value is None else f.metadata["unparse"](value)
+    return out
+
+
+def get(cfg, dotted: str):
+    """The value at a dotted YAML key path, e.g. get(cfg, 'fabric.links.bandwidth')."""
+    node, done = cfg, []
+    for key in dotted.split("."):
+        if not dataclasses.is_dataclass(node) or key not in _fields_by_key(type(node)):
+            raise ConfigError(f"{_join('.'.join(done), key)}: unknown key")
+        node = getattr(node, _fields_by_key(type(node))[key].name)
+        done.append(key)
+    return node
+
+
+def with_overrides(cfg, overrides: dict):
+    """A copy of `cfg` with dotted YAML keys replaced by YAML-style values, re-validated."""
+    data = to_dict(cfg)
+    for dotted, value in overrides.items():
+        get(cfg, dotted)  # the key path must exist
+        node, keys = data, dotted.split(".")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    return from_dict(data, type(cfg))
+
+
+# ---------------------------------------------------------------- parsers
+
+def _int(lo: int):
+    def parse(value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+            raise ValueError("")
+        return value
+    return parse
+
+
+def _positive(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError("")
+    return float(value)
+
+
+def _choice(*options):
+    def parse(value):
+        if value not in options:
+            raise ValueError("")
+        return value
+    return parse
+
+
+def _text(value) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError("")
+    return value
+
+
+def _bool(value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("")
+    return value
+
+
+def _sizes(value) -> tuple:
+    sizes = tuple(parse_sizes(value)) if isinstance(value, str) else tuple(parse_size(v) for v in value)
+    if not sizes:
+        raise ValueError("")
+    return sizes
+
+
+def _seed(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("")
+    return value
+
+
+def _gbs(value: float) -> str:
+    return f"{value!r} GB/s"
+
+
+def _ns(value: float) -> str:
+    return f"{value!r} ns"
+
+
+_BW = "a bandwidth like '25 GB/s'"
+_TIME = "a time like '250 ns'"
+
+
+# ---------------------------------------------------------------- the simulation scenario
+
+@dataclass(frozen=True, kw_only=True)
+class LinkConfig:
+    """Link overrides; unset values come from the preset."""
+
+    bw_bytes_per_ns: float | None = option("bandwidth", parse_bandwidth, _BW, None, _gbs)
+    latency_ns: float | None = option("latency", parse_time, _TIME, None, _ns)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwitchConfig:
+    """Switch overrides; unset values come from the preset."""
+
+    kind: str | None = option("kind", _choice("ethernet", "infiniband"), "'ethernet' or 'infiniband'", None)
+    latency_ns: float | None = option("latency", parse_time, _TIME, None, _ns)
+    mode: str | None = option("mode", _choice("cut-through", "store-and-forward"),
+                              "'cut-through' or 'store-and-forward'", None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NicConfig:
+    """LogGP overrides (o, g, G); unset values come from the preset."""
+
+    overhead_ns: float | None = option("overhead", parse_time, _TIME, None, _ns)
+    gap_ns: float | None = option("gap", parse_time, _TIME, None, _ns)
+    gap_per_byte_ns: float | None = option("gap_per_byte", parse_time, "a time per byte like '0.04 ns'", None, _ns)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostConfig:
+    """Host memory-speed overrides; unset values come from the preset."""
+
+    memcpy_bw_bytes_per_ns: float | None = option("memcpy_bandwidth", parse_bandwidth, _BW, None, _gbs)
+    reduce_bw_bytes_per_ns: float | None = option("reduce_bandwidth", parse_bandwidth, _BW, None, _gbs)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FabricConfig:
+    """Which fabric: a preset, a topology, the rank layout and per-component overrides."""
+
+    preset: str = option("preset", _text, "a preset name like 'ib-hdr'")
+    topology: str = option("topology", _text, "'star', 'fat_tree' or a .yaml/.graphml file", "star")
+    nodes: int = option("nodes", _int(1), "an integer >= 1")
+    ranks_per_node: int = option("ranks_per_node", _int(1), "an integer >= 1", 1)
+    placement: str = option("placement", _choice("block", "round_robin"), "'block' or 'round_robin'", "block")
+    hosts_per_leaf: int | None = option("hosts_per_leaf", _int(1), "an integer >= 1 (fat_tree)", None)
+    oversubscription: float = option("oversubscription", _positive, "a number > 0 (fat_tree)", 1.0)
+    spines: int | None = option("spines", _int(1), "an integer >= 1 (fat_tree)", None)
+    links: LinkConfig = section("links", LinkConfig)
+    switch: SwitchConfig = section("switch", SwitchConfig)
+    nic: NicConfig = section("nic", NicConfig)
+    host: HostConfig = section("host", HostConfig)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadConfig:
+    """What to run: a collective, its algorithm (or a library selector) and the sizes."""
+
+    collective: str = option("collective", _text, "a collective like 'allgather'", "allgather")
+    algorithm: str = option("algorithm", _text, "an algorithm name or 'auto'", "auto")
+    selector: str = option("selector", _choice("mpich", "ompi"), "'mpich' or 'ompi'", "mpich")
+    inter_algorithm: str = option("inter_algorithm", _text, "an allgather algorithm among node leaders", "ring")
+    sizes_bytes: tuple = option("sizes", _sizes, "sizes like '1B:1MiB' or [1, 1024]",
+                               (1, 1024, 65536, 1048576), list)
+    chunk_bytes: int = option("chunk", lambda v: _int(1)(parse_size(v)), "a size >= 1 B like '64 KiB'", 65536)
+    root: int = option("root", _int(0), "a rank >= 0", 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputConfig:
+    """Where the run workspace goes and what it holds."""
+
+    dir: str | None = option("dir", _text, "a directory path", None)
+    plot: bool = option("plot", _bool, "true or false", True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """A simulation scenario (`cxlsim simulate SCENARIO.yaml`)."""
+
+    name: str = option("name", _text, "a short name", "scenario")
+    seed: int | None = option("seed", _seed, "an integer >= 0", None)
+    engine: str = option("engine", _choice("des", "analytic"), "'des' or 'analytic'", "des")
+    fabric: FabricConfig = section("fabric", FabricConfig)
+    workload: WorkloadConfig = section("workload", WorkloadConfig)
+    output: OutputConfig = section("output", OutputConfig)

@@ -1,0 +1,237 @@
+"""The simulation runner and the `cxlsim simulate` command.
+
+`run(scenario)` turns a validated `cxlsim.config.Scenario` into one projected
+latency per message size:
+1. resolve the preset with the scenario's overrides (`resolve_preset`);
+2. build the topology graph (`build_graph`) and the placement of ranks;
+3. per size, pick the algorithm (or ask the MPICH/Open MPI selector when it
+   is 'auto') and either evaluate its closed form (`engine: analytic`) or
+   simulate it on a freshly built network (`engine: des`), checking every
+   rank's payload labels.
+
+`cxlsim simulate [SCENARIO.yaml] [--nodes N ...]` prints an OSU-style table
+and writes a run workspace (cxlsim.results). With no scenario file it uses
+DEFAULT_SCENARIO, so `cxlsim simulate --nodes 8 --preset ib-hdr` just works.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+
+from cxlsim import config
+from cxlsim.errors import InputError
+from cxlsim.fabric import topology
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.host import HostParams, NicParams
+from cxlsim.fabric.link import LinkParams
+from cxlsim.fabric.network import build
+from cxlsim.fabric.placement import Placement
+from cxlsim.fabric.presets import get_preset
+from cxlsim.fabric.switch import SwitchParams
+from cxlsim.fabric.transport import NetworkTransport
+from cxlsim.models.collectives import analytic, runner
+from cxlsim.models.collectives.selectors import select
+from cxlsim.results import Workspace, make_rng
+from cxlsim.units import format_size, parse_sizes
+
+__all__ = ["DEFAULT_SCENARIO", "resolve_preset", "build_graph", "build_transport", "run", "osu_table", "register"]
+
+DEFAULT_SCENARIO = {
+    "name": "simulate",
+    "fabric": {"preset": "ib-hdr", "nodes": 8},
+    "workload": {"collective": "allgather", "algorithm": "auto", "sizes": "1B:1MiB"},
+}
+"""The scenario used when no file is given (flags override it)."""
+
+
+def _merge(params, overrides):
+    values = {f.name: getattr(overrides, f.name) for f in dataclasses.fields(overrides)
+              if getattr(overrides, f.name) is not None and hasattr(params, f.name)}
+    try:
+        return dataclasses.replace(params, **values)
+    except ValueError as exc:
+        raise InputError(f"fabric: {exc}") from None
+
+
+def resolve_preset(fabric: config.FabricConfig):
+    """The scenario's preset with its `links`, `switch`, `nic` and `host` overrides applied."""
+    try:
+        preset = get_preset(fabric.preset)
+    except InputError as exc:
+        raise InputError(f"fabric.preset: {exc}") from None
+    kind = fabric.switch.kind or preset.switch_kind
+    return dataclasses.replace(
+        preset,
+        switch_kind=kind,
+        link=_merge(preset.link, fabric.links),
+        switch=_merge(preset.switch, fabric.switch),
+        nic=_merge(preset.nic, fabric.nic),
+        host=_merge(preset.host, fabric.host),
+    )
+
+
+def build_graph(fabric: config.FabricConfig):
+    """The topology graph the scenario names (star, fat_tree or a file)."""
+    if fabric.topology == "star":
+        return topology.star(fabric.nodes)
+    if fabric.topology == "fat_tree":
+        per_leaf = fabric.hosts_per_leaf or fabric.nodes
+        return topology.fat_tree(fabric.nodes, per_leaf, fabric.oversubscription, fabric.spines)
+    if fabric.topology.endswith((".yaml", ".yml", ".graphml", ".xml")):
+        graph = topology.load(fabric.topology)
+        found = len(topology.hosts(graph))
+        if found != fabric.nodes:
+            raise InputError(f"fabric.nodes: {fabric.nodes} but topology {fabric.topology!r} has {found} hosts")
+        return graph
+    raise InputError(f"fabric.topology: expected 'star', 'fat_tree' or a .yaml/.graphml file, "
+                     f"got {fabric.topology!r}")
+
+
+def build_transport(scenario: config.Scenario, preset=None, graph=None) -> NetworkTransport:
+    """A fresh environment, network and transport for one simulated call."""
+    fabric = scenario.fabric
+    net = build(graph if graph is not None else build_graph(fabric), preset or resolve_preset(fabric), Environment())
+    placement = Placement(fabric.nodes, fabric.ranks_per_node, fabric.placement)
+    return NetworkTransport(net, placement, scenario.workload.chunk_bytes)
+
+
+def _context(scenario, placement) -> runner.Context:
+    wl = scenario.workload
+    if wl.root >= placement.size:
+        raise InputError(f"workload.root: expected a rank below P={placement.size}, got {wl.root}")
+    if wl.inter_algorithm == "hierarchical":
+        raise InputError("workload.inter_algorithm: expected a flat allgather algorithm, got 'hierarchical'")
+    return runner.Context(groups=tuple(map(tuple, placement.groups())), inter=wl.inter_algorithm, root=wl.root)
+
+
+def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
+    """One row per size: size_bytes, latency_us, algorithm, note, engine, events, wall_s."""
+    preset = resolve_preset(scenario.fabric)
+    graph = build_graph(scenario.fabric)
+    wl = scenario.workload
+    placement = Placement(scenario.fabric.nodes, scenario.fabric.ranks_per_node, scenario.fabric.placement)
+    ctx = _context(scenario, placement)
+    p = placement.size
+    cost_model = None
+    rows = []
+    sizes = wl.sizes_bytes
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(sizes), desc="simulate", unit="size", file=sys.stderr, leave=False)
+    for size in sizes:
+        name, note = (wl.algorithm, None)
+        if name == "auto":
+            name, note = select(wl.selector, wl.collective, p, size)
+        start = time.perf_counter()
+        if scenario.engine == "analytic":
+            if cost_model is None:
+                cost_model = analytic.CostModel.from_network(build(graph, preset, Environment()), wl.chunk_bytes)
+            latency_ns, used, fallback = analytic.cost(wl.collective, name, p, size, cost_model, ctx)
+            events = 0
+        else:
+            transport = build_transport(scenario, preset, graph)
+            outcome = runner.run(transport, wl.collective, name, size, ctx)
+            runner.verify(wl.collective, p, ctx, outcome.results)
+            latency_ns, used, fallback, events = outcome.latency_ns, outcome.algorithm, outcome.note, outcome.events
+        notes = "; ".join(n for n in (note, fallback) if n)
+        rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": used,
+                     "note": notes, "engine": scenario.engine, "events": events,
+                     "wall_s": time.perf_counter() - start})
+        if bar:
+            bar.update(1)
+    if bar:
+        bar.close()
+    return rows
+
+
+def osu_table(scenario: config.Scenario, rows: list[dict]) -> str:
+    """OSU-format text: '#' header lines, then the columns 'Size  Avg Latency(us)'."""
+    f = scenario.fabric
+    spans = []  # (first size, last size, algorithm) runs
+    for row in rows:
+        if spans and spans[-1][2] == row["algorithm"]:
+            spans[-1][1] = row["size_bytes"]
+        else:
+            spans.append([row["size_bytes"], row["size_bytes"], row["algorithm"]])
+    algos = "; ".join(f"{format_size(a)}-{format_size(b)} {name}" for a, b, name in spans)
+    lines = [f"# cxlsim projected {scenario.workload.collective} latency ({scenario.engine} engine)",
+             f"# fabric: {f.preset}, {f.topology}, {f.nodes} nodes x {f.ranks_per_node} ranks ({f.placement})",
+             f"# algorithms: {algos}",
+             f"# {'Size':<10} {'Avg Latency(us)':>18}"]
+    lines += [f"{row['size_bytes']:<12d} {row['latency_us']:>18.2f}" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(workspace, scenario, rows):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.loglog([r["size_bytes"] or 1 for r in rows], [r["latency_us"] for r in rows], marker="o")
+    ax.set_xlabel("size per rank (bytes)")
+    ax.set_ylabel("latency (us)")
+    ax.set_title(f"{scenario.workload.collective}: {scenario.fabric.preset}, P="
+                 f"{scenario.fabric.nodes * scenario.fabric.ranks_per_node} ({scenario.engine})")
+    ax.grid(True, which="both", alpha=0.3)
+    workspace.save_plot("latency", fig)
+    plt.close(fig)
+
+
+def _overrides(args) -> dict:
+    flags = {"fabric.nodes": args.nodes, "fabric.ranks_per_node": args.ranks_per_node,
+             "fabric.preset": args.preset, "fabric.topology": args.topology,
+             "workload.algorithm": args.algorithm, "workload.collective": args.collective,
+             "workload.selector": args.selector, "engine": args.engine, "seed": args.seed,
+             "workload.chunk": args.chunk, "output.dir": args.output}
+    if args.sizes is not None:
+        flags["workload.sizes"] = parse_sizes(args.sizes)
+    return {k: v for k, v in flags.items() if v is not None}
+
+
+def main(args) -> int:
+    base = config.load(args.scenario) if args.scenario else config.from_dict(DEFAULT_SCENARIO)
+    scenario = config.with_overrides(base, _overrides(args))
+    _, seed = make_rng(scenario.seed)  # the DES is deterministic; the seed is recorded for provenance
+    scenario = config.with_overrides(scenario, {"seed": seed})
+    rows = run(scenario, progress=not args.quiet and sys.stderr.isatty())
+    sys.stdout.write(osu_table(scenario, rows))
+    for note in sorted({r["note"] for r in rows if r["note"]}):
+        print(f"# note: {note}")
+    out = scenario.output.dir
+    workspace = Workspace(out) if out else Workspace.new("runs", scenario.name)
+    workspace.write_config(config.to_dict(scenario))
+    workspace.write_provenance(seed)
+    columns = ["size_bytes", "latency_us", "algorithm", "note", "engine", "events"]
+    workspace.write_csv("latency", rows, columns)
+    workspace.write_json("latency", [{k: r[k] for k in columns + ["wall_s"]} for r in rows])
+    if scenario.output.plot:
+        _plot(workspace, scenario, rows)
+    print(f"# workspace: {workspace.path}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="project a collective's latency on a simulated network fabric",
+        description="Project the latency of a collective (default: allgather) on a simulated fabric. "
+                    "Without SCENARIO.yaml the defaults are: preset ib-hdr, 8 nodes, 1 rank per node, "
+                    "star topology, sizes 1B:1MiB, algorithm auto (MPICH's selector), DES engine.")
+    p.add_argument("scenario", nargs="?", help="scenario YAML file (optional)")
+    p.add_argument("--nodes", type=int, help="number of hosts")
+    p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
+    p.add_argument("--preset", help="fabric preset, e.g. ib-hdr, ib-ndr, eth-100g-roce, eth-25g-tcp")
+    p.add_argument("--topology", help="star, fat_tree, or a .yaml/.graphml topology file")
+    p.add_argument("--collective", help="allgather (default), allreduce, reduce_scatter, broadcast, gather")
+    p.add_argument("--algorithm", help="algorithm name, or 'auto' for the library selector")
+    p.add_argument("--selector", help="library whose default choice 'auto' mimics: mpich or ompi")
+    p.add_argument("--sizes", help="bytes per rank: 'LO:HI' doubling (e.g. 1B:1MiB) or 'A,B,C'")
+    p.add_argument("--chunk", help="pipelining chunk size (e.g. 64KiB; default 64 KiB)")
+    p.add_argument("--engine", choices=["des", "analytic"], help="des (default) or the closed forms")
+    p.add_argument("--seed", type=int, help="random seed to record (drawn if not given)")
+    p.add_argument("--output", help="workspace directory (default runs/NAME-TIMESTAMP)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)

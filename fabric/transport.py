@@ -1,0 +1,275 @@
+"""The transport interface: the only way workloads touch the hardware.
+
+A workload (a collective, a training step) runs one SimPy process per rank and
+calls the methods below; each returns a SimPy event that fires when the
+operation completes (its value, for receives and reads, is the payload). Time
+is ns, sizes are bytes. A payload is any Python object; it is delivered by
+reference, so senders pass immutable values (tuples, ints).
+
+Point-to-point and local work (every transport):
+  now() -> float
+  send(src, dst, size_bytes, payload=None, tag=0) -> Event  (fires on local completion)
+  recv(dst, src, tag=0) -> Event                           (fires with the payload)
+  compute(rank, duration_ns) / copy(rank, size_bytes) / reduce(rank, size_bytes) -> Event
+
+CXL pool operations (the extension point for the CXL fabric, issue 4). A
+transport with a shared memory pool overrides these; the network transport
+has no pool and raises `UnsupportedOperation` naming the operation:
+  pool_write(rank, offset_bytes, size_bytes, payload=None) -> Event
+      store `size_bytes` at pool offset `offset_bytes`; fires when the stores
+      are issued (not yet visible to other hosts without flush + fence).
+  pool_read(rank, offset_bytes, size_bytes) -> Event  (fires with the payload last made visible)
+  flush(rank, offset_bytes, size_bytes) -> Event     (write back / invalidate the lines)
+  fence(rank) -> Event                               (order earlier stores and flushes)
+  wait_flags(rank, flags, value) -> Event            (poll until every flag offset in `flags` holds `value`)
+
+`Endpoint` binds a transport to one rank, so an algorithm reads
+`data = yield from ep.sendrecv(right, size, block, left)`.
+
+`NetworkTransport` implements the interface on a built `Network` in LogGP
+terms: a send costs the sender `o` of CPU, waits for the NIC gap `g`, then
+streams chunks through the network; a receive costs the receiver `o` (plus a
+copy of the message at memcpy bandwidth if it came through shared memory
+from a rank on the same host). Each rank's CPU is one FIFO timeline, so its
+overheads, copies and reductions never overlap.
+"""
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+import simpy
+from simpy.core import NORMAL
+
+from cxlsim.errors import InputError, RunError
+
+__all__ = ["Transport", "Endpoint", "NetworkTransport", "UnsupportedOperation", "DEFAULT_CHUNK_BYTES"]
+
+DEFAULT_CHUNK_BYTES = 64 * 1024
+"""Default pipelining unit, bytes."""
+
+
+class UnsupportedOperation(RunError):
+    """The transport has no such operation (e.g. pool_write on a network without a CXL pool)."""
+
+
+def fire_at(env, event, delay_ns: float, value=None):
+    """Schedule `event` to succeed with `value` after `delay_ns` (one event, like a Timeout)."""
+    event._ok = True
+    event._value = value
+    env.schedule(event, NORMAL, delay_ns)
+    return event
+
+
+class Transport:
+    """Base class: the interface every fabric backend implements (see the module docstring)."""
+
+    env: simpy.Environment
+    size: int
+
+    def now(self) -> float:
+        """Simulated time, ns."""
+        return self.env.now
+
+    def endpoint(self, rank: int) -> "Endpoint":
+        return Endpoint(self, rank)
+
+    # Point-to-point and local work: every transport implements these.
+    def send(self, src: int, dst: int, size_bytes: int, payload=None, tag: int = 0):
+        raise NotImplementedError
+
+    def recv(self, dst: int, src: int, tag: int = 0):
+        raise NotImplementedError
+
+    def compute(self, rank: int, duration_ns: float):
+        raise NotImplementedError
+
+    def copy(self, rank: int, size_bytes: int):
+        raise NotImplementedError
+
+    def reduce(self, rank: int, size_bytes: int):
+        raise NotImplementedError
+
+    # CXL pool operations: a pool transport overrides these.
+    def _unsupported(self, op: str):
+        raise UnsupportedOperation(f"{op}: {type(self).__name__} has no CXL memory pool; "
+                                   "use a transport with a pool (the CXL fabric)")
+
+    def pool_write(self, rank: int, offset_bytes: int, size_bytes: int, payload=None):
+        self._unsupported("pool_write")
+
+    def pool_read(self, rank: int, offset_bytes: int, size_bytes: int):
+        self._unsupported("pool_read")
+
+    def flush(self, rank: int, offset_bytes: int, size_bytes: int):
+        self._unsupported("flush")
+
+    def fence(self, rank: int):
+        self._unsupported("fence")
+
+    def wait_flags(self, rank: int, flags, value):
+        self._unsupported("wait_flags")
+
+
+class Endpoint:
+    """One rank's view of a transport: the same operations without the rank argument."""
+
+    __slots__ = ("transport", "rank", "size")
+
+    def __init__(self, transport: Transport, rank: int):
+        self.transport, self.rank, self.size = transport, rank, transport.size
+
+    def now(self) -> float:
+        return self.transport.env.now
+
+    def send(self, dst, size_bytes, payload=None, tag=0):
+        return self.transport.send(self.rank, dst, size_bytes, payload, tag)
+
+    def recv(self, src, tag=0):
+        return self.transport.recv(self.rank, src, tag)
+
+    def sendrecv(self, dst, size_bytes, payload, src, tag=0):
+        """Generator: send to `dst` and receive from `src` at once; returns the received payload."""
+        sent = self.transport.send(self.rank, dst, size_bytes, payload, tag)
+        got = self.transport.recv(self.rank, src, tag)
+        yield sent
+        return (yield got)
+
+    def compute(self, duration_ns):
+        return self.transport.compute(self.rank, duration_ns)
+
+    def copy(self, size_bytes):
+        return self.transport.copy(self.rank, size_bytes)
+
+    def reduce(self, size_bytes):
+        return self.transport.reduce(self.rank, size_bytes)
+
+    def pool_write(self, offset_bytes, size_bytes, payload=None):
+        return self.transport.pool_write(self.rank, offset_bytes, size_bytes, payload)
+
+    def pool_read(self, offset_bytes, size_bytes):
+        return self.transport.pool_read(self.rank, offset_bytes, size_bytes)
+
+    def flush(self, offset_bytes, size_bytes):
+        return self.transport.flush(self.rank, offset_bytes, size_bytes)
+
+    def fence(self):
+        return self.transport.fence(self.rank)
+
+    def wait_flags(self, flags, value):
+        return self.transport.wait_flags(self.rank, flags, value)
+
+
+class NetworkTransport(Transport):
+    """Ranks placed on the hosts of a `Network`, talking MPI-style point-to-point."""
+
+    def __init__(self, network, placement, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        if not isinstance(chunk_bytes, int) or chunk_bytes < 1:
+            raise InputError(f"chunk: expected a size of at least 1 B, got {chunk_bytes!r}")
+        if placement.nodes != len(network.hosts):
+            raise InputError(f"nodes: the placement has {placement.nodes} nodes but the topology "
+                             f"has {len(network.hosts)} hosts")
+        self.env = network.env
+        self.network = network
+        self.placement = placement
+        self.size = placement.size
+        self.chunk_bytes = chunk_bytes
+        self.host_of = placement.host_of
+        self._cpu_free = [0.0] * self.size
+        self._arrived = defaultdict(deque)   # (dst, src, tag) -> deque of (size, payload, intra)
+        self._posted = defaultdict(deque)    # (dst, src, tag) -> deque of pending recv events
+        self.messages = 0
+        self.bytes = 0
+
+    def _cpu(self, rank: int, duration_ns: float) -> float:
+        """Book `duration_ns` on the rank's CPU from now on; return when it is done (ns)."""
+        start = self._cpu_free[rank]
+        now = self.env.now
+        if start < now:
+            start = now
+        self._cpu_free[rank] = start + duration_ns
+        return start + duration_ns
+
+    def _local(self, rank: int, duration_ns: float):
+        return fire_at(self.env, simpy.Event(self.env), self._cpu(rank, duration_ns) - self.env.now)
+
+    def compute(self, rank, duration_ns):
+        return self._local(rank, duration_ns)
+
+    def copy(self, rank, size_bytes):
+        return self._local(rank, self.network.hosts[self.host_of[rank]].copy_ns(size_bytes))
+
+    def reduce(self, rank, size_bytes):
+        return self._local(rank, self.network.hosts[self.host_of[rank]].reduce_ns(size_bytes))
+
+    def send(self, src, dst, size_bytes, payload=None, tag=0):
+        env = self.env
+        if not 0 <= dst < self.size or dst == src:
+            raise RunError(f"send: rank {src} cannot send to rank {dst} (P={self.size})")
+        self.messages += 1
+        self.bytes += size_bytes
+        host_src, host_dst = self.host_of[src], self.host_of[dst]
+        nic = self.network.hosts[host_src].nic
+        done = simpy.Event(env)
+        posted = self._cpu(src, nic.params.overhead_ns)
+        key = (dst, src, tag)
+        if host_src == host_dst:
+            def hand_over(_event):
+                self._arrive(key, size_bytes, payload, True)
+                done.succeed()
+            env.at(posted - env.now, hand_over)
+            return done
+
+        def inject(_event):
+            start = nic.inject(env.now)
+            if start > env.now:
+                env.at(start - env.now, inject_now)
+            else:
+                inject_now(None)
+
+        def inject_now(_event):
+            sent = self.network.transfer(host_src, host_dst, size_bytes, self.chunk_bytes,
+                                         lambda _e: self._arrive(key, size_bytes, payload, False))
+            fire_at(env, done, sent - env.now)
+
+        env.at(posted - env.now, inject)
+        return done
+
+    def recv(self, dst, src, tag=0):
+        if not 0 <= src < self.size or src == dst:
+            raise RunError(f"recv: rank {dst} cannot receive from rank {src} (P={self.size})")
+        event = simpy.Event(self.env)
+        key = (dst, src, tag)
+        arrived = self._arrived.get(key)
+        if arrived:
+            self._complete(event, dst, *arrived.popleft())
+        else:
+            self._posted[key].append(event)
+        return event
+
+    def _arrive(self, key, size_bytes, payload, intra):
+        posted = self._posted.get(key)
+        if posted:
+            self._complete(posted.popleft(), key[0], size_bytes, payload, intra)
+        else:
+            self._arrived[key].append((size_bytes, payload, intra))
+
+    def _complete(self, event, rank, size_bytes, payload, intra):
+        host = self.network.hosts[self.host_of[rank]]
+        cost = host.nic.params.overhead_ns + (host.copy_ns(size_bytes) if intra else 0.0)
+        fire_at(self.env, event, self._cpu(rank, cost) - self.env.now, payload)
+
+    def run(self, processes: dict, until_ns: float | None = None) -> dict:
+        """Run `{rank: generator}` to completion; return `{rank: return value}`.
+
+        Raises RunError naming the ranks still blocked if the simulation runs
+        out of events first (a deadlock) or reaches `until_ns`.
+        """
+        procs = {rank: self.env.process(gen) for rank, gen in processes.items()}
+        self.env.run(until=until_ns)
+        stuck = sorted(r for r, p in procs.items() if p.is_alive)
+        if stuck:
+            waiting = {k: len(v) for k, v in self._posted.items() if v}
+            raise RunError(f"ranks {stuck[:8]}{'...' if len(stuck) > 8 else ''} never finished at "
+                           f"t={self.env.now:.1f} ns; unmatched receives (dst, src, tag): "
+                           f"{sorted(waiting)[:8]}")
+        return {rank: p.value for rank, p in procs.items()}

@@ -1,0 +1,93 @@
+"""Run one collective call on a transport (the DES) and check every rank's result.
+
+`run(transport, collective, name, size_bytes, ctx)` starts one process per
+rank, runs the simulation to the end and returns a `Outcome`: the latency
+(ns, from the common start to the last rank's completion), each rank's result
+and a note when the requested algorithm fell back to another. `verify`
+raises AssertionError if any rank's labels are wrong.
+
+Size convention (as in OSU): for allgather and gather `size_bytes` is the
+block per rank; for allreduce, reduce_scatter and broadcast it is the whole
+vector per rank.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cxlsim.models.collectives import allgather, reductions, rooted  # noqa: F401  (registers algorithms)
+from cxlsim.models.collectives.base import lookup, reduced_vector, split, vector_of
+
+__all__ = ["Context", "Outcome", "run", "initial", "verify"]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What some algorithms need besides the size."""
+
+    groups: tuple = ()
+    """Ranks per host (tuples), for hierarchical algorithms."""
+    inter: str = "ring"
+    """Allgather algorithm among node leaders (hierarchical)."""
+    root: int = 0
+    """Root rank of broadcast and gather."""
+    elements: int = 0
+    """Label elements per reduction vector (0: max(P, 4))."""
+
+
+@dataclass
+class Outcome:
+    latency_ns: float
+    algorithm: str
+    note: str | None
+    results: dict = field(repr=False)
+    events: int = 0
+
+
+def _elements(ctx, p):
+    return ctx.elements or max(p, 4)
+
+
+def initial(collective: str, rank: int, p: int, ctx: Context):
+    """Rank `rank`'s input label."""
+    if collective in ("allgather", "gather"):
+        return rank
+    if collective == "broadcast":
+        return ("data-from", ctx.root) if rank == ctx.root else None
+    return vector_of(rank, _elements(ctx, p))
+
+
+def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
+    """Raise AssertionError naming the first rank whose result is wrong."""
+    if collective == "allgather":
+        expect = {r: list(range(p)) for r in range(p)}
+    elif collective == "gather":
+        expect = {r: (list(range(p)) if r == ctx.root else None) for r in range(p)}
+    elif collective == "broadcast":
+        expect = {r: ("data-from", ctx.root) for r in range(p)}
+    else:
+        full = reduced_vector(p, _elements(ctx, p))
+        if collective == "allreduce":
+            expect = {r: full for r in range(p)}
+        else:
+            segments = split(full, p)
+            expect = {r: segments[r] for r in range(p)}
+    for r in range(p):
+        if results[r] != expect[r]:
+            raise AssertionError(f"{collective} P={p}: rank {r} ended with {results[r]!r}, expected {expect[r]!r}")
+
+
+def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = Context()) -> Outcome:
+    """Simulate one call of `collective` with algorithm `name` on every rank of `transport`."""
+    p = transport.size
+    algo, note = lookup(collective, name, p)
+    env = transport.env
+    start, events = env.now, getattr(env, "events", 0)
+    finish = {}
+
+    def rank_process(rank):
+        result = yield from algo.run(transport.endpoint(rank), size_bytes, initial(collective, rank, p, ctx), ctx)
+        finish[rank] = env.now
+        return result
+
+    results = transport.run({r: rank_process(r) for r in range(p)})
+    return Outcome(max(finish.values()) - start, algo.name, note, results, getattr(env, "events", 0) - events)

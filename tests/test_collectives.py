@@ -1,0 +1,179 @@
+"""Collective algorithms: payload correctness, fallbacks, closed forms against the DES."""
+import dataclasses
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from cxlsim.errors import InputError
+from cxlsim.fabric import topology
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.network import build
+from cxlsim.fabric.placement import Placement
+from cxlsim.fabric.presets import get_preset
+from cxlsim.fabric.switch import SwitchParams
+from cxlsim.fabric.transport import NetworkTransport
+from cxlsim.models.collectives import analytic, base, runner
+
+ALL = sorted(base.ALGORITHMS)
+
+
+def transport(nodes, rpn=1, chunk=65536, preset="ib-hdr", mode=None):
+    p = get_preset(preset)
+    if mode:
+        p = dataclasses.replace(p, switch=SwitchParams(latency_ns=p.switch.latency_ns, mode=mode))
+    return NetworkTransport(build(topology.star(nodes), p, Environment()), Placement(nodes, rpn), chunk)
+
+
+def supported(collective, name, p):
+    algo = base.ALGORITHMS[(collective, name)]
+    return algo.check is None or algo.check(p) is None
+
+
+def simulate(collective, name, nodes, size, rpn=1, root=0, **kw):
+    t = transport(nodes, rpn, **kw)
+    pl = t.placement
+    ctx = runner.Context(groups=tuple(map(tuple, pl.groups())), root=root)
+    out = runner.run(t, collective, name, size, ctx)
+    runner.verify(collective, pl.size, ctx, out.results)
+    return out, t, ctx
+
+
+@pytest.mark.parametrize("collective, name", ALL)
+def test_every_rank_ends_with_every_block_in_order(collective, name):
+    for p in range(1, 18):
+        if supported(collective, name, p):
+            simulate(collective, name, p, 1000, root=p // 2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(nodes=st.integers(1, 9), rpn=st.integers(1, 3), inter=st.sampled_from(["ring", "bruck", "recursive_doubling"]),
+       policy=st.sampled_from(["block", "round_robin"]))
+def test_hierarchical_payloads_for_any_layout(nodes, rpn, inter, policy):
+    net = build(topology.star(nodes), get_preset("ib-hdr"), Environment())
+    pl = Placement(nodes, rpn, policy)
+    t = NetworkTransport(net, pl, 65536)
+    ctx = runner.Context(groups=tuple(map(tuple, pl.groups())), inter=inter)
+    out = runner.run(t, "allgather", "hierarchical", 64, ctx)
+    runner.verify("allgather", pl.size, ctx, out.results)
+
+
+def test_verify_catches_a_wrong_result():
+    with pytest.raises(AssertionError, match="rank 1 ended with"):
+        runner.verify("allgather", 2, runner.Context(), {0: [0, 1], 1: [1, 0]})
+    good = base.reduced_vector(3, 4)
+    doubled = tuple(x + (1 << base.REDUCE_BITS) for x in good)  # rank 1 counted twice
+    with pytest.raises(AssertionError):
+        runner.verify("allreduce", 3, runner.Context(), {0: good, 1: good, 2: doubled})
+
+
+def test_recursive_doubling_falls_back_to_bruck_and_says_so():
+    out, _, _ = simulate("allgather", "recursive_doubling", 6, 100)
+    assert out.algorithm == "bruck" and "power-of-two" in out.note and "bruck" in out.note
+    out, _, _ = simulate("allgather", "recursive_doubling", 8, 100)
+    assert out.algorithm == "recursive_doubling" and out.note is None
+
+
+def test_neighbor_exchange_needs_even_p_and_unknown_names_fail():
+    with pytest.raises(InputError, match="neighbor_exchange cannot run on P=5: needs an even P"):
+        simulate("allgather", "neighbor_exchange", 5, 100)
+    with pytest.raises(InputError, match="unknown allgather algorithm 'tree'; expected one of .*ring"):
+        base.lookup("allgather", "tree", 4)
+    with pytest.raises(InputError, match="workload.collective"):
+        base.lookup("alltoall", "ring", 4)
+
+
+# The closed forms: on an uncongested star with one rank per host the DES equals them.
+# Cut-through is chunk-invariant on an uncongested path, so 1 MiB chunks keep 16 MiB runs fast;
+# a store-and-forward case below checks the chunk term of the forms.
+SIZES = [1, 1024, 65536, 1 << 20, 16 << 20]
+PS = [2, 3, 4, 7, 8, 16, 64]
+EXACT = [(c, n) for c, n in ALL if (c, n) != ("allgather", "hierarchical")]
+
+
+def _closed_form(collective, name, t, ctx, size, chunk):
+    cm = analytic.CostModel.from_network(t.network, chunk)
+    return analytic.cost(collective, name, t.size, size, cm, ctx)[0]
+
+
+def _pairwise_uncongested(collective, name, p):
+    # Pairwise-exchange algorithms never share a port on a star. Binomial gather on P that is
+    # not a power of two has two children reaching the root at once (congestion, see below),
+    # and the non-power-of-two folds start ranks at different times (see below).
+    if collective == "gather" or name in ("recursive_doubling", "rabenseifner") and collective == "allreduce":
+        return base.is_pow2(p)
+    return True
+
+
+@pytest.mark.parametrize("collective, name", EXACT)
+def test_des_equals_closed_form_on_uncongested_star(collective, name):
+    checked = 0
+    for p in PS:
+        if not supported(collective, name, p) and base.ALGORITHMS[(collective, name)].fallback is None:
+            continue
+        if not _pairwise_uncongested(collective, name, p):
+            continue
+        for size in SIZES:
+            if p == 64 and size == 16 << 20 and collective in ("allgather", "gather"):
+                size = 4 << 20  # 64 x 16 MiB blocks: keep the run short; same regime
+            out, t, ctx = simulate(collective, name, p, size, chunk=1 << 20)
+            expect = _closed_form(collective, name, t, ctx, size, 1 << 20)
+            assert out.latency_ns == pytest.approx(expect, rel=0.01), (p, size)
+            checked += 1
+    assert checked >= 15
+
+
+def test_hierarchical_equals_its_closed_form():
+    for nodes, rpn in [(2, 1), (4, 2), (3, 4), (8, 2)]:
+        for size in [1, 4096, 1 << 20]:
+            out, t, ctx = simulate("allgather", "hierarchical", nodes, size, rpn=rpn, chunk=1 << 20)
+            assert out.latency_ns == pytest.approx(_closed_form("allgather", "hierarchical", t, ctx, size, 1 << 20),
+                                                   rel=0.01), (nodes, rpn, size)
+
+
+def test_closed_form_includes_the_store_and_forward_chunk_term():
+    for p, size in [(4, 1000), (8, 300_000), (7, 1 << 20)]:
+        out, t, ctx = simulate("allgather", "ring", p, size, chunk=65536, preset="eth-100g-roce",
+                               mode="store-and-forward")
+        assert out.latency_ns == pytest.approx(_closed_form("allgather", "ring", t, ctx, size, 65536), rel=1e-6)
+
+
+def test_known_departures_from_the_closed_forms_stay_bounded():
+    # Non-power-of-two folds: the ranks outside the fold start early, so the DES can only be
+    # as fast or faster for small vectors; gather on P=7 queues two children at the root.
+    for p in (3, 7):
+        for size in (1024, 1 << 20):
+            out, t, ctx = simulate("allreduce", "rabenseifner", p, size)
+            assert out.latency_ns == pytest.approx(_closed_form("allreduce", "rabenseifner", t, ctx, size, 65536),
+                                                   rel=0.10)
+    out, t, ctx = simulate("gather", "binomial", 7, 1 << 20)
+    assert out.latency_ns > _closed_form("gather", "binomial", t, ctx, 1 << 20, 65536)
+
+
+def test_fat_tree_2to1_rd_last_step_block_placement():
+    """Recursive doubling's last step on a 2:1 fat tree with block placement.
+
+    8 hosts, 4 per leaf, one spine whose uplinks carry 2 host links' worth (2:1). In the last
+    step (distance 4) every rank talks to the other leaf: 4 flows share each leaf uplink of
+    2 units, so each moves at half its host link speed: the transfer term doubles.
+    """
+    p, m = 8, 1 << 20
+    block = (p // 2) * m  # bytes exchanged in the last step
+    graph = topology.fat_tree(p, hosts_per_leaf=4, oversubscription=2.0, spines=1)
+    net = build(graph, get_preset("ib-hdr"), Environment())
+    t = NetworkTransport(net, Placement(p, 1, "block"), 65536)
+
+    def last_step(rank):
+        yield from t.endpoint(rank).sendrecv(rank ^ 4, block, None, rank ^ 4)
+
+    t.run({r: last_step(r) for r in range(p)})
+    cm = analytic.CostModel.from_network(net, 65536)
+    closed = cm.T(block)
+    latency_part = closed - block * cm.beta_ns_per_byte
+    predicted = latency_part + 2.0 * block * cm.beta_ns_per_byte  # 4 flows / 2 units of uplink
+    assert t.now() > 1.5 * closed  # clearly congested
+    assert t.now() == pytest.approx(predicted, rel=0.10)
+    # And the whole allgather: the first two steps stay in a leaf, the last one is 2x slower.
+    t2 = NetworkTransport(build(graph, get_preset("ib-hdr"), Environment()), Placement(p, 1), 65536)
+    whole = runner.run(t2, "allgather", "recursive_doubling", m).latency_ns
+    flat = analytic.cost("allgather", "recursive_doubling", p, m, cm, runner.Context())[0]
+    assert whole == pytest.approx(flat + block * cm.beta_ns_per_byte, rel=0.10)

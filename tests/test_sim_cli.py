@@ -1,0 +1,85 @@
+"""`cxlsim simulate` end to end, run as a user would (`python -m cxlsim`)."""
+import subprocess
+import sys
+
+import pytest
+
+from cxlsim import config
+from cxlsim.simulate import DEFAULT_SCENARIO, run
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "cxlsim", "simulate", "--quiet", *args],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_no_scenario_file_just_works(tmp_path):
+    out = cli("--nodes", "8", "--preset", "ib-hdr", "--sizes", "1:4KiB", "--output", str(tmp_path / "w"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = next(line for line in lines if "Avg Latency(us)" in line)
+    assert header.split()[:2] == ["#", "Size"]
+    table = [line.split() for line in lines if line and not line.startswith("#")]
+    assert [int(r[0]) for r in table] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    assert all(float(r[1]) > 1.0 for r in table)
+    for name in ("config.yaml", "provenance.json", "latency.csv", "latency.json", "latency.png"):
+        assert (tmp_path / "w" / name).exists()
+    resolved = config.load(str(tmp_path / "w" / "config.yaml"))
+    assert resolved.fabric.nodes == 8 and resolved.seed is not None
+
+
+def test_same_seed_gives_byte_identical_csv(tmp_path):
+    for d in ("a", "b"):
+        assert cli("--nodes", "6", "--sizes", "1:64KiB", "--seed", "11", "--output", str(tmp_path / d)).returncode == 0
+    assert (tmp_path / "a" / "latency.csv").read_bytes() == (tmp_path / "b" / "latency.csv").read_bytes()
+
+
+def test_scenario_file_and_analytic_engine(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("name: t\nengine: analytic\nfabric: {preset: eth-100g-roce, nodes: 64}\n"
+                    "workload: {algorithm: ring, sizes: '1B:1MiB'}\noutput: {plot: false}\n")
+    out = cli(str(path), "--output", str(tmp_path / "w"))
+    assert out.returncode == 0, out.stderr
+    assert "(analytic engine)" in out.stdout and "1 B-1 MiB ring" in out.stdout
+
+
+def _bad(tmp_path, text):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return cli(str(path), "--output", str(tmp_path / "w"))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("fabric: {preset: ib-xdr, nodes: 4}\n", "fabric.preset: unknown preset 'ib-xdr'"),
+    ("fabric: {preset: ib-hdr, nodes: 4, links: {bandwidth: '-3 GB/s'}}\n",
+     "fabric.links.bandwidth: expected a bandwidth like '25 GB/s', got '-3 GB/s'"),
+    ("fabric: {preset: ib-hdr}\n", "fabric.nodes: missing"),
+    ("fabric: {preset: ib-hdr, nodes: 4}\nworkload: {algorithm: tree}\n",
+     "workload.algorithm: unknown allgather algorithm 'tree'"),
+])
+def test_bad_scenarios_exit_2_with_a_clear_message(tmp_path, text, message):
+    out = _bad(tmp_path, text)
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+
+
+def test_disconnected_topology_file_exits_2(tmp_path):
+    topo = tmp_path / "topo.yaml"
+    topo.write_text("nodes:\n  - {name: a, kind: host}\n  - {name: b, kind: host}\n"
+                    "  - {name: s1, kind: switch}\n  - {name: s2, kind: switch}\n"
+                    "links:\n  - {a: a, b: s1}\n  - {a: b, b: s2}\n")
+    out = _bad(tmp_path, f"fabric: {{preset: ib-hdr, nodes: 2, topology: '{topo}'}}\n")
+    assert out.returncode == 2 and "disconnected" in out.stderr, out.stderr
+
+
+def test_flag_errors_exit_2(tmp_path):
+    assert cli("--nodes", "0", "--output", str(tmp_path / "w")).returncode == 2
+    out = cli("--sizes", "lots", "--output", str(tmp_path / "w"))
+    assert out.returncode == 2 and "size" in out.stderr
+
+
+def test_run_reports_fallbacks_and_checks_payloads():
+    cfg = config.with_overrides(config.from_dict(DEFAULT_SCENARIO),
+                                {"fabric.nodes": 6, "workload.algorithm": "recursive_doubling",
+                                 "workload.sizes": [8]})
+    (row,) = run(cfg)
+    assert row["algorithm"] == "bruck" and "fell back to bruck" in row["note"] and row["events"] > 0
