@@ -313,3 +313,17 @@ def test_mpi_baseline_under_mpiexec(tmp_path):
     frame = pd.read_csv(csv_path)
     assert set(frame["side"]) == {"copy", "mpi"}
     assert (frame[frame.side == "mpi"]["avg_us"] > 0).all()
+
+
+def _view_outlives_comm(comm):
+    view = comm.send_view(8)
+    view[:] = comm.rank + 1
+    result = comm.allgather_zero_copy(view)
+    copied = np.array(result)  # numpy 2 asks for a copy: it must not alias the pool
+    comm.close()  # the held views pin the mapping, so this neither unmaps nor crashes
+    return copied.tolist(), int(view[0])
+
+
+def test_views_survive_close_and_np_array_copies():
+    for copied, first in run_local(2, _view_outlives_comm, slot_bytes=64):
+        assert copied == [[1] * 8, [2] * 8] and first in (1, 2)

@@ -59,6 +59,8 @@ cdef class ZeroCopyResult:
         return self.result_epoch
 
     def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.array, dtype=dtype, copy=True)
         return np.asarray(self.array, dtype=dtype)
 
     def __getitem__(self, index):

@@ -86,6 +86,9 @@ class CommMixin:
                    coherence=coherence, writeback_op=writer, invalidate_op=reader, timeout_ns=timeout_s * 1e9,
                    spin_iters=spin_iters)
         comm.pool = pool
+        # Views are built on one array that holds a buffer export of the mapping: while any view
+        # lives it pins the mapping, so closing never leaves a view over unmapped memory.
+        comm._pool_view = np.frombuffer(pool.mapping, dtype=np.uint8)  # holds a buffer export
         comm._views = {}
         return comm
 
@@ -108,7 +111,7 @@ class CommMixin:
                              f"{self.slot_bytes}-byte slots")
         rows = self.size if all_ranks else 1
         first = self.slot_offset(epoch, 0 if all_ranks else self.rank)
-        view = np.ndarray((rows, count), dtype=dtype, buffer=self.pool.mapping, offset=first,
+        view = np.ndarray((rows, count), dtype=dtype, buffer=self._pool_view, offset=first,
                           strides=(self.pool.layout.slot_stride, dtype.itemsize))
         if all_ranks:
             view.flags.writeable = False
@@ -137,11 +140,12 @@ class CommMixin:
     def close(self) -> None:
         """Drop views and the kernel's mapping, then unmap the pool."""
         self._views = {}
+        self._pool_view = None
         super().close()
         try:
             self.pool.close()
         except BufferError:
-            pass  # a caller still holds a view; the mapping goes when it does
+            pass  # a caller still holds a view, which pins the mapping; it is unmapped when the view goes
 
 
 class PoolComm(CommMixin, _kernels.PoolKernel):
