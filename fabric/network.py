@@ -13,6 +13,8 @@ crosses, plus one event for the message's tail at the destination.
 """
 from __future__ import annotations
 
+from simpy.events import Timeout
+
 from cxlsim.fabric.host import Host
 from cxlsim.fabric.link import Link, LinkParams
 from cxlsim.fabric.routing import Router
@@ -55,35 +57,34 @@ class Network:
 
         `on_arrival(event)` is called when the tail of the message reaches host `dst`.
         """
-        env = self.env
-        now = env.now
+        now = self.env.now
         hops = self.hops(src, dst)
         port = hops[0][0]
-        lat = port.latency_ns
         n = max(1, -(-size_bytes // chunk_bytes))
         end = now
         for i in range(n):
             size = chunk_bytes if i < n - 1 else size_bytes - chunk_bytes * (n - 1)
             start, end = port.reserve(now, size)
-            self._next_hop(hops, 1, size, start + lat, end + lat, on_arrival if i == n - 1 else None)
+            self._leave(hops, 0, size, start, end, on_arrival if i == n - 1 else None)
         return end
 
-    def _next_hop(self, hops, k, size, head_ns, tail_ns, on_arrival):
+    def _leave(self, hops, k, size, start, end, on_arrival):
+        """A chunk was serialised on hop k's port during [start, end]; schedule its next stop."""
+        port, switch = hops[k]
+        lat = port.latency_ns
         env = self.env
-        if k == len(hops):
+        if switch is None:  # the destination host: only the message's tail matters
             if on_arrival is not None:
-                env.at(tail_ns - env.now, on_arrival)
+                Timeout(env, end + lat - env.now).callbacks.append(on_arrival)
             return
-        switch = hops[k - 1][1]
-        port = hops[k][0]
-        ready = switch.forward_ready_ns(head_ns, tail_ns, port.ns_per_byte, size)
+        ready = switch.forward_ready_ns(start + lat, end + lat, hops[k + 1][0].ns_per_byte, size)
+        Timeout(env, ready - env.now, (hops, k + 1, size, on_arrival)).callbacks.append(self._at_switch)
 
-        def at_switch(_event):
-            start, end = port.reserve(env.now, size)
-            lat = port.latency_ns
-            self._next_hop(hops, k + 1, size, start + lat, end + lat, on_arrival)
-
-        env.at(ready - env.now, at_switch)
+    def _at_switch(self, event):
+        """A chunk is ready to leave a switch: queue it at the egress port (FIFO by ready time)."""
+        hops, k, size, on_arrival = event._value
+        start, end = hops[k][0].reserve(self.env.now, size)
+        self._leave(hops, k, size, start, end, on_arrival)
 
     def utilisation(self) -> dict:
         """Busy fraction of each port so far, by port name."""
