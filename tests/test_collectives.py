@@ -95,12 +95,19 @@ def _closed_form(collective, name, t, ctx, size, chunk):
     return analytic.cost(collective, name, t.size, size, cm, ctx)[0]
 
 
-def _pairwise_uncongested(collective, name, p):
-    # Pairwise-exchange algorithms never share a port on a star. Binomial gather on P that is
-    # not a power of two has two children reaching the root at once (congestion, see below),
-    # and the non-power-of-two folds start ranks at different times (see below).
-    if collective == "gather" or name in ("recursive_doubling", "rabenseifner") and collective == "allreduce":
+FOLDED = {("allreduce", "recursive_doubling"), ("allreduce", "rabenseifner")}
+
+
+def _pairwise_uncongested(collective, name, p, size):
+    # Pairwise-exchange algorithms never share a port on a star. Two exceptions congest a
+    # host's downlink, which the closed forms do not model (see the tests below): binomial
+    # gather on P that is not a power of two, and the non-power-of-two fold when the early
+    # ranks' first message collides with a fold message (only visible once the wire time
+    # exceeds the reduction time of the fold, here at 16 MiB).
+    if collective == "gather":
         return base.is_pow2(p)
+    if (collective, name) in FOLDED and not base.is_pow2(p):
+        return size <= 1 << 20
     return True
 
 
@@ -110,9 +117,9 @@ def test_des_equals_closed_form_on_uncongested_star(collective, name):
     for p in PS:
         if not supported(collective, name, p) and base.ALGORITHMS[(collective, name)].fallback is None:
             continue
-        if not _pairwise_uncongested(collective, name, p):
-            continue
         for size in SIZES:
+            if not _pairwise_uncongested(collective, name, p, size):
+                continue
             if p == 64 and size == 16 << 20 and collective in ("allgather", "gather"):
                 size = 4 << 20  # 64 x 16 MiB blocks: keep the run short; same regime
             out, t, ctx = simulate(collective, name, p, size, chunk=1 << 20)
@@ -137,16 +144,20 @@ def test_closed_form_includes_the_store_and_forward_chunk_term():
         assert out.latency_ns == pytest.approx(_closed_form("allgather", "ring", t, ctx, size, 65536), rel=1e-6)
 
 
-def test_known_departures_from_the_closed_forms_stay_bounded():
-    # Non-power-of-two folds: the ranks outside the fold start early, so the DES can only be
-    # as fast or faster for small vectors; gather on P=7 queues two children at the root.
-    for p in (3, 7):
-        for size in (1024, 1 << 20):
-            out, t, ctx = simulate("allreduce", "rabenseifner", p, size)
-            assert out.latency_ns == pytest.approx(_closed_form("allreduce", "rabenseifner", t, ctx, size, 65536),
-                                                   rel=0.10)
+def test_binomial_gather_congests_at_the_root_on_non_power_of_two_p():
+    # P=7: ranks 5 and 6 are both leaves under rank 4 and send to it at t=0, so their messages
+    # share rank 4's downlink, which the closed form does not model: the DES is slower.
     out, t, ctx = simulate("gather", "binomial", 7, 1 << 20)
     assert out.latency_ns > _closed_form("gather", "binomial", t, ctx, 1 << 20, 65536)
+
+
+@pytest.mark.parametrize("name", ["recursive_doubling", "rabenseifner"])
+def test_non_power_of_two_fold_congests_for_large_vectors(name):
+    # P=3: rank 0 folds its 16 MiB into rank 1 while rank 2 (outside the fold) already sends
+    # its first exchange to rank 1: both share rank 1's downlink.
+    out, t, ctx = simulate("allreduce", name, 3, 16 << 20, chunk=1 << 20)
+    closed = _closed_form("allreduce", name, t, ctx, 16 << 20, 1 << 20)
+    assert 1.02 * closed < out.latency_ns < 1.2 * closed
 
 
 def test_fat_tree_2to1_rd_last_step_block_placement():

@@ -23,8 +23,9 @@ reduction time, seg = ceil(s/P)):
   + bcast_intra(q, P*m), the tree terms by the binomial recurrences below.
 - allreduce ring: (P-1)*(2*T(seg) + R(seg)); recursive doubling:
   log2(P)*(T(s) + R(s)); Rabenseifner: sum over halving steps of T(s/2^j) + R(s/2^j),
-  and back by doubling; non-power-of-two P adds a fold (T(s) + R(s)) and an
-  unfold (T(s)) around the power-of-two core.
+  and back by doubling. Non-power-of-two P folds 2*rem ranks into rem before
+  the power-of-two core and unfolds after it; the folded ranks start late,
+  so these two use a per-rank max-plus recurrence (`_pairwise_fold`).
 - reduce-scatter ring: (P-1)*(T(seg) + R(seg)).
 - broadcast/gather binomial: the tree recurrence (a parent's i-th send starts
   i*(o + k*beta) after it has the data).
@@ -159,10 +160,37 @@ def _hierarchical(cm, p, m, ctx):
     return gather_tree(cm, q, m, True) + inter + bcast_tree(cm, q, p * m, True)
 
 
-def _fold(cm, p, s, core):
+def _pairwise_fold(cm, p, s, steps) -> float:
+    """MPICH's non-power-of-two fold around pairwise steps, by a per-rank recurrence (ns).
+
+    `steps` lists (mask, bytes exchanged, bytes reduced) among the power-of-two
+    core. Ranks enter the core at different times (folded ranks after T(s) + R(s),
+    the others at 0), so each exchange follows the LogGP rule for rank r and
+    partner q starting at t_r and t_q:
+        t_r' = max(max(t_q + o + wire(k), t_r + o) + o, t_r + o + k*beta) + R(k_reduced)
+    (receive done, own send done, then reduce). Equal start times give T(k) + R.
+    """
+    o, beta = cm.overhead_ns, cm.beta_ns_per_byte
     pof2 = 1 << _log2(p)
-    extra = 0.0 if pof2 == p else cm.T(s) + cm.R(s) + cm.T(s)
-    return core(pof2) + extra
+    rem = p - pof2
+    real = [nr * 2 + 1 if nr < rem else nr + rem for nr in range(pof2)]
+    t = {r: 0.0 for r in real}
+    for nr in range(rem):
+        t[real[nr]] = cm.T(s) + cm.R(s)  # received its even partner's vector and reduced it
+    for mask, k, k_reduced in steps:
+        t = {real[nr]: max(max(t[real[nr ^ mask]] + o + cm.wire(k), t[real[nr]] + o) + o,
+                           t[real[nr]] + o + k * beta) + cm.R(k_reduced) for nr in range(pof2)}
+    ends = list(t.values())
+    for nr in range(rem):  # odd ranks hand the result back to their even partner
+        ends += [t[real[nr]] + cm.T(s), t[real[nr]] + cm.busy(s, False)]
+    return max(ends)
+
+
+def _fold(cm, p, s, steps):
+    pof2 = 1 << _log2(p)
+    if pof2 == p:  # the closed form: every rank starts every step together
+        return sum(cm.T(k) + cm.R(kr) for _, k, kr in steps)
+    return _pairwise_fold(cm, p, s, steps)
 
 
 def _allreduce_ring(cm, p, s, ctx):
@@ -171,15 +199,16 @@ def _allreduce_ring(cm, p, s, ctx):
 
 
 def _allreduce_rd(cm, p, s, ctx):
-    return _fold(cm, p, s, lambda q: _log2(q) * (cm.T(s) + cm.R(s)))
+    pof2 = 1 << _log2(p)
+    return _fold(cm, p, s, [(1 << j, s, s) for j in range(_log2(pof2))])
 
 
 def _allreduce_rabenseifner(cm, p, s, ctx):
-    def core(q):
-        seg = -(-s // q)
-        halves = [(q >> (j + 1)) * seg for j in range(_log2(q))]
-        return sum(cm.T(k) + cm.R(k) for k in halves) + sum(cm.T(k) for k in halves)
-    return _fold(cm, p, s, core)
+    pof2 = 1 << _log2(p)
+    seg = -(-s // pof2)
+    halving = [(pof2 >> (j + 1), (pof2 >> (j + 1)) * seg) for j in range(_log2(pof2))]
+    steps = [(mask, k, k) for mask, k in halving] + [(mask, k, 0) for mask, k in reversed(halving)]
+    return _fold(cm, p, s, steps)
 
 
 def _reduce_scatter_ring(cm, p, s, ctx):
