@@ -1,1 +1,36 @@
-"""Hardware models: links, NICs, switches, CXL memory, coherence, topologies (simulated)."""
+"""Hardware models: links, NICs, switches, topologies, routing and the transport interface.
+
+Build a fabric in one elaboration step and talk to it only through a transport:
+
+>>> from cxlsim.fabric import Environment, NetworkTransport, Placement, build, get_preset, star
+>>> net = build(star(2), get_preset("ib-hdr"), Environment())
+>>> t = NetworkTransport(net, Placement(2, 1))
+>>> def ping(t):
+...     yield t.send(0, 1, 1000, payload="hi")
+>>> def pong(t):
+...     return (yield t.recv(1, 0))
+>>> t.run({0: ping(t), 1: pong(t)})[1], t.now()
+('hi', 1190.0)
+
+Modules: `link`, `host`, `switch` (elements and their parameter dataclasses),
+`topology` (graphs), `routing`, `placement`, `presets`, `network`
+(elaboration and the chunk pipeline), `transport` (the interface), `engine`
+(the SimPy environment), `reference` (the slow twin used by tests).
+"""
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.host import Host, HostParams, Nic, NicParams
+from cxlsim.fabric.link import Link, LinkParams, Port
+from cxlsim.fabric.network import Network, build
+from cxlsim.fabric.placement import Placement
+from cxlsim.fabric.presets import PRESETS, Preset, get_preset
+from cxlsim.fabric.routing import Router
+from cxlsim.fabric.switch import SWITCHES, EthernetSwitch, IBSwitch, Switch, SwitchParams
+from cxlsim.fabric.topology import TopologyError, fat_tree, load, star
+from cxlsim.fabric.transport import Endpoint, NetworkTransport, Transport, UnsupportedOperation
+
+__all__ = [
+    "Environment", "Host", "HostParams", "Nic", "NicParams", "Link", "LinkParams", "Port", "Network", "build",
+    "Placement", "PRESETS", "Preset", "get_preset", "Router", "SWITCHES", "EthernetSwitch", "IBSwitch", "Switch",
+    "SwitchParams", "TopologyError", "fat_tree", "load", "star", "Endpoint", "NetworkTransport", "Transport",
+    "UnsupportedOperation",
+]

@@ -52,10 +52,11 @@ class Network:
             self._hops[key] = hops
         return hops
 
-    def transfer(self, src: int, dst: int, size_bytes: int, chunk_bytes: int, on_arrival) -> float:
+    def transfer(self, src: int, dst: int, size_bytes: int, chunk_bytes: int, on_arrival, value=None) -> float:
         """Start sending now; return when the last byte leaves the source (ns).
 
-        `on_arrival(event)` is called when the tail of the message reaches host `dst`.
+        `on_arrival(event)` is called, with `event.value == value`, when the tail of
+        the message reaches host `dst`.
         """
         now = self.env.now
         hops = self.hops(src, dst)
@@ -65,31 +66,29 @@ class Network:
         for i in range(n):
             size = chunk_bytes if i < n - 1 else size_bytes - chunk_bytes * (n - 1)
             start, end = port.reserve(now, size)
-            self._leave(hops, 0, size, start, end, on_arrival if i == n - 1 else None)
+            self._leave(hops, 0, size, start, end, (on_arrival, value) if i == n - 1 else None)
         return end
 
-    def _leave(self, hops, k, size, start, end, on_arrival):
-        """A chunk was serialised on hop k's port during [start, end]; schedule its next stop."""
+    def _leave(self, hops, k, size, start, end, arrival):
+        """A chunk was serialised on hop k's port during [start, end]; schedule its next stop.
+
+        `arrival` is (callback, value) for the message's last chunk, else None.
+        """
         port, switch = hops[k]
         lat = port.latency_ns
         env = self.env
         if switch is None:  # the destination host: only the message's tail matters
-            if on_arrival is not None:
-                Timeout(env, end + lat - env.now).callbacks.append(on_arrival)
+            if arrival is not None:
+                Timeout(env, end + lat - env.now, arrival[1]).callbacks.append(arrival[0])
             return
         ready = switch.forward_ready_ns(start + lat, end + lat, hops[k + 1][0].ns_per_byte, size)
-        Timeout(env, ready - env.now, (hops, k + 1, size, on_arrival)).callbacks.append(self._at_switch)
+        Timeout(env, ready - env.now, (hops, k + 1, size, arrival)).callbacks.append(self._at_switch)
 
     def _at_switch(self, event):
         """A chunk is ready to leave a switch: queue it at the egress port (FIFO by ready time)."""
-        hops, k, size, on_arrival = event._value
+        hops, k, size, arrival = event._value
         start, end = hops[k][0].reserve(self.env.now, size)
-        self._leave(hops, k, size, start, end, on_arrival)
-
-    def utilisation(self) -> dict:
-        """Busy fraction of each port so far, by port name."""
-        elapsed = self.env.now or 1.0
-        return {p.name: p.busy_ns / elapsed for p in self._ports.values() if p.chunks}
+        self._leave(hops, k, size, start, end, arrival)
 
 
 def build(graph, preset, env) -> Network:

@@ -35,6 +35,7 @@ overheads, copies and reductions never overlap.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections import defaultdict, deque
 
 import simpy
@@ -60,8 +61,12 @@ def fire_at(env, event, delay_ns: float, value=None):
     return event
 
 
-class Transport:
-    """Base class: the interface every fabric backend implements (see the module docstring)."""
+class Transport(ABC):
+    """Base class: the interface every fabric backend implements (see the module docstring).
+
+    Subclasses set `env` and `size` and implement the abstract methods; a pool
+    transport also overrides the pool operations.
+    """
 
     env: simpy.Environment
     size: int
@@ -74,20 +79,25 @@ class Transport:
         return Endpoint(self, rank)
 
     # Point-to-point and local work: every transport implements these.
+    @abstractmethod
     def send(self, src: int, dst: int, size_bytes: int, payload=None, tag: int = 0):
-        raise NotImplementedError
+        """Send `size_bytes` from rank `src` to `dst`; the event fires when `src` may reuse its buffer."""
 
+    @abstractmethod
     def recv(self, dst: int, src: int, tag: int = 0):
-        raise NotImplementedError
+        """Receive the next message from `src` with `tag` (in send order); fires with its payload."""
 
+    @abstractmethod
     def compute(self, rank: int, duration_ns: float):
-        raise NotImplementedError
+        """Occupy `rank`'s CPU for `duration_ns`."""
 
+    @abstractmethod
     def copy(self, rank: int, size_bytes: int):
-        raise NotImplementedError
+        """Copy `size_bytes` locally on `rank`'s CPU."""
 
+    @abstractmethod
     def reduce(self, rank: int, size_bytes: int):
-        raise NotImplementedError
+        """Reduce `size_bytes` into a local buffer on `rank`'s CPU."""
 
     # CXL pool operations: a pool transport overrides these.
     def _unsupported(self, op: str):
@@ -131,8 +141,9 @@ class Endpoint:
         """Generator: send to `dst` and receive from `src` at once; returns the received payload."""
         sent = self.transport.send(self.rank, dst, size_bytes, payload, tag)
         got = self.transport.recv(self.rank, src, tag)
+        data = yield got  # usually the later of the two, so the process resumes once
         yield sent
-        return (yield got)
+        return data
 
     def compute(self, duration_ns):
         return self.transport.compute(self.rank, duration_ns)
@@ -211,28 +222,34 @@ class NetworkTransport(Transport):
         nic = self.network.hosts[host_src].nic
         done = simpy.Event(env)
         posted = self._cpu(src, nic.params.overhead_ns)
-        key = (dst, src, tag)
-        if host_src == host_dst:
-            def hand_over(_event):
-                self._arrive(key, size_bytes, payload, True)
-                done.succeed()
-            env.at(posted - env.now, hand_over)
-            return done
-
-        def inject(_event):
-            start = nic.inject(env.now)
-            if start > env.now:
-                env.at(start - env.now, inject_now)
-            else:
-                inject_now(None)
-
-        def inject_now(_event):
-            sent = self.network.transfer(host_src, host_dst, size_bytes, self.chunk_bytes,
-                                         lambda _e: self._arrive(key, size_bytes, payload, False))
-            fire_at(env, done, sent - env.now)
-
-        env.at(posted - env.now, inject)
+        message = ((dst, src, tag), size_bytes, payload, host_src, host_dst, done)
+        env.at(posted - env.now, self._hand_over if host_src == host_dst else self._inject, message)
         return done
+
+    def _hand_over(self, event):
+        """Shared memory: the message is the receiver's to copy as soon as the sender posted it."""
+        key, size_bytes, payload, _, _, done = event._value
+        self._arrive(key, size_bytes, payload, True)
+        done.succeed()
+
+    def _inject(self, event):
+        """The sender's overhead is paid: wait for the NIC gap, then stream the chunks."""
+        env = self.env
+        message = event._value
+        start = self.network.hosts[message[3]].nic.inject(env.now)
+        if start > env.now:
+            env.at(start - env.now, self._stream, message)
+        else:
+            self._stream(event)
+
+    def _stream(self, event):
+        key, size_bytes, payload, host_src, host_dst, done = event._value
+        sent = self.network.transfer(host_src, host_dst, size_bytes, self.chunk_bytes, self._landed, event._value)
+        fire_at(self.env, done, sent - self.env.now)
+
+    def _landed(self, event):
+        key, size_bytes, payload = event._value[:3]
+        self._arrive(key, size_bytes, payload, False)
 
     def recv(self, dst, src, tag=0):
         if not 0 <= src < self.size or src == dst:
