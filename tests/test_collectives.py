@@ -137,6 +137,26 @@ def test_hierarchical_equals_its_closed_form():
                                                    rel=0.01), (nodes, rpn, size)
 
 
+@pytest.mark.parametrize("collective, name", EXACT)
+def test_des_equals_closed_form_with_every_rank_on_one_host(collective, name):
+    for p in (2, 3, 5, 8):
+        if not supported(collective, name, p) and base.ALGORITHMS[(collective, name)].fallback is None:
+            continue
+        for size in (1, 4096, 1 << 20):
+            out, t, ctx = simulate(collective, name, 1, size, rpn=p)
+            assert out.latency_ns == pytest.approx(_closed_form(collective, name, t, ctx, size, 65536), rel=0.01)
+
+
+def test_closed_form_flags_flat_algorithms_on_shared_hosts():
+    t = transport(4, rpn=2)
+    ctx = runner.Context(groups=tuple(map(tuple, t.placement.groups())))
+    cm = analytic.CostModel.from_network(t.network, 65536)
+    _, used, note = analytic.cost("allgather", "ring", 8, 1024, cm, ctx)
+    assert used == "ring" and "approximate" in note
+    _, _, note = analytic.cost("allgather", "hierarchical", 8, 1024, cm, ctx)
+    assert note is None
+
+
 def test_closed_form_includes_the_store_and_forward_chunk_term():
     for p, size in [(4, 1000), (8, 300_000), (7, 1 << 20)]:
         out, t, ctx = simulate("allgather", "ring", p, size, chunk=65536, preset="eth-100g-roce",

@@ -12,8 +12,11 @@ beta = max(G, 1/host link bandwidth). These are the DES's own rules, so on an
 uncongested fabric with one rank per host the DES equals these forms (the
 tests check it to 1%). The forms assume g <= 2*o (as in every preset) and a
 non-blocking fabric: congestion, e.g. oversubscribed uplinks, is what the DES
-adds. Flat algorithms charge every message as T (exact with one rank per
-host, an upper bound with several); the hierarchical one uses Ti inside hosts.
+adds. Flat algorithms charge every message as T: exact with one rank per
+host, and with every rank on one host (then T = Ti); with several ranks on
+each of several hosts it is only an approximation (ranks share a NIC, and
+copies may be slower than the wire), and `cost` says so in its note. The
+hierarchical algorithm uses Ti inside hosts and is exact.
 
 Per algorithm (P ranks, m bytes per block, s bytes per vector, R(k) the
 reduction time, seg = ceil(s/P)):
@@ -32,7 +35,7 @@ reduction time, seg = ceil(s/P)):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cxlsim.models.collectives.base import is_pow2, lookup
 
@@ -52,6 +55,8 @@ class CostModel:
     chunk_bytes: int
     copy_ns_per_byte: float
     reduce_ns_per_byte: float
+    intra_only: bool = False
+    """Every rank on one host: every message is a shared-memory one (T = Ti)."""
 
     @classmethod
     def from_network(cls, net, chunk_bytes: int) -> "CostModel":
@@ -78,20 +83,28 @@ class CostModel:
             t += (self.links - 1) * min(k, self.chunk_bytes) * self.beta_ns_per_byte
         return t
 
+    def arrive(self, k: int, intra: bool) -> float:
+        """Sender call to the message's arrival at the receiver."""
+        return self.overhead_ns + (0.0 if intra else self.wire(k))
+
+    def receive(self, k: int, intra: bool) -> float:
+        """Receiver CPU time once the message is there (a shared-memory one is copied)."""
+        return self.overhead_ns + (k * self.copy_ns_per_byte if intra else 0.0)
+
     def T(self, k: int) -> float:
-        """One network message, sender call to receiver completion."""
-        return 2 * self.overhead_ns + self.wire(k)
+        """One message between ranks of a flat algorithm, sender call to receiver completion."""
+        return self.arrive(k, self.intra_only) + self.receive(k, self.intra_only)
 
     def Ti(self, k: int) -> float:
         """One intra-host message, sender call to receiver completion."""
-        return 2 * self.overhead_ns + k * self.copy_ns_per_byte
+        return self.arrive(k, True) + self.receive(k, True)
 
     def R(self, k: int) -> float:
         return k * self.reduce_ns_per_byte
 
     def busy(self, k: int, intra: bool) -> float:
         """Sender call to local send completion."""
-        return self.overhead_ns + (0.0 if intra else k * self.beta_ns_per_byte)
+        return self.overhead_ns + (0.0 if intra or self.intra_only else k * self.beta_ns_per_byte)
 
 
 def _log2(p):
@@ -106,6 +119,7 @@ def _children(rel, p):
 
 def bcast_tree(cm: CostModel, p: int, k: int, intra: bool) -> float:
     """Binomial broadcast of k bytes on p ranks: time until the last rank is done."""
+    intra = intra or cm.intra_only
     deliver = (lambda: cm.Ti(k)) if intra else (lambda: cm.T(k))
     have, end = {0: 0.0}, 0.0
     for rel in range(p):  # parents have smaller relative ranks than their children
@@ -118,14 +132,13 @@ def bcast_tree(cm: CostModel, p: int, k: int, intra: bool) -> float:
 
 def gather_tree(cm: CostModel, p: int, m: int, intra: bool) -> float:
     """Binomial gather of m-byte blocks on p ranks: time until the last rank is done."""
-    o = cm.overhead_ns
+    intra = intra or cm.intra_only
     sent, end = {}, 0.0
     for rel in reversed(range(p)):
         t = 0.0
         for child in reversed(_children(rel, p)):  # smallest subtree first
             k = min(child & -child, p - child) * m
-            arrival = sent[child] + (o if intra else o + cm.wire(k))
-            t = max(t, arrival) + o + (k * cm.copy_ns_per_byte if intra else 0.0)
+            t = max(t, sent[child] + cm.arrive(k, intra)) + cm.receive(k, intra)
         sent[rel] = t
         blocks = min(rel & -rel, p - rel) if rel else p
         end = max(end, t if rel == 0 else t + cm.busy(blocks * m, intra))
@@ -167,10 +180,11 @@ def _pairwise_fold(cm, p, s, steps) -> float:
     core. Ranks enter the core at different times (folded ranks after T(s) + R(s),
     the others at 0), so each exchange follows the LogGP rule for rank r and
     partner q starting at t_r and t_q:
-        t_r' = max(max(t_q + o + wire(k), t_r + o) + o, t_r + o + k*beta) + R(k_reduced)
-    (receive done, own send done, then reduce). Equal start times give T(k) + R.
+        t_r' = max(max(t_q + arrive(k), t_r + o) + receive(k), t_r + busy(k)) + R(k_reduced)
+    (receive done, own send done, then reduce); on the network arrive = o + wire,
+    receive = o, busy = o + k*beta. Equal start times give T(k) + R.
     """
-    o, beta = cm.overhead_ns, cm.beta_ns_per_byte
+    o, intra = cm.overhead_ns, cm.intra_only
     pof2 = 1 << _log2(p)
     rem = p - pof2
     real = [nr * 2 + 1 if nr < rem else nr + rem for nr in range(pof2)]
@@ -178,11 +192,11 @@ def _pairwise_fold(cm, p, s, steps) -> float:
     for nr in range(rem):
         t[real[nr]] = cm.T(s) + cm.R(s)  # received its even partner's vector and reduced it
     for mask, k, k_reduced in steps:
-        t = {real[nr]: max(max(t[real[nr ^ mask]] + o + cm.wire(k), t[real[nr]] + o) + o,
-                           t[real[nr]] + o + k * beta) + cm.R(k_reduced) for nr in range(pof2)}
+        t = {real[nr]: max(max(t[real[nr ^ mask]] + cm.arrive(k, intra), t[real[nr]] + o) + cm.receive(k, intra),
+                           t[real[nr]] + cm.busy(k, intra)) + cm.R(k_reduced) for nr in range(pof2)}
     ends = list(t.values())
     for nr in range(rem):  # odd ranks hand the result back to their even partner
-        ends += [t[real[nr]] + cm.T(s), t[real[nr]] + cm.busy(s, False)]
+        ends += [t[real[nr]] + cm.T(s), t[real[nr]] + cm.busy(s, intra)]
     return max(ends)
 
 
@@ -242,8 +256,20 @@ FORMS = {
 
 
 def cost(collective: str, name: str, p: int, size_bytes: int, cm: CostModel, ctx) -> tuple[float, str, str | None]:
-    """(latency ns, algorithm actually used, fallback note) of one call, by closed form."""
+    """(latency ns, algorithm actually used, note) of one call, by closed form.
+
+    The note says when the requested algorithm fell back to another, and when the
+    form is only approximate: a flat algorithm with several ranks on some of
+    several hosts (the forms charge every message as a network one; the DES
+    also models shared-memory copies and ranks sharing a NIC).
+    """
     algo, note = lookup(collective, name, p)
     if p == 1:
         return 0.0, algo.name, note
+    groups = ctx.groups or ()
+    if len(groups) == 1:
+        cm = replace(cm, intra_only=True)
+    elif algo.name != "hierarchical" and any(len(g) > 1 for g in groups):
+        approx = "approximate: the closed form charges every message as a network one (use the DES)"
+        note = f"{note}; {approx}" if note else approx
     return FORMS[(collective, algo.name)](cm, p, size_bytes, ctx), algo.name, note
