@@ -36,7 +36,7 @@ from cxlsim.models.collectives.selectors import select
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_sizes
 
-__all__ = ["DEFAULT_SCENARIO", "resolve_preset", "build_graph", "build_transport", "run", "osu_table", "register"]
+__all__ = ["DEFAULT_SCENARIO", "resolve_preset", "resolved", "build_graph", "build_transport", "run", "osu_table", "register"]
 
 DEFAULT_SCENARIO = {
     "name": "simulate",
@@ -70,6 +70,20 @@ def resolve_preset(fabric: config.FabricConfig):
         nic=_merge(preset.nic, fabric.nic),
         host=_merge(preset.host, fabric.host),
     )
+
+
+def resolved(scenario: config.Scenario) -> config.Scenario:
+    """The scenario with every preset figure written out, so the run does not depend on the preset table."""
+    p = resolve_preset(scenario.fabric)
+    gbs, ns = (lambda v: f"{v!r} GB/s"), (lambda v: f"{v!r} ns")
+    return config.with_overrides(scenario, {
+        "fabric.links.bandwidth": gbs(p.link.bw_bytes_per_ns), "fabric.links.latency": ns(p.link.latency_ns),
+        "fabric.switch.kind": p.switch_kind, "fabric.switch.latency": ns(p.switch.latency_ns),
+        "fabric.switch.mode": p.switch.mode, "fabric.nic.overhead": ns(p.nic.overhead_ns),
+        "fabric.nic.gap": ns(p.nic.gap_ns), "fabric.nic.gap_per_byte": ns(p.nic.gap_per_byte_ns),
+        "fabric.host.memcpy_bandwidth": gbs(p.host.memcpy_bw_bytes_per_ns),
+        "fabric.host.reduce_bandwidth": gbs(p.host.reduce_bw_bytes_per_ns),
+    })
 
 
 def build_graph(fabric: config.FabricConfig):
@@ -196,7 +210,7 @@ def main(args) -> int:
     base = config.load(args.scenario) if args.scenario else config.from_dict(DEFAULT_SCENARIO)
     scenario = config.with_overrides(base, _overrides(args))
     _, seed = make_rng(scenario.seed)  # the DES is deterministic; the seed is recorded for provenance
-    scenario = config.with_overrides(scenario, {"seed": seed})
+    scenario = resolved(config.with_overrides(scenario, {"seed": seed}))
     rows = run(scenario, progress=not args.quiet and sys.stderr.isatty())
     sys.stdout.write(osu_table(scenario, rows))
     for note in sorted({r["note"] for r in rows if r["note"]}):

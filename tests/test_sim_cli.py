@@ -26,6 +26,11 @@ def test_no_scenario_file_just_works(tmp_path):
         assert (tmp_path / "w" / name).exists()
     resolved = config.load(str(tmp_path / "w" / "config.yaml"))
     assert resolved.fabric.nodes == 8 and resolved.seed is not None
+    # Every preset figure is written out, and re-running the resolved file gives the same table.
+    assert resolved.fabric.links.bw_bytes_per_ns == 25.0 and resolved.fabric.nic.overhead_ns == 350.0
+    again = cli(str(tmp_path / "w" / "config.yaml"), "--output", str(tmp_path / "w2"))
+    assert again.returncode == 0 and (tmp_path / "w2" / "latency.csv").read_bytes() == \
+        (tmp_path / "w" / "latency.csv").read_bytes()
 
 
 def test_same_seed_gives_byte_identical_csv(tmp_path):
