@@ -170,7 +170,7 @@ def osu_table(scenario: config.Scenario, rows: list[dict]) -> str:
             spans[-1][1] = row["size_bytes"]
         else:
             spans.append([row["size_bytes"], row["size_bytes"], row["algorithm"]])
-    algos = "; ".join(f"{format_size(a)}-{format_size(b)} {name}" for a, b, name in spans)
+    algos = "; ".join(f"{format_size(a)}{'' if a == b else '-' + format_size(b)} {name}" for a, b, name in spans)
     lines = [f"# cxlsim projected {scenario.workload.collective} latency ({scenario.engine} engine)",
              f"# fabric: {f.preset}, {f.topology}, {f.nodes} nodes x {f.ranks_per_node} ranks ({f.placement})",
              f"# algorithms: {algos}",
@@ -185,7 +185,10 @@ def _plot(workspace, scenario, rows):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.loglog([r["size_bytes"] or 1 for r in rows], [r["latency_us"] for r in rows], marker="o")
+    ax.plot([r["size_bytes"] or 1 for r in rows], [r["latency_us"] for r in rows], marker="o")
+    ax.set_xscale("log")
+    if all(r["latency_us"] > 0 for r in rows):  # P=1 takes no time
+        ax.set_yscale("log")
     ax.set_xlabel("size per rank (bytes)")
     ax.set_ylabel("latency (us)")
     ax.set_title(f"{scenario.workload.collective}: {scenario.fabric.preset}, P="

@@ -99,6 +99,24 @@ class Transport(ABC):
     def reduce(self, rank: int, size_bytes: int):
         """Reduce `size_bytes` into a local buffer on `rank`'s CPU."""
 
+    def run(self, processes: dict, until_ns: float | None = None) -> dict:
+        """Run `{rank: generator}` to completion; return `{rank: return value}`.
+
+        Raises RunError naming the ranks still blocked if the simulation runs
+        out of events first (a deadlock) or reaches `until_ns`.
+        """
+        procs = {rank: self.env.process(gen) for rank, gen in processes.items()}
+        self.env.run(until=until_ns)
+        stuck = sorted(r for r, p in procs.items() if p.is_alive)
+        if stuck:
+            raise RunError(f"ranks {stuck[:8]}{'...' if len(stuck) > 8 else ''} never finished at "
+                           f"t={self.env.now:.1f} ns; {self._waiting()}")
+        return {rank: p.value for rank, p in procs.items()}
+
+    def _waiting(self) -> str:
+        """What blocked ranks wait for (a transport overrides this for better deadlock messages)."""
+        return "nothing is scheduled"
+
     # CXL pool operations: a pool transport overrides these.
     def _unsupported(self, op: str):
         raise UnsupportedOperation(f"{op}: {type(self).__name__} has no CXL memory pool; "
@@ -275,18 +293,7 @@ class NetworkTransport(Transport):
         cost = host.nic.params.overhead_ns + (host.copy_ns(size_bytes) if intra else 0.0)
         fire_at(self.env, event, self._cpu(rank, cost) - self.env.now, payload)
 
-    def run(self, processes: dict, until_ns: float | None = None) -> dict:
-        """Run `{rank: generator}` to completion; return `{rank: return value}`.
-
-        Raises RunError naming the ranks still blocked if the simulation runs
-        out of events first (a deadlock) or reaches `until_ns`.
-        """
-        procs = {rank: self.env.process(gen) for rank, gen in processes.items()}
-        self.env.run(until=until_ns)
-        stuck = sorted(r for r, p in procs.items() if p.is_alive)
-        if stuck:
-            waiting = {k: len(v) for k, v in self._posted.items() if v}
-            raise RunError(f"ranks {stuck[:8]}{'...' if len(stuck) > 8 else ''} never finished at "
-                           f"t={self.env.now:.1f} ns; unmatched receives (dst, src, tag): "
-                           f"{sorted(waiting)[:8]}")
-        return {rank: p.value for rank, p in procs.items()}
+    def _waiting(self) -> str:
+        """What blocked ranks wait for, for the deadlock message."""
+        waiting = sorted(k for k, v in self._posted.items() if v)
+        return f"unmatched receives (dst, src, tag): {waiting[:8]}"

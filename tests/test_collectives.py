@@ -208,3 +208,21 @@ def test_fat_tree_2to1_rd_last_step_block_placement():
     whole = runner.run(t2, "allgather", "recursive_doubling", m).latency_ns
     flat = analytic.cost("allgather", "recursive_doubling", p, m, cm, runner.Context())[0]
     assert whole == pytest.approx(flat + block * cm.beta_ns_per_byte, rel=0.10)
+
+
+def test_collectives_inside_a_workload_with_overlapping_tags():
+    # Each rank starts two allreduces at once (different tags) and computes meanwhile,
+    # as a training step would; both results must be right.
+    t = transport(5)
+    ctx = runner.Context(elements=6)
+
+    def rank(r):
+        ep = t.endpoint(r)
+        first = t.env.process(runner.call(ep, "allreduce", "ring", 4096, base.vector_of(r, 6), ctx, tag=10000))
+        second = t.env.process(runner.call(ep, "allreduce", "recursive_doubling", 64, base.vector_of(r, 6), ctx,
+                                           tag=20000))
+        yield ep.compute(500.0)
+        return (yield first), (yield second)
+
+    results = t.run({r: rank(r) for r in range(5)})
+    assert all(res == (base.reduced_vector(5, 6),) * 2 for res in results.values())

@@ -1,10 +1,14 @@
 """Run one collective call on a transport (the DES) and check every rank's result.
 
 `run(transport, collective, name, size_bytes, ctx)` starts one process per
-rank, runs the simulation to the end and returns a `Outcome`: the latency
+rank, runs the simulation to the end and returns an `Outcome`: the latency
 (ns, from the common start to the last rank's completion), each rank's result
 and a note when the requested algorithm fell back to another. `verify`
 raises AssertionError if any rank's labels are wrong.
+
+Inside a longer workload (e.g. a training step), a rank's own process calls
+`result = yield from call(ep, "allreduce", "ring", size, data, ctx, tag=k)`;
+collectives in flight at the same time need different `tag`s.
 
 Size convention (as in OSU): for allgather and gather `size_bytes` is the
 block per rank; for allreduce, reduce_scatter and broadcast it is the whole
@@ -15,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cxlsim.models.collectives import allgather, reductions, rooted  # noqa: F401  (registers algorithms)
-from cxlsim.models.collectives.base import lookup, reduced_vector, split, vector_of
+from cxlsim.models.collectives.base import Group, lookup, reduced_vector, split, vector_of
 
-__all__ = ["Context", "Outcome", "run", "initial", "verify"]
+__all__ = ["Context", "Outcome", "run", "call", "initial", "verify"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,17 @@ def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
     for r in range(p):
         if results[r] != expect[r]:
             raise AssertionError(f"{collective} P={p}: rank {r} ended with {results[r]!r}, expected {expect[r]!r}")
+
+
+def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = Context(), tag: int = 0):
+    """Generator: one rank's part of a collective inside its own process; returns its result.
+
+    `tag` (a multiple of 10000 keeps clear of the tags the algorithms use inside)
+    separates collectives that overlap in time.
+    """
+    algo, _ = lookup(collective, name, ep.size)
+    group = Group(ep, range(ep.size), tag) if tag else ep
+    return (yield from algo.run(group, size_bytes, data, ctx))
 
 
 def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = Context()) -> Outcome:
