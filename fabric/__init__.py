@@ -25,12 +25,13 @@ from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import PRESETS, Preset, get_preset
 from cxlsim.fabric.routing import Router
 from cxlsim.fabric.switch import SWITCHES, EthernetSwitch, IBSwitch, Switch, SwitchParams
-from cxlsim.fabric.topology import TopologyError, fat_tree, load, star
+from cxlsim.fabric.topology import TopologyError, fat_tree, star
+from cxlsim.fabric.topology import load as load_topology
 from cxlsim.fabric.transport import Endpoint, NetworkTransport, Transport, UnsupportedOperation
 
 __all__ = [
     "Environment", "Host", "HostParams", "Nic", "NicParams", "Link", "LinkParams", "Port", "Network", "build",
     "Placement", "PRESETS", "Preset", "get_preset", "Router", "SWITCHES", "EthernetSwitch", "IBSwitch", "Switch",
-    "SwitchParams", "TopologyError", "fat_tree", "load", "star", "Endpoint", "NetworkTransport", "Transport",
+    "SwitchParams", "TopologyError", "fat_tree", "load_topology", "star", "Endpoint", "NetworkTransport", "Transport",
     "UnsupportedOperation",
 ]

@@ -26,7 +26,7 @@ from cxlsim.errors import InputError
 from cxlsim.fabric.switch import MODES, SWITCHES
 from cxlsim.units import UnitError, parse_bandwidth, parse_time
 
-__all__ = ["TopologyError", "star", "fat_tree", "load", "validate", "hosts", "BUILDERS"]
+__all__ = ["TopologyError", "star", "fat_tree", "load", "validate", "hosts"]
 
 
 class TopologyError(InputError):
@@ -80,10 +80,6 @@ def fat_tree(nodes: int, hosts_per_leaf: int, oversubscription: float = 1.0, spi
             for leaf in range(leaves):
                 g.add_edge(f"leaf{leaf}", f"spine{s}", bw_factor=factor)
     return g
-
-
-BUILDERS = {"star": star, "fat_tree": fat_tree}
-"""Topology builders by name."""
 
 
 def _parse_attrs(where: str, attrs: dict, allowed: dict) -> dict:
