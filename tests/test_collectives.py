@@ -226,3 +226,18 @@ def test_collectives_inside_a_workload_with_overlapping_tags():
 
     results = t.run({r: rank(r) for r in range(5)})
     assert all(res == (base.reduced_vector(5, 6),) * 2 for res in results.values())
+
+
+@settings(max_examples=30, deadline=None)
+@given(p=st.integers(2, 12), size=st.integers(0, 300_000), name=st.sampled_from(base.names("allgather")),
+       preset=st.sampled_from(["ib-hdr", "eth-25g-tcp", "eth-100g-roce"]))
+def test_des_properties(p, size, name, preset):
+    if not supported("allgather", name, p) and base.ALGORITHMS[("allgather", name)].fallback is None:
+        return
+    first, _, _ = simulate("allgather", name, p, size, preset=preset)
+    again, _, _ = simulate("allgather", name, p, size, preset=preset)
+    bigger, _, _ = simulate("allgather", name, p, size + 4096, preset=preset)
+    finer, _, _ = simulate("allgather", name, p, size, preset=preset, chunk=4096)
+    assert again.latency_ns == first.latency_ns and again.events == first.events  # deterministic
+    assert bigger.latency_ns > first.latency_ns                                    # more bytes, more time
+    assert finer.latency_ns == pytest.approx(first.latency_ns, rel=1e-9)           # cut-through, uncongested
