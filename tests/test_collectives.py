@@ -147,14 +147,27 @@ def test_des_equals_closed_form_with_every_rank_on_one_host(collective, name):
             assert out.latency_ns == pytest.approx(_closed_form(collective, name, t, ctx, size, 65536), rel=0.01)
 
 
+@pytest.mark.parametrize("collective", ["allgather", "allreduce", "reduce_scatter"])
+def test_rings_with_block_placement_equal_their_recurrence(collective):
+    for preset in ("ib-hdr", "eth-25g-tcp"):
+        for nodes, rpn in [(2, 2), (4, 3), (3, 5), (8, 2)]:
+            for size in (1, 65536, 1 << 20):
+                out, t, ctx = simulate(collective, "ring", nodes, size, rpn=rpn, preset=preset)
+                cm = analytic.CostModel.from_network(t.network, 65536)
+                closed, _, note = analytic.cost(collective, "ring", nodes * rpn, size, cm, ctx)
+                assert note is None and out.latency_ns == pytest.approx(closed, rel=1e-6), (nodes, rpn, size)
+
+
 def test_closed_form_flags_flat_algorithms_on_shared_hosts():
     t = transport(4, rpn=2)
     ctx = runner.Context(groups=tuple(map(tuple, t.placement.groups())))
     cm = analytic.CostModel.from_network(t.network, 65536)
-    _, used, note = analytic.cost("allgather", "ring", 8, 1024, cm, ctx)
-    assert used == "ring" and "approximate" in note
-    _, _, note = analytic.cost("allgather", "hierarchical", 8, 1024, cm, ctx)
-    assert note is None
+    _, used, note = analytic.cost("allgather", "recursive_doubling", 8, 1024, cm, ctx)
+    assert used == "recursive_doubling" and "approximate" in note
+    rr = runner.Context(groups=tuple(map(tuple, Placement(4, 2, "round_robin").groups())))
+    assert "approximate" in analytic.cost("allgather", "ring", 8, 1024, cm, rr)[2]  # two ranks share each NIC
+    assert analytic.cost("allgather", "ring", 8, 1024, cm, ctx)[2] is None
+    assert analytic.cost("allgather", "hierarchical", 8, 1024, cm, ctx)[2] is None
 
 
 def test_closed_form_includes_the_store_and_forward_chunk_term():

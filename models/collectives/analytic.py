@@ -13,10 +13,12 @@ uncongested fabric with one rank per host the DES equals these forms (the
 tests check it to 1%). The forms assume g <= 2*o (as in every preset) and a
 non-blocking fabric: congestion, e.g. oversubscribed uplinks, is what the DES
 adds. Flat algorithms charge every message as T: exact with one rank per
-host, and with every rank on one host (then T = Ti); with several ranks on
-each of several hosts it is only an approximation (ranks share a NIC, and
-copies may be slower than the wire), and `cost` says so in its note. The
-hierarchical algorithm uses Ti inside hosts and is exact.
+host, and with every rank on one host (then T = Ti). With several ranks on
+each of several hosts, rings whose hosts each send off-host from one rank
+(block placement) follow a per-rank recurrence with Ti on the on-host edges
+(`ring_recurrence`, exact); other flat algorithms are only approximated
+(ranks share a NIC, copies may be slower than the wire) and `cost` says so in
+its note. The hierarchical algorithm uses Ti inside hosts and is exact.
 
 Per algorithm (P ranks, m bytes per block, s bytes per vector, R(k) the
 reduction time, seg = ceil(s/P)):
@@ -36,6 +38,8 @@ reduction time, seg = ceil(s/P)):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from cxlsim.models.collectives.base import is_pow2, lookup
 
@@ -145,7 +149,44 @@ def gather_tree(cm: CostModel, p: int, m: int, intra: bool) -> float:
     return end
 
 
+def _host_of(p, ctx):
+    """Host index per rank from ctx.groups (one host per rank if absent)."""
+    host_of = list(range(p))
+    for h, members in enumerate(ctx.groups or ()):
+        for r in members:
+            host_of[r] = h
+    return host_of
+
+
+def _mixed(host_of) -> bool:
+    """Some ring edges stay on a host and others cross the network."""
+    p = len(host_of)
+    kinds = {host_of[r] == host_of[(r + 1) % p] for r in range(p)}
+    return len(kinds) > 1
+
+
+def ring_recurrence(cm: CostModel, host_of, k: int, steps: int, reduce_bytes: int = 0, t=None) -> np.ndarray:
+    """Per-rank finish times of `steps` ring steps of k bytes (r sends to r+1), each followed by
+    a reduction of `reduce_bytes`, with shared-memory edges where neighbours share a host.
+
+    The LogGP rule of `_pairwise_fold` with r's source r-1: exact on an uncongested fabric.
+    """
+    p, o = len(host_of), cm.overhead_ns
+    into = np.array([host_of[(r - 1) % p] == host_of[r] for r in range(p)])  # is edge (r-1 -> r) on-host?
+    arrive = np.where(into, cm.arrive(k, True), cm.arrive(k, False))
+    receive = np.where(into, cm.receive(k, True), cm.receive(k, False))
+    busy = np.where(np.roll(into, -1), cm.busy(k, True), cm.busy(k, False))
+    t = np.array(t if t is not None else np.zeros(p), dtype=float)
+    red = cm.R(reduce_bytes)
+    for _ in range(steps):
+        t = np.maximum(np.maximum(np.roll(t, 1) + arrive, t + o) + receive, t + busy) + red
+    return t
+
+
 def _ring(cm, p, m, ctx):
+    host_of = _host_of(p, ctx)
+    if _mixed(host_of):
+        return float(ring_recurrence(cm, host_of, m, p - 1).max())
     return (p - 1) * cm.T(m)
 
 
@@ -169,7 +210,8 @@ def _two_proc(cm, p, m, ctx):
 def _hierarchical(cm, p, m, ctx):
     groups = ctx.groups or tuple((r,) for r in range(p))
     q, nodes = len(groups[0]), len(groups)
-    inter, _, _ = cost("allgather", ctx.inter, nodes, q * m, cm, ctx)
+    leaders = replace(ctx, groups=tuple((i,) for i in range(nodes)))  # one leader per host
+    inter, _, _ = cost("allgather", ctx.inter, nodes, q * m, cm, leaders)
     return gather_tree(cm, q, m, True) + inter + bcast_tree(cm, q, p * m, True)
 
 
@@ -209,6 +251,10 @@ def _fold(cm, p, s, steps):
 
 def _allreduce_ring(cm, p, s, ctx):
     seg = -(-s // p)
+    host_of = _host_of(p, ctx)
+    if _mixed(host_of):
+        t = ring_recurrence(cm, host_of, seg, p - 1, seg)
+        return float(ring_recurrence(cm, host_of, seg, p - 1, 0, t).max())
     return (p - 1) * (2 * cm.T(seg) + cm.R(seg))
 
 
@@ -227,6 +273,9 @@ def _allreduce_rabenseifner(cm, p, s, ctx):
 
 def _reduce_scatter_ring(cm, p, s, ctx):
     seg = -(-s // p)
+    host_of = _host_of(p, ctx)
+    if _mixed(host_of):
+        return float(ring_recurrence(cm, host_of, seg, p - 1, seg).max())
     return (p - 1) * (cm.T(seg) + cm.R(seg))
 
 
@@ -255,13 +304,23 @@ FORMS = {
 """Closed form per (collective, algorithm): f(cost_model, P, size_bytes, ctx) -> ns."""
 
 
+def _ring_exact(algo, p, ctx) -> bool:
+    """Ring algorithms are exact while no host has two ranks sending off-host at once."""
+    if algo.name != "ring":
+        return False
+    host_of = _host_of(p, ctx)
+    leaving = [host_of[r] for r in range(p) if host_of[(r + 1) % p] != host_of[r]]
+    return len(leaving) == len(set(leaving))
+
+
 def cost(collective: str, name: str, p: int, size_bytes: int, cm: CostModel, ctx) -> tuple[float, str, str | None]:
     """(latency ns, algorithm actually used, note) of one call, by closed form.
 
     The note says when the requested algorithm fell back to another, and when the
-    form is only approximate: a flat algorithm with several ranks on some of
-    several hosts (the forms charge every message as a network one; the DES
-    also models shared-memory copies and ranks sharing a NIC).
+    form is only approximate: a flat algorithm other than a ring under block
+    placement, with several ranks on some of several hosts (the forms charge
+    every message as a network one; the DES also models shared-memory copies
+    and ranks sharing a NIC).
     """
     algo, note = lookup(collective, name, p)
     if p == 1:
@@ -269,7 +328,7 @@ def cost(collective: str, name: str, p: int, size_bytes: int, cm: CostModel, ctx
     groups = ctx.groups or ()
     if len(groups) == 1:
         cm = replace(cm, intra_only=True)
-    elif algo.name != "hierarchical" and any(len(g) > 1 for g in groups):
+    elif algo.name != "hierarchical" and any(len(g) > 1 for g in groups) and not _ring_exact(algo, p, ctx):
         approx = "approximate: the closed form charges every message as a network one (use the DES)"
         note = f"{note}; {approx}" if note else approx
     return FORMS[(collective, algo.name)](cm, p, size_bytes, ctx), algo.name, note
