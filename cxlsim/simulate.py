@@ -15,7 +15,6 @@ DEFAULT_SCENARIO, so `cxlsim simulate --nodes 8 --preset ib-hdr` just works.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
@@ -24,12 +23,9 @@ from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.fabric import topology
 from cxlsim.fabric.engine import Environment
-from cxlsim.fabric.host import HostParams, NicParams
-from cxlsim.fabric.link import LinkParams
 from cxlsim.fabric.network import build
 from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import get_preset
-from cxlsim.fabric.switch import SwitchParams
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.selectors import select

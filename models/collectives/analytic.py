@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cxlsim.models.collectives.base import is_pow2, lookup
+from cxlsim.models.collectives.base import lookup
 
 __all__ = ["CostModel", "cost", "FORMS"]
 
