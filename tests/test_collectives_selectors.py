@@ -50,7 +50,12 @@ def test_other_collectives():
     assert select("mpich", "allreduce", 8, 2047) == ("recursive_doubling", None)
     assert select("mpich", "allreduce", 8, 2048) == ("rabenseifner", None)
     assert select("ompi", "allreduce", 8, 10)[0] == "recursive_doubling"
-    assert select("mpich", "broadcast", 8, 10) == ("binomial", None)
+    assert select("mpich", "broadcast", 8, 12287) == ("binomial", None)
+    assert select("mpich", "broadcast", 7, 10**6) == ("binomial", None)            # P < 8
+    assert select("mpich", "broadcast", 8, 12288) == ("scatter_recursive_doubling_allgather", None)
+    assert select("mpich", "broadcast", 8, 524288) == ("scatter_ring_allgather", None)
+    assert select("mpich", "broadcast", 12, 12288) == ("scatter_ring_allgather", None)  # not a power of two
+    assert select("ompi", "broadcast", 8, 10)[1]
     assert select("ompi", "gather", 8, 10) == ("binomial", None)
     assert select("mpich", "reduce_scatter", 8, 10) == ("ring", None)
     with pytest.raises(InputError, match="workload.selector"):

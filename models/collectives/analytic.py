@@ -33,7 +33,9 @@ reduction time, seg = ceil(s/P)):
   so these two use a per-rank max-plus recurrence (`_pairwise_fold`).
 - reduce-scatter ring: (P-1)*(T(seg) + R(seg)).
 - broadcast/gather binomial: the tree recurrence (a parent's i-th send starts
-  i*(o + k*beta) after it has the data).
+  i*(o + k*beta) after it has the data); broadcast scatter_ring_allgather:
+  the scatter tree's per-rank finish times start the ring recurrence
+  (scatter_recursive_doubling_allgather: the pairwise-step recurrence).
 """
 from __future__ import annotations
 
@@ -215,30 +217,32 @@ def _hierarchical(cm, p, m, ctx):
     return gather_tree(cm, q, m, True) + inter + bcast_tree(cm, q, p * m, True)
 
 
-def _pairwise_fold(cm, p, s, steps) -> float:
-    """MPICH's non-power-of-two fold around pairwise steps, by a per-rank recurrence (ns).
+def pairwise_steps(cm: CostModel, t: list, steps) -> list:
+    """Per-rank finish times after pairwise exchange steps, from start times `t` (ns).
 
-    `steps` lists (mask, bytes exchanged, bytes reduced) among the power-of-two
-    core. Ranks enter the core at different times (folded ranks after T(s) + R(s),
-    the others at 0), so each exchange follows the LogGP rule for rank r and
-    partner q starting at t_r and t_q:
+    `steps` lists (mask, bytes exchanged, bytes reduced); rank i swaps with i ^ mask.
+    Ranks may start at different times, so each exchange follows the LogGP rule for
+    rank r and partner q starting at t_r and t_q:
         t_r' = max(max(t_q + arrive(k), t_r + o) + receive(k), t_r + busy(k)) + R(k_reduced)
     (receive done, own send done, then reduce); on the network arrive = o + wire,
     receive = o, busy = o + k*beta. Equal start times give T(k) + R.
     """
     o, intra = cm.overhead_ns, cm.intra_only
+    for mask, k, k_reduced in steps:
+        t = [max(max(t[i ^ mask] + cm.arrive(k, intra), t[i] + o) + cm.receive(k, intra),
+                 t[i] + cm.busy(k, intra)) + cm.R(k_reduced) for i in range(len(t))]
+    return t
+
+
+def _pairwise_fold(cm, p, s, steps) -> float:
+    """MPICH's non-power-of-two fold around pairwise steps (ns): the folded ranks enter the
+    power-of-two core after T(s) + R(s), the others at 0 (`pairwise_steps`), and the odd
+    ranks hand the result back to their even partners at the end."""
     pof2 = 1 << _log2(p)
     rem = p - pof2
-    real = [nr * 2 + 1 if nr < rem else nr + rem for nr in range(pof2)]
-    t = {r: 0.0 for r in real}
-    for nr in range(rem):
-        t[real[nr]] = cm.T(s) + cm.R(s)  # received its even partner's vector and reduced it
-    for mask, k, k_reduced in steps:
-        t = {real[nr]: max(max(t[real[nr ^ mask]] + cm.arrive(k, intra), t[real[nr]] + o) + cm.receive(k, intra),
-                           t[real[nr]] + cm.busy(k, intra)) + cm.R(k_reduced) for nr in range(pof2)}
-    ends = list(t.values())
-    for nr in range(rem):  # odd ranks hand the result back to their even partner
-        ends += [t[real[nr]] + cm.T(s), t[real[nr]] + cm.busy(s, intra)]
+    t = [cm.T(s) + cm.R(s) if nr < rem else 0.0 for nr in range(pof2)]
+    t = pairwise_steps(cm, t, steps)
+    ends = list(t) + [t[nr] + cm.T(s) for nr in range(rem)] + [t[nr] + cm.busy(s, cm.intra_only) for nr in range(rem)]
     return max(ends)
 
 
@@ -283,6 +287,39 @@ def _bcast(cm, p, s, ctx):
     return bcast_tree(cm, p, s, False)
 
 
+def scatter_tree(cm: CostModel, host_of_rel, seg: int) -> np.ndarray:
+    """Binomial scatter of seg-byte segments in root-relative ranks: when each rank is done."""
+    p = len(host_of_rel)
+    have, done = np.zeros(p), np.zeros(p)
+    for rel in range(p):  # parents have smaller relative ranks than their children
+        t = have[rel]
+        for child in _children(rel, p):  # largest subtree first
+            k = min(child & -child, p - child) * seg
+            intra = host_of_rel[child] == host_of_rel[rel]
+            have[child] = t + cm.arrive(k, intra) + cm.receive(k, intra)
+            t += cm.busy(k, intra)
+        done[rel] = t
+    return done
+
+
+def _scatter_start(cm, p, s, ctx):
+    """(segment bytes, relative host list, per-relative-rank scatter finish times)."""
+    seg = -(-s // p)
+    host_of = _host_of(p, ctx)
+    rel_hosts = [0] * p if cm.intra_only else [host_of[(ctx.root + i) % p] for i in range(p)]
+    return seg, rel_hosts, scatter_tree(cm, rel_hosts, seg)
+
+
+def _bcast_scatter_ring(cm, p, s, ctx):
+    seg, rel_hosts, start = _scatter_start(cm, p, s, ctx)
+    return float(ring_recurrence(cm, rel_hosts, seg, p - 1, 0, start).max())
+
+
+def _bcast_scatter_rd(cm, p, s, ctx):
+    seg, _, start = _scatter_start(cm, p, s, ctx)
+    return max(pairwise_steps(cm, list(start), [(1 << j, (1 << j) * seg, 0) for j in range(_log2(p))]))
+
+
 def _gather(cm, p, m, ctx):
     return gather_tree(cm, p, m, False)
 
@@ -299,6 +336,8 @@ FORMS = {
     ("allreduce", "rabenseifner"): _allreduce_rabenseifner,
     ("reduce_scatter", "ring"): _reduce_scatter_ring,
     ("broadcast", "binomial"): _bcast,
+    ("broadcast", "scatter_ring_allgather"): _bcast_scatter_ring,
+    ("broadcast", "scatter_recursive_doubling_allgather"): _bcast_scatter_rd,
     ("gather", "binomial"): _gather,
 }
 """Closed form per (collective, algorithm): f(cost_model, P, size_bytes, ctx) -> ns."""

@@ -15,10 +15,15 @@ Allgather (../shared/reference/allgather.md):
 
 Allreduce, MPICH <= 3.3 (`src/mpi/coll/allreduce/allreduce.c`,
 MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE = 2048): s < 2048 bytes: recursive
-doubling, otherwise Rabenseifner. Open MPI's fixed allreduce rule is not in
-the reference, so 'ompi' uses the same rule and says so. Collectives with
-one implemented algorithm (reduce_scatter ring, broadcast and gather
-binomial) always get it.
+doubling, otherwise Rabenseifner. Broadcast, MPICH <= 3.3
+(`src/mpi/coll/bcast/bcast.c`, MPIR_CVAR_BCAST_SHORT_MSG_SIZE = 12288,
+MPIR_CVAR_BCAST_LONG_MSG_SIZE = 524288, MPIR_CVAR_BCAST_MIN_PROCS = 8):
+s < 12288 or P < 8: binomial; s < 524288 and power-of-two P: scatter +
+recursive-doubling allgather; otherwise scatter + ring allgather. These two
+thresholds come from the MPICH source, not from the project's reference
+notes. Open MPI's fixed allreduce and broadcast rules are not in the
+reference, so 'ompi' uses MPICH's and says so. Collectives with one
+implemented algorithm (reduce_scatter ring, gather binomial) always get it.
 """
 from __future__ import annotations
 
@@ -30,6 +35,9 @@ __all__ = ["select", "SELECTORS"]
 MPICH_ALLGATHER_SHORT = 81920
 MPICH_ALLGATHER_LONG = 524288
 MPICH_ALLREDUCE_SHORT = 2048
+MPICH_BCAST_SHORT = 12288
+MPICH_BCAST_LONG = 524288
+MPICH_BCAST_MIN_PROCS = 8
 
 
 def mpich_allgather(p: int, m: int) -> tuple[str, str | None]:
@@ -78,12 +86,27 @@ def ompi_allreduce(p: int, s: int) -> tuple[str, str | None]:
     return name, "Open MPI's allreduce rule is not in the reference; used MPICH's"
 
 
-_SINGLE = {"reduce_scatter": "ring", "broadcast": "binomial", "gather": "binomial"}
+def mpich_broadcast(p: int, s: int) -> tuple[str, str | None]:
+    if s < MPICH_BCAST_SHORT or p < MPICH_BCAST_MIN_PROCS:
+        return "binomial", None
+    if s < MPICH_BCAST_LONG and is_pow2(p):
+        return "scatter_recursive_doubling_allgather", None
+    return "scatter_ring_allgather", None
+
+
+def ompi_broadcast(p: int, s: int) -> tuple[str, str | None]:
+    name, _ = mpich_broadcast(p, s)
+    return name, "Open MPI's broadcast rule is not in the reference; used MPICH's"
+
+
+_SINGLE = {"reduce_scatter": "ring", "gather": "binomial"}
 SELECTORS = {
     ("mpich", "allgather"): mpich_allgather,
     ("ompi", "allgather"): ompi_allgather,
     ("mpich", "allreduce"): mpich_allreduce,
     ("ompi", "allreduce"): ompi_allreduce,
+    ("mpich", "broadcast"): mpich_broadcast,
+    ("ompi", "broadcast"): ompi_broadcast,
 }
 
 
