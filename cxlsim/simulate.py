@@ -25,7 +25,7 @@ from cxlsim.fabric import topology
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
 from cxlsim.fabric.placement import Placement
-from cxlsim.fabric.presets import get_preset
+from cxlsim.fabric.presets import PRESETS, get_preset
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.selectors import select
@@ -234,14 +234,16 @@ def register(subparsers) -> None:
                     "Without SCENARIO.yaml the defaults are: preset ib-hdr, 8 nodes, 1 rank per node, "
                     "star topology, sizes 1B:1MiB, algorithm auto (MPICH's selector), DES engine.")
     p.add_argument("scenario", nargs="?", help="scenario YAML file (optional)")
-    p.add_argument("--nodes", type=int, help="number of hosts")
+    p.add_argument("--nodes", type=int, help="number of hosts (default 8)")
     p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
-    p.add_argument("--preset", help="fabric preset, e.g. ib-hdr, ib-ndr, eth-100g-roce, eth-25g-tcp")
-    p.add_argument("--topology", help="star, fat_tree, or a .yaml/.graphml topology file")
+    p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr)")
+    p.add_argument("--topology", help="star (default), fat_tree (set hosts_per_leaf and oversubscription in a "
+                                      "scenario file), or a .yaml/.graphml topology file")
     p.add_argument("--collective", help="allgather (default), allreduce, reduce_scatter, broadcast, gather")
     p.add_argument("--algorithm", help="algorithm name, or 'auto' for the library selector")
     p.add_argument("--selector", help="library whose default choice 'auto' mimics: mpich or ompi")
-    p.add_argument("--sizes", help="bytes per rank: 'LO:HI' doubling (e.g. 1B:1MiB) or 'A,B,C'")
+    p.add_argument("--sizes", help="message sizes: 'LO:HI' doubling (e.g. 1B:1MiB) or 'A,B,C'; bytes per rank "
+                                   "for allgather and gather, the whole vector for the others (default 1B:1MiB)")
     p.add_argument("--chunk", help="pipelining chunk size (e.g. 64KiB; default 64 KiB)")
     p.add_argument("--engine", choices=["des", "analytic"], help="des (default) or the closed forms")
     p.add_argument("--seed", type=int, help="random seed to record (drawn if not given)")
