@@ -80,3 +80,20 @@ def test_load_errors(tmp_path):
     bad.write_text("fabric: [unclosed\n")
     with pytest.raises(config.ConfigError, match="not valid YAML"):
         config.load(str(bad))
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.integers(1, 4096), rpn=st.integers(1, 64), bw=st.floats(0.001, 1000, allow_nan=False),
+       lat=st.floats(0, 1e6, allow_nan=False), sizes=st.lists(st.integers(0, 1 << 30), min_size=1, max_size=5),
+       chunk=st.integers(1, 1 << 24), seed=st.one_of(st.none(), st.integers(0, 2**63)),
+       mode=st.sampled_from([None, "cut-through", "store-and-forward"]))
+def test_any_valid_scenario_round_trips(nodes, rpn, bw, lat, sizes, chunk, seed, mode):
+    cfg = config.from_dict({"seed": seed, "fabric": {
+        "preset": "ib-ndr", "nodes": nodes, "ranks_per_node": rpn,
+        "links": {"bandwidth": f"{bw!r} GB/s", "latency": f"{lat!r} ns"}, "switch": {"mode": mode}},
+        "workload": {"sizes": sizes, "chunk": chunk}})
+    assert config.from_dict(config.to_dict(cfg)) == cfg
+    assert config.get(cfg, "workload.chunk") == chunk and config.get(cfg, "fabric.switch.mode") == mode
