@@ -40,7 +40,7 @@ setup(
         "cxlsim.models.training",
     ],
     package_data={
-        "cxlsim": ["py.typed", "data/*.yaml", "data/*.txt"],
+        "cxlsim": ["py.typed", "data/*.yaml", "data/*.txt", "data/osu/*.txt"],
         "cxlsim.emulator": ["*.pyx", "*.pxd", "*.h", "*.pyi"],
         "cxlsim.models.training": ["*.yaml"],
     },
