@@ -16,6 +16,7 @@ from cxlsim.errors import InputError, RunError
 
 COMMAND_MODULES = [
     "cxlsim.simulate",
+    "cxlsim.train",
     "cxlsim.emulator.cli",
 ]
 

@@ -290,3 +290,57 @@ def test_bad_run_inputs():
         modes.make_job(spec, "resnet50", precision="int8")
     with pytest.raises(InputError, match="job: has 2 workers but the cluster has 3 GPUs"):
         modes.run_ddp(spec_of([{"gpu": "v100", "repeat": 3}]), job, steps=1)
+
+
+# ---------------------------------------------------------------- cxlsim train
+
+def _cluster_file(tmp_path):
+    path = tmp_path / "cluster.yaml"
+    path.write_text("name: mix\ninterconnect: ib-hdr\nprecision: amp\nmemory_servers: 1\nserver_cores: 2\n"
+                    "nodes:\n  - {gpu: v100, repeat: 2}\n  - {gpu: t4}\n")
+    return str(path)
+
+
+def test_train_cli_writes_the_workspace_and_matches_the_api(tmp_path, capsys):
+    import json
+
+    from cxlsim import cli, train
+
+    path = _cluster_file(tmp_path)
+    out = tmp_path / "w"
+    code = cli.main(["train", path, "--model", "resnet50", "--mode", "sync", "--steps", "3", "--cv", "0.1",
+                     "--seed", "7", "--output", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "speedup over 1x v100" in printed and "samples/s" in printed
+    for name in ("cluster.yaml", "summary.json", "workers.csv", "workers.json", "provenance.json"):
+        assert (out / name).exists()
+    head = json.loads((out / "summary.json").read_text())
+    direct, job = train.run(cluster.load(path), "resnet50", "sync", steps=3, seed=7, cv=0.1)
+    assert head["throughput_samples_per_s"] == direct.throughput_samples_per_s
+    assert head["speedup_over_reference"] == pytest.approx(direct.throughput_samples_per_s / 828.0)  # V100 AMP: 828 img/s
+    assert head["precision"] == "amp" and head["seed"] == 7 and head["params"]["server_cores"] == 2
+    assert cluster.load(str(out / "cluster.yaml")) == cluster.load(path)
+    assert len((out / "workers.csv").read_text().splitlines()) == 1 + 3
+
+
+def test_train_cli_bad_input_exits_2_naming_the_problem(tmp_path, capsys):
+    from cxlsim import cli
+
+    path = _cluster_file(tmp_path)
+    cases = [
+        (["--model", "gpt9", "--mode", "sync"], "model: unknown model 'gpt9'; expected one of bert-base"),
+        (["--model", "resnet50", "--mode", "ddp", "--bucket-cap", "0"], "bucket_cap_bytes: expected a size >= 1 B"),
+        (["--model", "resnet50", "--mode", "ddp", "--chunk", "1XB"], "--chunk: expected a size like"),
+        (["--model", "resnet50", "--mode", "sync", "--precision", "fp32", "--reference-gpu", "a100-pcie-40gb"],
+         "A100 40 GB PCIe has no public fp32 figure"),
+        (["--model", "resnet50", "--mode", "sync", "--memory-servers", "0"], "--memory-servers: expected an integer >= 1"),
+    ]
+    for args, message in cases:
+        code = cli.main(["train", path, *args, "--output", str(tmp_path / "never")])
+        assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("interconnect: ib-hdr\nprecision: amp\nnodes: [{gpu: v101}]\n")
+    assert cli.main(["train", str(bad), "--model", "resnet50", "--mode", "ddp"]) == 2
+    assert "nodes[0].gpu: expected a GPU name" in capsys.readouterr().err
