@@ -2,7 +2,9 @@
 
 Run: python benchmarks/simulator_speed.py [--ranks 1024] [--size 1MiB] [--chunk 1MiB]
 
-Prints, measured side by side in one run on this machine:
+Prints, measured side by side in one run on this machine (the machine is
+shared and noisy, so (1) and (2) are interleaved A B A B over --rounds rounds
+and medians are quoted):
 1. raw SimPy: bare timeouts from a few processes (events/s), the ceiling;
 2. cxlsim's DES on a ring allgather (events/s), and the ratio to (1);
 3. the wall time of one P-rank ring allgather of SIZE per rank (default 1024
@@ -15,6 +17,7 @@ uses whole-message chunks; step 2 also reports a smaller chunk for contrast.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import simpy
@@ -66,21 +69,30 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--size", default="1MiB")
     ap.add_argument("--chunk", default="1MiB")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     size, chunk = parse_size(args.size), parse_size(args.chunk)
-    print(f"simpy {simpy.__version__}; all rates measured in this run")
+    print(f"simpy {simpy.__version__}; all rates measured in this run, medians of {args.rounds} interleaved rounds")
 
-    raw = raw_simpy()
-    print(f"raw SimPy bare timeouts:        {raw / 1e3:8.0f} k events/s")
-    for c in (64 * 1024, 4096):
-        wall, events, _ = ring(64, 256 * 1024, c)
-        print(f"cxlsim ring P=64 256KiB chunk {format_size(c):>7}: {events / wall / 1e3:6.0f} k events/s "
-              f"({events} events, {wall:.2f} s) = {events / wall / raw:.2f} x raw SimPy  [target >= 300 k/s]")
+    chunks = (64 * 1024, 4096)
+    raw, ours = [], {c: [] for c in chunks}
+    for _ in range(args.rounds):
+        raw.append(raw_simpy())
+        for c in chunks:
+            wall, events, _ = ring(64, 256 * 1024, c)
+            ours[c].append(events / wall)
+    raw_rate = statistics.median(raw)
+    print(f"raw SimPy bare timeouts:        {raw_rate / 1e3:8.0f} k events/s")
+    for c in chunks:
+        rate = statistics.median(ours[c])
+        print(f"cxlsim ring P=64 256KiB chunk {format_size(c):>7}: {rate / 1e3:6.0f} k events/s "
+              f"= {rate / raw_rate:.2f} x raw SimPy  [target >= 300 k/s]")
 
     wall, events, latency = ring(args.ranks, size, chunk)
+    raw_after = raw_simpy()
     print(f"ring allgather P={args.ranks} x {format_size(size)} (chunk {format_size(chunk)}): "
-          f"wall {wall:.1f} s [target <= 60 s], {events} events = {events / wall / 1e3:.0f} k events/s, "
-          f"projected latency {latency / 1e6:.2f} ms")
+          f"wall {wall:.1f} s [target <= 60 s], {events} events = {events / wall / 1e3:.0f} k events/s "
+          f"(raw SimPy right after: {raw_after / 1e3:.0f} k/s), projected latency {latency / 1e6:.2f} ms")
 
     wall, n = analytic_table()
     print(f"analytic engine 64 nodes x {n} sizes: {wall * 1e3:.0f} ms [target < 1000 ms]")
