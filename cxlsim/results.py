@@ -95,10 +95,14 @@ class Workspace:
         """A fresh workspace `root/NAME-YYYYmmdd-HHMMSS[-k]` that did not exist before."""
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         base = os.path.join(root, f"{name}-{stamp}")
+        os.makedirs(root, exist_ok=True)
         path, k = base, 1
-        while os.path.exists(path):
-            path, k = f"{base}-{k}", k + 1
-        return cls(path)
+        while True:  # mkdir is atomic, so parallel runs never share a directory
+            try:
+                os.mkdir(path)
+                return cls(path)
+            except FileExistsError:
+                path, k = f"{base}-{k}", k + 1
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)
