@@ -95,14 +95,16 @@ class Workspace:
         """A fresh workspace `root/NAME-YYYYmmdd-HHMMSS[-k]` that did not exist before."""
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
         base = os.path.join(root, f"{name}-{stamp}")
-        os.makedirs(root, exist_ok=True)
         path, k = base, 1
         while True:  # mkdir is atomic, so parallel runs never share a directory
             try:
+                os.makedirs(root, exist_ok=True)
                 os.mkdir(path)
                 return cls(path)
             except FileExistsError:
                 path, k = f"{base}-{k}", k + 1
+            except OSError as exc:
+                raise InputError(f"output: cannot create directory {path!r} ({exc.strerror})") from None
 
     def file(self, name: str) -> str:
         return os.path.join(self.path, name)

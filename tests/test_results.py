@@ -62,3 +62,5 @@ def test_unwritable_workspace_is_an_input_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(InputError, match="output: cannot create directory"):
         results.Workspace(str(blocker / "sub"))
+    with pytest.raises(InputError, match="output: cannot create directory"):
+        results.Workspace.new(str(blocker / "runs"), "x")
