@@ -196,6 +196,7 @@ def _plot(workspace, scenario, rows):
 
 def _overrides(args) -> dict:
     flags = {"fabric.nodes": args.nodes, "fabric.ranks_per_node": args.ranks_per_node,
+             "fabric.placement": args.placement,
              "fabric.preset": args.preset, "fabric.topology": args.topology,
              "workload.algorithm": args.algorithm, "workload.collective": args.collective,
              "workload.selector": args.selector, "engine": args.engine, "seed": args.seed,
@@ -236,6 +237,8 @@ def register(subparsers) -> None:
     p.add_argument("scenario", nargs="?", help="scenario YAML file (optional)")
     p.add_argument("--nodes", type=int, help="number of hosts (default 8)")
     p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
+    p.add_argument("--placement", choices=["block", "round_robin"],
+                   help="ranks on hosts: block (default; consecutive ranks share a host) or round_robin")
     p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr)")
     p.add_argument("--topology", help="star (default), fat_tree (set hosts_per_leaf and oversubscription in a "
                                       "scenario file), or a .yaml/.graphml topology file")
