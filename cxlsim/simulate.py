@@ -20,7 +20,7 @@ import sys
 import time
 
 from cxlsim import config
-from cxlsim.errors import InputError
+from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import topology
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
@@ -144,7 +144,10 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
         else:
             transport = build_transport(scenario, preset, graph)
             outcome = runner.run(transport, wl.collective, name, size, ctx)
-            runner.verify(wl.collective, p, ctx, outcome.results)
+            try:
+                runner.verify(wl.collective, p, ctx, outcome.results)
+            except AssertionError as exc:
+                raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
             latency_ns, used, fallback, events = outcome.latency_ns, outcome.algorithm, outcome.note, outcome.events
         notes = "; ".join(n for n in (note, fallback) if n)
         rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": used,
