@@ -1,0 +1,310 @@
+"""CXL memory-pool hardware: switches with a lane budget, pool devices, host load/store paths, coherence.
+
+A CXL memory pool is memory that several hosts reach with loads and stores
+through a CXL switch. A load leaves the core, crosses the host's root port and
+link (`CXLHostParams.port_latency_ns`, `CXLLinkParams`), the switch
+(`CXLSwitchParams.hop_latency_ns`), the device's link, and is served by the
+device's media (`CXLDeviceParams.media_latency_ns`); the data comes back the
+same way. Bandwidth is limited in three places:
+
+- the host: a core keeps at most `outstanding_lines` cache-line requests in
+  flight, so by Little's law one host streams at most
+  outstanding_lines * 64 B / load latency (and never more than its x16 port);
+- the switch port of each host (`port_bw_bytes_per_ns`, per direction);
+- the device: its media bandwidth, or its ports' bandwidth if lower
+  (`CXLDeviceParams.bw_bytes_per_ns`), shared by every host.
+
+A switch has a lane budget: `lanes` / `lanes_per_port` ports at most
+(256 lanes = 16 x16 ports). Hosts and device heads must fit (`check_ports`).
+
+`Coherence` is the device-side snoop filter of CXL 3.x HDM-DB memory. It
+tracks, per cache line, which hosts may cache it (sharers) and which one holds
+it Modified (owner), in a bounded table with LRU replacement:
+
+- a write to a line sends a back-invalidate snoop (BISnp) to every other host
+  that caches it;
+- a read of a line another host holds Modified sends that owner a BISnp that
+  recalls the data (the owner keeps a clean copy);
+- when the table is full, the least recently used line is evicted and every
+  host caching it gets a BISnp (an invalidation).
+
+Every BISnp is counted (`bisnp`, with `recalls` and `eviction_bisnp` as the
+parts due to recalls and evictions). Pools without back-invalidation (CXL
+2.0) keep no snoop filter: software flushes lines instead (`flush` mode of
+`cxlsim.fabric.cxl_transport`).
+
+Units: ns, bytes, bytes/ns (= GB/s). Figures and their sources are in
+`cxlsim.fabric.cxl_presets`.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from cxlsim.errors import InputError
+
+__all__ = ["CACHE_LINE_BYTES", "CXLSwitchParams", "CXLDeviceParams", "CXLLinkParams", "CXLHostParams",
+           "Coherence", "line_span"]
+
+CACHE_LINE_BYTES = 64
+"""Cache line, bytes: the unit of every CXL.mem transfer and of the snoop filter."""
+
+
+def _positive(name: str, value, integer: bool = False, zero_ok: bool = False) -> None:
+    if integer and (not isinstance(value, int) or isinstance(value, bool)):
+        raise InputError(f"{name}: expected an integer, got {value!r}")
+    if not (value >= 0 if zero_ok else value > 0):
+        raise InputError(f"{name}: expected {'>= 0' if zero_ok else '> 0'}, got {value!r}")
+
+
+def line_span(offset_bytes: int, size_bytes: int) -> tuple[int, int]:
+    """(first line, number of lines) that bytes [offset, offset + size) touch; (first, 0) for size 0."""
+    first = offset_bytes // CACHE_LINE_BYTES
+    if size_bytes <= 0:
+        return first, 0
+    return first, (offset_bytes + size_bytes - 1) // CACHE_LINE_BYTES - first + 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class CXLSwitchParams:
+    """A CXL switch: port-based routing with a fixed hop latency and a lane budget."""
+
+    hop_latency_ns: float
+    """Latency of one traversal, ns (a load crosses the switch twice: request and data)."""
+    port_bw_bytes_per_ns: float
+    """Bandwidth of one port per direction, bytes/ns."""
+    lanes: int
+    """Lanes the switch has in total."""
+    lanes_per_port: int
+    """Lanes per port (16 for x16)."""
+
+    def __post_init__(self):
+        _positive("hop_latency_ns", self.hop_latency_ns, zero_ok=True)
+        _positive("port_bw_bytes_per_ns", self.port_bw_bytes_per_ns)
+        _positive("lanes", self.lanes, integer=True)
+        _positive("lanes_per_port", self.lanes_per_port, integer=True)
+        if self.lanes_per_port > self.lanes:
+            raise InputError(f"lanes_per_port: expected <= lanes ({self.lanes}), got {self.lanes_per_port}")
+
+    @property
+    def max_ports(self) -> int:
+        """Ports the lane budget allows."""
+        return self.lanes // self.lanes_per_port
+
+    def check_ports(self, hosts: int, device_ports: int) -> None:
+        """InputError if `hosts` host ports plus `device_ports` device ports do not fit on the switch."""
+        needed = hosts + device_ports
+        if needed > self.max_ports:
+            raise InputError(
+                f"switch ports: {hosts} hosts + {device_ports} device ports need {needed} "
+                f"x{self.lanes_per_port} ports, but a {self.lanes}-lane switch has {self.max_ports}; "
+                f"use at most {self.max_ports - device_ports} hosts per switch, or a switch tree")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CXLDeviceParams:
+    """A (possibly multi-headed) CXL memory device in the pool."""
+
+    media_latency_ns: float
+    """Controller plus DRAM access time of one line, ns."""
+    media_bw_bytes_per_ns: float
+    """Media bandwidth, reads and writes together, bytes/ns."""
+    heads: int
+    """Ports (heads) of the device, each attached to the switch."""
+    capacity_bytes: int
+    """Memory the device contributes to the pool, bytes."""
+
+    def __post_init__(self):
+        _positive("media_latency_ns", self.media_latency_ns, zero_ok=True)
+        _positive("media_bw_bytes_per_ns", self.media_bw_bytes_per_ns)
+        _positive("heads", self.heads, integer=True)
+        _positive("capacity_bytes", self.capacity_bytes, integer=True)
+
+    def bw_bytes_per_ns(self, port_bw_bytes_per_ns: float) -> float:
+        """What the device can serve, bytes/ns: its media, or its heads' ports if they are slower."""
+        return min(self.media_bw_bytes_per_ns, self.heads * port_bw_bytes_per_ns)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CXLLinkParams:
+    """A CXL link (host to switch, or switch to device), one traversal."""
+
+    latency_ns: float
+    """Flight time plus PHY, ns per traversal."""
+    retimers: int
+    """Retimers on the link."""
+    retimer_latency_ns: float
+    """Latency of one retimer per traversal, ns."""
+
+    def __post_init__(self):
+        _positive("latency_ns", self.latency_ns, zero_ok=True)
+        _positive("retimers", self.retimers, integer=True, zero_ok=True)
+        _positive("retimer_latency_ns", self.retimer_latency_ns, zero_ok=True)
+
+    @property
+    def traversal_ns(self) -> float:
+        return self.latency_ns + self.retimers * self.retimer_latency_ns
+
+
+@dataclass(frozen=True, kw_only=True)
+class CXLHostParams:
+    """One host's load/store path to the pool, and its cache-maintenance costs."""
+
+    port_latency_ns: float
+    """Core to the CXL root port (caches, home agent, CXL controller), one way, ns."""
+    outstanding_lines: int
+    """Line requests one host keeps in flight: caps its bandwidth at this * 64 B / load latency."""
+    hit_latency_ns: float
+    """A load or store that hits the host's cache, ns."""
+    flush_ns_per_line: float
+    """CPU time to issue clflushopt (or clwb) for one line, ns."""
+    fence_ns: float
+    """sfence/mfence once earlier write-backs are done, ns."""
+
+    def __post_init__(self):
+        _positive("port_latency_ns", self.port_latency_ns, zero_ok=True)
+        _positive("outstanding_lines", self.outstanding_lines, integer=True)
+        _positive("hit_latency_ns", self.hit_latency_ns, zero_ok=True)
+        _positive("flush_ns_per_line", self.flush_ns_per_line, zero_ok=True)
+        _positive("fence_ns", self.fence_ns, zero_ok=True)
+
+
+class Coherence:
+    """The device's snoop filter (CXL 3.x HDM-DB): sharers and owner per line, bounded, LRU.
+
+    Lines are integers (byte offset // 64). `on_invalidate(host, line)` is
+    called for every host that loses its copy of a line (a BISnp that
+    invalidates: writes by others and evictions; a recall leaves the owner a
+    clean copy, so it does not call it).
+    """
+
+    def __init__(self, *, hosts: int, capacity_lines: int, on_invalidate=None):
+        _positive("hosts", hosts, integer=True)
+        _positive("capacity_lines", capacity_lines, integer=True)
+        self.hosts = hosts
+        self.capacity_lines = capacity_lines
+        self.on_invalidate = on_invalidate
+        self._lines: OrderedDict = OrderedDict()  # line -> [sharers bitmask, owner or -1]
+        self.bisnp = 0
+        """BISnp messages sent so far (all causes)."""
+        self.recalls = 0
+        """BISnp that recalled a Modified line for another host's read."""
+        self.evictions = 0
+        """Lines evicted from the filter because it was full."""
+        self.eviction_bisnp = 0
+        """BISnp sent because of evictions."""
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def holders(self, line: int) -> list[int]:
+        """Hosts that may cache `line` (sharers and owner), ascending."""
+        entry = self._lines.get(line)
+        return [] if entry is None else _bits(_mask(entry))
+
+    def owner(self, line: int) -> int | None:
+        entry = self._lines.get(line)
+        return None if entry is None or entry[1] < 0 else entry[1]
+
+    def holds(self, host: int, line: int) -> bool:
+        entry = self._lines.get(line)
+        return entry is not None and bool(_mask(entry) >> host & 1)
+
+    def read(self, host: int, first: int, count: int) -> tuple[int, list]:
+        """`host` reads lines [first, first + count): returns (lines it did not hold, the lines recalled)."""
+        bit = 1 << host
+        missed = 0
+        recalled = []
+        lines = self._lines
+        for line in range(first, first + count):
+            entry = lines.get(line)
+            if entry is None:
+                missed += 1
+                self._insert(line, [bit, -1])
+                continue
+            lines.move_to_end(line)
+            owner = entry[1]
+            if owner >= 0 and owner != host:  # Modified elsewhere: BISnp recalls it
+                self.bisnp += 1
+                self.recalls += 1
+                recalled.append(line)
+                missed += 1
+                entry[0] |= (1 << owner) | bit
+                entry[1] = -1
+            elif not _mask(entry) & bit:
+                missed += 1
+                entry[0] |= bit
+        return missed, recalled
+
+    def write(self, host: int, first: int, count: int, keep: bool) -> int:
+        """`host` writes lines [first, first + count); returns the BISnp sent to other holders.
+
+        keep=True: an ordinary store, the line stays Modified in the writer's
+        cache. keep=False: a streaming (non-temporal) store that goes to the
+        device; no host keeps a copy, so the line leaves the filter.
+        """
+        bit = 1 << host
+        sent = 0
+        lines = self._lines
+        for line in range(first, first + count):
+            entry = lines.get(line)
+            if entry is not None:
+                others = _mask(entry) & ~bit
+                if others:
+                    sent += self._invalidate(line, others)
+                if keep:
+                    entry[0], entry[1] = bit, host
+                    lines.move_to_end(line)
+                else:
+                    del lines[line]
+            elif keep:
+                self._insert(line, [bit, host])
+        return sent
+
+    def drop(self, host: int, first: int, count: int) -> int:
+        """`host` flushes lines [first, first + count) from its cache; returns the Modified lines it wrote back."""
+        bit = 1 << host
+        written_back = 0
+        lines = self._lines
+        for line in range(first, first + count):
+            entry = lines.get(line)
+            if entry is None or not _mask(entry) & bit:
+                continue
+            if entry[1] == host:
+                written_back += 1
+                entry[1] = -1
+            entry[0] &= ~bit
+            if not entry[0]:
+                del lines[line]
+        return written_back
+
+    def _invalidate(self, line: int, mask: int) -> int:
+        hosts = _bits(mask)
+        self.bisnp += len(hosts)
+        if self.on_invalidate is not None:
+            for h in hosts:
+                self.on_invalidate(h, line)
+        return len(hosts)
+
+    def _insert(self, line: int, entry: list) -> None:
+        lines = self._lines
+        if len(lines) >= self.capacity_lines:
+            victim, old = lines.popitem(last=False)
+            self.evictions += 1
+            self.eviction_bisnp += self._invalidate(victim, _mask(old))
+        lines[line] = entry
+
+
+def _mask(entry) -> int:
+    return entry[0] | (1 << entry[1] if entry[1] >= 0 else 0)
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    h = 0
+    while mask:
+        if mask & 1:
+            out.append(h)
+        mask >>= 1
+        h += 1
+    return out

@@ -1,0 +1,515 @@
+"""The CXL pool transport: hosts on one CXL switch sharing a pool of memory devices, in SimPy.
+
+One rank runs on each host. Ranks talk only through the pool, with the pool
+operations of the transport interface (`cxlsim.fabric.transport`): loads and
+stores (`pool_read`, `pool_write`), cache maintenance (`flush`, `fence`) and
+flag polling (`wait_flags`). Point-to-point messages need a network
+(`send`/`recv` raise UnsupportedOperation).
+
+Data path. Every access moves whole 64-B lines, cut into chunks at multiples
+of `chunk_bytes` of pool address. A chunk first crosses its host's issue
+server: a FIFO at the host bandwidth b = min(port bandwidth, outstanding
+lines * 64 B / L), where L is the unloaded load latency (the outstanding-
+request limit, by Little's law). Its first request reaches the device one
+path later (core, link, switch, link), and the device serves it on a FIFO
+shared by every host at the device bandwidth B. The chunk has passed the
+device when both its last request has arrived and the device has served it:
+
+    end = max(host issue end + path, device service end)
+
+A read's data is back at end + media latency + path; a streamed write is in
+the pool at `end` and acknowledged at end + path. Unloaded, a read of n bytes
+costs L + n/b with L = 2*path + media, exactly; when P hosts stream at once the
+device adds its queue, P*n/B in total.
+
+Pool memory holds payload labels (any Python object per written region), so
+tests can check who read what: a read returns the label of the region written
+at exactly that offset and size (None if nothing was, a tuple of the labels of
+overlapping regions otherwise), as seen when the data reaches the reader.
+
+Writes. `pool_write` of at least one line streams the data to the device
+(non-temporal stores, as a large memcpy does); the writer keeps no copy. A
+write of less than one line within one line is an ordinary store (a flag): it
+first gets the line (a one-line read, the read for ownership) and then holds
+it in its cache. The event fires when the stores are issued.
+
+Coherence modes:
+- 'hw' (CXL 3.x HDM-DB): a `Coherence` snoop filter on the device. A write
+  sends BISnp to every other host caching the line (their pollers wake up one
+  BISnp later, 2*path after the write); a store then holds the line
+  Modified, and the next read by another host recalls it (+2*path, and no
+  read of the line completes before the store did). Reads of lines the host
+  holds hit its cache. `wait_flags` keeps one load in flight per flag (an
+  out-of-order core overlaps the misses) and sleeps on a flag it holds until
+  a BISnp takes it away.
+- 'flush' (no multi-host coherence, CXL 2.0): every host has a private cache
+  that nobody else invalidates. Reads that hit it return what it holds, even
+  if stale. A store stays in the writer's cache until `flush` writes it back.
+  `flush` issues one clflushopt per line (CPU time), writes back dirty lines
+  and drops every cached copy in the range; `fence` waits for the rank's
+  write-backs and streamed writes to be acknowledged. `wait_flags` polls one
+  flag at a time as the emulator does: invalidate the line, mfence, load.
+
+Each rank's CPU is one FIFO timeline: stores, flush issue and cache hits take
+CPU time; loads that miss are asynchronous, so reads issued together overlap.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from cxlsim.errors import InputError, RunError
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES, Coherence, line_span
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.link import Port
+from cxlsim.fabric.transport import Transport, UnsupportedOperation, fire_at
+
+__all__ = ["CXLPoolTransport", "PoolFigures", "DEFAULT_POOL_CHUNK_BYTES"]
+
+DEFAULT_POOL_CHUNK_BYTES = 4096
+"""Chunk of pool address space moved as one unit (and the interleaving granule across devices), bytes."""
+
+LINE = CACHE_LINE_BYTES
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolFigures:
+    """The derived figures of a built pool, for closed forms."""
+
+    path_ns: float
+    """Core to device, one way, ns."""
+    load_ns: float
+    """Unloaded load latency L = 2*path + media, ns."""
+    media_ns: float
+    """Device media latency, ns."""
+    host_bw_bytes_per_ns: float
+    """One host's bandwidth b (port, or outstanding requests / L), bytes/ns."""
+    device_bw_bytes_per_ns: float
+    """All devices together, B, bytes/ns."""
+    hit_ns: float
+    """A cache hit, ns."""
+    copy_bw_bytes_per_ns: float
+    """Local copy bandwidth, bytes/ns."""
+    flush_ns_per_line: float
+    """clflushopt issue per line, ns."""
+    fence_ns: float
+    """A fence once write-backs are done, ns."""
+
+
+class CXLPoolTransport(Transport):
+    """`hosts` hosts (one rank each) on one CXL switch with `devices` interleaved pool devices.
+
+    preset: a `CXLPoolPreset`; coherence: 'hw' or 'flush' (the preset must
+    allow it); pool_bytes: the pool's size (default: the devices' capacity);
+    snoop_filter_lines: overrides the preset's; poll_limit_ns: a flush-mode
+    poll loop gives up with RunError after this long.
+    """
+
+    def __init__(self, preset, hosts: int, *, coherence: str = "flush", env: simpy.Environment | None = None,
+                 devices: int = 1, pool_bytes: int | None = None, chunk_bytes: int = DEFAULT_POOL_CHUNK_BYTES,
+                 switch_levels: int = 1, snoop_filter_lines: int | None = None, poll_limit_ns: float = 1e9):
+        preset.check(coherence, switch_levels)
+        if switch_levels != 1:
+            raise InputError(f"switch_levels: {switch_levels} levels of switches are not modelled yet; use 1")
+        if not isinstance(hosts, int) or hosts < 1:
+            raise InputError(f"hosts: expected an integer >= 1, got {hosts!r}")
+        if not isinstance(devices, int) or devices < 1:
+            raise InputError(f"devices: expected an integer >= 1, got {devices!r}")
+        if not isinstance(chunk_bytes, int) or chunk_bytes < LINE or chunk_bytes % LINE:
+            raise InputError(f"chunk_bytes: expected a positive multiple of {LINE} B, got {chunk_bytes!r}")
+        preset.switch.check_ports(hosts, devices * preset.device.heads)
+        capacity = devices * preset.device.capacity_bytes
+        if pool_bytes is None:
+            pool_bytes = capacity
+        if not isinstance(pool_bytes, int) or not 0 < pool_bytes <= capacity:
+            raise InputError(f"pool_bytes: expected an integer in 1..{capacity} (the devices' capacity), "
+                             f"got {pool_bytes!r}")
+        if not poll_limit_ns > 0:
+            raise InputError(f"poll_limit_ns: expected > 0, got {poll_limit_ns!r}")
+        self.env = env if env is not None else Environment()
+        self.preset = preset
+        self.size = hosts
+        self.coherence_mode = coherence
+        self.pool_bytes = pool_bytes
+        self.chunk_lines = chunk_bytes // LINE
+        self.poll_limit_ns = poll_limit_ns
+        hp, sw = preset.host_path, preset.switch
+        link = preset.link.traversal_ns
+        self.path_ns = hp.port_latency_ns + link + switch_levels * sw.hop_latency_ns + link
+        self.media_ns = preset.device.media_latency_ns
+        self.load_ns = 2 * self.path_ns + self.media_ns
+        self.host_bw_bytes_per_ns = min(sw.port_bw_bytes_per_ns, hp.outstanding_lines * LINE / self.load_ns)
+        self.device_bw_bytes_per_ns = preset.device.bw_bytes_per_ns(sw.port_bw_bytes_per_ns)
+        self._host_ports = [Port(f"host{h}", self.host_bw_bytes_per_ns, 0.0) for h in range(hosts)]
+        self._devices = [Port(f"dev{d}", self.device_bw_bytes_per_ns, 0.0) for d in range(devices)]
+        self._cpu_free = [0.0] * hosts
+        self._pending = [0] * hosts          # streamed writes and write-backs not yet acknowledged
+        self._acked = [0.0] * hosts          # latest acknowledgement of those, ns
+        self._fences = [[] for _ in range(hosts)]
+        self._memory = {}                    # offset -> (size, label): what the devices hold
+        self._cache = [dict() for _ in range(hosts)]  # flush mode: offset -> [size, label, dirty]
+        self._inflight = {}                  # hw: line -> event of the store or recall in flight on it
+        self._waiters = {}                   # hw: (host, line) -> events woken by a BISnp
+        self._epochs = [0] * hosts
+        self.coherence = None
+        if coherence == "hw":
+            lines = preset.snoop_filter_lines if snoop_filter_lines is None else snoop_filter_lines
+            self.coherence = Coherence(hosts=hosts, capacity_lines=lines, on_invalidate=self._invalidated)
+        self.polls = 0
+        """Flag loads made by wait_flags."""
+        self.device_bytes = 0
+        """Bytes the devices served (reads, streamed writes, write-backs)."""
+
+    # ------------------------------------------------------------------ figures and helpers
+    def figures(self) -> PoolFigures:
+        hp = self.preset.host_path
+        return PoolFigures(path_ns=self.path_ns, load_ns=self.load_ns, media_ns=self.media_ns,
+                           host_bw_bytes_per_ns=self.host_bw_bytes_per_ns,
+                           device_bw_bytes_per_ns=self.device_bw_bytes_per_ns * len(self._devices),
+                           hit_ns=hp.hit_latency_ns, copy_bw_bytes_per_ns=self.preset.host.memcpy_bw_bytes_per_ns,
+                           flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns)
+
+    def next_epoch(self, rank: int) -> int:
+        """Count one more call of a pool protocol on `rank` (1, 2, ...): flag values and buffer parity."""
+        self._epochs[rank] += 1
+        return self._epochs[rank]
+
+    def _check(self, op, rank, offset_bytes, size_bytes):
+        if not 0 <= rank < self.size:
+            raise RunError(f"{op}: rank {rank} is not in 0..{self.size - 1}")
+        if not isinstance(size_bytes, int) or size_bytes < 0 or not isinstance(offset_bytes, int) or offset_bytes < 0:
+            raise RunError(f"{op}: rank {rank}: expected integer offset and size >= 0, "
+                           f"got offset {offset_bytes!r}, size {size_bytes!r}")
+        if offset_bytes + size_bytes > self.pool_bytes:
+            raise RunError(f"{op}: rank {rank}: bytes [{offset_bytes}, {offset_bytes + size_bytes}) run past "
+                           f"the pool ({self.pool_bytes} B)")
+
+    def _start(self, rank) -> float:
+        now = self.env.now
+        free = self._cpu_free[rank]
+        return free if free > now else now
+
+    def _cpu(self, rank, duration_ns) -> float:
+        end = self._start(rank) + duration_ns
+        self._cpu_free[rank] = end
+        return end
+
+    def _at(self, when_ns, event, value=None):
+        return fire_at(self.env, event, when_ns - self.env.now, value)
+
+    def _value(self, offset, size):
+        hit = self._memory.get(offset)
+        if hit is not None and hit[0] == size:
+            return hit[1]
+        end = offset + size
+        over = tuple(label for off, (sz, label) in sorted(self._memory.items())
+                     if off < end and off + sz > offset or (sz == 0 and off == offset))
+        return over or None
+
+    def _store(self, offset, size, label):
+        end = offset + size
+        for off in [o for o, (sz, _) in self._memory.items() if o < end and o + sz > offset or o == offset]:
+            del self._memory[off]
+        self._memory[offset] = (size, label)
+
+    # ------------------------------------------------------------------ the data path
+    def _transfer(self, rank, first, count, start_ns, finish) -> float:
+        """Move lines [first, first + count) between `rank`'s host and the pool, requests leaving from
+        `start_ns`; call `finish(end)` once every line has passed the device. Returns the issue end."""
+        port = self._host_ports[rank]
+        c = self.chunk_lines
+        devices = self._devices
+        state = [0, 0.0, finish]
+        line, stop_all = first, first + count
+        issue_end = start_ns
+        now = self.env.now
+        while line < stop_all:
+            stop = min(stop_all, (line // c + 1) * c)
+            nbytes = (stop - line) * LINE
+            s1, issue_end = port.reserve(start_ns, nbytes)
+            state[0] += 1
+            self.env.at(s1 + self.path_ns - now, self._at_device,
+                        (state, devices[(line // c) % len(devices)], nbytes, issue_end + self.path_ns))
+            line = stop
+        return issue_end
+
+    def _at_device(self, event):
+        state, device, nbytes, tail = event._value
+        _, served = device.reserve(self.env.now, nbytes)
+        self.device_bytes += nbytes
+        end = served if served > tail else tail
+        if end > state[1]:
+            state[1] = end
+        state[0] -= 1
+        if state[0] == 0:
+            state[2](state[1])
+
+    def _fetch(self, rank, first, count, start_ns, extra_ns, on_data):
+        """Read lines into `rank`; call on_data() when the data is back (+ `extra_ns`)."""
+        def finish(end):
+            self.env.at(end + self.media_ns + self.path_ns + extra_ns - self.env.now, on_data)
+        self._transfer(rank, first, count, start_ns, finish)
+
+    def _write_back(self, rank, first, count, start_ns, extra_ns=0.0, on_pool=None) -> float:
+        """Stream lines from `rank` to the pool; tracked until acknowledged (fence waits). Returns issue end."""
+        self._pending[rank] += 1
+
+        def finish(end):
+            if on_pool is not None:
+                self.env.at(end - self.env.now, on_pool)
+            self.env.at(end + self.path_ns + extra_ns - self.env.now, self._acknowledged, rank)
+        return self._transfer(rank, first, count, start_ns, finish)
+
+    def _acknowledged(self, event):
+        rank = event._value
+        now = self.env.now
+        if now > self._acked[rank]:
+            self._acked[rank] = now
+        self._pending[rank] -= 1
+        if self._pending[rank] == 0:
+            waiting, self._fences[rank] = self._fences[rank], []
+            for fence in waiting:
+                self._finish_fence(rank, fence)
+
+    def _finish_fence(self, rank, event):
+        start = max(self._start(rank), self._acked[rank])
+        self._cpu_free[rank] = start + self.preset.host_path.fence_ns
+        self._at(self._cpu_free[rank], event)
+
+    # ------------------------------------------------------------------ coherence hooks (hw)
+    def _invalidated(self, host, line):
+        waiting = self._waiters.pop((host, line), None)
+        if waiting:
+            delay = 2 * self.path_ns  # the request reaches the device, the BISnp reaches the host
+            for event in waiting:
+                fire_at(self.env, event, delay)
+
+    # ------------------------------------------------------------------ pool operations
+    def pool_write(self, rank, offset_bytes, size_bytes, payload=None, *, streaming: bool | None = None):
+        """Store `size_bytes` at `offset_bytes`; fires when the stores are issued.
+
+        streaming=None: stream if the write covers at least one line, else an
+        ordinary store (which must stay within one line).
+        """
+        self._check("pool_write", rank, offset_bytes, size_bytes)
+        env = self.env
+        done = simpy.Event(env)
+        first, count = line_span(offset_bytes, size_bytes)
+        if count == 0:
+            self._store(offset_bytes, 0, payload)
+            return self._at(self._start(rank), done)
+        if streaming is None:
+            streaming = size_bytes >= LINE
+        if streaming:
+            return self._stream(rank, offset_bytes, size_bytes, payload, first, count, done)
+        if count != 1:
+            raise RunError(f"pool_write: rank {rank}: an ordinary store of {size_bytes} B at {offset_bytes} "
+                           "spans two lines; stream it (streaming=True) or align it")
+        return self._line_store(rank, offset_bytes, size_bytes, payload, first, done)
+
+    def _stream(self, rank, offset, size, payload, first, count, done):
+        extra = 0.0
+        if self.coherence is not None:
+            if self.coherence.write(rank, first, count, keep=False):
+                extra = 2 * self.path_ns  # the device collects every BIRsp before it completes the write
+        else:
+            self._drop_cached(rank, offset, size)
+        issued = self._write_back(rank, first, count, self._start(rank), extra,
+                                  lambda _e: self._store(offset, size, payload))
+        self._cpu_free[rank] = issued
+        return self._at(issued, done)
+
+    def _line_store(self, rank, offset, size, payload, line, done):
+        start = self._start(rank)
+        hit = self.preset.host_path.hit_latency_ns
+        if self.coherence is not None:
+            owned = self.coherence.owner(line) == rank
+            snooped = self.coherence.write(rank, line, 1, keep=True)
+            if owned:
+                self._store(offset, size, payload)
+                return self._at(self._cpu(rank, hit), done)
+            blockers = self._blockers(line, 1)
+            mine = self._inflight[line] = simpy.Event(self.env)
+
+            def owned_now():
+                self._store(offset, size, payload)
+                self._settle(line, mine)
+                done.succeed()
+            self._fetch(rank, line, 1, start, 2 * self.path_ns if snooped else 0.0,
+                        lambda _e: self._when_all(blockers, owned_now))
+            return done
+        cache = self._cache[rank]
+        entry = cache.get(offset)
+        if entry is not None and entry[0] == size:
+            entry[1], entry[2] = payload, True
+            return self._at(self._cpu(rank, hit), done)
+
+        def stored(_e):
+            self._drop_cached(rank, offset, size)
+            cache[offset] = [size, payload, True]
+            done.succeed()
+        self._fetch(rank, line, 1, start, 0.0, stored)
+        return done
+
+    def _blockers(self, first, count) -> list:
+        """Stores and recalls in flight on lines [first, first + count): a read completes after them."""
+        inflight = self._inflight
+        if not inflight:
+            return []
+        if count > len(inflight):
+            return [ev for line, ev in inflight.items() if first <= line < first + count]
+        return [inflight[line] for line in range(first, first + count) if line in inflight]
+
+    def _settle(self, line, event, succeed=True):
+        if self._inflight.get(line) is event:
+            del self._inflight[line]
+        if succeed:
+            event.succeed()
+
+    def _when_all(self, events, callback):
+        pending = [ev for ev in events if not ev.processed]
+        if pending:
+            self.env.all_of(pending).callbacks.append(lambda _e: callback())
+        else:
+            callback()
+
+    def pool_read(self, rank, offset_bytes, size_bytes):
+        """Load `size_bytes` at `offset_bytes`; fires with the label, when the data is in the rank."""
+        self._check("pool_read", rank, offset_bytes, size_bytes)
+        env = self.env
+        done = simpy.Event(env)
+        first, count = line_span(offset_bytes, size_bytes)
+        start = self._start(rank)
+        local = self.preset.host_path.hit_latency_ns + size_bytes / self.preset.host.memcpy_bw_bytes_per_ns
+        if count == 0:
+            return self._at(start, done, self._value(offset_bytes, 0))
+        if self.coherence is not None:
+            missed, recalled = self.coherence.read(rank, first, count)
+            if not missed:
+                return self._at(self._cpu(rank, local), done, self._value(offset_bytes, size_bytes))
+            blockers = self._blockers(first, count)
+            mine = None
+            if recalled:  # later readers of these lines wait for this recall
+                mine = simpy.Event(env)
+                for line in recalled:
+                    self._inflight[line] = mine
+
+            def deliver():
+                done.succeed(self._value(offset_bytes, size_bytes))
+                if mine is not None:
+                    for line in recalled:
+                        self._settle(line, mine, succeed=False)
+                    mine.succeed()
+            self._fetch(rank, first, count, start, 2 * self.path_ns if recalled else 0.0,
+                        lambda _e: self._when_all(blockers, deliver))
+            return done
+        cache = self._cache[rank]
+        entry = cache.get(offset_bytes)
+        if entry is not None and entry[0] == size_bytes:
+            return self._at(self._cpu(rank, local), done, entry[1])
+
+        def filled(_e):
+            label = self._value(offset_bytes, size_bytes)
+            self._drop_cached(rank, offset_bytes, size_bytes)
+            cache[offset_bytes] = [size_bytes, label, False]
+            done.succeed(label)
+        self._fetch(rank, first, count, start, 0.0, filled)
+        return done
+
+    def flush(self, rank, offset_bytes, size_bytes):
+        """clflushopt every line of the range: write back dirty lines, drop cached copies; fires when issued."""
+        self._check("flush", rank, offset_bytes, size_bytes)
+        first, count = line_span(offset_bytes, size_bytes)
+        issued = self._cpu(rank, count * self.preset.host_path.flush_ns_per_line)
+        if self.coherence is not None:
+            dirty = self.coherence.drop(rank, first, count)
+            if dirty:  # Modified lines (stores) go back; their labels are already in the pool
+                self._write_back(rank, first, dirty, issued)
+            return self._at(issued, simpy.Event(self.env))
+        cache = self._cache[rank]
+        end = offset_bytes + size_bytes
+        for off in [o for o, (sz, _, _) in cache.items() if o < end and o + sz > offset_bytes]:
+            sz, label, dirty = cache.pop(off)
+            if dirty:
+                f, n = line_span(off, sz)
+                self._write_back(rank, f, n, issued, 0.0,
+                                 lambda _e, off=off, sz=sz, label=label: self._store(off, sz, label))
+        return self._at(issued, simpy.Event(self.env))
+
+    def fence(self, rank):
+        """sfence/mfence: fires once the rank's earlier streamed writes and write-backs are acknowledged."""
+        if not 0 <= rank < self.size:
+            raise RunError(f"fence: rank {rank} is not in 0..{self.size - 1}")
+        event = simpy.Event(self.env)
+        if self._pending[rank]:
+            self._fences[rank].append(event)
+        else:
+            self._finish_fence(rank, event)
+        return event
+
+    def wait_flags(self, rank, flags, value):
+        """Poll until every flag (a pool offset of an 8-byte word) holds `value`; a Process event."""
+        flags = list(flags)
+        for f in flags:
+            self._check("wait_flags", rank, f, 8)
+        if self.coherence is not None:
+            polls = [self.env.process(self._poll_hw(rank, f, value)) for f in flags]
+            return self.env.all_of(polls)
+        return self.env.process(self._poll_flush(rank, flags, value))
+
+    def _poll_hw(self, rank, flag, value):
+        line = flag // LINE
+        while True:
+            self.polls += 1
+            seen = yield self.pool_read(rank, flag, 8)
+            if seen == value:
+                return
+            if self.coherence.holds(rank, line):  # sleep until a BISnp takes the line away
+                wake = simpy.Event(self.env)
+                self._waiters.setdefault((rank, line), []).append(wake)
+                yield wake
+
+    def _poll_flush(self, rank, flags, value):
+        start = self.env.now
+        for flag in flags:
+            while True:
+                yield self.flush(rank, flag, 8)
+                yield self.fence(rank)
+                self.polls += 1
+                seen = yield self.pool_read(rank, flag, 8)
+                if seen == value:
+                    break
+                if self.env.now - start > self.poll_limit_ns:
+                    raise RunError(f"wait_flags: rank {rank} polled the flag at offset {flag} for "
+                                   f"{self.env.now - start:.0f} ns without seeing {value!r} (last saw {seen!r})")
+
+    # ------------------------------------------------------------------ helpers for both modes
+    def _drop_cached(self, rank, offset, size):
+        cache = self._cache[rank]
+        end = offset + size
+        for off in [o for o, (sz, _, _) in cache.items() if o < end and o + sz > offset]:
+            del cache[off]
+
+    # ------------------------------------------------------------------ local work; no network
+    def compute(self, rank, duration_ns):
+        return self._at(self._cpu(rank, duration_ns), simpy.Event(self.env))
+
+    def copy(self, rank, size_bytes):
+        return self.compute(rank, size_bytes / self.preset.host.memcpy_bw_bytes_per_ns)
+
+    def reduce(self, rank, size_bytes):
+        return self.compute(rank, size_bytes / self.preset.host.reduce_bw_bytes_per_ns)
+
+    def send(self, src, dst, size_bytes, payload=None, tag=0):
+        raise UnsupportedOperation("send: CXLPoolTransport has no network; ranks talk through the pool "
+                                   "(pool_write, pool_read, flush, fence, wait_flags)")
+
+    def recv(self, dst, src, tag=0):
+        raise UnsupportedOperation("recv: CXLPoolTransport has no network; ranks talk through the pool "
+                                   "(pool_write, pool_read, flush, fence, wait_flags)")
+
+    def _waiting(self) -> str:
+        sleeping = sorted(self._waiters)
+        return (f"hosts sleeping on flag lines (host, line): {sleeping[:8]}" if sleeping
+                else "nothing is scheduled")

@@ -1,0 +1,130 @@
+"""The pool allgather (`cxl_pool`): write own block, publish a flag, poll the flags, read every block.
+
+This is the emulator's protocol (`cxl_allgather` in cxlsim/emulator/cxl_ops.h)
+as a DES workload on a pool transport (`cxlsim.fabric.cxl_transport`):
+
+1. copy the block into the rank's slot (streaming stores);
+2. flush mode: clflushopt every line of the slot; then a fence (sfence);
+3. store the epoch into the rank's flag line; flush mode: clflushopt the flag line;
+4. wait until every other rank's flag holds the epoch (flush mode polls one
+   flag at a time: invalidate, mfence, load; hw mode sleeps until a BISnp);
+5. flush mode: clflushopt the other ranks' slots (drop stale copies), mfence;
+6. read every slot, the rank's own included (the loads of the P slots overlap).
+
+Layout (as the emulator's): P flag lines from offset 0, then two buffers of P
+slots padded to 64 B, used by odd and even epochs (double buffering), so a
+call never overwrites a slot someone may still read from the previous call.
+
+`cxl_pool_closed_form` is the cost of one call that every rank starts at the
+same time on a fresh pool, by the transport's own rules (the tests check the
+DES against it):
+
+    X = 64/b  (one line through a host's issue server), W = 64*ceil(m/64),
+    D = W/b,  L = 2*path + media,  F = clflushopt per line,  f = fence
+    write  = 2*path + max(D, P*W/B)            streamed, until acknowledged
+    read   = L + max(P*D, P*P*W/B)             P slots; P hosts share the device(s)
+    hw:    write + f + (X + L)                 fence, flag store (read for ownership)
+           + ((P-1)*X + L + 2*path)            P-1 flag loads in flight; recalls
+           + read
+    flush: max(D + lines*F, write) + f         flush the slot, fence
+           + (X + L) + F                       flag store, flush the flag line
+           + (X + 2*path + f + X + L)          first poll: its fence waits for the flag's write-back
+           + (P-2)*(F + f + X + L)             the other polls
+           + (P-1)*lines*F + f + read          drop the others' slots, mfence, read
+
+b is the host bandwidth, B the devices' total bandwidth. With P*b <= B the
+devices never delay a chunk and the DES equals the form; with P*b > B the max()
+terms are the device-port bottleneck, P*P*W/B: P readers each pulling P*W bytes
+through the same devices.
+"""
+from __future__ import annotations
+
+from cxlsim.errors import InputError
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES
+from cxlsim.models.collectives.base import register
+
+__all__ = ["cxl_pool", "PoolLayout", "cxl_pool_closed_form"]
+
+
+class PoolLayout:
+    """Where the pool allgather of P blocks of m bytes keeps its flags and slots (bytes)."""
+
+    __slots__ = ("ranks", "block_bytes", "stride_bytes", "data_offset", "total_bytes")
+
+    def __init__(self, ranks: int, block_bytes: int):
+        line = CACHE_LINE_BYTES
+        self.ranks, self.block_bytes = ranks, block_bytes
+        self.stride_bytes = max(line, -(-block_bytes // line) * line)
+        self.data_offset = ranks * line
+        self.total_bytes = self.data_offset + 2 * ranks * self.stride_bytes
+
+    def flag(self, rank: int) -> int:
+        return rank * CACHE_LINE_BYTES
+
+    def slot(self, epoch: int, rank: int) -> int:
+        return self.data_offset + ((epoch & 1) * self.ranks + rank) * self.stride_bytes
+
+    def check(self, pool_bytes: int) -> None:
+        if self.total_bytes > pool_bytes:
+            raise InputError(
+                f"pool_bytes: the cxl_pool allgather of P={self.ranks} blocks of {self.block_bytes} B needs "
+                f"{self.total_bytes} B (P flag lines + 2 x P slots of {self.stride_bytes} B), "
+                f"but the pool has {pool_bytes} B")
+
+
+@register("allgather", "cxl_pool", source="cxlsim emulator cxl_allgather (cxl_ops.h); Seed paper's CXL pool allgather")
+def cxl_pool(g, m, mine, ctx=None):
+    """One rank's part of the pool allgather; returns the P blocks in rank order."""
+    t = getattr(g, "transport", None)
+    if t is None or not hasattr(t, "pool_bytes"):
+        raise InputError("cxl_pool: needs a CXL pool transport on the whole communicator "
+                         "(cxlsim.fabric.cxl_transport.CXLPoolTransport)")
+    p, r = g.size, g.rank
+    layout = PoolLayout(p, m)
+    layout.check(t.pool_bytes)
+    flush = t.coherence_mode == "flush"
+    epoch = t.next_epoch(r)
+    mine_slot = layout.slot(epoch, r)
+    yield t.pool_write(r, mine_slot, m, mine, streaming=True)
+    if flush:
+        yield t.flush(r, mine_slot, m)
+    yield t.fence(r)
+    yield t.pool_write(r, layout.flag(r), 8, epoch, streaming=False)
+    if flush:
+        yield t.flush(r, layout.flag(r), 8)
+    others = [w for w in range(p) if w != r]
+    if others:
+        yield t.wait_flags(r, [layout.flag(w) for w in others], epoch)
+    if flush:
+        for w in others:
+            yield t.flush(r, layout.slot(epoch, w), m)
+        yield t.fence(r)
+    reads = [t.pool_read(r, layout.slot(epoch, w), m) for w in range(p)]
+    got = yield t.env.all_of(reads)
+    return [got[ev] for ev in reads]
+
+
+def cxl_pool_closed_form(fig, p: int, m: int, coherence: str) -> float:
+    """Latency (ns) of one `cxl_pool` allgather, all ranks starting together on a fresh pool.
+
+    `fig` is `CXLPoolTransport.figures()`; see the module docstring for the terms.
+    """
+    if coherence not in ("hw", "flush"):
+        raise InputError(f"coherence: expected 'hw' or 'flush', got {coherence!r}")
+    line = CACHE_LINE_BYTES
+    lines = -(-m // line)
+    w = lines * line
+    b, big_b = fig.host_bw_bytes_per_ns, fig.device_bw_bytes_per_ns
+    x, d = line / b, w / b
+    path, load, fence, flush = fig.path_ns, fig.load_ns, fig.fence_ns, fig.flush_ns_per_line
+    write = 2 * path + max(d, p * w / big_b) if lines else 0.0
+    read = load + max(p * d, p * p * w / big_b) if lines else 0.0
+    if coherence == "hw":
+        sync = (p - 1) * x + load + 2 * path if p > 1 else 0.0
+        return write + fence + (x + load) + sync + read
+    start = max(d + lines * flush, write) + fence
+    flag = x + load + flush
+    if p == 1:  # no polls: the final fence waits for the flag's write-back
+        return start + flag + (x + 2 * path) + fence + read
+    polls = (x + 2 * path + fence + x + load) + (p - 2) * (flush + fence + x + load)
+    return start + flag + polls + (p - 1) * lines * flush + fence + read

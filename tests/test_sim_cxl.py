@@ -1,0 +1,331 @@
+"""CXL pool fabric: snoop-filter BISnp counts, evictions, flush vs hw, the pool allgather and its closed form."""
+import dataclasses
+import importlib
+
+import pytest
+
+from cxlsim.errors import InputError, RunError
+from cxlsim.fabric.cxl import CXLSwitchParams, Coherence
+from cxlsim.fabric.cxl_presets import CXL_PRESETS, get_cxl_preset
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.transport import UnsupportedOperation
+from cxlsim.models.collectives import runner
+
+
+def cxl_pool():
+    # Imported inside the tests: importing it registers 'cxl_pool', which only runs on a pool
+    # transport, so it must not be in the registry when other test modules collect theirs.
+    return importlib.import_module("cxlsim.models.collectives.cxl_pool")
+
+
+def pool(hosts, preset="cxl3-pool", coherence="hw", **kw):
+    return CXLPoolTransport(get_cxl_preset(preset), hosts, coherence=coherence, **kw)
+
+
+def drive(t, rank, gen_fn):
+    """Run one generator for `rank` to completion; return its value."""
+    return t.run({rank: gen_fn()})[rank]
+
+
+def allgather(t, m):
+    cxl_pool()
+    out = runner.run(t, "allgather", "cxl_pool", m)
+    runner.verify("allgather", t.size, runner.Context(), out.results)
+    return out
+
+
+# ---------------------------------------------------------------- the snoop filter, exact counts
+
+@pytest.mark.parametrize("hosts", range(2, 9))
+def test_bisnp_counts_per_operation(hosts):
+    c = Coherence(hosts=hosts, capacity_lines=1024)
+    # Every host reads a 3-line block: no BISnp, every host a sharer.
+    for h in range(hosts):
+        assert c.read(h, 100, 3) == (3, [])
+    assert c.bisnp == 0 and c.holders(101) == list(range(hosts))
+    # Host 0 streams a new block over it: one BISnp per other sharer per line; nobody keeps a copy.
+    assert c.write(0, 100, 3, keep=False) == 3 * (hosts - 1)
+    assert c.holders(100) == [] and len(c) == 0
+    # A flag: host 0 stores it (Modified), nobody else cached it.
+    assert c.write(0, 7, 1, keep=True) == 0 and c.owner(7) == 0
+    # Host 1's read recalls it from host 0 (one BISnp); host 0 keeps a clean copy.
+    before = c.bisnp
+    assert c.read(1, 7, 1) == (1, [7])
+    assert c.bisnp - before == 1 and c.recalls == 1 and c.owner(7) is None
+    # The other readers find it Shared: no BISnp.
+    for h in range(2, hosts):
+        assert c.read(h, 7, 1) == (1, [])
+    assert c.bisnp - before == 1
+    # Host 0 stores the next epoch: a BISnp to each of the other hosts caching it.
+    assert c.write(0, 7, 1, keep=True) == hosts - 1 and c.holders(7) == [0]
+    # A store to a line it already owns, and a re-read of a line it holds, send nothing.
+    assert c.write(0, 7, 1, keep=True) == 0 and c.read(0, 7, 1) == (0, [])
+    assert c.bisnp == 3 * (hosts - 1) + 1 + (hosts - 1)
+    assert c.evictions == 0
+
+
+@pytest.mark.parametrize("hosts", range(2, 9))
+def test_bisnp_per_allgather_call_in_hw_mode(hosts):
+    # Call 1: each flag is recalled once by its first reader (P BISnp); data slots are fresh.
+    # Call 2 (other buffer): each flag store also invalidates its P-1 readers: P(P-1) + P.
+    # Call 3 (buffer of call 1): each slot store invalidates the P-1 other readers per line.
+    m = 200  # 4 lines per slot
+    t = pool(hosts)
+    expected = [hosts, hosts * (hosts - 1) + hosts, hosts * (hosts - 1) + hosts + hosts * (hosts - 1) * 4]
+    for want in expected:
+        before = t.coherence.bisnp
+        allgather(t, m)
+        assert t.coherence.bisnp - before == want
+    assert t.coherence.recalls == 3 * hosts and t.coherence.evictions == 0
+
+
+def test_snoop_filter_evictions_invalidate_the_lru_line_holders():
+    lost = []
+    c = Coherence(hosts=3, capacity_lines=4, on_invalidate=lambda h, line: lost.append((h, line)))
+    c.read(0, 0, 4)             # lines 0..3 by host 0
+    c.read(1, 0, 2)             # host 1 shares lines 0, 1 (now most recent): LRU order 2, 3, 0, 1
+    c.read(2, 10, 1)            # full: evicts line 2 (host 0)
+    c.read(2, 11, 1)            # evicts line 3 (host 0)
+    c.read(2, 12, 1)            # evicts line 0 (hosts 0 and 1)
+    assert c.evictions == 3 and c.eviction_bisnp == 4 and c.bisnp == 4
+    assert lost == [(0, 2), (0, 3), (0, 0), (1, 0)]
+    assert not c.holds(0, 0) and c.holds(1, 1) and len(c) == 4
+    # A Modified line is evicted too: its owner gets the BISnp.
+    c.write(1, 20, 1, keep=True)  # evicts line 1 (hosts 0, 1)
+    assert c.eviction_bisnp == 6 and c.owner(20) == 1
+
+
+def test_a_tiny_snoop_filter_still_gives_correct_allgathers():
+    # 2 lines of filter for 4 flags and 8 slot lines: pollers lose their flag copies to
+    # evictions, are woken by the BISnp and re-read; every rank still gets every block.
+    t = pool(4, snoop_filter_lines=2)
+    for _ in range(3):
+        allgather(t, 100)
+    assert t.coherence.evictions > 0 and t.coherence.eviction_bisnp > 0
+
+
+# ---------------------------------------------------------------- flush vs hw semantics
+
+def test_flush_mode_reads_a_stale_copy_until_the_reader_invalidates_it():
+    t = pool(2, coherence="flush")
+
+    def steps():
+        yield t.pool_write(0, 4096, 256, "old", streaming=True)
+        yield t.fence(0)
+        first = yield t.pool_read(1, 4096, 256)       # host 1 caches the block
+        yield t.pool_write(0, 4096, 256, "new", streaming=True)
+        yield t.fence(0)
+        stale = yield t.pool_read(1, 4096, 256)       # hits its own stale copy
+        yield t.flush(1, 4096, 256)
+        yield t.fence(1)
+        fresh = yield t.pool_read(1, 4096, 256)
+        return first, stale, fresh
+    assert drive(t, 0, steps) == ("old", "old", "new")
+
+
+def test_flush_mode_store_is_invisible_until_written_back():
+    t = pool(2, coherence="flush")
+
+    def steps():
+        yield t.pool_write(0, 0, 8, 5)                # an ordinary store: in host 0's cache only
+        before = yield t.pool_read(1, 0, 8)
+        yield t.flush(1, 0, 8)
+        yield t.flush(0, 0, 8)
+        yield t.fence(0)
+        after = yield t.pool_read(1, 0, 8)
+        return before, after
+    assert drive(t, 0, steps) == (None, 5)
+
+
+def test_hw_mode_a_write_invalidates_the_readers_copy():
+    t = pool(2, coherence="hw")
+
+    def steps():
+        yield t.pool_write(0, 4096, 256, "old", streaming=True)
+        yield t.fence(0)
+        yield t.pool_read(1, 4096, 256)
+        yield t.pool_write(0, 4096, 256, "new", streaming=True)
+        yield t.fence(0)
+        return (yield t.pool_read(1, 4096, 256))
+    assert drive(t, 0, steps) == "new"
+    assert t.coherence.bisnp == 4  # 4 lines, one sharer
+
+
+@pytest.mark.parametrize("hosts", [2, 4, 8])
+def test_flush_mode_costs_more_per_sync_than_hw(hosts):
+    for m in (8, 4096):
+        hw = allgather(pool(hosts, coherence="hw"), m).latency_ns
+        fl = allgather(pool(hosts, coherence="flush"), m).latency_ns
+        assert fl > hw, (hosts, m, fl, hw)
+    # Flush mode serialises one invalidate + mfence + load per flag: the gap grows with P.
+    gaps = [allgather(pool(p, coherence="flush"), 8).latency_ns - allgather(pool(p, coherence="hw"), 8).latency_ns
+            for p in (2, 4, 8)]
+    assert gaps[0] < gaps[1] < gaps[2]
+
+
+def test_hw_poller_sleeps_until_the_flag_store_and_pays_the_recall():
+    t = pool(2, coherence="hw")
+    seen = {}
+
+    def writer():
+        yield t.compute(0, 5000.0)
+        yield t.pool_write(0, 0, 8, 1)
+        seen["stored"] = t.now()
+
+    def poller():
+        yield t.wait_flags(1, [0], 1)
+        seen["saw"] = t.now()
+    t.run({0: writer(), 1: poller()})
+    # The store: a read for ownership (L + 64/b) plus the BISnp round trip to the sleeping poller.
+    # The poller wakes 2*path after the store was issued and re-reads, recalling the line.
+    L, path, x = t.load_ns, t.path_ns, 64 / t.host_bw_bytes_per_ns
+    assert seen["stored"] == pytest.approx(5000 + L + x + 2 * path)
+    assert seen["saw"] == pytest.approx(5000 + 2 * path + L + x + 2 * path)
+    assert t.polls == 2 and t.coherence.recalls == 1 and t.coherence.bisnp == 2  # invalidate, recall
+
+
+# ---------------------------------------------------------------- the pool allgather
+
+def _labels(t, m, calls):
+    """Run `calls` back-to-back allgathers with labels (rank, call); return every rank's results."""
+    algo = cxl_pool().cxl_pool
+    got = {r: [] for r in range(t.size)}
+
+    def rank(r):
+        ep = t.endpoint(r)
+        for i in range(calls):
+            got[r].append((yield from algo(ep, m, (r, i))))
+    t.run({r: rank(r) for r in range(t.size)})
+    return got
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_every_rank_ends_with_every_block_in_order_for_p_1_to_17(coherence):
+    preset = get_cxl_preset("cxl3-pool")
+    big = dataclasses.replace(preset, switch=dataclasses.replace(preset.switch, lanes=512))  # 32 ports
+    for p in range(1, 18):
+        for m in (1, 100, 4099):
+            t = CXLPoolTransport(big, p, coherence=coherence)
+            got = _labels(t, m, 3)
+            for r in range(p):
+                assert got[r] == [[(w, i) for w in range(p)] for i in range(3)], (p, m, r)
+
+
+def test_skipping_the_readers_invalidation_reads_stale_blocks():
+    # Flush mode without step 5 (drop the other ranks' slots before reading): call 3 reuses
+    # call 1's buffer, and each rank reads the copies it cached in call 1.
+    layout = cxl_pool().PoolLayout(3, 100)
+    t = pool(3, coherence="flush")
+    others = {r: {layout.slot(e, w) for e in (0, 1) for w in range(3) if w != r} for r in range(3)}
+    real_flush = t.flush
+    t.flush = lambda rank, off, size: real_flush(rank, off, 0 if off in others[rank] else size)
+    got = _labels(t, 100, 3)
+    assert got[0][1] == [(0, 1), (1, 1), (2, 1)]  # call 2 used the other buffer
+    assert got[0][2] == [(0, 2), (1, 0), (2, 0)]  # stale: call 1's blocks
+
+
+def test_zero_byte_blocks_still_carry_their_labels():
+    t = pool(3, coherence="flush")
+    assert _labels(t, 0, 2)[2] == [[(w, i) for w in range(3)] for i in range(2)]
+
+
+# ---------------------------------------------------------------- the closed form
+
+@pytest.mark.parametrize("preset, coherence, ps", [
+    ("cxl3-pool", "hw", (1, 2, 3, 5, 8, 10)),      # P*b <= B: 10 hosts at 12.3 GB/s on 126 GB/s
+    ("cxl3-pool", "flush", (1, 2, 4, 7, 10)),
+    ("cxl2-pool", "flush", (1, 2, 3, 5)),          # 5 hosts on 63 GB/s
+])
+def test_des_equals_closed_form_when_the_device_is_not_congested(preset, coherence, ps):
+    form = cxl_pool().cxl_pool_closed_form
+    for p in ps:
+        for m in (1, 64, 1000, 65536, 1 << 20):
+            t = pool(p, preset, coherence)
+            assert p * t.host_bw_bytes_per_ns <= t.device_bw_bytes_per_ns
+            out = allgather(t, m)
+            assert out.latency_ns == pytest.approx(form(t.figures(), p, m, coherence), rel=1e-9), (p, m)
+
+
+@pytest.mark.parametrize("preset, coherence, devices", [
+    ("cxl2-pool", "flush", 1), ("cxl3-pool", "hw", 1), ("cxl3-pool", "flush", 1), ("cxl2-pool", "flush", 2)])
+def test_closed_form_device_bottleneck_within_one_percent(preset, coherence, devices):
+    # 13 hosts pulling 1 MiB blocks: the devices' share, P*P*W/B, is the read phase.
+    form = cxl_pool().cxl_pool_closed_form
+    p, m = 13, 1 << 20
+    t = pool(p, preset, coherence, devices=devices)
+    fig = t.figures()
+    assert p * p * m / fig.device_bw_bytes_per_ns > 1.2 * p * m / fig.host_bw_bytes_per_ns  # really device-bound
+    out = allgather(t, m)
+    assert out.latency_ns == pytest.approx(form(fig, p, m, coherence), rel=0.01)
+
+
+def test_one_host_is_capped_by_its_outstanding_requests():
+    t = pool(1)
+    assert t.load_ns == pytest.approx(250.0)  # end-to-end through one switch [E2E]
+    assert t.host_bw_bytes_per_ns == pytest.approx(48 * 64 / 250.0)
+
+    def read():
+        yield t.pool_read(0, 0, 1 << 20)
+        return t.now()
+    assert drive(t, 0, read) == pytest.approx(250.0 + (1 << 20) / t.host_bw_bytes_per_ns)
+    wide = get_cxl_preset("cxl3-pool")
+    wide = dataclasses.replace(wide, host_path=dataclasses.replace(wide.host_path, outstanding_lines=100000))
+    t2 = CXLPoolTransport(wide, 1, coherence="hw")
+    # Now the port (128 GB/s) limits the host, and the device (126 GB/s) limits the read.
+    assert (t2.host_bw_bytes_per_ns, t2.device_bw_bytes_per_ns) == (128.0, 126.0)
+
+    def read2():
+        yield t2.pool_read(0, 0, 1 << 20)
+        return t2.now()
+    assert drive(t2, 0, read2) == pytest.approx(250.0 + (1 << 20) / 126.0)
+
+
+# ---------------------------------------------------------------- bad inputs
+
+def test_bad_inputs_give_clear_errors():
+    with pytest.raises(InputError, match="unknown CXL pool preset 'cxl4'; expected one of cxl2-pool, cxl3-pool"):
+        get_cxl_preset("cxl4")
+    with pytest.raises(InputError, match=r"16 hosts \+ 1 device ports need 17 x16 ports, but a 256-lane switch has 16"):
+        pool(16)
+    small = CXLSwitchParams(hop_latency_ns=50.0, port_bw_bytes_per_ns=64.0, lanes=64, lanes_per_port=16)
+    preset = dataclasses.replace(get_cxl_preset("cxl3-pool"), switch=small)
+    with pytest.raises(InputError, match="need 5 x16 ports, but a 64-lane switch has 4"):
+        CXLPoolTransport(preset, 4)
+    with pytest.raises(InputError, match="cxl2-pool .CXL 2.0. supports only flush, got 'hw'"):
+        pool(2, "cxl2-pool", "hw")
+    with pytest.raises(InputError, match="at most 1 level.* no cascaded switches"):
+        pool(2, "cxl2-pool", "flush", switch_levels=2)
+    with pytest.raises(InputError, match="coherence: expected one of hw, flush, got 'snoopy'"):
+        pool(2, coherence="snoopy")
+    with pytest.raises(InputError, match="pool_bytes: expected an integer in 1.."):
+        pool(2, pool_bytes=0)
+    # The pool must hold P flag lines and two buffers of P slots.
+    t = pool(4, pool_bytes=4 * 64 + 2 * 4 * 1024 - 1)
+    with pytest.raises(InputError, match=r"P=4 blocks of 1024 B needs 8448 B .* but the pool has 8447 B"):
+        allgather(t, 1024)
+    allgather(pool(4, pool_bytes=4 * 64 + 2 * 4 * 1024), 1024)
+
+
+def test_misuse_at_run_time_is_reported():
+    t = pool(2)
+    with pytest.raises(UnsupportedOperation, match="send: CXLPoolTransport has no network"):
+        t.send(0, 1, 8)
+    with pytest.raises(RunError, match=r"pool_read: rank 0: bytes \[0, 100\) run past the pool \(64 B\)"):
+        pool(1, pool_bytes=64).pool_read(0, 0, 100)
+    with pytest.raises(RunError, match="spans two lines"):
+        t.pool_write(0, 60, 8, 1)
+    # A flag nobody sets: flush mode gives up after its poll limit, hw mode reports the sleeper.
+    f = pool(2, coherence="flush", poll_limit_ns=10_000.0)
+    with pytest.raises(RunError, match="rank 1 polled the flag at offset 0 for .* without seeing 1 .last saw None."):
+        f.run({1: (e for e in [f.wait_flags(1, [0], 1)])})
+    h = pool(2, coherence="hw")
+    with pytest.raises(RunError, match=r"ranks \[1\] never finished .* sleeping on flag lines .host, line.: \[\(1, 0\)\]"):
+        h.run({1: (e for e in [h.wait_flags(1, [0], 1)])})
+
+
+def test_presets_name_their_sources():
+    for name, p in CXL_PRESETS.items():
+        assert p.name == name and p.source
+    assert get_cxl_preset("cxl2-pool").switch.port_bw_bytes_per_ns == 64.0
+    assert get_cxl_preset("cxl3-pool").switch.port_bw_bytes_per_ns == 128.0
+    assert get_cxl_preset("cxl3-pool").switch.max_ports == 16
