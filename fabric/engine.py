@@ -8,9 +8,23 @@ deterministically; `events` reads that counter, so counting costs nothing.
 from __future__ import annotations
 
 import simpy
-from simpy.events import Timeout
+from simpy.core import NORMAL
+from simpy.events import Event
 
-__all__ = ["Environment"]
+__all__ = ["Environment", "Wakeup"]
+
+
+class Wakeup(Event):
+    """A callback scheduled `delay_ns` ahead: an event that succeeds with `value` and calls
+    `callback(event)`. Like `env.timeout(delay, value)` plus one callback, built in one step
+    (the DES makes one per chunk per switch, so it is kept lean). `delay_ns` must be >= 0."""
+
+    def __init__(self, env, delay_ns: float, callback, value=None):
+        self.env = env
+        self.callbacks = [callback]
+        self._value = value
+        self._ok = True
+        env.schedule(self, NORMAL, delay_ns)
 
 
 class Environment(simpy.Environment):
@@ -23,4 +37,4 @@ class Environment(simpy.Environment):
 
     def at(self, delay_ns: float, callback, value=None) -> None:
         """Call `callback(event)` after `delay_ns`, with `event.value == value`: one event, no process."""
-        Timeout(self, delay_ns, value).callbacks.append(callback)
+        Wakeup(self, delay_ns, callback, value)

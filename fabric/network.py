@@ -13,8 +13,7 @@ crosses, plus one event for the message's tail at the destination.
 """
 from __future__ import annotations
 
-from simpy.events import Timeout
-
+from cxlsim.fabric.engine import Wakeup
 from cxlsim.fabric.host import Host
 from cxlsim.fabric.link import Link, LinkParams
 from cxlsim.fabric.routing import Router
@@ -36,6 +35,7 @@ class Network:
         self.router = router
         self._ports = {key: port for link in links.values() for key, port in link.ports.items()}
         self._hops: dict = {}
+        self._at_switch_callback = self._at_switch  # one bound method, not one per chunk
 
     def port(self, a, b):
         """The egress port from node `a` towards neighbour `b`."""
@@ -79,10 +79,10 @@ class Network:
         env = self.env
         if switch is None:  # the destination host: only the message's tail matters
             if arrival is not None:
-                Timeout(env, end + lat - env.now, arrival[1]).callbacks.append(arrival[0])
+                Wakeup(env, end + lat - env.now, arrival[0], arrival[1])
             return
         ready = switch.forward_ready_ns(start + lat, end + lat, hops[k + 1][0].ns_per_byte, size)
-        Timeout(env, ready - env.now, (hops, k + 1, size, arrival)).callbacks.append(self._at_switch)
+        Wakeup(env, ready - env.now, self._at_switch_callback, (hops, k + 1, size, arrival))
 
     def _at_switch(self, event):
         """A chunk is ready to leave a switch: queue it at the egress port (FIFO by ready time)."""
