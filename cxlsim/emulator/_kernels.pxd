@@ -24,11 +24,17 @@ cdef extern from "cxl_ops.h" nogil:
         int64_t *log
         int64_t log_capacity
         int64_t log_length
+        int timed
+        double latency_ns
+        double bw_bytes_per_ns
+        double spin_overhead_ns
 
     int cxl_cpu_features()
     uint32_t cxl_atomic_add_u32(uint32_t *p, uint32_t v)
     double cxl_now_ns()
     uint64_t cxl_read_pass(const char *p, uint64_t n)
+    double cxl_calibrate_spin_overhead()
+    void cxl_paced_copy(char *dst, const char *src, uint64_t n, double bw, double start_ns, double min_ns)
     char *cxl_slot(cxl_pool_t *p, uint64_t epoch, int r)
     void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
     int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)

@@ -70,6 +70,51 @@ cdef class ZeroCopyResult:
         return len(self.array)
 
 
+def check_timing(latency_ns, bw_bytes_per_ns):
+    """Raise InputError unless both emulated-timing values are finite and >= 0 (0 = off)."""
+    for name, value in (("pool latency", latency_ns), ("pool bandwidth", bw_bytes_per_ns)):
+        if not (value >= 0 and value != float("inf")):
+            raise InputError(f"{name}: expected a finite value >= 0 (0 = off), got {value!r}")
+
+
+cdef double _spin_overhead = -1.0
+
+
+def spin_overhead_ns():
+    """The busy-wait's own cost in ns (cxl_calibrate_spin_overhead, measured once per process).
+
+    Emulated delays subtract it; copies whose asked time is below it are not paced.
+    """
+    global _spin_overhead
+    if _spin_overhead < 0:
+        with nogil:
+            _spin_overhead = cxl_calibrate_spin_overhead()
+    return _spin_overhead
+
+
+def paced_copy_ns(dst, src, double bw_bytes_per_ns):
+    """Copy src into dst once through the kernels' paced copy (GIL released); return the ns it took."""
+    cdef Py_buffer d, s
+    cdef double t0, t1
+    cdef double overhead = spin_overhead_ns()
+    check_timing(0.0, bw_bytes_per_ns)
+    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        PyObject_GetBuffer(src, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            if s.len > d.len:
+                raise InputError(f"paced_copy_ns: src has {s.len} bytes but dst only {d.len}")
+            with nogil:
+                t0 = cxl_now_ns()
+                cxl_paced_copy(<char *>d.buf, <const char *>s.buf, <uint64_t>s.len, bw_bytes_per_ns, 0.0, overhead)
+                t1 = cxl_now_ns()
+        finally:
+            PyBuffer_Release(&s)
+    finally:
+        PyBuffer_Release(&d)
+    return t1 - t0
+
+
 def cpu_features():
     """Return the set of cache-line instructions this CPU has: {'clflush', 'clflushopt', 'clwb'}."""
     cdef int f = cxl_cpu_features()
@@ -167,14 +212,17 @@ cdef class PoolKernel:
     its start. coherence: 'hw' or 'flush'. writeback_op/invalidate_op: OP_* line
     instructions for flush mode. timeout_ns: how long a wait may take before it raises.
     spin_iters: polls before a waiting rank starts yielding the CPU between polls.
+    pool_latency_ns, pool_bw_bytes_per_ns: emulated CXL device timing, 0 = off (see
+    cxl_ops.h: one latency per wait for flags and per block read; copies paced at the bandwidth).
     """
 
     def __cinit__(self, mapping, *, int nranks, int rank, uint64_t flags_offset, uint64_t data_offset,
                   uint64_t slot_stride, uint64_t slot_bytes, str coherence="hw",
                   int writeback_op=CXL_OP_NONE, int invalidate_op=CXL_OP_NONE, double timeout_ns=10e9,
-                  uint64_t spin_iters=4096):
+                  uint64_t spin_iters=4096, double pool_latency_ns=0.0, double pool_bw_bytes_per_ns=0.0):
         if not 0 <= rank < nranks:
             raise InputError(f"rank {rank} is outside 0..{nranks - 1}")
+        check_timing(pool_latency_ns, pool_bw_bytes_per_ns)
         if coherence not in ("hw", "flush"):
             raise InputError(f"coherence: expected 'hw' or 'flush', got {coherence!r}")
         if slot_stride % CXL_LINE or flags_offset % CXL_LINE or data_offset % CXL_LINE:
@@ -202,6 +250,7 @@ cdef class PoolKernel:
         self.pool.log = NULL
         self.pool.log_capacity = 0
         self.pool.log_length = 0
+        self.set_timing(pool_latency_ns, pool_bw_bytes_per_ns)
         self.slot_bytes = slot_bytes
         self.timeout_ns = timeout_ns
         self.epoch = 0
@@ -229,6 +278,28 @@ cdef class PoolKernel:
     @property
     def coherence(self):
         return "flush" if self.pool.flush_mode else "hw"
+
+    def set_timing(self, double pool_latency_ns=0.0, double pool_bw_bytes_per_ns=0.0):
+        """Change this rank's emulated CXL timing between calls (as the constructor's keywords; 0 = off).
+
+        Every rank should make the same change at the same point between collective calls
+        (benchmarks use it to interleave settings within one run).
+        """
+        check_timing(pool_latency_ns, pool_bw_bytes_per_ns)
+        self.pool.latency_ns = pool_latency_ns
+        self.pool.bw_bytes_per_ns = pool_bw_bytes_per_ns
+        self.pool.timed = pool_latency_ns > 0 or pool_bw_bytes_per_ns > 0
+        self.pool.spin_overhead_ns = spin_overhead_ns() if self.pool.timed else 0.0
+
+    @property
+    def pool_latency_ns(self):
+        """Injected pool access latency in ns (0 = none)."""
+        return self.pool.latency_ns
+
+    @property
+    def pool_bw_bytes_per_ns(self):
+        """Pacing bandwidth of copies into and out of the pool, bytes/ns = GB/s (0 = not paced)."""
+        return self.pool.bw_bytes_per_ns
 
     cdef void _check_open(self) except *:
         if not self.has_mapping:

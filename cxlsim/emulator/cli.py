@@ -23,7 +23,7 @@ from cxlsim.emulator.launch import check_np, run_local, run_mpi
 from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu, write_text_atomic
 from cxlsim.emulator.pool import parse_pool_spec
 from cxlsim.errors import InputError, RunError
-from cxlsim.units import format_size, parse_sizes
+from cxlsim.units import UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_sizes, parse_time
 
 MPI_ENV_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 
@@ -50,6 +50,12 @@ def register(subparsers) -> None:
     p.add_argument("--validate", action="store_true", help="check received contents every iteration (OSU -c)")
     p.add_argument("--output", default=None, metavar="FILE.csv", help="also write the rows as CSV (atomically)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a rank waits for the others before failing (default 10)")
+    p.add_argument("--pool-latency", default=None, metavar="TIME",
+                   help="emulated CXL timing: inject this pool access latency, e.g. 250ns: once per wait for "
+                        "the other ranks' flags and once per block read (default: none)")
+    p.add_argument("--pool-bandwidth", default=None, metavar="BW",
+                   help="emulated CXL timing: pace the kernel's copies into and out of the pool at this "
+                        "bandwidth, e.g. 32GB/s (default: not paced; zero-copy reads are never paced)")
     p.add_argument("--launcher", choices=("auto", "local", "mpi"), default="auto",
                    help="auto: MPI if started by mpiexec or --baseline mpi, else local processes")
     p.set_defaults(func=bench_allgather)
@@ -62,6 +68,29 @@ def _int_arg(flag):
         except ValueError:
             raise InputError(f"{flag}: expected a whole number, got {text!r}") from None
     return parse
+
+
+def pool_timing(args) -> dict:
+    """The emulated-timing keywords of run_local/run_mpi from --pool-latency and --pool-bandwidth."""
+    timing = dict(pool_latency_ns=0.0, pool_bw_bytes_per_ns=0.0)
+    for flag, text, parse, key in (("--pool-latency", args.pool_latency, parse_time, "pool_latency_ns"),
+                                   ("--pool-bandwidth", args.pool_bandwidth, parse_bandwidth, "pool_bw_bytes_per_ns")):
+        if text is not None:
+            try:
+                timing[key] = parse(text)
+            except UnitError as exc:
+                raise InputError(f"{flag}: {exc}") from None
+    return timing
+
+
+def timing_label(timing: dict) -> str:
+    """', pool latency 250 ns, pool bandwidth 32 GB/s' (only what is on), for table titles."""
+    parts = []
+    if timing["pool_latency_ns"]:
+        parts.append(f"pool latency {format_time(timing['pool_latency_ns'])}")
+    if timing["pool_bw_bytes_per_ns"]:
+        parts.append(f"pool bandwidth {format_bandwidth(timing['pool_bw_bytes_per_ns'])}")
+    return "".join(", " + p for p in parts)
 
 
 def inside_mpi() -> bool:
@@ -84,7 +113,13 @@ def bench_allgather(args) -> int:
         raise InputError(f"--timeout: expected a positive number of seconds, got {args.timeout}")
     sides = ("zero-copy" if args.zero_copy else "copy",) + (("mpi",) if args.baseline else ())
     plan = BenchPlan(sizes=sizes, sides=sides, iterations=args.iterations, warmup=args.warmup, validate=args.validate)
-    options = dict(pool=spec, slot_bytes=max(max(sizes), 64), coherence=args.coherence, timeout_s=args.timeout)
+    timing = pool_timing(args)
+    if args.zero_copy and timing["pool_bw_bytes_per_ns"]:
+        print("cxlsim bench: note: --pool-bandwidth paces the kernel's copies; in --zero-copy mode the reads "
+              "and writes of the slots are the caller's and run unpaced (only --pool-latency applies)",
+              file=sys.stderr)
+    options = dict(pool=spec, slot_bytes=max(max(sizes), 64), coherence=args.coherence, timeout_s=args.timeout,
+                   **timing)
     launcher = args.launcher
     if launcher == "auto":
         launcher = "mpi" if inside_mpi() else ("relaunch" if args.baseline else "local")
@@ -100,9 +135,9 @@ def bench_allgather(args) -> int:
         nranks = check_np(args.np if args.np is not None else 2)
         rows = run_local(nranks, _local_rank, (plan,), **options)[0]
     coherence = args.coherence or spec.default_coherence
-    print(render(rows, pool=str(spec), coherence=coherence, zero_copy=args.zero_copy), end="")
+    print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy), end="")
     if args.output:
-        write_text_atomic(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence))
+        write_text_atomic(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
         print(f"# wrote {args.output}")
     return 0
 

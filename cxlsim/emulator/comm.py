@@ -63,19 +63,57 @@ def choose_line_ops(writeback: str = "auto") -> tuple[int, int]:
     return WRITEBACK_OPS[writer], WRITEBACK_OPS[reader]
 
 
+def timing_options(cls, pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> dict:
+    """Check emulated CXL timing values for communicator class `cls`; return its constructor keywords.
+
+    Both 0 (off) gives {}, so kernels without timing (the pure-Python twin) keep working;
+    asking a kernel that cannot inject timing for it is an InputError.
+    """
+    _kernels.check_timing(pool_latency_ns, pool_bw_bytes_per_ns)
+    if not (pool_latency_ns or pool_bw_bytes_per_ns):
+        return {}
+    if not issubclass(cls, _kernels.PoolKernel):
+        raise InputError(f"emulated CXL timing (pool latency/bandwidth) runs in the Cython kernels only; "
+                         f"{cls.__name__} cannot inject it")
+    return dict(pool_latency_ns=float(pool_latency_ns), pool_bw_bytes_per_ns=float(pool_bw_bytes_per_ns))
+
+
 class CommMixin:
     """The public communicator API, on top of a kernel class (Cython or the pure-Python twin)."""
 
     @classmethod
     def open(cls, pool: Pool, rank: int, *, coherence: str | None = None, timeout_s: float = 10.0,
-             writeback: str = "auto") -> "PoolComm":
+             writeback: str = "auto", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> "PoolComm":
         """Attach `rank` to `pool`. coherence: 'hw' or 'flush' (default: the backend's).
-        timeout_s: how long any wait may take before CollectiveTimeout names the missing ranks."""
+        timeout_s: how long any wait may take before CollectiveTimeout names the missing ranks.
+
+        Emulated CXL device timing (Cython kernels only; 0, the default, is off and costs one
+        branch per call), with L = pool_latency_ns and B = pool_bw_bytes_per_ns (bytes/ns = GB/s),
+        all busy-waits on CLOCK_MONOTONIC inside the kernel:
+
+        - flags: after a rank has seen every other rank's flag it waits L more, so each wait
+          for flags (each flag hop, each barrier or bare sync) costs native + L; nothing at np = 1;
+        - block reads: each of the np blocks of a call with nbytes > 0 costs one L, one after
+          the other, when it is read: before its copy-out, or (zero-copy) np x L before the
+          call returns the blocks;
+        - copies: the kernel's copy of this rank's block into the pool and of every block out
+          of it go in 4 KiB chunks, each started only once B x elapsed time covers the bytes
+          so far plus the chunk (a copy-out's clock starts after its L), so a copy of n bytes
+          takes max(native, n/B), plus at most one chunk's native copy time;
+        - the busy-wait's own cost (about 20-40 ns, calibrated once per process) is subtracted
+          from each delay; a copy whose n/B is below it is not paced.
+
+        One copy-mode allgather of n bytes per rank therefore costs native sync + L + n/B +
+        np x (L + n/B). In zero-copy mode the caller's own loads and stores of the slots cannot
+        be intercepted, so they get the per-block L but are not paced. The exact schedule is in
+        the header comment of cxl_ops.h; `set_timing` changes it between calls.
+        """
         coherence = coherence or pool.handle.spec.default_coherence
         if coherence not in COHERENCE_MODES:
             raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
         if not timeout_s > 0:
             raise InputError(f"--timeout: expected a positive number of seconds, got {timeout_s!r}")
+        timing = timing_options(cls, pool_latency_ns, pool_bw_bytes_per_ns)
         writer, reader = choose_line_ops(writeback) if coherence == "flush" else (0, 0)
         lay = pool.layout
         cores = len(os.sched_getaffinity(0))
@@ -84,7 +122,7 @@ class CommMixin:
         comm = cls(pool.mapping, nranks=lay.nranks, rank=rank, flags_offset=lay.flags_offset,
                    data_offset=lay.data_offset, slot_stride=lay.slot_stride, slot_bytes=lay.slot_bytes,
                    coherence=coherence, writeback_op=writer, invalidate_op=reader, timeout_ns=timeout_s * 1e9,
-                   spin_iters=spin_iters)
+                   spin_iters=spin_iters, **timing)
         comm.pool = pool
         # Views are built on one array that holds a buffer export of the mapping: while any view
         # lives it pins the mapping, so closing never leaves a view over unmapped memory.

@@ -13,6 +13,37 @@
  *
  * In debug mode every step is appended to an event log (op, byte offset in the
  * pool, argument), which tests replay against a non-coherent cache model.
+ *
+ * Emulated CXL device timing (optional; both zero = off, the default). It makes local
+ * DRAM behave like a slower CXL pool by busy-waiting on CLOCK_MONOTONIC inside the data
+ * path (cxl_allgather). With L = latency_ns and B = bw_bytes_per_ns (bytes per ns = GB/s):
+ *   - flag visibility: a rank treats the other ranks' flags as arrived only L ns after it
+ *     observed the last of them (the loads that return the flags miss to the device; the
+ *     np - 1 misses overlap, so one L per wait, not one per flag). A wait on no other rank
+ *     (np = 1) costs nothing. So every flag hop, from the writer's flag store to the reader
+ *     going on, costs native + L, and a bare sync (zero-byte allgather, barrier) native + L.
+ *   - block reads: each of the np blocks of an allgather with nbytes > 0 costs one L when
+ *     it is read (a load miss to the device), one block after the other: before each
+ *     copy-out, or, in zero-copy mode, np x L before the call returns the blocks to be
+ *     read in place. A zero-byte call reads no block.
+ *   - copies into and out of the pool (copy-in of the rank's own block, copy-out of every
+ *     block) are paced at B: each copy goes in 4 KiB chunks, and a chunk starts only once
+ *     B x (time since the copy started; for a copy-out, since its L ended) covers every
+ *     byte copied so far plus the chunk, so the bytes copied never run ahead of B x time.
+ *     A copy of n bytes takes max(native, n / B) plus at most one chunk's native copy
+ *     time; a copy-out of one block L + n / B. Stores are posted: the copy-in gets no L.
+ *   - the busy-wait's own cost (cxl_calibrate_spin_overhead: its clock reads and last-poll
+ *     overshoot, about 20-40 ns, measured once per process) is subtracted from every
+ *     delay and moves every copy's clock origin back, so a delay of L costs L, not L + it;
+ *     a copy whose n / B is below it cannot be resolved and is a plain memcpy (unpaced).
+ *   Not paced: in zero-copy mode the caller's own loads and stores of the slots (the
+ *   kernel cannot intercept them); they get the per-block L but run at DRAM speed. The
+ *   flush-mode line operations and fences are not charged either. The wait-for-flags
+ *   timeout counts only the polling, not the injected delays.
+ * So one copy-mode allgather of n bytes per rank costs native sync + L (flags) + n / B
+ * (copy-in) + np x (L + n / B) (copy-out). With timing off (cxl_pool_t.timed == 0) the
+ * data path costs one branch more than without the feature: cxl_allgather picks the
+ * untimed body, which the compiler specialises with every timing step removed.
  */
 #ifndef CXLSIM_CXL_OPS_H
 #define CXLSIM_CXL_OPS_H
@@ -113,6 +144,53 @@ static inline double cxl_now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
+/* Busy-wait until CLOCK_MONOTONIC reaches t_ns (emulated timing: no sleeping, no yielding, and
+ * no pause either, so the wait ends within one clock read, about 20 ns, of t_ns). */
+static inline void cxl_spin_until(double t_ns)
+{
+    while (cxl_now_ns() < t_ns) {
+    }
+}
+
+/* What `cxl_spin_until(cxl_now_ns() + x)` costs beyond x (its clock reads and the overshoot of
+ * its last poll): the median over 31 batches of 32 such waits, of 200 to 231 ns so the
+ * overshoot is averaged over the clock-read phase. Emulated delays subtract it, so a delay
+ * of L costs L, not L + this (about 20-40 ns). */
+static double cxl_calibrate_spin_overhead(void)
+{
+    double batches[31];
+    for (int b = 0; b < 31; b++) {
+        double t0 = cxl_now_ns();
+        for (int i = 0; i < 32; i++) cxl_spin_until(cxl_now_ns() + 200.0 + i);
+        batches[b] = (cxl_now_ns() - t0) / 32.0 - 215.5;
+    }
+    for (int i = 1; i < 31; i++) /* insertion sort, then the median */
+        for (int j = i; j > 0 && batches[j - 1] > batches[j]; j--) {
+            double t = batches[j]; batches[j] = batches[j - 1]; batches[j - 1] = t;
+        }
+    return batches[15] > 0.0 ? batches[15] : 0.0;
+}
+
+#define CXL_PACE_CHUNK 4096
+
+/* Copy n bytes paced at bw bytes/ns from start_ns (0 = now less min_ns, the busy-wait's
+ * calibrated overhead): a 4 KiB chunk starts only once bw x elapsed covers every byte copied
+ * so far plus the chunk. bw <= 0, or a copy whose asked time n / bw is below min_ns (which
+ * the busy-wait could not resolve), is a plain memcpy. */
+static void cxl_paced_copy(char *dst, const char *src, uint64_t n, double bw, double start_ns, double min_ns)
+{
+    if (bw <= 0.0 || (double)n / bw <= min_ns) {
+        memcpy(dst, src, n);
+        return;
+    }
+    double t0 = start_ns > 0.0 ? start_ns : cxl_now_ns() - min_ns;
+    for (uint64_t done = 0; done < n;) {
+        uint64_t chunk = n - done < CXL_PACE_CHUNK ? n - done : CXL_PACE_CHUNK;
+        cxl_spin_until(t0 + (double)(done + chunk) / bw);
+        memcpy(dst + done, src + done, chunk);
+        done += chunk;
+    }
+}
 
 /* The state one rank needs to run the pool allgather. */
 typedef struct {
@@ -129,7 +207,17 @@ typedef struct {
     int64_t *log;            /* debug event log, 3 int64 per event, or NULL */
     int64_t log_capacity;    /* events */
     int64_t log_length;      /* events written (may exceed capacity: then the log overflowed) */
+    int timed;               /* 1 if latency_ns > 0 or bw_bytes_per_ns > 0: emulated CXL timing on */
+    double latency_ns;       /* injected pool access latency (see the header comment), 0 = none */
+    double bw_bytes_per_ns;  /* pool copy bandwidth in bytes/ns (GB/s), 0 = not paced */
+    double spin_overhead_ns; /* cxl_calibrate_spin_overhead(), subtracted from injected delays */
 } cxl_pool_t;
+
+/* Busy-wait `ns` from now, less the calibrated cost of the wait itself. */
+static inline void cxl_delay(const cxl_pool_t *p, double ns)
+{
+    if (ns > p->spin_overhead_ns) cxl_spin_until(cxl_now_ns() + ns - p->spin_overhead_ns);
+}
 
 static inline void cxl_log(cxl_pool_t *p, int64_t op, int64_t offset, int64_t arg)
 {
@@ -217,34 +305,62 @@ static void cxl_acquire_slots(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
     cxl_log(p, CXL_EV_MFENCE, 0, 0);
 }
 
-/* Copy every slot of `epoch` to recv, block r at recv + r * nbytes. */
-static void cxl_copy_out(cxl_pool_t *p, uint64_t epoch, char *recv, uint64_t nbytes)
+/* Copy every slot of `epoch` to recv, block r at recv + r * nbytes. timed: charge each block
+ * one pool latency, then pace its copy (see the header comment). */
+static inline __attribute__((always_inline)) void cxl_copy_out_impl(cxl_pool_t *p, uint64_t epoch, char *recv,
+                                                                    uint64_t nbytes, const int timed)
 {
     for (int r = 0; r < p->nranks; r++) {
         const char *slot = cxl_slot(p, epoch, r);
-        memcpy(recv + (uint64_t)r * nbytes, slot, nbytes);
+        if (timed) {
+            double start = cxl_now_ns() + p->latency_ns - p->spin_overhead_ns;
+            if (p->latency_ns > p->spin_overhead_ns) cxl_spin_until(start);
+            cxl_paced_copy(recv + (uint64_t)r * nbytes, slot, nbytes, p->bw_bytes_per_ns, start,
+                           p->spin_overhead_ns);
+        } else {
+            memcpy(recv + (uint64_t)r * nbytes, slot, nbytes);
+        }
         cxl_log(p, CXL_EV_READ, (int64_t)(slot - p->base), (int64_t)nbytes);
     }
 }
 
-/* The whole allgather for one rank. send == NULL means zero-copy (the block is already in
- * the slot); recv == NULL means the caller reads the slots in place (the reads are logged,
- * since they follow). Returns -1 on success, else the first rank that did not arrive. */
-static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *recv,
-                         uint64_t nbytes, double timeout_ns)
+/* The body of cxl_allgather, specialised for timed = 0 (the plain path) and timed = 1. */
+static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *p, uint64_t epoch,
+                                                                    const char *send, char *recv,
+                                                                    uint64_t nbytes, double timeout_ns,
+                                                                    const int timed)
 {
-    if (send && nbytes) memcpy(cxl_slot(p, epoch, p->rank), send, nbytes);
+    if (send && nbytes) {
+        if (timed) cxl_paced_copy(cxl_slot(p, epoch, p->rank), send, nbytes, p->bw_bytes_per_ns, 0.0,
+                                  p->spin_overhead_ns);
+        else memcpy(cxl_slot(p, epoch, p->rank), send, nbytes);
+    }
     cxl_publish(p, epoch, nbytes);
     int missing = cxl_wait_all(p, epoch, timeout_ns);
     if (missing >= 0) return missing;
+    if (timed && p->nranks > 1)
+        cxl_delay(p, p->latency_ns); /* the flags become visible L after the last one showed */
     cxl_acquire_slots(p, epoch, nbytes);
     if (recv) {
-        cxl_copy_out(p, epoch, recv, nbytes);
+        cxl_copy_out_impl(p, epoch, recv, nbytes, timed);
     } else {
+        if (timed && nbytes)  /* the caller's first load of each block misses */
+            cxl_delay(p, (double)p->nranks * p->latency_ns);
         for (int r = 0; r < p->nranks; r++)
             cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, epoch, r) - p->base), (int64_t)nbytes);
     }
     return -1;
+}
+
+/* The whole allgather for one rank. send == NULL means zero-copy (the block is already in
+ * the slot); recv == NULL means the caller reads the slots in place (the reads are logged,
+ * since they follow). Returns -1 on success, else the first rank that did not arrive.
+ * With emulated timing off (p->timed == 0) this is one branch plus the plain path. */
+static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *recv,
+                         uint64_t nbytes, double timeout_ns)
+{
+    if (p->timed) return cxl_allgather_impl(p, epoch, send, recv, nbytes, timeout_ns, 1);
+    return cxl_allgather_impl(p, epoch, send, recv, nbytes, timeout_ns, 0);
 }
 
 /* Load every byte of [p, p + n) once; return the wrapping sum of its 8-byte words plus its tail

@@ -18,7 +18,7 @@ import time
 import traceback
 from multiprocessing.connection import wait
 
-from cxlsim.emulator.comm import comm_class
+from cxlsim.emulator.comm import comm_class, timing_options
 from cxlsim.emulator.pool import Pool, PoolSpec, parse_pool_spec
 from cxlsim.errors import InputError, RunError
 
@@ -65,18 +65,20 @@ def _rank_main(rank, handle, fn, args, options, conn):
 
 def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
               coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
-              kernel: str = "cython") -> list:
+              kernel: str = "cython", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> list:
     """Run ``fn(comm, *args)`` on `nranks` forked processes sharing one pool; return their results.
 
     slot_bytes: the largest block a rank may send. timeout_s: per wait inside the ranks.
     kernel: 'cython' or 'reference' (the pure-Python twin, for tests).
+    pool_latency_ns, pool_bw_bytes_per_ns: emulated CXL timing, see `PoolComm.open` (0 = off).
     """
     check_np(nranks)
     spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
     if (coherence or spec.default_coherence) not in ("hw", "flush"):
         raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
-    comm_class(kernel)  # check the name before forking
-    options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback, kernel=kernel)
+    timing_options(comm_class(kernel), pool_latency_ns, pool_bw_bytes_per_ns)  # check before forking
+    options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback, kernel=kernel,
+                   pool_latency_ns=pool_latency_ns, pool_bw_bytes_per_ns=pool_bw_bytes_per_ns)
     ctx = multiprocessing.get_context("fork")
     created = Pool.create(spec, nranks, slot_bytes)
     handle = created.handle
@@ -149,8 +151,12 @@ def _death_message(exitcode) -> str:
 
 
 def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
-            coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto"):
-    """Inside an MPI job: build a pool over MPI.COMM_WORLD and return ``fn(comm, mpi_comm, *args)`` on every rank."""
+            coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
+            pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0):
+    """Inside an MPI job: build a pool over MPI.COMM_WORLD and return ``fn(comm, mpi_comm, *args)`` on every rank.
+
+    pool_latency_ns, pool_bw_bytes_per_ns: emulated CXL timing, see `PoolComm.open` (0 = off).
+    """
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
@@ -167,7 +173,8 @@ def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 <<
         raise error
     try:
         comm = comm_class("cython").open(Pool.attach(handle), world.rank, coherence=coherence, timeout_s=timeout_s,
-                             writeback=writeback)
+                                         writeback=writeback, pool_latency_ns=pool_latency_ns,
+                                         pool_bw_bytes_per_ns=pool_bw_bytes_per_ns)
         world.Barrier()
         try:
             return fn(comm, world, *args)
