@@ -374,6 +374,36 @@ class CXLPoolTransport(Transport):
         else:
             callback()
 
+    def place(self, rank, offset_bytes, size_bytes, payload=None):
+        """The rank's application stored `payload` at the range before the timed region (no time passes).
+
+        Ordinary stores, as a zero-copy producer makes them: in 'hw' mode the
+        lines become Modified in the rank's cache (other holders get BISnp); in
+        'flush' mode they are dirty in its cache until `flush` writes them back.
+        """
+        self._check("place", rank, offset_bytes, size_bytes)
+        first, count = line_span(offset_bytes, size_bytes)
+        if self.coherence is not None or count == 0:  # coherent, or no line to hold it back
+            if self.coherence is not None:
+                self.coherence.write(rank, first, count, keep=True)
+            self._store(offset_bytes, size_bytes, payload)
+            return
+        self._drop_cached(rank, offset_bytes, size_bytes)
+        self._cache[rank][offset_bytes] = [size_bytes, payload, True]
+
+    def view(self, rank, offset_bytes, size_bytes):
+        """What the rank's loads of the range would return now, without moving time (a zero-copy result).
+
+        'hw': the coherent value. 'flush': the rank's cached copy if it holds
+        the range (possibly stale), else the pool's.
+        """
+        self._check("view", rank, offset_bytes, size_bytes)
+        if self.coherence is None:
+            entry = self._cache[rank].get(offset_bytes)
+            if entry is not None and entry[0] == size_bytes:
+                return entry[1]
+        return self._value(offset_bytes, size_bytes)
+
     def pool_read(self, rank, offset_bytes, size_bytes):
         """Load `size_bytes` at `offset_bytes`; fires with the label, when the data is in the rank."""
         self._check("pool_read", rank, offset_bytes, size_bytes)
@@ -418,14 +448,19 @@ class CXLPoolTransport(Transport):
         return done
 
     def flush(self, rank, offset_bytes, size_bytes):
-        """clflushopt every line of the range: write back dirty lines, drop cached copies; fires when issued."""
+        """clflushopt every line of the range: write back dirty lines, drop cached copies; fires when issued.
+
+        The write-backs start with the first clflushopt and are paced by the
+        host's issue server; `fence` waits for their acknowledgements.
+        """
         self._check("flush", rank, offset_bytes, size_bytes)
         first, count = line_span(offset_bytes, size_bytes)
+        start = self._start(rank)
         issued = self._cpu(rank, count * self.preset.host_path.flush_ns_per_line)
         if self.coherence is not None:
             dirty = self.coherence.drop(rank, first, count)
             if dirty:  # Modified lines (stores) go back; their labels are already in the pool
-                self._write_back(rank, first, dirty, issued)
+                self._write_back(rank, first, dirty, start)
             return self._at(issued, simpy.Event(self.env))
         cache = self._cache[rank]
         end = offset_bytes + size_bytes
@@ -433,7 +468,7 @@ class CXLPoolTransport(Transport):
             sz, label, dirty = cache.pop(off)
             if dirty:
                 f, n = line_span(off, sz)
-                self._write_back(rank, f, n, issued, 0.0,
+                self._write_back(rank, f, n, start, 0.0,
                                  lambda _e, off=off, sz=sz, label=label: self._store(off, sz, label))
         return self._at(issued, simpy.Event(self.env))
 

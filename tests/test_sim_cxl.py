@@ -186,9 +186,9 @@ def test_hw_poller_sleeps_until_the_flag_store_and_pays_the_recall():
 
 # ---------------------------------------------------------------- the pool allgather
 
-def _labels(t, m, calls):
+def _labels(t, m, calls, name="cxl_pool"):
     """Run `calls` back-to-back allgathers with labels (rank, call); return every rank's results."""
-    algo = cxl_pool().cxl_pool
+    algo = getattr(cxl_pool(), name)
     got = {r: [] for r in range(t.size)}
 
     def rank(r):
@@ -199,14 +199,15 @@ def _labels(t, m, calls):
     return got
 
 
+@pytest.mark.parametrize("name", ["cxl_pool", "cxl_pool_zero_copy"])
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
-def test_every_rank_ends_with_every_block_in_order_for_p_1_to_17(coherence):
+def test_every_rank_ends_with_every_block_in_order_for_p_1_to_17(coherence, name):
     preset = get_cxl_preset("cxl3-pool")
     big = dataclasses.replace(preset, switch=dataclasses.replace(preset.switch, lanes=512))  # 32 ports
     for p in range(1, 18):
         for m in (1, 100, 4099):
             t = CXLPoolTransport(big, p, coherence=coherence)
-            got = _labels(t, m, 3)
+            got = _labels(t, m, 3, name)
             for r in range(p):
                 assert got[r] == [[(w, i) for w in range(p)] for i in range(3)], (p, m, r)
 
@@ -224,9 +225,24 @@ def test_skipping_the_readers_invalidation_reads_stale_blocks():
     assert got[0][2] == [(0, 2), (1, 0), (2, 0)]  # stale: call 1's blocks
 
 
-def test_zero_byte_blocks_still_carry_their_labels():
-    t = pool(3, coherence="flush")
-    assert _labels(t, 0, 2)[2] == [[(w, i) for w in range(3)] for i in range(2)]
+@pytest.mark.parametrize("name", ["cxl_pool", "cxl_pool_zero_copy"])
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_zero_byte_blocks_still_carry_their_labels(coherence, name):
+    t = pool(3, coherence=coherence)
+    assert _labels(t, 0, 2, name)[2] == [[(w, i) for w in range(3)] for i in range(2)]
+
+
+def test_zero_copy_skips_the_copies_and_flush_mode_writes_the_block_back():
+    m = 65536
+    for coherence in ("hw", "flush"):
+        copy = allgather(pool(4, coherence=coherence), m).latency_ns
+        t = pool(4, coherence=coherence)
+        zero = runner.run(t, "allgather", "cxl_pool_zero_copy", m).latency_ns
+        assert zero < copy
+        # Per rank: the flag's read for ownership and 3 flag loads (+ the flag's write-back in
+        # flush mode). hw: the blocks stay Modified in their writers' caches; flush: each block
+        # is written back once.
+        assert t.device_bytes == (4 * 64 * 4 if coherence == "hw" else 4 * m + 4 * 64 * 5)
 
 
 # ---------------------------------------------------------------- the closed form
@@ -239,11 +255,14 @@ def test_zero_byte_blocks_still_carry_their_labels():
 def test_des_equals_closed_form_when_the_device_is_not_congested(preset, coherence, ps):
     form = cxl_pool().cxl_pool_closed_form
     for p in ps:
-        for m in (1, 64, 1000, 65536, 1 << 20):
-            t = pool(p, preset, coherence)
-            assert p * t.host_bw_bytes_per_ns <= t.device_bw_bytes_per_ns
-            out = allgather(t, m)
-            assert out.latency_ns == pytest.approx(form(t.figures(), p, m, coherence), rel=1e-9), (p, m)
+        for m in (0, 1, 64, 1000, 65536, 1 << 20):
+            for zero_copy in (False, True):
+                t = pool(p, preset, coherence)
+                assert p * t.host_bw_bytes_per_ns <= t.device_bw_bytes_per_ns
+                out = runner.run(t, "allgather", "cxl_pool_zero_copy" if zero_copy else "cxl_pool", m)
+                runner.verify("allgather", p, runner.Context(), out.results)
+                expect = form(t.figures(), p, m, coherence, zero_copy)
+                assert out.latency_ns == pytest.approx(expect, rel=1e-9), (p, m, zero_copy)
 
 
 @pytest.mark.parametrize("preset, coherence, devices", [

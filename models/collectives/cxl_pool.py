@@ -27,10 +27,17 @@ DES against it):
            + ((P-1)*X + L + 2*path)            P-1 flag loads in flight; recalls
            + read
     flush: max(D + lines*F, write) + f         flush the slot, fence
-           + (X + L) + F                       flag store, flush the flag line
-           + (X + 2*path + f + X + L)          first poll: its fence waits for the flag's write-back
+           + (X + L)                           flag store
+           + max(2F, X + 2*path) + f + X + L   flush the flag line; the first poll's fence waits
+                                               for its write-back
            + (P-2)*(F + f + X + L)             the other polls
            + (P-1)*lines*F + f + read          drop the others' slots, mfence, read
+
+Zero-copy (`cxl_pool_zero_copy`, the emulator's send == NULL and recv == NULL):
+the block was stored in the slot before the call (`place`: Modified in hw
+mode, dirty in flush mode) and the result is read in place afterwards
+(`view`), so there is no write and no read phase; in flush mode the slot's
+clflushopt write the block back (start = max(lines*F, write) + f).
 
 b is the host bandwidth, B the devices' total bandwidth. With P*b <= B the
 devices never delay a chunk and the DES equals the form; with P*b > B the max()
@@ -43,7 +50,7 @@ from cxlsim.errors import InputError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.models.collectives.base import register
 
-__all__ = ["cxl_pool", "PoolLayout", "cxl_pool_closed_form"]
+__all__ = ["cxl_pool", "cxl_pool_zero_copy", "PoolLayout", "cxl_pool_closed_form"]
 
 
 class PoolLayout:
@@ -72,9 +79,7 @@ class PoolLayout:
                 f"but the pool has {pool_bytes} B")
 
 
-@register("allgather", "cxl_pool", source="cxlsim emulator cxl_allgather (cxl_ops.h); Seed paper's CXL pool allgather")
-def cxl_pool(g, m, mine, ctx=None):
-    """One rank's part of the pool allgather; returns the P blocks in rank order."""
+def _allgather(g, m, mine, zero_copy):
     t = getattr(g, "transport", None)
     if t is None or not hasattr(t, "pool_bytes"):
         raise InputError("cxl_pool: needs a CXL pool transport on the whole communicator "
@@ -85,7 +90,10 @@ def cxl_pool(g, m, mine, ctx=None):
     flush = t.coherence_mode == "flush"
     epoch = t.next_epoch(r)
     mine_slot = layout.slot(epoch, r)
-    yield t.pool_write(r, mine_slot, m, mine, streaming=True)
+    if zero_copy:
+        t.place(r, mine_slot, m, mine)
+    else:
+        yield t.pool_write(r, mine_slot, m, mine, streaming=True)
     if flush:
         yield t.flush(r, mine_slot, m)
     yield t.fence(r)
@@ -99,13 +107,28 @@ def cxl_pool(g, m, mine, ctx=None):
         for w in others:
             yield t.flush(r, layout.slot(epoch, w), m)
         yield t.fence(r)
+    if zero_copy:
+        return [t.view(r, layout.slot(epoch, w), m) for w in range(p)]
     reads = [t.pool_read(r, layout.slot(epoch, w), m) for w in range(p)]
     got = yield t.env.all_of(reads)
     return [got[ev] for ev in reads]
 
 
-def cxl_pool_closed_form(fig, p: int, m: int, coherence: str) -> float:
-    """Latency (ns) of one `cxl_pool` allgather, all ranks starting together on a fresh pool.
+@register("allgather", "cxl_pool", source="cxlsim emulator cxl_allgather (cxl_ops.h), copy mode")
+def cxl_pool(g, m, mine, ctx=None):
+    """One rank's part of the pool allgather; returns the P blocks in rank order."""
+    return (yield from _allgather(g, m, mine, zero_copy=False))
+
+
+@register("allgather", "cxl_pool_zero_copy", source="cxlsim emulator cxl_allgather (cxl_ops.h), zero-copy mode")
+def cxl_pool_zero_copy(g, m, mine, ctx=None):
+    """Zero-copy: the block is already in the slot (`place`), the result is read in place later (`view`)."""
+    return (yield from _allgather(g, m, mine, zero_copy=True))
+
+
+def cxl_pool_closed_form(fig, p: int, m: int, coherence: str, zero_copy: bool = False) -> float:
+    """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather, all ranks starting together
+    on a fresh pool.
 
     `fig` is `CXLPoolTransport.figures()`; see the module docstring for the terms.
     """
@@ -117,14 +140,18 @@ def cxl_pool_closed_form(fig, p: int, m: int, coherence: str) -> float:
     b, big_b = fig.host_bw_bytes_per_ns, fig.device_bw_bytes_per_ns
     x, d = line / b, w / b
     path, load, fence, flush = fig.path_ns, fig.load_ns, fig.fence_ns, fig.flush_ns_per_line
-    write = 2 * path + max(d, p * w / big_b) if lines else 0.0
-    read = load + max(p * d, p * p * w / big_b) if lines else 0.0
+    write = 2 * path + max(d, p * w / big_b) if lines else 0.0  # streamed (or written back) until acked
+    read = load + max(p * d, p * p * w / big_b) if lines and not zero_copy else 0.0
+    flag = x + load  # the flag store's read for ownership
     if coherence == "hw":
+        start = fence if zero_copy else write + fence
         sync = (p - 1) * x + load + 2 * path if p > 1 else 0.0
-        return write + fence + (x + load) + sync + read
-    start = max(d + lines * flush, write) + fence
-    flag = x + load + flush
-    if p == 1:  # no polls: the final fence waits for the flag's write-back
-        return start + flag + (x + 2 * path) + fence + read
-    polls = (x + 2 * path + fence + x + load) + (p - 2) * (flush + fence + x + load)
+        return start + flag + sync + read
+    # flush mode: the slot's clflushopt run from the write's issue end (copy) or from 0 (zero-copy,
+    # where they also write the dirty block back)
+    start = max((0.0 if zero_copy else d) + lines * flush, write) + fence
+    if p == 1:  # no polls: the final fence waits for the flag line's write-back
+        return start + flag + max(flush, x + 2 * path) + fence + read
+    # first poll: its fence waits for the flag's write-back, started with the flag's clflushopt
+    polls = max(2 * flush, x + 2 * path) + fence + x + load + (p - 2) * (flush + fence + x + load)
     return start + flag + polls + (p - 1) * lines * flush + fence + read
