@@ -39,7 +39,9 @@
  *   Not paced: in zero-copy mode the caller's own loads and stores of the slots (the
  *   kernel cannot intercept them); they get the per-block L but run at DRAM speed. The
  *   flush-mode line operations and fences are not charged either. The wait-for-flags
- *   timeout counts only the polling, not the injected delays.
+ *   timeout counts only the polling, not the injected delays. The waits never yield the
+ *   CPU, so with more ranks than cores (or other jobs on them) the delivered times are
+ *   longer than asked; benchmarks/cxl_timing_fidelity.py measures what is delivered.
  * So one copy-mode allgather of n bytes per rank costs native sync + L (flags) + n / B
  * (copy-in) + np x (L + n / B) (copy-out). With timing off (cxl_pool_t.timed == 0) the
  * data path costs one branch more than without the feature: cxl_allgather picks the
