@@ -87,8 +87,10 @@ class Network:
     def _at_switch(self, event):
         """A chunk is ready to leave a switch: queue it at the egress port (FIFO by ready time)."""
         hops, k, size, arrival = event._value
-        start, end = hops[k][0].reserve(self.env.now, size)
-        self._leave(hops, k, size, start, end, arrival)
+        port, switch = hops[k]
+        start, end = port.reserve(self.env.now, size)
+        if switch is not None or arrival is not None:  # else: a middle chunk on its last link, done
+            self._leave(hops, k, size, start, end, arrival)
 
 
 def build(graph, preset, env) -> Network:
