@@ -41,7 +41,7 @@ TARGET = 0.10
 STABLE = 1.5          # a repetition whose bare sync (timing off) is slower than this x the fastest is dropped
 CEILING_BW = 1000.0   # bytes/ns: the paced path with (almost) no throttling, the most pacing can deliver
 BUSY = 0.9            # a batch during which some rank had less of its CPU than this is dropped
-SYNC_CALLS, SMALL_CALLS, LARGE_CALLS, REPEATS, REPS_PER_ROUND = 3000, 3000, 10, 5, 5
+SYNC_CALLS, SMALL_CALLS, LARGE_CALLS, REPEATS, REPS_PER_ROUND = 1000, 500, 5, 9, 5  # batches of about 1 ms or less
 
 
 def _per_call_ns(comm, op, calls: int) -> float:
