@@ -24,7 +24,10 @@ has no pool and raises `UnsupportedOperation` naming the operation:
   wait_flags(rank, flags, value) -> Event            (poll until every flag offset in `flags` holds `value`)
 
 `Endpoint` binds a transport to one rank, so an algorithm reads
-`data = yield from ep.sendrecv(right, size, block, left)`.
+`data = yield from ep.sendrecv(right, size, block, left)`. `run({rank:
+generator})` runs rank processes to the end and reports a deadlock as a
+RunError naming the blocked ranks; `fire_at` schedules an event to succeed
+later, for transports that know a completion time in advance.
 
 `NetworkTransport` implements the interface on a built `Network` in LogGP
 terms: a send costs the sender `o` of CPU, waits for the NIC gap `g`, then
@@ -43,7 +46,7 @@ from simpy.core import NORMAL
 
 from cxlsim.errors import InputError, RunError
 
-__all__ = ["Transport", "Endpoint", "NetworkTransport", "UnsupportedOperation", "DEFAULT_CHUNK_BYTES"]
+__all__ = ["Transport", "Endpoint", "NetworkTransport", "UnsupportedOperation", "DEFAULT_CHUNK_BYTES", "fire_at"]
 
 DEFAULT_CHUNK_BYTES = 64 * 1024
 """Default pipelining unit, bytes."""
