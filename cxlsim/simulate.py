@@ -28,6 +28,7 @@ from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import PRESETS, get_preset
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.models.collectives import analytic, runner
+from cxlsim.models.collectives.base import lookup
 from cxlsim.models.collectives.selectors import select
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_sizes
@@ -149,7 +150,10 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
             except AssertionError as exc:
                 raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
             latency_ns, used, fallback, events = outcome.latency_ns, outcome.algorithm, outcome.note, outcome.events
-        notes = "; ".join(n for n in (note, fallback) if n)
+        inter_note = None
+        if used == "hierarchical":  # the leaders' algorithm may fall back too
+            _, inter_note = lookup("allgather", ctx.inter, len(ctx.groups))
+        notes = "; ".join(n for n in (note, fallback, inter_note and f"leaders: {inter_note}") if n)
         rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": used,
                      "note": notes, "engine": scenario.engine, "events": events,
                      "wall_s": time.perf_counter() - start})

@@ -88,3 +88,12 @@ def test_run_reports_fallbacks_and_checks_payloads():
                                  "workload.sizes": [8]})
     (row,) = run(cfg)
     assert row["algorithm"] == "bruck" and "fell back to bruck" in row["note"] and row["events"] > 0
+
+
+def test_hierarchical_reports_the_leaders_fallback():
+    cfg = config.with_overrides(config.from_dict(DEFAULT_SCENARIO),
+                                {"fabric.nodes": 6, "fabric.ranks_per_node": 2, "workload.algorithm": "hierarchical",
+                                 "workload.inter_algorithm": "recursive_doubling", "workload.sizes": [8]})
+    for engine in ("des", "analytic"):
+        (row,) = run(config.with_overrides(cfg, {"engine": engine}))
+        assert row["algorithm"] == "hierarchical" and "leaders: recursive_doubling" in row["note"]
