@@ -100,6 +100,24 @@ class CXLSwitchParams:
                 f"x{self.lanes_per_port} ports, but a {self.lanes}-lane switch has {self.max_ports}; "
                 f"use at most {self.max_ports - device_ports} hosts per switch, or a switch tree")
 
+    def tree_leaves(self, hosts: int, device_ports: int) -> int:
+        """Leaf switches of a two-level tree for `hosts` (one uplink each to a root holding the devices).
+
+        InputError if the root cannot hold the leaves' uplinks plus `device_ports`.
+        """
+        per_leaf = self.max_ports - 1
+        if per_leaf < 1:
+            raise InputError(f"switch ports: a {self.lanes}-lane switch with x{self.lanes_per_port} ports "
+                             "has no room for a host next to its uplink")
+        leaves = -(-hosts // per_leaf)
+        if leaves + device_ports > self.max_ports:
+            raise InputError(
+                f"switch ports: {hosts} hosts need {leaves} leaf switches ({per_leaf} hosts each); their "
+                f"uplinks + {device_ports} device ports need {leaves + device_ports} root ports, but a "
+                f"{self.lanes}-lane switch has {self.max_ports}; use at most "
+                f"{per_leaf * (self.max_ports - device_ports)} hosts on two levels")
+        return leaves
+
 
 @dataclass(frozen=True, kw_only=True)
 class CXLDeviceParams:

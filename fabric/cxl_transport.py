@@ -1,4 +1,4 @@
-"""The CXL pool transport: hosts on one CXL switch sharing a pool of memory devices, in SimPy.
+"""The CXL pool transport: hosts on a CXL switch (or a two-level tree) sharing pool devices, in SimPy.
 
 One rank runs on each host. Ranks talk only through the pool, with the pool
 operations of the transport interface (`cxlsim.fabric.transport`): loads and
@@ -18,7 +18,13 @@ device when both its last request has arrived and the device has served it:
     end = max(host issue end + path, device service end)
 
 A read's data is back at end + media latency + path; a streamed write is in
-the pool at `end` and acknowledged at end + path. Unloaded, a read of n bytes
+the pool at `end` and acknowledged at end + path. Consecutive chunks of pool
+address go to consecutive devices (interleaving, `devices`).
+
+Switch trees (`switch_levels=2`, CXL 3.x): hosts are spread evenly over leaf
+switches of at most ports - 1 hosts, whose uplinks meet at a root switch that
+holds the devices. The path gains a hop and a link, and each chunk also queues
+at its leaf's uplink (per direction, at the port bandwidth) before the device. Unloaded, a read of n bytes
 costs L + n/b with L = 2*path + media, exactly; when P hosts stream at once the
 device adds its queue, P*n/B in total.
 
@@ -95,13 +101,18 @@ class PoolFigures:
     """clflushopt issue per line, ns."""
     fence_ns: float
     """A fence once write-backs are done, ns."""
+    leaf_hosts: int = 0
+    """Most hosts under one leaf switch of a two-level tree (0: one switch)."""
+    uplink_bw_bytes_per_ns: float = 0.0
+    """A leaf's uplink to the root, per direction (two-level trees), bytes/ns."""
 
 
 class CXLPoolTransport(Transport):
-    """`hosts` hosts (one rank each) on one CXL switch with `devices` interleaved pool devices.
+    """`hosts` hosts (one rank each) on a CXL switch with `devices` interleaved pool devices.
 
     preset: a `CXLPoolPreset`; coherence: 'hw' or 'flush' (the preset must
-    allow it); pool_bytes: the pool's size (default: the devices' capacity);
+    allow it); switch_levels: 1 (one switch) or 2 (leaves under a root, if the
+    preset allows cascading); pool_bytes: the pool's size (default: the devices' capacity);
     snoop_filter_lines: overrides the preset's; poll_limit_ns: a flush-mode
     poll loop gives up with RunError after this long.
     """
@@ -110,15 +121,20 @@ class CXLPoolTransport(Transport):
                  devices: int = 1, pool_bytes: int | None = None, chunk_bytes: int = DEFAULT_POOL_CHUNK_BYTES,
                  switch_levels: int = 1, snoop_filter_lines: int | None = None, poll_limit_ns: float = 1e9):
         preset.check(coherence, switch_levels)
-        if switch_levels != 1:
-            raise InputError(f"switch_levels: {switch_levels} levels of switches are not modelled yet; use 1")
+        if switch_levels > 2:
+            raise InputError(f"switch_levels: expected 1 or 2 (trees deeper than two levels are not "
+                             f"modelled), got {switch_levels}")
         if not isinstance(hosts, int) or hosts < 1:
             raise InputError(f"hosts: expected an integer >= 1, got {hosts!r}")
         if not isinstance(devices, int) or devices < 1:
             raise InputError(f"devices: expected an integer >= 1, got {devices!r}")
         if not isinstance(chunk_bytes, int) or chunk_bytes < LINE or chunk_bytes % LINE:
             raise InputError(f"chunk_bytes: expected a positive multiple of {LINE} B, got {chunk_bytes!r}")
-        preset.switch.check_ports(hosts, devices * preset.device.heads)
+        if switch_levels == 1:
+            preset.switch.check_ports(hosts, devices * preset.device.heads)
+            leaves = 0
+        else:
+            leaves = preset.switch.tree_leaves(hosts, devices * preset.device.heads)
         capacity = devices * preset.device.capacity_bytes
         if pool_bytes is None:
             pool_bytes = capacity
@@ -136,13 +152,27 @@ class CXLPoolTransport(Transport):
         self.poll_limit_ns = poll_limit_ns
         hp, sw = preset.host_path, preset.switch
         link = preset.link.traversal_ns
-        self.path_ns = hp.port_latency_ns + link + switch_levels * sw.hop_latency_ns + link
+        self.path_ns = hp.port_latency_ns + link + switch_levels * (sw.hop_latency_ns + link)
         self.media_ns = preset.device.media_latency_ns
         self.load_ns = 2 * self.path_ns + self.media_ns
         self.host_bw_bytes_per_ns = min(sw.port_bw_bytes_per_ns, hp.outstanding_lines * LINE / self.load_ns)
         self.device_bw_bytes_per_ns = preset.device.bw_bytes_per_ns(sw.port_bw_bytes_per_ns)
         self._host_ports = [Port(f"host{h}", self.host_bw_bytes_per_ns, 0.0) for h in range(hosts)]
         self._devices = [Port(f"dev{d}", self.device_bw_bytes_per_ns, 0.0) for d in range(devices)]
+        # The stages a chunk queues at after its host, each (server, ns from the previous stage's
+        # start), for data going up (writes) and down (reads); None is the chunk's device.
+        self._leaves = leaves
+        if leaves:
+            to_leaf_uplink = hp.port_latency_ns + link + sw.hop_latency_ns
+            self.leaf_of = [h * leaves // hosts for h in range(hosts)]
+            up = [Port(f"leaf{k}->root", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
+            down = [Port(f"root->leaf{k}", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
+            self._stages = [(((up[k], to_leaf_uplink), (None, self.path_ns - to_leaf_uplink)),
+                             ((down[k], to_leaf_uplink), (None, self.path_ns - to_leaf_uplink)))
+                            for k in self.leaf_of]
+        else:
+            self.leaf_of = [0] * hosts
+            self._stages = [(((None, self.path_ns),), ((None, self.path_ns),))] * hosts
         self._cpu_free = [0.0] * hosts
         self._pending = [0] * hosts          # streamed writes and write-backs not yet acknowledged
         self._acked = [0.0] * hosts          # latest acknowledgement of those, ns
@@ -168,7 +198,9 @@ class CXLPoolTransport(Transport):
                            host_bw_bytes_per_ns=self.host_bw_bytes_per_ns,
                            device_bw_bytes_per_ns=self.device_bw_bytes_per_ns * len(self._devices),
                            hit_ns=hp.hit_latency_ns, copy_bw_bytes_per_ns=self.preset.host.memcpy_bw_bytes_per_ns,
-                           flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns)
+                           flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns,
+                           leaf_hosts=max(self.leaf_of.count(k) for k in set(self.leaf_of)) if self._leaves else 0,
+                           uplink_bw_bytes_per_ns=self.preset.switch.port_bw_bytes_per_ns if self._leaves else 0.0)
 
     def next_epoch(self, rank: int) -> int:
         """Count one more call of a pool protocol on `rank` (1, 2, ...): flag values and buffer parity."""
@@ -214,10 +246,17 @@ class CXLPoolTransport(Transport):
         self._memory[offset] = (size, label)
 
     # ------------------------------------------------------------------ the data path
-    def _transfer(self, rank, first, count, start_ns, finish) -> float:
+    def _transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
         """Move lines [first, first + count) between `rank`'s host and the pool, requests leaving from
-        `start_ns`; call `finish(end)` once every line has passed the device. Returns the issue end."""
+        `start_ns`; call `finish(end)` once every line has passed the device. Returns the issue end.
+
+        Each chunk queues at its host, then at each stage of `_stages` (a leaf's uplink in a tree,
+        charged before the device in both directions: a chain of FIFOs has the same throughput in
+        any order), then at its device.
+        """
         port = self._host_ports[rank]
+        stages = self._stages[rank][0 if up else 1]
+        reach = stages[0][1]
         c = self.chunk_lines
         devices = self._devices
         state = [0, 0.0, finish]
@@ -229,16 +268,22 @@ class CXLPoolTransport(Transport):
             nbytes = (stop - line) * LINE
             s1, issue_end = port.reserve(start_ns, nbytes)
             state[0] += 1
-            self.env.at(s1 + self.path_ns - now, self._at_device,
-                        (state, devices[(line // c) % len(devices)], nbytes, issue_end + self.path_ns))
+            self.env.at(s1 + reach - now, self._at_stage,
+                        (state, stages, 0, devices[(line // c) % len(devices)], nbytes, issue_end + reach))
             line = stop
         return issue_end
 
-    def _at_device(self, event):
-        state, device, nbytes, tail = event._value
-        _, served = device.reserve(self.env.now, nbytes)
-        self.device_bytes += nbytes
+    def _at_stage(self, event):
+        state, stages, k, device, nbytes, tail = event._value
+        server = stages[k][0] or device
+        start, served = server.reserve(self.env.now, nbytes)
         end = served if served > tail else tail
+        if k + 1 < len(stages):
+            reach = stages[k + 1][1]
+            self.env.at(start + reach - self.env.now, self._at_stage,
+                        (state, stages, k + 1, device, nbytes, end + reach))
+            return
+        self.device_bytes += nbytes
         if end > state[1]:
             state[1] = end
         state[0] -= 1
@@ -249,7 +294,7 @@ class CXLPoolTransport(Transport):
         """Read lines into `rank`; call on_data() when the data is back (+ `extra_ns`)."""
         def finish(end):
             self.env.at(end + self.media_ns + self.path_ns + extra_ns - self.env.now, on_data)
-        self._transfer(rank, first, count, start_ns, finish)
+        self._transfer(rank, first, count, start_ns, finish, up=False)
 
     def _write_back(self, rank, first, count, start_ns, extra_ns=0.0, on_pool=None) -> float:
         """Stream lines from `rank` to the pool; tracked until acknowledged (fence waits). Returns issue end."""
@@ -259,7 +304,7 @@ class CXLPoolTransport(Transport):
             if on_pool is not None:
                 self.env.at(end - self.env.now, on_pool)
             self.env.at(end + self.path_ns + extra_ns - self.env.now, self._acknowledged, rank)
-        return self._transfer(rank, first, count, start_ns, finish)
+        return self._transfer(rank, first, count, start_ns, finish, up=True)
 
     def _acknowledged(self, event):
         rank = event._value

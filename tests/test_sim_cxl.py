@@ -278,6 +278,37 @@ def test_closed_form_device_bottleneck_within_one_percent(preset, coherence, dev
     assert out.latency_ns == pytest.approx(form(fig, p, m, coherence), rel=0.01)
 
 
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_two_level_tree_adds_a_hop_and_equals_its_closed_form(coherence):
+    form = cxl_pool().cxl_pool_closed_form
+    for p in (2, 5, 10):  # one leaf; 10 hosts x 12.3 GB/s fit its 128 GB/s uplink and the device
+        for m in (1, 65536):
+            t = pool(p, coherence=coherence, switch_levels=2)
+            assert t.load_ns == pytest.approx(250.0 + 2 * (50.0 + 2.5))  # a second switch and link
+            out = allgather(t, m)
+            assert out.latency_ns == pytest.approx(form(t.figures(), p, m, coherence), rel=1e-9), (p, m)
+    # 17 hosts need two leaves (8 + 9 hosts); every rank still gets every block.
+    t = pool(17, coherence=coherence, switch_levels=2, devices=2)
+    assert sorted(t.leaf_of.count(k) for k in (0, 1)) == [8, 9]
+    allgather(t, 100)
+
+
+def test_tree_uplink_bottleneck_within_one_percent():
+    # 30 hosts, 15 per leaf, 4 devices, 96 lines in flight per host (17.3 GB/s at 355 ns): each
+    # leaf's uplink carries 15 x 30 blocks, more than the devices' share (30 x 30 blocks over 4
+    # devices) or a host's own (30 blocks).
+    form = cxl_pool().cxl_pool_closed_form
+    p, m = 30, 1 << 18
+    preset = get_cxl_preset("cxl3-pool")
+    preset = dataclasses.replace(preset, host_path=dataclasses.replace(preset.host_path, outstanding_lines=96))
+    t = CXLPoolTransport(preset, p, coherence="flush", switch_levels=2, devices=4)
+    fig = t.figures()
+    assert fig.leaf_hosts == 15 and fig.uplink_bw_bytes_per_ns == 128.0
+    leaf = 15 * p * m / 128.0
+    assert leaf > 1.3 * p * p * m / fig.device_bw_bytes_per_ns and leaf > 1.3 * p * m / fig.host_bw_bytes_per_ns
+    assert allgather(t, m).latency_ns == pytest.approx(form(fig, p, m, "flush"), rel=0.01)
+
+
 def test_one_host_is_capped_by_its_outstanding_requests():
     t = pool(1)
     assert t.load_ns == pytest.approx(250.0)  # end-to-end through one switch [E2E]
@@ -314,6 +345,11 @@ def test_bad_inputs_give_clear_errors():
         pool(2, "cxl2-pool", "hw")
     with pytest.raises(InputError, match="at most 1 level.* no cascaded switches"):
         pool(2, "cxl2-pool", "flush", switch_levels=2)
+    with pytest.raises(InputError, match="at most 2 level"):
+        pool(2, switch_levels=3)
+    with pytest.raises(InputError, match=r"226 hosts need 16 leaf switches .15 hosts each.; their uplinks \+ 1 "
+                                         r"device ports need 17 root ports.*at most 225 hosts on two levels"):
+        pool(226, switch_levels=2)
     with pytest.raises(InputError, match="coherence: expected one of hw, flush, got 'snoopy'"):
         pool(2, coherence="snoopy")
     with pytest.raises(InputError, match="pool_bytes: expected an integer in 1.."):

@@ -42,7 +42,9 @@ clflushopt write the block back (start = max(lines*F, write) + f).
 b is the host bandwidth, B the devices' total bandwidth. With P*b <= B the
 devices never delay a chunk and the DES equals the form; with P*b > B the max()
 terms are the device-port bottleneck, P*P*W/B: P readers each pulling P*W bytes
-through the same devices.
+through the same devices. In a two-level switch tree `path` includes the second
+hop, and a leaf's uplink adds a third bound: its k hosts pull k*P*W bytes
+through it (k*W going up for the write).
 """
 from __future__ import annotations
 
@@ -140,8 +142,11 @@ def cxl_pool_closed_form(fig, p: int, m: int, coherence: str, zero_copy: bool = 
     b, big_b = fig.host_bw_bytes_per_ns, fig.device_bw_bytes_per_ns
     x, d = line / b, w / b
     path, load, fence, flush = fig.path_ns, fig.load_ns, fig.fence_ns, fig.flush_ns_per_line
-    write = 2 * path + max(d, p * w / big_b) if lines else 0.0  # streamed (or written back) until acked
-    read = load + max(p * d, p * p * w / big_b) if lines and not zero_copy else 0.0
+    # A leaf's uplink (two-level trees) carries its hosts' share: k hosts x (W up, P*W down).
+    k, up = fig.leaf_hosts, fig.uplink_bw_bytes_per_ns
+    leaf = k / up if k else 0.0
+    write = 2 * path + max(d, p * w / big_b, w * leaf) if lines else 0.0  # streamed (or written back) until acked
+    read = load + max(p * d, p * p * w / big_b, p * w * leaf) if lines and not zero_copy else 0.0
     flag = x + load  # the flag store's read for ownership
     if coherence == "hw":
         start = fence if zero_copy else write + fence
