@@ -16,6 +16,8 @@ from cxlsim.errors import InputError, RunError
 
 COMMAND_MODULES = [
     "cxlsim.simulate",
+    "cxlsim.sweep",
+    "cxlsim.plot",
     "cxlsim.train",
     "cxlsim.emulator.cli",
 ]

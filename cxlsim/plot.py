@@ -1,0 +1,222 @@
+"""Plots of a sweep: `cxlsim plot WORKSPACE --x KEY --y METRIC [--hue KEY]`.
+
+A sweep's `sweep.csv` (cxlsim.sweep) has one row per point: the axis columns
+(dotted scenario keys, internal units) and the metric columns (`latency_us`,
+`events`, ...). A *line* plot draws METRIC against one axis, one line per value
+of the `--hue` axis. A *heatmap* (`--kind heatmap --x KEY --y KEY2 --z METRIC`)
+colours a grid of two axes by METRIC. Every other axis that the sweep varied
+must be pinned with `--where KEY=VALUE` (or the plot would silently mix
+points); the error says which. Failed points (an `error` in the CSV) are left
+out. The PNG goes into the workspace, written atomically
+(`Workspace.save_plot`), with the matplotlib Agg backend.
+
+Axis labels carry the unit of the scenario field (`fabric.links.latency [ns]`).
+Scales are linear unless the values are positive and span 100x or more
+(`--xscale`/`--yscale` override).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+
+from cxlsim import config
+from cxlsim.errors import InputError
+from cxlsim.results import Workspace
+from cxlsim.sweep import CSV_NAME, leaf_keys, read_csv_rows
+
+__all__ = ["plot", "axis_columns", "register"]
+
+_UNITS = (("_bytes_per_ns", "bytes/ns"), ("_ns", "ns"), ("_bytes", "bytes"), ("_us", "us"), ("_s", "s"))
+
+
+def _field_units(schema=config.Scenario, prefix: str = "") -> dict:
+    """Dotted YAML key -> unit, from the units in the schema's field names."""
+    out = {}
+    for f in dataclasses.fields(schema):
+        key = f"{prefix}{f.metadata['key']}"
+        if "section" in f.metadata:
+            out.update(_field_units(f.metadata["section"], key + "."))
+            continue
+        unit = next((u for suffix, u in _UNITS if f.name.endswith(suffix)), None)
+        if unit:
+            out[key] = unit
+    return out
+
+
+def _label(column: str) -> str:
+    unit = _field_units().get(column) or next((u for s, u in _UNITS if column.endswith(s)), None)
+    return f"{column} [{unit}]" if unit else column
+
+
+def axis_columns(frame) -> list[str]:
+    """The CSV's axis columns: those named by a dotted scenario key."""
+    keys = set(leaf_keys()) - {"seed"}  # the seed column is per point, derived, not an axis
+    return [c for c in frame.columns if c in keys]
+
+
+def _numeric(series) -> bool:
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def _scale(series, asked: str) -> str:
+    if asked != "auto":
+        return asked
+    if not _numeric(series) or series.empty:
+        return "linear"
+    lo, hi = series.min(), series.max()
+    return "log" if lo > 0 and hi / lo >= 100 else "linear"
+
+
+def _where(frame, where):
+    for text in where:
+        key, sep, value = text.partition("=")
+        if not sep or key not in frame.columns:
+            raise InputError(f"--where {text!r}: expected KEY=VALUE with KEY one of {', '.join(axis_columns(frame))}")
+        column = frame[key]
+        if _numeric(column):
+            try:
+                mask = (column - float(value)).abs() <= 1e-9 * max(1.0, abs(float(value)))
+            except ValueError:
+                raise InputError(f"--where {key}={value!r}: expected a number (the column holds numbers)") from None
+        else:
+            mask = column.astype(str) == value
+        if not mask.any():
+            seen = sorted(set(column.astype(str)))
+            raise InputError(f"--where {key}={value!r}: no point has this value; the sweep has {', '.join(seen)}")
+        frame = frame[mask]
+    return frame
+
+
+def _check_columns(frame, **named):
+    for flag, column in named.items():
+        if column is not None and column not in frame.columns:
+            raise InputError(f"--{flag} {column!r}: not a column of {CSV_NAME}.csv; expected one of "
+                             f"{', '.join(c for c in frame.columns if c not in ('point', 'point_id', 'seed', 'error'))}")
+
+
+def _unique(frame, by: list[str], flags: str) -> None:
+    """Every group of `by` holds one point, or the plot would mix points of other axes."""
+    if not frame.duplicated(subset=by).any():
+        return
+    others = [c for c in axis_columns(frame) if c not in by and frame[c].nunique() > 1]
+    pins = " ".join(f"--where {c}={frame[c].iloc[0]}" for c in others)
+    raise InputError(f"several points share the same {flags}: the sweep also varies {', '.join(others)}; "
+                     f"pin them (e.g. {pins}) or pass one as --hue")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = "line", z: str | None = None,
+         where=(), name: str | None = None, xscale: str = "auto", yscale: str = "auto"):
+    """Draw a sweep's CSV and save WORKSPACE/NAME.png; returns (png path, figure, axes).
+
+    line: `y` is a metric against axis `x`, one line per value of `hue`.
+    heatmap: `x` and `y` are axes, `z` the metric coloured.
+    The caller closes the figure (`matplotlib.pyplot.close(fig)`).
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = read_csv_rows(workspace)
+    if kind not in ("line", "heatmap"):
+        raise InputError(f"--kind {kind!r}: expected 'line' or 'heatmap'")
+    if kind == "heatmap" and z is None:
+        raise InputError("--kind heatmap: give the metric to colour with --z (and two axes as --x and --y)")
+    if kind == "line" and z is not None:
+        raise InputError("--z: only for --kind heatmap")
+    _check_columns(frame, x=x, y=y, hue=hue, z=z)
+    metric = z if kind == "heatmap" else y
+    frame = _where(frame, where)
+    frame = frame[frame[metric].notna()]
+    if frame.empty:
+        raise InputError(f"no finished point has a value of {metric} (with the --where filters given)")
+    by = [x, y] if kind == "heatmap" else [x] + ([hue] if hue else [])
+    _unique(frame, by, " and ".join(f"--{f} {c}" for f, c in zip(("x", "y" if kind == "heatmap" else "hue"), by)))
+    title = ", ".join(where) if where else None
+    if kind == "line":
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        groups = [(None, frame)] if hue is None else sorted(frame.groupby(hue), key=lambda g: g[0])
+        for value, group in groups:
+            group = group.sort_values(x) if _numeric(frame[x]) else group
+            ax.plot(group[x].tolist(), group[y].tolist(), marker="o",
+                    label=None if hue is None else f"{value}")
+        ax.set_xscale(_scale(frame[x], xscale))
+        ax.set_yscale(_scale(frame[y], yscale))
+        ax.set_xlabel(_label(x))
+        ax.set_ylabel(_label(y))
+        if hue is not None:
+            ax.legend(title=_label(hue), fontsize="small")
+        ax.grid(True, which="both", alpha=0.3)
+        default = f"{y}-vs-{x}" + (f"-by-{hue}" if hue else "")
+    else:
+        from matplotlib.colors import LogNorm
+
+        table = frame.pivot(index=y, columns=x, values=z).sort_index().sort_index(axis=1)
+        values = table.to_numpy(dtype=float)
+        finite = values[~(values != values)]
+        lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
+        norm = LogNorm(lo, hi) if lo > 0 and hi / lo >= 100 else None
+        fig, ax = plt.subplots(figsize=(1.2 + 0.9 * max(3, len(table.columns)), 1.0 + 0.6 * max(3, len(table.index))))
+        image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis", norm=norm)
+        ax.set_xticks(range(len(table.columns)), [f"{v:g}" if isinstance(v, float) else str(v) for v in table.columns])
+        ax.set_yticks(range(len(table.index)), [f"{v:g}" if isinstance(v, float) else str(v) for v in table.index])
+        ax.set_xlabel(_label(x))
+        ax.set_ylabel(_label(y))
+        fig.colorbar(image, ax=ax, label=_label(z))
+        if values.size <= 400:
+            mid = math.sqrt(lo * hi) if norm is not None else (lo + hi) / 2
+            for (i, j), v in _cells(values):
+                ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
+                        color="white" if v < mid else "black")
+        default = f"{z}-by-{x}-{y}"
+    if title:
+        ax.set_title(title, fontsize="small")
+    path = Workspace(workspace).save_plot(_safe(name or default), fig)
+    return path, fig, ax
+
+
+def _cells(values):
+    for i, row in enumerate(values):
+        for j, v in enumerate(row):
+            if v == v:  # not NaN (a failed or missing point)
+                yield (i, j), v
+
+
+def main(args) -> int:
+    import matplotlib.pyplot as plt
+
+    if not os.path.isdir(args.workspace):
+        raise InputError(f"workspace {args.workspace!r}: no such directory")
+    path, fig, _ = plot(args.workspace, args.x, args.y, hue=args.hue, kind=args.kind, z=args.z,
+                        where=args.where or (), name=args.name, xscale=args.xscale, yscale=args.yscale)
+    plt.close(fig)
+    print(f"# plot: {path}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "plot", help="plot a sweep's CSV (lines or a heatmap) into its workspace",
+        description="Plot WORKSPACE/sweep.csv from 'cxlsim sweep'. Line: --y METRIC against --x KEY, one line "
+                    "per --hue KEY. Heatmap: --kind heatmap --x KEY --y KEY2 --z METRIC. Axis columns hold "
+                    "internal units (ns, bytes, bytes/ns); the labels say which.")
+    p.add_argument("workspace", help="a sweep workspace (holds sweep.csv)")
+    p.add_argument("--x", required=True, help="axis column for the x axis, e.g. fabric.nodes")
+    p.add_argument("--y", required=True, help="line: metric column (e.g. latency_us); heatmap: second axis column")
+    p.add_argument("--hue", help="line: one line per value of this axis column")
+    p.add_argument("--z", help="heatmap: the metric column coloured")
+    p.add_argument("--kind", default="line", choices=["line", "heatmap"], help="line (default) or heatmap")
+    p.add_argument("--where", action="append", metavar="KEY=VALUE",
+                   help="keep only points with this axis value (repeatable), e.g. workload.sizes=8192")
+    p.add_argument("--name", help="PNG name in the workspace (default from the columns)")
+    p.add_argument("--xscale", default="auto", choices=["auto", "linear", "log"],
+                   help="auto (default): log if positive and spanning >= 100x")
+    p.add_argument("--yscale", default="auto", choices=["auto", "linear", "log"], help="as --xscale")
+    p.set_defaults(func=main)
