@@ -276,8 +276,8 @@ def test_same_seed_same_results_and_jitter_statistics():
 
 def test_bad_run_inputs():
     spec, job = _ddp_setup(2)
-    with pytest.raises(InputError, match="mode: expected one of sync, ddp, async, got 'hybrid'"):
-        modes.simulate(spec, job, "hybrid", steps=1)
+    with pytest.raises(InputError, match="mode: expected one of sync, ddp, async, hybrid, horovod, got 'elastic'"):
+        modes.simulate(spec, job, "elastic", steps=1)
     with pytest.raises(InputError, match="steps: expected an integer >= 1, got 0"):
         modes.run_ddp(spec, job, steps=0)
     with pytest.raises(InputError, match="cv: expected a coefficient of variation >= 0, got -0.1"):

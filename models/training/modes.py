@@ -1,5 +1,8 @@
 """Data-parallel training modes as DES processes on the transport: EDDIS sync/async and PyTorch DDP.
 
+(EDDIS hybrid is in `hybrid.py`, Horovod and the flow-level DDP twin in
+`horovod.py`; they register themselves in `MODES`.)
+
 Every GPU of a cluster spec is one worker, i.e. one transport rank on its node's
 host. A worker's GPU compute is a SimPy timeout (the GPU's own timeline);
 everything it sends, receives and reduces goes through the transport on the
@@ -12,7 +15,10 @@ the host CPU's reduction speed.
 Compute time. Worker w's iteration s takes `job.iteration_ns[w] * J[s, w]`,
 where J is drawn once per run from one numpy Generator (`results.make_rng`):
 lognormal with mean 1 and coefficient of variation `cv` (sigma^2 = ln(1 + cv^2),
-mu = -sigma^2 / 2). cv = 0 gives exactly the profile times. Of an iteration,
+mu = -sigma^2 / 2). cv = 0 gives exactly the profile times. Every mode also
+takes `slowdown` (seeded transient slow episodes) and `failure` (a worker
+that fails for good at an iteration); see `stragglers.py`. Synchronous modes
+stall on a failed worker and say so (RunError); async and hybrid go on. Of an iteration,
 the first 1 - `backward_fraction` is the forward pass and the rest is the
 backward pass (default 2/3: backward costs about twice the forward); the
 optimizer step is inside the profile time and is not modelled separately.
@@ -29,12 +35,21 @@ Modes (`MODES`, looked up by name):
   reductions at the host's reduction bandwidth), and once all W have arrived
   it sends the aggregate back to every worker (the pull), starting at worker
   k*W//S and wrapping, so servers do not all hit the same worker first.
-  Aggregation is by the memory servers in this slice. The step therefore waits
+  This is `aggregation="servers"` (the default). The step therefore waits
   for the slowest worker, and the servers' incast (W pushes into one port) is
   queued by the network. With one server rank, no jitter and a slowest worker
   late enough that the others' pushes are done, one step takes exactly
   t_slowest + T(G) + R(G) + T(G) + (W-1)*G*beta  (analytic.CostModel terms:
   the slow push, its reduction, and W pulls through the server's uplink).
+  `aggregation="workers"`: the workers aggregate over the shared region and
+  the memory servers only hold memory (one-sided RDMA; no server CPU
+  reduction). The gradient is cut into W slices of ceil(G / W) bytes, slice j
+  living on store rank j mod S. Each worker writes the W - 1 slices it does
+  not aggregate; when all W - 1 copies of slice j are in, worker j reads them
+  (one (W - 1)-slice read), reduces them on its GPU and writes the reduced
+  slice back, and every other worker reads it. A reduce-scatter plus an
+  allgather through the store: the servers' incast is still modelled, their
+  CPUs are not the bottleneck.
 - `ddp` (PyTorch DistributedDataParallel baseline). Gradients are bucketed in
   reverse parameter order: a first bucket of `first_bucket_bytes` (1 MiB) and
   then buckets of `bucket_cap_bytes` (25 MiB), as in PyTorch's reducer. A
@@ -61,15 +76,18 @@ due to slower workers: min(tail, max over workers of their compute end -
 its own compute end), tail being the time from its compute end to its step
 end; the rest of the tail is communicating. Async workers never wait.
 
-Not modelled in this slice: the hybrid mode, Horovod, CXL placement of the
-store, aggregation by the workers, transient slowdowns and failed nodes.
+`collective="flow"` (ddp): the same schedule with flow-level ring costs
+(`flow.ring_allreduce`), tested equal to the DES within 2%.
+
+Not modelled: a CXL-pool placement of the store's bulk data (it needs the CXL
+pool transport of issue 4; hybrid's counter atomic is costed for CXL
+placements), elastic recovery after a failed node.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-import numpy as np
 import simpy
 
 from cxlsim.errors import InputError, RunError
@@ -81,10 +99,12 @@ from cxlsim.fabric.transport import Endpoint, NetworkTransport
 from cxlsim.models.collectives.base import Group, reduced_vector, vector_of
 from cxlsim.models.collectives.reductions import allreduce_ring
 from cxlsim.models.training import profiles
+from cxlsim.models.training.stragglers import Failure, Slowdown, jitter, multipliers
 from cxlsim.results import make_rng
 
 __all__ = ["MIB", "Job", "make_job", "WorkerStats", "TrainingResult", "jitter", "ddp_buckets",
-           "run_sync", "run_ddp", "run_async", "MODES", "simulate", "DEFAULT_TRAINING_CHUNK_BYTES"]
+           "run_sync", "run_ddp", "run_async", "MODES", "register", "simulate", "DEFAULT_TRAINING_CHUNK_BYTES",
+           "Slowdown", "Failure"]
 
 MIB = 1 << 20
 DEFAULT_TRAINING_CHUNK_BYTES = MIB
@@ -175,6 +195,8 @@ class TrainingResult:
     seed: int
     events: int = 0
     extra: dict = field(default_factory=dict)
+    intervals: list = field(default_factory=list, repr=False)
+    """Per worker, per step: (start_ns, compute_end_ns, end_ns), for timelines (not in summaries)."""
 
     @property
     def throughput_samples_per_s(self) -> float:
@@ -183,16 +205,6 @@ class TrainingResult:
     def worker_rows(self) -> list[dict]:
         """One dict per worker (times in ns), for CSV/JSON output."""
         return [vars(w).copy() for w in self.workers]
-
-
-def jitter(rng: np.random.Generator, steps: int, workers: int, cv: float) -> np.ndarray:
-    """steps x workers lognormal multipliers with mean 1 and coefficient of variation `cv` (cv=0: ones)."""
-    if isinstance(cv, bool) or not isinstance(cv, (int, float)) or not cv >= 0 or math.isinf(cv):
-        raise InputError(f"cv: expected a coefficient of variation >= 0, got {cv!r}")
-    if cv == 0:
-        return np.ones((steps, workers))
-    sigma2 = math.log1p(cv * cv)
-    return rng.lognormal(-sigma2 / 2.0, math.sqrt(sigma2), size=(steps, workers))
 
 
 def ddp_buckets(gradient_bytes: int, first_bucket_bytes: int = MIB, bucket_cap_bytes: int = 25 * MIB) -> list[int]:
@@ -234,25 +246,29 @@ def _check_run(spec, job, steps):
         raise InputError(f"job: has {len(job.iteration_ns)} workers but the cluster has {spec.size} GPUs")
 
 
-def _transport(spec, server_ranks: int, chunk_bytes: int) -> NetworkTransport:
-    """Workers on their node hosts, then `server_ranks` ranks spread over the memory-server hosts."""
-    servers = spec.memory_servers if server_ranks else 0
+def _transport(spec, server_ranks: int, chunk_bytes: int, extra_ranks: int = 0) -> NetworkTransport:
+    """Workers on their node hosts, then `server_ranks` ranks spread over the memory-server hosts,
+    then `extra_ranks` more on the first memory server (e.g. hybrid's counter)."""
+    servers = spec.memory_servers if server_ranks or extra_ranks else 0
     hosts = spec.worker_hosts + servers
     host_of = [w.host for w in spec.workers()]
     host_of += [spec.worker_hosts + k // spec.server_cores for k in range(server_ranks)]
+    host_of += [spec.worker_hosts] * extra_ranks
     net = build(topology.star(hosts), get_preset(spec.interconnect), Environment())
     return NetworkTransport(net, _Layout(hosts, host_of), chunk_bytes)
 
 
-def _run(env, procs):
-    """Run until every process in `procs` is done; a stall is a RunError."""
+def _run(env, procs, failure=None):
+    """Run until every process in `procs` is done; a stall is a RunError (naming a failed worker)."""
     try:
         env.run(until=env.all_of(procs))
     except RuntimeError as exc:
         if "No scheduled events left" not in str(exc):
             raise
         stuck = [i for i, p in enumerate(procs) if p.is_alive]
-        raise RunError(f"training run stalled at t={env.now:.1f} ns; workers {stuck[:8]} never finished") from None
+        why = (f"; worker {failure.worker} failed at iteration {failure.step} and this synchronous mode "
+               "waits for every worker (no elastic recovery is modelled)") if failure is not None else ""
+        raise RunError(f"training run stalled at t={env.now:.1f} ns; workers {stuck[:8]} never finished{why}") from None
 
 
 class _Steps:
@@ -267,6 +283,10 @@ class _Steps:
         self.start[w].append(start)
         self.cend[w].append(cend)
         self.end[w].append(end)
+
+    def intervals(self) -> list:
+        """Per worker: [(start, compute end, step end), ...] in ns."""
+        return [list(zip(a, b, c)) for a, b, c in zip(self.start, self.cend, self.end)]
 
     def stats(self, spec, job, synchronous: bool) -> list:
         out = []
@@ -288,14 +308,32 @@ class _Steps:
         return out
 
 
+def _synchronous_result(mode, spec, job, steps, rec, params, seed, events, extra=None) -> TrainingResult:
+    """The result of a mode in which every worker does `steps` steps (sync, ddp, horovod)."""
+    W = spec.size
+    stats = rec.stats(spec, job, synchronous=True)
+    step_end = tuple(max(rec.end[w][s] for w in range(W)) for s in range(steps))
+    return TrainingResult(
+        mode=mode, model=job.model, precision=job.precision, batch=job.batch, steps=steps,
+        samples=steps * W * job.batch, elapsed_ns=step_end[-1], workers=stats, step_end_ns=step_end,
+        params={**params, "interconnect": spec.interconnect, "gradient_dtype": job.gradient_dtype},
+        seed=seed, events=events, extra=extra or {}, intervals=rec.intervals())
+
+
 def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
-             chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES) -> TrainingResult:
+             chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES, aggregation: str = "servers",
+             slowdown: Slowdown | None = None, failure: Failure | None = None) -> TrainingResult:
     """EDDIS sync: push to the SoftMemoryBox servers, aggregate there, pull; each step waits for the slowest."""
     _check_run(spec, job, steps)
     W, S = spec.size, spec.memory_servers * spec.server_cores
     shard = -(-job.gradient_bytes // S)
     rng, seed = make_rng(seed)
-    J = jitter(rng, steps, W, cv)
+    J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
+    if aggregation == "workers":
+        return _sync_by_workers(spec, job, steps, seed, J, chunk_bytes, failure,
+                                {"cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure)})
+    if aggregation != "servers":
+        raise InputError(f"aggregation: expected 'servers' or 'workers', got {aggregation!r}")
     tr = _transport(spec, S, chunk_bytes)
     env = tr.env
     rec = _Steps(W)
@@ -304,6 +342,8 @@ def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float =
         base = job.iteration_ns[w]
         for s in range(steps):
             start = env.now
+            if not math.isfinite(J[s, w]):
+                return  # failed node
             yield env.timeout(float(base * J[s, w]))
             cend = env.now
             for k in range(S):
@@ -344,22 +384,102 @@ def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float =
 
     workers = [env.process(worker(w)) for w in range(W)]
     servers = [env.process(server(k)) for k in range(S)]
-    _run(env, workers + servers)
-    stats = rec.stats(spec, job, synchronous=True)
-    step_end = tuple(max(rec.end[w][s] for w in range(W)) for s in range(steps))
-    return TrainingResult(
-        mode="sync", model=job.model, precision=job.precision, batch=job.batch, steps=steps,
-        samples=steps * W * job.batch, elapsed_ns=step_end[-1], workers=stats, step_end_ns=step_end,
-        params={"memory_servers": spec.memory_servers, "server_cores": spec.server_cores, "shard_bytes": shard,
-                "aggregation": "memory servers", "cv": cv, "chunk_bytes": chunk_bytes,
-                "interconnect": spec.interconnect, "gradient_dtype": job.gradient_dtype},
-        seed=seed, events=env.events)
+    _run(env, workers + servers, failure)
+    return _synchronous_result(
+        "sync", spec, job, steps, rec,
+        {"memory_servers": spec.memory_servers, "server_cores": spec.server_cores, "shard_bytes": shard,
+         "aggregation": "memory servers", "cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure),
+         "chunk_bytes": chunk_bytes}, seed, env.events)
+
+
+def _sync_by_workers(spec, job, steps, seed, J, chunk_bytes, failure, noise):
+    """EDDIS sync with the workers aggregating over the shared region (see the module docstring)."""
+    W, S = spec.size, spec.memory_servers * spec.server_cores
+    sl = -(-job.gradient_bytes // W)
+    tr = _transport(spec, S, chunk_bytes)
+    env = tr.env
+    rec = _Steps(W)
+    home = [j % S for j in range(W)]  # server rank holding slice j
+    count = {}
+
+    def worker(w):
+        ep = _GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
+        expect = [sum(1 for j in range(W) if home[j] == k and j != w) + (home[w] == k and W > 1) for k in range(S)]
+        for s in range(steps):
+            start = env.now
+            if not math.isfinite(J[s, w]):
+                return  # failed node
+            yield env.timeout(float(job.iteration_ns[w] * J[s, w]))
+            cend = env.now
+            if W > 1:
+                for j in range(W):
+                    if j != w:
+                        tr.send(w, W + home[j], sl, ("grad", s, w, j), tag=s)
+                mine, done, left = simpy.Event(env), simpy.Event(env), [W - 1]
+
+                def got(event, mine=mine, done=done, left=left):
+                    if event.value[0] == "slices":
+                        mine.succeed()
+                    else:
+                        left[0] -= 1
+                        if left[0] == 0:
+                            done.succeed()
+
+                for k in range(S):
+                    for _ in range(expect[k]):
+                        tr.recv(w, W + k, tag=s).callbacks.append(got)
+                yield mine
+                yield ep.reduce((W - 1) * sl)  # the other W-1 workers' slice w, on this GPU
+                tr.send(w, W + home[w], sl, ("agg", s, w), tag=s)
+                yield done
+            rec.add(w, start, cend, env.now)
+
+    def handler(k, w):
+        rank = W + k
+        expect = sum(1 for j in range(W) if home[j] == k and j != w) + (home[w] == k)
+        for s in range(steps):
+            for _ in range(expect):
+                msg = yield tr.recv(rank, w, tag=s)
+                if msg[0] == "grad":
+                    j = msg[3]
+                    count[s, j] = count.get((s, j), 0) + 1
+                    if count[s, j] == W - 1:  # every other worker has written slice j: aggregator j reads them
+                        tr.send(rank, j, (W - 1) * sl, ("slices", s, j), tag=s)
+                else:
+                    j = msg[2]
+                    for i in range(1, W):  # every other worker reads the reduced slice j
+                        tr.send(rank, (j + i) % W, sl, ("reduced", s, j), tag=s)
+
+    workers = [env.process(worker(w)) for w in range(W)]
+    if W > 1:
+        for k in range(S):
+            for w in range(W):
+                env.process(handler(k, w))
+    _run(env, workers, failure)
+    return _synchronous_result(
+        "sync", spec, job, steps, rec,
+        {"memory_servers": spec.memory_servers, "server_cores": spec.server_cores, "slice_bytes": sl,
+         "aggregation": "workers", **noise, "chunk_bytes": chunk_bytes}, seed, env.events)
 
 
 def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
             bucket_cap_bytes: int = 25 * MIB, first_bucket_bytes: int = MIB, overlap: bool = True,
-            backward_fraction: float = 2.0 / 3.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES) -> TrainingResult:
-    """PyTorch DDP: bucketed ring all-reduce, overlapped with the backward pass when `overlap`."""
+            backward_fraction: float = 2.0 / 3.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
+            slowdown: Slowdown | None = None, failure: Failure | None = None,
+            collective: str = "des") -> TrainingResult:
+    """PyTorch DDP: bucketed ring all-reduce, overlapped with the backward pass when `overlap`.
+
+    collective: 'des' runs every ring message on the transport; 'flow' uses the flow-level
+    recurrence (horovod.run_ddp_flow), tested equal to the DES within 2%.
+    """
+    if collective == "flow":
+        from cxlsim.models.training.horovod import run_ddp_flow
+        return run_ddp_flow(spec, job, steps=steps, seed=seed, cv=cv, bucket_cap_bytes=bucket_cap_bytes,
+                            first_bucket_bytes=first_bucket_bytes, overlap=overlap,
+                            backward_fraction=backward_fraction, chunk_bytes=chunk_bytes, slowdown=slowdown,
+                            failure=failure)
+    if collective != "des":
+        raise InputError(f"collective: expected 'des' or 'flow', got {collective!r}")
     _check_run(spec, job, steps)
     if not 0.0 < backward_fraction <= 1.0:
         raise InputError(f"backward_fraction: expected a fraction in (0, 1], got {backward_fraction!r}")
@@ -367,7 +487,7 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
     buckets = ddp_buckets(G, first_bucket_bytes, bucket_cap_bytes)
     ends = [sum(buckets[:i + 1]) for i in range(len(buckets))]
     rng, seed = make_rng(seed)
-    J = jitter(rng, steps, W, cv)
+    J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
     tr = _transport(spec, 0, chunk_bytes)
     env = tr.env
     rec = _Steps(W)
@@ -388,6 +508,8 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
         ep = _GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
         for s in range(steps):
             start = env.now
+            if not math.isfinite(J[s, w]):
+                return  # failed node
             it = float(job.iteration_ns[w] * J[s, w])
             bwd = it * backward_fraction
             yield env.timeout(it - bwd)
@@ -401,21 +523,23 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
             rec.add(w, start, cend, env.now)
 
     procs = [env.process(worker(w)) for w in range(W)]
-    _run(env, procs)
-    stats = rec.stats(spec, job, synchronous=True)
-    step_end = tuple(max(rec.end[w][s] for w in range(W)) for s in range(steps))
-    return TrainingResult(
-        mode="ddp", model=job.model, precision=job.precision, batch=job.batch, steps=steps,
-        samples=steps * W * job.batch, elapsed_ns=step_end[-1], workers=stats, step_end_ns=step_end,
-        params={"bucket_cap_bytes": bucket_cap_bytes, "first_bucket_bytes": first_bucket_bytes,
-                "buckets": len(buckets), "overlap": overlap, "backward_fraction": backward_fraction,
-                "allreduce": "ring", "cv": cv, "chunk_bytes": chunk_bytes, "interconnect": spec.interconnect,
-                "gradient_dtype": job.gradient_dtype},
-        seed=seed, events=env.events)
+    _run(env, procs, failure)
+    return _synchronous_result("ddp", spec, job, steps, rec, _ddp_params(
+        bucket_cap_bytes, first_bucket_bytes, len(buckets), overlap, backward_fraction, "des", cv, slowdown,
+        failure, chunk_bytes), seed, env.events)
+
+
+def _ddp_params(bucket_cap_bytes, first_bucket_bytes, buckets, overlap, backward_fraction, collective, cv,
+                slowdown, failure, chunk_bytes) -> dict:
+    return {"bucket_cap_bytes": bucket_cap_bytes, "first_bucket_bytes": first_bucket_bytes, "buckets": buckets,
+            "overlap": overlap, "backward_fraction": backward_fraction, "allreduce": "ring",
+            "collective": collective, "cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure),
+            "chunk_bytes": chunk_bytes}
 
 
 def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = None, cv: float = 0.0,
-              chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES) -> TrainingResult:
+              chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES, slowdown: Slowdown | None = None,
+              failure: Failure | None = None) -> TrainingResult:
     """EDDIS async (elastic averaging): exchange with the centre every `tau` local steps, never wait for others."""
     _check_run(spec, job, steps)
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
@@ -425,7 +549,7 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
     budget = steps * W
     rng, seed = make_rng(seed)
     # Worker w's k-th local step uses J[k, w]; a worker takes at most `budget` steps.
-    J = jitter(rng, budget, W, cv)
+    J = multipliers(rng, budget, W, cv, slowdown=slowdown, failure=failure)
     tr = _transport(spec, S, chunk_bytes)
     env = tr.env
     rec = _Steps(W)
@@ -436,6 +560,8 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
         ep = _GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
         base, local = job.iteration_ns[w], 0
         while claimed[0] < budget:
+            if not math.isfinite(J[local, w]):
+                return  # failed node: the others take over its share of the budget
             claimed[0] += 1
             start = env.now
             yield env.timeout(float(base * J[local, w]))
@@ -472,17 +598,28 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
         mode="async", model=job.model, precision=job.precision, batch=job.batch, steps=steps,
         samples=budget * job.batch, elapsed_ns=elapsed, workers=stats, step_end_ns=(),
         params={"tau": tau, "memory_servers": spec.memory_servers, "server_cores": spec.server_cores,
-                "shard_bytes": shard, "cv": cv, "chunk_bytes": chunk_bytes, "interconnect": spec.interconnect,
+                "shard_bytes": shard, "cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure),
+                "chunk_bytes": chunk_bytes, "interconnect": spec.interconnect,
                 "gradient_dtype": job.gradient_dtype},
-        seed=seed, events=env.events, extra={"exchanges": list(exchanges)})
+        seed=seed, events=env.events, extra={"exchanges": list(exchanges)}, intervals=rec.intervals())
 
 
 MODES = {"sync": run_sync, "ddp": run_ddp, "async": run_async}
-"""Training modes by name."""
+"""Training modes by name (hybrid and horovod register themselves from their modules)."""
+
+
+def register(name: str, fn) -> None:
+    """Add a training mode `fn(spec, job, *, steps, seed, cv, ...)` under `name`."""
+    MODES[name] = fn
+
+
+def _describe(value):
+    """A Slowdown/Failure (or None) as a plain dict for the result's params."""
+    return None if value is None else dict(vars(value))
 
 
 def simulate(spec, job: Job, mode: str, **params) -> TrainingResult:
-    """Run `mode` ('sync', 'ddp' or 'async') with its keyword parameters."""
+    """Run `mode` (a key of MODES) with its keyword parameters."""
     try:
         fn = MODES[mode]
     except KeyError:
