@@ -63,7 +63,8 @@ def _measure(comm, world, sizes, args):
 
     from cxlsim.emulator.bench import BenchPlan, run_plan
     from cxlsim.emulator.copybw import copy_bandwidth
-    from cxlsim.emulator.osu import read_osu, write_text_atomic
+    from cxlsim.emulator.osu import read_osu
+    from cxlsim.results import atomic_write
 
     nranks = world.size
     cores = len(os.sched_getaffinity(0))
@@ -126,7 +127,7 @@ def _measure(comm, world, sizes, args):
     else:
         print("# targets: " + ("all met" if not misses else f"{len(misses)} missed:\n#   " + "\n#   ".join(misses)))
     path = os.path.join(args.out, f"np{nranks}.json")
-    write_text_atomic(path, json.dumps(rows, indent=1))
+    atomic_write(path, json.dumps(rows, indent=1))
     _plot(rows, os.path.join(args.out, f"np{nranks}.png"), nranks, label)
     print(f"# wrote {path} and np{nranks}.png")
     return 0

@@ -298,6 +298,9 @@ def test_bench_runs_and_writes_csv(tmp_path, extra):
     frame = pd.read_csv(csv_path)
     assert list(frame["size_bytes"]) == [2**i for i in range(13)]
     assert (frame["avg_us"] > 0).all() and set(frame["np"]) == {3}
+    import json
+    info = json.loads((tmp_path / "out.provenance.json").read_text())
+    assert info["cxlsim"] and info["numpy"] and info["pool"] == "shm" and "seed" in info
 
 
 @pytest.mark.mpi

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu, parse_osu, read_osu, write_text_atomic
+from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu, parse_osu, read_osu
 from cxlsim.errors import InputError
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -70,10 +70,3 @@ def test_empty_and_missing_files(tmp_path):
         read_osu(str(tmp_path / "missing.txt"))
     with pytest.raises(InputError, match="no column 'Bandwidth'"):
         parse_osu(LATENCY)[0].column("Bandwidth")
-
-
-def test_atomic_write_leaves_no_temporaries(tmp_path):
-    target = tmp_path / "out.csv"
-    write_text_atomic(str(target), "a,b\n1,2\n")
-    write_text_atomic(str(target), "a,b\n3,4\n")
-    assert target.read_text() == "a,b\n3,4\n" and os.listdir(tmp_path) == ["out.csv"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -20,9 +21,10 @@ from tqdm import tqdm
 from cxlsim import __version__
 from cxlsim.emulator.bench import BenchPlan, run_plan
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
-from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu, write_text_atomic
+from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu
 from cxlsim.emulator.pool import parse_pool_spec
 from cxlsim.errors import InputError, RunError
+from cxlsim.results import atomic_write, provenance
 from cxlsim.units import UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_sizes, parse_time
 
 MPI_ENV_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
@@ -137,9 +139,24 @@ def bench_allgather(args) -> int:
     coherence = args.coherence or spec.default_coherence
     print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy), end="")
     if args.output:
-        write_text_atomic(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
-        print(f"# wrote {args.output}")
+        atomic_write(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
+        sidecar = os.path.splitext(args.output)[0] + ".provenance.json"
+        atomic_write(sidecar, json.dumps(bench_provenance(args, spec, coherence), indent=2) + "\n")
+        print(f"# wrote {args.output} and {sidecar}")
     return 0
+
+
+def bench_provenance(args, spec, coherence) -> dict:
+    """What the bench ran with: versions, machine, CPU line ops, MPI library (no random draws: seed None)."""
+    from cxlsim.emulator._kernels import cpu_features
+
+    info = {**provenance(None), "pool": str(spec), "coherence": coherence, "zero_copy": args.zero_copy,
+            "cpu_line_ops": sorted(cpu_features()), "cores": len(os.sched_getaffinity(0))}
+    if args.baseline:
+        from mpi4py import MPI
+
+        info["mpi_library"] = MPI.Get_library_version().split("\n")[0].strip()
+    return info
 
 
 def _progress(comm, plan):

@@ -14,9 +14,7 @@ the column names it can find. cxlsim writes the same format (with ``-f`` columns
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import tempfile
 
 from cxlsim.errors import InputError
 
@@ -130,19 +128,3 @@ def read_osu(path: str) -> list[OSUTable]:
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     return parse_osu(text, source=path)
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` through a temporary file and os.replace, so readers never see half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
