@@ -8,7 +8,7 @@ builds the public communicator on it. `cxlsim.emulator.reference` is the slow tw
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS,
                              PyBUF_STRIDES)
 from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -41,14 +41,18 @@ cdef class ZeroCopyResult:
     raises StaleViewError.
     """
     cdef object owner
+    cdef PoolKernel kernel  # the owner when it is a Cython kernel: its epoch is read without a lookup
     cdef uint64_t result_epoch
     cdef object view
 
     def __cinit__(self, owner, uint64_t epoch, view):
         self.owner, self.result_epoch, self.view = owner, epoch, view
+        self.kernel = owner if isinstance(owner, PoolKernel) else None
 
     @property
     def array(self):
+        if self.kernel is not None and self.kernel.epoch == self.result_epoch:
+            return self.view
         if self.owner.epoch != self.result_epoch:
             raise StaleViewError(f"zero-copy result of epoch {self.result_epoch} used after epoch "
                                  f"{self.owner.epoch} began: copy what you need before the next collective call")
@@ -173,6 +177,66 @@ def read_pass(obj):
     finally:
         PyBuffer_Release(&b)
     return acc
+
+
+def clock_read_ns(Py_ssize_t iterations=1000):
+    """Mean ns between two back-to-back reads of the kernels' clock (what a timed region of nothing measures)."""
+    cdef double t0, t1, total = 0.0
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(iterations):
+            t0 = cxl_now_ns()
+            t1 = cxl_now_ns()
+            total += t1 - t0
+    return total / max(iterations, 1)
+
+
+def line_op_ns(buf, int op, bint dirty, str fence="sfence", Py_ssize_t iterations=100):
+    """Mean ns of one cache-maintenance pass over a contiguous buffer, GIL released (calibration).
+
+    Per iteration, untimed: store to every byte (dirty=True: the lines are Modified, as a
+    writer's slot before its write-back) or load every byte (dirty=False: clean copies, as a
+    reader's stale lines). Timed: `op` (OP_CLFLUSHOPT, OP_CLWB or OP_CLFLUSH) on every 64-B
+    line, then the fence ('sfence', 'mfence' or 'none'), as cxl_ops.h does in flush mode. The
+    mean includes one clock read pair (see `clock_read_ns`) and excludes everything untimed.
+    """
+    cdef Py_buffer b
+    cdef double t0, t1, total = 0.0
+    cdef Py_ssize_t i
+    cdef uint64_t n, a
+    cdef int fence_kind
+    cdef uint64_t sink = 0
+    if fence not in ("sfence", "mfence", "none"):
+        raise InputError(f"fence: expected 'sfence', 'mfence' or 'none', got {fence!r}")
+    if op not in (CXL_OP_CLFLUSH, CXL_OP_CLFLUSHOPT, CXL_OP_CLWB):
+        raise InputError(f"op: expected OP_CLFLUSH, OP_CLFLUSHOPT or OP_CLWB, got {op!r}")
+    if iterations < 1:
+        raise InputError(f"iterations: expected >= 1, got {iterations}")
+    fence_kind = {"none": 0, "sfence": 1, "mfence": 2}[fence]
+    PyObject_GetBuffer(buf, &b, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        n = <uint64_t>b.len
+        with nogil:
+            for i in range(iterations):
+                if dirty:
+                    memset(b.buf, <int>(i & 255), n)
+                else:
+                    sink += cxl_read_pass(<const char *>b.buf, n)
+                cxl_mfence()
+                t0 = cxl_now_ns()
+                a = 0
+                while a < n:
+                    cxl_line_op(op, <const char *>b.buf + a)
+                    a += CXL_LINE
+                if fence_kind == 1:
+                    cxl_sfence()
+                elif fence_kind == 2:
+                    cxl_mfence()
+                t1 = cxl_now_ns()
+                total += t1 - t0
+    finally:
+        PyBuffer_Release(&b)
+    return total / iterations
 
 
 def checksum_of_fill(int value, uint64_t nbytes):
@@ -346,6 +410,13 @@ cdef class PoolKernel:
         if missing >= 0:
             self._raise_timeout()
 
+    def send_view(self, count, dtype=np.uint8):
+        """A writable view of this rank's slot for the next call (the fast path of CommMixin.send_view)."""
+        view = self._views.get(((self.epoch + 1) & 1, False, count, dtype))
+        if view is None:
+            view = self._slot_array(self.epoch + 1, count, dtype, False)
+        return view
+
     def allgather_zero_copy(self, block):
         """Publish `block` (the view from `send_view`) and return a ZeroCopyResult of every rank's block.
 
@@ -371,6 +442,44 @@ cdef class PoolKernel:
         if view is None:
             view = self._slot_array(self.epoch, count, dtype, True)
         return ZeroCopyResult(self, self.epoch, view)
+
+    def flag_pingpong(self, uint64_t iterations):
+        """Bounce this pool's flags between ranks 0 and 1 (np = 2) `iterations` times; mean ns per round trip.
+
+        Calibration primitive, GIL released for the whole loop: rank 0 publishes an epoch
+        (cxl_publish with 0 bytes: sfence, flag store, and in flush mode the flag line's
+        write-back) and waits for rank 1's flag (cxl_wait_all: in flush mode invalidate, mfence,
+        load per poll); rank 1 waits for rank 0's, then publishes its own. So one round trip is
+        two flag hops of the allgather's protocol, in this pool's coherence mode, with no
+        emulated timing. Both ranks must call it with the same count; the epoch moves on by it.
+        """
+        cdef int missing = -1
+        cdef uint64_t i, e
+        cdef double t0, t1
+        cdef int first = self.pool.rank == 0
+        self._check_open()
+        if self.pool.nranks != 2:
+            raise InputError(f"flag_pingpong: needs exactly 2 ranks, the pool has {self.pool.nranks}")
+        if iterations < 1:
+            raise InputError(f"flag_pingpong: iterations: expected >= 1, got {iterations}")
+        e = self.epoch
+        with nogil:
+            t0 = cxl_now_ns()
+            for i in range(iterations):
+                e += 1
+                if first:
+                    cxl_publish(&self.pool, e, 0)
+                    missing = cxl_wait_all(&self.pool, e, self.timeout_ns)
+                else:
+                    missing = cxl_wait_all(&self.pool, e, self.timeout_ns)
+                    cxl_publish(&self.pool, e, 0)
+                if missing >= 0:
+                    break
+            t1 = cxl_now_ns()
+        self.epoch = e
+        if missing >= 0:
+            self._raise_timeout()
+        return (t1 - t0) / iterations
 
     def slot_offset(self, uint64_t epoch, int rank):
         """Byte offset in the pool of `rank`'s slot for `epoch`."""

@@ -189,7 +189,9 @@ class CommMixin:
 class PoolComm(CommMixin, _kernels.PoolKernel):
     """A rank's communicator over a pool, on the Cython kernels; build it with `PoolComm.open(pool, rank)`."""
 
-    allgather_zero_copy = _kernels.PoolKernel.allgather_zero_copy  # the same contract, without Python overhead
+    # The same contracts as CommMixin's, without Python overhead on the hot path.
+    send_view = _kernels.PoolKernel.send_view
+    allgather_zero_copy = _kernels.PoolKernel.allgather_zero_copy
 
 
 def comm_class(kernel: str = "cython"):
