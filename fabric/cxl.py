@@ -17,20 +17,10 @@ same way. Bandwidth is limited in three places:
 A switch has a lane budget: `lanes` / `lanes_per_port` ports at most
 (256 lanes = 16 x16 ports). Hosts and device heads must fit (`check_ports`).
 
-`Coherence` is the device-side snoop filter of CXL 3.x HDM-DB memory. It
-tracks, per cache line, which hosts may cache it (sharers) and which one holds
-it Modified (owner), in a bounded table with LRU replacement:
-
-- a write to a line sends a back-invalidate snoop (BISnp) to every other host
-  that caches it;
-- a read of a line another host holds Modified sends that owner a BISnp that
-  recalls the data (the owner keeps a clean copy);
-- when the table is full, the least recently used line is evicted and every
-  host caching it gets a BISnp (an invalidation).
-
-Every BISnp is counted (`bisnp`, with `recalls` and `eviction_bisnp` as the
-parts due to recalls and evictions). Pools without back-invalidation (CXL
-2.0) keep no snoop filter: software flushes lines instead (`flush` mode of
+The device-side snoop filter of CXL 3.x HDM-DB memory (back-invalidate snoops
+on writes, recalls of Modified lines, invalidations on eviction) is
+`cxlsim.fabric.coherence.Coherence`. Pools without back-invalidation (CXL 2.0)
+keep no snoop filter: software flushes lines instead (`flush` mode of
 `cxlsim.fabric.cxl_transport`).
 
 Units: ns, bytes, bytes/ns (= GB/s). Figures and their sources are in
@@ -38,13 +28,12 @@ Units: ns, bytes, bytes/ns (= GB/s). Figures and their sources are in
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from cxlsim.errors import InputError
 
 __all__ = ["CACHE_LINE_BYTES", "CXLSwitchParams", "CXLDeviceParams", "CXLLinkParams", "CXLHostParams",
-           "Coherence", "line_span"]
+           "line_span"]
 
 CACHE_LINE_BYTES = 64
 """Cache line, bytes: the unit of every CXL.mem transfer and of the snoop filter."""
@@ -185,144 +174,3 @@ class CXLHostParams:
         _positive("hit_latency_ns", self.hit_latency_ns, zero_ok=True)
         _positive("flush_ns_per_line", self.flush_ns_per_line, zero_ok=True)
         _positive("fence_ns", self.fence_ns, zero_ok=True)
-
-
-class Coherence:
-    """The device's snoop filter (CXL 3.x HDM-DB): sharers and owner per line, bounded, LRU.
-
-    Lines are integers (byte offset // 64). `on_invalidate(host, line)` is
-    called for every host that loses its copy of a line (a BISnp that
-    invalidates: writes by others and evictions; a recall leaves the owner a
-    clean copy, so it does not call it).
-    """
-
-    def __init__(self, *, hosts: int, capacity_lines: int, on_invalidate=None):
-        _positive("hosts", hosts, integer=True)
-        _positive("capacity_lines", capacity_lines, integer=True)
-        self.hosts = hosts
-        self.capacity_lines = capacity_lines
-        self.on_invalidate = on_invalidate
-        self._lines: OrderedDict = OrderedDict()  # line -> [sharers bitmask, owner or -1]
-        self.bisnp = 0
-        """BISnp messages sent so far (all causes)."""
-        self.recalls = 0
-        """BISnp that recalled a Modified line for another host's read."""
-        self.evictions = 0
-        """Lines evicted from the filter because it was full."""
-        self.eviction_bisnp = 0
-        """BISnp sent because of evictions."""
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def holders(self, line: int) -> list[int]:
-        """Hosts that may cache `line` (sharers and owner), ascending."""
-        entry = self._lines.get(line)
-        return [] if entry is None else _bits(_mask(entry))
-
-    def owner(self, line: int) -> int | None:
-        entry = self._lines.get(line)
-        return None if entry is None or entry[1] < 0 else entry[1]
-
-    def holds(self, host: int, line: int) -> bool:
-        entry = self._lines.get(line)
-        return entry is not None and bool(_mask(entry) >> host & 1)
-
-    def read(self, host: int, first: int, count: int) -> tuple[int, list]:
-        """`host` reads lines [first, first + count): returns (lines it did not hold, the lines recalled)."""
-        bit = 1 << host
-        missed = 0
-        recalled = []
-        lines = self._lines
-        for line in range(first, first + count):
-            entry = lines.get(line)
-            if entry is None:
-                missed += 1
-                self._insert(line, [bit, -1])
-                continue
-            lines.move_to_end(line)
-            owner = entry[1]
-            if owner >= 0 and owner != host:  # Modified elsewhere: BISnp recalls it
-                self.bisnp += 1
-                self.recalls += 1
-                recalled.append(line)
-                missed += 1
-                entry[0] |= (1 << owner) | bit
-                entry[1] = -1
-            elif not _mask(entry) & bit:
-                missed += 1
-                entry[0] |= bit
-        return missed, recalled
-
-    def write(self, host: int, first: int, count: int, keep: bool) -> int:
-        """`host` writes lines [first, first + count); returns the BISnp sent to other holders.
-
-        keep=True: an ordinary store, the line stays Modified in the writer's
-        cache. keep=False: a streaming (non-temporal) store that goes to the
-        device; no host keeps a copy, so the line leaves the filter.
-        """
-        bit = 1 << host
-        sent = 0
-        lines = self._lines
-        for line in range(first, first + count):
-            entry = lines.get(line)
-            if entry is not None:
-                others = _mask(entry) & ~bit
-                if others:
-                    sent += self._invalidate(line, others)
-                if keep:
-                    entry[0], entry[1] = bit, host
-                    lines.move_to_end(line)
-                else:
-                    del lines[line]
-            elif keep:
-                self._insert(line, [bit, host])
-        return sent
-
-    def drop(self, host: int, first: int, count: int) -> int:
-        """`host` flushes lines [first, first + count) from its cache; returns the Modified lines it wrote back."""
-        bit = 1 << host
-        written_back = 0
-        lines = self._lines
-        for line in range(first, first + count):
-            entry = lines.get(line)
-            if entry is None or not _mask(entry) & bit:
-                continue
-            if entry[1] == host:
-                written_back += 1
-                entry[1] = -1
-            entry[0] &= ~bit
-            if not entry[0]:
-                del lines[line]
-        return written_back
-
-    def _invalidate(self, line: int, mask: int) -> int:
-        hosts = _bits(mask)
-        self.bisnp += len(hosts)
-        if self.on_invalidate is not None:
-            for h in hosts:
-                self.on_invalidate(h, line)
-        return len(hosts)
-
-    def _insert(self, line: int, entry: list) -> None:
-        lines = self._lines
-        if len(lines) >= self.capacity_lines:
-            victim, old = lines.popitem(last=False)
-            self.evictions += 1
-            self.eviction_bisnp += self._invalidate(victim, _mask(old))
-        lines[line] = entry
-
-
-def _mask(entry) -> int:
-    return entry[0] | (1 << entry[1] if entry[1] >= 0 else 0)
-
-
-def _bits(mask: int) -> list[int]:
-    out = []
-    h = 0
-    while mask:
-        if mask & 1:
-            out.append(h)
-        mask >>= 1
-        h += 1
-    return out

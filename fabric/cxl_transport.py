@@ -66,7 +66,8 @@ from dataclasses import dataclass
 import simpy
 
 from cxlsim.errors import InputError, RunError
-from cxlsim.fabric.cxl import CACHE_LINE_BYTES, Coherence, line_span
+from cxlsim.fabric.coherence import Coherence
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES, line_span
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.link import Port
 from cxlsim.fabric.transport import Transport, UnsupportedOperation, fire_at
@@ -323,11 +324,13 @@ class CXLPoolTransport(Transport):
         self._at(self._cpu_free[rank], event)
 
     # ------------------------------------------------------------------ coherence hooks (hw)
-    def _invalidated(self, host, line):
-        waiting = self._waiters.pop((host, line), None)
-        if waiting:
-            delay = 2 * self.path_ns  # the request reaches the device, the BISnp reaches the host
-            for event in waiting:
+    def _invalidated(self, host, first, count):
+        """A BISnp took lines [first, first + count) from `host`: wake its pollers sleeping on them."""
+        if not self._waiters:
+            return
+        delay = 2 * self.path_ns  # the request reaches the device, the BISnp reaches the host
+        for key in [k for k in self._waiters if k[0] == host and first <= k[1] < first + count]:
+            for event in self._waiters.pop(key):
                 fire_at(self.env, event, delay)
 
     # ------------------------------------------------------------------ pool operations
@@ -467,6 +470,7 @@ class CXLPoolTransport(Transport):
             mine = None
             if recalled:  # later readers of these lines wait for this recall
                 mine = simpy.Event(env)
+                recalled = [line for run, n in recalled for line in range(run, run + n)]
                 for line in recalled:
                     self._inflight[line] = mine
 

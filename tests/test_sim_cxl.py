@@ -5,7 +5,10 @@ import importlib
 import pytest
 
 from cxlsim.errors import InputError, RunError
-from cxlsim.fabric.cxl import CXLSwitchParams, Coherence
+from hypothesis import given, settings, strategies as st
+
+from cxlsim.fabric.coherence import Coherence, ReferenceCoherence
+from cxlsim.fabric.cxl import CXLSwitchParams
 from cxlsim.fabric.cxl_presets import CXL_PRESETS, get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.fabric.transport import UnsupportedOperation
@@ -36,9 +39,10 @@ def allgather(t, m):
 
 # ---------------------------------------------------------------- the snoop filter, exact counts
 
+@pytest.mark.parametrize("kind", [Coherence, ReferenceCoherence])
 @pytest.mark.parametrize("hosts", range(2, 9))
-def test_bisnp_counts_per_operation(hosts):
-    c = Coherence(hosts=hosts, capacity_lines=1024)
+def test_bisnp_counts_per_operation(hosts, kind):
+    c = kind(hosts=hosts, capacity_lines=1024)
     # Every host reads a 3-line block: no BISnp, every host a sharer.
     for h in range(hosts):
         assert c.read(h, 100, 3) == (3, [])
@@ -50,7 +54,7 @@ def test_bisnp_counts_per_operation(hosts):
     assert c.write(0, 7, 1, keep=True) == 0 and c.owner(7) == 0
     # Host 1's read recalls it from host 0 (one BISnp); host 0 keeps a clean copy.
     before = c.bisnp
-    assert c.read(1, 7, 1) == (1, [7])
+    assert c.read(1, 7, 1) == (1, [(7, 1)])
     assert c.bisnp - before == 1 and c.recalls == 1 and c.owner(7) is None
     # The other readers find it Shared: no BISnp.
     for h in range(2, hosts):
@@ -79,9 +83,10 @@ def test_bisnp_per_allgather_call_in_hw_mode(hosts):
     assert t.coherence.recalls == 3 * hosts and t.coherence.evictions == 0
 
 
-def test_snoop_filter_evictions_invalidate_the_lru_line_holders():
+@pytest.mark.parametrize("kind", [Coherence, ReferenceCoherence])
+def test_snoop_filter_evictions_invalidate_the_lru_line_holders(kind):
     lost = []
-    c = Coherence(hosts=3, capacity_lines=4, on_invalidate=lambda h, line: lost.append((h, line)))
+    c = kind(hosts=3, capacity_lines=4, on_invalidate=lambda h, first, n: lost.extend((h, x) for x in range(first, first + n)))
     c.read(0, 0, 4)             # lines 0..3 by host 0
     c.read(1, 0, 2)             # host 1 shares lines 0, 1 (now most recent): LRU order 2, 3, 0, 1
     c.read(2, 10, 1)            # full: evicts line 2 (host 0)
@@ -93,6 +98,42 @@ def test_snoop_filter_evictions_invalidate_the_lru_line_holders():
     # A Modified line is evicted too: its owner gets the BISnp.
     c.write(1, 20, 1, keep=True)  # evicts line 1 (hosts 0, 1)
     assert c.eviction_bisnp == 6 and c.owner(20) == 1
+
+
+_OPS = st.lists(st.tuples(st.sampled_from(["read", "write", "store", "drop"]), st.integers(0, 3),
+                          st.integers(0, 40), st.integers(1, 12)), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=_OPS, capacity=st.integers(1, 30))
+def test_region_snoop_filter_equals_the_per_line_twin(ops, capacity):
+    # Every count, every line's state and LRU position, and every invalidated (host, line) agree.
+    lost_fast, lost_ref = [], []
+    fast = Coherence(hosts=4, capacity_lines=capacity,
+                     on_invalidate=lambda h, f, n: lost_fast.extend((h, x) for x in range(f, f + n)))
+    ref = ReferenceCoherence(hosts=4, capacity_lines=capacity,
+                             on_invalidate=lambda h, f, n: lost_ref.extend((h, x) for x in range(f, f + n)))
+    for op, host, first, count in ops:
+        if op == "read":
+            a, b = fast.read(host, first, count), ref.read(host, first, count)
+            assert a[0] == b[0]
+            assert [x for f, n in a[1] for x in range(f, f + n)] == [x for f, n in b[1] for x in range(f, f + n)]
+        elif op == "drop":
+            assert fast.drop(host, first, count) == ref.drop(host, first, count)
+        else:
+            keep = op == "store"
+            assert fast.write(host, first, count, keep) == ref.write(host, first, count, keep)
+        assert fast.lines() == ref.lines() and len(fast) == len(ref) <= capacity
+        assert sorted(lost_fast) == sorted(lost_ref)
+        assert (fast.bisnp, fast.recalls, fast.evictions, fast.eviction_bisnp) == \
+            (ref.bisnp, ref.recalls, ref.evictions, ref.eviction_bisnp)
+    # The LRU order: evicting everything with a long read takes each host's lines in the same order.
+    lost_fast.clear()
+    lost_ref.clear()
+    fast.read(0, 1000, capacity)
+    ref.read(0, 1000, capacity)
+    for h in range(4):
+        assert [x for g, x in lost_fast if g == h] == [x for g, x in lost_ref if g == h]
 
 
 def test_a_tiny_snoop_filter_still_gives_correct_allgathers():
