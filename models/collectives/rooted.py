@@ -39,22 +39,31 @@ def binomial_gather(g, m, mine, root=0, tag=0):
     return [blocks[(i - root) % p] for i in range(p)]
 
 
-def binomial_bcast(g, size_bytes, data, root=0, tag=0):
-    """Binomial-tree broadcast of `size_bytes` from `root`; every rank returns the data."""
+def _down_tree(g, root, tag, have, part):
+    """Walk a binomial tree from `root` down: receive from the parent (unless root), then, largest
+    subtree first, send each child what `part(mask, count, have) -> (bytes, payload, kept)` gives
+    for its subtree of `count` ranks. Returns what this rank keeps."""
     p = g.size
     rel = (g.rank - root) % p
     mask = 1
     while mask < p:
         if rel & mask:
-            data = yield g.recv((rel - mask + root) % p, tag)
+            have = yield g.recv((rel - mask + root) % p, tag)
             break
         mask <<= 1
     mask >>= 1
     while mask > 0:
-        if rel + mask < p:
-            yield g.send((rel + mask + root) % p, size_bytes, data, tag)
+        child = rel + mask
+        if child < p:
+            size, payload, have = part(mask, min(mask, p - child), have)
+            yield g.send((child + root) % p, size, payload, tag)
         mask >>= 1
-    return data
+    return have
+
+
+def binomial_bcast(g, size_bytes, data, root=0, tag=0):
+    """Binomial-tree broadcast of `size_bytes` from `root`; every rank returns the data."""
+    return (yield from _down_tree(g, root, tag, data, lambda mask, count, have: (size_bytes, have, have)))
 
 
 @register("broadcast", "binomial", source="MPICH bcast_intra_binomial; Open MPI binomial (id 5)")
@@ -69,23 +78,10 @@ def gather_binomial(g, m, block, ctx):
 
 def binomial_scatter(g, seg_bytes, segments, root=0, tag=0):
     """Binomial scatter of P segments from `root`; every rank returns its own segment."""
-    p = g.size
-    rel = (g.rank - root) % p
-    mine = segments if rel == 0 else None
-    mask = 1
-    while mask < p:
-        if rel & mask:
-            mine = yield g.recv((rel - mask + root) % p, tag)
-            break
-        mask <<= 1
-    mask >>= 1
-    while mask > 0:
-        child = rel + mask
-        if child < p:
-            count = min(mask, p - child)
-            yield g.send((child + root) % p, count * seg_bytes, mine[mask:mask + count], tag)
-            mine = mine[:mask]
-        mask >>= 1
+    def part(mask, count, have):  # the child's subtree gets segments [mask, mask + count) of ours
+        return count * seg_bytes, have[mask:mask + count], have[:mask]
+
+    mine = yield from _down_tree(g, root, tag, segments if g.rank == root else None, part)
     return mine[0]
 
 
