@@ -1,33 +1,40 @@
 """The `cxlsim train` command: project data-parallel training throughput on a cluster spec.
 
-`cxlsim train CLUSTER.yaml --model resnet50 --mode sync|async|ddp` loads and
-validates the cluster spec (cxlsim.models.training.cluster), builds the job
-from the GPU and DNN profiles, runs the mode's DES and prints:
+`cxlsim train CLUSTER.yaml --model resnet50 --mode sync|async|hybrid|ddp|horovod`
+loads and validates the cluster spec (cxlsim.models.training.cluster), builds
+the job from the GPU and DNN profiles, runs the mode (cxlsim.models.training:
+modes, hybrid, horovod) and prints:
 - throughput in samples/s over the whole run;
 - the speedup over one GPU of a stated reference type (default v100) running
   the same model, batch and precision alone (no communication);
-- each worker's busy, communicating and waiting time.
+- each worker's busy, communicating and waiting time;
+- with `--convergence`, next to the raw throughput, the labelled ESTIMATE of
+  the optional staleness-aware convergence model (convergence.py):
+  progress factor, effective samples/s and time-to-target.
 
 The run workspace (cxlsim.results) holds `cluster.yaml` (the spec with the
 precision the run used; re-loadable), `summary.json` (mode, model, batch,
 precision, steps, seed, the mode's parameters, throughput, speedup and its
-reference), `workers.csv`/`workers.json` (times in ns) and `provenance.json`.
+reference, and the convergence estimate if asked), `workers.csv`/`workers.json`
+(times in ns), `timeline.png` (a Gantt chart of the first `--timeline-steps`
+steps: per worker, computing and the time after it until the step ends,
+i.e. communicating and waiting) and `provenance.json`.
 """
 from __future__ import annotations
 
 import dataclasses
-import sys
 
 import yaml
 
 from cxlsim.errors import InputError
-from cxlsim.models.training import cluster, modes, profiles
+from cxlsim.models.training import cluster, convergence, horovod, hybrid, modes, profiles, stragglers
 from cxlsim.results import Workspace, make_rng
-from cxlsim.units import UnitError, parse_size
+from cxlsim.units import UnitError, parse_size, parse_time
 
-__all__ = ["run", "summary", "register", "DEFAULT_STEPS", "DEFAULT_REFERENCE_GPU"]
+__all__ = ["run", "summary", "timeline_figure", "register", "DEFAULT_STEPS", "DEFAULT_REFERENCE_GPU"]
 
 DEFAULT_STEPS = 20
+DEFAULT_TIMELINE_STEPS = 5
 DEFAULT_REFERENCE_GPU = "v100"
 WORKER_COLUMNS = ["worker", "gpu", "steps", "samples", "busy_ns", "communicating_ns", "waiting_ns", "finished_ns"]
 
@@ -39,8 +46,9 @@ def run(spec, model: str, mode: str, *, steps: int = DEFAULT_STEPS, batch: int |
     return modes.simulate(spec, job, mode, steps=steps, seed=seed, **params), job
 
 
-def summary(result, job, reference_gpu: str = DEFAULT_REFERENCE_GPU) -> dict:
-    """The run's headline figures, with the speedup over one `reference_gpu` alone."""
+def summary(result, job, reference_gpu: str = DEFAULT_REFERENCE_GPU, with_convergence: bool = False) -> dict:
+    """The run's headline figures, with the speedup over one `reference_gpu` alone (and, if asked,
+    the labelled estimate of the optional convergence model)."""
     single = job.batch / profiles.iteration_ns(reference_gpu, job.model, job.batch, job.precision) * 1e9
     return {
         "mode": result.mode, "model": result.model, "batch_per_worker": job.batch, "precision": result.precision,
@@ -50,7 +58,43 @@ def summary(result, job, reference_gpu: str = DEFAULT_REFERENCE_GPU) -> dict:
         "reference_gpu": profiles.gpu(reference_gpu).key, "reference_samples_per_s": single,
         "speedup_over_reference": result.throughput_samples_per_s / single,
         "seed": result.seed, "events": result.events, "params": result.params, **result.extra,
+        **({"convergence_model": convergence.estimate(result)} if with_convergence else {}),
     }
+
+
+def timeline_figure(result, steps: int = DEFAULT_TIMELINE_STEPS):
+    """A Gantt chart of the run's first `steps` steps (rounds for hybrid); the caller closes it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InputError(f"timeline steps: expected an integer >= 1, got {steps!r}")
+    if result.step_end_ns:
+        until = result.step_end_ns[min(steps, len(result.step_end_ns)) - 1]
+    else:  # async: the same share of the run
+        until = result.elapsed_ns * min(1.0, steps / result.steps)
+    W = len(result.intervals)
+    fig, ax = plt.subplots(figsize=(10, 0.35 * W + 1.6))
+    for w, spans in enumerate(result.intervals):
+        for start, cend, end in spans:
+            if start >= until:
+                break
+            ax.broken_barh([(start / 1e6, (cend - start) / 1e6)], (w - 0.4, 0.8), color="tab:blue")
+            if end > cend:
+                ax.broken_barh([(cend / 1e6, (end - cend) / 1e6)], (w - 0.4, 0.8), color="tab:orange")
+    gpus = [f"{w.worker} {w.gpu}" for w in result.workers]
+    ax.set_yticks(range(W), gpus, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, until / 1e6)
+    ax.set_xlabel("simulated time [ms]")
+    unit = "rounds" if result.mode == "hybrid" else "steps"
+    ax.set_title(f"{result.mode}, {result.model}: first {steps} {unit} (seed {result.seed})", fontsize=9, pad=24)
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color="tab:blue", label="computing (GPU)"),
+                       Patch(color="tab:orange", label="after compute until the step ends: communicating / waiting")],
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=8, frameon=False)
+    return fig
 
 
 def _spec_dict(spec) -> dict:
@@ -67,6 +111,34 @@ def _size(flag: str, value, default: int) -> int:
         return parse_size(value)
     except UnitError as exc:
         raise InputError(f"{flag}: {exc}") from None
+
+
+def _time(flag: str, value) -> float:
+    try:
+        return parse_time(value)
+    except UnitError as exc:
+        raise InputError(f"{flag}: {exc}") from None
+
+
+def _slowdown(text: str):
+    """'P,F,D' -> Slowdown(probability=P, factor=F, duration_steps=D)."""
+    parts = text.split(",")
+    try:
+        p, f, d = float(parts[0]), float(parts[1]), int(parts[2])
+        if len(parts) != 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise InputError(f"--slowdown: expected PROBABILITY,FACTOR,STEPS like 0.05,1.5,10, got {text!r}") from None
+    return stragglers.Slowdown(probability=p, factor=f, duration_steps=d)
+
+
+def _failure(text: str):
+    """'W:S' -> Failure(worker=W, step=S)."""
+    try:
+        w, s = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise InputError(f"--fail: expected WORKER:ITERATION like 3:10, got {text!r}") from None
+    return stragglers.Failure(worker=w, step=s)
 
 
 def _describe(spec) -> str:
@@ -98,10 +170,25 @@ def main(args) -> int:
                       first_bucket_bytes=_size("--first-bucket", args.first_bucket, modes.MIB))
     elif args.mode == "async":
         params["tau"] = args.tau
+    elif args.mode == "hybrid":
+        params.update(round_size=args.round_size, staleness=args.staleness, counter=args.counter)
+    elif args.mode == "horovod":
+        params.update(defaults=args.horovod_defaults, collective=args.collective or "flow",
+                      fusion_threshold_bytes=None if args.fusion_threshold is None
+                      else _size("--fusion-threshold", args.fusion_threshold, 0),
+                      cycle_time_ns=None if args.cycle_time is None else _time("--cycle-time", args.cycle_time))
+    if args.mode == "ddp" and args.collective:
+        params["collective"] = args.collective
+    if args.mode == "sync":
+        params["aggregation"] = args.aggregation
+    if args.slowdown:
+        params["slowdown"] = _slowdown(args.slowdown)
+    if args.fail:
+        params["failure"] = _failure(args.fail)
     _, seed = make_rng(args.seed)  # draw and record a seed if none was given
     result, job = run(spec, args.model, args.mode, steps=args.steps, batch=args.batch,
                       gradient_dtype=args.gradient_dtype, seed=seed, **params)
-    head = summary(result, job, args.reference_gpu)
+    head = summary(result, job, args.reference_gpu, with_convergence=args.convergence)
     print(f"# cxlsim training projection: {head['mode']}, {head['model']}, batch {head['batch_per_worker']} "
           f"per worker, precision {head['precision']}, {head['gradient_dtype']} gradients "
           f"({job.gradient_bytes / modes.MIB:.1f} MiB)")
@@ -109,6 +196,14 @@ def main(args) -> int:
     print(f"# throughput: {head['throughput_samples_per_s']:.1f} samples/s over {head['steps']} steps "
           f"({head['elapsed_ns'] / 1e9:.3f} s simulated); speedup over 1x {head['reference_gpu']}: "
           f"{head['speedup_over_reference']:.2f}x")
+    if args.convergence:
+        est = head["convergence_model"]
+        ttt = est["time_to_target_s"]
+        print(f"# {est['label']}:")
+        print(f"#   progress factor {est['progress_factor']:.3f}, effective {est['effective_samples_per_s']:.1f} "
+              f"samples/s" + ("" if ttt is None else f", time to target {ttt / 3600:.2f} h "
+                                                      f"({est['target']['epochs']} epochs of "
+                                                      f"{est['target']['dataset_samples']} samples)"))
     print(f"# {'worker':<7} {'gpu':<15} {'steps':>6} {'busy_s':>10} {'comm_s':>10} {'wait_s':>10}")
     for w in result.workers:
         print(f"{w.worker:<9d} {w.gpu:<15} {w.steps:>6d} {w.busy_ns / 1e9:>10.4f} "
@@ -120,13 +215,17 @@ def main(args) -> int:
     rows = result.worker_rows()
     workspace.write_csv("workers", rows, WORKER_COLUMNS)
     workspace.write_json("workers", rows)
+    import matplotlib.pyplot as plt
+    fig = timeline_figure(result, args.timeline_steps)
+    workspace.save_plot("timeline", fig)
+    plt.close(fig)
     print(f"# workspace: {workspace.path}")
     return 0
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "train", help="project data-parallel training throughput (EDDIS sync/async, PyTorch DDP)",
+        "train", help="project data-parallel training throughput (EDDIS sync/async/hybrid, PyTorch DDP, Horovod)",
         description="Simulate data-parallel training of a model on the GPUs of CLUSTER.yaml (see "
                     "cxlsim.models.training.cluster for the format). Prints throughput in samples/s, the "
                     "speedup over one reference GPU and each worker's busy/communicating/waiting time, "
@@ -144,8 +243,34 @@ def register(subparsers) -> None:
                    help="coefficient of variation of the per-iteration lognormal jitter (default 0: exact profile times)")
     p.add_argument("--seed", type=int, help="random seed (drawn and recorded if not given)")
     p.add_argument("--tau", type=int, default=1, help="async: local steps between exchanges with the centre (default 1)")
-    p.add_argument("--memory-servers", type=int, help="sync/async: override the spec's memory_servers")
-    p.add_argument("--server-cores", type=int, help="sync/async: override the spec's server_cores")
+    p.add_argument("--memory-servers", type=int, help="sync/async/hybrid: override the spec's memory_servers")
+    p.add_argument("--server-cores", type=int, help="sync/async/hybrid: override the spec's server_cores")
+    p.add_argument("--aggregation", choices=["servers", "workers"], default="servers",
+                   help="sync: who reduces the gradients, the memory servers (default) or the workers over the "
+                        "shared region")
+    p.add_argument("--round-size", type=int,
+                   help="hybrid: contributions (counter tickets) per round (default: the number of workers)")
+    p.add_argument("--staleness", type=int, default=hybrid.DEFAULT_STALENESS,
+                   help=f"hybrid: staleness bound s in rounds; staler contributions are dropped "
+                        f"(default {hybrid.DEFAULT_STALENESS})")
+    p.add_argument("--counter", choices=list(hybrid.COUNTER_PLACEMENTS), default="rdma",
+                   help="hybrid: where the global step counter lives, which prices its atomic (default rdma)")
+    p.add_argument("--horovod-defaults", choices=list(horovod.HOROVOD_DEFAULTS), default="v0.21+",
+                   help="horovod: fusion threshold and cycle time of that version (v0.21+: 128 MiB and 1 ms, "
+                        "the default; pre-v0.21: 64 MiB and 5 ms)")
+    p.add_argument("--fusion-threshold", help="horovod: override the fusion threshold (a size, e.g. 64MiB)")
+    p.add_argument("--cycle-time", help="horovod: override the cycle time (a time, e.g. '5 ms')")
+    p.add_argument("--collective", choices=["des", "flow"],
+                   help="ddp/horovod: ring all-reduce as DES messages or flow-level recurrence (tested equal "
+                        "within 2%%); default des for ddp, flow for horovod")
+    p.add_argument("--slowdown", help="transient slowdowns PROBABILITY,FACTOR,STEPS per iteration, e.g. 0.05,1.5,10")
+    p.add_argument("--fail", help="failed node WORKER:ITERATION: that worker never finishes that iteration "
+                                  "(synchronous modes then stall and say so)")
+    p.add_argument("--timeline-steps", type=int, default=DEFAULT_TIMELINE_STEPS,
+                   help=f"steps (hybrid: rounds) shown in timeline.png (default {DEFAULT_TIMELINE_STEPS})")
+    p.add_argument("--convergence", action="store_true",
+                   help="also print the OPTIONAL staleness-aware convergence model's ESTIMATE (progress factor, "
+                        "effective samples/s, time-to-target) next to the raw throughput")
     p.add_argument("--bucket-cap", help="ddp: bucket size (default 25MiB)")
     p.add_argument("--first-bucket", help="ddp: first bucket size (default 1MiB)")
     p.add_argument("--no-overlap", action="store_true", help="ddp: start all-reduces only after the backward pass")

@@ -11,7 +11,7 @@ from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
 from cxlsim.fabric.presets import get_preset
 from cxlsim.models.collectives import analytic
-from cxlsim.models.training import cluster, flow, horovod, hybrid, modes, stragglers
+from cxlsim.models.training import cluster, convergence, flow, horovod, hybrid, modes, stragglers
 from cxlsim.models.training.modes import MIB
 
 
@@ -22,7 +22,7 @@ def spec_of(nodes, interconnect="ib-hdr", precision="amp", **extra):
 MIXED = [{"gpu": "v100", "repeat": 2}, {"gpu": "gtx1080ti", "repeat": 2}]
 
 
-@pytest.mark.parametrize("module", [hybrid, horovod, flow, stragglers])
+@pytest.mark.parametrize("module", [hybrid, horovod, flow, stragglers, convergence])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.attempted > 0 and result.failed == 0
@@ -264,3 +264,73 @@ def test_determinism_by_seed_for_the_new_modes():
         assert a.worker_rows() == b.worker_rows() and a.elapsed_ns == b.elapsed_ns and a.extra == b.extra
         assert a.intervals == b.intervals
         assert a.elapsed_ns != c.elapsed_ns
+
+
+# ---------------------------------------------------------------- convergence model (optional, labelled)
+
+def test_convergence_discount_and_estimates_are_monotone_in_staleness():
+    from cxlsim.models.training import convergence
+
+    ds = [convergence.discount(x) for x in (0, 0.5, 1, 2, 8)]
+    assert ds[0] == 1.0 and all(a > b for a, b in zip(ds, ds[1:]))
+    with pytest.raises(InputError, match="staleness: expected >= 0"):
+        convergence.discount(-1)
+    spec = spec_of(MIXED)
+    job = modes.make_job(spec, "resnet50")
+    sync = modes.run_sync(spec, job, steps=8, seed=1)
+    est = convergence.estimate(sync)
+    assert est["progress_factor"] == 1.0 and "ESTIMATE" in est["label"]
+    assert est["time_to_target_s"] == pytest.approx(90 * 1_281_167 / sync.throughput_samples_per_s)
+    # Hybrid: a looser staleness bound accepts staler contributions: the factor can only drop,
+    # while throughput (accepted samples/s) can only rise.
+    factors, rates = [], []
+    for s in (0, 1, 2, 4):
+        r = hybrid.run_hybrid(spec, job, steps=8, staleness=s, seed=1)
+        factors.append(convergence.progress_factor(r))
+        rates.append(r.throughput_samples_per_s)
+    assert factors[0] == 1.0
+    assert all(a >= b for a, b in zip(factors, factors[1:])) and factors[-1] < 1.0
+    assert all(a <= b * (1 + 1e-9) for a, b in zip(rates, rates[1:]))
+    # Async: exchanging less often (tau) means more centre updates by others between a worker's exchanges.
+    a1 = convergence.progress_factor(modes.run_async(spec, job, steps=8, tau=1, seed=1))
+    a4 = convergence.progress_factor(modes.run_async(spec, job, steps=8, tau=4, seed=1))
+    assert 0 < a4 < a1 < 1
+
+
+# ---------------------------------------------------------------- cxlsim train: new modes and outputs
+
+def test_train_cli_hybrid_and_horovod_write_a_timeline_and_the_labelled_estimate(tmp_path, capsys):
+    import json
+
+    from cxlsim import cli
+
+    path = tmp_path / "c.yaml"
+    path.write_text("name: mix\ninterconnect: ib-hdr\nprecision: amp\nnodes:\n  - {gpu: v100, repeat: 2}\n"
+                    "  - {gpu: gtx1080ti}\n")
+    out = tmp_path / "h"
+    assert cli.main(["train", str(path), "--model", "resnet50", "--mode", "hybrid", "--steps", "4", "--seed", "3",
+                     "--staleness", "1", "--counter", "cxl-device", "--convergence", "--slowdown", "0.1,1.5,2",
+                     "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "ESTIMATE from the staleness-aware convergence model" in printed and "time to target" in printed
+    head = json.loads((out / "summary.json").read_text())
+    assert head["params"]["counter"] == "cxl-device" and head["params"]["staleness"] == 1
+    assert head["params"]["slowdown"] == {"probability": 0.1, "factor": 1.5, "duration_steps": 2}
+    assert head["convergence_model"]["progress_factor"] <= 1.0
+    png = (out / "timeline.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp-")]  # atomic writes left nothing behind
+    out2 = tmp_path / "v"
+    assert cli.main(["train", str(path), "--model", "resnet50", "--mode", "horovod", "--steps", "2", "--seed", "3",
+                     "--horovod-defaults", "pre-v0.21", "--output", str(out2)]) == 0
+    head = json.loads((out2 / "summary.json").read_text())
+    assert (head["params"]["horovod_defaults"], head["params"]["cycle_time_ns"]) == ("pre-v0.21", 5e6)
+    assert "convergence_model" not in head and (out2 / "timeline.png").exists()
+    capsys.readouterr()
+    bad = [(["--mode", "sync", "--fail", "1:x"], 2, "--fail: expected WORKER:ITERATION"),
+           (["--mode", "sync", "--fail", "1:1"], 1, "worker 1 failed at iteration 1"),
+           (["--mode", "ddp", "--slowdown", "0.1,1.5"], 2, "--slowdown: expected PROBABILITY,FACTOR,STEPS"),
+           (["--mode", "horovod", "--cycle-time", "5"], 2, "--cycle-time: expected a time with a unit")]
+    for args, code, message in bad:
+        assert cli.main(["train", str(path), "--model", "resnet50", *args, "--output", str(tmp_path / "x")]) == code
+        assert message in capsys.readouterr().err

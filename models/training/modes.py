@@ -67,6 +67,9 @@ Modes (`MODES`, looked up by name):
   elastic update on its GPU (one reduction of G bytes). The run ends when the
   workers together have done `steps * W` local steps (the samples of a sync
   run of `steps` steps); a worker takes a step only while that budget lasts.
+  `extra["staleness_updates_histogram"]` counts, per exchange, the centre
+  updates by other workers since the worker's previous exchange (for the
+  optional convergence model, convergence.py).
 
 Outputs (`TrainingResult`): throughput in samples/s over the whole run (time 0
 to the end of the last step), and per worker busy (computing), communicating
@@ -555,6 +558,7 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
     rec = _Steps(W)
     claimed = [0]
     exchanges = [0] * W
+    centre = {"updates": 0, "seen": [0] * W, "stale": {}}  # centre updates and each worker's view of them
 
     def worker(w):
         ep = _GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
@@ -576,6 +580,10 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
                         raise RunError(f"async: worker {w} got {got!r} from server rank {k}")
                 yield ep.reduce(job.gradient_bytes)  # the elastic update of the local parameters
                 exchanges[w] += 1
+                u = centre["updates"] - centre["seen"][w]  # updates by the others since its last exchange
+                centre["stale"][u] = centre["stale"].get(u, 0) + 1
+                centre["updates"] += 1
+                centre["seen"][w] = centre["updates"]
             rec.add(w, start, cend, env.now)
 
     def handler(k, w):
@@ -601,7 +609,9 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
                 "shard_bytes": shard, "cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure),
                 "chunk_bytes": chunk_bytes, "interconnect": spec.interconnect,
                 "gradient_dtype": job.gradient_dtype},
-        seed=seed, events=env.events, extra={"exchanges": list(exchanges)}, intervals=rec.intervals())
+        seed=seed, events=env.events, extra={"exchanges": list(exchanges),
+                                           "staleness_updates_histogram": dict(sorted(centre["stale"].items()))},
+        intervals=rec.intervals())
 
 
 MODES = {"sync": run_sync, "ddp": run_ddp, "async": run_async}
