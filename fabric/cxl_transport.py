@@ -114,8 +114,10 @@ class CXLPoolTransport(Transport):
     preset: a `CXLPoolPreset`; coherence: 'hw' or 'flush' (the preset must
     allow it); switch_levels: 1 (one switch) or 2 (leaves under a root, if the
     preset allows cascading); pool_bytes: the pool's size (default: the devices' capacity);
-    snoop_filter_lines: overrides the preset's; poll_limit_ns: a flush-mode
-    poll loop gives up with RunError after this long.
+    snoop_filter_lines: overrides the preset's; poll_limit_ns: a poll loop
+    that keeps loading a flag gives up with RunError after this long (a hw
+    poller asleep on its cached copy costs nothing and is reported as stuck
+    when the run ends).
     """
 
     def __init__(self, preset, hosts: int, *, coherence: str = "flush", env: simpy.Environment | None = None,
@@ -544,11 +546,13 @@ class CXLPoolTransport(Transport):
 
     def _poll_hw(self, rank, flag, value):
         line = flag // LINE
+        start = self.env.now
         while True:
             self.polls += 1
             seen = yield self.pool_read(rank, flag, 8)
             if seen == value:
                 return
+            self._poll_limit(rank, flag, value, seen, start)
             if self.coherence.holds(rank, line):  # sleep until a BISnp takes the line away
                 wake = simpy.Event(self.env)
                 self._waiters.setdefault((rank, line), []).append(wake)
@@ -564,9 +568,12 @@ class CXLPoolTransport(Transport):
                 seen = yield self.pool_read(rank, flag, 8)
                 if seen == value:
                     break
-                if self.env.now - start > self.poll_limit_ns:
-                    raise RunError(f"wait_flags: rank {rank} polled the flag at offset {flag} for "
-                                   f"{self.env.now - start:.0f} ns without seeing {value!r} (last saw {seen!r})")
+                self._poll_limit(rank, flag, value, seen, start)
+
+    def _poll_limit(self, rank, flag, value, seen, start):
+        if self.env.now - start > self.poll_limit_ns:
+            raise RunError(f"wait_flags: rank {rank} polled the flag at offset {flag} for "
+                           f"{self.env.now - start:.0f} ns without seeing {value!r} (last saw {seen!r})")
 
     # ------------------------------------------------------------------ helpers for both modes
     def _drop_cached(self, rank, offset, size):

@@ -417,6 +417,15 @@ def test_misuse_at_run_time_is_reported():
     h = pool(2, coherence="hw")
     with pytest.raises(RunError, match=r"ranks \[1\] never finished .* sleeping on flag lines .host, line.: \[\(1, 0\)\]"):
         h.run({1: (e for e in [h.wait_flags(1, [0], 1)])})
+    # A hw poller whose copy a 1-line snoop filter keeps evicting re-loads the flag: the limit ends it.
+    h = pool(2, coherence="hw", snoop_filter_lines=1, poll_limit_ns=10_000.0)
+
+    def evict_forever():
+        while True:
+            yield h.pool_read(0, 4096, 64)
+            yield h.pool_read(0, 8192, 64)
+    with pytest.raises(RunError, match="rank 1 polled the flag at offset 0 for"):
+        h.run({0: evict_forever(), 1: (e for e in [h.wait_flags(1, [0], 1)])})
 
 
 def test_presets_name_their_sources():
