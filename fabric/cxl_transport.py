@@ -18,15 +18,15 @@ device when both its last request has arrived and the device has served it:
     end = max(host issue end + path, device service end)
 
 A read's data is back at end + media latency + path; a streamed write is in
-the pool at `end` and acknowledged at end + path. Consecutive chunks of pool
-address go to consecutive devices (interleaving, `devices`).
+the pool at `end` and acknowledged at end + path. Unloaded, a read of n bytes
+costs L + n/b with L = 2*path + media, exactly; when P hosts stream at once the
+device adds its queue, P*n/B in total. Consecutive chunks of pool address go to
+consecutive devices (interleaving, `devices`).
 
 Switch trees (`switch_levels=2`, CXL 3.x): hosts are spread evenly over leaf
 switches of at most ports - 1 hosts, whose uplinks meet at a root switch that
 holds the devices. The path gains a hop and a link, and each chunk also queues
-at its leaf's uplink (per direction, at the port bandwidth) before the device. Unloaded, a read of n bytes
-costs L + n/b with L = 2*path + media, exactly; when P hosts stream at once the
-device adds its queue, P*n/B in total.
+at its leaf's uplink (per direction, at the port bandwidth) before the device.
 
 Pool memory holds payload labels (any Python object per written region), so
 tests can check who read what: a read returns the label of the region written
@@ -58,6 +58,11 @@ Coherence modes:
 
 Each rank's CPU is one FIFO timeline: stores, flush issue and cache hits take
 CPU time; loads that miss are asynchronous, so reads issued together overlap.
+
+Not modelled (yet): time for BISnp caused by snoop-filter evictions (they are
+counted and wake pollers, but cost nothing), the owner's link bandwidth on a
+recall (a recall adds 2*path of latency), flit overheads (links run at their raw
+rate), retimers beyond the preset's count, and several ranks per host.
 """
 from __future__ import annotations
 
