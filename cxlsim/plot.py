@@ -163,7 +163,9 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
         finite = values[~(values != values)]
         lo, hi = (finite.min(), finite.max()) if finite.size else (0.0, 0.0)
         norm = LogNorm(lo, hi) if lo > 0 and hi / lo >= 100 else None
-        fig, ax = plt.subplots(figsize=(1.2 + 0.9 * max(3, len(table.columns)), 1.0 + 0.6 * max(3, len(table.index))))
+        cols, rows = max(3, len(table.columns)), max(3, len(table.index))
+        fig, ax = plt.subplots(figsize=(1.2 + (0.9 if cols <= 10 else 0.5) * cols,
+                                        1.0 + (0.6 if rows <= 10 else 0.35) * rows))
         image = ax.imshow(values, origin="lower", aspect="auto", cmap="viridis", norm=norm)
         ax.set_xticks(range(len(table.columns)), [f"{v:g}" if isinstance(v, float) else str(v) for v in table.columns])
         ax.set_yticks(range(len(table.index)), [f"{v:g}" if isinstance(v, float) else str(v) for v in table.index])

@@ -79,7 +79,7 @@ from cxlsim import config
 from cxlsim.errors import InputError, RunError
 from cxlsim.results import Workspace, atomic_write
 
-__all__ = ["SweepConfig", "SweepScenario", "Point", "load", "leaf_keys", "parse_vary", "expand",
+__all__ = ["SweepConfig", "SweepScenario", "Point", "load", "base_scenario", "cpus", "leaf_keys", "parse_vary", "expand",
            "point_seed", "run_point", "Sweep", "run_sweep", "read_csv_rows", "register"]
 
 SIZE_KEY = "workload.sizes"
@@ -131,7 +131,8 @@ def load(path: str) -> SweepScenario:
     return config.load(path, SweepScenario)
 
 
-def _base_scenario(cfg: SweepScenario) -> config.Scenario:
+def base_scenario(cfg: SweepScenario) -> config.Scenario:
+    """The scenario without its `sweep:` section."""
     data = config.to_dict(cfg)
     del data["sweep"]
     return config.from_dict(data)
@@ -309,7 +310,8 @@ def _worker_init() -> None:
         pass
 
 
-def _cpus() -> int:
+def cpus() -> int:
+    """The CPUs this process may run on (the default local pool size)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -329,7 +331,7 @@ def make_executor(kind: str, workers: int | None, jobs: int):
         return MPIPoolExecutor(max_workers=workers, main=False)
     import multiprocessing
 
-    size = max(1, min(workers or _cpus(), jobs))
+    size = max(1, min(workers or cpus(), jobs))
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
     return cf.ProcessPoolExecutor(max_workers=size, mp_context=context, initializer=_worker_init)
 
@@ -368,7 +370,7 @@ class Sweep:
     def __init__(self, cfg: SweepScenario, workspace: Workspace, *, resume: bool = False,
                  quiet: bool = True):
         self.cfg = cfg
-        self.base = _base_scenario(cfg)
+        self.base = base_scenario(cfg)
         self.points = expand(self.base, cfg.sweep.vary)
         self.workspace = workspace
         self.points_ws = Workspace(workspace.file("points"))
@@ -389,7 +391,7 @@ class Sweep:
             raise InputError(f"--output {self.workspace.path!r}: already holds a sweep; "
                              "pass --resume to finish it, or choose another directory")
         try:
-            old = _base_scenario(load(existing))
+            old = base_scenario(load(existing))
         except InputError as exc:
             raise InputError(f"workspace {self.workspace.path!r}: its sweep.yaml is unreadable ({exc})") from None
         old_d, new_d = _flatten(config.to_dict(old)), _flatten(config.to_dict(self.base))
