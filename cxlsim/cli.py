@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "cxlsim.plot",
     "cxlsim.train",
     "cxlsim.emulator.cli",
+    "cxlsim.calibrate",
 ]
 
 

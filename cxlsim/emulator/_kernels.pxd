@@ -30,6 +30,9 @@ cdef extern from "cxl_ops.h" nogil:
         double spin_overhead_ns
 
     int cxl_cpu_features()
+    void cxl_line_op(int op, const void *p)
+    void cxl_sfence()
+    void cxl_mfence()
     uint32_t cxl_atomic_add_u32(uint32_t *p, uint32_t v)
     double cxl_now_ns()
     uint64_t cxl_read_pass(const char *p, uint64_t n)

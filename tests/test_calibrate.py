@@ -1,0 +1,271 @@
+"""Calibration: fits recover known parameters, profiles round-trip and reject bad files, --from-osu, primitives.
+
+No test here depends on how fast this machine is: timings are only checked to be
+positive and finite; everything else is exact or synthetic.
+"""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from cxlsim import calibrate as cal
+from cxlsim.cli import main as cli_main
+from cxlsim.errors import InputError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "cxlsim", "data", "osu")
+SHIPPED = sorted(os.path.join(DATA, f) for f in os.listdir(DATA) if f.endswith(".txt"))
+
+
+def synthetic_model(path_hw=12.0, path_flush=40.0, per_line=1.5, np_=2):
+    sizes = [0, 1, 64, 4096, 65536, 1048576]
+    return cal.LocalModel(
+        np=np_, path_ns={"hw": path_hw, "flush": path_flush}, roundtrip_ns={"hw": 0.0, "flush": 0.0},
+        flush_ns_per_line=per_line, fence_ns={"hw": 5.0, "flush": 80.0},
+        overhead_ns={"copy": 150.0, "zero-copy": 900.0},
+        copy_bw_curve={str(s): s / 30.0 for s in sizes},
+        write_pass_curve={str(s): s / 20.0 for s in sizes},
+        read_pass_curve={str(s): np_ * s / 25.0 for s in sizes})
+
+
+# ------------------------------------------------------------------ fitting recovers known parameters
+
+def test_flush_line_fit_recovers_fence_and_per_line_cost():
+    lines = np.array([1, 4, 16, 64, 256, 1024, 4096])
+    clock, fence, per_line = 23.0, 110.0, 0.65
+    times = clock + fence + lines * per_line
+    fit = cal.fit_flush_line(lines, times, clock)
+    assert fit["fence_ns"] == pytest.approx(fence, rel=0.02)
+    assert fit["per_line_ns"] == pytest.approx(per_line, rel=0.02)
+    assert fit["rms"] < 1e-9
+
+
+def test_line_fit_recovers_bandwidth_under_small_noise():
+    rng = np.random.default_rng(5)
+    sizes = np.array([64, 256, 1024, 4096, 16384, 65536, 262144, 1048576], float)
+    times = (90.0 + sizes / 18.0) * (1 + rng.uniform(-0.002, 0.002, len(sizes)))
+    a, b, rms = cal.fit_line(sizes, times)
+    assert a == pytest.approx(90.0, rel=0.02) and 1 / b == pytest.approx(18.0, rel=0.02)
+    assert 0 < rms < 0.01
+
+
+@pytest.mark.parametrize("mode,path", [("hw", 7.0), ("hw", 55.0), ("flush", 30.0), ("flush", 140.0)])
+def test_path_solve_recovers_the_path_from_the_des_own_round_trip(mode, path):
+    model = synthetic_model()
+    roundtrip = cal.des_pingpong_ns(cal.local_preset(model, 64, path, mode), mode)
+    solved, des_rt = cal.solve_path_ns(model, 64, mode, roundtrip)
+    assert solved == pytest.approx(path, rel=0.02)
+    assert des_rt == pytest.approx(roundtrip, rel=1e-9)
+
+
+def test_fit_local_recovers_every_parameter_from_synthetic_primitives():
+    truth = synthetic_model(path_hw=9.0, path_flush=70.0, per_line=1.2)
+    sizes = [1, 64, 4096, 65536, 1048576]
+    lines = [1, 4, 16, 64, 256, 1024, 4096, 16384]
+    clock = 20.0
+    prims = {
+        "np": 2, "clock_read_ns": clock,
+        "roundtrip_ns": {m: cal.des_pingpong_ns(cal.local_preset(truth, 64, truth.path_ns[m], m), m)
+                         for m in ("hw", "flush")},
+        "flush": {"lines": lines,
+                  "writeback_sfence_ns": [clock + 5.0 + 1.2 * n for n in lines],
+                  "invalidate_mfence_ns": [clock + 80.0 + 1.2 * n for n in lines]},
+        "overhead_ns": dict(truth.overhead_ns),
+        "copy_ns": {str(s): s / 30.0 for s in sizes},
+        "write_pass": {str(s): 100.0 + s / 20.0 for s in [0] + sizes},
+        "read_pass": {str(s): 80.0 + 2 * s / 25.0 for s in [0] + sizes},
+    }
+    model, report = cal.fit_local(prims, sizes)
+    for mode in ("hw", "flush"):
+        assert model.path_ns[mode] == pytest.approx(truth.path_ns[mode], rel=0.02)
+        assert model.fence_ns[mode] == pytest.approx(truth.fence_ns[mode], rel=0.02)
+        assert abs(report[f"path_{mode}"]["residual"]) < 1e-9
+    assert model.flush_ns_per_line == pytest.approx(1.2, rel=0.02)
+    assert report["write_pass"]["bw_bytes_per_ns"] == pytest.approx(20.0, rel=0.02)
+    assert report["read_pass"]["bw_bytes_per_ns"] == pytest.approx(12.5, rel=0.02)
+    for n in sizes:
+        assert model.app_ns(n) == pytest.approx(truth.app_ns(n), rel=0.02)
+    # the prediction made with the fitted model equals the one made with the truth
+    for mode in ("hw", "flush"):
+        for side in ("copy", "zero-copy"):
+            assert cal.predict_local(model, mode, side, 4096) == pytest.approx(
+                cal.predict_local(truth, mode, side, 4096), rel=0.02)
+
+
+def test_prediction_grows_with_size_and_flush_costs_more_than_hw():
+    model = synthetic_model()
+    for mode in ("hw", "flush"):
+        for side in ("copy", "zero-copy"):
+            times = [cal.predict_local(model, mode, side, n) for n in (1, 4096, 65536, 1048576)]
+            assert all(a < b for a, b in zip(times, times[1:])), (mode, side, times)
+    assert cal.predict_local(model, "flush", "copy", 4096) > cal.predict_local(model, "hw", "copy", 4096)
+
+
+def test_injected_latency_adds_at_least_three_latencies_to_a_copy_call():
+    # cxl_ops.h: one L for the flags and one per block read (np = 2): 3 L per copy-mode call
+    model = synthetic_model()
+    base = cal.predict_injected(model, "hw", "copy", 64, 0.0, 0.0)
+    slow = cal.predict_injected(model, "hw", "copy", 64, 500.0, 0.0)
+    assert slow - base == pytest.approx(3 * 500.0, rel=0.02)
+    paced = cal.predict_injected(model, "hw", "copy", 1048576, 0.0, 4.0)
+    assert paced >= 3 * 1048576 / 4.0
+
+
+# ------------------------------------------------------------------ profiles
+
+def _profile():
+    return cal.make_profile("local-host", synthetic_model().to_dict(), [], seed=3)
+
+
+def test_profile_round_trip(tmp_path):
+    path = str(tmp_path / "profile.json")
+    profile = _profile()
+    cal.save_profile(path, profile)
+    loaded = cal.load_profile(path)
+    assert loaded == json.loads(json.dumps(profile))
+    assert cal.LocalModel.from_dict(loaded["model"]) == synthetic_model()
+    assert loaded["provenance"]["seed"] == 3
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda p: p.update(version=99), "version: expected 1"),
+    (lambda p: p.update(schema="other"), "schema: expected"),
+    (lambda p: p.pop("model"), r"missing key\(s\) \['model'\]"),
+    (lambda p: p["model"].pop("path_ns"), r"model: missing key\(s\) \['path_ns'\]"),
+    (lambda p: p.update(kind="gpu"), "kind: expected one of"),
+])
+def test_profile_rejects_wrong_version_or_missing_keys(tmp_path, edit, match):
+    profile = _profile()
+    edit(profile)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(profile))
+    with pytest.raises(InputError, match=match):
+        cal.load_profile(str(path))
+
+
+def test_validate_only_through_the_cli(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    cal.save_profile(str(good), _profile())
+    assert cli_main(["calibrate", "--validate-only", str(good)]) == 0
+    assert "a valid local-host profile" in capsys.readouterr().out
+    bad = tmp_path / "bad.json"
+    data = _profile()
+    data["version"] = 0
+    bad.write_text(json.dumps(data))
+    assert cli_main(["calibrate", "--validate-only", str(bad)]) == 2
+    assert "version: expected 1" in capsys.readouterr().err
+    (tmp_path / "broken.json").write_text("{\n  \"schema\": \n")
+    assert cli_main(["calibrate", "--validate-only", str(tmp_path / "broken.json")]) == 2
+    assert "broken.json:3: not JSON" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ --from-osu
+
+def test_from_osu_on_the_shipped_files_reports_every_size(tmp_path, capsys):
+    out = tmp_path / "ws"
+    code = cli_main(["calibrate", "--from-osu", *SHIPPED, "--memcpy-bandwidth", "20GB/s", "--output", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [2 ** k for k in range(21)]
+    for r in rows:  # measured, pure, err%, full, err%
+        measured, pure, pure_err, full, full_err = map(float, r[1:6])
+        assert pure_err == pytest.approx((pure - measured) / measured * 100, abs=1.0)  # printed to 0.01 us
+        assert full_err == pytest.approx((full - measured) / measured * 100, abs=1.0)
+    assert "(anchor)" in text and "median |error|" in text
+    profile = cal.load_profile(str(out / "profile.json"))
+    assert profile["kind"] == "network" and len(profile["validation"]) == 21
+    anchor = profile["validation"][0]
+    assert anchor["anchor"] and anchor["full_ns"] == pytest.approx(anchor["measured_ns"])
+    # the own-block copy is n / memcpy bandwidth
+    last = profile["validation"][-1]
+    assert last["own_copy_ns"] == pytest.approx(last["size_bytes"] / 20.0)
+
+
+def test_from_osu_prediction_matches_loggp_at_np2():
+    # np = 2, MPICH picks recursive doubling below 512 KiB total: one exchange of m bytes, so the
+    # pure prediction is o + L + (m G) + o, the latency line of the fit.
+    result = cal.from_osu(SHIPPED, nodes=2, memcpy_bw_bytes_per_ns=20.0)
+    fit = result["fit"]
+    for row in result["rows"]:
+        if row["size_bytes"] < 4096:
+            r = fit.regime_for(row["size_bytes"])
+            expect = r.latency_ns + 2 * r.overhead_ns + row["size_bytes"] * r.gap_per_byte_ns
+            assert row["pure_ns"] == pytest.approx(expect, rel=0.01)
+
+
+def test_from_osu_errors_name_the_problem(tmp_path):
+    lat = [p for p in SHIPPED if "latency" in p]
+    with pytest.raises(InputError, match="no osu_allgather table"):
+        cal.from_osu(lat, memcpy_bw_bytes_per_ns=20.0)
+    with pytest.raises(InputError, match="no osu_latency table"):
+        cal.from_osu([p for p in SHIPPED if "allgather" in p], memcpy_bw_bytes_per_ns=20.0)
+    with pytest.raises(InputError, match="--np"):
+        cal.from_osu(SHIPPED, nodes=1, memcpy_bw_bytes_per_ns=20.0)
+
+
+def test_malformed_osu_file_through_the_cli_names_the_line(tmp_path, capsys):
+    bad = tmp_path / "osu_latency.txt"
+    bad.write_text("# OSU MPI Latency Test v5.3\n# Size          Latency (us)\n1     1.30\n2     x.7\n")
+    code = cli_main(["calibrate", "--from-osu", str(bad), "--memcpy-bandwidth", "20GB/s",
+                     "--output", str(tmp_path / "ws")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{bad}:4:" in err and "'2     x.7'" in err
+    assert cli_main(["calibrate", "--from-osu", str(tmp_path / "missing.txt")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the primitive microbenchmarks
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_flag_pingpong_runs_both_ranks_to_the_same_epoch(coherence):
+    from cxlsim.emulator.launch import run_local
+
+    def rank(comm):
+        rt = comm.flag_pingpong(500)
+        return rt, comm.epoch, comm.flag_epochs()
+    if coherence == "flush":
+        from cxlsim.emulator import _kernels
+        if not {"clflushopt", "clflush"} & _kernels.cpu_features():
+            pytest.skip("no clflush on this CPU")
+    out = run_local(2, rank, coherence=coherence, slot_bytes=64)
+    for rt, epoch, flags in out:
+        assert math.isfinite(rt) and rt > 0
+        assert epoch == 500 and flags == [500, 500]
+
+
+def test_flag_pingpong_needs_two_ranks():
+    from cxlsim.emulator.launch import RankFailure, run_local
+
+    with pytest.raises(RankFailure, match="needs exactly 2 ranks"):
+        run_local(1, lambda comm: comm.flag_pingpong(10), slot_bytes=64)
+
+
+def test_line_op_and_clock_microbenchmarks_are_positive_and_check_input():
+    from cxlsim.emulator import _kernels
+    from cxlsim.emulator.comm import choose_line_ops
+
+    writer, reader = choose_line_ops("auto")
+    buf = np.zeros(4096, np.uint8)
+    for op, dirty, fence in ((writer, True, "sfence"), (reader, False, "mfence"), (reader, False, "none")):
+        ns = _kernels.line_op_ns(buf, op, dirty, fence, 20)
+        assert math.isfinite(ns) and ns > 0
+    assert buf[0] == 19  # the dirty pass stored (iteration & 255) into every byte
+    assert _kernels.clock_read_ns(100) > 0
+    with pytest.raises(InputError, match="fence: expected"):
+        _kernels.line_op_ns(buf, writer, True, "lfence")
+    with pytest.raises(InputError, match="op: expected"):
+        _kernels.line_op_ns(buf, 0, True)
+
+
+def test_measured_primitives_are_positive():
+    prims = cal.measure_primitives([1, 4096], 2, batches=2)
+    assert prims["roundtrip_ns"]["hw"] > 0 and prims["roundtrip_ns"]["flush"] > 0
+    assert prims["overhead_ns"]["copy"] > 0 and prims["overhead_ns"]["zero-copy"] > 0
+    assert all(v > 0 for v in prims["flush"]["writeback_sfence_ns"] + prims["flush"]["invalidate_mfence_ns"])
+    assert all(v >= 0 for v in prims["copy_ns"].values())
+    model, report = cal.fit_local(prims, [1, 4096])
+    assert model.path_ns["hw"] > 0 and model.path_ns["flush"] > 0
