@@ -39,10 +39,13 @@ sweep's own process.
 
 **Workspace** (`--output DIR`, default `runs/NAME-TIMESTAMP`):
 - `sweep.yaml`: the base scenario and its `sweep:` section, re-runnable;
-- `provenance.json`: base seed, versions, git commit, host, time, command line;
+- `provenance.json`: base seed, versions, git commit, host, time, command line,
+  and after a resume the same for every earlier run (`earlier_runs`);
 - `points/ID.json`: one file per finished point, written atomically by the
   sweep's process as soon as the point finishes (its values, seed, the point's
-  scenario with every preset figure written out, its result row, wall time, host, pid);
+  scenario with every preset figure written out, its result row, wall time,
+  host, pid, and `run`: which run made it, 0 for the first; the provenance of
+  run k is `earlier_runs[k]`, or the top level for the latest run);
 - `sweep.csv`: the tidy table, one row per finished point in factorial order:
   `point` (index), `point_id`, `seed`, one column per axis (internal units),
   then the simulator's columns (`size_bytes`, `latency_us`, `algorithm`,
@@ -377,6 +380,7 @@ class Sweep:
         self.quiet = quiet
         self.resume = resume
         self.results: dict[int, dict] = {}  # point index -> point record
+        self.run_number = 0  # how many runs of this sweep the workspace saw before this one
         self.columns: list[str] = []
 
     # ----- workspace state
@@ -401,6 +405,16 @@ class Sweep:
             raise InputError(f"--resume: workspace {self.workspace.path!r} holds a sweep of another base "
                              f"scenario ({k}: {old_d.get(k)!r} there, {new_d[k]!r} here); use another --output")
 
+    def _earlier_runs(self) -> list:
+        """The provenance of the runs before this one in the workspace (a point's `run` indexes them)."""
+        path = self.workspace.file("provenance.json")
+        if not self.resume or not os.path.exists(path):
+            return []
+        with open(path, encoding="utf-8") as fh:
+            old = json.load(fh)
+        earlier = old.pop("earlier_runs", [])
+        return earlier + [old]
+
     def _load_finished(self) -> None:
         for name in os.listdir(self.points_ws.path):
             if name.startswith(".tmp-"):  # left by a killed sweep; we hold the lock
@@ -424,7 +438,7 @@ class Sweep:
         return {"index": point.index, "point_id": point.point_id, "seed": point.seed,
                 "values": dict(point.values), "scenario": _jsonable(config.to_dict(point.scenario)),
                 "resolved": out["resolved"], "row": row, "error": out["error"],
-                "wall_s": out["wall_s"], "host": out["host"], "pid": out["pid"]}
+                "wall_s": out["wall_s"], "host": out["host"], "pid": out["pid"], "run": self.run_number}
 
     def _finish(self, point: Point, out: dict) -> None:
         record = self._record(point, out)
@@ -466,11 +480,14 @@ class Sweep:
         try:
             self._check_workspace()
             self.workspace.write_text("sweep.yaml", self._sweep_yaml())
+            earlier = self._earlier_runs()
+            self.run_number = len(earlier)
             self.workspace.write_provenance(self.base.seed, points=len(self.points), executor=kind,
                                             workers=workers, axes=[k for k, _ in self.points[0].values],
                                             seed_rule="per point: SHA-256 of the point's canonical values "
                                                       "(and the base seed if set), top 63 bits",
-                                            resumed=self.resume, pid=os.getpid())
+                                            resumed=self.resume, pid=os.getpid(), run=self.run_number,
+                                            earlier_runs=earlier)
             if self.resume:
                 self._load_finished()
             todo = [p for p in self.points if p.index not in self.results]

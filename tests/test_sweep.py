@@ -112,6 +112,14 @@ def test_seed_depends_only_on_the_point_and_the_base_seed():
     assert seeded[0].seed == int.from_bytes(hashlib.sha256(f"9|{key}".encode()).digest()[:8], "big") >> 1
 
 
+def test_example_sweep_file_expands():
+    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "configs", "sweep_network_allgather.yaml")
+    cfg = sweep.load(path)
+    points = sweep.expand(sweep.base_scenario(cfg), cfg.sweep.vary)
+    assert len(points) == 2 * 4 * 2 and cfg.sweep.executor == "local"
+    assert dict(points[-1].values) == {"fabric.preset": "eth-100g-roce", "fabric.nodes": 32, "workload.sizes": 1 << 20}
+
+
 # ---------------------------------------------------------------- bad input
 
 @pytest.mark.parametrize("axes, message", [
@@ -330,6 +338,10 @@ def test_interrupted_sweep_keeps_whole_rows_and_resume_runs_only_the_rest(tmp_pa
     assert all(point_files(ws)[name] == data for name, data in finished.items())
     assert (ws / "sweep.csv").read_bytes() == (reference / "sweep.csv").read_bytes()
     assert not [n for n in os.listdir(ws / "points") if n.startswith(".tmp-")]
+    prov = json.loads((ws / "provenance.json").read_text())
+    assert prov["run"] == 1 and prov["resumed"] and len(prov["earlier_runs"]) == 1
+    runs = [json.loads(data)["run"] for data in point_files(ws).values()]
+    assert runs.count(0) == len(finished) and runs.count(1) == DES_POINTS - len(finished)
 
 
 def _mpiexec():
@@ -344,7 +356,14 @@ def test_mpi_executor_gives_the_same_csv(tmp_path, reference):
     ws = tmp_path / "w"
     cmd = [_mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py.futures", "-m", "cxlsim", "sweep", path,
            "--executor", "mpi", "--output", str(ws), "--quiet"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # mpiexec and its ranks: the session this test started
+        proc.communicate()
+        pytest.fail("the MPI sweep did not finish in 180 s")
+    out = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{DES_POINTS} points, 0 already finished, {DES_POINTS} run, 0 failed" in out.stdout
     prov = json.loads((ws / "provenance.json").read_text())
