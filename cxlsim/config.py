@@ -32,7 +32,7 @@ from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes, pa
 __all__ = [
     "ConfigError", "option", "section", "load", "from_dict", "to_dict", "get", "with_overrides",
     "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
-    "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig",
+    "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig",
 ]
 
 
@@ -187,6 +187,12 @@ def _sizes(value) -> tuple:
     return sizes
 
 
+def _line_multiple(value) -> int:
+    if _int(64)(value) % 64:
+        raise ValueError("")
+    return value
+
+
 def _seed(value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError("")
@@ -243,6 +249,31 @@ class HostConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CXLConfig:
+    """CXL pool settings, used when `fabric.preset` names a CXL pool preset (cxl2-pool, cxl3-pool).
+
+    Unset values come from the preset (cxlsim.fabric.cxl_presets), or are
+    chosen by `cxlsim.simulate.resolve_cxl` and written out in the run's config.
+    """
+
+    coherence: str | None = option("coherence", _choice("hw", "flush"), "'hw' or 'flush'", None)
+    """'hw' (CXL 3.x back-invalidation) or 'flush' (software); unset: 'hw' if the preset has it, else 'flush'."""
+    devices: int = option("devices", _int(1), "an integer >= 1", 1)
+    """Pool devices, interleaved by chunk."""
+    switch_levels: int | None = option("switch_levels", _choice(1, 2), "1 or 2", None)
+    """1: one switch; 2: leaf switches under a root (CXL 3.x); unset: 1 if the hosts fit on one switch, else 2."""
+    load_latency_ns: float | None = option("load_latency", parse_time, _TIME, None, _ns)
+    """Unloaded load latency through one switch level; every latency figure (core to port, link, hop,
+    media) is scaled by the same factor to reach it; unset: the preset's (250 ns)."""
+    outstanding_lines: int | None = option("outstanding_lines", _int(1), "an integer >= 1", None)
+    """Line requests one host keeps in flight (its bandwidth is this * 64 B / load latency)."""
+    device_bw_bytes_per_ns: float | None = option("device_bandwidth", parse_bandwidth, _BW, None, _gbs)
+    """Media bandwidth of one device (its ports still cap it)."""
+    chunk_bytes: int = option("chunk", lambda v: _line_multiple(parse_size(v)), "a multiple of 64 B like '4 KiB'", 4096)
+    """Pool address moved as one unit, and the interleaving granule, bytes."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class FabricConfig:
     """Which fabric: a preset, a topology, the rank layout and per-component overrides."""
 
@@ -258,6 +289,7 @@ class FabricConfig:
     switch: SwitchConfig = section("switch", SwitchConfig)
     nic: NicConfig = section("nic", NicConfig)
     host: HostConfig = section("host", HostConfig)
+    cxl: CXLConfig = section("cxl", CXLConfig)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,18 @@ latency per message size:
 `cxlsim simulate [SCENARIO.yaml] [--nodes N ...]` prints an OSU-style table
 and writes a run workspace (cxlsim.results). With no scenario file it uses
 DEFAULT_SCENARIO, so `cxlsim simulate --nodes 8 --preset ib-hdr` just works.
+
+CXL pools. When `fabric.preset` names a CXL pool preset (`cxl2-pool`,
+`cxl3-pool`; cxlsim.fabric.cxl_presets) the fabric is `fabric.nodes` hosts,
+one rank each, on a CXL switch (or a two-level tree) sharing the pool, set by
+the `fabric.cxl` section (coherence, devices, switch_levels, load_latency,
+outstanding_lines, device_bandwidth, chunk; `resolve_cxl`). Only pool
+algorithms run there (`cxl_pool`, `cxl_pool_zero_copy`; 'auto' means
+`cxl_pool`): the DES engine simulates them on a `CXLPoolTransport`, the
+analytic engine evaluates `cxl_pool_closed_form` on the same transport's
+figures. Network algorithms on a CXL preset, pool algorithms on a network
+preset, and network-only keys (links, switch, nic, topology other than star,
+several ranks per node) are errors that name the key.
 """
 from __future__ import annotations
 
@@ -22,18 +34,22 @@ import time
 from cxlsim import config
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import topology
+from cxlsim.fabric.cxl_presets import CXL_PRESETS, get_cxl_preset
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
 from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import PRESETS, get_preset
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.base import lookup
+from cxlsim.models.collectives.base import check_transport, lookup
+from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.selectors import select
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_sizes
 
-__all__ = ["DEFAULT_SCENARIO", "resolve_preset", "resolved", "build_graph", "build_transport", "run", "osu_table", "register"]
+__all__ = ["DEFAULT_SCENARIO", "resolve_preset", "resolved", "build_graph", "build_transport", "is_cxl",
+           "resolve_cxl", "CXLSetup", "build_pool_transport", "run", "osu_table", "register"]
 
 DEFAULT_SCENARIO = {
     "name": "simulate",
@@ -52,12 +68,106 @@ def _merge(params, overrides):
         raise InputError(f"fabric: {exc}") from None
 
 
+def is_cxl(fabric: config.FabricConfig) -> bool:
+    """True if `fabric.preset` names a CXL pool preset."""
+    return fabric.preset in CXL_PRESETS
+
+
+def _unknown_preset(name):
+    known = sorted(PRESETS) + sorted(CXL_PRESETS)
+    return InputError(f"fabric.preset: unknown preset {name!r}; expected one of {', '.join(known)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class CXLSetup:
+    """A scenario's CXL pool: the preset with its overrides, and the choices made for the run."""
+
+    preset: object
+    """The `CXLPoolPreset` with `fabric.cxl` and `fabric.host` overrides applied."""
+    coherence: str
+    switch_levels: int
+    devices: int
+    chunk_bytes: int
+
+
+def _one_level_load_ns(preset) -> float:
+    link = preset.link.traversal_ns
+    return 2 * (preset.host_path.port_latency_ns + 2 * link + preset.switch.hop_latency_ns) + \
+        preset.device.media_latency_ns
+
+
+def resolve_cxl(fabric: config.FabricConfig) -> CXLSetup:
+    """The CXL pool a scenario names, checked: preset, overrides, coherence and switch levels.
+
+    `fabric.cxl.load_latency` scales every latency figure of the preset (core
+    to port, links and retimers, switch hop, media) by one factor, so the
+    unloaded load through one switch level equals it; the host bandwidth,
+    outstanding requests x 64 B / load latency, moves with it (Little's law).
+    """
+    if not is_cxl(fabric):
+        raise _unknown_preset(fabric.preset)
+    for key, overrides in (("links", fabric.links), ("switch", fabric.switch), ("nic", fabric.nic)):
+        given = [f.metadata["key"] for f in dataclasses.fields(overrides) if getattr(overrides, f.name) is not None]
+        if given:
+            raise InputError(f"fabric.{key}.{given[0]}: a network setting, but {fabric.preset} is a CXL pool; "
+                             "set CXL figures in fabric.cxl")
+    if fabric.topology != "star":
+        raise InputError(f"fabric.topology: a CXL pool builds its own switch (or switch tree, "
+                         f"fabric.cxl.switch_levels); expected 'star' (the default), got {fabric.topology!r}")
+    if fabric.ranks_per_node != 1:
+        raise InputError(f"fabric.ranks_per_node: the CXL pool model runs one rank per host; expected 1, "
+                         f"got {fabric.ranks_per_node}")
+    preset = get_cxl_preset(fabric.preset)
+    cx = fabric.cxl
+    if cx.load_latency_ns is not None:
+        k = cx.load_latency_ns / _one_level_load_ns(preset)
+        preset = dataclasses.replace(
+            preset,
+            host_path=dataclasses.replace(preset.host_path, port_latency_ns=preset.host_path.port_latency_ns * k),
+            link=dataclasses.replace(preset.link, latency_ns=preset.link.latency_ns * k,
+                                     retimer_latency_ns=preset.link.retimer_latency_ns * k),
+            switch=dataclasses.replace(preset.switch, hop_latency_ns=preset.switch.hop_latency_ns * k),
+            device=dataclasses.replace(preset.device, media_latency_ns=preset.device.media_latency_ns * k))
+    if cx.outstanding_lines is not None:
+        preset = dataclasses.replace(preset, host_path=dataclasses.replace(
+            preset.host_path, outstanding_lines=cx.outstanding_lines))
+    if cx.device_bw_bytes_per_ns is not None:
+        preset = dataclasses.replace(preset, device=dataclasses.replace(
+            preset.device, media_bw_bytes_per_ns=cx.device_bw_bytes_per_ns))
+    preset = dataclasses.replace(preset, host=_merge(preset.host, fabric.host))
+    coherence = cx.coherence or ("hw" if "hw" in preset.coherence_modes else "flush")
+    ports = cx.devices * preset.device.heads
+    levels = cx.switch_levels or (1 if fabric.nodes + ports <= preset.switch.max_ports
+                                  or preset.max_switch_levels == 1 else 2)
+    try:
+        preset.check(coherence, levels)
+    except InputError as exc:
+        raise InputError(f"fabric.cxl.{exc}") from None
+    try:
+        if levels == 1:
+            preset.switch.check_ports(fabric.nodes, ports)
+        else:
+            preset.switch.tree_leaves(fabric.nodes, ports)
+    except InputError as exc:
+        raise InputError(f"fabric.nodes: {fabric.nodes} on {levels} switch level(s): {exc}") from None
+    return CXLSetup(preset, coherence, levels, cx.devices, cx.chunk_bytes)
+
+
+def build_pool_transport(scenario: config.Scenario, setup: CXLSetup | None = None) -> CXLPoolTransport:
+    """A fresh environment and CXL pool transport for one simulated call."""
+    setup = setup or resolve_cxl(scenario.fabric)
+    return CXLPoolTransport(setup.preset, scenario.fabric.nodes, coherence=setup.coherence, env=Environment(),
+                            devices=setup.devices, chunk_bytes=setup.chunk_bytes, switch_levels=setup.switch_levels)
+
+
 def resolve_preset(fabric: config.FabricConfig):
     """The scenario's preset with its `links`, `switch`, `nic` and `host` overrides applied."""
+    if is_cxl(fabric):
+        raise InputError(f"fabric.preset: {fabric.preset} is a CXL pool; use resolve_cxl")
     try:
         preset = get_preset(fabric.preset)
-    except InputError as exc:
-        raise InputError(f"fabric.preset: {exc}") from None
+    except InputError:
+        raise _unknown_preset(fabric.preset) from None
     kind = fabric.switch.kind or preset.switch_kind
     return dataclasses.replace(
         preset,
@@ -71,8 +181,19 @@ def resolve_preset(fabric: config.FabricConfig):
 
 def resolved(scenario: config.Scenario) -> config.Scenario:
     """The scenario with every preset figure written out, so the run does not depend on the preset table."""
-    p = resolve_preset(scenario.fabric)
     gbs, ns = (lambda v: f"{v!r} GB/s"), (lambda v: f"{v!r} ns")
+    if is_cxl(scenario.fabric):
+        setup = resolve_cxl(scenario.fabric)
+        p = setup.preset
+        return config.with_overrides(scenario, {
+            "fabric.cxl.coherence": setup.coherence, "fabric.cxl.switch_levels": setup.switch_levels,
+            "fabric.cxl.load_latency": ns(_one_level_load_ns(p)),
+            "fabric.cxl.outstanding_lines": p.host_path.outstanding_lines,
+            "fabric.cxl.device_bandwidth": gbs(p.device.media_bw_bytes_per_ns),
+            "fabric.host.memcpy_bandwidth": gbs(p.host.memcpy_bw_bytes_per_ns),
+            "fabric.host.reduce_bandwidth": gbs(p.host.reduce_bw_bytes_per_ns),
+        })
+    p = resolve_preset(scenario.fabric)
     return config.with_overrides(scenario, {
         "fabric.links.bandwidth": gbs(p.link.bw_bytes_per_ns), "fabric.links.latency": ns(p.link.latency_ns),
         "fabric.switch.kind": p.switch_kind, "fabric.switch.latency": ns(p.switch.latency_ns),
@@ -117,8 +238,58 @@ def _context(scenario, placement) -> runner.Context:
     return runner.Context(groups=tuple(map(tuple, placement.groups())), inter=wl.inter_algorithm, root=wl.root)
 
 
+def _run_pool(scenario: config.Scenario, bar) -> list[dict]:
+    setup = resolve_cxl(scenario.fabric)
+    wl = scenario.workload
+    p = scenario.fabric.nodes
+    if wl.collective != "allgather":
+        raise InputError(f"workload.collective: a CXL pool runs only allgather (cxl_pool, cxl_pool_zero_copy), "
+                         f"got {wl.collective!r}")
+    name = "cxl_pool" if wl.algorithm == "auto" else wl.algorithm
+    algo, fallback = lookup(wl.collective, name, p)
+    check_transport(algo, "pool")
+    figures = None
+    rows = []
+    for size in wl.sizes_bytes:
+        start = time.perf_counter()
+        if scenario.engine == "analytic":
+            if figures is None:
+                figures = build_pool_transport(scenario, setup).figures()
+            latency_ns = cxl_pool_closed_form(figures, p, size, setup.coherence,
+                                              zero_copy=algo.name == "cxl_pool_zero_copy")
+            events = 0
+        else:
+            outcome = runner.run(build_pool_transport(scenario, setup), wl.collective, algo.name, size)
+            try:
+                runner.verify(wl.collective, p, runner.Context(), outcome.results)
+            except AssertionError as exc:
+                raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
+            latency_ns, events = outcome.latency_ns, outcome.events
+        rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": algo.name,
+                     "note": fallback or "", "engine": scenario.engine, "events": events,
+                     "wall_s": time.perf_counter() - start})
+        if bar:
+            bar.update(1)
+    return rows
+
+
 def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
     """One row per size: size_bytes, latency_us, algorithm, note, engine, events, wall_s."""
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(scenario.workload.sizes_bytes), desc="simulate", unit="size", file=sys.stderr,
+                   leave=False)
+    try:
+        if is_cxl(scenario.fabric):
+            return _run_pool(scenario, bar)
+        return _run_network(scenario, bar)
+    finally:
+        if bar:
+            bar.close()
+
+
+def _run_network(scenario: config.Scenario, bar) -> list[dict]:
     preset = resolve_preset(scenario.fabric)
     graph = build_graph(scenario.fabric)
     wl = scenario.workload
@@ -127,15 +298,11 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
     p = placement.size
     cost_model = None
     rows = []
-    sizes = wl.sizes_bytes
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=len(sizes), desc="simulate", unit="size", file=sys.stderr, leave=False)
-    for size in sizes:
+    for size in wl.sizes_bytes:
         name, note = (wl.algorithm, None)
         if name == "auto":
             name, note = select(wl.selector, wl.collective, p, size)
+        check_transport(lookup(wl.collective, name, p)[0], "network")
         start = time.perf_counter()
         if scenario.engine == "analytic":
             if cost_model is None:
@@ -159,8 +326,6 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
                      "wall_s": time.perf_counter() - start})
         if bar:
             bar.update(1)
-    if bar:
-        bar.close()
     return rows
 
 
@@ -174,8 +339,11 @@ def osu_table(scenario: config.Scenario, rows: list[dict]) -> str:
         else:
             spans.append([row["size_bytes"], row["size_bytes"], row["algorithm"]])
     algos = "; ".join(f"{format_size(a)}{'' if a == b else '-' + format_size(b)} {name}" for a, b, name in spans)
+    where = (f"{f.preset}, {f.cxl.coherence} coherence, {f.cxl.devices} device(s), {f.cxl.switch_levels} switch "
+             f"level(s), {f.nodes} hosts x 1 rank" if is_cxl(f) else
+             f"{f.preset}, {f.topology}, {f.nodes} nodes x {f.ranks_per_node} ranks ({f.placement})")
     lines = [f"# cxlsim projected {scenario.workload.collective} latency ({scenario.engine} engine)",
-             f"# fabric: {f.preset}, {f.topology}, {f.nodes} nodes x {f.ranks_per_node} ranks ({f.placement})",
+             f"# fabric: {where}",
              f"# algorithms: {algos}",
              f"# {'Size':<10} {'Avg Latency(us)':>18}"]
     lines += [f"{row['size_bytes']:<12d} {row['latency_us']:>18.2f}" for row in rows]
@@ -207,6 +375,8 @@ def _overrides(args) -> dict:
              "fabric.preset": args.preset, "fabric.topology": args.topology,
              "workload.algorithm": args.algorithm, "workload.collective": args.collective,
              "workload.selector": args.selector, "engine": args.engine, "seed": args.seed,
+             "fabric.cxl.coherence": args.coherence, "fabric.cxl.switch_levels": args.switch_levels,
+             "fabric.cxl.devices": args.devices,
              "workload.chunk": args.chunk, "output.dir": args.output}
     if args.sizes is not None:
         flags["workload.sizes"] = parse_sizes(args.sizes)
@@ -246,7 +416,13 @@ def register(subparsers) -> None:
     p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
     p.add_argument("--placement", choices=["block", "round_robin"],
                    help="ranks on hosts: block (default; consecutive ranks share a host) or round_robin")
-    p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr)")
+    p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr), or a CXL pool: "
+                                    f"{', '.join(sorted(CXL_PRESETS))} (algorithm cxl_pool or cxl_pool_zero_copy)")
+    p.add_argument("--coherence", choices=["hw", "flush"],
+                   help="CXL pool coherence (default: hw if the preset has it, else flush)")
+    p.add_argument("--switch-levels", type=int, choices=[1, 2],
+                   help="CXL switch levels (default: 1 if the hosts fit on one switch, else 2)")
+    p.add_argument("--devices", type=int, help="CXL pool devices, interleaved (default 1)")
     p.add_argument("--topology", help="star (default), fat_tree (set hosts_per_leaf and oversubscription in a "
                                       "scenario file), or a .yaml/.graphml topology file")
     p.add_argument("--collective", help="allgather (default), allreduce, reduce_scatter, broadcast, gather")

@@ -30,7 +30,7 @@ def ratio(graph, nodes, name, size, chunk=1 << 20):
 
 def main() -> None:
     print("1. uncongested star, max |DES / closed form - 1| over P and sizes")
-    for name in base.names("allgather"):
+    for name in base.names("allgather", "network"):
         worst = 0.0
         for p in (2, 3, 4, 7, 8, 16, 64):
             algo = base.ALGORITHMS[("allgather", name)]

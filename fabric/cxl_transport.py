@@ -125,6 +125,8 @@ class CXLPoolTransport(Transport):
     when the run ends).
     """
 
+    kind = "pool"
+
     def __init__(self, preset, hosts: int, *, coherence: str = "flush", env: simpy.Environment | None = None,
                  devices: int = 1, pool_bytes: int | None = None, chunk_bytes: int = DEFAULT_POOL_CHUNK_BYTES,
                  switch_levels: int = 1, snoop_filter_lines: int | None = None, poll_limit_ns: float = 1e9):

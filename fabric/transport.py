@@ -73,6 +73,8 @@ class Transport(ABC):
 
     env: simpy.Environment
     size: int
+    kind: str = "network"
+    """What the ranks talk through: 'network' (messages) or 'pool' (a shared CXL pool only)."""
 
     def now(self) -> float:
         """Simulated time, ns."""

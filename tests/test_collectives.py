@@ -14,7 +14,7 @@ from cxlsim.fabric.switch import SwitchParams
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.models.collectives import analytic, base, runner
 
-ALL = sorted(base.ALGORITHMS)
+ALL = base.network_algorithms()  # pool algorithms (cxl_pool) run on a CXL pool: tests/test_sim_cxl.py
 
 
 def transport(nodes, rpn=1, chunk=65536, preset="ib-hdr", mode=None):
@@ -240,7 +240,7 @@ def test_collectives_inside_a_workload_with_overlapping_tags():
 
 
 @settings(max_examples=30, deadline=None)
-@given(p=st.integers(2, 12), size=st.integers(0, 300_000), name=st.sampled_from(base.names("allgather")),
+@given(p=st.integers(2, 12), size=st.integers(0, 300_000), name=st.sampled_from(base.names("allgather", "network")),
        preset=st.sampled_from(["ib-hdr", "eth-25g-tcp", "eth-100g-roce"]))
 def test_des_properties(p, size, name, preset):
     if not supported("allgather", name, p) and base.ALGORITHMS[("allgather", name)].fallback is None:

@@ -16,8 +16,6 @@ from cxlsim.models.collectives import runner
 
 
 def cxl_pool():
-    # Imported inside the tests: importing it registers 'cxl_pool', which only runs on a pool
-    # transport, so it must not be in the registry when other test modules collect theirs.
     return importlib.import_module("cxlsim.models.collectives.cxl_pool")
 
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from cxlsim.errors import InputError
 from cxlsim.models.collectives.base import lookup
 
 __all__ = ["CostModel", "cost", "FORMS"]
@@ -362,6 +363,9 @@ def cost(collective: str, name: str, p: int, size_bytes: int, cm: CostModel, ctx
     and ranks sharing a NIC).
     """
     algo, note = lookup(collective, name, p)
+    if algo.transport != "network":
+        raise InputError(f"workload.algorithm: {algo.name} runs on a CXL pool; its closed form is "
+                         "cxl_pool.cxl_pool_closed_form(CXLPoolTransport.figures(), ...), not a network CostModel")
     if p == 1:
         return 0.0, algo.name, note
     groups = ctx.groups or ()

@@ -11,8 +11,16 @@ rank ends with every block in order:
   (i + 1) << (REDUCE_BITS * r), reductions add, so a missing or doubled
   contribution, or a mixed-up element, gives a wrong sum (`reduced_vector`).
 
-`register` records an algorithm with the rank counts it supports; `lookup`
-finds one by name with an error that lists the known names.
+`register` records an algorithm with the rank counts it supports and the
+kind of transport it needs; `lookup` finds one by name with an error that
+lists the known names.
+
+Transports. Most algorithms exchange messages (`transport="network"`) and run
+on any transport. Some talk only through a shared CXL pool
+(`transport="pool"`, e.g. `cxl_pool`): they are always registered, but they
+run only on a pool transport (`CXLPoolTransport`, whose `kind` is "pool"),
+so loops over the network algorithms use `names(collective, "network")` or
+`network_algorithms()`, and `runner.run` rejects a mismatch with a clear error.
 """
 from __future__ import annotations
 
@@ -21,11 +29,14 @@ from typing import Callable
 
 from cxlsim.errors import InputError
 
-__all__ = ["Algorithm", "register", "lookup", "names", "ALGORITHMS", "Group", "REDUCE_BITS",
+__all__ = ["Algorithm", "register", "lookup", "names", "network_algorithms", "check_transport", "TRANSPORTS",
+           "ALGORITHMS", "Group", "REDUCE_BITS",
            "reduced_vector", "vector_of", "add_vectors", "split", "is_pow2"]
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather")
 REDUCE_BITS = 24
+TRANSPORTS = ("network", "pool")
+"""Kinds of transport an algorithm can need (`Transport.kind`)."""
 
 
 @dataclass(frozen=True)
@@ -42,21 +53,44 @@ class Algorithm:
     """Algorithm used instead when `check` fails (None: the failure is an error)."""
     source: str = ""
     """Which library implements it this way."""
+    transport: str = "network"
+    """Kind of transport it needs: 'network' (messages; runs on any fabric) or 'pool' (a CXL pool only)."""
 
 
 ALGORITHMS: dict = {}
 
 
-def register(collective: str, name: str, *, check=None, fallback=None, source=""):
-    """Decorator: register a generator function as (collective, name)."""
+def register(collective: str, name: str, *, check=None, fallback=None, source="", transport="network"):
+    """Decorator: register a generator function as (collective, name), run on a `transport` kind."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport: expected one of {', '.join(TRANSPORTS)}, got {transport!r}")
+
     def wrap(fn):
-        ALGORITHMS[(collective, name)] = Algorithm(collective, name, fn, check, fallback, source)
+        ALGORITHMS[(collective, name)] = Algorithm(collective, name, fn, check, fallback, source, transport)
         return fn
     return wrap
 
 
-def names(collective: str) -> list[str]:
-    return sorted(name for c, name in ALGORITHMS if c == collective)
+def names(collective: str, transport: str | None = None) -> list[str]:
+    """Registered names of `collective`, sorted; only those needing `transport` if it is given."""
+    return sorted(name for (c, name), a in ALGORITHMS.items()
+                  if c == collective and (transport is None or a.transport == transport))
+
+
+def network_algorithms() -> list[tuple[str, str]]:
+    """Every (collective, name) that runs over messages, i.e. on a network transport, sorted."""
+    return sorted(key for key, a in ALGORITHMS.items() if a.transport == "network")
+
+
+def check_transport(algo: Algorithm, kind: str, where: str = "workload.algorithm") -> None:
+    """InputError if `algo` cannot run on a transport of `kind` ('network' or 'pool')."""
+    if algo.transport == kind:
+        return
+    if algo.transport == "pool":
+        raise InputError(f"{where}: {algo.name} needs a CXL pool transport (a CXL preset such as cxl3-pool), "
+                         f"but the fabric is a {kind}")
+    raise InputError(f"{where}: {algo.name} exchanges messages and needs a network; a CXL pool fabric runs "
+                     f"only {', '.join(names(algo.collective, 'pool')) or 'pool algorithms'}")
 
 
 def lookup(collective: str, name: str, ranks: int) -> tuple[Algorithm, str | None]:

@@ -116,13 +116,14 @@ def _allgather(g, m, mine, zero_copy):
     return [got[ev] for ev in reads]
 
 
-@register("allgather", "cxl_pool", source="cxlsim emulator cxl_allgather (cxl_ops.h), copy mode")
+@register("allgather", "cxl_pool", source="cxlsim emulator cxl_allgather (cxl_ops.h), copy mode", transport="pool")
 def cxl_pool(g, m, mine, ctx=None):
     """One rank's part of the pool allgather; returns the P blocks in rank order."""
     return (yield from _allgather(g, m, mine, zero_copy=False))
 
 
-@register("allgather", "cxl_pool_zero_copy", source="cxlsim emulator cxl_allgather (cxl_ops.h), zero-copy mode")
+@register("allgather", "cxl_pool_zero_copy", source="cxlsim emulator cxl_allgather (cxl_ops.h), zero-copy mode",
+          transport="pool")
 def cxl_pool_zero_copy(g, m, mine, ctx=None):
     """Zero-copy: the block is already in the slot (`place`), the result is read in place later (`view`)."""
     return (yield from _allgather(g, m, mine, zero_copy=True))

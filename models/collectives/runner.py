@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cxlsim.models.collectives import allgather, reductions, rooted  # noqa: F401  (registers algorithms)
-from cxlsim.models.collectives.base import Group, lookup, reduced_vector, split, vector_of
+from cxlsim.models.collectives import allgather, cxl_pool, reductions, rooted  # noqa: F401  (registers algorithms)
+from cxlsim.models.collectives.base import Group, check_transport, lookup, reduced_vector, split, vector_of
 
 __all__ = ["Context", "Outcome", "run", "call", "initial", "verify"]
 
@@ -87,6 +87,7 @@ def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = C
     separates collectives that overlap in time.
     """
     algo, _ = lookup(collective, name, ep.size)
+    check_transport(algo, getattr(getattr(ep, "transport", None), "kind", "network"))
     group = Group(ep, range(ep.size), tag) if tag else ep
     return (yield from algo.run(group, size_bytes, data, ctx))
 
@@ -95,6 +96,7 @@ def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = C
     """Simulate one call of `collective` with algorithm `name` on every rank of `transport`."""
     p = transport.size
     algo, note = lookup(collective, name, p)
+    check_transport(algo, getattr(transport, "kind", "network"))
     env = transport.env
     start, events = env.now, getattr(env, "events", 0)
     finish = {}
