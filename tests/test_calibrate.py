@@ -269,3 +269,22 @@ def test_measured_primitives_are_positive():
     assert all(v >= 0 for v in prims["copy_ns"].values())
     model, report = cal.fit_local(prims, [1, 4096])
     assert model.path_ns["hw"] > 0 and model.path_ns["flush"] > 0
+
+
+def test_steady_drops_samples_from_a_slow_placement():
+    assert cal.steady([100.0, 104.0, 330.0, 98.0, 400.0]) == pytest.approx(100.0)
+    with pytest.raises(Exception, match="no finite sample"):
+        cal.steady([float("nan")])
+
+
+def test_host_bandwidth_blends_local_and_two_process_copies():
+    import dataclasses
+
+    model = dataclasses.replace(synthetic_model(), remote_curves={"hw": {
+        "copy": {"0": 0.0, "4096": 400.0}, "copyin": {"0": 0.0, "4096": 300.0},
+        "read": {"0": 0.0, "4096": 250.0}, "store": {"0": 0.0, "4096": 350.0}}})
+    local = 4096 / 30.0
+    # the DES moves the block in and np = 2 blocks out at this bandwidth: 3 x 4096 B in the measured time
+    assert model.host_bw(4096, "hw") == pytest.approx(3 * 4096 / (300.0 + local + 400.0))
+    assert model.host_bw(4096, "flush") == pytest.approx(3 * 4096 / (3 * local))  # not measured: local
+    assert model.app_ns(4096, "hw") == pytest.approx(350.0 + 2 * 4096 / 25.0 / 2 + 250.0)
