@@ -434,3 +434,26 @@ def test_heatmap_and_cli(analytic_ws, capsys):
 def test_plot_errors(analytic_ws, capsys, args, message):
     assert cli_main(["plot", str(analytic_ws), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the what-if studies' sweeps
+
+def test_whatif_study_sweeps_are_valid_scenarios():
+    import importlib.util
+
+    from cxlsim.simulate import resolved
+
+    path = os.path.join(os.path.dirname(__file__), "..", "experiments", "whatif_topologies.py")
+    spec = importlib.util.spec_from_file_location("whatif_topologies", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    counts = {}
+    for study in ("switches", "devices", "crossover", "crossover-des-check"):
+        for label, base_dict, axes in module.study_sweeps(study):
+            cfg = config.from_dict({**base_dict, "sweep": {"vary": axes}}, sweep.SweepScenario)
+            points = sweep.expand(sweep.base_scenario(cfg), cfg.sweep.vary)
+            for point in points:  # every point builds (lane budget, switch levels, coherence)
+                resolved(point.scenario)
+            counts[study] = counts.get(study, 0) + len(points)
+    assert counts == {"switches": 2 * (4 + 5 + 5), "devices": 4 * 4 * 3, "crossover": 23 * (6 + 4 + 6 + 6),
+                      "crossover-des-check": 4 * 3 * 3}
