@@ -59,6 +59,17 @@ Coherence modes:
 Each rank's CPU is one FIFO timeline: stores, flush issue and cache hits take
 CPU time; loads that miss are asynchronous, so reads issued together overlap.
 
+Event log (`enable_log()`, off by default): every pool operation a rank
+issues, in issue order, as (rank, op, offset, arg), with the ops of the
+emulator's debug log (cxl_ops.h): 'write' (streamed stores, or `place`;
+arg = bytes), 'store' (an ordinary store of a flag; arg = the value),
+'flush' (clflushopt of at least one line; arg = bytes), 'fence',
+'poll' (one per flag `wait_flags` waited for, after it arrived, in the order
+given; arg = the value) and 'read' (`pool_read` or `view`; arg = bytes). The
+flushes, fences and loads inside a poll loop are part of its 'poll', as in
+the emulator's log. Times are not logged: the log pins the protocol's order,
+which tests compare with the emulator's.
+
 Not modelled (yet): time for BISnp caused by snoop-filter evictions (they are
 counted and wake pollers, but cost nothing), the owner's link bandwidth on a
 recall (a recall adds 2*path of latency), flit overheads (links run at their raw
@@ -200,6 +211,18 @@ class CXLPoolTransport(Transport):
         """Flag loads made by wait_flags."""
         self.device_bytes = 0
         """Bytes the devices served (reads, streamed writes, write-backs)."""
+        self.log = None
+        """The event log (a list of (rank, op, offset, arg)) once `enable_log()` was called, else None."""
+        self._polling = [0] * hosts          # wait_flags in progress per rank (its inner ops are not logged)
+
+    def enable_log(self) -> list:
+        """Start logging every pool operation (see the module docstring); returns the (live) log."""
+        self.log = []
+        return self.log
+
+    def _record(self, rank, op, offset, arg):
+        if self.log is not None and not self._polling[rank]:
+            self.log.append((rank, op, offset, arg))
 
     # ------------------------------------------------------------------ figures and helpers
     def figures(self) -> PoolFigures:
@@ -353,6 +376,10 @@ class CXLPoolTransport(Transport):
         env = self.env
         done = simpy.Event(env)
         first, count = line_span(offset_bytes, size_bytes)
+        if self.log is not None:
+            ordinary = streaming is False or (streaming is None and size_bytes < LINE)
+            self._record(rank, "store" if ordinary and count else "write", offset_bytes,
+                         payload if ordinary and count else size_bytes)
         if count == 0:
             self._store(offset_bytes, 0, payload)
             return self._at(self._start(rank), done)
@@ -439,6 +466,7 @@ class CXLPoolTransport(Transport):
         'flush' mode they are dirty in its cache until `flush` writes them back.
         """
         self._check("place", rank, offset_bytes, size_bytes)
+        self._record(rank, "write", offset_bytes, size_bytes)
         first, count = line_span(offset_bytes, size_bytes)
         if self.coherence is not None or count == 0:  # coherent, or no line to hold it back
             if self.coherence is not None:
@@ -455,6 +483,7 @@ class CXLPoolTransport(Transport):
         the range (possibly stale), else the pool's.
         """
         self._check("view", rank, offset_bytes, size_bytes)
+        self._record(rank, "read", offset_bytes, size_bytes)
         if self.coherence is None:
             entry = self._cache[rank].get(offset_bytes)
             if entry is not None and entry[0] == size_bytes:
@@ -464,6 +493,7 @@ class CXLPoolTransport(Transport):
     def pool_read(self, rank, offset_bytes, size_bytes):
         """Load `size_bytes` at `offset_bytes`; fires with the label, when the data is in the rank."""
         self._check("pool_read", rank, offset_bytes, size_bytes)
+        self._record(rank, "read", offset_bytes, size_bytes)
         env = self.env
         done = simpy.Event(env)
         first, count = line_span(offset_bytes, size_bytes)
@@ -513,6 +543,8 @@ class CXLPoolTransport(Transport):
         """
         self._check("flush", rank, offset_bytes, size_bytes)
         first, count = line_span(offset_bytes, size_bytes)
+        if count:
+            self._record(rank, "flush", offset_bytes, size_bytes)
         start = self._start(rank)
         issued = self._cpu(rank, count * self.preset.host_path.flush_ns_per_line)
         if self.coherence is not None:
@@ -534,6 +566,7 @@ class CXLPoolTransport(Transport):
         """sfence/mfence: fires once the rank's earlier streamed writes and write-backs are acknowledged."""
         if not 0 <= rank < self.size:
             raise RunError(f"fence: rank {rank} is not in 0..{self.size - 1}")
+        self._record(rank, "fence", 0, 0)
         event = simpy.Event(self.env)
         if self._pending[rank]:
             self._fences[rank].append(event)
@@ -546,10 +579,21 @@ class CXLPoolTransport(Transport):
         flags = list(flags)
         for f in flags:
             self._check("wait_flags", rank, f, 8)
+        logging = self.log is not None
+        if logging:
+            self._polling[rank] += 1
         if self.coherence is not None:
             polls = [self.env.process(self._poll_hw(rank, f, value)) for f in flags]
-            return self.env.all_of(polls)
-        return self.env.process(self._poll_flush(rank, flags, value))
+            waiting = self.env.all_of(polls)
+        else:
+            waiting = self.env.process(self._poll_flush(rank, flags, value))
+        return self.env.process(self._logged_wait(rank, flags, value, waiting)) if logging else waiting
+
+    def _logged_wait(self, rank, flags, value, waiting):
+        yield waiting
+        self._polling[rank] -= 1
+        for f in flags:
+            self._record(rank, "poll", f, value)
 
     def _poll_hw(self, rank, flag, value):
         line = flag // LINE

@@ -4,15 +4,21 @@ import csv
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from cxlsim import config
 from cxlsim.cli import main as cli_main
+from cxlsim.emulator import reference as emu
+from cxlsim.emulator.launch import run_local
 from cxlsim.errors import InputError
 from cxlsim.fabric import Environment, NetworkTransport, Placement, build, get_preset, star
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import analytic, base, runner, selectors
+from cxlsim.models.collectives.cxl_pool import PoolLayout
+from cxlsim.models.collectives.cxl_pool import cxl_pool as des_copy
+from cxlsim.models.collectives.cxl_pool import cxl_pool_zero_copy as des_zero
 from cxlsim.simulate import resolve_cxl, resolved, run
 
 
@@ -165,3 +171,173 @@ def test_simulate_cli_runs_as_a_user_would(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "hw coherence, 1 device(s), 2 switch level(s), 17 hosts" in out.stdout
+
+
+# ---------------------------------------------------------------- the emulator's kernels against the DES
+
+CALLS = (False, True, False, True)  # copy, zero-copy, copy, zero-copy: both buffers used twice, modes mixed
+EMU_OPS = {emu.EV_WRITE: "write", emu.EV_WRITEBACK: "flush", emu.EV_FLUSH: "flush", emu.EV_SFENCE: "fence",
+           emu.EV_MFENCE: "fence", emu.EV_FLAG_STORE: "store", emu.EV_POLL_CACHED: "poll",
+           emu.EV_POLL_FLUSHED: "poll", emu.EV_READ: "read"}
+
+
+def contents(rank, call, m) -> bytes:
+    """Block of `rank` in call `call`: differs by rank and call, so a stale or misplaced block shows."""
+    return bytes((rank * 37 + i * 11 + call * 101) % 256 for i in range(m))
+
+
+def _where(offset, flags, data, stride, p):
+    """A pool offset as ('flag', rank) or ('slot', buffer, rank): the layouts' own addresses differ."""
+    if flags <= offset < flags + 64 * p:
+        return ("flag", (offset - flags) // 64)
+    index, rest = divmod(offset - data, stride)
+    assert rest == 0 and 0 <= index < 2 * p, offset
+    return ("slot", index // p, index % p)
+
+
+def _emulator_rank(comm, m):
+    comm.enable_log(2000)
+    blocks = []
+    for call, zero_copy in enumerate(CALLS):
+        mine = np.frombuffer(contents(comm.rank, call, m), dtype=np.uint8)
+        if zero_copy:
+            view = comm.send_view(m)
+            view[:] = mine
+            got = comm.allgather_zero_copy(view).array
+            blocks.append([got[r].tobytes() for r in range(comm.size)])
+        else:
+            recv = np.empty(comm.size * m, np.uint8)
+            comm.allgather(mine, recv)
+            blocks.append([recv[r * m:(r + 1) * m].tobytes() for r in range(comm.size)])
+    lay = comm.pool.layout
+    events = [(EMU_OPS[op], None if op in (emu.EV_SFENCE, emu.EV_MFENCE) else
+               _where(off, lay.flags_offset, lay.data_offset, lay.slot_stride, comm.size), arg)
+              for op, off, arg in comm.log_events().tolist()]
+    return blocks, events
+
+
+def _des(p, m, coherence, skip_invalidations=False):
+    t = CXLPoolTransport(get_cxl_preset("cxl3-pool"), p, coherence=coherence)
+    t.enable_log()
+    if skip_invalidations:  # a broken protocol: readers do not drop their copies of the others' slots
+        lay, real_flush = PoolLayout(p, m), t.flush
+        theirs = {r: {lay.slot(e, w) for e in (0, 1) for w in range(p) if w != r} for r in range(p)}
+        t.flush = lambda rank, off, size: real_flush(rank, off, 0 if off in theirs[rank] else size)
+    blocks = {r: [] for r in range(p)}
+
+    def rank(r):
+        ep = t.endpoint(r)
+        for call, zero_copy in enumerate(CALLS):
+            algo = des_zero if zero_copy else des_copy
+            blocks[r].append((yield from algo(ep, m, contents(r, call, m))))
+    t.run({r: rank(r) for r in range(p)})
+    lay = PoolLayout(p, m)
+    events = {r: [(op, None if op == "fence" else _where(off, 0, lay.data_offset, lay.stride_bytes, p), arg)
+                  for rr, op, off, arg in t.log if rr == r] for r in range(p)}
+    return blocks, events
+
+
+@pytest.mark.parametrize("coherence", ["flush", "hw"])
+@pytest.mark.parametrize("p, m", [(2, 100), (3, 4099), (4, 1)])
+def test_emulator_and_des_deliver_the_same_blocks_with_the_same_protocol(p, m, coherence):
+    if coherence == "flush":
+        try:
+            from cxlsim.emulator.comm import choose_line_ops
+            choose_line_ops()
+        except InputError as exc:
+            pytest.skip(f"this CPU cannot run the emulator's flush mode: {exc}")
+    emulated = run_local(p, _emulator_rank, args=(m,), coherence=coherence, slot_bytes=m, timeout_s=30.0)
+    des_blocks, des_events = _des(p, m, coherence)
+    expected = [[contents(w, call, m) for w in range(p)] for call in range(len(CALLS))]
+    for r in range(p):
+        emu_blocks, emu_events = emulated[r]
+        # The same blocks in the same order, on every rank, in both copy and zero-copy calls.
+        assert emu_blocks == expected and des_blocks[r] == expected, r
+        # The same operations in the same order: write, (flush), fence, flag store, (flush), the
+        # polls, (the invalidations, fence), the reads; the same slots and flags, sizes and epochs.
+        assert des_events[r] == emu_events, r
+    # The mapping is not vacuous: flush mode has every kind of op, and each call polls P-1 flags.
+    kinds = [op for op, _, _ in des_events[0]]
+    assert kinds.count("poll") == len(CALLS) * (p - 1) and kinds.count("read") == len(CALLS) * p
+    assert ("flush" in kinds) == (coherence == "flush")
+
+
+def test_the_event_comparison_catches_a_protocol_change():
+    # A DES without the readers' invalidation (step 5) differs from the emulator's flush-mode log
+    # by exactly those flushes, P-1 per call.
+    try:
+        from cxlsim.emulator.comm import choose_line_ops
+        choose_line_ops()
+    except InputError as exc:
+        pytest.skip(f"this CPU cannot run the emulator's flush mode: {exc}")
+    p, m = 3, 100
+    emulated = run_local(p, _emulator_rank, args=(m,), coherence="flush", slot_bytes=m, timeout_s=30.0)
+    _, broken = _des(p, m, "flush", skip_invalidations=True)
+    emu_events = emulated[0][1]
+    missing = [e for e in emu_events if e not in broken[0]]
+    assert broken[0] != emu_events and len(emu_events) - len(broken[0]) == len(CALLS) * (p - 1)
+    assert missing and all(op == "flush" and where[0] == "slot" and where[2] != 0 for op, where, _ in missing)
+
+
+# ---------------------------------------------------------------- the experiment, analytic mode on a tiny grid
+
+def _experiment():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "experiments" / "allgather_cxl_vs_network.py"
+    spec = importlib.util.spec_from_file_location("allgather_cxl_vs_network", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _read(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_experiment_analytic_tiny_grid_writes_the_workspace(tmp_path, capsys):
+    exp = _experiment()
+    out = tmp_path / "study"
+    assert exp.main(["--engine", "analytic", "--max-size", "64B", "--max-nodes", "4", "--sensitivity",
+                     "--output", str(out), "--quiet", "--seed", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "published: 2.91x .. 42.14x" in text and "grid wall time (analytic engine)" in text
+    rows = _read(out / "results.csv")
+    assert list(rows[0]) == exp.COLUMNS
+    # 2 node counts x 7 sizes x (6 networks x (3 baselines + MPICH) + 3 CXL variants)
+    assert len(rows) == 2 * 7 * (6 * 4 + 3)
+    assert {r["variant"] for r in rows} == {"ring", "recursive_doubling", "bruck", "mpich", "cxl3-hw",
+                                            "cxl3-flush", "cxl2-flush"}
+    mpich = [r for r in rows if r["variant"] == "mpich"]
+    assert {r["algorithm"] for r in mpich} == {"recursive_doubling"}  # P = 2, 4 and n < 512 KiB
+    # Each MPICH row is its algorithm's row at the same point.
+    by = {(r["fabric"], r["variant"], r["nodes"], r["size_bytes"]): r["latency_us"] for r in rows}
+    assert all(by[(r["fabric"], r["algorithm"], r["nodes"], r["size_bytes"])] == r["latency_us"] for r in mpich)
+    sp = _read(out / "speedup.csv")
+    assert all(float(s["speedup"]) == pytest.approx(float(s["network_us"]) / float(s["cxl_us"])) for s in sp)
+    table = _read(out / "speedup_table.csv")
+    overall = next(t for t in table if t["cxl"] == "cxl3-hw" and t["network"] == "all" and t["baseline"] == "mpich")
+    hw = [float(s["speedup"]) for s in sp if s["cxl"] == "cxl3-hw" and s["baseline"] == "mpich"]
+    assert float(overall["min_speedup"]) == min(hw) and float(overall["max_speedup"]) == max(hw)
+    assert "nodes" in overall["min_at"] and "B" in overall["max_at"]
+    for name in ("latency_vs_size.png", "speedup_heatmap.png", "speedup_table.md", "crossover.csv",
+                 "provenance.json", "timing.json", "sensitivity.csv", "sensitivity_range.csv",
+                 "network_wins.csv", "sensitivity.png"):
+        assert (out / name).exists(), name
+    ranges = _read(out / "sensitivity_range.csv")
+    lat = {float(r["value"]): float(r["max_speedup"]) for r in ranges
+           if r["parameter"] == "load_latency_ns" and r["cxl"] == "cxl3-hw"}
+    assert lat[150.0] > lat[250.0] > lat[600.0]  # a slower pool, a smaller gain
+    # The 250 ns setting is the preset, so it reproduces the main grid's range.
+    assert lat[250.0] == pytest.approx(max(hw))
+
+
+def test_experiment_rejects_bad_flags(capsys):
+    exp = _experiment()
+    with pytest.raises(SystemExit):
+        exp.main(["--max-size", "32MiB"])
+    assert "--max-size: expected 1 B..16 MiB" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        exp.main(["--max-nodes", "128"])
+    assert "--max-nodes: expected 2..64" in capsys.readouterr().err
