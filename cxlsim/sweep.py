@@ -30,8 +30,9 @@ the base seed if the scenario sets one. Neither the order of the points, nor
 resuming, nor the executor changes a point's seed or its result.
 
 **Executors.** DES points run on a `concurrent.futures` executor: a local
-`ProcessPoolExecutor` (`--executor local`, `--workers N`) or mpi4py's
-`MPIPoolExecutor` (`--executor mpi`), launched as
+`ProcessPoolExecutor` (`--executor local`, `--workers N`), mpi4py's
+`MPIPoolExecutor` (`--executor mpi`), or from Python any executor passed to
+`Sweep.run(executor=...)`. The MPI one is launched as
 `mpiexec -n N python -m mpi4py.futures -m cxlsim sweep ...` (rank 0 runs the
 sweep, the other N-1 ranks the points). Analytic points take about a
 millisecond each, less than shipping them to a process, so they run in the
@@ -73,6 +74,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
@@ -472,9 +474,14 @@ class Sweep:
         return self.workspace.write_csv(CSV_NAME, rows, columns)
 
     # ----- running
-    def run(self, executor_kind: str | None = None, workers: int | None = None) -> dict:
-        """Run the unfinished points; returns counts. Ctrl-C/SIGTERM write the CSV and re-raise."""
-        kind = executor_kind or self.cfg.sweep.executor
+    def run(self, executor_kind: str | None = None, workers: int | None = None, executor=None) -> dict:
+        """Run the unfinished points; returns counts. Ctrl-C/SIGTERM write the CSV and re-raise.
+
+        `executor`: any `concurrent.futures.Executor` to run the DES points on instead of
+        the one `executor_kind` names ('local' or 'mpi'); the caller owns it (it is not
+        shut down, only its pending futures are cancelled on an interrupt).
+        """
+        kind = type(executor).__name__ if executor is not None else executor_kind or self.cfg.sweep.executor
         workers = workers or self.cfg.sweep.workers
         lock = _Lock(self.workspace.path)
         try:
@@ -493,16 +500,17 @@ class Sweep:
             todo = [p for p in self.points if p.index not in self.results]
             counts = {"points": len(self.points), "skipped": len(self.points) - len(todo), "ran": 0, "failed": 0}
             self.write_csv()  # the CSV exists (header and any finished points) from the start
-            self._run(todo, kind, workers, counts)
+            self._run(todo, kind, workers, counts, executor)
             self.write_csv()
             return counts
         finally:
             lock.release()
 
-    def _run(self, todo: list[Point], kind: str, workers: int | None, counts: dict) -> None:
+    def _run(self, todo: list[Point], kind: str, workers: int | None, counts: dict, given=None) -> None:
         remote = [p for p in todo if p.scenario.engine != "analytic"]
         local = [p for p in todo if p.scenario.engine == "analytic"]
-        executor = make_executor(kind, workers, len(remote))
+        executor = None if given is not None else make_executor(kind, workers, len(remote))
+        pool = given if given is not None else executor
         futures = {}
         bar = None
         last_csv = [time.monotonic()]
@@ -520,7 +528,7 @@ class Sweep:
         previous_term = _raise_on_sigterm()
         try:
             for point in remote:
-                futures[executor.submit(run_point, config.to_dict(point.scenario))] = point
+                futures[pool.submit(run_point, config.to_dict(point.scenario))] = point
             from tqdm import tqdm
 
             bar = tqdm(total=len(todo), desc="sweep", unit="point", file=sys.stderr, disable=self.quiet,
@@ -544,12 +552,16 @@ class Sweep:
                 bar.close()
             if executor is not None:
                 executor.shutdown(wait=True)
-            signal.signal(signal.SIGTERM, previous_term)
+            if previous_term is not None:
+                signal.signal(signal.SIGTERM, previous_term)
 
 
 def _raise_on_sigterm():
+    """SIGTERM stops a sweep as Ctrl-C does (only the main thread may set handlers)."""
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
+    if threading.current_thread() is not threading.main_thread():
+        return None
     return signal.signal(signal.SIGTERM, handler)
 
 

@@ -372,6 +372,30 @@ def test_mpi_executor_gives_the_same_csv(tmp_path, reference):
     assert (ws / "sweep.csv").read_bytes() == (reference / "sweep.csv").read_bytes()
 
 
+def test_any_executor_from_python_even_off_the_main_thread(tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cxlsim.results import Workspace
+
+    text = DES.replace("nodes: 64", "nodes: 4").replace("  workers: 2\n", "")
+    path = write(tmp_path, text)
+    out = sweep_cli(path, "--output", str(tmp_path / "pool"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    result = {}
+
+    def body():  # signal handlers may only be set on the main thread: the sweep must not try
+        with ThreadPoolExecutor(2) as pool:
+            result["counts"] = sweep.Sweep(sweep.load(path), Workspace(str(tmp_path / "threads"))).run(executor=pool)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(timeout=120)
+    assert result["counts"] == {"points": DES_POINTS, "skipped": 0, "ran": DES_POINTS, "failed": 0}
+    assert json.loads((tmp_path / "threads" / "provenance.json").read_text())["executor"] == "ThreadPoolExecutor"
+    assert (tmp_path / "threads" / "sweep.csv").read_bytes() == (tmp_path / "pool" / "sweep.csv").read_bytes()
+
+
 # ---------------------------------------------------------------- plots
 
 @pytest.fixture()
