@@ -181,6 +181,8 @@ def main(args) -> int:
         params["collective"] = args.collective
     if args.mode == "sync":
         params["aggregation"] = args.aggregation
+        if args.pool:
+            params.update(pool=args.pool, coherence=args.coherence, pool_devices=args.pool_devices)
     if args.slowdown:
         params["slowdown"] = _slowdown(args.slowdown)
     if args.fail:
@@ -248,6 +250,11 @@ def register(subparsers) -> None:
     p.add_argument("--aggregation", choices=["servers", "workers"], default="servers",
                    help="sync: who reduces the gradients, the memory servers (default) or the workers over the "
                         "shared region")
+    p.add_argument("--pool", help="sync with --aggregation workers: put the store on this CXL pool preset "
+                                  "(e.g. cxl3-pool) instead of the memory servers")
+    p.add_argument("--coherence", choices=["hw", "flush"], default="hw",
+                   help="sync --pool: CXL 3.x hardware coherence (hw, default) or software flushes (flush)")
+    p.add_argument("--pool-devices", type=int, default=1, help="sync --pool: interleaved pool devices (default 1)")
     p.add_argument("--round-size", type=int,
                    help="hybrid: contributions (counter tickets) per round (default: the number of workers)")
     p.add_argument("--staleness", type=int, default=hybrid.DEFAULT_STALENESS,

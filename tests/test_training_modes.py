@@ -334,3 +334,41 @@ def test_train_cli_hybrid_and_horovod_write_a_timeline_and_the_labelled_estimate
     for args, code, message in bad:
         assert cli.main(["train", str(path), "--model", "resnet50", *args, "--output", str(tmp_path / "x")]) == code
         assert message in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sync with the store on a CXL pool
+
+def test_sync_on_a_cxl_pool_store():
+    from cxlsim.models.training import pool_store
+
+    spec = spec_of([{"gpu": "v100", "repeat": 3}, {"gpu": "rtx3090"}])
+    job = modes.make_job(spec, "resnet50")
+    hw = modes.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers", pool="cxl3-pool")
+    fl = modes.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers", pool="cxl3-pool",
+                        coherence="flush")
+    assert hw.params["store"] == "CXL pool cxl3-pool" and hw.params["coherence"] == "hw"
+    assert hw.params["switch_levels"] == 1 and fl.params["coherence"] == "flush"
+    for r in (hw, fl):
+        for w in r.workers:
+            assert w.busy_ns + w.communicating_ns + w.waiting_ns == pytest.approx(w.finished_ns, rel=1e-12)
+    # Flush mode pays clflushopt over every gradient line and polls by invalidating: slower than hw.
+    assert fl.elapsed_ns > hw.elapsed_ns
+    # The 'landed' shortcut of flush-mode polling against the transport's own poll loop, event by event.
+    J = stragglers.multipliers(np.random.default_rng(1), 3, 4, 0.1)
+    noise = {"cv": 0.1, "slowdown": None, "failure": None}
+    kw = dict(pool="cxl3-pool", coherence="flush", devices=1)
+    landed = pool_store.run_sync_on_pool(spec, job, 3, 1, J, None, noise, **kw)
+    spin = pool_store.run_sync_on_pool(spec, job, 3, 1, J, None, noise, flush_poll="spin", **kw)
+    assert landed.elapsed_ns == pytest.approx(spin.elapsed_ns, rel=1e-4)
+    assert spin.events > landed.events
+    # 16 nodes do not fit one 256-lane switch with a device: CXL 3.x uses a two-level tree, CXL 2.0 cannot.
+    big = spec_of([{"gpu": "v100", "repeat": 16}])
+    bjob = modes.make_job(big, "resnet50")
+    assert modes.run_sync(big, bjob, steps=1, seed=0, aggregation="workers", pool="cxl3-pool").params["switch_levels"] == 2
+    with pytest.raises(InputError, match="switch ports: 16 hosts \\+ 1 device ports need 17"):
+        modes.run_sync(big, bjob, steps=1, seed=0, aggregation="workers", pool="cxl2-pool", coherence="flush")
+    with pytest.raises(InputError, match="aggregation: a CXL-pool store has no CPU next to the memory"):
+        modes.run_sync(spec, job, steps=1, pool="cxl3-pool")
+    with pytest.raises(InputError, match="pool: a CXL-pool store runs one worker per node"):
+        modes.run_sync(spec_of([{"gpu": "v100", "gpus": 2}]), modes.make_job(spec_of([{"gpu": "v100", "gpus": 2}]),
+                       "resnet50"), steps=1, aggregation="workers", pool="cxl3-pool")

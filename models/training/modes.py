@@ -49,7 +49,9 @@ Modes (`MODES`, looked up by name):
   (one (W - 1)-slice read), reduces them on its GPU and writes the reduced
   slice back, and every other worker reads it. A reduce-scatter plus an
   allgather through the store: the servers' incast is still modelled, their
-  CPUs are not the bottleneck.
+  CPUs are not the bottleneck. With `pool="cxl3-pool"` (a CXL pool preset)
+  the store is a CXL memory pool instead, on the CXL pool transport
+  (`pool_store.py`; `coherence` 'hw' or 'flush', `pool_devices`).
 - `ddp` (PyTorch DistributedDataParallel baseline). Gradients are bucketed in
   reverse parameter order: a first bucket of `first_bucket_bytes` (1 MiB) and
   then buckets of `bucket_cap_bytes` (25 MiB), as in PyTorch's reducer. A
@@ -82,9 +84,9 @@ end; the rest of the tail is communicating. Async workers never wait.
 `collective="flow"` (ddp): the same schedule with flow-level ring costs
 (`flow.ring_allreduce`), tested equal to the DES within 2%.
 
-Not modelled: a CXL-pool placement of the store's bulk data (it needs the CXL
-pool transport of issue 4; hybrid's counter atomic is costed for CXL
-placements), elastic recovery after a failed node.
+Not modelled: a CXL-pool store for async and hybrid (sync has one,
+`pool_store.py`; hybrid's counter atomic is costed for CXL placements),
+elastic recovery after a failed node.
 """
 from __future__ import annotations
 
@@ -325,13 +327,22 @@ def _synchronous_result(mode, spec, job, steps, rec, params, seed, events, extra
 
 def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
              chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES, aggregation: str = "servers",
-             slowdown: Slowdown | None = None, failure: Failure | None = None) -> TrainingResult:
+             slowdown: Slowdown | None = None, failure: Failure | None = None, pool: str | None = None,
+             coherence: str = "hw", pool_devices: int = 1) -> TrainingResult:
     """EDDIS sync: push to the SoftMemoryBox servers, aggregate there, pull; each step waits for the slowest."""
     _check_run(spec, job, steps)
     W, S = spec.size, spec.memory_servers * spec.server_cores
     shard = -(-job.gradient_bytes // S)
     rng, seed = make_rng(seed)
     J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
+    if pool is not None:
+        if aggregation != "workers":
+            raise InputError(f"aggregation: a CXL-pool store has no CPU next to the memory; expected 'workers' "
+                             f"with pool={pool!r}, got {aggregation!r}")
+        from cxlsim.models.training.pool_store import run_sync_on_pool
+        return run_sync_on_pool(spec, job, steps, seed, J, failure,
+                                {"cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure)},
+                                pool=pool, coherence=coherence, devices=pool_devices)
     if aggregation == "workers":
         return _sync_by_workers(spec, job, steps, seed, J, chunk_bytes, failure,
                                 {"cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure)})
