@@ -34,7 +34,8 @@ presets, for cxl3-pool hw and flush against the MPICH choice on every
 network: CXL load latency 150-600 ns (every latency figure scaled together),
 switch levels 1 vs 2, per-host outstanding line requests (the host bandwidth
 b = lines x 64 B / load latency), and device bandwidth (a narrow pool). It
-also lists where the network wins.
+also lists where the network wins. sensitivity_range.csv holds the range over
+all networks ('all') and per network.
 
 Workspace (--output DIR, default runs/allgather_cxl_vs_network-TIMESTAMP):
 results.csv (tidy, one row per fabric x algorithm x nodes x size), speedup.csv,
@@ -323,15 +324,17 @@ def sensitivity(nodes_list, sizes, rows, engine, bar) -> tuple[list[dict], list[
                                        "speedup": n_us / r["latency_us"]})
             out += points
             skipped = [n for n in nodes_list if cxl_levels(preset, coherence, n, **cxl)[0] is None]
-            lo = min(points, key=lambda p: p["speedup"])
-            hi = max(points, key=lambda p: p["speedup"])
-            wins = [p for p in points if p["speedup"] < 1]
-            ranges.append({"parameter": param, "value": value, "cxl": label,
-                           "min_speedup": lo["speedup"], "min_at": _where({**lo, "baseline": "mpich"}),
-                           "max_speedup": hi["speedup"], "max_at": _where({**hi, "baseline": "mpich"}),
-                           "network_wins": len(wins), "points": len(points),
-                           "smallest_size_network_wins": min((p["size_bytes"] for p in wins), default=""),
-                           "nodes_skipped": " ".join(map(str, skipped))})
+            for net in ("all",) + NETWORK_PRESETS:
+                these = [p for p in points if net in ("all", p["network"])]
+                lo = min(these, key=lambda p: p["speedup"])
+                hi = max(these, key=lambda p: p["speedup"])
+                wins = [p for p in these if p["speedup"] < 1]
+                ranges.append({"parameter": param, "value": value, "cxl": label, "network": net,
+                               "min_speedup": lo["speedup"], "min_at": _where({**lo, "baseline": "mpich"}),
+                               "max_speedup": hi["speedup"], "max_at": _where({**hi, "baseline": "mpich"}),
+                               "network_wins": len(wins), "points": len(these),
+                               "smallest_size_network_wins": min((p["size_bytes"] for p in wins), default=""),
+                               "nodes_skipped": " ".join(map(str, skipped))})
             bar.update(1)
     return out, ranges
 
@@ -345,7 +348,7 @@ def plot_sensitivity(ws, ranges):
     fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
     for ax, param in zip(axes, params):
         for label, _, _ in CXL_VARIANTS[:2]:
-            pts = [r for r in ranges if r["parameter"] == param and r["cxl"] == label]
+            pts = [r for r in ranges if r["parameter"] == param and r["cxl"] == label and r["network"] == "all"]
             xs = [r["value"] for r in pts]
             ax.plot(xs, [r["max_speedup"] for r in pts], marker="^", label=f"{label} max")
             ax.plot(xs, [r["min_speedup"] for r in pts], marker="v", linestyle="--", label=f"{label} min")
@@ -355,6 +358,8 @@ def plot_sensitivity(ws, ranges):
         ax.set_yscale("log")
         if param != "switch_levels":
             ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{v:g}" for v in xs])
+        ax.minorticks_off()
         ax.set_title(titles[param], fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("speedup over MPICH's choice (min and max over grid)")
@@ -440,7 +445,7 @@ def main(argv=None) -> int:
     print("  published: 2.91x .. 42.14x (OMB, IEEE BigData 2024)")
     if args.sensitivity:
         print("sensitivity (cxl3, over MPICH's choice on every network):")
-        for r in ranges:
+        for r in (r for r in ranges if r["network"] == "all"):
             print(f"  {r['parameter']:>22} = {r['value']:<7} {r['cxl']:>10}: {r['min_speedup']:.2f}x .. "
                   f"{r['max_speedup']:.2f}x; network wins {r['network_wins']}/{r['points']}"
                   + (f" (from {format_size(r['smallest_size_network_wins'])})" if r["network_wins"] else "")
