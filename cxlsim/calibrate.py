@@ -376,7 +376,7 @@ class LocalModel:
     def remote_ns(self, kind: str, size_bytes: int, coherence: str, local: float) -> float:
         """The two-process primitive `kind` at this size and mode, or `local` if it was not measured."""
         curve = self.remote_curves.get(coherence, {}).get(kind)
-        return max(_curve(curve)(size_bytes), 1e-3) if curve else local
+        return max(_curve(curve)(size_bytes), local, 1e-3) if curve else local
 
     def host_bw(self, size_bytes: int, coherence: str = "hw") -> float:
         """Host bandwidth for an n-byte call, bytes/ns, so that the DES's copies of a call (the block
@@ -578,6 +578,14 @@ def predict_injected(model: LocalModel, coherence: str, side: str, size_bytes: i
     return ns + (model.app_ns(size_bytes, coherence) if side == "zero-copy" else 0.0)
 
 
+def _excess(curve: dict) -> dict:
+    """A single-shot two-process curve less its value at the smallest size (the timing's fixed cost:
+    a copy of a byte or two costs next to nothing); the model takes the larger of it and the local
+    curve, so only what grows with the size counts."""
+    smallest = min(curve, key=int)
+    return {str(int(k)): max(float(v) - float(curve[smallest]), 0.0) for k, v in curve.items()}
+
+
 def fit_local(primitives: dict, sizes) -> tuple[LocalModel, dict]:
     """The `local-host` model from the primitive measurements only; returns (model, fit report).
 
@@ -600,7 +608,7 @@ def fit_local(primitives: dict, sizes) -> tuple[LocalModel, dict]:
                       copy_bw_curve=_pos_curve(primitives["copy_ns"]),
                       write_pass_curve=_pos_curve({k: v - primitives["write_pass"]["0"] for k, v in primitives["write_pass"].items()}),
                       read_pass_curve=_pos_curve({k: v - primitives["read_pass"]["0"] for k, v in primitives["read_pass"].items()}),
-                      remote_curves={m: {k: _pos_curve(c) for k, c in kinds.items()}
+                      remote_curves={m: {k: _excess(c) for k, c in kinds.items()}
                                      for m, kinds in primitives.get("remote_ns", {}).items()})
     paths = {}
     ref = max(int(s) for s in sizes) if sizes else 64
@@ -724,13 +732,14 @@ def _flush_curve(max_bytes: int, repeats: int = 5) -> dict:
 
 
 def _remote_rank(comm, sizes, repeats: int):
-    """Two-process primitives on the pool's slots, rank 0 timing (lists of `repeats` ns per size):
+    """Two-process primitives on the pool's slots, both ranks at once (as in a collective), each
+    timing its side; returns rank 0's lists of `repeats` ns per size:
 
-    - 'copy' / 'read': rank 1 writes n bytes into its slot (flush mode: memset, clflushopt,
-      sfence, as the writer's publish), a barrier, then rank 0 memcpys them out / read_passes them;
-    - 'copyin' / 'store': rank 1 read_passes rank 0's slot (so it holds the lines, as a reader of
-      the previous call on that buffer does), a barrier, then rank 0 memcpys / numpy-stores n
-      bytes into it. Timed stores and read passes have their 0-byte cost taken off.
+    - 'copy' / 'read': every rank writes n bytes into its slot (flush mode: memset, clflushopt,
+      sfence, as the writer's publish), a barrier, then memcpys / read_passes the other's;
+    - 'copyin' / 'store': every rank read_passes the other's slot (so it holds those lines, as the
+      readers of the previous call on that buffer do), a barrier, then memcpys / numpy-stores n
+      bytes into its own. Timed stores and read passes have their 0-byte cost taken off.
     """
     from cxlsim.emulator import _kernels
     from cxlsim.emulator.comm import choose_line_ops
@@ -746,23 +755,24 @@ def _remote_rank(comm, sizes, repeats: int):
     zero = {"read": statistics.median(timed(lambda: _kernels.read_pass(empty)) for _ in range(51)),
             "store": statistics.median(timed(lambda: empty.__setitem__(slice(None), empty)) for _ in range(51))}
     out = {kind: {} for kind in ("copy", "read", "copyin", "store")}
+    other = 1 - comm.rank
     for n in sizes:
-        theirs = pool[comm.slot_offset(1, 1):][:n]
-        mine = pool[comm.slot_offset(1, 0):][:n]
+        theirs = pool[comm.slot_offset(1, other):][:n]
+        mine = pool[comm.slot_offset(1, comm.rank):][:n]
         local = np.full(n, 7, np.uint8)
         for kind in out:
             samples = []
             for i in range(repeats + 1):
-                if comm.rank == 1 and n:
+                if n:
                     if kind in ("copy", "read"):
                         if writer is not None:
-                            _kernels.line_op_ns(theirs, writer, True, "sfence", 1)
+                            _kernels.line_op_ns(mine, writer, True, "sfence", 1)
                         else:
-                            theirs.fill(i & 255)
+                            mine.fill(i & 255)
                     else:
-                        _kernels.read_pass(mine)
+                        _kernels.read_pass(theirs)
                 comm.barrier()
-                if comm.rank == 0 and n:
+                if n:
                     if kind == "copy":
                         ns = _kernels.memcpy_ns(local, theirs, 1)
                     elif kind == "read":
@@ -1021,10 +1031,17 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     step = progress or (lambda what: None)
     prims = measure_primitives(sizes, 2, step)
     prims["np"] = nranks
-    model, fit = fit_local(prims, sizes)
-    step("fitted")
     meas = measure_allgather(sizes, nranks, rounds, iterations, best_roundtrip_ns=prims["roundtrip_ns"],
                              progress=step)
+    # the flag round trips measured before and after every batch are ping-pong primitives too:
+    # fit from all of them, so the model and the kept batches share the host placement
+    for b in meas["batches"]:
+        for key in ("roundtrip_before_ns", "roundtrip_after_ns"):
+            if math.isfinite(b[key]):
+                prims["roundtrip_samples_ns"][b["coherence"]].append(b[key])
+    prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
+    model, fit = fit_local(prims, sizes)
+    step("fitted")
     rows = validate(model, meas["rows"])
     step("DES predictions")
     injected = []

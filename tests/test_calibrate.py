@@ -288,3 +288,24 @@ def test_host_bandwidth_blends_local_and_two_process_copies():
     assert model.host_bw(4096, "hw") == pytest.approx(3 * 4096 / (300.0 + local + 400.0))
     assert model.host_bw(4096, "flush") == pytest.approx(3 * 4096 / (3 * local))  # not measured: local
     assert model.app_ns(4096, "hw") == pytest.approx(350.0 + 2 * 4096 / 25.0 / 2 + 250.0)
+
+
+def test_profile_projection_through_the_cli(tmp_path, capsys):
+    local = tmp_path / "local.json"
+    cal.save_profile(str(local), _profile())
+    assert cli_main(["calibrate", "--profile", str(local), "--np", "4", "--sizes", "1,4096"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if not line.startswith("#")]
+    assert len(rows) == 8 and {(r[0], r[1]) for r in rows} == {(c, s) for c, s in cal.MODES}
+    model = cal.LocalModel.from_dict(_profile()["model"])
+    import dataclasses
+    expect = cal.predict_local(dataclasses.replace(model, np=4), "hw", "copy", 4096)
+    got = [float(r[3]) for r in rows if r[:3] == ["hw", "copy", "4096"]][0]
+    assert got == pytest.approx(expect / 1e3, abs=1e-3)
+    ws = tmp_path / "osu"
+    assert cli_main(["calibrate", "--from-osu", *SHIPPED, "--memcpy-bandwidth", "20GB/s", "--output", str(ws)]) == 0
+    capsys.readouterr()
+    assert cli_main(["calibrate", "--profile", str(ws / "profile.json"), "--np", "2", "--sizes", "1,1MiB"]) == 0
+    out = capsys.readouterr().out
+    profile = cal.load_profile(str(ws / "profile.json"))
+    first = profile["validation"][0]
+    assert f"{first['full_ns'] / 1e3:.3f}" in out  # the same projection as the validation row at 1 B
