@@ -57,6 +57,7 @@ from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.models.collectives.selectors import select
 from cxlsim.results import Workspace, make_rng
+from cxlsim.simulate import resolve_cxl
 from cxlsim.simulate import run as simulate
 from cxlsim.units import format_size, parse_size
 
@@ -109,8 +110,6 @@ def cxl_scenario(preset, coherence, nodes, sizes, engine, **cxl):
 
 def cxl_levels(preset, coherence, nodes, **cxl) -> tuple[int | None, str]:
     """The switch levels the scenario resolves to, or (None, why it cannot be built)."""
-    from cxlsim.simulate import resolve_cxl
-
     try:
         return resolve_cxl(cxl_scenario(preset, coherence, nodes, [1], "analytic", **cxl).fabric).switch_levels, ""
     except InputError as exc:
