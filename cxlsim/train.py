@@ -269,7 +269,7 @@ def register(subparsers) -> None:
     p.add_argument("--cycle-time", help="horovod: override the cycle time (a time, e.g. '5 ms')")
     p.add_argument("--collective", choices=["des", "flow"],
                    help="ddp/horovod: ring all-reduce as DES messages or flow-level recurrence (tested equal "
-                        "within 2%%); default des for ddp, flow for horovod")
+                        "within 2%%); default flow")
     p.add_argument("--slowdown", help="transient slowdowns PROBABILITY,FACTOR,STEPS per iteration, e.g. 0.05,1.5,10")
     p.add_argument("--fail", help="failed node WORKER:ITERATION: that worker never finishes that iteration "
                                   "(synchronous modes then stall and say so)")

@@ -78,7 +78,7 @@ RUNS = {  # label -> (mode, parameters)
     "sync (workers aggregate)": ("sync", {"aggregation": "workers"}),
     "async": ("async", {"tau": 1}),
     "hybrid": ("hybrid", {}),
-    "ddp": ("ddp", {"collective": "flow"}),
+    "ddp": ("ddp", {}),
     "horovod": ("horovod", {}),
     "horovod (pre-v0.21)": ("horovod", {"defaults": "pre-v0.21"}),
 }
@@ -149,7 +149,7 @@ def plots(workspace, rows, head):
         ax.set_xticks(range(len(sel)), labels, rotation=30, ha="right", fontsize=8)
         ax.set_title(f"{model}: 16 heterogeneous nodes vs 1x {REFERENCE_GPU}", fontsize=9)
     axes[0].set_ylabel("speedup over one reference node")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="center right")
     workspace.save_plot("speedups", fig)
     plt.close(fig)
     # 2. Ratios against the heterogeneity spread.

@@ -197,8 +197,8 @@ def test_ddp_overlap_hides_all_but_the_last_bucket():
     sizes = modes.ddp_buckets(job.gradient_bytes)
     ring = [analytic.cost("allreduce", "ring", 4, s, cm, Context())[0] for s in sizes]
     it = job.iteration_ns[0]
-    overlapped = modes.run_ddp(spec, job, steps=2, seed=0)
-    serial = modes.run_ddp(spec, job, steps=2, seed=0, overlap=False)
+    overlapped = modes.run_ddp(spec, job, steps=2, seed=0, collective="des")
+    serial = modes.run_ddp(spec, job, steps=2, seed=0, overlap=False, collective="des")
     assert overlapped.step_end_ns[0] == pytest.approx(it + ring[-1], rel=1e-9)
     assert serial.step_end_ns[0] == pytest.approx(it + sum(ring), rel=1e-9)
     assert overlapped.step_end_ns[-1] < serial.step_end_ns[-1]
@@ -208,7 +208,7 @@ def test_ddp_overlap_hides_all_but_the_last_bucket():
 def test_ddp_on_one_gpu_is_exactly_the_profile_time():
     spec = spec_of([{"gpu": "rtx2080ti"}], precision="fp32")
     job = modes.make_job(spec, "vgg16", batch=16)
-    result = modes.run_ddp(spec, job, steps=4, seed=11)
+    result = modes.run_ddp(spec, job, steps=4, seed=11, collective="des")
     it = profiles.iteration_ns("rtx2080ti", "vgg16", 16, "fp32")
     assert result.step_end_ns == pytest.approx([it, 2 * it, 3 * it, 4 * it], rel=1e-12)
     assert result.workers[0].busy_ns == pytest.approx(4 * it, rel=1e-12)
@@ -223,7 +223,7 @@ def test_ddp_matches_pytorchs_published_16_gpu_figure():
     # rings share; intra-node NVLink hops are at least that fast), reducing on the GPU.
     spec = spec_of([{"gpu": "v100", "repeat": 16}], interconnect="ib-ndr", precision="fp32")
     job = modes.make_job(spec, "resnet50", batch=32, iteration_ns=0.097e9)
-    result = modes.run_ddp(spec, job, steps=3, seed=0)
+    result = modes.run_ddp(spec, job, steps=3, seed=0, collective="des")
     step_s = result.elapsed_ns / 3 / 1e9
     error = step_s / 0.104 - 1
     print(f"DDP 16x V100 ResNet-50 b32: modelled {step_s * 1e3:.2f} ms/iter, published 104 ms, error {error:+.1%}")

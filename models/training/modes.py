@@ -81,8 +81,9 @@ due to slower workers: min(tail, max over workers of their compute end -
 its own compute end), tail being the time from its compute end to its step
 end; the rest of the tail is communicating. Async workers never wait.
 
-`collective="flow"` (ddp): the same schedule with flow-level ring costs
-(`flow.ring_allreduce`), tested equal to the DES within 2%.
+`collective` (ddp): 'flow' (the default) costs the same schedule with the
+flow-level ring recurrence (`flow.ring_allreduce`), tested equal to the DES
+within 2%; 'des' runs every message on the transport.
 
 Not modelled: a CXL-pool store for async and hybrid (sync has one,
 `pool_store.py`; hybrid's counter atomic is costed for CXL placements),
@@ -480,11 +481,13 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
             bucket_cap_bytes: int = 25 * MIB, first_bucket_bytes: int = MIB, overlap: bool = True,
             backward_fraction: float = 2.0 / 3.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
             slowdown: Slowdown | None = None, failure: Failure | None = None,
-            collective: str = "des") -> TrainingResult:
+            collective: str = "flow") -> TrainingResult:
     """PyTorch DDP: bucketed ring all-reduce, overlapped with the backward pass when `overlap`.
 
-    collective: 'des' runs every ring message on the transport; 'flow' uses the flow-level
-    recurrence (horovod.run_ddp_flow), tested equal to the DES within 2%.
+    collective: 'flow' (default) uses the flow-level recurrence (horovod.run_ddp_flow), tested
+    equal to the DES within 2% (to rounding on the training star); 'des' runs every ring message
+    on the transport (a 16-node, 200-step run takes about 9-11 s on the development machine,
+    the flow about 0.2 s).
     """
     if collective == "flow":
         from cxlsim.models.training.horovod import run_ddp_flow
