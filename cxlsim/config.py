@@ -304,6 +304,10 @@ class WorkloadConfig:
                                (1, 1024, 65536, 1048576), list)
     chunk_bytes: int = option("chunk", lambda v: _int(1)(parse_size(v)), "a size >= 1 B like '64 KiB'", 65536)
     root: int = option("root", _int(0), "a rank >= 0", 0)
+    iterations: int = option("iterations", _int(1), "an integer >= 1", 1)
+    """Timed back-to-back calls (DES only): the latency is the time per call, as OSU reports it."""
+    warmup: int = option("warmup", _int(0), "an integer >= 0", 0)
+    """Untimed calls before them (DES only)."""
 
 
 @dataclass(frozen=True, kw_only=True)

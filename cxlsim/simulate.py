@@ -259,7 +259,8 @@ def _run_pool(scenario: config.Scenario, bar) -> list[dict]:
                                               zero_copy=algo.name == "cxl_pool_zero_copy")
             events = 0
         else:
-            outcome = runner.run(build_pool_transport(scenario, setup), wl.collective, algo.name, size)
+            outcome = runner.run(build_pool_transport(scenario, setup), wl.collective, algo.name, size,
+                                 iterations=wl.iterations, warmup=wl.warmup)
             try:
                 runner.verify(wl.collective, p, runner.Context(), outcome.results)
             except AssertionError as exc:
@@ -274,7 +275,15 @@ def _run_pool(scenario: config.Scenario, bar) -> list[dict]:
 
 
 def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
-    """One row per size: size_bytes, latency_us, algorithm, note, engine, events, wall_s."""
+    """One row per size: size_bytes, latency_us, algorithm, note, engine, events, wall_s.
+
+    With `workload.iterations` (and `warmup`) the DES makes back-to-back calls and
+    latency_us is the time per timed call; the closed forms cost one call only.
+    """
+    wl = scenario.workload
+    if scenario.engine == "analytic" and (wl.iterations, wl.warmup) != (1, 0):
+        raise InputError(f"workload.iterations: the closed forms cost one call on a fresh fabric; back-to-back "
+                         f"calls (iterations {wl.iterations}, warmup {wl.warmup}) need engine: des")
     bar = None
     if progress:
         from tqdm import tqdm
@@ -311,7 +320,7 @@ def _run_network(scenario: config.Scenario, bar) -> list[dict]:
             events = 0
         else:
             transport = build_transport(scenario, preset, graph)
-            outcome = runner.run(transport, wl.collective, name, size, ctx)
+            outcome = runner.run(transport, wl.collective, name, size, ctx, wl.iterations, wl.warmup)
             try:
                 runner.verify(wl.collective, p, ctx, outcome.results)
             except AssertionError as exc:
@@ -377,7 +386,8 @@ def _overrides(args) -> dict:
              "workload.selector": args.selector, "engine": args.engine, "seed": args.seed,
              "fabric.cxl.coherence": args.coherence, "fabric.cxl.switch_levels": args.switch_levels,
              "fabric.cxl.devices": args.devices,
-             "workload.chunk": args.chunk, "output.dir": args.output}
+             "workload.chunk": args.chunk, "output.dir": args.output,
+             "workload.iterations": args.iterations, "workload.warmup": args.warmup}
     if args.sizes is not None:
         flags["workload.sizes"] = parse_sizes(args.sizes)
     return {k: v for k, v in flags.items() if v is not None}
@@ -432,6 +442,9 @@ def register(subparsers) -> None:
                                    "for allgather and gather, the whole vector for the others (default 1B:1MiB)")
     p.add_argument("--chunk", help="pipelining chunk size (e.g. 64KiB; default 64 KiB)")
     p.add_argument("--engine", choices=["des", "analytic"], help="des (default) or the closed forms")
+    p.add_argument("--iterations", type=int, help="DES: timed back-to-back calls; the latency is per call, as "
+                                                  "OSU reports it (default 1: one call on a fresh fabric)")
+    p.add_argument("--warmup", type=int, help="DES: untimed calls before the timed ones (default 0)")
     p.add_argument("--seed", type=int, help="random seed to record (drawn if not given)")
     p.add_argument("--output", help="workspace directory (default runs/NAME-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

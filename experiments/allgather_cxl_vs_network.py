@@ -29,6 +29,14 @@ Grid: OSU sizes 1 B..1 MiB (doubling; --max-size extends to 16 MiB), nodes 2,
 
 Speedup = network latency / CXL latency at the same nodes and size.
 
+Calls: by default each point is one call that every rank starts at the same
+time on a fresh fabric (the closed forms' case). OSU times back-to-back calls
+after warm-up; `--engine des --warmup W --iterations K` does that for both
+sides (latency per timed call). It matters for the pool in hw mode, where each
+call's flag and slot stores first invalidate the copies the previous call
+left in the other hosts' caches (BISnp); networks and flush mode keep no state
+between calls.
+
 Sensitivity (--sensitivity, same engine): one assumption at a time around the
 presets, for cxl3-pool hw and flush against the MPICH choice on every
 network: CXL load latency 150-600 ns (every latency figure scaled together),
@@ -95,17 +103,22 @@ def nodes_up_to(max_nodes: int) -> list[int]:
     return nodes
 
 
+LOOP = {"iterations": 1, "warmup": 0}
+"""Back-to-back calls per point (set by --iterations/--warmup; the DES only)."""
+
+
 def network_scenario(preset, nodes, algorithm, sizes, engine):
     return config.from_dict({"name": "allgather-network", "engine": engine,
                              "fabric": {"preset": preset, "nodes": nodes},
                              "workload": {"collective": "allgather", "algorithm": algorithm, "sizes": sizes,
-                                          "chunk": "64 KiB"}})
+                                          "chunk": "64 KiB", **LOOP}})
 
 
 def cxl_scenario(preset, coherence, nodes, sizes, engine, **cxl):
     return config.from_dict({"name": "allgather-cxl", "engine": engine,
                              "fabric": {"preset": preset, "nodes": nodes, "cxl": {"coherence": coherence, **cxl}},
-                             "workload": {"collective": "allgather", "algorithm": "cxl_pool", "sizes": sizes}})
+                             "workload": {"collective": "allgather", "algorithm": "cxl_pool", "sizes": sizes,
+                                          **(LOOP if engine == "des" else {})}})
 
 
 def cxl_levels(preset, coherence, nodes, **cxl) -> tuple[int | None, str]:
@@ -378,6 +391,10 @@ def parse_args(argv=None):
     ap.add_argument("--max-size", default="1MiB", help="largest OSU size per rank (default 1MiB; up to 16MiB)")
     ap.add_argument("--max-nodes", type=int, default=16, help="largest node count (default 16; 32, 64 extend)")
     ap.add_argument("--sensitivity", action="store_true", help="also run the sensitivity sweep (same engine)")
+    ap.add_argument("--iterations", type=int, default=1,
+                    help="DES only: timed back-to-back calls per point, latency per call as OSU reports it "
+                         "(default 1: one call on a fresh fabric)")
+    ap.add_argument("--warmup", type=int, default=0, help="DES only: untimed calls before them (default 0)")
     ap.add_argument("--output", help="workspace directory (default runs/allgather_cxl_vs_network-TIMESTAMP)")
     ap.add_argument("--seed", type=int, help="seed to record (the study is deterministic)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -390,6 +407,10 @@ def parse_args(argv=None):
         ap.error(f"--max-size: expected 1 B..16 MiB, got {args.max_size}")
     if not 2 <= args.max_nodes <= 64:
         ap.error(f"--max-nodes: expected 2..64, got {args.max_nodes}")
+    if args.iterations < 1 or args.warmup < 0:
+        ap.error(f"--iterations/--warmup: expected >= 1 and >= 0, got {args.iterations} and {args.warmup}")
+    if args.engine == "analytic" and (args.iterations, args.warmup) != (1, 0):
+        ap.error("--iterations/--warmup: back-to-back calls need --engine des (the closed forms cost one call)")
     return args
 
 
@@ -398,6 +419,7 @@ def main(argv=None) -> int:
 
     args = parse_args(argv)
     sizes, nodes_list = sizes_up_to(args.max_size_bytes), nodes_up_to(args.max_nodes)
+    LOOP.update(iterations=args.iterations, warmup=args.warmup)
     _, seed = make_rng(args.seed)
     ws = Workspace(args.output) if args.output else Workspace.new("runs", "allgather_cxl_vs_network")
     points = len(nodes_list) * len(sizes) * (len(NETWORK_PRESETS) * len(BASELINES) + len(CXL_VARIANTS))
@@ -417,7 +439,7 @@ def main(argv=None) -> int:
     plot_heatmap(ws, sp, "cxl3-hw", "mpich", "speedup_heatmap")
     plot_heatmap(ws, sp, "cxl3-flush", "mpich", "speedup_heatmap_cxl3_flush")
     plot_heatmap(ws, sp, "cxl2-flush", "mpich", "speedup_heatmap_cxl2_flush")
-    timing = {"engine": args.engine, "grid_wall_s": grid_s, "points": points,
+    timing = {"engine": args.engine, "grid_wall_s": grid_s, "points": points, **LOOP,
               "nodes": nodes_list, "sizes": [sizes[0], sizes[-1]]}
     if args.sensitivity:
         t0 = time.perf_counter()
@@ -432,10 +454,11 @@ def main(argv=None) -> int:
         plot_sensitivity(ws, ranges)
         timing["sensitivity_wall_s"] = time.perf_counter() - t0
     ws.write_json("timing", timing)
-    ws.write_provenance(seed, study="allgather_cxl_vs_network", engine=args.engine,
+    ws.write_provenance(seed, study="allgather_cxl_vs_network", engine=args.engine, **LOOP,
                         max_size_bytes=args.max_size_bytes, max_nodes=args.max_nodes)
     print(f"allgather, CXL pool vs network: {len(nodes_list)} node counts x {len(sizes)} sizes "
-          f"({format_size(sizes[0])}..{format_size(sizes[-1])}), engine {args.engine}")
+          f"({format_size(sizes[0])}..{format_size(sizes[-1])}), engine {args.engine}"
+          + (f", {args.warmup} warm-up + {args.iterations} timed calls per point" if args.engine == "des" else ""))
     for t in table:
         if t["network"] == "all":
             print(f"  {t['cxl']:>10} over {'MPICH choice' if t['baseline'] == 'mpich' else 'any baseline':>12}: "

@@ -341,3 +341,33 @@ def test_experiment_rejects_bad_flags(capsys):
     with pytest.raises(SystemExit):
         exp.main(["--max-nodes", "128"])
     assert "--max-nodes: expected 2..64" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- back-to-back calls (OSU style)
+
+def test_back_to_back_calls_cost_the_hw_pools_invalidations_only():
+    def latency(preset, engine="des", **workload):
+        fabric = {"preset": preset, "nodes": 8}
+        if preset.startswith("cxl"):
+            fabric["cxl"] = {"coherence": workload.pop("coherence")}
+        algorithm = "cxl_pool" if preset.startswith("cxl") else "recursive_doubling"
+        scenario = config.from_dict({"engine": engine, "fabric": fabric,
+                                     "workload": {"algorithm": algorithm, "sizes": [64, 65536], **workload}})
+        return [r["latency_us"] for r in run(scenario)]
+    fresh, steady = latency("cxl3-pool", coherence="hw"), latency("cxl3-pool", coherence="hw", warmup=2, iterations=3)
+    # hw: every later call first takes the flag and slot lines back from the previous call's readers.
+    assert all(s > f + 0.1 for f, s in zip(fresh, steady))
+    # Flush mode leaves no cached copies behind (the readers dropped them); the network keeps no state.
+    for preset, kw in (("cxl3-pool", {"coherence": "flush"}), ("ib-hdr", {})):
+        assert latency(preset, warmup=2, iterations=3, **dict(kw)) == pytest.approx(latency(preset, **dict(kw)),
+                                                                                    rel=1e-12)
+    # The per-call time of a loop is the loop's span divided by the timed calls.
+    t = CXLPoolTransport(get_cxl_preset("cxl3-pool"), 4, coherence="hw")
+    one = runner.run(t, "allgather", "cxl_pool", 4096).latency_ns       # call 1
+    two = runner.run(t, "allgather", "cxl_pool", 4096).latency_ns       # call 2, the pool as call 1 left it
+    t2 = CXLPoolTransport(get_cxl_preset("cxl3-pool"), 4, coherence="hw")
+    assert runner.run(t2, "allgather", "cxl_pool", 4096, iterations=2).latency_ns == pytest.approx((one + two) / 2)
+    with pytest.raises(InputError, match="workload.iterations: the closed forms cost one call on a fresh fabric"):
+        latency("cxl3-pool", engine="analytic", coherence="hw", iterations=2)
+    with pytest.raises(InputError, match="workload.iterations: expected an integer >= 1, got 0"):
+        runner.run(t2, "allgather", "cxl_pool", 64, iterations=0)

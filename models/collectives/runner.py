@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cxlsim.errors import InputError
 from cxlsim.models.collectives import allgather, cxl_pool, reductions, rooted  # noqa: F401  (registers algorithms)
 from cxlsim.models.collectives.base import Group, check_transport, lookup, reduced_vector, split, vector_of
 
@@ -92,19 +93,36 @@ def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = C
     return (yield from algo.run(group, size_bytes, data, ctx))
 
 
-def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = Context()) -> Outcome:
-    """Simulate one call of `collective` with algorithm `name` on every rank of `transport`."""
+def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = Context(),
+        iterations: int = 1, warmup: int = 0) -> Outcome:
+    """Simulate `collective` with algorithm `name` on every rank of `transport`.
+
+    Each rank makes `warmup` + `iterations` back-to-back calls, as an OSU loop
+    does (no barrier between calls). The latency is the time per timed call:
+    from the end of the warm-up (the last rank's end of its last warm-up call,
+    or the common start) to the last rank's end of its last call, divided by
+    `iterations`. The defaults give one call on a fresh fabric. The results
+    are those of the last call.
+    """
+    for key, value, low in (("iterations", iterations, 1), ("warmup", warmup, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InputError(f"workload.{key}: expected an integer >= {low}, got {value!r}")
     p = transport.size
     algo, note = lookup(collective, name, p)
     check_transport(algo, getattr(transport, "kind", "network"))
     env = transport.env
     start, events = env.now, getattr(env, "events", 0)
-    finish = {}
+    calls = warmup + iterations
+    finish = [dict() for _ in range(calls)]
 
     def rank_process(rank):
-        result = yield from algo.run(transport.endpoint(rank), size_bytes, initial(collective, rank, p, ctx), ctx)
-        finish[rank] = env.now
+        ep = transport.endpoint(rank)
+        for i in range(calls):
+            result = yield from algo.run(ep, size_bytes, initial(collective, rank, p, ctx), ctx)
+            finish[i][rank] = env.now
         return result
 
     results = transport.run({r: rank_process(r) for r in range(p)})
-    return Outcome(max(finish.values()) - start, algo.name, note, results, getattr(env, "events", 0) - events)
+    begin = max(finish[warmup - 1].values()) if warmup else start
+    return Outcome((max(finish[-1].values()) - begin) / iterations, algo.name, note, results,
+                   getattr(env, "events", 0) - events)
