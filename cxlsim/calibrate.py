@@ -626,6 +626,7 @@ def fit_local(primitives: dict, sizes) -> tuple[LocalModel, dict]:
 # ================================================================== measurements (this machine)
 
 REPEATS = 3  # bench runs per size in each job
+PROBE_BYTES = 256 * 1024  # the copy probe of the host placement around every bench run
 BUSY = 0.9  # a batch during which a rank had less of its CPU than this was disturbed by other jobs
 
 
@@ -830,22 +831,34 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
     if comm.size == 2:
         comm.flag_pingpong(max(pingpong_calls // 4, 10))  # warm up: both ranks running
     rt = comm.flag_pingpong(pingpong_calls) if comm.size == 2 else float("nan")
+    from cxlsim.emulator import _kernels
+
+    src, dst = np.ones(PROBE_BYTES, np.uint8), np.zeros(PROBE_BYTES, np.uint8)
+
+    def probes():  # this rank's copy time of PROBE_BYTES and (np = 2) flag round trip, now
+        copy = min(_kernels.memcpy_ns(dst, src, 1) for _ in range(3))
+        return copy, comm.flag_pingpong(100) if comm.size == 2 else float("nan")
     rows = []
-    for n in sizes:  # per size, REPEATS runs of the bench; each row records how much CPU the ranks kept
+    for n in sizes:  # per size, REPEATS runs of the bench, each with its own probes of the placement
         for _ in range(REPEATS):
+            copy0, rt0 = probes()
             c0, w0 = time.process_time_ns(), time.perf_counter_ns()
             got = run_plan(comm, BenchPlan(sizes=(n,), sides=("copy", "zero-copy"), iterations=iterations))
-            busy = np.array([(time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)])
-            everyone = np.zeros(comm.size)
-            comm.allgather(busy, everyone)
-            rows += [dict(r, busy=float(everyone.min())) for r in got]
+            busy = (time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)
+            copy1, rt1 = probes()
+            mine = np.array([-busy, max(copy0, copy1), max(rt0, rt1)])
+            everyone = np.zeros(3 * comm.size)
+            comm.allgather(mine, everyone)
+            worst = everyone.reshape(comm.size, 3).max(axis=0)  # every rank's worst
+            rows += [dict(r, busy=float(-worst[0]), probe_copy_ns=float(worst[1]), probe_roundtrip_ns=float(worst[2]))
+                     for r in got]
     rt_after = comm.flag_pingpong(pingpong_calls) if comm.size == 2 else float("nan")
     return rows, rt, rt_after
 
 
 def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
                       best_roundtrip_ns: dict | None = None, timing=None, progress=None,
-                      max_retries: int | None = None) -> dict:
+                      max_retries: int | None = None, modes=("hw", "flush")) -> dict:
     """The emulator's pool allgather (copy and zero-copy) in hw and flush mode, held out from the fit.
 
     Jobs alternate hw, flush, hw, flush ... (`rounds` of each); inside a job the bench
@@ -862,15 +875,16 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
     best = dict(best_roundtrip_ns or {})
     latency_ns, bw = timing or (0.0, 0.0)
     batches, kept = [], {"hw": [], "flush": []}
-    retries = rounds * 2 if max_retries is None else max_retries
+    retries = rounds * len(modes) if max_retries is None else max_retries
     step = progress or (lambda what: None)
-    modes = ["hw", "flush"] * rounds
-    while modes:
-        mode = modes.pop(0)
+    queue = list(modes) * rounds
+    while queue:
+        mode = queue.pop(0)
         per_rank = run_local(nranks, _allgather_rank, (sizes, iterations, 500), coherence=mode,
                              slot_bytes=max(max(sizes), 64), timeout_s=60.0, pool_latency_ns=latency_ns,
                              pool_bw_bytes_per_ns=bw)
         rows, rt0, rt1 = per_rank[0]
+        rows = [dict(r, coherence=mode) for r in rows]
         worst = max(rt0, rt1)
         if math.isfinite(worst):
             best[mode] = min(best.get(mode, worst), rt0, rt1)
@@ -879,7 +893,7 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
                         "slow_placement": slow, "rows": rows})
         if slow and retries > 0:
             retries -= 1
-            modes.append(mode)
+            queue.append(mode)
             step(f"{mode}: slow placement (round trip {worst:.0f} ns > {STABLE} x {best[mode]:.0f}); repeated")
         elif not slow:
             kept[mode].append(rows)
@@ -888,13 +902,17 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
             step(f"{mode}: slow placement, no retries left; batch not used")
     for mode in kept:  # judge every batch again against the best round trip seen in the end
         kept[mode] = [b["rows"] for b in batches if b["coherence"] == mode and _fast(b, best.get(mode))]
+    every = [r for b in batches for r in b["rows"]]
+    probe_best = {"copy": min(r["probe_copy_ns"] for r in every),
+                  **{m: min([r["probe_roundtrip_ns"] for r in every if r["coherence"] == m
+                             and math.isfinite(r["probe_roundtrip_ns"])] or [float("nan")]) for m in modes}}
     out = []
-    for mode in ("hw", "flush"):
+    for mode in modes:
         runs = kept[mode] or [b["rows"] for b in batches if b["coherence"] == mode]
         for side in ("copy", "zero-copy"):
             for n in sizes:
                 mine = [r for rows in runs for r in rows if r["side"] == side and r["size_bytes"] == n]
-                calm = [r for r in mine if r["busy"] >= BUSY]  # the OS ran other jobs on no rank's core
+                calm = [r for r in mine if _calm(r, probe_best, mode)]
                 vals = [r["avg_us"] * 1e3 for r in (calm or mine)]
                 out.append({"coherence": mode, "side": side, "size_bytes": n,
                             "measured_ns": statistics.median(vals), "batches": len(vals),
@@ -902,6 +920,14 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
                             "flagged_all": not kept[mode]})
     return {"rows": out, "batches": [{k: v for k, v in b.items() if k != "rows"} for b in batches],
             "best_roundtrip_ns": best}
+
+
+def _calm(row, best, mode) -> bool:
+    """A bench run is kept if every rank kept its CPU (>= BUSY) and the copy probe and flag round
+    trip around it stayed within STABLE x the best seen (not a slow host placement)."""
+    rt_ok = not math.isfinite(row["probe_roundtrip_ns"]) or not math.isfinite(best[mode]) or \
+        row["probe_roundtrip_ns"] <= STABLE * best[mode]
+    return row["busy"] >= BUSY and row["probe_copy_ns"] <= STABLE * best["copy"] and rt_ok
 
 
 def _fast(batch, best) -> bool:
@@ -1047,7 +1073,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     injected = []
     for label, lat, bw in settings:
         m = measure_allgather(sizes, nranks, max(1, rounds - 1), iterations, best_roundtrip_ns=meas["best_roundtrip_ns"],
-                              timing=(lat, bw), progress=step)
+                              timing=(lat, bw), progress=step, modes=("hw",))
         hw_rows = [dict(r, setting=label) for r in m["rows"] if r["coherence"] == "hw"]
         injected += validate(model, hw_rows, lambda r, lat=lat, bw=bw: predict_injected(
             model, r["coherence"], r["side"], r["size_bytes"], lat, bw))
@@ -1073,7 +1099,7 @@ def run_local_calibration(args) -> int:
     if args.rounds < 1:
         raise InputError(f"--rounds: expected >= 1, got {args.rounds}")
     settings = parse_settings(["250ns/32GB/s", "600ns/16GB/s"] if args.timing is None else args.timing)
-    total = 6 + 2 * args.rounds + 2 * max(1, args.rounds - 1) * len(settings) + 2
+    total = 7 + 2 * args.rounds + max(1, args.rounds - 1) * len(settings) + 2
     bar = tqdm(total=total, desc="calibrate", unit="step", file=sys.stderr, disable=args.quiet or None,
                leave=False)
 
