@@ -29,6 +29,8 @@ What this script does, with every assumption stated and nothing tuned:
    r^-1/2 and r^1/2 times the reference (geometric mean = the reference),
    r = fastest / slowest from 1 to 5 (assumption: an even spread; the GPUs'
    reductions run at the reference GPU's speed). Same fabric and store.
+4b. Store size: the headline cluster with 1x1 .. 8x4 memory servers x
+   aggregation cores (the committed spec has 4x4), for sync, async, hybrid.
 4. Interconnect. The headline cluster on ib-hdr (as committed), ib-ndr and
    eth-100g-roce; and EDDIS sync with the store on a CXL 3.x pool (preset
    cxl3-pool, one device, a two-level switch tree since 16 hosts and a device
@@ -72,6 +74,8 @@ PUBLISHED = {"sync": 8.2, "async": 19.0, "hybrid": 18.7, "hybrid_over_ddp": 2.8,
 MODELS = ("yolov5m", "resnet50")
 SPREADS = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0)
 INTERCONNECTS = ("ib-hdr", "ib-ndr", "eth-100g-roce")
+STORES = ((1, 1), (1, 4), (2, 4), (4, 4), (8, 4))
+"""Memory servers x aggregation cores per server, around the committed 4 x 4."""
 
 RUNS = {  # label -> (mode, parameters)
     "sync": ("sync", {}),
@@ -101,7 +105,7 @@ def one_run(spec, job, label, steps, part, rows, extra_row=None, ref=None):
     ref = reference_rate(job.model, job.batch, job.precision) if ref is None else ref
     est = convergence.estimate(result)
     row = {"part": part, "model": job.model, "run": label, "mode": mode, "interconnect": spec.interconnect,
-           "spread": "", "counter": result.params.get("counter", ""), "workers": spec.size, "steps": steps,
+           "spread": "", "store": f"{spec.memory_servers}x{spec.server_cores}", "counter": result.params.get("counter", ""), "workers": spec.size, "steps": steps,
            "throughput_samples_per_s": result.throughput_samples_per_s, "reference_gpu": REFERENCE_GPU,
            "reference_samples_per_s": ref, "speedup_over_reference": result.throughput_samples_per_s / ref,
            "progress_factor_ESTIMATE": est["progress_factor"],
@@ -111,7 +115,7 @@ def one_run(spec, job, label, steps, part, rows, extra_row=None, ref=None):
            "params": json.dumps({k: v for k, v in result.params.items() if v is not None}, sort_keys=True)}
     row.update(extra_row or {})
     rows.append(row)
-    print(f"  {part:12s} {job.model:8s} {label:26s} {row['interconnect']:14s} {str(row['spread']):5s} "
+    print(f"  {part:12s} {job.model:8s} {label:26s} {row['interconnect']:14s} {str(row['spread']):4s} {row['store']:4s} "
           f"{row['throughput_samples_per_s']:9.1f} samples/s  {row['speedup_over_reference']:6.2f}x  "
           f"[ESTIMATE progress {est['progress_factor']:.2f}]  ({wall:.1f} s)", flush=True)
     return result, row
@@ -273,6 +277,12 @@ def main() -> None:
     except Exception as exc:  # the lane budget: reported, as the experiment says
         head["cxl2_pool"] = f"not possible: {exc}"
         print(f"   cxl2-pool: {exc}")
+
+    print("4b. SoftMemoryBox store size (yolov5m, the headline cluster on ib-hdr): memory servers x cores")
+    for servers, cores in STORES:
+        s3 = dataclasses.replace(spec, memory_servers=servers, server_cores=cores)
+        for label in ("sync", "async", "hybrid"):
+            one_run(s3, job, label, sweep_steps, "store", rows, {"store": f"{servers}x{cores}"})
 
     print("5. hybrid's counter placement (yolov5m, the headline cluster)")
     job = modes.make_job(spec, "yolov5m")
