@@ -626,6 +626,8 @@ def fit_local(primitives: dict, sizes) -> tuple[LocalModel, dict]:
 # ================================================================== measurements (this machine)
 
 REPEATS = 3  # bench runs per size in each job
+REMOTE_WARMUP = 100  # rounds before the two-process primitives are timed: the lines' sharing state
+# settles only after many exchanges (the first rounds are several times faster than the steady state)
 PROBE_BYTES = 256 * 1024  # the copy probe of the host placement around every bench run
 BUSY = 0.9  # a batch during which a rank had less of its CPU than this was disturbed by other jobs
 
@@ -734,7 +736,9 @@ def _flush_curve(max_bytes: int, repeats: int = 5) -> dict:
 
 def _remote_rank(comm, sizes, repeats: int):
     """Two-process primitives on the pool's slots, both ranks at once (as in a collective), each
-    timing its side; returns rank 0's lists of `repeats` ns per size:
+    timing its side, on the same slot every round (as the bench does: its barrier takes every other
+    epoch, so each call finds the buffer the previous call used); after REMOTE_WARMUP rounds,
+    returns rank 0's lists of `repeats` ns per size:
 
     - 'copy' / 'read': every rank writes n bytes into its slot (flush mode: memset, clflushopt,
       sfence, as the writer's publish), a barrier, then memcpys / read_passes the other's;
@@ -763,7 +767,7 @@ def _remote_rank(comm, sizes, repeats: int):
         local = np.full(n, 7, np.uint8)
         for kind in out:
             samples = []
-            for i in range(repeats + 1):
+            for i in range(REMOTE_WARMUP + repeats):
                 if n:
                     if kind in ("copy", "read"):
                         if writer is not None:
@@ -782,7 +786,7 @@ def _remote_rank(comm, sizes, repeats: int):
                         ns = _kernels.memcpy_ns(mine, local, 1)
                     else:
                         ns = timed(lambda: mine.__setitem__(slice(None), local)) - zero["store"]
-                    if i:
+                    if i >= REMOTE_WARMUP:
                         samples.append(max(ns, 0.0))
                 comm.barrier()
             out[kind][n] = samples or [0.0]
@@ -820,7 +824,7 @@ def measure_primitives(sizes, nranks: int = 2, progress=None, batches: int = 7) 
     step("remote copy and read pass (hw, flush)")
     out["remote_ns"] = {}
     for mode in ("hw", "flush"):
-        res = run_local(2, _remote_rank, (sizes, 7), coherence=mode, slot_bytes=max(max(sizes), 64), timeout_s=60.0)[0]
+        res = run_local(2, _remote_rank, (sizes, 21), coherence=mode, slot_bytes=max(max(sizes), 64), timeout_s=60.0)[0]
         out["remote_ns"][mode] = {kind: {str(n): steady(v) for n, v in by_size.items()} for kind, by_size in res.items()}
     return out
 
