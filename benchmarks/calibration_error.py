@@ -44,6 +44,8 @@ def main() -> int:
     parser.add_argument("--oversubscribed", type=int, default=0, help="also run at this np (> cores) and report")
     parser.add_argument("--settings", nargs="*", default=["250ns/32GB/s", "600ns/16GB/s"])
     parser.add_argument("--no-mpi", action="store_true")
+    parser.add_argument("--path-rule", choices=("sync", "pingpong"), default="sync",
+                        help="how the DES path is solved from the flag round trip (see calibrate.solve_path_ns)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     sizes = parse_sizes(args.sizes)
@@ -54,7 +56,7 @@ def main() -> int:
         print(f"  [{time.time() - t0:6.1f} s] {what}", file=sys.stderr, flush=True)
 
     result = cal.calibrate_local(sizes, args.np, args.rounds, None, cal.parse_settings(args.settings),
-                                 not args.no_mpi, step)
+                                 not args.no_mpi, step, args.path_rule)
 
     class Args:
         output = ws.path
@@ -85,7 +87,7 @@ def main() -> int:
           f"own-block copy (<= 15%): {_verdict(ok)}; pure LogGP {pure * 100:.1f}%")
     ws.write_csv("from_osu", osu["rows"])
     if args.oversubscribed:
-        over = cal.calibrate_local(sizes, args.oversubscribed, 1, None, (), False, step)
+        over = cal.calibrate_local(sizes, args.oversubscribed, 1, None, (), False, step, args.path_rule)
         print(f"\n# np = {args.oversubscribed} on {over['cores']} cores (oversubscribed; reported, no target)")
         print(cal.format_validation(over["validation"]), end="")
         ws.write_csv("validation_oversubscribed", over["validation"],

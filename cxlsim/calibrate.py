@@ -17,8 +17,12 @@ never the allgather itself:
   write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks).
 
 From these alone `fit_local` builds a `local-host` pool model: no switch, no media
-latency, a host-to-pool path solved so that the DES's own flag ping-pong on
-`CXLPoolTransport` reproduces the measured round trip (the DES is linear in the path),
+latency, a host-to-pool path solved from the measured flag round trip by running the DES
+(it is linear in the path): by default so that the DES's bare sync, where both ranks' flags
+cross at once, costs one hop (half the round trip); `path_rule='pingpong'` makes the DES's own
+ping-pong equal the round trip instead, but the DES's sync then costs about a whole round trip
+(its store takes the line, the poller is woken, then recalls it), which over-predicts small
+calls by 30-40% on this machine,
 host bandwidth = the copy bandwidth at the call's size, clflushopt per line and fence
 from the maintenance lines, the per-call overhead as CPU time. `predict_local` then
 runs the DES (`cxl_pool`, `cxl_pool_zero_copy`) for every allgather measurement, which
@@ -339,7 +343,8 @@ class LocalModel:
     np: int
     """Ranks the allgather runs on."""
     path_ns: dict
-    """Host-to-pool path per coherence mode ({'hw': ns, 'flush': ns}), solved from the flag round trip."""
+    """Host-to-pool path per coherence mode ({'hw': ns, 'flush': ns}), solved from the flag round trip
+    (`solve_path_ns`)."""
     roundtrip_ns: dict
     """Measured flag round trip per coherence mode (median of undisturbed batches), ns."""
     flush_ns_per_line: float
@@ -471,16 +476,36 @@ def des_pingpong_ns(preset, coherence: str, iterations: tuple[int, int] = (4, 12
     return (ends[1] - ends[0]) / (iterations[1] - iterations[0])
 
 
-def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_ns: float) -> tuple[float, float]:
-    """The path for which the DES ping-pong (on the preset for `size_bytes`) equals `roundtrip_ns`.
+PATH_RULES = ("sync", "pingpong")
 
-    The DES round trip is linear in the path, so two runs give it exactly; returns (path_ns,
-    DES round trip at that path). A negative solution is clamped to 0 (the round trip is then
-    over-predicted, and the second value says by how much).
+
+def des_sync_ns(preset, coherence: str) -> float:
+    """The DES's bare sync at np = 2 (a 0-byte zero-copy call, the emulator's barrier: both ranks
+    publish and wait at once), steady state, ns per call."""
+    from cxlsim.models.collectives.cxl_pool import cxl_pool_zero_copy
+
+    return _des_loop(_transport(preset, 2, coherence), cxl_pool_zero_copy, 0, 0.0)
+
+
+def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_ns: float,
+                  rule: str = "sync") -> tuple[float, float]:
+    """The path for which the DES reproduces the measured flag round trip `roundtrip_ns`.
+
+    rule 'pingpong': the DES's own ping-pong (`des_pingpong_ns`) equals the round trip;
+    rule 'sync' (the default): the DES's bare sync (`des_sync_ns`, where both ranks' flags cross
+    at once, one flag hop each) equals half of it, one hop. Both are linear in the path, so two
+    runs give it exactly. Returns (path_ns, the DES's figure at that path, in the rule's terms:
+    a round trip for 'pingpong', twice the sync for 'sync'). A negative solution is clamped to
+    MIN_PATH_NS and the second value then shows the over-prediction.
     """
+    if rule not in PATH_RULES:
+        raise InputError(f"path rule: expected one of {PATH_RULES}, got {rule!r}")
+
+    def figure(path):
+        preset = local_preset(model, size_bytes, path, coherence)
+        return des_pingpong_ns(preset, coherence) if rule == "pingpong" else 2 * des_sync_ns(preset, coherence)
     p0, p1 = 10.0, 110.0
-    r0 = des_pingpong_ns(local_preset(model, size_bytes, p0, coherence), coherence)
-    r1 = des_pingpong_ns(local_preset(model, size_bytes, p1, coherence), coherence)
+    r0, r1 = figure(p0), figure(p1)
     slope = (r1 - r0) / (p1 - p0)
     if slope <= 0:
         raise RunError(f"the DES flag round trip does not grow with the path ({r0} -> {r1} ns)")
@@ -586,7 +611,7 @@ def _excess(curve: dict) -> dict:
     return {str(int(k)): max(float(v) - float(curve[smallest]), 0.0) for k, v in curve.items()}
 
 
-def fit_local(primitives: dict, sizes) -> tuple[LocalModel, dict]:
+def fit_local(primitives: dict, sizes, path_rule: str = "sync") -> tuple[LocalModel, dict]:
     """The `local-host` model from the primitive measurements only; returns (model, fit report).
 
     The report holds each least-squares line (flush: fence + lines x per-line cost; write and
@@ -613,11 +638,13 @@ def fit_local(primitives: dict, sizes) -> tuple[LocalModel, dict]:
     paths = {}
     ref = max(int(s) for s in sizes) if sizes else 64
     for mode in ("hw", "flush"):
-        path, des_rt = solve_path_ns(base, 64, mode, base.roundtrip_ns[mode])
+        path, des_rt = solve_path_ns(base, 64, mode, base.roundtrip_ns[mode], path_rule)
         paths[mode] = path
-        report[f"path_{mode}"] = {"path_ns": path, "measured_roundtrip_ns": base.roundtrip_ns[mode],
+        pingpong = des_pingpong_ns(local_preset(base, 64, path, mode), mode)
+        report[f"path_{mode}"] = {"rule": path_rule, "path_ns": path, "measured_roundtrip_ns": base.roundtrip_ns[mode],
                                   "des_roundtrip_ns": des_rt,
-                                  "residual": (des_rt - base.roundtrip_ns[mode]) / base.roundtrip_ns[mode]}
+                                  "residual": (des_rt - base.roundtrip_ns[mode]) / base.roundtrip_ns[mode],
+                                  "des_pingpong_ns": pingpong}
     report["reference_size_bytes"] = ref
     return dataclasses.replace(base, path_ns=paths), report
 
@@ -1055,7 +1082,7 @@ def parse_settings(texts) -> list[tuple[str, float, float]]:
 
 
 def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
-                    settings=(), mpi: bool = True, progress=None) -> dict:
+                    settings=(), mpi: bool = True, progress=None, path_rule: str = "sync") -> dict:
     """Measure, fit from primitives, predict every allgather measurement; returns everything."""
     cores = len(os.sched_getaffinity(0))
     step = progress or (lambda what: None)
@@ -1070,7 +1097,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
             if math.isfinite(b[key]):
                 prims["roundtrip_samples_ns"][b["coherence"]].append(b[key])
     prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
-    model, fit = fit_local(prims, sizes)
+    model, fit = fit_local(prims, sizes, path_rule)
     step("fitted")
     rows = validate(model, meas["rows"])
     step("DES predictions")
@@ -1123,7 +1150,8 @@ def _report_local(args, result) -> int:
     for mode in ("hw", "flush"):
         f = fit[f"path_{mode}"]
         print(f"#   {mode}: flag round trip {f['measured_roundtrip_ns']:.0f} ns -> path {f['path_ns']:.1f} ns "
-              f"(DES round trip {f['des_roundtrip_ns']:.0f} ns, {f['residual'] * 100:+.1f}%)")
+              f"(rule {f['rule']}: DES {f['des_roundtrip_ns']:.0f} ns, {f['residual'] * 100:+.1f}%; "
+              f"the DES's own ping-pong at this path {f['des_pingpong_ns']:.0f} ns)")
     print(f"#   flush: {prims['flush']['writeback_op']} {fit['flush_writeback']['per_line_ns']:.2f} ns/line + sfence "
           f"{fit['flush_writeback']['fence_ns']:.1f} ns (rms {fit['flush_writeback']['rms'] * 100:.1f}%); "
           f"{prims['flush']['invalidate_op']} {fit['flush_invalidate']['per_line_ns']:.2f} ns/line + mfence "

@@ -51,11 +51,13 @@ def test_line_fit_recovers_bandwidth_under_small_noise():
     assert 0 < rms < 0.01
 
 
+@pytest.mark.parametrize("rule", cal.PATH_RULES)
 @pytest.mark.parametrize("mode,path", [("hw", 7.0), ("hw", 55.0), ("flush", 30.0), ("flush", 140.0)])
-def test_path_solve_recovers_the_path_from_the_des_own_round_trip(mode, path):
+def test_path_solve_recovers_the_path_from_the_des_own_round_trip(mode, path, rule):
     model = synthetic_model()
-    roundtrip = cal.des_pingpong_ns(cal.local_preset(model, 64, path, mode), mode)
-    solved, des_rt = cal.solve_path_ns(model, 64, mode, roundtrip)
+    preset = cal.local_preset(model, 64, path, mode)
+    roundtrip = cal.des_pingpong_ns(preset, mode) if rule == "pingpong" else 2 * cal.des_sync_ns(preset, mode)
+    solved, des_rt = cal.solve_path_ns(model, 64, mode, roundtrip, rule)
     assert solved == pytest.approx(path, rel=0.02)
     assert des_rt == pytest.approx(roundtrip, rel=1e-9)
 
@@ -67,7 +69,7 @@ def test_fit_local_recovers_every_parameter_from_synthetic_primitives():
     clock = 20.0
     prims = {
         "np": 2, "clock_read_ns": clock,
-        "roundtrip_ns": {m: cal.des_pingpong_ns(cal.local_preset(truth, 64, truth.path_ns[m], m), m)
+        "roundtrip_ns": {m: 2 * cal.des_sync_ns(cal.local_preset(truth, 64, truth.path_ns[m], m), m)
                          for m in ("hw", "flush")},
         "flush": {"lines": lines,
                   "writeback_sfence_ns": [clock + 5.0 + 1.2 * n for n in lines],
@@ -275,6 +277,8 @@ def test_steady_drops_samples_from_a_slow_placement():
     assert cal.steady([100.0, 104.0, 330.0, 98.0, 400.0]) == pytest.approx(100.0)
     with pytest.raises(Exception, match="no finite sample"):
         cal.steady([float("nan")])
+    with pytest.raises(InputError, match="path rule: expected one of"):
+        cal.solve_path_ns(synthetic_model(), 64, "hw", 100.0, "guess")
 
 
 def test_host_bandwidth_blends_local_and_two_process_copies():
