@@ -17,12 +17,12 @@ never the allgather itself:
   write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks).
 
 From these alone `fit_local` builds a `local-host` pool model: no switch, no media
-latency, a host-to-pool path solved from the measured flag round trip by running the DES
-(it is linear in the path): by default so that the DES's bare sync, where both ranks' flags
-cross at once, costs one hop (half the round trip); `path_rule='pingpong'` makes the DES's own
-ping-pong equal the round trip instead, but the DES's sync then costs about a whole round trip
-(its store takes the line, the poller is woken, then recalls it), which over-predicts small
-calls by 30-40% on this machine,
+latency, a host-to-pool path solved so that the DES's own flag ping-pong on
+`CXLPoolTransport` reproduces the measured round trip (the DES is linear in the path, so two
+runs give it; `path_rule='sync'` instead makes the DES's bare sync, where both ranks' flags
+cross at once, cost one hop, half the round trip: the DES's sync costs about a whole round
+trip at the ping-pong path, since its store takes the line, the poller is woken, then
+recalls it; on this machine 'sync' fits hw copy at small sizes better, 'pingpong' flush mode),
 host bandwidth = the copy bandwidth at the call's size, clflushopt per line and fence
 from the maintenance lines, the per-call overhead as CPU time. `predict_local` then
 runs the DES (`cxl_pool`, `cxl_pool_zero_copy`) for every allgather measurement, which
@@ -488,11 +488,11 @@ def des_sync_ns(preset, coherence: str) -> float:
 
 
 def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_ns: float,
-                  rule: str = "sync") -> tuple[float, float]:
+                  rule: str = "pingpong") -> tuple[float, float]:
     """The path for which the DES reproduces the measured flag round trip `roundtrip_ns`.
 
-    rule 'pingpong': the DES's own ping-pong (`des_pingpong_ns`) equals the round trip;
-    rule 'sync' (the default): the DES's bare sync (`des_sync_ns`, where both ranks' flags cross
+    rule 'pingpong' (the default): the DES's own ping-pong (`des_pingpong_ns`) equals the round trip;
+    rule 'sync': the DES's bare sync (`des_sync_ns`, where both ranks' flags cross
     at once, one flag hop each) equals half of it, one hop. Both are linear in the path, so two
     runs give it exactly. Returns (path_ns, the DES's figure at that path, in the rule's terms:
     a round trip for 'pingpong', twice the sync for 'sync'). A negative solution is clamped to
@@ -611,7 +611,7 @@ def _excess(curve: dict) -> dict:
     return {str(int(k)): max(float(v) - float(curve[smallest]), 0.0) for k, v in curve.items()}
 
 
-def fit_local(primitives: dict, sizes, path_rule: str = "sync") -> tuple[LocalModel, dict]:
+def fit_local(primitives: dict, sizes, path_rule: str = "pingpong") -> tuple[LocalModel, dict]:
     """The `local-host` model from the primitive measurements only; returns (model, fit report).
 
     The report holds each least-squares line (flush: fence + lines x per-line cost; write and
@@ -1099,7 +1099,7 @@ def parse_settings(texts) -> list[tuple[str, float, float]]:
 
 
 def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
-                    settings=(), mpi: bool = True, progress=None, path_rule: str = "sync") -> dict:
+                    settings=(), mpi: bool = True, progress=None, path_rule: str = "pingpong") -> dict:
     """Measure, fit from primitives, predict every allgather measurement; returns everything."""
     cores = len(os.sched_getaffinity(0))
     step = progress or (lambda what: None)

@@ -79,7 +79,7 @@ def test_fit_local_recovers_every_parameter_from_synthetic_primitives():
         "write_pass": {str(s): 100.0 + s / 20.0 for s in [0] + sizes},
         "read_pass": {str(s): 80.0 + 2 * s / 25.0 for s in [0] + sizes},
     }
-    model, report = cal.fit_local(prims, sizes)
+    model, report = cal.fit_local(prims, sizes, "sync")
     for mode in ("hw", "flush"):
         assert model.path_ns[mode] == pytest.approx(truth.path_ns[mode], rel=0.02)
         assert model.fence_ns[mode] == pytest.approx(truth.fence_ns[mode], rel=0.02)
