@@ -1,7 +1,8 @@
 """Calibration error: the DES fitted from this machine's primitives against the held-out allgather.
 
     python benchmarks/calibration_error.py [--sizes 1B:1MiB] [--rounds 3] [--np 2] [--oversubscribed 4]
-                                           [--settings 250ns/32GB/s 600ns/16GB/s] [--out DIR]
+                                           [--settings 250ns/32GB/s 600ns/16GB/s] [--path-rule pingpong|sync]
+                                           [--profile PROFILE.json] [--no-mpi] [--out DIR]
 
 Runs the whole of issue 5 in one go and prints each target with ok/MISS:
 1. `cxlsim.calibrate.calibrate_local`: primitives (flag round trip, flush, per-call
@@ -46,6 +47,8 @@ def main() -> int:
     parser.add_argument("--no-mpi", action="store_true")
     parser.add_argument("--path-rule", choices=("sync", "pingpong"), default="pingpong",
                         help="how the DES path is solved from the flag round trip (see calibrate.solve_path_ns)")
+    parser.add_argument("--profile", default=None, help="predict with this saved local-host profile's model "
+                                                        "instead of fitting one now (cxlsim calibrate writes them)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     sizes = parse_sizes(args.sizes)
@@ -55,8 +58,9 @@ def main() -> int:
     def step(what):
         print(f"  [{time.time() - t0:6.1f} s] {what}", file=sys.stderr, flush=True)
 
+    profile = cal.load_profile(args.profile) if args.profile else None
     result = cal.calibrate_local(sizes, args.np, args.rounds, None, cal.parse_settings(args.settings),
-                                 not args.no_mpi, step, args.path_rule)
+                                 not args.no_mpi, step, args.path_rule, profile)
 
     class Args:
         output = ws.path

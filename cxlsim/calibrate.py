@@ -1099,8 +1099,16 @@ def parse_settings(texts) -> list[tuple[str, float, float]]:
 
 
 def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
-                    settings=(), mpi: bool = True, progress=None, path_rule: str = "pingpong") -> dict:
-    """Measure, fit from primitives, predict every allgather measurement; returns everything."""
+                    settings=(), mpi: bool = True, progress=None, path_rule: str = "pingpong",
+                    profile: dict | None = None) -> dict:
+    """Measure, fit from primitives, predict every allgather measurement; returns everything.
+
+    profile: a saved local-host profile whose model predicts instead of a fresh fit (the
+    primitives are still measured and reported, for comparison)."""
+    if len([n for n in set(sizes) if n > 0]) < 2:
+        raise InputError(f"--sizes: the local fit needs at least two sizes above 0 B, got {list(sizes)}")
+    if profile is not None and profile["kind"] != "local-host":
+        raise InputError(f"profile: expected a local-host profile, got kind {profile['kind']!r}")
     cores = len(os.sched_getaffinity(0))
     step = progress or (lambda what: None)
     prims = measure_primitives(sizes, 2, step)
@@ -1115,6 +1123,9 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                 prims["roundtrip_samples_ns"][b["coherence"]].append(b[key])
     prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
     model, fit = fit_local(prims, sizes, path_rule)
+    if profile is not None:
+        model = dataclasses.replace(LocalModel.from_dict(profile["model"]), np=nranks)
+        fit = dict(profile.get("fit") or fit, note="model from the given profile, not fitted now")
     step("fitted")
     rows = validate(model, meas["rows"])
     step("DES predictions")

@@ -313,3 +313,14 @@ def test_profile_projection_through_the_cli(tmp_path, capsys):
     profile = cal.load_profile(str(ws / "profile.json"))
     first = profile["validation"][0]
     assert f"{first['full_ns'] / 1e3:.3f}" in out  # the same projection as the validation row at 1 B
+
+
+def test_local_calibration_checks_its_input_before_measuring(tmp_path, capsys):
+    assert cli_main(["calibrate", "--sizes", "1", "--no-mpi", "--quiet", "--output", str(tmp_path / "ws")]) == 2
+    assert "at least two sizes above 0 B" in capsys.readouterr().err
+    with pytest.raises(InputError, match="expected a local-host profile"):
+        cal.calibrate_local([1, 64], profile={"kind": "network"})
+    assert cli_main(["calibrate", "--np", "1"]) == 2
+    assert "--np: expected a whole number of ranks >= 2" in capsys.readouterr().err
+    assert cli_main(["calibrate", "--timing", "250ns", "--sizes", "1,64"]) == 2
+    assert "--timing: expected LATENCY/BANDWIDTH" in capsys.readouterr().err
