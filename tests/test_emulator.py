@@ -330,3 +330,25 @@ def _view_outlives_comm(comm):
 def test_views_survive_close_and_np_array_copies():
     for copied, first in run_local(2, _view_outlives_comm, slot_bytes=64):
         assert copied == [[1] * 8, [2] * 8] and first in (1, 2)
+
+
+def _rounds_with_barriers(comm):
+    comm.enable_log(10000)
+    views, recv = [], np.empty(comm.size * 100, np.uint8)
+    for call in range(4):
+        views.append(comm.send_view(100).ctypes.data)
+        comm.allgather(np.full(100, comm.rank * 10 + call, np.uint8), recv)
+        assert [int(b[0]) for b in recv.reshape(comm.size, -1)] == [r * 10 + call for r in range(comm.size)]
+        comm.barrier()  # a zero-byte call: no data round, so the next call takes the other buffer
+    return views, comm.data_round, comm.epoch, comm.log_events()
+
+
+def test_buffers_alternate_by_data_round_even_with_barriers_between():
+    from cxlsim.emulator.reference import replay
+
+    results = run_local(2, _rounds_with_barriers, slot_bytes=100, coherence="flush")
+    for views, rounds, epoch, _ in results:
+        assert rounds == 4 and epoch == 8
+        assert views[0] == views[2] != views[1] == views[3]
+    lay = poolmod.Layout.plan(2, 100)
+    assert replay([log for *_, log in results], lay) == []

@@ -38,10 +38,10 @@ cdef extern from "cxl_ops.h" nogil:
     uint64_t cxl_read_pass(const char *p, uint64_t n)
     double cxl_calibrate_spin_overhead()
     void cxl_paced_copy(char *dst, const char *src, uint64_t n, double bw, double start_ns, double min_ns)
-    char *cxl_slot(cxl_pool_t *p, uint64_t epoch, int r)
-    void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
+    char *cxl_slot(cxl_pool_t *p, uint64_t round, int r)
+    void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t round, uint64_t nbytes)
     int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
-    int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *recv,
+    int cxl_allgather(cxl_pool_t *p, uint64_t epoch, uint64_t round, const char *send, char *recv,
                       uint64_t nbytes, double timeout_ns)
 
 
@@ -50,6 +50,7 @@ cdef class PoolKernel:
     cdef Py_buffer mapping
     cdef bint has_mapping
     cdef readonly uint64_t epoch
+    cdef readonly uint64_t data_round
     cdef readonly uint64_t slot_bytes
     cdef public double timeout_ns
     cdef object log_array

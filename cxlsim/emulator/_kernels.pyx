@@ -318,6 +318,7 @@ cdef class PoolKernel:
         self.slot_bytes = slot_bytes
         self.timeout_ns = timeout_ns
         self.epoch = 0
+        self.data_round = 0
 
     def __dealloc__(self):
         if self.has_mapping:
@@ -389,8 +390,10 @@ cdef class PoolKernel:
                 if <uint64_t>r.len != n * <uint64_t>self.pool.nranks:
                     raise InputError(f"allgather: recvbuf has {r.len} bytes, expected {self.pool.nranks} x {n}")
                 self.epoch += 1
+                self.data_round += n > 0
                 with nogil:
-                    missing = cxl_allgather(&self.pool, self.epoch, <char *>s.buf, <char *>r.buf, n, self.timeout_ns)
+                    missing = cxl_allgather(&self.pool, self.epoch, self.data_round, <char *>s.buf, <char *>r.buf,
+                                            n, self.timeout_ns)
             finally:
                 PyBuffer_Release(&r)
         finally:
@@ -405,16 +408,17 @@ cdef class PoolKernel:
         if nbytes > self.slot_bytes:
             raise InputError(f"allgather: {nbytes} bytes per rank but pool slots hold {self.slot_bytes}")
         self.epoch += 1
+        self.data_round += nbytes > 0
         with nogil:
-            missing = cxl_allgather(&self.pool, self.epoch, NULL, NULL, nbytes, self.timeout_ns)
+            missing = cxl_allgather(&self.pool, self.epoch, self.data_round, NULL, NULL, nbytes, self.timeout_ns)
         if missing >= 0:
             self._raise_timeout()
 
     def send_view(self, count, dtype=np.uint8):
         """A writable view of this rank's slot for the next call (the fast path of CommMixin.send_view)."""
-        view = self._views.get(((self.epoch + 1) & 1, False, count, dtype))
+        view = self._views.get(((self.data_round + 1) & 1, False, count, dtype))
         if view is None:
-            view = self._slot_array(self.epoch + 1, count, dtype, False)
+            view = self._slot_array(self.data_round + 1, count, dtype, False)
         return view
 
     def allgather_zero_copy(self, block):
@@ -430,17 +434,18 @@ cdef class PoolKernel:
             count, dtype = block.shape[0], block.dtype
         except (AttributeError, IndexError):
             count = dtype = None
-        if views.get(((self.epoch + 1) & 1, False, count, dtype)) is not block:
+        if views.get(((self.data_round + 1) & 1, False, count, dtype)) is not block:
             raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
         nbytes = block.nbytes
         self.epoch += 1
+        self.data_round += nbytes > 0
         with nogil:
-            missing = cxl_allgather(&self.pool, self.epoch, NULL, NULL, nbytes, self.timeout_ns)
+            missing = cxl_allgather(&self.pool, self.epoch, self.data_round, NULL, NULL, nbytes, self.timeout_ns)
         if missing >= 0:
             self._raise_timeout()
-        view = views.get((self.epoch & 1, True, count, dtype))
+        view = views.get((self.data_round & 1, True, count, dtype))
         if view is None:
-            view = self._slot_array(self.epoch, count, dtype, True)
+            view = self._slot_array(self.data_round, count, dtype, True)
         return ZeroCopyResult(self, self.epoch, view)
 
     def flag_pingpong(self, uint64_t iterations):
@@ -468,11 +473,11 @@ cdef class PoolKernel:
             for i in range(iterations):
                 e += 1
                 if first:
-                    cxl_publish(&self.pool, e, 0)
+                    cxl_publish(&self.pool, e, self.data_round, 0)
                     missing = cxl_wait_all(&self.pool, e, self.timeout_ns)
                 else:
                     missing = cxl_wait_all(&self.pool, e, self.timeout_ns)
-                    cxl_publish(&self.pool, e, 0)
+                    cxl_publish(&self.pool, e, self.data_round, 0)
                 if missing >= 0:
                     break
             t1 = cxl_now_ns()
@@ -481,9 +486,9 @@ cdef class PoolKernel:
             self._raise_timeout()
         return (t1 - t0) / iterations
 
-    def slot_offset(self, uint64_t epoch, int rank):
-        """Byte offset in the pool of `rank`'s slot for `epoch`."""
-        return <uint64_t>(cxl_slot(&self.pool, epoch, rank) - self.pool.base)
+    def slot_offset(self, uint64_t round, int rank):
+        """Byte offset in the pool of `rank`'s slot in data round `round` (its buffer is round % 2)."""
+        return <uint64_t>(cxl_slot(&self.pool, round, rank) - self.pool.base)
 
     def flag_epochs(self):
         """The epoch each rank last published (a plain read of every flag line)."""

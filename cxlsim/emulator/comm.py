@@ -1,10 +1,13 @@
 """The pool communicator: allgather among ranks that share one emulated CXL pool.
 
-Each call has an epoch (1, 2, ...). A rank writes its block into its slot of buffer
-``epoch % 2``, publishes ``epoch`` on its own flag line, waits until every flag shows
-``epoch``, then reads all slots. Two buffers make back-to-back calls safe: a rank can
-only reach epoch e + 2, which reuses epoch e's buffer, after every rank published
-e + 1, which each does only after it finished reading epoch e.
+Each call has an epoch (1, 2, ...), and each call that carries data a data round
+(1, 2, ...; zero-byte calls such as `barrier` have none). A rank writes its block into
+its slot of buffer ``round % 2``, publishes ``epoch`` on its own flag line, waits until
+every flag shows ``epoch``, then reads all slots. Two buffers make back-to-back calls
+safe: a rank reuses round k's buffer only in round k + 2, after every rank published the
+epoch of round k + 1, which each does only after it finished reading round k. Counting
+rounds rather than epochs keeps the buffers alternating when barriers come between
+calls (as in the OSU loop); reusing the buffer just read costs 2-3x in copy time.
 
 Copy mode::
 
@@ -130,25 +133,25 @@ class CommMixin:
         comm._views = {}
         return comm
 
-    def _slot_array(self, epoch: int, count: int, dtype, all_ranks: bool) -> np.ndarray:
-        """A cached view of slots of `epoch`'s buffer: this rank's (writable, 1-D) or all (read-only, 2-D).
+    def _slot_array(self, round: int, count: int, dtype, all_ranks: bool) -> np.ndarray:
+        """A cached view of slots of data round `round`'s buffer: this rank's (writable, 1-D) or all (read-only, 2-D).
 
         Views are cached per (buffer, kind, count, dtype), so the hot path is one dict lookup.
         """
-        key = (epoch & 1, all_ranks, count, dtype)
+        key = (round & 1, all_ranks, count, dtype)
         view = self._views.get(key)
         if view is None:
-            view = self._make_view(epoch, count, np.dtype(dtype), all_ranks)
+            view = self._make_view(round, count, np.dtype(dtype), all_ranks)
             self._views[key] = view
-            self._views[(epoch & 1, all_ranks, count, view.dtype)] = view
+            self._views[(round & 1, all_ranks, count, view.dtype)] = view
         return view
 
-    def _make_view(self, epoch: int, count: int, dtype: np.dtype, all_ranks: bool) -> np.ndarray:
+    def _make_view(self, round: int, count: int, dtype: np.dtype, all_ranks: bool) -> np.ndarray:
         if not isinstance(count, (int, np.integer)) or count < 0 or count * dtype.itemsize > self.slot_bytes:
             raise InputError(f"allgather: {count} x {dtype} per rank does not fit the pool's "
                              f"{self.slot_bytes}-byte slots")
         rows = self.size if all_ranks else 1
-        first = self.slot_offset(epoch, 0 if all_ranks else self.rank)
+        first = self.slot_offset(round, 0 if all_ranks else self.rank)
         view = np.ndarray((rows, count), dtype=dtype, buffer=self._pool_view, offset=first,
                           strides=(self.pool.layout.slot_stride, dtype.itemsize))
         if all_ranks:
@@ -158,7 +161,7 @@ class CommMixin:
 
     def send_view(self, count: int, dtype=np.uint8) -> np.ndarray:
         """A writable view of this rank's slot for the next call: `count` items of `dtype`."""
-        return self._slot_array(self.epoch + 1, count, dtype, False)
+        return self._slot_array(self.data_round + 1, count, dtype, False)
 
     def allgather_zero_copy(self, block: np.ndarray) -> ZeroCopyResult:
         """Publish `block` (the view from `send_view`) and return a view of every rank's block."""
@@ -166,10 +169,10 @@ class CommMixin:
             count, dtype = block.shape[0], block.dtype
         except (AttributeError, IndexError):
             count = dtype = None
-        if self._views.get(((self.epoch + 1) & 1, False, count, dtype)) is not block:
+        if self._views.get(((self.data_round + 1) & 1, False, count, dtype)) is not block:
             raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
         self.allgather_in_place(block.nbytes)
-        return ZeroCopyResult(self, self.epoch, self._slot_array(self.epoch, count, dtype, True))
+        return ZeroCopyResult(self, self.epoch, self._slot_array(self.data_round, count, dtype, True))
 
     def barrier(self) -> None:
         """Wait until every rank reaches this point (a zero-byte allgather)."""

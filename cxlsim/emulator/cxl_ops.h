@@ -236,9 +236,10 @@ static inline volatile uint64_t *cxl_flag(cxl_pool_t *p, int r)
     return (volatile uint64_t *)(p->base + p->flags_offset + (uint64_t)r * CXL_LINE);
 }
 
-static inline char *cxl_slot(cxl_pool_t *p, uint64_t epoch, int r)
+/* Slot of rank r in the buffer of data round `round` (calls with data alternate buffers; see comm.py). */
+static inline char *cxl_slot(cxl_pool_t *p, uint64_t round, int r)
 {
-    return p->base + p->data_offset + ((epoch & 1) * (uint64_t)p->nranks + (uint64_t)r) * p->slot_stride;
+    return p->base + p->data_offset + ((round & 1) * (uint64_t)p->nranks + (uint64_t)r) * p->slot_stride;
 }
 
 static void cxl_range_op(cxl_pool_t *p, int op, const char *start, uint64_t length)
@@ -250,10 +251,10 @@ static void cxl_range_op(cxl_pool_t *p, int op, const char *start, uint64_t leng
     cxl_log(p, op == CXL_OP_CLWB ? CXL_EV_WRITEBACK : CXL_EV_FLUSH, (int64_t)(start - p->base), (int64_t)length);
 }
 
-/* Make this rank's slot of `epoch` (already written, `nbytes` long) visible and publish the flag. */
-static void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
+/* Make this rank's slot of `round` (already written, `nbytes` long) visible and publish `epoch`. */
+static void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t round, uint64_t nbytes)
 {
-    char *slot = cxl_slot(p, epoch, p->rank);
+    char *slot = cxl_slot(p, round, p->rank);
     volatile uint64_t *flag = cxl_flag(p, p->rank);
     cxl_log(p, CXL_EV_WRITE, (int64_t)(slot - p->base), (int64_t)nbytes);
     if (p->flush_mode) cxl_range_op(p, p->writeback_op, slot, nbytes);
@@ -298,22 +299,22 @@ static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
 }
 
 /* After the flags: drop stale copies of the other ranks' slots (flush mode only). */
-static void cxl_acquire_slots(cxl_pool_t *p, uint64_t epoch, uint64_t nbytes)
+static void cxl_acquire_slots(cxl_pool_t *p, uint64_t round, uint64_t nbytes)
 {
     if (!p->flush_mode) return;
     for (int r = 0; r < p->nranks; r++)
-        if (r != p->rank) cxl_range_op(p, p->invalidate_op, cxl_slot(p, epoch, r), nbytes);
+        if (r != p->rank) cxl_range_op(p, p->invalidate_op, cxl_slot(p, round, r), nbytes);
     cxl_mfence();
     cxl_log(p, CXL_EV_MFENCE, 0, 0);
 }
 
-/* Copy every slot of `epoch` to recv, block r at recv + r * nbytes. timed: charge each block
+/* Copy every slot of `round` to recv, block r at recv + r * nbytes. timed: charge each block
  * one pool latency, then pace its copy (see the header comment). */
-static inline __attribute__((always_inline)) void cxl_copy_out_impl(cxl_pool_t *p, uint64_t epoch, char *recv,
+static inline __attribute__((always_inline)) void cxl_copy_out_impl(cxl_pool_t *p, uint64_t round, char *recv,
                                                                     uint64_t nbytes, const int timed)
 {
     for (int r = 0; r < p->nranks; r++) {
-        const char *slot = cxl_slot(p, epoch, r);
+        const char *slot = cxl_slot(p, round, r);
         if (timed) {
             double start = cxl_now_ns() + p->latency_ns - p->spin_overhead_ns;
             if (p->latency_ns > p->spin_overhead_ns) cxl_spin_until(start);
@@ -327,29 +328,29 @@ static inline __attribute__((always_inline)) void cxl_copy_out_impl(cxl_pool_t *
 }
 
 /* The body of cxl_allgather, specialised for timed = 0 (the plain path) and timed = 1. */
-static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *p, uint64_t epoch,
+static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *p, uint64_t epoch, uint64_t round,
                                                                     const char *send, char *recv,
                                                                     uint64_t nbytes, double timeout_ns,
                                                                     const int timed)
 {
     if (send && nbytes) {
-        if (timed) cxl_paced_copy(cxl_slot(p, epoch, p->rank), send, nbytes, p->bw_bytes_per_ns, 0.0,
+        if (timed) cxl_paced_copy(cxl_slot(p, round, p->rank), send, nbytes, p->bw_bytes_per_ns, 0.0,
                                   p->spin_overhead_ns);
-        else memcpy(cxl_slot(p, epoch, p->rank), send, nbytes);
+        else memcpy(cxl_slot(p, round, p->rank), send, nbytes);
     }
-    cxl_publish(p, epoch, nbytes);
+    cxl_publish(p, epoch, round, nbytes);
     int missing = cxl_wait_all(p, epoch, timeout_ns);
     if (missing >= 0) return missing;
     if (timed && p->nranks > 1)
         cxl_delay(p, p->latency_ns); /* the flags become visible L after the last one showed */
-    cxl_acquire_slots(p, epoch, nbytes);
+    cxl_acquire_slots(p, round, nbytes);
     if (recv) {
-        cxl_copy_out_impl(p, epoch, recv, nbytes, timed);
+        cxl_copy_out_impl(p, round, recv, nbytes, timed);
     } else {
         if (timed && nbytes)  /* the caller's first load of each block misses */
             cxl_delay(p, (double)p->nranks * p->latency_ns);
         for (int r = 0; r < p->nranks; r++)
-            cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, epoch, r) - p->base), (int64_t)nbytes);
+            cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, round, r) - p->base), (int64_t)nbytes);
     }
     return -1;
 }
@@ -358,11 +359,11 @@ static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *
  * the slot); recv == NULL means the caller reads the slots in place (the reads are logged,
  * since they follow). Returns -1 on success, else the first rank that did not arrive.
  * With emulated timing off (p->timed == 0) this is one branch plus the plain path. */
-static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, const char *send, char *recv,
+static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, uint64_t round, const char *send, char *recv,
                          uint64_t nbytes, double timeout_ns)
 {
-    if (p->timed) return cxl_allgather_impl(p, epoch, send, recv, nbytes, timeout_ns, 1);
-    return cxl_allgather_impl(p, epoch, send, recv, nbytes, timeout_ns, 0);
+    if (p->timed) return cxl_allgather_impl(p, epoch, round, send, recv, nbytes, timeout_ns, 1);
+    return cxl_allgather_impl(p, epoch, round, send, recv, nbytes, timeout_ns, 0);
 }
 
 /* Load every byte of [p, p + n) once; return the wrapping sum of its 8-byte words plus its tail

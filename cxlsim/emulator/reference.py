@@ -129,6 +129,7 @@ class ReferenceKernel:
         self._slot_bytes = int(slot_bytes)
         self.timeout_ns = float(timeout_ns)
         self._epoch = 0
+        self._round = 0  # data rounds: calls with at least one byte (their buffer is round % 2)
         self._log = None
         self._log_length = 0
 
@@ -136,6 +137,10 @@ class ReferenceKernel:
     @property
     def epoch(self) -> int:
         return self._epoch
+
+    @property
+    def data_round(self) -> int:
+        return self._round
 
     @property
     def slot_bytes(self) -> int:
@@ -170,8 +175,8 @@ class ReferenceKernel:
             self._log[self._log_length] = (op, offset, arg)
         self._log_length += 1
 
-    def _slot(self, epoch: int, rank: int) -> int:
-        return self._data_offset + ((epoch & 1) * self._nranks + rank) * self._slot_stride
+    def _slot(self, round: int, rank: int) -> int:
+        return self._data_offset + ((round & 1) * self._nranks + rank) * self._slot_stride
 
     def _flag(self, rank: int) -> int:
         return self._flags_offset + rank * LINE
@@ -181,8 +186,8 @@ class ReferenceKernel:
             return
         self._log_event(EV_WRITEBACK if op == _kernels.OP_CLWB else EV_FLUSH, offset, length)
 
-    def _publish(self, epoch: int, nbytes: int) -> None:
-        slot = self._slot(epoch, self._rank)
+    def _publish(self, epoch: int, round: int, nbytes: int) -> None:
+        slot = self._slot(round, self._rank)
         self._log_event(EV_WRITE, slot, nbytes)
         if self._flush_mode:
             self._range_op(self._writeback_op, slot, nbytes)
@@ -213,27 +218,28 @@ class ReferenceKernel:
             self._log_event(EV_POLL_FLUSHED if self._flush_mode else EV_POLL_CACHED, self._flag(r), epoch)
         return -1
 
-    def _acquire_slots(self, epoch: int, nbytes: int) -> None:
+    def _acquire_slots(self, round: int, nbytes: int) -> None:
         if not self._flush_mode:
             return
         for r in range(self._nranks):
             if r != self._rank:
-                self._range_op(self._invalidate_op, self._slot(epoch, r), nbytes)
+                self._range_op(self._invalidate_op, self._slot(round, r), nbytes)
         self._log_event(EV_MFENCE, 0, 0)
 
     def _allgather(self, send: np.ndarray | None, recv: np.ndarray | None, nbytes: int) -> None:
         """cxl_allgather: send None = zero-copy (already in the slot), recv None = read in place."""
         self._epoch += 1
-        epoch = self._epoch
+        self._round += nbytes > 0
+        epoch, round = self._epoch, self._round
         if send is not None and nbytes:
-            own = self._slot(epoch, self._rank)
+            own = self._slot(round, self._rank)
             self._mem[own: own + nbytes] = send
-        self._publish(epoch, nbytes)
+        self._publish(epoch, round, nbytes)
         if self._wait_all(epoch) >= 0:
             self._raise_timeout()
-        self._acquire_slots(epoch, nbytes)
+        self._acquire_slots(round, nbytes)
         for r in range(self._nranks):
-            slot = self._slot(epoch, r)
+            slot = self._slot(round, r)
             if recv is not None:
                 recv[r * nbytes: (r + 1) * nbytes] = self._mem[slot: slot + nbytes]
             self._log_event(EV_READ, slot, nbytes)
@@ -265,9 +271,9 @@ class ReferenceKernel:
             raise InputError(f"allgather: {nbytes} bytes per rank but pool slots hold {self._slot_bytes}")
         self._allgather(None, None, nbytes)
 
-    def slot_offset(self, epoch: int, rank: int) -> int:
-        """Byte offset in the pool of `rank`'s slot for `epoch`."""
-        return self._slot(int(epoch), int(rank))
+    def slot_offset(self, round: int, rank: int) -> int:
+        """Byte offset in the pool of `rank`'s slot in data round `round` (its buffer is round % 2)."""
+        return self._slot(int(round), int(rank))
 
     def flag_epochs(self) -> list[int]:
         """The epoch each rank last published (a plain read of every flag line)."""
@@ -369,8 +375,8 @@ class NonCoherentCacheModel:
         self.evict_flags, self.evict_data = POLICIES[policy]
 
     # -- layout ------------------------------------------------------------------------
-    def _slot(self, epoch: int, rank: int) -> int:
-        return self.data_offset + ((epoch & 1) * self.nranks + rank) * self.slot_stride
+    def _slot(self, buffer: int, rank: int) -> int:
+        return self.data_offset + (buffer * self.nranks + rank) * self.slot_stride
 
     def _flag_owner(self, line: int) -> int | None:
         first = self.flags_offset // LINE
@@ -418,9 +424,10 @@ class NonCoherentCacheModel:
                     raise _Violation(f"rank {rank}: unknown event op {op} at offset {offset}")
                 if op == EV_WRITE:  # every call logs its WRITE first
                     epoch += 1
-                    if offset != self._slot(epoch, rank) or not 0 <= arg <= self.slot_stride:
+                    slots = (self._slot(0, rank), self._slot(1, rank))  # the buffer follows data rounds
+                    if offset not in slots or not 0 <= arg <= self.slot_stride:
                         raise _Violation(f"rank {rank}, epoch {epoch}: WRITE of {arg} bytes at pool offset {offset}, "
-                                         f"but its slot is at {self._slot(epoch, rank)} and holds {self.slot_stride}")
+                                         f"but its slots are at {slots} and each holds {self.slot_stride}")
                     self.writes[rank, epoch] = set(self._lines(offset, arg))
                 elif op == EV_FLAG_STORE and (offset != self.flags_offset + rank * LINE or arg != epoch):
                     own_flag = self.flags_offset + rank * LINE
@@ -549,9 +556,6 @@ class NonCoherentCacheModel:
         if place is None:
             raise _Violation(f"{where}: READ at pool offset {line * LINE}, outside the data slots")
         buffer, owner, index = place
-        if buffer != epoch & 1:
-            raise _Violation(f"{where}: READ of rank {owner}'s slot in buffer {buffer}, but epoch {epoch} uses "
-                             f"buffer {epoch & 1}")
         if line not in self.writes.get((owner, epoch), ()):
             raise _Violation(f"{where}: READ of rank {owner}'s slot, line {index} (pool offset {line * LINE}), "
                              f"which rank {owner} did not write in epoch {epoch}")
