@@ -203,6 +203,7 @@ class CXLPoolTransport(Transport):
         self._inflight = {}                  # hw: line -> event of the store or recall in flight on it
         self._waiters = {}                   # hw: (host, line) -> events woken by a BISnp
         self._epochs = [0] * hosts
+        self._rounds = [0] * hosts
         self.coherence = None
         if coherence == "hw":
             lines = preset.snoop_filter_lines if snoop_filter_lines is None else snoop_filter_lines
@@ -236,9 +237,18 @@ class CXLPoolTransport(Transport):
                            uplink_bw_bytes_per_ns=self.preset.switch.port_bw_bytes_per_ns if self._leaves else 0.0)
 
     def next_epoch(self, rank: int) -> int:
-        """Count one more call of a pool protocol on `rank` (1, 2, ...): flag values and buffer parity."""
+        """Count one more call of a pool protocol on `rank` (1, 2, ...): the flag values."""
         self._epochs[rank] += 1
         return self._epochs[rank]
+
+    def next_round(self, rank: int, size_bytes: int) -> int:
+        """Count one more call on `rank` if it carries data (size_bytes > 0); return the data round.
+
+        Its slot buffer is round % 2, as in the emulator (cxlsim.emulator.comm): zero-byte calls
+        (barriers) do not flip the buffer.
+        """
+        self._rounds[rank] += size_bytes > 0
+        return self._rounds[rank]
 
     def _check(self, op, rank, offset_bytes, size_bytes):
         if not 0 <= rank < self.size:

@@ -371,3 +371,44 @@ def test_back_to_back_calls_cost_the_hw_pools_invalidations_only():
         latency("cxl3-pool", engine="analytic", coherence="hw", iterations=2)
     with pytest.raises(InputError, match="workload.iterations: expected an integer >= 1, got 0"):
         runner.run(t2, "allgather", "cxl_pool", 64, iterations=0)
+
+
+BARRIER_CALLS = ((False, True), (False, False), (True, True), (False, False), (False, True), (True, True))
+"""(zero_copy, carries data): zero-byte calls (barriers) between data calls must not flip the buffer."""
+
+
+def _emulator_rank_with_barriers(comm, m):
+    comm.enable_log(2000)
+    for call, (zero_copy, data) in enumerate(BARRIER_CALLS):
+        if not data:
+            comm.barrier()
+        elif zero_copy:
+            view = comm.send_view(m)
+            view[:] = np.frombuffer(contents(comm.rank, call, m), np.uint8)
+            comm.allgather_zero_copy(view)
+        else:
+            comm.allgather(np.frombuffer(contents(comm.rank, call, m), np.uint8), np.empty(comm.size * m, np.uint8))
+    lay = comm.pool.layout
+    return [(EMU_OPS[op], _where(off, lay.flags_offset, lay.data_offset, lay.slot_stride, comm.size))
+            for op, off, arg in comm.log_events().tolist() if op in (emu.EV_WRITE, emu.EV_READ) and arg > 0]
+
+
+def test_emulator_and_des_pick_the_same_buffers_when_barriers_come_between_calls():
+    p, m = 2, 100
+    emulated = run_local(p, _emulator_rank_with_barriers, args=(m,), slot_bytes=m, timeout_s=30.0)
+    t = CXLPoolTransport(get_cxl_preset("cxl3-pool"), p, coherence="hw")
+    t.enable_log()
+
+    def rank(r):
+        ep = t.endpoint(r)
+        for call, (zero_copy, data) in enumerate(BARRIER_CALLS):
+            size = m if data else 0
+            yield from (des_zero if zero_copy else des_copy)(ep, size, contents(r, call, size))
+    t.run({r: rank(r) for r in range(p)})
+    lay = PoolLayout(p, m)
+    for r in range(p):
+        des = [(op, _where(off, 0, lay.data_offset, lay.stride_bytes, p))
+               for rr, op, off, arg in t.log if rr == r and op in ("write", "read") and arg > 0]
+        assert des == emulated[r], r
+        buffers = [where[1] for op, where in des if op == "write"]
+        assert buffers == [1, 0, 1, 0], buffers  # four data calls alternate; the two barriers do not count

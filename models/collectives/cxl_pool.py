@@ -12,8 +12,9 @@ as a DES workload on a pool transport (`cxlsim.fabric.cxl_transport`):
 6. read every slot, the rank's own included (the loads of the P slots overlap).
 
 Layout (as the emulator's): P flag lines from offset 0, then two buffers of P
-slots padded to 64 B, used by odd and even epochs (double buffering), so a
-call never overwrites a slot someone may still read from the previous call.
+slots padded to 64 B, used by odd and even data rounds (calls that carry data;
+double buffering), so a call never overwrites a slot someone may still read
+from the previous call, and a barrier between calls does not flip the buffer.
 
 `cxl_pool_closed_form` is the cost of one call that every rank starts at the
 same time on a fresh pool, by the transport's own rules (the tests check the
@@ -70,8 +71,9 @@ class PoolLayout:
     def flag(self, rank: int) -> int:
         return rank * CACHE_LINE_BYTES
 
-    def slot(self, epoch: int, rank: int) -> int:
-        return self.data_offset + ((epoch & 1) * self.ranks + rank) * self.stride_bytes
+    def slot(self, round: int, rank: int) -> int:
+        """Rank `rank`'s slot in data round `round` (buffer round % 2, as the emulator's)."""
+        return self.data_offset + ((round & 1) * self.ranks + rank) * self.stride_bytes
 
     def check(self, pool_bytes: int) -> None:
         if self.total_bytes > pool_bytes:
@@ -91,7 +93,10 @@ def _allgather(g, m, mine, zero_copy):
     layout.check(t.pool_bytes)
     flush = t.coherence_mode == "flush"
     epoch = t.next_epoch(r)
-    mine_slot = layout.slot(epoch, r)
+    # Calls with data alternate buffers by data round, as the emulator's (a barrier between calls does
+    # not flip them); a zero-byte call moves no data and keeps its payload labels apart by epoch.
+    rnd = t.next_round(r, m) if m else epoch
+    mine_slot = layout.slot(rnd, r)
     if zero_copy:
         t.place(r, mine_slot, m, mine)
     else:
@@ -107,11 +112,11 @@ def _allgather(g, m, mine, zero_copy):
         yield t.wait_flags(r, [layout.flag(w) for w in others], epoch)
     if flush:
         for w in others:
-            yield t.flush(r, layout.slot(epoch, w), m)
+            yield t.flush(r, layout.slot(rnd, w), m)
         yield t.fence(r)
     if zero_copy:
-        return [t.view(r, layout.slot(epoch, w), m) for w in range(p)]
-    reads = [t.pool_read(r, layout.slot(epoch, w), m) for w in range(p)]
+        return [t.view(r, layout.slot(rnd, w), m) for w in range(p)]
+    reads = [t.pool_read(r, layout.slot(rnd, w), m) for w in range(p)]
     got = yield t.env.all_of(reads)
     return [got[ev] for ev in reads]
 
