@@ -14,7 +14,14 @@ never the allgather itself:
   copy mode, the bench's whole zero-copy step (send_view, store, allgather_zero_copy,
   read_pass) for zero-copy mode;
 - the copy bandwidth by size (`copybw.copy_bandwidth_curve`) and the application's
-  write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks).
+  write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks);
+- the concurrent copy (`PoolKernel.concurrent_copy`, np = 2): both ranks at once write their
+  block into their slot, then copy out (or read in place) every block of the round, one of
+  them freshly written by the other core, timed per phase (in, write-back, invalidate, out)
+  and never through the allgather; one process at a time, copies miss that cross-core
+  traffic in both directions, which made the DES about 2x too fast at 16-64 KiB. It is
+  measured in its own jobs (A B A B) and, like the flag round trip, before and after every
+  allgather job, so the fit and the kept runs share the host placement.
 
 From these alone `fit_local` builds a `local-host` pool model: no switch, no media
 latency, a host-to-pool path solved so that the DES's own flag ping-pong on
@@ -23,8 +30,11 @@ runs give it; `path_rule='sync'` instead makes the DES's bare sync, where both r
 cross at once, cost one hop, half the round trip: the DES's sync costs about a whole round
 trip at the ping-pong path, since its store takes the line, the poller is woken, then
 recalls it; on this machine 'sync' fits hw copy at small sizes better, 'pingpong' flush mode),
-host bandwidth = the copy bandwidth at the call's size, clflushopt per line and fence
-from the maintenance lines, the per-call overhead as CPU time. `predict_local` then
+host bandwidth per size from the concurrent copy (copy-in + copy-out less the latency the
+DES already charges around them, 4 x path; without the primitive, e.g. an older profile or
+np != 2, the earlier blend of one-process and remote copies), clflushopt per line from the
+maintenance lines or, if larger, from the concurrent write-back and invalidation at that
+size, fences from the maintenance lines, the per-call overhead as CPU time. `predict_local` then
 runs the DES (`cxl_pool`, `cxl_pool_zero_copy`) for every allgather measurement, which
 are all held out (`measure_allgather`: the emulator's bench harness, interleaved A B A B,
 medians, a batch whose flag round trip before or after it exceeds STABLE x the best seen
@@ -366,14 +376,22 @@ class LocalModel:
     'read' (read_pass of such bytes), 'copyin' (memcpy into n bytes another process has just read,
     so every store invalidates its copy), 'store' (the numpy store of such bytes beyond a 0-byte
     one); {} = use the local curves."""
+    concurrent_curves: dict = dataclasses.field(default_factory=dict)
+    """Per mode, {kind: {size: ns}} of the concurrent-copy primitive (`PoolKernel.concurrent_copy`:
+    both ranks at once write their block, then copy out / read in place every block of the round),
+    mean over ranks of the medians: 'copyin', 'copyout' (memcpy out of all np blocks),
+    'writeback' (own slot + sfence) and 'invalidate' (the others' slots + mfence) of the copy
+    variant, 'storein' and 'readout' (read_pass over all np blocks) of the read variant;
+    {} = use the one-process curves and `remote_curves`."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "LocalModel":
-        _check_keys("local-host model", data, [f.name for f in dataclasses.fields(cls)])
-        return cls(**{f.name: data[f.name] for f in dataclasses.fields(cls)})
+        fields = dataclasses.fields(cls)
+        _check_keys("local-host model", data, [f.name for f in fields if f.default_factory is dataclasses.MISSING])
+        return cls(**{f.name: data[f.name] for f in fields if f.name in data})
 
     def copy_ns(self, size_bytes: int) -> float:
         return max(_curve(self.copy_bw_curve)(size_bytes), 1e-3)
@@ -383,12 +401,43 @@ class LocalModel:
         curve = self.remote_curves.get(coherence, {}).get(kind)
         return max(_curve(curve)(size_bytes), local, 1e-3) if curve else local
 
-    def host_bw(self, size_bytes: int, coherence: str = "hw") -> float:
+    def concurrent_ns(self, kind: str, size_bytes: int, coherence: str):
+        """The concurrent-copy primitive `kind` at this size and mode (ns), or None if not measured."""
+        curve = self.concurrent_curves.get(coherence, {}).get(kind)
+        return max(_curve(curve)(size_bytes), 0.0) if curve else None
+
+    def flush_line_ns(self, size_bytes: int, coherence: str = "flush") -> float:
+        """clflushopt per line for an n-byte call: the one-process line fit, or, if larger, the
+        concurrent primitive's write-back of the own slot plus invalidation of the other's, less
+        the two fences the DES charges around them, over the 2 x lines the DES flushes (np = 2:
+        W own, W other). Dirty lines written back while the other core does the same, and
+        lines invalidated right after, cost more than a lone core's flush loop over its cache."""
+        wb = self.concurrent_ns("writeback", size_bytes, coherence)
+        inv = self.concurrent_ns("invalidate", size_bytes, coherence)
+        if coherence != "flush" or wb is None or inv is None or size_bytes <= 0:
+            return self.flush_ns_per_line
+        lines = -(-int(size_bytes) // 64)
+        return max(self.flush_ns_per_line, (wb + inv - 2 * self.fence_ns[coherence]) / (self.np * lines))
+
+    def host_bw(self, size_bytes: int, coherence: str = "hw", path_ns: float = 0.0) -> float:
         """Host bandwidth for an n-byte call, bytes/ns, so that the DES's copies of a call (the block
         in, np blocks out, each W = 64 ceil(n/64) bytes at this bandwidth) take what the measured
-        copies take: own block in and out at the local memcpy time of n bytes, the np - 1 others'
-        blocks at the remote-copy time (written by another process)."""
+        copies take.
+
+        With the concurrent-copy primitive (`concurrent_curves`): its copy-in plus copy-out time,
+        measured with every rank copying at once as in the allgather (own block in, every block
+        out, one of them freshly written by the other core, which meanwhile does the same),
+        less what the DES already charges as latency around those copies at this `path_ns`:
+        the write's 2 x path until acked and the reads' load (2 x path), so the line transfers
+        between the cores (which the flag round trip, hence the path, already holds) are not
+        counted twice.
+        Without it (older profiles) the blend of one-process figures: own block in and out at
+        the local memcpy time of n bytes, the np - 1 others' blocks at the remote-copy time."""
         lines = max(-(-int(size_bytes) // 64), 1)
+        cin = self.concurrent_ns("copyin", size_bytes, coherence)
+        cout = self.concurrent_ns("copyout", size_bytes, coherence)
+        if cin is not None and cout is not None:
+            return (1 + self.np) * lines * 64 / max(cin + cout - 4 * path_ns, 1e-3)
         local = self.copy_ns(size_bytes)
         total = (self.remote_ns("copyin", size_bytes, coherence, local) + local
                  + (self.np - 1) * self.remote_ns("copy", size_bytes, coherence, local))
@@ -399,6 +448,10 @@ class LocalModel:
         blocks (own block at the local read-pass time, the others' at the remote one)."""
         if size_bytes <= 0:
             return 0.0
+        store = self.concurrent_ns("storein", size_bytes, coherence)
+        read = self.concurrent_ns("readout", size_bytes, coherence)
+        if store is not None and read is not None:  # both ranks at once, as in the bench
+            return store + read
         local_read = max(_curve(self.read_pass_curve)(size_bytes), 0.0) / self.np
         remote_read = self.remote_ns("read", size_bytes, coherence, local_read)
         store = self.remote_ns("store", size_bytes, coherence, max(_curve(self.write_pass_curve)(size_bytes), 0.0))
@@ -415,7 +468,7 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
     from cxlsim.fabric.cxl_presets import CXLPoolPreset
     from cxlsim.fabric.host import HostParams
 
-    bw = model.host_bw(size_bytes, coherence)
+    bw = model.host_bw(size_bytes, coherence, max(path_ns, MIN_PATH_NS))
     if bw_cap_bytes_per_ns > 0:
         bw = min(bw, bw_cap_bytes_per_ns)
     return CXLPoolPreset(
@@ -425,7 +478,7 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
                                heads=max(1, 16 - model.np), capacity_bytes=GiB),  # heads: ports left
         link=CXLLinkParams(latency_ns=0.0, retimers=0, retimer_latency_ns=0.0),
         host_path=dataclasses.replace(_host_path(), port_latency_ns=max(path_ns, MIN_PATH_NS),
-                                      flush_ns_per_line=model.flush_ns_per_line,
+                                      flush_ns_per_line=model.flush_line_ns(size_bytes, coherence),
                                       fence_ns=model.fence_ns[coherence]),
         host=HostParams(memcpy_bw_bytes_per_ns=bw, reduce_bw_bytes_per_ns=bw / 2),
         coherence_modes=("hw", "flush"), max_switch_levels=1, snoop_filter_lines=1 << 24,
@@ -634,7 +687,10 @@ def fit_local(primitives: dict, sizes, path_rule: str = "pingpong") -> tuple[Loc
                       write_pass_curve=_pos_curve({k: v - primitives["write_pass"]["0"] for k, v in primitives["write_pass"].items()}),
                       read_pass_curve=_pos_curve({k: v - primitives["read_pass"]["0"] for k, v in primitives["read_pass"].items()}),
                       remote_curves={m: {k: _excess(c) for k, c in kinds.items()}
-                                     for m, kinds in primitives.get("remote_ns", {}).items()})
+                                     for m, kinds in primitives.get("remote_ns", {}).items()},
+                      concurrent_curves={m: {k: _pos_curve(c) for k, c in kinds.items()}
+                                         for m, kinds in primitives.get("concurrent_ns", {}).items()}
+                      if primitives["np"] == 2 else {})  # measured at np = 2 only
     paths = {}
     ref = max(int(s) for s in sizes) if sizes else 64
     for mode in ("hw", "flush"):
@@ -820,6 +876,49 @@ def _remote_rank(comm, sizes, repeats: int):
     return out
 
 
+CONCURRENT_WARMUP, CONCURRENT_ITERATIONS = 100, 200  # rounds of concurrent_copy per size: dropped, kept
+
+
+def _concurrent_rank(comm, sizes, warmup: int = CONCURRENT_WARMUP, iterations: int = CONCURRENT_ITERATIONS):
+    """This rank's medians (ns) of `PoolKernel.concurrent_copy` per size, copy and read variants:
+    {'copyin', 'copyout', 'writeback', 'invalidate' (copy variant; the last two 0 in hw mode),
+    'storein', 'readout' (read variant): {size: ns}}; the first `warmup` rounds are dropped
+    (the lines' sharing state settles only after many exchanges)."""
+    out = {k: {} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
+    for n in sizes:
+        for read, kinds in ((False, ("copyin", "copyout", "writeback", "invalidate")), (True, ("storein", "readout"))):
+            t = comm.concurrent_copy(n, warmup + iterations, read)[warmup:]
+            for j, kind in enumerate(kinds):
+                out[kind][n] = float(np.median(t[:, j]))
+    return out
+
+
+def measure_concurrent(sizes, modes=("hw", "flush"), rounds: int = 4) -> dict:
+    """{mode: {kind: {size (str): [ns per job]}}} of the concurrent-copy primitive at np = 2: jobs
+    alternate the modes (A B A B, `rounds` of each), per job the mean over the ranks
+    (`concurrent_curves` then takes `steady` over the jobs, so a job in a slow host placement is
+    left out)."""
+    from cxlsim.emulator.launch import run_local
+
+    sizes = sorted({int(s) for s in sizes})
+    samples = {m: {} for m in modes}
+    for _ in range(rounds):
+        for mode in modes:
+            per_rank = run_local(2, _concurrent_rank, (sizes,), coherence=mode,
+                                 slot_bytes=max(max(sizes), 64), timeout_s=60.0)
+            for kind in per_rank[0]:
+                for n in sizes:
+                    samples[mode].setdefault(kind, {}).setdefault(n, []).append(
+                        float(np.mean([r[kind][n] for r in per_rank])))
+    return {m: {kind: {str(n): v for n, v in by.items()} for kind, by in kinds.items()} for m, kinds in samples.items()}
+
+
+def concurrent_curves(samples: dict) -> dict:
+    """{mode: {kind: {size: ns}}} from {mode: {kind: {size: [ns per job]}}}: `steady` per size."""
+    return {m: {kind: {str(n): steady(v) if max(v) > 0 else 0.0 for n, v in by.items()}
+                for kind, by in kinds.items()} for m, kinds in samples.items()}
+
+
 def measure_primitives(sizes, nranks: int = 2, progress=None, batches: int = 7) -> dict:
     """Every primitive the local-host model is fitted from (never the allgather itself)."""
     from cxlsim.emulator import _kernels
@@ -853,6 +952,9 @@ def measure_primitives(sizes, nranks: int = 2, progress=None, batches: int = 7) 
     for mode in ("hw", "flush"):
         res = run_local(2, _remote_rank, (sizes, 21), coherence=mode, slot_bytes=max(max(sizes), 64), timeout_s=60.0)[0]
         out["remote_ns"][mode] = {kind: {str(n): steady(v) for n, v in by_size.items()} for kind, by_size in res.items()}
+    step("concurrent copy (hw, flush)")
+    out["concurrent_samples_ns"] = measure_concurrent(sizes)
+    out["concurrent_ns"] = concurrent_curves(out["concurrent_samples_ns"])
     return out
 
 
@@ -862,6 +964,10 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
     if comm.size == 2:
         comm.flag_pingpong(max(pingpong_calls // 4, 10))  # warm up: both ranks running
     rt = comm.flag_pingpong(pingpong_calls) if comm.size == 2 else float("nan")
+    # the concurrent-copy primitive before and after the job, like the flag round trip: a primitive
+    # in the same host placement as the runs (never the allgather's own figures)
+    before = _concurrent_rank(comm, sizes) if comm.size == 2 and not comm.pool_latency_ns \
+        and not comm.pool_bw_bytes_per_ns else None
     from cxlsim.emulator import _kernels
 
     src, dst = np.ones(PROBE_BYTES, np.uint8), np.zeros(PROBE_BYTES, np.uint8)
@@ -884,7 +990,11 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
             rows += [dict(r, busy=float(-worst[0]), probe_copy_ns=float(worst[1]), probe_roundtrip_ns=float(worst[2]))
                      for r in got]
     rt_after = comm.flag_pingpong(pingpong_calls) if comm.size == 2 else float("nan")
-    return rows, rt, rt_after
+    if comm.size == 2 and not comm.pool_latency_ns and not comm.pool_bw_bytes_per_ns:
+        concurrent = [before, _concurrent_rank(comm, sizes)]
+    else:
+        concurrent = []
+    return rows, rt, rt_after, concurrent
 
 
 def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
@@ -914,14 +1024,16 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
         per_rank = run_local(nranks, _allgather_rank, (sizes, iterations, 500), coherence=mode,
                              slot_bytes=max(max(sizes), 64), timeout_s=60.0, pool_latency_ns=latency_ns,
                              pool_bw_bytes_per_ns=bw)
-        rows, rt0, rt1 = per_rank[0]
+        rows, rt0, rt1, _ = per_rank[0]
+        concurrent = [{kind: {n: float(np.mean([pr[3][j][kind][n] for pr in per_rank])) for n in by}
+                       for kind, by in c.items()} for j, c in enumerate(per_rank[0][3])]
         rows = [dict(r, coherence=mode) for r in rows]
         worst = max(rt0, rt1)
         if math.isfinite(worst):
             best[mode] = min(best.get(mode, worst), rt0, rt1)
         slow = math.isfinite(worst) and worst > STABLE * best[mode]
         batches.append({"coherence": mode, "roundtrip_before_ns": rt0, "roundtrip_after_ns": rt1,
-                        "slow_placement": slow, "rows": rows})
+                        "slow_placement": slow, "rows": rows, "concurrent": concurrent})
         if slow and retries > 0:
             retries -= 1
             queue.append(mode)
@@ -1117,11 +1229,17 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                              progress=step)
     # the flag round trips measured before and after every batch are ping-pong primitives too:
     # fit from all of them, so the model and the kept batches share the host placement
+    # and so are the concurrent copies measured before and after every batch (np = 2)
     for b in meas["batches"]:
         for key in ("roundtrip_before_ns", "roundtrip_after_ns"):
             if math.isfinite(b[key]):
                 prims["roundtrip_samples_ns"][b["coherence"]].append(b[key])
+        for got in b.get("concurrent", []):
+            for kind, by in got.items():
+                for n, v in by.items():
+                    prims["concurrent_samples_ns"][b["coherence"]].setdefault(kind, {}).setdefault(str(n), []).append(v)
     prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
+    prims["concurrent_ns"] = concurrent_curves(prims["concurrent_samples_ns"])
     model, fit = fit_local(prims, sizes, path_rule)
     if profile is not None:
         model = dataclasses.replace(LocalModel.from_dict(profile["model"]), np=nranks)

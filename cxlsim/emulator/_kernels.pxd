@@ -41,6 +41,8 @@ cdef extern from "cxl_ops.h" nogil:
     char *cxl_slot(cxl_pool_t *p, uint64_t round, int r)
     void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t round, uint64_t nbytes)
     int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
+    void cxl_acquire_slots(cxl_pool_t *p, uint64_t round, uint64_t nbytes)
+    void cxl_range_op(cxl_pool_t *p, int op, const char *start, uint64_t length)
     int cxl_allgather(cxl_pool_t *p, uint64_t epoch, uint64_t round, const char *send, char *recv,
                       uint64_t nbytes, double timeout_ns)
 
