@@ -64,8 +64,9 @@ def csv_rows(path):
 
 
 def point_files(ws):
+    """Finished point files; an atomic write's temporary (.tmp-*ID.json) may vanish while we list."""
     return {name: (ws / "points" / name).read_bytes() for name in os.listdir(ws / "points")
-            if name.endswith(".json")}
+            if name.endswith(".json") and not name.startswith(".tmp-")}
 
 
 # ---------------------------------------------------------------- expansion
