@@ -29,7 +29,7 @@ import statistics
 import tempfile
 import time
 
-from cxlsim import config, simulate, sweep
+from cxlsim import simulate, sweep
 
 TRIVIAL = """\
 name: trivial

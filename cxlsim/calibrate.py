@@ -71,7 +71,7 @@ import numpy as np
 
 from cxlsim.errors import InputError, RunError
 from cxlsim.results import atomic_write, make_rng, provenance
-from cxlsim.units import UnitError, format_size, parse_bandwidth, parse_sizes, parse_time
+from cxlsim.units import UnitError, parse_bandwidth, parse_sizes, parse_time
 
 __all__ = ["SCHEMA", "VERSION", "save_profile", "load_profile", "from_osu", "fit_flush_line",
            "LocalModel", "fit_local", "local_preset", "des_pingpong_ns", "solve_path_ns",
@@ -464,7 +464,7 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
     a core-to-pool path of `path_ns`, host bandwidth from the copy curve at that size (capped at
     `bw_cap_bytes_per_ns` if > 0), flush and fence from the microbenchmark, a device that never
     limits (one host's copies are the bottleneck on one machine)."""
-    from cxlsim.fabric.cxl import CXLDeviceParams, CXLHostParams, CXLLinkParams, CXLSwitchParams
+    from cxlsim.fabric.cxl import CXLDeviceParams, CXLLinkParams, CXLSwitchParams
     from cxlsim.fabric.cxl_presets import CXLPoolPreset
     from cxlsim.fabric.host import HostParams
 

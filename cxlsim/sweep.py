@@ -62,7 +62,6 @@ lock file keeps two sweeps out of one workspace.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import dataclasses
 import difflib

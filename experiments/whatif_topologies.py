@@ -159,7 +159,7 @@ def switches(rows, out) -> str:
                      + ", ".join(f"{x:.2f} (P={n})" for n, x in ratios.items())
                      + (f"; the pool wins up to P={max(wins)}." if wins else "; the pool never wins."))
         hop = {n: lat(tree, n, size) / lat(one, n, size) for n in (4, 8) if lat(one, n, size)}
-        lines.append(f"  The second switch level costs x" + ", ".join(f"{x:.2f} (P={n})" for n, x in hop.items())
+        lines.append("  The second switch level costs x" + ", ".join(f"{x:.2f} (P={n})" for n, x in hop.items())
                      + " against one switch at the same P.")
     return "\n".join(lines)
 
@@ -211,7 +211,7 @@ def crossover(rows, check_rows, out) -> str:
     nets = [f for f in dict.fromkeys(r["fabric"] for r in rows) if not f.startswith("cxl")]
     lat = {(r["fabric"], r["nodes"], r["size_bytes"]): r["latency_us"] for r in rows}
     sizes = sorted({r["size_bytes"] for r in rows})
-    table, derived = [], []
+    table = []
     fig, axes = plt.subplots(len(pools), len(nets), figsize=(5.2 * len(nets), 3.9 * len(pools)), squeeze=False,
                              layout="constrained")
     for i, pool in enumerate(pools):

@@ -30,7 +30,7 @@ import numpy as np
 
 from cxlsim.emulator import _kernels
 from cxlsim.emulator.pool import Pool
-from cxlsim.errors import InputError, RunError
+from cxlsim.errors import InputError
 
 CollectiveTimeout = _kernels.CollectiveTimeout
 COHERENCE_MODES = ("hw", "flush")
