@@ -501,23 +501,29 @@ cdef class PoolKernel:
 
         Per iteration, on all ranks: a barrier (flag publish and wait, as the bench's barrier
         between calls), the data round moves on (so buffers alternate as the allgather's do),
-        phase 'in': memcpy of `nbytes` from a private buffer into this rank's slot, timed;
+        phase 'in': memcpy of `nbytes` from a private buffer into this rank's slot and an
+        mfence, timed (the stores must have left the store buffer, each line taken from the
+        other core's cache, before the flag store behind them can be seen: without the
+        fence that cost would land in the untimed wait);
         phase 'writeback' (flush mode; 0 in hw mode): the write-back op over the slot and an
-        sfence, timed (the publish's, done here so it can be timed); then the publish (flag
+        mfence, timed (the publish's; its sfence returns at once, but the flag behind it
+        is seen only once the write-backs are acknowledged, which the mfence waits for);
+        then the publish (flag
         store) and wait, untimed (the flag round trip is its own primitive); phase
         'invalidate' (flush mode; 0 in hw mode): the acquire's invalidation of the others'
         slots and its mfence, timed; phase 'out': memcpy of every rank's slot into a private
         (np x nbytes) buffer, or with read=True a read_pass of every slot in place (the
         zero-copy application's loads), timed. The allgather itself is never called, and
         the flag waits are in no phase. Each phase's time has the clock's own cost (the best
-        of 64 empty intervals) taken off, floored at 0. Returns an (iterations, 4) float64
+        of 64 empty intervals; for 'in' and 'writeback' the best of 64 bare mfences) taken
+        off, floored at 0. Returns an (iterations, 4) float64
         array of (in, out, writeback, invalidate) ns. Every rank must call it with the same
         arguments; the epoch moves on by 2 x iterations.
         """
         cdef int missing = -1
         cdef uint64_t i, e, rnd, sink = 0
         cdef int r
-        cdef double t0, t1, t2, t3, t4, t5, clock = 1e30
+        cdef double t0, t1, t2, t3, t4, t5, clock = 1e30, fenced = 1e30
         cdef char *src
         cdef char *dst
         self._check_open()
@@ -541,6 +547,11 @@ cdef class PoolKernel:
                 t1 = cxl_now_ns()
                 if t1 - t0 < clock:
                     clock = t1 - t0
+                t0 = cxl_now_ns()
+                cxl_mfence()
+                t1 = cxl_now_ns()
+                if t1 - t0 < fenced:
+                    fenced = t1 - t0
             for i in range(iterations):
                 e += 1
                 cxl_publish(&self.pool, e, rnd, 0)
@@ -551,10 +562,11 @@ cdef class PoolKernel:
                 t0 = cxl_now_ns()
                 if nbytes:
                     memcpy(cxl_slot(&self.pool, rnd, self.pool.rank), src, nbytes)
+                cxl_mfence()
                 t1 = cxl_now_ns()
                 if self.pool.flush_mode:
                     cxl_range_op(&self.pool, self.pool.writeback_op, cxl_slot(&self.pool, rnd, self.pool.rank), nbytes)
-                    cxl_sfence()
+                    cxl_mfence()
                 t4 = cxl_now_ns()
                 e += 1
                 cxl_publish(&self.pool, e, rnd, 0)  # the slot is written back already
@@ -570,10 +582,10 @@ cdef class PoolKernel:
                     elif nbytes:
                         memcpy(dst + <uint64_t>r * nbytes, cxl_slot(&self.pool, rnd, r), nbytes)
                 t3 = cxl_now_ns()
-                times[i, 0] = t1 - t0 - clock if t1 - t0 > clock else 0.0
+                times[i, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
                 times[i, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
                 if self.pool.flush_mode:
-                    times[i, 2] = t4 - t1 - clock if t4 - t1 > clock else 0.0
+                    times[i, 2] = t4 - t1 - fenced if t4 - t1 > fenced else 0.0
                     times[i, 3] = t2 - t5 - clock if t2 - t5 > clock else 0.0
         self.epoch = e
         self.data_round = rnd
