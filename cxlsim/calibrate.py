@@ -360,8 +360,9 @@ class LocalModel:
     flush_ns_per_line: float
     """clflushopt per line (mean of the writer's dirty and the reader's clean lines), ns."""
     fence_ns: dict
-    """A fence per mode, ns: 'hw' the sfence after write-backs (the publish's), 'flush' the mfence after
-    invalidations (every poll's), each the intercept of its flush line."""
+    """A fence per mode, ns: 'hw' the sfence after write-backs (the publish's), the intercept of its
+    flush line; 'flush' a bare mfence (profiles without `flush_ack_ns`: the intercept of the
+    invalidation's mfence line, acknowledgement included)."""
     overhead_ns: dict
     """Per-call software overhead: np = 1 zero-byte call of the same path, {'copy': ns, 'zero-copy': ns}."""
     copy_bw_curve: dict
@@ -376,6 +377,11 @@ class LocalModel:
     'read' (read_pass of such bytes), 'copyin' (memcpy into n bytes another process has just read,
     so every store invalidates its copy), 'store' (the numpy store of such bytes beyond a 0-byte
     one); {} = use the local curves."""
+    flush_ack_ns: dict = dataclasses.field(default_factory=dict)
+    """Flush mode's clflushopt acknowledgements, ns from the last one's issue until a fence may pass:
+    'invalidate' (clean lines: the intercept of clflushopt + mfence over clean lines, less a bare
+    mfence) and 'writeback' (dirty lines: the same over just-stored lines); the DES's fences wait
+    for them (CXLHostParams.invalidate_ns / writeback_ns). {} = none (older profiles)."""
     concurrent_curves: dict = dataclasses.field(default_factory=dict)
     """Per mode, {kind: {size: ns}} of the concurrent-copy primitive (`PoolKernel.concurrent_copy`:
     both ranks at once write their block, then copy out / read in place every block of the round),
@@ -409,15 +415,18 @@ class LocalModel:
     def flush_line_ns(self, size_bytes: int, coherence: str = "flush") -> float:
         """clflushopt per line for an n-byte call: the one-process line fit, or, if larger, the
         concurrent primitive's write-back of the own slot plus invalidation of the other's, less
-        the two fences the DES charges around them, over the 2 x lines the DES flushes (np = 2:
-        W own, W other). Dirty lines written back while the other core does the same, and
-        lines invalidated right after, cost more than a lone core's flush loop over its cache."""
+        what the DES charges around them anyway (a fence each, and the acknowledgements of
+        `flush_ack_ns` the fences wait for), over the 2 x lines the DES flushes (np = 2: W own,
+        W other). Dirty lines written back while the other core does the same, and lines
+        invalidated right after, cost more than a lone core's flush loop over its cache."""
         wb = self.concurrent_ns("writeback", size_bytes, coherence)
         inv = self.concurrent_ns("invalidate", size_bytes, coherence)
         if coherence != "flush" or wb is None or inv is None or size_bytes <= 0:
             return self.flush_ns_per_line
         lines = -(-int(size_bytes) // 64)
-        return max(self.flush_ns_per_line, (wb + inv - 2 * self.fence_ns[coherence]) / (self.np * lines))
+        fixed = 2 * self.fence_ns[coherence] + self.flush_ack_ns.get("writeback", 0.0) \
+            + self.flush_ack_ns.get("invalidate", 0.0)
+        return max(self.flush_ns_per_line, (wb + inv - fixed) / (self.np * lines))
 
     def host_bw(self, size_bytes: int, coherence: str = "hw", path_ns: float = 0.0) -> float:
         """Host bandwidth for an n-byte call, bytes/ns, so that the DES's copies of a call (the block
@@ -469,6 +478,7 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
     from cxlsim.fabric.host import HostParams
 
     bw = model.host_bw(size_bytes, coherence, max(path_ns, MIN_PATH_NS))
+    flush = coherence == "flush"  # only flush mode's writes and clflushopts wait for memory
     if bw_cap_bytes_per_ns > 0:
         bw = min(bw, bw_cap_bytes_per_ns)
     return CXLPoolPreset(
@@ -479,7 +489,9 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
         link=CXLLinkParams(latency_ns=0.0, retimers=0, retimer_latency_ns=0.0),
         host_path=dataclasses.replace(_host_path(), port_latency_ns=max(path_ns, MIN_PATH_NS),
                                       flush_ns_per_line=model.flush_line_ns(size_bytes, coherence),
-                                      fence_ns=model.fence_ns[coherence]),
+                                      fence_ns=model.fence_ns[coherence],
+                                      invalidate_ns=model.flush_ack_ns.get("invalidate", 0.0) if flush else 0.0,
+                                      writeback_ns=model.flush_ack_ns.get("writeback", 0.0) if flush else 0.0),
         host=HostParams(memcpy_bw_bytes_per_ns=bw, reduce_bw_bytes_per_ns=bw / 2),
         coherence_modes=("hw", "flush"), max_switch_levels=1, snoop_filter_lines=1 << 24,
         source="cxlsim calibrate: this machine's primitives (flag round trip, flush, copy bandwidth)")
@@ -547,9 +559,11 @@ def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_
     rule 'pingpong' (the default): the DES's own ping-pong (`des_pingpong_ns`) equals the round trip;
     rule 'sync': the DES's bare sync (`des_sync_ns`, where both ranks' flags cross
     at once, one flag hop each) equals half of it, one hop. Both are linear in the path, so two
-    runs give it exactly. Returns (path_ns, the DES's figure at that path, in the rule's terms:
-    a round trip for 'pingpong', twice the sync for 'sync'). A negative solution is clamped to
-    MIN_PATH_NS and the second value then shows the over-prediction.
+    runs give it exactly, unless an acknowledgement of `flush_ack_ns` outlasts the path's own (a
+    max() in the DES: then it is piecewise linear and the solve bisects). Returns (path_ns, the
+    DES's figure at that path, in the rule's terms: a round trip for 'pingpong', twice the sync
+    for 'sync'). A negative solution is clamped to MIN_PATH_NS and the second value then shows
+    the over-prediction.
     """
     if rule not in PATH_RULES:
         raise InputError(f"path rule: expected one of {PATH_RULES}, got {rule!r}")
@@ -563,7 +577,20 @@ def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_
     if slope <= 0:
         raise RunError(f"the DES flag round trip does not grow with the path ({r0} -> {r1} ns)")
     path = max(p0 + (roundtrip_ns - r0) / slope, MIN_PATH_NS)
-    return path, r0 + slope * (path - p0)
+    got = figure(path)
+    if abs(got - roundtrip_ns) <= 1e-6 * roundtrip_ns or path == MIN_PATH_NS and got >= roundtrip_ns:
+        return path, got
+    lo, hi = MIN_PATH_NS, max(p1, path)  # not linear: bisect the non-decreasing figure(path)
+    if figure(lo) >= roundtrip_ns:
+        return lo, figure(lo)
+    while figure(hi) < roundtrip_ns:
+        if hi > 1e6:
+            raise RunError(f"the DES flag round trip stays below {roundtrip_ns:.0f} ns at any path")
+        hi *= 2
+    for _ in range(48):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if figure(mid) < roundtrip_ns else (lo, mid)
+    return hi, figure(hi)
 
 
 def _des_loop(t, algorithm, m: int, overhead_ns: float, calls: int = 3) -> float:
@@ -674,14 +701,24 @@ def fit_local(primitives: dict, sizes, path_rule: str = "pingpong") -> tuple[Loc
     wb = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["writeback_sfence_ns"], clock)
     inv = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["invalidate_mfence_ns"], clock)
     report = {"flush_writeback": wb, "flush_invalidate": inv}
+    fence = {"hw": wb["fence_ns"], "flush": inv["fence_ns"]}
+    per_line = (wb["per_line_ns"] + inv["per_line_ns"]) / 2
+    ack = {}
+    if "writeback_mfence_ns" in primitives["flush"]:  # acknowledgements apart from the fence
+        wbm = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["writeback_mfence_ns"], clock)
+        bare = max(primitives["flush"]["mfence_ns"] - clock, 0.0)
+        report["flush_writeback_mfence"] = wbm
+        fence["flush"] = bare
+        ack = {"invalidate": max(inv["fence_ns"] - bare, 0.0), "writeback": max(wbm["fence_ns"] - bare, 0.0)}
+        per_line = (wbm["per_line_ns"] + inv["per_line_ns"]) / 2
+        report["flush_ack"] = dict(ack, mfence_ns=bare)
     for name in ("write_pass", "read_pass"):
         curve = primitives[name]
         xs = [int(k) for k in curve if int(k) > 0]
         a, b, rms = fit_line(xs, [max(curve[str(x)], 1e-3) for x in xs])
         report[name] = {"fixed_ns": a, "bw_bytes_per_ns": 1.0 / b if b > 0 else float("inf"), "rms": rms}
     base = LocalModel(np=primitives["np"], path_ns={"hw": 0.0, "flush": 0.0}, roundtrip_ns=dict(primitives["roundtrip_ns"]),
-                      flush_ns_per_line=(wb["per_line_ns"] + inv["per_line_ns"]) / 2,
-                      fence_ns={"hw": wb["fence_ns"], "flush": inv["fence_ns"]},
+                      flush_ns_per_line=per_line, fence_ns=fence, flush_ack_ns=ack,
                       overhead_ns=dict(primitives["overhead_ns"]),
                       copy_bw_curve=_pos_curve(primitives["copy_ns"]),
                       write_pass_curve=_pos_curve({k: v - primitives["write_pass"]["0"] for k, v in primitives["write_pass"].items()}),
@@ -804,16 +841,19 @@ def _flush_curve(max_bytes: int, repeats: int = 5) -> dict:
     from cxlsim.emulator.comm import choose_line_ops
 
     writer, reader = choose_line_ops("auto")
-    lines, wb, inv = [], [], []
+    lines, wb, wbm, inv = [], [], [], []
     n = 64
     while n <= max_bytes:
         buf = np.zeros(n, np.uint8)
         iters = max(10, min(2000, int(2e5 // (n // 64 + 4))))
         wb.append(steady([_kernels.line_op_ns(buf, writer, True, "sfence", iters) for _ in range(repeats)]))
+        wbm.append(steady([_kernels.line_op_ns(buf, writer, True, "mfence", iters) for _ in range(repeats)]))
         inv.append(steady([_kernels.line_op_ns(buf, reader, False, "mfence", iters) for _ in range(repeats)]))
         lines.append(n // 64)
         n *= 4
-    return {"lines": lines, "writeback_sfence_ns": wb, "invalidate_mfence_ns": inv,
+    bare = steady([_kernels.line_op_ns(np.zeros(0, np.uint8), writer, False, "mfence", 2000) for _ in range(repeats)])
+    return {"lines": lines, "writeback_sfence_ns": wb, "writeback_mfence_ns": wbm, "invalidate_mfence_ns": inv,
+            "mfence_ns": bare,
             "writeback_op": _kernels.OP_NAMES[writer], "invalidate_op": _kernels.OP_NAMES[reader]}
 
 
@@ -1302,6 +1342,11 @@ def _report_local(args, result) -> int:
           f"{fit['flush_writeback']['fence_ns']:.1f} ns (rms {fit['flush_writeback']['rms'] * 100:.1f}%); "
           f"{prims['flush']['invalidate_op']} {fit['flush_invalidate']['per_line_ns']:.2f} ns/line + mfence "
           f"{fit['flush_invalidate']['fence_ns']:.1f} ns (rms {fit['flush_invalidate']['rms'] * 100:.1f}%)")
+    if "flush_ack" in fit:
+        ack = fit["flush_ack"]
+        print(f"#   flush acknowledgements beyond a bare mfence ({ack['mfence_ns']:.1f} ns): clean line "
+              f"{ack['invalidate']:.1f} ns, dirty line {ack['writeback']:.1f} ns "
+              f"(rms of the dirty + mfence line {fit['flush_writeback_mfence']['rms'] * 100:.1f}%)")
     print(f"#   per-call overhead (np=1, 0 B): copy {model.overhead_ns['copy']:.0f} ns, "
           f"zero-copy {model.overhead_ns['zero-copy']:.0f} ns")
     print(f"#   write pass: {fit['write_pass']['bw_bytes_per_ns']:.1f} B/ns (rms {fit['write_pass']['rms'] * 100:.1f}%); "

@@ -167,9 +167,21 @@ class CXLHostParams:
     """CPU time to issue clflushopt (or clwb) for one line, ns."""
     fence_ns: float
     """sfence/mfence once earlier write-backs are done, ns."""
+    invalidate_ns: float = 0.0
+    """From a clflushopt's issue until it is acknowledged when it writes nothing back (the line clean
+    or not held), ns: every cache that may hold the line has dropped it. A fence waits for it.
+    0 (the CXL presets): at once. The local-host calibration measures it (a core's clflushopt of a
+    clean line then mfence takes about 110 ns beyond a bare mfence on a 2-socket-class server)."""
+    writeback_ns: float = 0.0
+    """Least time from the start of a write to the pool (streamed stores, or a clflushopt's
+    write-back of dirty lines) until the pool acknowledges it, ns; a fence waits for it. 0 (the
+    CXL presets): the path's own round trip. The local-host calibration measures it (a dirty
+    line's clflushopt then mfence, beyond a bare mfence)."""
 
     def __post_init__(self):
         _positive("port_latency_ns", self.port_latency_ns, zero_ok=True)
+        _positive("invalidate_ns", self.invalidate_ns, zero_ok=True)
+        _positive("writeback_ns", self.writeback_ns, zero_ok=True)
         _positive("outstanding_lines", self.outstanding_lines, integer=True)
         _positive("hit_latency_ns", self.hit_latency_ns, zero_ok=True)
         _positive("flush_ns_per_line", self.flush_ns_per_line, zero_ok=True)

@@ -122,6 +122,10 @@ class PoolFigures:
     """Most hosts under one leaf switch of a two-level tree (0: one switch)."""
     uplink_bw_bytes_per_ns: float = 0.0
     """A leaf's uplink to the root, per direction (two-level trees), bytes/ns."""
+    invalidate_ns: float = 0.0
+    """A clflushopt's acknowledgement after its issue, which a fence waits for, ns (0: none)."""
+    writeback_ns: float = 0.0
+    """Least time from a write's start to its acknowledgement, ns (0: the path's own)."""
 
 
 class CXLPoolTransport(Transport):
@@ -233,6 +237,7 @@ class CXLPoolTransport(Transport):
                            device_bw_bytes_per_ns=self.device_bw_bytes_per_ns * len(self._devices),
                            hit_ns=hp.hit_latency_ns, copy_bw_bytes_per_ns=self.preset.host.memcpy_bw_bytes_per_ns,
                            flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns,
+                           invalidate_ns=hp.invalidate_ns, writeback_ns=hp.writeback_ns,
                            leaf_hosts=max(self.leaf_of.count(k) for k in set(self.leaf_of)) if self._leaves else 0,
                            uplink_bw_bytes_per_ns=self.preset.switch.port_bw_bytes_per_ns if self._leaves else 0.0)
 
@@ -340,13 +345,15 @@ class CXLPoolTransport(Transport):
         self._transfer(rank, first, count, start_ns, finish, up=False)
 
     def _write_back(self, rank, first, count, start_ns, extra_ns=0.0, on_pool=None) -> float:
-        """Stream lines from `rank` to the pool; tracked until acknowledged (fence waits). Returns issue end."""
+        """Stream lines from `rank` to the pool; tracked until acknowledged (fence waits), never sooner
+        than the host path's writeback_ns after `start_ns`. Returns issue end."""
         self._pending[rank] += 1
+        floor = start_ns + self.preset.host_path.writeback_ns
 
         def finish(end):
             if on_pool is not None:
                 self.env.at(end - self.env.now, on_pool)
-            self.env.at(end + self.path_ns + extra_ns - self.env.now, self._acknowledged, rank)
+            self.env.at(max(end + self.path_ns + extra_ns, floor) - self.env.now, self._acknowledged, rank)
         return self._transfer(rank, first, count, start_ns, finish, up=True)
 
     def _acknowledged(self, event):
@@ -549,7 +556,9 @@ class CXLPoolTransport(Transport):
         """clflushopt every line of the range: write back dirty lines, drop cached copies; fires when issued.
 
         The write-backs start with the first clflushopt and are paced by the
-        host's issue server; `fence` waits for their acknowledgements.
+        host's issue server; `fence` waits for their acknowledgements and, when
+        the host path's `invalidate_ns` is set, until that long after the last
+        clflushopt's issue.
         """
         self._check("flush", rank, offset_bytes, size_bytes)
         first, count = line_span(offset_bytes, size_bytes)
@@ -561,6 +570,7 @@ class CXLPoolTransport(Transport):
             dirty = self.coherence.drop(rank, first, count)
             if dirty:  # Modified lines (stores) go back; their labels are already in the pool
                 self._write_back(rank, first, dirty, start)
+            self._invalidation(rank, issued, count)
             return self._at(issued, simpy.Event(self.env))
         cache = self._cache[rank]
         end = offset_bytes + size_bytes
@@ -570,7 +580,16 @@ class CXLPoolTransport(Transport):
                 f, n = line_span(off, sz)
                 self._write_back(rank, f, n, start, 0.0,
                                  lambda _e, off=off, sz=sz, label=label: self._store(off, sz, label))
+        self._invalidation(rank, issued, count)
         return self._at(issued, simpy.Event(self.env))
+
+    def _invalidation(self, rank, issued_ns, count):
+        """Hold the rank's fences until the host path's invalidate_ns after `issued_ns`, the last
+        clflushopt's issue, if that is set and lines were flushed (the CXL presets leave it 0)."""
+        wait = self.preset.host_path.invalidate_ns
+        if count and wait > 0:
+            self._pending[rank] += 1
+            self.env.at(issued_ns + wait - self.env.now, self._acknowledged, rank)
 
     def fence(self, rank):
         """sfence/mfence: fires once the rank's earlier streamed writes and write-backs are acknowledged."""

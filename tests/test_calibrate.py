@@ -96,6 +96,50 @@ def test_fit_local_recovers_every_parameter_from_synthetic_primitives():
                 cal.predict_local(truth, mode, side, 4096), rel=0.02)
 
 
+def test_fit_local_recovers_the_flush_acknowledgements_apart_from_the_fence():
+    """Synthetic one-process flush primitives made with a bare mfence f, a clean line's
+    acknowledgement I and a dirty line's K: the fit returns f as the flush fence, I and K, and
+    the prediction made with the fitted model equals the truth's (whose DES waits for I and K)."""
+    import dataclasses
+
+    f, inv, wb, per_line, clock = 20.0, 100.0, 170.0, 0.7, 24.0
+    truth = dataclasses.replace(synthetic_model(path_flush=30.0, per_line=per_line),
+                                fence_ns={"hw": 5.0, "flush": f}, flush_ack_ns={"invalidate": inv, "writeback": wb})
+    sizes = [1, 64, 4096, 65536]
+    lines = [1, 4, 16, 64, 256, 1024]
+    prims = {
+        "np": 2, "clock_read_ns": clock,
+        "roundtrip_ns": {m: cal.des_pingpong_ns(cal.local_preset(truth, 64, truth.path_ns[m], m), m)
+                         for m in ("hw", "flush")},
+        "flush": {"lines": lines, "mfence_ns": clock + f,
+                  "writeback_sfence_ns": [clock + 5.0 + per_line * n for n in lines],
+                  "writeback_mfence_ns": [clock + f + wb + per_line * n for n in lines],
+                  "invalidate_mfence_ns": [clock + f + inv + per_line * n for n in lines]},
+        "overhead_ns": dict(truth.overhead_ns),
+        "copy_ns": {str(s): s / 30.0 for s in sizes},
+        "write_pass": {str(s): s / 20.0 for s in [0] + sizes},
+        "read_pass": {str(s): 2 * s / 25.0 for s in [0] + sizes},
+    }
+    model, report = cal.fit_local(prims, sizes)
+    assert model.fence_ns["flush"] == pytest.approx(f, rel=0.02)
+    assert model.flush_ack_ns["invalidate"] == pytest.approx(inv, rel=0.02)
+    assert model.flush_ack_ns["writeback"] == pytest.approx(wb, rel=0.02)
+    assert model.flush_ns_per_line == pytest.approx(per_line, rel=0.02)
+    assert model.path_ns["flush"] == pytest.approx(30.0, rel=0.02)
+    preset = cal.local_preset(model, 64, model.path_ns["flush"], "flush")
+    assert (preset.host_path.invalidate_ns, preset.host_path.writeback_ns) == pytest.approx((inv, wb), rel=0.02)
+    hw = cal.local_preset(model, 64, model.path_ns["hw"], "hw")  # hw mode's stores never wait for memory
+    assert (hw.host_path.invalidate_ns, hw.host_path.writeback_ns) == (0.0, 0.0)
+    for n in sizes:
+        for side in ("copy", "zero-copy"):
+            assert cal.predict_local(model, "flush", side, n) == pytest.approx(
+                cal.predict_local(truth, "flush", side, n), rel=0.02)
+    # the acknowledgements are what makes a 1-byte flush call dearer than a 0-byte one
+    bare = dataclasses.replace(truth, flush_ack_ns={})
+    gap = cal.predict_local(truth, "flush", "copy", 1) - cal.predict_local(truth, "flush", "copy", 0)
+    assert gap > cal.predict_local(bare, "flush", "copy", 1) - cal.predict_local(bare, "flush", "copy", 0)
+
+
 def test_prediction_grows_with_size_and_flush_costs_more_than_hw():
     model = synthetic_model()
     for mode in ("hw", "flush"):

@@ -304,6 +304,30 @@ def test_des_equals_closed_form_when_the_device_is_not_congested(preset, coheren
                 assert out.latency_ns == pytest.approx(expect, rel=1e-9), (p, m, zero_copy)
 
 
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+@pytest.mark.parametrize("invalidate, writeback", [(90.0, 0.0), (0.0, 900.0), (120.0, 700.0), (5.0, 20.0)])
+def test_des_equals_closed_form_with_flush_acknowledgements(coherence, invalidate, writeback):
+    # The local-host model's knobs: a clflushopt acknowledged I ns after its issue, a write never
+    # acknowledged before K ns; both held by the fences (700-900 ns outlast the preset's write path).
+    form = cxl_pool().cxl_pool_closed_form
+    base = get_cxl_preset("cxl3-pool")
+    preset = dataclasses.replace(base, host_path=dataclasses.replace(
+        base.host_path, invalidate_ns=invalidate, writeback_ns=writeback))
+    for p in (1, 2, 3, 5):
+        for m in (0, 1, 64, 1000, 65536):
+            for zero_copy in (False, True):
+                t = CXLPoolTransport(preset, p, coherence=coherence)
+                out = runner.run(t, "allgather", "cxl_pool_zero_copy" if zero_copy else "cxl_pool", m)
+                runner.verify("allgather", p, runner.Context(), out.results)
+                expect = form(t.figures(), p, m, coherence, zero_copy)
+                assert out.latency_ns == pytest.approx(expect, rel=1e-9), (p, m, zero_copy)
+    if coherence == "flush":  # the knobs cost something where they outlast the path
+        plain = CXLPoolTransport(base, 2, coherence="flush")
+        slow = CXLPoolTransport(preset, 2, coherence="flush")
+        assert runner.run(slow, "allgather", "cxl_pool", 64).latency_ns > \
+            runner.run(plain, "allgather", "cxl_pool", 64).latency_ns
+
+
 @pytest.mark.parametrize("preset, coherence, devices", [
     ("cxl2-pool", "flush", 1), ("cxl3-pool", "hw", 1), ("cxl3-pool", "flush", 1), ("cxl2-pool", "flush", 2)])
 def test_closed_form_device_bottleneck_within_one_percent(preset, coherence, devices):

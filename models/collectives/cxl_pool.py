@@ -21,18 +21,21 @@ same time on a fresh pool, by the transport's own rules (the tests check the
 DES against it):
 
     X = 64/b  (one line through a host's issue server), W = 64*ceil(m/64),
-    D = W/b,  L = 2*path + media,  F = clflushopt per line,  f = fence
-    write  = 2*path + max(D, P*W/B)            streamed, until acknowledged
+    D = W/b,  L = 2*path + media,  F = clflushopt per line,  f = fence,
+    I = a clflushopt's acknowledgement (host path invalidate_ns; 0 in the CXL presets),
+    K = a write's least time to acknowledgement (host path writeback_ns; 0 in the presets)
+    write  = max(2*path + max(D, P*W/B), K)    streamed, until acknowledged
     read   = L + max(P*D, P*P*W/B)             P slots; P hosts share the device(s)
     hw:    write + f + (X + L)                 fence, flag store (read for ownership)
            + ((P-1)*X + L + 2*path)            P-1 flag loads in flight; recalls
            + read
-    flush: max(D + lines*F, write) + f         flush the slot, fence
+    flush: max(D + lines*F + I, write) + f     flush the slot, fence
            + (X + L)                           flag store
-           + max(2F, X + 2*path) + f + X + L   flush the flag line; the first poll's fence waits
-                                               for its write-back
-           + (P-2)*(F + f + X + L)             the other polls
-           + (P-1)*lines*F + f + read          drop the others' slots, mfence, read
+           + max(2F + I, X + 2*path, K)        flush the flag line; the first poll's fence waits
+             + f + X + L                       for its write-back and the poll's own clflushopt
+           + (P-2)*(F + I + f + X + L)         the other polls
+           + (P-1)*lines*F + I + f + read      drop the others' slots, mfence, read
+                                               (I only if lines > 0)
 
 Zero-copy (`cxl_pool_zero_copy`, the emulator's send == NULL and recv == NULL):
 the block was stored in the slot before the call (`place`: Modified in hw
@@ -148,10 +151,11 @@ def cxl_pool_closed_form(fig, p: int, m: int, coherence: str, zero_copy: bool = 
     b, big_b = fig.host_bw_bytes_per_ns, fig.device_bw_bytes_per_ns
     x, d = line / b, w / b
     path, load, fence, flush = fig.path_ns, fig.load_ns, fig.fence_ns, fig.flush_ns_per_line
+    inv, ack = fig.invalidate_ns, fig.writeback_ns
     # A leaf's uplink (two-level trees) carries its hosts' share: k hosts x (W up, P*W down).
     k, up = fig.leaf_hosts, fig.uplink_bw_bytes_per_ns
     leaf = k / up if k else 0.0
-    write = 2 * path + max(d, p * w / big_b, w * leaf) if lines else 0.0  # streamed (or written back) until acked
+    write = max(2 * path + max(d, p * w / big_b, w * leaf), ack) if lines else 0.0  # streamed (or written back) until acked
     read = load + max(p * d, p * p * w / big_b, p * w * leaf) if lines and not zero_copy else 0.0
     flag = x + load  # the flag store's read for ownership
     if coherence == "hw":
@@ -160,9 +164,10 @@ def cxl_pool_closed_form(fig, p: int, m: int, coherence: str, zero_copy: bool = 
         return start + flag + sync + read
     # flush mode: the slot's clflushopt run from the write's issue end (copy) or from 0 (zero-copy,
     # where they also write the dirty block back)
-    start = max((0.0 if zero_copy else d) + lines * flush, write) + fence
+    slot_inv = inv if lines else 0.0
+    start = max((0.0 if zero_copy else d) + lines * flush + slot_inv, write) + fence
     if p == 1:  # no polls: the final fence waits for the flag line's write-back
-        return start + flag + max(flush, x + 2 * path) + fence + read
+        return start + flag + max(flush + inv, x + 2 * path, ack) + fence + read
     # first poll: its fence waits for the flag's write-back, started with the flag's clflushopt
-    polls = max(2 * flush, x + 2 * path) + fence + x + load + (p - 2) * (flush + fence + x + load)
-    return start + flag + polls + (p - 1) * lines * flush + fence + read
+    polls = max(2 * flush + inv, x + 2 * path, ack) + fence + x + load + (p - 2) * (flush + inv + fence + x + load)
+    return start + flag + polls + (p - 1) * lines * flush + slot_inv + fence + read
