@@ -8,7 +8,8 @@ never the allgather itself:
 - the flag round trip: two processes bounce the pool's flag lines
   (`PoolKernel.flag_pingpong`, the allgather's own publish/poll code, hw and flush);
 - cache maintenance: clflushopt over dirty lines then sfence (the writer), over clean
-  lines then mfence (the reader), by size (`_kernels.line_op_ns`);
+  lines then mfence (the reader), over dirty lines then mfence (the write-backs'
+  acknowledgement), and a bare mfence, by size (`_kernels.line_op_ns`);
 - the per-call software overhead: an np = 1, zero-byte call of the same Python-to-C
   path, timed by the same loop (`bench.time_loop`): `comm.allgather(empty, empty)` for
   copy mode, the bench's whole zero-copy step (send_view, store, allgather_zero_copy,
@@ -17,8 +18,10 @@ never the allgather itself:
   write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks);
 - the concurrent copy (`PoolKernel.concurrent_copy`, np = 2): both ranks at once write their
   block into their slot, then copy out (or read in place) every block of the round, one of
-  them freshly written by the other core, timed per phase (in, write-back, invalidate, out)
-  and never through the allgather; one process at a time, copies miss that cross-core
+  them freshly written by the other core, timed per phase (in, write-back, invalidate, out;
+  'in' and 'write-back' end with an mfence, so the stores' drain and the write-backs'
+  acknowledgement, which the flag store waits behind, are in them and not in the untimed
+  wait) and never through the allgather; one process at a time, copies miss that cross-core
   traffic in both directions, which made the DES about 2x too fast at 16-64 KiB. It is
   measured in its own jobs (A B A B) and, like the flag round trip, before and after every
   allgather job, so the fit and the kept runs share the host placement.
@@ -26,7 +29,9 @@ never the allgather itself:
 From these alone `fit_local` builds a `local-host` pool model: no switch, no media
 latency, a host-to-pool path solved so that the DES's own flag ping-pong on
 `CXLPoolTransport` reproduces the measured round trip (the DES is linear in the path, so two
-runs give it; `path_rule='sync'` instead makes the DES's bare sync, where both ranks' flags
+runs give it, unless an acknowledgement below outlasts the path: then it bisects; in flush
+mode the DES's polls are quantised, so its round trip jumps with the path and the solve
+lands on the jump, reported as its residual; `path_rule='sync'` instead makes the DES's bare sync, where both ranks' flags
 cross at once, cost one hop, half the round trip: the DES's sync costs about a whole round
 trip at the ping-pong path, since its store takes the line, the poller is woken, then
 recalls it; on this machine 'sync' fits hw copy at small sizes better, 'pingpong' flush mode),
@@ -34,7 +39,11 @@ host bandwidth per size from the concurrent copy (copy-in + copy-out less the la
 DES already charges around them, 4 x path; without the primitive, e.g. an older profile or
 np != 2, the earlier blend of one-process and remote copies), clflushopt per line from the
 maintenance lines or, if larger, from the concurrent write-back and invalidation at that
-size, fences from the maintenance lines, the per-call overhead as CPU time. `predict_local` then
+size, fences from the maintenance lines: in flush mode a bare mfence, plus a clean line's
+and a dirty line's acknowledgement beyond it (`CXLHostParams.invalidate_ns` and
+`writeback_ns`, which the DES's fences wait for: a flush-mode call of 1 B costs about 400 ns
+more than one of 0 B here, almost all of it these waits and the misses after them), the
+per-call overhead as CPU time. `predict_local` then
 runs the DES (`cxl_pool`, `cxl_pool_zero_copy`) for every allgather measurement, which
 are all held out (`measure_allgather`: the emulator's bench harness, interleaved A B A B,
 medians, a batch whose flag round trip before or after it exceeds STABLE x the best seen
