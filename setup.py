@@ -33,6 +33,7 @@ setup(
     },
     packages=[
         "cxlsim",
+        "cxlsim.calibrate",
         "cxlsim.emulator",
         "cxlsim.fabric",
         "cxlsim.models",

@@ -331,6 +331,8 @@ def test_concurrent_model_recovers_the_bandwidth_and_flush_cost_it_was_made_from
     with it predicts what the DES with B predicts."""
     import dataclasses
 
+    from cxlsim.calibrate.des import _algorithm, _des_loop, _transport
+
     bw, path, per_line, fence = 7.5, 12.0, 2.4, 80.0
     sizes = [1, 64, 4096, 65536, 1048576]
 
@@ -353,10 +355,10 @@ def test_concurrent_model_recovers_the_bandwidth_and_flush_cost_it_was_made_from
     n = 65536
     fitted = cal.predict_local(model, "hw", "copy", n)
     preset = cal.local_preset(old, n, model.path_ns["hw"], "hw")
-    direct = cal._des_loop(cal._transport(dataclasses.replace(
+    direct = _des_loop(_transport(dataclasses.replace(
         preset, host=dataclasses.replace(preset.host, memcpy_bw_bytes_per_ns=bw),
         switch=dataclasses.replace(preset.switch, port_bw_bytes_per_ns=bw)), 2, "hw"),
-        cal._algorithm("copy"), n, model.overhead_ns["copy"])
+        _algorithm("copy"), n, model.overhead_ns["copy"])
     assert fitted == pytest.approx(direct, rel=0.02)
     # a profile saved before the primitive existed still loads (no concurrent curves: the blend)
     data = model.to_dict()

@@ -1,0 +1,97 @@
+"""Calibration: fit the simulator to this machine, or to a user's OSU results, and state its error.
+
+Two sources of figures, one profile format.
+
+**Local measurements** (`cxlsim calibrate`). Primitive microbenchmarks of this host,
+never the allgather itself:
+
+- the flag round trip: two processes bounce the pool's flag lines
+  (`PoolKernel.flag_pingpong`, the allgather's own publish/poll code, hw and flush);
+- cache maintenance: clflushopt over dirty lines then sfence (the writer), over clean
+  lines then mfence (the reader), over dirty lines then mfence (the write-backs'
+  acknowledgement), and a bare mfence, by size (`_kernels.line_op_ns`);
+- the per-call software overhead: an np = 1, zero-byte call of the same Python-to-C
+  path, timed by the same loop (`bench.time_loop`): `comm.allgather(empty, empty)` for
+  copy mode, the bench's whole zero-copy step (send_view, store, allgather_zero_copy,
+  read_pass) for zero-copy mode;
+- the copy bandwidth by size (`copybw.copy_bandwidth_curve`) and the application's
+  write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks);
+- the concurrent copy (`PoolKernel.concurrent_copy`, np = 2): both ranks at once write their
+  block into their slot, then copy out (or read in place) every block of the round, one of
+  them freshly written by the other core, timed per phase (in, write-back, invalidate, out;
+  'in' and 'write-back' end with an mfence, so the stores' drain and the write-backs'
+  acknowledgement, which the flag store waits behind, are in them and not in the untimed
+  wait) and never through the allgather; one process at a time, copies miss that cross-core
+  traffic in both directions, which made the DES about 2x too fast at 16-64 KiB. It is
+  measured in its own jobs (A B A B) and, like the flag round trip, before and after every
+  allgather job, so the fit and the kept runs share the host placement.
+
+From these alone `fit_local` builds a `local-host` pool model: no switch, no media
+latency, a host-to-pool path solved so that the DES's own flag ping-pong on
+`CXLPoolTransport` reproduces the measured round trip (the DES is linear in the path, so two
+runs give it, unless an acknowledgement below outlasts the path: then it bisects; in flush
+mode the DES's polls are quantised, so its round trip jumps with the path and the solve
+lands on the jump, reported as its residual; `path_rule='sync'` instead makes the DES's bare sync, where both ranks' flags
+cross at once, cost one hop, half the round trip: the DES's sync costs about a whole round
+trip at the ping-pong path, since its store takes the line, the poller is woken, then
+recalls it; on this machine 'sync' fits hw copy at small sizes better, 'pingpong' flush mode),
+host bandwidth per size from the concurrent copy (copy-in + copy-out less the latency the
+DES already charges around them, 4 x path; without the primitive, e.g. an older profile or
+np != 2, the earlier blend of one-process and remote copies), clflushopt per line from the
+maintenance lines or, if larger, from the concurrent write-back and invalidation at that
+size, fences from the maintenance lines: in flush mode a bare mfence, plus a clean line's
+and a dirty line's acknowledgement beyond it (`CXLHostParams.invalidate_ns` and
+`writeback_ns`, which the DES's fences wait for: a flush-mode call of 1 B costs about 400 ns
+more than one of 0 B here, almost all of it these waits and the misses after them), the
+per-call overhead as CPU time. `predict_local` then
+runs the DES (`cxl_pool`, `cxl_pool_zero_copy`) for every allgather measurement, which
+are all held out (`measure_allgather`: the emulator's bench harness, interleaved A B A B,
+medians, a batch whose flag round trip before or after it exceeds STABLE x the best seen
+is flagged and repeated, not used).
+
+**Emulated CXL timing.** `predict_injected` adds the charges cxl_ops.h documents
+(flags +L per wait, +L per block read one block after the other, copies at min(host,
+B)) as a DES workload on the same transport and predicts the emulator under them.
+
+**Users' OSU files** (`cxlsim calibrate --from-osu FILE...`). osu_latency and osu_bw
+give LogGP per protocol regime (`cxlsim.loggp.fit_loggp`); osu_allgather is
+re-predicted with `cxlsim.simulate.run` (nic o, g, G and link latency per regime) and
+compared per size. Point-to-point tables cannot see two things an MPI_Allgather adds:
+a per-collective software overhead and, in MPICH, a copy of the rank's own block into
+recvbuf. The report shows the pure prediction and a labelled variant that adds both:
+the overhead anchored on the smallest osu_allgather row only (which is then left out of
+the error statistics) and the own-block copy at the host memcpy bandwidth.
+
+**Profiles** are JSON (`SCHEMA`, `VERSION`), written atomically with provenance;
+`load_profile` rejects another version or missing keys, naming them.
+
+**Layout.** `profile` (the JSON format), `osu_fit` (the `--from-osu` LogGP path),
+`local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
+path solve, predictions), `fit` (`fit_local` and its least-squares lines), `measure` (this
+machine's primitives and held-out allgather jobs), `validation` (errors, summaries, plot),
+`pipeline` (`calibrate_local`, end to end) and `cli` (the `cxlsim calibrate` command). This
+package re-exports their public names.
+
+Units inside: ns, bytes, bytes/ns.
+"""
+# The core API is __all__; the other public names of the former single module stay importable
+# from here too, and _report_local for benchmarks/calibration_error.py.
+from cxlsim.calibrate.cli import _report_local, main, predict_profile, register, run_local_calibration  # noqa: F401
+from cxlsim.calibrate.des import (PATH_RULES, des_pingpong_ns, des_sync_ns, predict_injected,  # noqa: F401
+                                  predict_local, solve_path_ns)
+from cxlsim.calibrate.fit import fit_flush_line, fit_line, fit_local  # noqa: F401
+from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset  # noqa: F401
+from cxlsim.calibrate.measure import (BUSY, CONCURRENT_ITERATIONS, CONCURRENT_WARMUP, PROBE_BYTES,  # noqa: F401
+                                      REMOTE_WARMUP, REPEATS, STABLE, concurrent_curves, measure_allgather,
+                                      measure_concurrent, measure_mpi, measure_primitives, measure_roundtrip,
+                                      steady)
+from cxlsim.calibrate.osu_fit import from_osu, predict_network, report_from_osu  # noqa: F401
+from cxlsim.calibrate.pipeline import calibrate_local, parse_settings  # noqa: F401
+from cxlsim.calibrate.profile import (KINDS, MODEL_KEYS, PROFILE_KEYS, SCHEMA, VERSION, check_profile,  # noqa: F401
+                                      load_profile, make_profile, save_profile)
+from cxlsim.calibrate.validation import (MODES, TARGET_INJECTED, TARGET_MEDIAN, TARGET_WORST,  # noqa: F401
+                                         comparable, format_validation, plot_validation, summarize, validate)
+
+__all__ = ["SCHEMA", "VERSION", "save_profile", "load_profile", "from_osu", "fit_flush_line",
+           "LocalModel", "fit_local", "local_preset", "des_pingpong_ns", "solve_path_ns",
+           "predict_local", "predict_injected", "measure_primitives", "measure_allgather", "register"]

@@ -1,0 +1,206 @@
+"""The `cxlsim calibrate` command: measure and fit, --from-osu, --validate-only, --profile; reports."""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import sys
+
+from cxlsim.calibrate.des import predict_local
+from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.osu_fit import from_osu, predict_network, report_from_osu
+from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
+from cxlsim.calibrate.profile import SCHEMA, VERSION, load_profile, make_profile, save_profile
+from cxlsim.calibrate.validation import (MODES, TARGET_INJECTED, comparable, format_validation, plot_validation,
+                                         summarize)
+from cxlsim.errors import InputError
+from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
+
+
+def predict_profile(profile: dict, sizes, nranks: int) -> list[dict]:
+    """Project the allgather with a profile: local-host (DES, every mode) or network (simulate.run)."""
+    if profile["kind"] == "network":
+        return predict_network(profile["model"], sizes, nranks)
+    model = dataclasses.replace(LocalModel.from_dict(profile["model"]), np=nranks)
+    return [{"coherence": c, "side": side, "size_bytes": n, "predicted_ns": predict_local(model, c, side, n)}
+            for c, side in MODES for n in sizes]
+
+
+def _sizes_and_np(args) -> list[int]:
+    """--sizes parsed, after checking --np (>= 2)."""
+    if isinstance(args.np, bool) or args.np < 2:
+        raise InputError(f"--np: expected a whole number of ranks >= 2, got {args.np!r}")
+    try:
+        return parse_sizes(args.sizes)
+    except UnitError as exc:
+        raise InputError(f"--sizes: {exc}") from None
+
+
+def run_local_calibration(args) -> int:
+    from tqdm import tqdm
+
+    sizes = _sizes_and_np(args)
+    if args.rounds < 1:
+        raise InputError(f"--rounds: expected >= 1, got {args.rounds}")
+    settings = parse_settings(["250ns/32GB/s", "600ns/16GB/s"] if args.timing is None else args.timing)
+    total = 7 + 2 * args.rounds + max(1, args.rounds - 1) * len(settings) + 2
+    bar = tqdm(total=total, desc="calibrate", unit="step", file=sys.stderr, disable=args.quiet or None,
+               leave=False)
+
+    def step(what):
+        bar.set_postfix_str(what[:60])
+        bar.update(1)
+    try:
+        result = calibrate_local(sizes, args.np, args.rounds, args.iterations, settings, not args.no_mpi, step)
+    finally:
+        bar.close()
+    return _report_local(args, result)
+
+
+def _report_local(args, result) -> int:
+    model, fit, prims = result["model"], result["fit"], result["primitives"]
+    print(f"# local-host model from primitives (np {result['np']}, {result['cores']} cores)")
+    for mode in ("hw", "flush"):
+        f = fit[f"path_{mode}"]
+        print(f"#   {mode}: flag round trip {f['measured_roundtrip_ns']:.0f} ns -> path {f['path_ns']:.1f} ns "
+              f"(rule {f['rule']}: DES {f['des_roundtrip_ns']:.0f} ns, {f['residual'] * 100:+.1f}%; "
+              f"the DES's own ping-pong at this path {f['des_pingpong_ns']:.0f} ns)")
+    print(f"#   flush: {prims['flush']['writeback_op']} {fit['flush_writeback']['per_line_ns']:.2f} ns/line + sfence "
+          f"{fit['flush_writeback']['fence_ns']:.1f} ns (rms {fit['flush_writeback']['rms'] * 100:.1f}%); "
+          f"{prims['flush']['invalidate_op']} {fit['flush_invalidate']['per_line_ns']:.2f} ns/line + mfence "
+          f"{fit['flush_invalidate']['fence_ns']:.1f} ns (rms {fit['flush_invalidate']['rms'] * 100:.1f}%)")
+    if "flush_ack" in fit:
+        ack = fit["flush_ack"]
+        print(f"#   flush acknowledgements beyond a bare mfence ({ack['mfence_ns']:.1f} ns): clean line "
+              f"{ack['invalidate']:.1f} ns, dirty line {ack['writeback']:.1f} ns "
+              f"(rms of the dirty + mfence line {fit['flush_writeback_mfence']['rms'] * 100:.1f}%)")
+    print(f"#   per-call overhead (np=1, 0 B): copy {model.overhead_ns['copy']:.0f} ns, "
+          f"zero-copy {model.overhead_ns['zero-copy']:.0f} ns")
+    print(f"#   write pass: {fit['write_pass']['bw_bytes_per_ns']:.1f} B/ns (rms {fit['write_pass']['rms'] * 100:.1f}%); "
+          f"read pass: {fit['read_pass']['bw_bytes_per_ns']:.1f} B/ns (rms {fit['read_pass']['rms'] * 100:.1f}%)")
+    slow = [b for b in result["allgather"]["batches"] if b["slow_placement"]]
+    print(f"# allgather batches: {len(result['allgather']['batches'])}, flagged slow placement: {len(slow)}")
+    rows = result["validation"]
+    print(format_validation(rows), end="")
+    over = result["np"] > result["cores"]
+    if over:
+        print(f"# np {result['np']} > {result['cores']} cores: oversubscribed; the DES does not model OS "
+              "scheduling, so these errors are reported, not held to the targets")
+    if result["injected"]:
+        print("# under injected CXL timing (hw):")
+        print(format_validation(result["injected"]), end="")
+        kept = [abs(r["error"]) for r in result["injected"] if comparable(r)]
+        med = statistics.median(kept) if kept else float("nan")
+        print(f"# injected timing: median |error| {med * 100:.1f}% over {len(kept)} comparable points "
+              f"(target {TARGET_INJECTED * 100:.0f}%)")
+    if result["mpi"]:
+        print("# MPI_Allgather (mpi4py, same machine), measured:")
+        for r in result["mpi"]:
+            print(f"#   {r}" if "error" in r else f"#   {r['size_bytes']:>8d} B  {r['measured_ns'] / 1e3:10.3f} us")
+    workspace = _workspace(args, "calibrate")
+    model_dict = model.to_dict()
+    profile = make_profile("local-host", model_dict, rows, fit=fit, primitives=prims,
+                           injected=result["injected"], mpi=result["mpi"], cores=result["cores"],
+                           allgather_batches=result["allgather"]["batches"],
+                           summary=summarize(rows), injected_summary=summarize(result["injected"]))
+    save_profile(workspace.file("profile.json"), profile)
+    cols = ["coherence", "side", "size_bytes", "measured_ns", "predicted_ns", "error", "batches"]
+    workspace.write_csv("validation", rows, cols)
+    if result["injected"]:
+        workspace.write_csv("validation_injected", result["injected"], ["setting"] + cols)
+    plot_validation(rows, workspace.file("validation.png"))
+    print(f"# profile: {workspace.file('profile.json')}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="measure this machine (or read OSU files), fit the simulator, report its error",
+        description="Without --from-osu: measure this machine's primitives (flag round trip, flush cost, "
+                    "per-call overhead, copy/read/write bandwidth by size), fit a 'local-host' CXL pool model "
+                    "from them alone, measure the emulator's np=2 pool allgather (copy, zero-copy; hw, flush) "
+                    "as held-out data, and print measured vs DES-predicted per size (times in us, sizes in "
+                    "bytes per rank). With --from-osu: fit LogGP from osu_latency/osu_bw files and re-predict "
+                    "the osu_allgather file. Either way a calibration profile (JSON) is written.")
+    p.add_argument("--from-osu", nargs="+", metavar="FILE", default=None,
+                   help="OSU output files (osu_latency, osu_bw, osu_allgather; any order)")
+    p.add_argument("--np", type=int, default=2, help="ranks (default 2): the emulator's np, or the "
+                                                     "simulated nodes for --from-osu")
+    p.add_argument("--preset", default="ib-hdr", help="--from-osu: network preset whose other figures are kept "
+                                                      "(default ib-hdr; LogGP and link latency are replaced)")
+    p.add_argument("--memcpy-bandwidth", default=None, metavar="BW",
+                   help="--from-osu: the host's copy bandwidth for MPICH's own-block copy, e.g. 12GB/s "
+                        "(default: measure this machine's by size)")
+    p.add_argument("--sizes", default="1B:1MiB", help="local: bytes per rank, LO:HI doubling or a list "
+                                                      "(default 1B:1MiB)")
+    p.add_argument("--rounds", type=int, default=3, help="local: interleaved rounds of allgather batches "
+                                                         "(default 3; more on a noisy machine)")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="local: timed iterations per size (default OMB's: 1000 up to 8 KiB, 100 above)")
+    p.add_argument("--no-mpi", action="store_true", help="local: do not time MPI_Allgather even if MPI is installed")
+    p.add_argument("--timing", nargs="*", default=None, metavar="L/B",
+                   help="local: also predict the emulator under injected CXL timing, e.g. 250ns/32GB/s "
+                        "600ns/16GB/s (default: those two; give none to skip)")
+    p.add_argument("--output", default=None, metavar="DIR",
+                   help="workspace directory (default runs/calibrate-TIMESTAMP): profile.json, validation "
+                        "CSV/JSON and PNG")
+    p.add_argument("--validate-only", default=None, metavar="PROFILE",
+                   help="check a profile file and print its validation table, measuring nothing")
+    p.add_argument("--profile", default=None, metavar="PROFILE",
+                   help="project with a saved profile instead of measuring: the allgather at --np and --sizes "
+                        "(local-host: the DES in every mode; network: cxlsim.simulate with its LogGP)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=main)
+
+
+def _workspace(args, name: str):
+    from cxlsim.results import Workspace
+
+    return Workspace(args.output) if args.output else Workspace.new("runs", name)
+
+
+def _print_validation(profile: dict) -> None:
+    rows = profile["validation"]
+    if profile["kind"] == "network":
+        return
+    print(format_validation(rows), end="")
+
+
+def main(args) -> int:
+    if args.validate_only:
+        profile = load_profile(args.validate_only)
+        print(f"# {args.validate_only}: a valid {profile['kind']} profile (schema {SCHEMA} v{VERSION}), "
+              f"made {profile['provenance'].get('timestamp_utc')} on {profile['provenance'].get('hostname')}")
+        if profile["kind"] == "network":
+            for row in profile["validation"]:
+                print(f"{row['size_bytes']:<12d}{row['measured_ns'] / 1e3:>12.2f}{row['full_ns'] / 1e3:>12.2f}"
+                      f"{row['full_error'] * 100:>8.1f}%{'  (anchor)' if row['anchor'] else ''}")
+        else:
+            _print_validation(profile)
+        return 0
+    if args.profile:
+        profile = load_profile(args.profile)
+        sizes = _sizes_and_np(args)
+        rows = predict_profile(profile, sizes, args.np)
+        print(f"# allgather projected with {profile['kind']} profile {args.profile}, np {args.np} (us)")
+        for r in rows:
+            if profile["kind"] == "network":
+                print(f"{r['size_bytes']:<12d}{r['full_ns'] / 1e3:>12.3f}   (pure LogGP {r['pure_ns'] / 1e3:.3f})")
+            else:
+                print(f"{r['coherence'] + ' ' + r['side']:<16}{r['size_bytes']:<12d}{r['predicted_ns'] / 1e3:>12.3f}")
+        return 0
+    if args.from_osu:
+        memcpy = None
+        if args.memcpy_bandwidth is not None:
+            try:
+                memcpy = parse_bandwidth(args.memcpy_bandwidth)
+            except UnitError as exc:
+                raise InputError(f"--memcpy-bandwidth: {exc}") from None
+        result = from_osu(args.from_osu, nodes=args.np, base_preset=args.preset, memcpy_bw_bytes_per_ns=memcpy)
+        sys.stdout.write(report_from_osu(result))
+        workspace = _workspace(args, "calibrate-osu")
+        profile = make_profile("network", result["model"], result["rows"])
+        save_profile(workspace.file("profile.json"), profile)
+        workspace.write_csv("validation", result["rows"])
+        print(f"# profile: {workspace.file('profile.json')}")
+        return 0
+    return run_local_calibration(args)

@@ -1,0 +1,192 @@
+"""The local-host model in the DES: flag ping-pong and bare sync, the path solve, the predictions.
+
+`predict_local` runs osu_allgather's loop (`cxl_pool`, `cxl_pool_zero_copy`) on a
+`CXLPoolTransport` of `local_preset`; `predict_injected` adds the charges cxl_ops.h documents
+(flags +L per wait, +L per block read one block after the other, copies at min(host, B)) as a
+DES workload on the same transport. Units: ns, bytes, bytes/ns.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset
+from cxlsim.errors import InputError, RunError
+
+
+def _transport(preset, nranks: int, coherence: str):
+    from cxlsim.fabric.cxl_transport import CXLPoolTransport
+
+    return CXLPoolTransport(preset, nranks, coherence=coherence, pool_bytes=GiB)
+
+
+def _publish(t, rank: int, value) -> object:
+    """The emulator's cxl_publish for a 0-byte call: sfence, flag store, flush mode: write back the flag."""
+    yield t.fence(rank)
+    yield t.pool_write(rank, rank * 64, 8, value, streaming=False)
+    if t.coherence_mode == "flush":
+        yield t.flush(rank, rank * 64, 8)
+
+
+def des_pingpong_ns(preset, coherence: str, iterations: tuple[int, int] = (4, 12)) -> float:
+    """The DES's flag round trip on a 2-host pool of `preset`: rank 0 publishes and waits for rank 1,
+    rank 1 waits and publishes (flag_pingpong's protocol); steady state, ns per round trip."""
+    ends = []
+    for n in iterations:
+        t = _transport(preset, 2, coherence)
+        done = {}
+
+        def rank0(n=n, t=t, done=done):
+            for i in range(1, n + 1):
+                yield from _publish(t, 0, i)
+                yield t.wait_flags(0, [64], i)
+            done[0] = t.env.now
+
+        def rank1(n=n, t=t):
+            for i in range(1, n + 1):
+                yield t.wait_flags(1, [0], i)
+                yield from _publish(t, 1, i)
+        t.run({0: rank0(), 1: rank1()})
+        ends.append(done[0])
+    return (ends[1] - ends[0]) / (iterations[1] - iterations[0])
+
+
+PATH_RULES = ("sync", "pingpong")
+
+
+def des_sync_ns(preset, coherence: str) -> float:
+    """The DES's bare sync at np = 2 (a 0-byte zero-copy call, the emulator's barrier: both ranks
+    publish and wait at once), steady state, ns per call."""
+    from cxlsim.models.collectives.cxl_pool import cxl_pool_zero_copy
+
+    return _des_loop(_transport(preset, 2, coherence), cxl_pool_zero_copy, 0, 0.0)
+
+
+def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_ns: float,
+                  rule: str = "pingpong") -> tuple[float, float]:
+    """The path for which the DES reproduces the measured flag round trip `roundtrip_ns`.
+
+    rule 'pingpong' (the default): the DES's own ping-pong (`des_pingpong_ns`) equals the round trip;
+    rule 'sync': the DES's bare sync (`des_sync_ns`, where both ranks' flags cross
+    at once, one flag hop each) equals half of it, one hop. Both are linear in the path, so two
+    runs give it exactly, unless an acknowledgement of `flush_ack_ns` outlasts the path's own (a
+    max() in the DES: then it is piecewise linear and the solve bisects). Returns (path_ns, the
+    DES's figure at that path, in the rule's terms: a round trip for 'pingpong', twice the sync
+    for 'sync'). A negative solution is clamped to MIN_PATH_NS and the second value then shows
+    the over-prediction.
+    """
+    if rule not in PATH_RULES:
+        raise InputError(f"path rule: expected one of {PATH_RULES}, got {rule!r}")
+
+    def figure(path):
+        preset = local_preset(model, size_bytes, path, coherence)
+        return des_pingpong_ns(preset, coherence) if rule == "pingpong" else 2 * des_sync_ns(preset, coherence)
+    p0, p1 = 10.0, 110.0
+    r0, r1 = figure(p0), figure(p1)
+    slope = (r1 - r0) / (p1 - p0)
+    if slope <= 0:
+        raise RunError(f"the DES flag round trip does not grow with the path ({r0} -> {r1} ns)")
+    path = max(p0 + (roundtrip_ns - r0) / slope, MIN_PATH_NS)
+    got = figure(path)
+    if abs(got - roundtrip_ns) <= 1e-6 * roundtrip_ns or path == MIN_PATH_NS and got >= roundtrip_ns:
+        return path, got
+    lo, hi = MIN_PATH_NS, max(p1, path)  # not linear: bisect the non-decreasing figure(path)
+    if figure(lo) >= roundtrip_ns:
+        return lo, figure(lo)
+    while figure(hi) < roundtrip_ns:
+        if hi > 1e6:
+            raise RunError(f"the DES flag round trip stays below {roundtrip_ns:.0f} ns at any path")
+        hi *= 2
+    for _ in range(48):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if figure(mid) < roundtrip_ns else (lo, mid)
+    return hi, figure(hi)
+
+
+def _des_loop(t, algorithm, m: int, overhead_ns: float, calls: int = 3) -> float:
+    """osu_allgather's loop in the DES: per rank, `calls` x (timed: overhead + call; untimed: barrier,
+    itself overhead + a 0-byte zero-copy call); returns the mean over ranks of the last timed call, ns."""
+    from cxlsim.models.collectives.cxl_pool import cxl_pool_zero_copy
+
+    spans = {}
+    marks = getattr(t, "call_bytes", None)  # the injected-timing transport wants to know what is read
+
+    def rank_proc(r):
+        ep = t.endpoint(r)
+        for _ in range(calls):
+            t0 = t.env.now
+            yield ep.compute(overhead_ns)
+            if marks is not None:
+                marks[r] = m
+            yield from algorithm(ep, m, r)
+            spans[r] = t.env.now - t0
+            yield ep.compute(overhead_ns)
+            if marks is not None:
+                marks[r] = 0
+            yield from cxl_pool_zero_copy(ep, 0, ("barrier", r))
+    t.run({r: rank_proc(r) for r in range(t.size)})
+    return float(np.mean(list(spans.values())))
+
+
+def _algorithm(side: str):
+    from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_zero_copy
+
+    if side == "copy":
+        return cxl_pool
+    if side == "zero-copy":
+        return cxl_pool_zero_copy
+    raise InputError(f"side: expected 'copy' or 'zero-copy', got {side!r}")
+
+
+def predict_local(model: LocalModel, coherence: str, side: str, size_bytes: int, nranks: int | None = None) -> float:
+    """DES prediction (ns) of the bench's per-call time for `side` ('copy' or 'zero-copy') and size.
+
+    copy: overhead + cxl_pool; zero-copy: overhead + cxl_pool_zero_copy + the application's write
+    pass (n) and read pass (np x n), as the bench's zero-copy step does them.
+    """
+    algorithm = _algorithm(side)
+    t = _transport(local_preset(model, size_bytes, model.path_ns[coherence], coherence), nranks or model.np,
+                   coherence)
+    ns = _des_loop(t, algorithm, size_bytes, model.overhead_ns[side])
+    return ns + (model.app_ns(size_bytes, coherence) if side == "zero-copy" else 0.0)
+
+
+def _injected_transport(preset, nranks: int, coherence: str, latency_ns: float, zero_copy: bool):
+    """A CXLPoolTransport that adds the emulator's injected charges (cxl_ops.h) to the pool protocol:
+    +L once the flags are seen, and per block read (one block after the other, the CPU blocked
+    as by the emulator's memcpy) L before it; zero-copy calls with bytes: np x L after the flags.
+    Copies are paced by the preset's host bandwidth (min(host, B)). Flag polls get nothing extra."""
+    from cxlsim.fabric.cxl_transport import CXLPoolTransport
+
+    class Injected(CXLPoolTransport):
+        call_bytes = [0] * nranks
+
+        def wait_flags(self, rank, flags, value):
+            seen = super().wait_flags(rank, flags, value)
+            extra = latency_ns * (1 + (nranks if zero_copy and self.call_bytes[rank] else 0))
+
+            def then():
+                yield seen
+                yield self.compute(rank, extra)
+            return self.env.process(then())
+
+        def pool_read(self, rank, offset_bytes, size_bytes):
+            if offset_bytes < nranks * 64:  # a flag line (PoolLayout: flags first)
+                return super().pool_read(rank, offset_bytes, size_bytes)
+            self._cpu(rank, latency_ns)
+            done = super().pool_read(rank, offset_bytes, size_bytes)
+            lines = -(-size_bytes // 64)
+            self._cpu(rank, self.load_ns + lines * 64 / self.host_bw_bytes_per_ns)
+            return done
+    t = Injected(preset, nranks, coherence=coherence, pool_bytes=GiB)
+    t.call_bytes = [0] * nranks
+    return t
+
+
+def predict_injected(model: LocalModel, coherence: str, side: str, size_bytes: int, latency_ns: float,
+                     bw_bytes_per_ns: float) -> float:
+    """DES prediction (ns) of the bench's per-call time under injected CXL timing (L, B)."""
+    cap = bw_bytes_per_ns if side == "copy" else 0.0  # zero-copy loads and stores are never paced
+    preset = local_preset(model, size_bytes, model.path_ns[coherence], coherence, bw_cap_bytes_per_ns=cap)
+    t = _injected_transport(preset, model.np, coherence, latency_ns, side == "zero-copy")
+    ns = _des_loop(t, _algorithm(side), size_bytes, model.overhead_ns[side])
+    return ns + (model.app_ns(size_bytes, coherence) if side == "zero-copy" else 0.0)

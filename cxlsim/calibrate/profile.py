@@ -1,0 +1,75 @@
+"""Calibration profiles: JSON (`SCHEMA`, `VERSION`) of kind `local-host` or `network`.
+
+A profile holds a fitted model, its validation rows and provenance, and is written atomically;
+`load_profile` rejects another version or missing keys, naming them.
+"""
+from __future__ import annotations
+
+import json
+
+from cxlsim.errors import InputError
+from cxlsim.results import atomic_write, make_rng, provenance
+
+SCHEMA = "cxlsim-calibration-profile"
+VERSION = 1
+PROFILE_KEYS = ("schema", "version", "kind", "provenance", "model", "validation")
+KINDS = ("local-host", "network")
+MODEL_KEYS = {
+    "local-host": ("np", "path_ns", "flush_ns_per_line", "fence_ns", "overhead_ns", "copy_bw_curve",
+                   "write_pass_curve", "read_pass_curve"),
+    "network": ("base_preset", "np", "loggp", "collective_overhead_ns", "memcpy_bw_bytes_per_ns"),
+}
+
+
+def _check_keys(where: str, data, keys) -> None:
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise InputError(f"{where}: missing key(s) {missing}; expected {list(keys)}")
+
+
+def make_profile(kind: str, model: dict, validation: list, seed: int | None = None, **extra) -> dict:
+    """A profile dict of `kind` with provenance (the seed is recorded, the calibration draws nothing)."""
+    if kind not in KINDS:
+        raise InputError(f"profile kind: expected one of {KINDS}, got {kind!r}")
+    _, seed = make_rng(seed)
+    profile = {"schema": SCHEMA, "version": VERSION, "kind": kind, "provenance": provenance(seed),
+               "model": model, "validation": validation, **extra}
+    check_profile(profile, "<profile>")
+    return profile
+
+
+def check_profile(data, source: str) -> dict:
+    """Validate a profile's schema, version, kind and model keys; returns it (InputError otherwise)."""
+    _check_keys(source, data, PROFILE_KEYS)
+    if data["schema"] != SCHEMA:
+        raise InputError(f"{source}: schema: expected {SCHEMA!r}, got {data['schema']!r}")
+    if data["version"] != VERSION:
+        raise InputError(f"{source}: version: expected {VERSION} (this cxlsim's profile format), "
+                         f"got {data['version']!r}; re-run 'cxlsim calibrate'")
+    if data["kind"] not in KINDS:
+        raise InputError(f"{source}: kind: expected one of {KINDS}, got {data['kind']!r}")
+    _check_keys(f"{source}: model", data["model"], MODEL_KEYS[data["kind"]])
+    if not isinstance(data["validation"], list):
+        raise InputError(f"{source}: validation: expected a list of rows, got {type(data['validation']).__name__}")
+    return data
+
+
+def save_profile(path: str, profile: dict) -> str:
+    """Write `profile` as JSON at `path`, atomically; returns the path."""
+    check_profile(profile, path)
+    atomic_write(path, json.dumps(profile, indent=2) + "\n")
+    return path
+
+
+def load_profile(path: str) -> dict:
+    """Read and validate a profile written by `save_profile`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the profile: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    return check_profile(data, path)
