@@ -122,6 +122,9 @@ def _measure(comm, world, sizes, args):
                 misses.append(f"{n} B: zero-copy ({zc:.2f} us) not faster than copy ({pool:.2f} us)")
             if n >= LARGE and eff < 0.7:
                 misses.append(f"{n} B: {eff:.0%} of the copy-bandwidth bound, below 70%")
+    small = sizes[0]
+    print(f"# zero-copy step (send_view, store, call, read pass) minus copy call at {small} B: "
+          f"{med[('zero-copy', small)] - med[('copy', small)]:.2f} us per call")
     if oversubscribed:
         print("# targets are for np <= cores; these rows show behaviour under oversubscription")
     else:

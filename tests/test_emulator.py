@@ -94,6 +94,28 @@ def test_stale_zero_copy_view_raises():
         assert message and "epoch" in message
 
 
+def _switching_keys(comm):
+    """Zero-copy calls whose (count, dtype) changes, with barriers between: the kernel's per-buffer
+    view cache must follow every key and buffer; returns the mismatches."""
+    wrong = []
+    plan = [(8, np.uint8), (8, np.uint8), (3, np.float64), (8, np.uint8), (0, np.uint8), (5, np.int32),
+            (5, np.int32), (5, np.int32), (8, np.uint8)]
+    for call, (count, dtype) in enumerate(plan):
+        view = comm.send_view(count, dtype)
+        view[:] = block(comm.rank, call, count, dtype)
+        if call % 3 == 2:
+            comm.barrier()
+        result = comm.allgather_zero_copy(view)
+        expected = np.stack([block(r, call, count, dtype) for r in range(comm.size)])
+        if result.array.dtype != np.dtype(dtype) or not np.array_equal(result.array, expected):
+            wrong.append((call, count, np.dtype(dtype).name))
+    return wrong
+
+
+def test_zero_copy_with_changing_counts_dtypes_and_barriers():
+    assert run_local(3, _switching_keys, slot_bytes=64) == [[], [], []]
+
+
 def _wrong_view(comm):
     with pytest.raises(InputError, match="send_view"):
         comm.allgather_zero_copy(np.zeros(4, np.uint8))

@@ -211,6 +211,89 @@ def test_buffer_errors_and_log_overflow(kernel):
             comm.log_events()
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_send_views_are_reused_per_buffer_and_key_and_checked_by_identity(kernel):
+    """The Cython kernel's fast path (views of the last (count, dtype) kept per buffer) keeps the
+    twin's semantics: same key and buffer, same array; another buffer after a data call only."""
+    with solo(kernel, slot_bytes=64) as comm:
+        a = comm.send_view(8)
+        assert comm.send_view(8) is a and comm.send_view(np.int64(8)) is a
+        w = comm.send_view(2, np.uint32)
+        assert w is not a and w.dtype == np.uint32 and comm.send_view(2, np.uint32) is w
+        assert comm.send_view(8) is a  # back to a key seen before: the same array
+        a[:] = 7
+        comm.send_view(2, np.uint32)  # the kernel's cached key is now another one
+        result = comm.allgather_zero_copy(a)  # a is still this call's view
+        assert result.array.tolist() == [[7] * 8]
+        b = comm.send_view(8)
+        assert b is not a and b.ctypes.data != a.ctypes.data  # the other buffer
+        with pytest.raises(InputError, match="send_view"):
+            comm.allgather_zero_copy(a)  # last call's view
+        with pytest.raises(InputError, match="send_view"):
+            comm.allgather_zero_copy(np.zeros(8, np.uint8))
+        with pytest.raises(InputError, match="send_view"):
+            comm.allgather_zero_copy(None)
+        comm.barrier()  # no data round: the next call keeps this buffer
+        assert comm.send_view(8) is b
+        empty = comm.allgather_zero_copy(comm.send_view(0))
+        assert empty.array.shape == (1, 0) and comm.send_view(8) is b
+        b[:] = np.arange(8)
+        second = comm.allgather_zero_copy(b)
+        assert comm.send_view(8) is a
+        assert second.array.tolist() == [list(range(8))] and not second.array.flags.writeable
+        with pytest.raises(InputError, match="does not fit"):
+            comm.send_view(65)
+        with pytest.raises(InputError, match="does not fit"):
+            comm.send_view(-1)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_each_zero_copy_result_keeps_its_own_epoch(kernel):
+    with solo(kernel, slot_bytes=64) as comm:
+        results = []
+        for call in range(6):
+            view = comm.send_view(4)
+            view[:] = call
+            results.append(comm.allgather_zero_copy(view))
+            assert results[-1].epoch == call + 1 and len({r.epoch for r in results}) == len(results)
+            for old in results[:-1]:
+                with pytest.raises(StaleViewError, match=f"epoch {old.epoch} used after epoch {call + 1}"):
+                    old.array
+            assert results[-1].array.tolist() == [[call] * 4] and results[-1][0][0] == call
+            if call % 2:
+                del results[:-1]  # dead results are recycled; the live ones keep their epochs
+        made = _kernels.ZeroCopyResult(comm, comm.epoch, results[-1].array)  # the public constructor
+        assert made.epoch == comm.epoch and made.array is results[-1].array
+        comm.barrier()
+        with pytest.raises(StaleViewError):
+            made.array
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_zero_copy_calls_after_close_are_clear_errors(kernel):
+    with solo(kernel, slot_bytes=64) as comm:
+        view = comm.send_view(8)
+        comm.close()
+        for call in (lambda: comm.send_view(8), lambda: comm.allgather_zero_copy(view)):
+            with pytest.raises(RunError, match="closed"):
+                call()
+        view[:] = 1  # still pinned to the mapping
+
+
+@pytest.mark.parametrize("nbytes", [0, 1, 4095, 65535, 65536, 65537, 3 * 65536 + 5])
+def test_read_pass_sums_on_both_sides_of_its_gil_threshold(nbytes):
+    assert _kernels.READ_PASS_NOGIL_MIN_BYTES == 65536
+    data = np.full(nbytes, 0xA5, np.uint8)
+    assert _kernels.read_pass(data) == _kernels.checksum_of_fill(0xA5, nbytes)
+    stride = -(-max(nbytes, 1) // 64) * 64
+    padded = np.zeros(2 * stride, np.uint8)
+    padded[:nbytes] = 3
+    padded[stride: stride + nbytes] = 5
+    rows = np.lib.stride_tricks.as_strided(padded, shape=(2, nbytes), strides=(stride, 1))
+    want = (_kernels.checksum_of_fill(3, nbytes) + _kernels.checksum_of_fill(5, nbytes)) % 2**64
+    assert _kernels.read_pass(rows) == want
+
+
 # -- timeouts ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("zero_copy", [False, True])
 def test_a_rank_that_never_arrives_times_out_naming_it(zero_copy):

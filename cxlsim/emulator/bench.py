@@ -89,7 +89,7 @@ class _Side:
         self.checksum = None
         self.op = {
             "copy": lambda: comm.allgather(self.send, self.recv),
-            "zero-copy": self._zero_copy,
+            "zero-copy": self._zero_copy_op(),
             "sync": lambda: comm.allgather_in_place(n),
             "mpi": lambda: mpi.Allgather(self.send, self.recv),
         }[name]
@@ -97,11 +97,16 @@ class _Side:
         if validate and name != "sync":
             self.before, self.after = self._fill, self._check
 
-    def _zero_copy(self):
-        block = self.comm.send_view(self.n)
-        block[:] = self.send  # write the rank's block into its slot
-        self.result = self.comm.allgather_zero_copy(block)
-        self.checksum = _kernels.read_pass(self.result.array)  # one read pass over all blocks
+    def _zero_copy_op(self):
+        """What an application does per zero-copy call, with its buffers bound as the copy side's are."""
+        comm, n, send, read_pass = self.comm, self.n, self.send, _kernels.read_pass
+
+        def zero_copy():
+            block = comm.send_view(n)
+            block[:] = send  # write the rank's block into its slot
+            self.result = result = comm.allgather_zero_copy(block)
+            self.checksum = read_pass(result.array)  # one read pass over all blocks, in place
+        return zero_copy
 
     def _fill(self, i):
         self.send.fill(pattern(self.comm.rank, i))

@@ -30,7 +30,7 @@ import numpy as np
 
 from cxlsim.emulator import _kernels
 from cxlsim.emulator.pool import Pool
-from cxlsim.errors import InputError
+from cxlsim.errors import InputError, RunError
 
 CollectiveTimeout = _kernels.CollectiveTimeout
 COHERENCE_MODES = ("hw", "flush")
@@ -133,6 +133,10 @@ class CommMixin:
         comm._views = {}
         return comm
 
+    def _check_views(self) -> None:
+        if self._pool_view is None:
+            raise RunError("the pool communicator is closed")
+
     def _slot_array(self, round: int, count: int, dtype, all_ranks: bool) -> np.ndarray:
         """A cached view of slots of data round `round`'s buffer: this rank's (writable, 1-D) or all (read-only, 2-D).
 
@@ -160,16 +164,23 @@ class CommMixin:
         return view[0]
 
     def send_view(self, count: int, dtype=np.uint8) -> np.ndarray:
-        """A writable view of this rank's slot for the next call: `count` items of `dtype`."""
+        """A writable view of this rank's slot for the next call: `count` items of `dtype`.
+
+        The same (count, dtype) and buffer always give the same array object, so asking again
+        each call costs one lookup (in the Cython kernel, an identity and an int comparison).
+        """
+        self._check_views()
         return self._slot_array(self.data_round + 1, count, dtype, False)
 
     def allgather_zero_copy(self, block: np.ndarray) -> ZeroCopyResult:
         """Publish `block` (the view from `send_view`) and return a view of every rank's block."""
+        self._check_views()
         try:
             count, dtype = block.shape[0], block.dtype
         except (AttributeError, IndexError):
             count = dtype = None
-        if self._views.get(((self.data_round + 1) & 1, False, count, dtype)) is not block:
+        sent = self._views.get(((self.data_round + 1) & 1, False, count, dtype))
+        if sent is None or sent is not block:  # (None is no view: a missing key must not match it)
             raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
         self.allgather_in_place(block.nbytes)
         return ZeroCopyResult(self, self.epoch, self._slot_array(self.data_round, count, dtype, True))
@@ -192,7 +203,8 @@ class CommMixin:
 class PoolComm(CommMixin, _kernels.PoolKernel):
     """A rank's communicator over a pool, on the Cython kernels; build it with `PoolComm.open(pool, rank)`."""
 
-    # The same contracts as CommMixin's, without Python overhead on the hot path.
+    # The same contracts as CommMixin's, without Python overhead on the hot path: the kernel keeps
+    # the views of the last (count, dtype) per buffer, and checks a block by identity against them.
     send_view = _kernels.PoolKernel.send_view
     allgather_zero_copy = _kernels.PoolKernel.allgather_zero_copy
 
