@@ -1,7 +1,7 @@
 """Calibration error: the DES fitted from this machine's primitives against the held-out allgather.
 
     python benchmarks/calibration_error.py [--sizes 1B:1MiB] [--rounds 3] [--np 2] [--oversubscribed 4]
-                                           [--settings 250ns/32GB/s 600ns/16GB/s] [--path-rule pingpong|sync]
+                                           [--settings 250ns/32GB/s 600ns/16GB/s] [--path-rule auto|pingpong|sync]
                                            [--profile PROFILE.json] [--no-mpi] [--out DIR]
 
 Runs the whole of issue 5 in one go and prints each target with ok/MISS:
@@ -45,8 +45,9 @@ def main() -> int:
     parser.add_argument("--oversubscribed", type=int, default=0, help="also run at this np (> cores) and report")
     parser.add_argument("--settings", nargs="*", default=["250ns/32GB/s", "600ns/16GB/s"])
     parser.add_argument("--no-mpi", action="store_true")
-    parser.add_argument("--path-rule", choices=("sync", "pingpong"), default="pingpong",
-                        help="how the DES path is solved from the flag round trip (see calibrate.solve_path_ns)")
+    parser.add_argument("--path-rule", choices=("auto", "sync", "pingpong"), default="auto",
+                        help="how the DES path is solved from the flag round trip: auto = sync in hw mode, "
+                             "pingpong in flush mode (see calibrate.des.AUTO_PATH_RULE)")
     parser.add_argument("--profile", default=None, help="predict with this saved local-host profile's model "
                                                         "instead of fitting one now (cxlsim calibrate writes them)")
     parser.add_argument("--out", default=None)

@@ -96,6 +96,24 @@ def test_fit_local_recovers_every_parameter_from_synthetic_primitives():
                 cal.predict_local(truth, mode, side, 4096), rel=0.02)
 
 
+def test_auto_path_rule_solves_hw_by_the_sync_and_flush_by_the_pingpong():
+    truth = synthetic_model(path_hw=9.0, path_flush=70.0)
+    prims = {"np": 2, "clock_read_ns": 0.0,
+             "roundtrip_ns": {"hw": 2 * cal.des_sync_ns(cal.local_preset(truth, 64, 9.0, "hw"), "hw"),
+                              "flush": cal.des_pingpong_ns(cal.local_preset(truth, 64, 70.0, "flush"), "flush")},
+             "flush": {"lines": [1, 4, 16], "writeback_sfence_ns": [5.0 + 1.5 * n for n in (1, 4, 16)],
+                       "invalidate_mfence_ns": [80.0 + 1.5 * n for n in (1, 4, 16)]},
+             "overhead_ns": dict(truth.overhead_ns), "copy_ns": {"64": 2.0, "4096": 130.0},
+             "write_pass": {"0": 0.0, "64": 3.0, "4096": 200.0}, "read_pass": {"0": 0.0, "64": 5.0, "4096": 300.0}}
+    model, report = cal.fit_local(prims, [64, 4096])
+    assert cal.AUTO_PATH_RULE == {"hw": "sync", "flush": "pingpong"}
+    assert (report["path_hw"]["rule"], report["path_flush"]["rule"]) == ("sync", "pingpong")
+    assert model.path_ns["hw"] == pytest.approx(9.0, rel=0.02)
+    assert model.path_ns["flush"] == pytest.approx(70.0, rel=0.02)
+    with pytest.raises(InputError, match="path rule: expected 'auto'"):
+        cal.fit_local(prims, [64], "fastest")
+
+
 def test_fit_local_recovers_the_flush_acknowledgements_apart_from_the_fence():
     """Synthetic one-process flush primitives made with a bare mfence f, a clean line's
     acknowledgement I and a dirty line's K: the fit returns f as the flush fence, I and K, and
@@ -402,6 +420,8 @@ def test_measured_primitives_are_positive():
 
 def test_steady_drops_samples_from_a_slow_placement():
     assert cal.steady([100.0, 104.0, 330.0, 98.0, 400.0]) == pytest.approx(100.0)
+    # one sample far below the rest does not make them all look slow
+    assert cal.steady([481.0, 513.0, 486.0, 446.0, 428.0, 551.0, 511.0, 584.0, 403.0, 240.0]) == pytest.approx(483.5)
     with pytest.raises(Exception, match="no finite sample"):
         cal.steady([float("nan")])
     with pytest.raises(InputError, match="path rule: expected one of"):

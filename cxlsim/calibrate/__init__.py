@@ -31,10 +31,13 @@ latency, a host-to-pool path solved so that the DES's own flag ping-pong on
 `CXLPoolTransport` reproduces the measured round trip (the DES is linear in the path, so two
 runs give it, unless an acknowledgement below outlasts the path: then it bisects; in flush
 mode the DES's polls are quantised, so its round trip jumps with the path and the solve
-lands on the jump, reported as its residual; `path_rule='sync'` instead makes the DES's bare sync, where both ranks' flags
-cross at once, cost one hop, half the round trip: the DES's sync costs about a whole round
-trip at the ping-pong path, since its store takes the line, the poller is woken, then
-recalls it; on this machine 'sync' fits hw copy at small sizes better, 'pingpong' flush mode),
+lands on the jump, reported as its residual); that is the 'pingpong' rule, used in flush
+mode. In hw mode ('auto' rule, `AUTO_PATH_RULE`) the path is solved with the 'sync' rule
+instead: the DES's bare sync, where both ranks' flags cross at once, costs one hop, half the
+round trip. The DES's sync costs about a whole round trip at the ping-pong path, since its
+store waits to take the line before the poll starts, where x86 posts the store (a choice made
+after session 1's validation showed 'sync' fitting hw mode and 'pingpong' flush mode; no
+parameter is fitted to the allgather),
 host bandwidth per size from the concurrent copy (copy-in + copy-out less the latency the
 DES already charges around them, 4 x path; without the primitive, e.g. an older profile or
 np != 2, the earlier blend of one-process and remote copies), clflushopt per line from the
@@ -77,7 +80,7 @@ Units inside: ns, bytes, bytes/ns.
 # The core API is __all__; the other public names of the former single module stay importable
 # from here too, and _report_local for benchmarks/calibration_error.py.
 from cxlsim.calibrate.cli import _report_local, main, predict_profile, register, run_local_calibration  # noqa: F401
-from cxlsim.calibrate.des import (PATH_RULES, des_pingpong_ns, des_sync_ns, predict_injected,  # noqa: F401
+from cxlsim.calibrate.des import (AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, des_sync_ns, predict_injected,  # noqa: F401
                                   predict_local, solve_path_ns)
 from cxlsim.calibrate.fit import fit_flush_line, fit_line, fit_local  # noqa: F401
 from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset  # noqa: F401

@@ -51,6 +51,13 @@ def des_pingpong_ns(preset, coherence: str, iterations: tuple[int, int] = (4, 12
 
 
 PATH_RULES = ("sync", "pingpong")
+AUTO_PATH_RULE = {"hw": "sync", "flush": "pingpong"}
+"""path_rule='auto' (the default of `fit_local`): per mode. hw: the DES's stores wait for the
+line's ownership before the CPU goes on, where x86 posts them, so in the symmetric exchange of
+the allgather's sync the DES takes a whole round trip where the machine takes one hop; the
+'sync' rule makes that exchange cost the measured hop. flush: every poll is a clflushopt,
+mfence and load from memory, about a third of the round trip, so the symmetric exchange is not
+one hop either way; the 'pingpong' rule reproduces the primitive as measured."""
 
 
 def des_sync_ns(preset, coherence: str) -> float:

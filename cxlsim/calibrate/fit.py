@@ -10,7 +10,7 @@ import dataclasses
 
 import numpy as np
 
-from cxlsim.calibrate.des import des_pingpong_ns, solve_path_ns
+from cxlsim.calibrate.des import AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, solve_path_ns
 from cxlsim.calibrate.local_model import LocalModel, local_preset
 from cxlsim.errors import InputError
 
@@ -47,12 +47,16 @@ def _excess(curve: dict) -> dict:
     return {str(int(k)): max(float(v) - float(curve[smallest]), 0.0) for k, v in curve.items()}
 
 
-def fit_local(primitives: dict, sizes, path_rule: str = "pingpong") -> tuple[LocalModel, dict]:
+def fit_local(primitives: dict, sizes, path_rule: str = "auto") -> tuple[LocalModel, dict]:
     """The `local-host` model from the primitive measurements only; returns (model, fit report).
+
+    path_rule: 'auto' (per mode, `AUTO_PATH_RULE`), or one of `PATH_RULES` for both modes.
 
     The report holds each least-squares line (flush: fence + lines x per-line cost; write and
     read pass: a + n / bw) with its rms relative residual, and the path solve per mode.
     """
+    if path_rule != "auto" and path_rule not in PATH_RULES:
+        raise InputError(f"path rule: expected 'auto' or one of {PATH_RULES}, got {path_rule!r}")
     clock = primitives["clock_read_ns"]
     wb = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["writeback_sfence_ns"], clock)
     inv = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["invalidate_mfence_ns"], clock)
@@ -87,10 +91,11 @@ def fit_local(primitives: dict, sizes, path_rule: str = "pingpong") -> tuple[Loc
     paths = {}
     ref = max(int(s) for s in sizes) if sizes else 64
     for mode in ("hw", "flush"):
-        path, des_rt = solve_path_ns(base, 64, mode, base.roundtrip_ns[mode], path_rule)
+        rule = AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule
+        path, des_rt = solve_path_ns(base, 64, mode, base.roundtrip_ns[mode], rule)
         paths[mode] = path
         pingpong = des_pingpong_ns(local_preset(base, 64, path, mode), mode)
-        report[f"path_{mode}"] = {"rule": path_rule, "path_ns": path, "measured_roundtrip_ns": base.roundtrip_ns[mode],
+        report[f"path_{mode}"] = {"rule": rule, "path_ns": path, "measured_roundtrip_ns": base.roundtrip_ns[mode],
                                   "des_roundtrip_ns": des_rt,
                                   "residual": (des_rt - base.roundtrip_ns[mode]) / base.roundtrip_ns[mode],
                                   "des_pingpong_ns": pingpong}

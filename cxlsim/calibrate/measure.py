@@ -40,12 +40,14 @@ def _pingpong_rank(comm, batches: int, calls: int):
 
 
 def steady(values) -> float:
-    """Median of the samples within STABLE x the smallest: samples taken while other jobs or a slow
-    host placement slowed this machine down are flagged by that rule and not used."""
-    values = [v for v in values if math.isfinite(v)]
+    """Median of the samples within STABLE x the lower quartile (the smallest, below 5 samples):
+    samples taken while other jobs or a slow host placement slowed this machine down are
+    flagged by that rule and not used, and one sample far below the rest (a job whose caches
+    happened to be in another state) cannot make every other sample look slow."""
+    values = sorted(v for v in values if math.isfinite(v))
     if not values:
         raise RunError("no finite sample to fit (every batch was disturbed)")
-    best = min(values)
+    best = values[(len(values) - 1) // 4]
     return statistics.median([v for v in values if v <= STABLE * best])
 
 

@@ -35,7 +35,7 @@ def parse_settings(texts) -> list[tuple[str, float, float]]:
 
 
 def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
-                    settings=(), mpi: bool = True, progress=None, path_rule: str = "pingpong",
+                    settings=(), mpi: bool = True, progress=None, path_rule: str = "auto",
                     profile: dict | None = None) -> dict:
     """Measure, fit from primitives, predict every allgather measurement; returns everything.
 
