@@ -367,8 +367,9 @@ static int cxl_allgather(cxl_pool_t *p, uint64_t epoch, uint64_t round, const ch
 }
 
 /* Load every byte of [p, p + n) once; return the wrapping sum of its 8-byte words plus its tail
- * bytes (a checksum, so the loads stay and a stale block is detectable). */
-static inline uint64_t cxl_read_pass(const char *p, uint64_t n)
+ * bytes (a checksum, so the loads stay and a stale block is detectable). The body; the
+ * compiler vectorises it for whatever target the function it is inlined into has. */
+static inline __attribute__((always_inline)) uint64_t cxl_read_pass_body(const char *p, uint64_t n)
 {
     uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     uint64_t i = 0, w;
@@ -383,6 +384,27 @@ static inline uint64_t cxl_read_pass(const char *p, uint64_t n)
     }
     for (; i < n; i++) acc[0] += (unsigned char)p[i];
     return acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+}
+
+#if CXL_X86 && defined(__GNUC__)
+/* The same pass compiled for AVX2 (256-bit loads): about 1.7x the SSE2 build's rate on data in
+ * this core's caches (4 KiB to 1 MiB), at or above memcpy's, where the baseline x86-64 build is
+ * slower than memcpy. Used only when the CPU has AVX2 (cxl_read_pass picks it at run time). */
+__attribute__((target("avx2"))) static uint64_t cxl_read_pass_avx2(const char *p, uint64_t n)
+{
+    return cxl_read_pass_body(p, n);
+}
+#endif
+
+/* cxl_read_pass_body in the widest build this CPU runs (same result either way: the sum wraps). */
+static uint64_t cxl_read_pass(const char *p, uint64_t n)
+{
+#if CXL_X86 && defined(__GNUC__)
+    static int avx2 = -1; /* racing first calls store the same answer */
+    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2) return cxl_read_pass_avx2(p, n);
+#endif
+    return cxl_read_pass_body(p, n);
 }
 
 #endif
