@@ -33,7 +33,9 @@ from cxlsim.units import parse_sizes
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _verdict(ok: bool) -> str:
+def _verdict(ok: bool, measured: bool = True) -> str:
+    if not measured:
+        return "UNMEASURED (every point was disturbed or in a slow placement: run again)"
     return "ok" if ok else "MISS"
 
 
@@ -67,19 +69,21 @@ def main() -> int:
         output = ws.path
     cal._report_local(Args, result)
     ok_all = True
-    print("\n# targets (np = %d, %s)" % (args.np, args.sizes))
+    rt = result["model"].roundtrip_ns
+    print("\n# targets (np = %d, %s; host placement: flag round trip hw %.0f ns, flush %.0f ns)"
+          % (args.np, args.sizes, rt["hw"], rt["flush"]))
     for key, s in cal.summarize(result["validation"]).items():
         ok = s["n"] > 0 and s["median"] <= cal.TARGET_MEDIAN and s["worst"] <= cal.TARGET_WORST
         ok_all &= ok
         print(f"  {key:<16} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
-              f"at {s['worst_size']} B (<= 25%) over {s['n']} sizes ({s['excluded']} left out): {_verdict(ok)}")
+              f"at {s['worst_size']} B (<= 25%) over {s['n']} sizes ({s['excluded']} left out): {_verdict(ok, s['n'] > 0)}")
     if result["injected"]:
         kept = [abs(r["error"]) for r in result["injected"] if cal.comparable(r)]
         med = statistics.median(kept) if kept else float("nan")
         ok = bool(kept) and med <= cal.TARGET_INJECTED
         ok_all &= ok
         print(f"  injected timing  median |error| {med * 100:5.1f}% (<= 15%) over {len(kept)} of "
-              f"{len(result['injected'])} points: {_verdict(ok)}")
+              f"{len(result['injected'])} points: {_verdict(ok, bool(kept))}")
         for key, s in cal.summarize(result["injected"]).items():
             print(f"    {key:<28} median {s['median'] * 100:5.1f}%, worst {s['worst'] * 100:5.1f}% at {s['worst_size']} B")
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))

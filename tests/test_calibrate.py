@@ -368,6 +368,9 @@ def test_concurrent_model_recovers_the_bandwidth_and_flush_cost_it_was_made_from
         assert model.flush_line_ns(n, "flush") == pytest.approx(per_line, rel=0.02)
         assert model.flush_line_ns(n, "hw") == pytest.approx(0.5)  # hw mode flushes nothing: the line fit
         assert model.app_ns(n, "hw") == pytest.approx(100.0 + n / 20.0 + 2 * n / 10.0)
+    # the bench's own store (numpy, one process) bounds the write pass from below where it is dearer
+    numpy_store = dataclasses.replace(model, write_pass_curve={str(n): 500.0 + n for n in [0] + sizes})
+    assert numpy_store.app_ns(4096, "hw") == pytest.approx(500.0 + 4096 + 2 * 4096 / 10.0)
     old = dataclasses.replace(model, concurrent_curves={})  # without the primitive: the blend
     assert old.host_bw(4096, "hw", path) == pytest.approx(3 * 4096 / (3 * 4096 / 30.0))
     n = 65536
