@@ -294,6 +294,18 @@ def test_read_pass_sums_on_both_sides_of_its_gil_threshold(nbytes):
     assert _kernels.read_pass(rows) == want
 
 
+@pytest.mark.parametrize("nbytes", [0, 1, 4095, 65536, 65537])
+def test_write_block_copies_every_byte_and_rejects_a_size_mismatch(nbytes):
+    src = (np.arange(nbytes) % 251).astype(np.uint8)
+    dst = np.zeros(nbytes, np.uint8)
+    _kernels.write_block(dst, src)
+    assert np.array_equal(dst, src)
+    with pytest.raises(InputError, match=f"write_block: src has {nbytes + 1} bytes, dst {nbytes}"):
+        _kernels.write_block(dst, np.zeros(nbytes + 1, np.uint8))
+    with pytest.raises((BufferError, ValueError, TypeError)):
+        _kernels.write_block(src[::-1] if nbytes > 1 else b"x", src[:1])  # not writable / contiguous
+
+
 # -- timeouts ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("zero_copy", [False, True])
 def test_a_rank_that_never_arrives_times_out_naming_it(zero_copy):

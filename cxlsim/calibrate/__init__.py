@@ -15,7 +15,7 @@ never the allgather itself:
   copy mode, the bench's whole zero-copy step (send_view, store, allgather_zero_copy,
   read_pass) for zero-copy mode;
 - the copy bandwidth by size (`copybw.copy_bandwidth_curve`) and the application's
-  write pass (numpy store of a block) and read pass (`_kernels.read_pass` over np blocks);
+  write pass (`_kernels.write_block` of a block, the bench's store) and read pass (`_kernels.read_pass` over np blocks);
 - the concurrent copy (`PoolKernel.concurrent_copy`, np = 2): both ranks at once write their
   block into their slot, then copy out (or read in place) every block of the round, one of
   them freshly written by the other core, timed per phase (in, write-back, invalidate, out;

@@ -140,8 +140,7 @@ class LocalModel:
 
         With the concurrent primitive: each pass takes the larger of its concurrent figure (both
         ranks at once, lines taken from the other core) and its one-process figure (the bench's
-        own code: numpy's store, whose per-size dispatch costs up to ~60 ns more than a memcpy
-        at 512 B-2 KiB, and `read_pass` called from Python)."""
+        own code, `write_block` and `read_pass`, called from Python)."""
         if size_bytes <= 0:
             return 0.0
         store = self.concurrent_ns("storein", size_bytes, coherence)

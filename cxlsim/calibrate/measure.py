@@ -67,21 +67,14 @@ def measure_roundtrip(coherence: str, batches: int = 7, calls: int = 500) -> lis
 
 
 def _overhead_rank(comm, batches: int, iterations: int):
-    """np = 1: the bench's copy and zero-copy step at 0 bytes, through bench.time_loop (ns per call)."""
-    from cxlsim.emulator import _kernels
-    from cxlsim.emulator.bench import time_loop
+    """np = 1: the bench's own copy and zero-copy steps (`bench.side_op`, the very code the
+    allgather runs time) at 0 bytes, through bench.time_loop (ns per call)."""
+    from cxlsim.emulator.bench import side_op, time_loop
 
-    send, recv = np.zeros(0, np.uint8), np.zeros(0, np.uint8)
-
-    def zero_copy():
-        block = comm.send_view(0)
-        block[:] = send
-        result = comm.allgather_zero_copy(block)
-        _kernels.read_pass(result.array)
     out = {"copy": [], "zero-copy": []}
     for _ in range(batches):
-        out["copy"].append(time_loop(lambda: comm.allgather(send, recv), comm.barrier, 200, iterations) * 1e9)
-        out["zero-copy"].append(time_loop(zero_copy, comm.barrier, 200, iterations) * 1e9)
+        for side in out:
+            out[side].append(time_loop(side_op(side, comm, 0), comm.barrier, 200, iterations) * 1e9)
     return out
 
 
@@ -93,7 +86,7 @@ def _mean_call_ns(fn, calls: int) -> float:
 
 
 def _pass_curves(sizes, nranks: int, repeats: int = 5) -> tuple[dict, dict]:
-    """Median ns per call of the zero-copy bench's write pass (`block[:] = send`, n bytes) and read pass
+    """Median ns per call of the zero-copy bench's write pass (`write_block(block, send)`, n bytes) and read pass
     (`read_pass` over an (np, n) view with 64-B-padded rows), for 0 and every size."""
     from cxlsim.emulator import _kernels
 
@@ -107,7 +100,7 @@ def _pass_curves(sizes, nranks: int, repeats: int = 5) -> tuple[dict, dict]:
         calls = max(20, min(20000, int(2e6 / (n + 200))))
 
         def store():
-            block[:] = send
+            _kernels.write_block(block, send)
         write[str(n)] = steady([_mean_call_ns(store, calls) for _ in range(repeats)])
         read[str(n)] = steady([_mean_call_ns(lambda: _kernels.read_pass(rows), calls) for _ in range(repeats)])
     return write, read

@@ -177,6 +177,30 @@ cdef enum:
 READ_PASS_NOGIL_MIN_BYTES = READ_PASS_NOGIL_BYTES
 
 
+def write_block(dst, src):
+    """Store src's bytes into dst (both contiguous, the same size): a zero-copy application's
+    write of its block into its slot, done with memcpy as the copy side's copy-in is (the GIL
+    released from READ_PASS_NOGIL_MIN_BYTES). numpy's uint8 assignment (`dst[:] = src`) runs
+    ~1.4x as long when another core holds the lines (16 KiB, np = 2, hw: 1.72 against 1.26 us
+    per zero-copy step), which would charge the zero-copy side for numpy, not for the pool."""
+    cdef Py_buffer d, s
+    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+    try:
+        PyObject_GetBuffer(src, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            if s.len != d.len:
+                raise InputError(f"write_block: src has {s.len} bytes, dst {d.len}")
+            if s.len < READ_PASS_NOGIL_BYTES:
+                memcpy(d.buf, s.buf, <size_t>s.len)
+            else:
+                with nogil:
+                    memcpy(d.buf, s.buf, <size_t>s.len)
+        finally:
+            PyBuffer_Release(&s)
+    finally:
+        PyBuffer_Release(&d)
+
+
 def read_pass(obj):
     """Load every byte of a 1-D or 2-D buffer (rows may be strided) once, in C.
 

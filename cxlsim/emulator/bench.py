@@ -99,11 +99,11 @@ class _Side:
 
     def _zero_copy_op(self):
         """What an application does per zero-copy call, with its buffers bound as the copy side's are."""
-        comm, n, send, read_pass = self.comm, self.n, self.send, _kernels.read_pass
+        comm, n, send, read_pass, write_block = self.comm, self.n, self.send, _kernels.read_pass, _kernels.write_block
 
         def zero_copy():
             block = comm.send_view(n)
-            block[:] = send  # write the rank's block into its slot
+            write_block(block, send)  # write the rank's block into its slot (memcpy, as copy mode's)
             self.result = result = comm.allgather_zero_copy(block)
             self.checksum = read_pass(result.array)  # one read pass over all blocks, in place
         return zero_copy
@@ -130,6 +130,12 @@ class _Side:
             raise ValidationError(f"rank {self.comm.rank}, {self.name} allgather of {self.n} B, iteration {i}: "
                                   f"block {r} holds {np.unique(got[r])[:4].tolist()}, expected {int(expected[r])} "
                                   f"(stale or torn data)")
+
+
+def side_op(name: str, comm, n: int, mpi=None):
+    """The operation the bench times for side `name` at n bytes per rank (no validation): what
+    the calibration's per-call overhead measures at np = 1, 0 B, so it is the same code."""
+    return _Side(name, comm, mpi, n, False).op
 
 
 def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:

@@ -16,7 +16,7 @@ Copy mode::
 Zero-copy mode: write straight into the pool, read the result in place::
 
     block = comm.send_view(count, dtype)       # writable view of this rank's next slot
-    block[:] = ...
+    block[:] = ...                             # or _kernels.write_block(block, src): a memcpy
     result = comm.allgather_zero_copy(block)   # read-only (size, count) view of all slots
     result.array[r]                            # valid until this rank's next collective
 
