@@ -318,7 +318,10 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
     (the OS ran another job there) are left out when undisturbed ones exist. The flag round trip is measured before
     and after each job: a job with either above STABLE x the best seen (so far, or
     `best_roundtrip_ns`) is flagged, kept out of the medians and repeated (at most `max_retries`
-    extra jobs). timing: (latency_ns, bw_bytes_per_ns) of emulated CXL timing, or None.
+    extra jobs). timing: (latency_ns, bw_bytes_per_ns) of emulated CXL timing, or None; without
+    it, an np = 1 job before every job measures the per-call overhead again (batch key
+    'overhead'), as the flag round trip and the concurrent copy are, so a primitive taken in a
+    passing slow moment is outvoted.
     Returns {'rows': [{coherence, side, size_bytes, measured_ns, batches}], 'batches': [...]}.
     """
     from cxlsim.emulator.launch import run_local
@@ -331,6 +334,7 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
     queue = list(modes) * rounds
     while queue:
         mode = queue.pop(0)
+        overhead = None if timing else run_local(1, _overhead_rank, (2, 1000), slot_bytes=64)[0]
         per_rank = run_local(nranks, _allgather_rank, (sizes, iterations, 500), coherence=mode,
                              slot_bytes=max(max(sizes), 64), timeout_s=60.0, pool_latency_ns=latency_ns,
                              pool_bw_bytes_per_ns=bw)
@@ -343,7 +347,7 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
             best[mode] = min(best.get(mode, worst), rt0, rt1)
         slow = math.isfinite(worst) and worst > STABLE * best[mode]
         batches.append({"coherence": mode, "roundtrip_before_ns": rt0, "roundtrip_after_ns": rt1,
-                        "slow_placement": slow, "rows": rows, "concurrent": concurrent})
+                        "slow_placement": slow, "rows": rows, "concurrent": concurrent, "overhead": overhead})
         if slow and retries > 0:
             retries -= 1
             queue.append(mode)

@@ -53,16 +53,20 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                              progress=step)
     # the flag round trips measured before and after every batch are ping-pong primitives too:
     # fit from all of them, so the model and the kept batches share the host placement
-    # and so are the concurrent copies measured before and after every batch (np = 2)
+    # and so are the concurrent copies measured before and after every batch (np = 2), and the
+    # per-call overhead measured (np = 1) before every batch
     for b in meas["batches"]:
         for key in ("roundtrip_before_ns", "roundtrip_after_ns"):
             if math.isfinite(b[key]):
                 prims["roundtrip_samples_ns"][b["coherence"]].append(b[key])
+        for side, values in (b.get("overhead") or {}).items():
+            prims["overhead_samples_ns"][side] += values
         for got in b.get("concurrent", []):
             for kind, by in got.items():
                 for n, v in by.items():
                     prims["concurrent_samples_ns"][b["coherence"]].setdefault(kind, {}).setdefault(str(n), []).append(v)
     prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
+    prims["overhead_ns"] = {side: steady(v) for side, v in prims["overhead_samples_ns"].items()}
     prims["concurrent_ns"] = concurrent_curves(prims["concurrent_samples_ns"])
     model, fit = fit_local(prims, sizes, path_rule)
     if profile is not None:
