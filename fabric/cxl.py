@@ -171,7 +171,7 @@ class CXLHostParams:
     """From a clflushopt's issue until it is acknowledged when it writes nothing back (the line clean
     or not held), ns: every cache that may hold the line has dropped it. A fence waits for it.
     0 (the CXL presets): at once. The local-host calibration measures it (a core's clflushopt of a
-    clean line then mfence takes about 110 ns beyond a bare mfence on a 2-socket-class server)."""
+    clean line then mfence took 100-140 ns beyond a bare mfence on the 2-vCPU VM this was built on)."""
     writeback_ns: float = 0.0
     """Least time from the start of a write to the pool (streamed stores, or a clflushopt's
     write-back of dirty lines) until the pool acknowledges it, ns; a fence waits for it. 0 (the
