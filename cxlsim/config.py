@@ -12,7 +12,8 @@ and what was expected:
 `get(cfg, "fabric.preset")` looks a value up by dotted YAML key, and
 `with_overrides(cfg, {"fabric.nodes": 8})` returns a re-validated copy; values
 are given as in YAML. Other features define their own schema with the same
-helpers and call `load(path, schema=...)`.
+helpers (`option`, `section`, and the value parsers `choice(...)` and
+`integer(lo)`) and call `load(path, schema=...)`.
 
 >>> cfg = from_dict({"fabric": {"preset": "ib-hdr", "nodes": 4}})
 >>> get(cfg, "fabric.nodes"), get(with_overrides(cfg, {"fabric.nodes": 8}), "fabric.nodes")
@@ -30,7 +31,7 @@ from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes, parse_time
 
 __all__ = [
-    "ConfigError", "option", "section", "load", "from_dict", "to_dict", "get", "with_overrides",
+    "ConfigError", "option", "section", "choice", "integer", "load", "from_dict", "to_dict", "get", "with_overrides",
     "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
     "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig",
 ]
@@ -146,7 +147,12 @@ def with_overrides(cfg, overrides: dict):
 
 # ---------------------------------------------------------------- parsers
 
-def _int(lo: int):
+def integer(lo: int):
+    """A parser for `option(...)`: accepts an int >= `lo` (not a bool) and returns it unchanged.
+
+    Bad input raises ValueError; `from_dict` turns it into a ConfigError naming the key,
+    e.g. `fabric.nodes: expected an integer >= 1, got 0`.
+    """
     def parse(value):
         if isinstance(value, bool) or not isinstance(value, int) or value < lo:
             raise ValueError("")
@@ -160,12 +166,22 @@ def _positive(value) -> float:
     return float(value)
 
 
-def _choice(*options):
+def choice(*options):
+    """A parser for `option(...)`: accepts one of `options` (compared with ==) and returns it unchanged.
+
+    Bad input raises ValueError; `from_dict` turns it into a ConfigError naming the key,
+    e.g. `engine: expected 'des' or 'analytic', got 'fast'`.
+    """
     def parse(value):
         if value not in options:
             raise ValueError("")
         return value
     return parse
+
+
+# The old private names, still imported by models/training/cluster.py.
+_int = integer
+_choice = choice
 
 
 def _text(value) -> str:
@@ -188,7 +204,7 @@ def _sizes(value) -> tuple:
 
 
 def _line_multiple(value) -> int:
-    if _int(64)(value) % 64:
+    if integer(64)(value) % 64:
         raise ValueError("")
     return value
 
@@ -225,9 +241,9 @@ class LinkConfig:
 class SwitchConfig:
     """Switch overrides; unset values come from the preset."""
 
-    kind: str | None = option("kind", _choice("ethernet", "infiniband"), "'ethernet' or 'infiniband'", None)
+    kind: str | None = option("kind", choice("ethernet", "infiniband"), "'ethernet' or 'infiniband'", None)
     latency_ns: float | None = option("latency", parse_time, _TIME, None, _ns)
-    mode: str | None = option("mode", _choice("cut-through", "store-and-forward"),
+    mode: str | None = option("mode", choice("cut-through", "store-and-forward"),
                               "'cut-through' or 'store-and-forward'", None)
 
 
@@ -256,16 +272,16 @@ class CXLConfig:
     chosen by `cxlsim.simulate.resolve_cxl` and written out in the run's config.
     """
 
-    coherence: str | None = option("coherence", _choice("hw", "flush"), "'hw' or 'flush'", None)
+    coherence: str | None = option("coherence", choice("hw", "flush"), "'hw' or 'flush'", None)
     """'hw' (CXL 3.x back-invalidation) or 'flush' (software); unset: 'hw' if the preset has it, else 'flush'."""
-    devices: int = option("devices", _int(1), "an integer >= 1", 1)
+    devices: int = option("devices", integer(1), "an integer >= 1", 1)
     """Pool devices, interleaved by chunk."""
-    switch_levels: int | None = option("switch_levels", _choice(1, 2), "1 or 2", None)
+    switch_levels: int | None = option("switch_levels", choice(1, 2), "1 or 2", None)
     """1: one switch; 2: leaf switches under a root (CXL 3.x); unset: 1 if the hosts fit on one switch, else 2."""
     load_latency_ns: float | None = option("load_latency", parse_time, _TIME, None, _ns)
     """Unloaded load latency through one switch level; every latency figure (core to port, link, hop,
     media) is scaled by the same factor to reach it; unset: the preset's (250 ns)."""
-    outstanding_lines: int | None = option("outstanding_lines", _int(1), "an integer >= 1", None)
+    outstanding_lines: int | None = option("outstanding_lines", integer(1), "an integer >= 1", None)
     """Line requests one host keeps in flight (its bandwidth is this * 64 B / load latency)."""
     device_bw_bytes_per_ns: float | None = option("device_bandwidth", parse_bandwidth, _BW, None, _gbs)
     """Media bandwidth of one device (its ports still cap it)."""
@@ -279,12 +295,12 @@ class FabricConfig:
 
     preset: str = option("preset", _text, "a preset name like 'ib-hdr'")
     topology: str = option("topology", _text, "'star', 'fat_tree' or a .yaml/.graphml file", "star")
-    nodes: int = option("nodes", _int(1), "an integer >= 1")
-    ranks_per_node: int = option("ranks_per_node", _int(1), "an integer >= 1", 1)
-    placement: str = option("placement", _choice("block", "round_robin"), "'block' or 'round_robin'", "block")
-    hosts_per_leaf: int | None = option("hosts_per_leaf", _int(1), "an integer >= 1 (fat_tree)", None)
+    nodes: int = option("nodes", integer(1), "an integer >= 1")
+    ranks_per_node: int = option("ranks_per_node", integer(1), "an integer >= 1", 1)
+    placement: str = option("placement", choice("block", "round_robin"), "'block' or 'round_robin'", "block")
+    hosts_per_leaf: int | None = option("hosts_per_leaf", integer(1), "an integer >= 1 (fat_tree)", None)
     oversubscription: float = option("oversubscription", _positive, "a number > 0 (fat_tree)", 1.0)
-    spines: int | None = option("spines", _int(1), "an integer >= 1 (fat_tree)", None)
+    spines: int | None = option("spines", integer(1), "an integer >= 1 (fat_tree)", None)
     links: LinkConfig = section("links", LinkConfig)
     switch: SwitchConfig = section("switch", SwitchConfig)
     nic: NicConfig = section("nic", NicConfig)
@@ -298,15 +314,15 @@ class WorkloadConfig:
 
     collective: str = option("collective", _text, "a collective like 'allgather'", "allgather")
     algorithm: str = option("algorithm", _text, "an algorithm name or 'auto'", "auto")
-    selector: str = option("selector", _choice("mpich", "ompi"), "'mpich' or 'ompi'", "mpich")
+    selector: str = option("selector", choice("mpich", "ompi"), "'mpich' or 'ompi'", "mpich")
     inter_algorithm: str = option("inter_algorithm", _text, "an allgather algorithm among node leaders", "ring")
     sizes_bytes: tuple = option("sizes", _sizes, "sizes like '1B:1MiB' or [1, 1024]",
                                (1, 1024, 65536, 1048576), list)
-    chunk_bytes: int = option("chunk", lambda v: _int(1)(parse_size(v)), "a size >= 1 B like '64 KiB'", 65536)
-    root: int = option("root", _int(0), "a rank >= 0", 0)
-    iterations: int = option("iterations", _int(1), "an integer >= 1", 1)
+    chunk_bytes: int = option("chunk", lambda v: integer(1)(parse_size(v)), "a size >= 1 B like '64 KiB'", 65536)
+    root: int = option("root", integer(0), "a rank >= 0", 0)
+    iterations: int = option("iterations", integer(1), "an integer >= 1", 1)
     """Timed back-to-back calls (DES only): the latency is the time per call, as OSU reports it."""
-    warmup: int = option("warmup", _int(0), "an integer >= 0", 0)
+    warmup: int = option("warmup", integer(0), "an integer >= 0", 0)
     """Untimed calls before them (DES only)."""
 
 
@@ -324,7 +340,7 @@ class Scenario:
 
     name: str = option("name", _text, "a short name", "scenario")
     seed: int | None = option("seed", _seed, "an integer >= 0", None)
-    engine: str = option("engine", _choice("des", "analytic"), "'des' or 'analytic'", "des")
+    engine: str = option("engine", choice("des", "analytic"), "'des' or 'analytic'", "des")
     fabric: FabricConfig = section("fabric", FabricConfig)
     workload: WorkloadConfig = section("workload", WorkloadConfig)
     output: OutputConfig = section("output", OutputConfig)

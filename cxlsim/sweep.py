@@ -69,6 +69,7 @@ import fcntl
 import hashlib
 import itertools
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -117,9 +118,9 @@ class SweepConfig:
     vary: tuple = config.option("vary", _vary, "a mapping of dotted keys to lists of values, "
                                 "like {fabric.nodes: [4, 8]}", (), lambda axes: {k: list(v) for k, v in axes})
     """Axes: (dotted key, values as written in YAML) pairs, outermost first."""
-    executor: str = config.option("executor", config._choice("local", "mpi"), "'local' or 'mpi'", "local")
+    executor: str = config.option("executor", config.choice("local", "mpi"), "'local' or 'mpi'", "local")
     """Where DES points run: a local process pool or mpi4py's MPIPoolExecutor."""
-    workers: int | None = config.option("workers", config._int(1), "an integer >= 1", None)
+    workers: int | None = config.option("workers", config.integer(1), "an integer >= 1", None)
     """Local pool size; None means the CPUs this process may use."""
 
 
@@ -301,8 +302,10 @@ def _jsonable(obj):
 
 # ---------------------------------------------------------------- executors
 
-def _worker_init() -> None:
-    """Local workers: Ctrl-C is the parent's to handle; die with the parent (Linux)."""
+def _worker_init(pids) -> None:
+    """Local workers: report the pid on `pids` (a SimpleQueue); Ctrl-C is the parent's to handle;
+    die with the parent (Linux)."""
+    pids.put(os.getpid())
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the sweep's handler, inherited by fork
     try:
@@ -333,22 +336,31 @@ def make_executor(kind: str, workers: int | None, jobs: int):
             raise InputError("--executor mpi: mpi4py is not installed (pip install -e '.[mpi]')") from None
         # main=False: workers need only cxlsim.sweep.run_point, not a re-run of `python -m cxlsim`
         return MPIPoolExecutor(max_workers=workers, main=False)
-    import multiprocessing
-
     size = max(1, min(workers or cpus(), jobs))
     context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
-    return cf.ProcessPoolExecutor(max_workers=size, mp_context=context, initializer=_worker_init)
+    return LocalPool(size, context)
 
 
-def _end_workers(executor) -> None:
-    """Stop a local pool's workers now: their running points are abandoned (they have no result yet).
+class LocalPool(cf.ProcessPoolExecutor):
+    """The local executor: a process pool that knows its workers, so that `end_workers()` can stop them.
 
-    ProcessPoolExecutor has no public way to end running calls; `_processes` has held its
-    workers since Python 3.2.
+    Each worker reports its pid when it starts (`_worker_init`); ProcessPoolExecutor itself has
+    no public way to reach its workers or to end running calls (before Python 3.14).
     """
-    for proc in list((getattr(executor, "_processes", None) or {}).values()):
-        if proc.is_alive():
-            proc.terminate()
+
+    def __init__(self, workers: int, context):
+        self._pid_queue = context.SimpleQueue()
+        self._worker_pids: set[int] = set()
+        super().__init__(max_workers=workers, mp_context=context, initializer=_worker_init,
+                         initargs=(self._pid_queue,))
+
+    def end_workers(self) -> None:
+        """Stop the workers now: their running points are abandoned (they have no result yet)."""
+        while not self._pid_queue.empty():
+            self._worker_pids.add(self._pid_queue.get())
+        for proc in multiprocessing.active_children():
+            if proc.pid in self._worker_pids and proc.is_alive():
+                proc.terminate()
 
 
 # ---------------------------------------------------------------- the sweep
@@ -541,7 +553,7 @@ class Sweep:
                 future.cancel()
             if executor is not None:
                 if kind == "local":
-                    _end_workers(executor)
+                    executor.end_workers()
                 executor.shutdown(wait=kind == "local", cancel_futures=True)
                 executor = None
             self.write_csv()

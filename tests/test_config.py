@@ -82,6 +82,41 @@ def test_load_errors(tmp_path):
         config.load(str(bad))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Pool:
+    """A schema of its own, built from the public value parsers (as cxlsim.sweep's is)."""
+
+    kind: str = config.option("kind", config.choice("local", "mpi"), "'local' or 'mpi'", "local")
+    workers: int | None = config.option("workers", config.integer(1), "an integer >= 1", None)
+
+
+def test_public_value_parsers_accept_good_values():
+    assert config.choice("local", "mpi")("mpi") == "mpi" and config.choice(1, 2)(2) == 2
+    assert config.integer(0)(0) == 0 and config.integer(1)(8) == 8
+    assert config.from_dict({"kind": "mpi", "workers": 3}, _Pool) == _Pool(kind="mpi", workers=3)
+    assert config.from_dict({}, _Pool) == _Pool(kind="local", workers=None)
+
+
+@pytest.mark.parametrize("parse, value", [
+    (config.choice("local", "mpi"), "ssh"), (config.choice(1, 2), 3),
+    (config.integer(1), 0), (config.integer(1), True), (config.integer(1), 2.0), (config.integer(0), "4"),
+])
+def test_public_value_parsers_reject_bad_values(parse, value):
+    with pytest.raises(ValueError):
+        parse(value)
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"kind": "ssh"}, "pool.kind: expected 'local' or 'mpi', got 'ssh'"),
+    ({"workers": 0}, "pool.workers: expected an integer >= 1, got 0"),
+    ({"workers": True}, "pool.workers: expected an integer >= 1, got True"),
+])
+def test_public_value_parsers_errors_name_the_key(data, message):
+    with pytest.raises(config.ConfigError) as info:
+        config.from_dict(data, _Pool, "pool")
+    assert str(info.value) == message
+
+
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
 
