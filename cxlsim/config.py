@@ -31,7 +31,7 @@ from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes, parse_time
 
 __all__ = [
-    "ConfigError", "option", "section", "choice", "integer", "load", "from_dict", "to_dict", "get", "with_overrides",
+    "ConfigError", "option", "section", "choice", "integer", "text", "load", "from_dict", "to_dict", "get", "with_overrides",
     "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
     "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig",
 ]
@@ -179,12 +179,8 @@ def choice(*options):
     return parse
 
 
-# The old private names, still imported by models/training/cluster.py.
-_int = integer
-_choice = choice
-
-
-def _text(value) -> str:
+def text(value) -> str:
+    """A parser for `option(...)`: accepts a non-empty string and returns it unchanged."""
     if not isinstance(value, str) or not value:
         raise ValueError("")
     return value
@@ -293,8 +289,8 @@ class CXLConfig:
 class FabricConfig:
     """Which fabric: a preset, a topology, the rank layout and per-component overrides."""
 
-    preset: str = option("preset", _text, "a preset name like 'ib-hdr'")
-    topology: str = option("topology", _text, "'star', 'fat_tree' or a .yaml/.graphml file", "star")
+    preset: str = option("preset", text, "a preset name like 'ib-hdr'")
+    topology: str = option("topology", text, "'star', 'fat_tree' or a .yaml/.graphml file", "star")
     nodes: int = option("nodes", integer(1), "an integer >= 1")
     ranks_per_node: int = option("ranks_per_node", integer(1), "an integer >= 1", 1)
     placement: str = option("placement", choice("block", "round_robin"), "'block' or 'round_robin'", "block")
@@ -312,10 +308,10 @@ class FabricConfig:
 class WorkloadConfig:
     """What to run: a collective, its algorithm (or a library selector) and the sizes."""
 
-    collective: str = option("collective", _text, "a collective like 'allgather'", "allgather")
-    algorithm: str = option("algorithm", _text, "an algorithm name or 'auto'", "auto")
+    collective: str = option("collective", text, "a collective like 'allgather'", "allgather")
+    algorithm: str = option("algorithm", text, "an algorithm name or 'auto'", "auto")
     selector: str = option("selector", choice("mpich", "ompi"), "'mpich' or 'ompi'", "mpich")
-    inter_algorithm: str = option("inter_algorithm", _text, "an allgather algorithm among node leaders", "ring")
+    inter_algorithm: str = option("inter_algorithm", text, "an allgather algorithm among node leaders", "ring")
     sizes_bytes: tuple = option("sizes", _sizes, "sizes like '1B:1MiB' or [1, 1024]",
                                (1, 1024, 65536, 1048576), list)
     chunk_bytes: int = option("chunk", lambda v: integer(1)(parse_size(v)), "a size >= 1 B like '64 KiB'", 65536)
@@ -330,7 +326,7 @@ class WorkloadConfig:
 class OutputConfig:
     """Where the run workspace goes and what it holds."""
 
-    dir: str | None = option("dir", _text, "a directory path", None)
+    dir: str | None = option("dir", text, "a directory path", None)
     plot: bool = option("plot", _bool, "true or false", True)
 
 
@@ -338,7 +334,7 @@ class OutputConfig:
 class Scenario:
     """A simulation scenario (`cxlsim simulate SCENARIO.yaml`)."""
 
-    name: str = option("name", _text, "a short name", "scenario")
+    name: str = option("name", text, "a short name", "scenario")
     seed: int | None = option("seed", _seed, "an integer >= 0", None)
     engine: str = option("engine", choice("des", "analytic"), "'des' or 'analytic'", "des")
     fabric: FabricConfig = section("fabric", FabricConfig)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cxlsim.config import ConfigError, _choice, _int as _config_int, _text, option
+from cxlsim.config import ConfigError, choice, integer, option, text
 from cxlsim.config import from_dict as _config_from_dict, load as _config_load
 from cxlsim.fabric.presets import PRESETS
 from cxlsim.models.training import profiles
@@ -43,7 +43,7 @@ __all__ = ["ClusterSpec", "NodeSpec", "Worker", "from_dict", "load"]
 
 
 # The scenario schema's own value parsers (cxlsim.config owns scenario parsing).
-_int1 = _config_int(1)
+_int1 = integer(1)
 
 
 def _gpu_name(value) -> str:
@@ -76,10 +76,10 @@ class NodeSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class _ClusterFile:
-    name: str = option("name", _text, "a short name", "cluster")
-    interconnect: str = option("interconnect", _choice(*PRESETS),
+    name: str = option("name", text, "a short name", "cluster")
+    interconnect: str = option("interconnect", choice(*PRESETS),
                                f"a fabric preset, one of {', '.join(sorted(PRESETS))}")
-    precision: str = option("precision", _choice(*PRECISIONS), f"one of {', '.join(PRECISIONS)}")
+    precision: str = option("precision", choice(*PRECISIONS), f"one of {', '.join(PRECISIONS)}")
     memory_servers: int = option("memory_servers", _int1, "an integer >= 1", 1)
     server_cores: int = option("server_cores", _int1, "an integer >= 1", 1)
     nodes: list = option("nodes", _node_list, "a non-empty list of {gpu, gpus, repeat} mappings")
