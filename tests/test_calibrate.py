@@ -368,7 +368,13 @@ def test_concurrent_model_recovers_the_bandwidth_and_flush_cost_it_was_made_from
         assert model.flush_line_ns(n, "flush") == pytest.approx(per_line, rel=0.02)
         assert model.flush_line_ns(n, "hw") == pytest.approx(0.5)  # hw mode flushes nothing: the line fit
         assert model.app_ns(n, "hw") == pytest.approx(100.0 + n / 20.0 + 2 * n / 10.0)
-    # the bench's own store (numpy, one process) bounds the write pass from below where it is dearer
+    # flush mode with acknowledgements: the write waits for writeback_ns, so only the load's 2 x path
+    # is taken off the concurrent copy
+    acked = dataclasses.replace(model, flush_ack_ns={"invalidate": 100.0, "writeback": 170.0})
+    n = 4096
+    assert acked.host_bw(n, "flush", path) == pytest.approx(3 * n / (2 * path + 3 * n / bw))
+    assert acked.host_bw(n, "hw", path) == pytest.approx(bw)
+    # the bench's own store (write_block, one process) bounds the write pass from below where it is dearer
     numpy_store = dataclasses.replace(model, write_pass_curve={str(n): 500.0 + n for n in [0] + sizes})
     assert numpy_store.app_ns(4096, "hw") == pytest.approx(500.0 + 4096 + 2 * 4096 / 10.0)
     old = dataclasses.replace(model, concurrent_curves={})  # without the primitive: the blend

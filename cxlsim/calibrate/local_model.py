@@ -121,14 +121,17 @@ class LocalModel:
         less what the DES already charges as latency around those copies at this `path_ns`:
         the write's 2 x path until acked and the reads' load (2 x path), so the line transfers
         between the cores (which the flag round trip, hence the path, already holds) are not
-        counted twice.
+        counted twice. In flush mode with `flush_ack_ns` only the load's 2 x path: there the
+        write is acknowledged no sooner than the write-back's `writeback_ns`, which is measured
+        in its own phase and outlasts the write's 2 x path.
         Without it (older profiles) the blend of one-process figures: own block in and out at
         the local memcpy time of n bytes, the np - 1 others' blocks at the remote-copy time."""
         lines = max(-(-int(size_bytes) // 64), 1)
         cin = self.concurrent_ns("copyin", size_bytes, coherence)
         cout = self.concurrent_ns("copyout", size_bytes, coherence)
         if cin is not None and cout is not None:
-            return (1 + self.np) * lines * 64 / max(cin + cout - 4 * path_ns, 1e-3)
+            charged = 2 * path_ns if coherence == "flush" and self.flush_ack_ns else 4 * path_ns
+            return (1 + self.np) * lines * 64 / max(cin + cout - charged, 1e-3)
         local = self.copy_ns(size_bytes)
         total = (self.remote_ns("copyin", size_bytes, coherence, local) + local
                  + (self.np - 1) * self.remote_ns("copy", size_bytes, coherence, local))
