@@ -427,6 +427,24 @@ def test_measured_primitives_are_positive():
     assert model.path_ns["hw"] > 0 and model.path_ns["flush"] > 0
 
 
+def test_local_calibration_runs_end_to_end_and_refits_from_every_job(tmp_path):
+    """Measure, fit and predict at two sizes, one job per mode: the flag round trip, concurrent
+    copy and per-call overhead measured around the allgather jobs join the primitives' own
+    samples, every held-out row gets a finite positive prediction, and the profile round-trips."""
+    result = cal.calibrate_local([1, 4096], 2, rounds=1, iterations=50, mpi=False)
+    prims = result["primitives"]
+    jobs = len(result["allgather"]["batches"])
+    assert jobs >= 2
+    assert all(len(v) >= 7 + 2 * jobs for v in prims["overhead_samples_ns"].values())  # 7 own + 2 per job
+    assert prims["overhead_ns"] == {k: cal.steady(v) for k, v in prims["overhead_samples_ns"].items()}
+    rows = result["validation"]
+    assert {(r["coherence"], r["side"]) for r in rows} == set(cal.MODES) and len(rows) == 8
+    assert all(math.isfinite(r["predicted_ns"]) and r["predicted_ns"] > 0 and r["measured_ns"] > 0 for r in rows)
+    path = str(tmp_path / "profile.json")
+    cal.save_profile(path, cal.make_profile("local-host", result["model"].to_dict(), rows))
+    assert cal.LocalModel.from_dict(cal.load_profile(path)["model"]) == result["model"]
+
+
 def test_steady_drops_samples_from_a_slow_placement():
     assert cal.steady([100.0, 104.0, 330.0, 98.0, 400.0]) == pytest.approx(100.0)
     # one sample far below the rest does not make them all look slow
