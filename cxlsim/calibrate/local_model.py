@@ -50,14 +50,14 @@ class LocalModel:
     copy_bw_curve: dict
     """ns to memcpy n bytes (n / copy_bandwidth(n)), by size."""
     write_pass_curve: dict
-    """ns of the application's store of an n-byte block beyond a 0-byte one (numpy assignment), by size."""
+    """ns of the application's store of an n-byte block beyond a 0-byte one (`_kernels.write_block`, as the bench does), by size."""
     read_pass_curve: dict
     """ns of read_pass over np blocks of n bytes beyond np empty blocks, by size."""
     remote_curves: dict = dataclasses.field(default_factory=dict)
     """Per mode, {kind: {size: ns}} of the two-process primitives (`_remote_rank`), kinds: 'copy'
     (memcpy out of n bytes another process just wrote; flush mode: written back, so from memory),
     'read' (read_pass of such bytes), 'copyin' (memcpy into n bytes another process has just read,
-    so every store invalidates its copy), 'store' (the numpy store of such bytes beyond a 0-byte
+    so every store invalidates its copy), 'store' (the bench's write_block of such bytes beyond a 0-byte
     one); {} = use the local curves."""
     flush_ack_ns: dict = dataclasses.field(default_factory=dict)
     """Flush mode's clflushopt acknowledgements, ns from the last one's issue until a fence may pass:

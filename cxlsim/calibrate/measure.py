@@ -136,7 +136,7 @@ def _remote_rank(comm, sizes, repeats: int):
     - 'copy' / 'read': every rank writes n bytes into its slot (flush mode: memset, clflushopt,
       sfence, as the writer's publish), a barrier, then memcpys / read_passes the other's;
     - 'copyin' / 'store': every rank read_passes the other's slot (so it holds those lines, as the
-      readers of the previous call on that buffer do), a barrier, then memcpys / numpy-stores n
+      readers of the previous call on that buffer do), a barrier, then memcpys / write_blocks n
       bytes into its own. Timed stores and read passes have their 0-byte cost taken off.
     """
     from cxlsim.emulator import _kernels
@@ -151,7 +151,7 @@ def _remote_rank(comm, sizes, repeats: int):
         fn()
         return _kernels.now_ns() - t0
     zero = {"read": statistics.median(timed(lambda: _kernels.read_pass(empty)) for _ in range(51)),
-            "store": statistics.median(timed(lambda: empty.__setitem__(slice(None), empty)) for _ in range(51))}
+            "store": statistics.median(timed(lambda: _kernels.write_block(empty, empty)) for _ in range(51))}
     out = {kind: {} for kind in ("copy", "read", "copyin", "store")}
     other = 1 - comm.rank
     for n in sizes:
@@ -178,7 +178,7 @@ def _remote_rank(comm, sizes, repeats: int):
                     elif kind == "copyin":
                         ns = _kernels.memcpy_ns(mine, local, 1)
                     else:
-                        ns = timed(lambda: mine.__setitem__(slice(None), local)) - zero["store"]
+                        ns = timed(lambda: _kernels.write_block(mine, local)) - zero["store"]
                     if i >= REMOTE_WARMUP:
                         samples.append(max(ns, 0.0))
                 comm.barrier()
