@@ -91,8 +91,9 @@ from cxlsim.calibrate.des import (AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, d
                                   predict_local, solve_path_ns)
 from cxlsim.calibrate.fit import fit_flush_line, fit_line, fit_local  # noqa: F401
 from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset  # noqa: F401
-from cxlsim.calibrate.measure import (BUSY, CONCURRENT_ITERATIONS, CONCURRENT_WARMUP, PROBE_BYTES,  # noqa: F401
-                                      REMOTE_WARMUP, REPEATS, STABLE, concurrent_curves, measure_allgather,
+from cxlsim.calibrate.measure import (BUSY, CONCURRENT_ITERATIONS, CONCURRENT_WARMUP, PRE_SYNC_KINDS,  # noqa: F401
+                                      PROBE_BYTES, REMOTE_WARMUP, REPEATS, STABLE, concurrent_curves, join_ranks,
+                                      measure_allgather,
                                       measure_concurrent, measure_mpi, measure_primitives, measure_roundtrip,
                                       steady)
 from cxlsim.calibrate.osu_fit import from_osu, predict_network, report_from_osu  # noqa: F401

@@ -67,7 +67,7 @@ class LocalModel:
     concurrent_curves: dict = dataclasses.field(default_factory=dict)
     """Per mode, {kind: {size: ns}} of the concurrent-copy primitive (`PoolKernel.concurrent_copy`:
     both ranks at once write their block, then copy out / read in place every block of the round),
-    mean over ranks of the medians: 'copyin', 'copyout' (memcpy out of all np blocks),
+    the ranks' medians joined by `measure.join_ranks` (max before the publish, mean after): 'copyin', 'copyout' (memcpy out of all np blocks),
     'writeback' (own slot + sfence) and 'invalidate' (the others' slots + mfence) of the copy
     variant, 'storein' and 'readout' (read_pass over all np blocks) of the read variant;
     {} = use the one-process curves and `remote_curves`."""

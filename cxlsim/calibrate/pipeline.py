@@ -53,15 +53,15 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                              progress=step)
     # the flag round trips measured before and after every batch are ping-pong primitives too:
     # fit from all of them, so the model and the kept batches share the host placement
-    # and so are the concurrent copies measured before and after every batch (np = 2), and the
-    # per-call overhead measured (np = 1) before every batch
+    # and so are the concurrent copies measured before and after every batch (np = 2; only the
+    # batches in the fast placement), and the per-call overhead measured (np = 1) before every batch
     for b in meas["batches"]:
         for key in ("roundtrip_before_ns", "roundtrip_after_ns"):
             if math.isfinite(b[key]):
                 prims["roundtrip_samples_ns"][b["coherence"]].append(b[key])
         for side, values in (b.get("overhead") or {}).items():
             prims["overhead_samples_ns"][side] += values
-        for got in b.get("concurrent", []):
+        for got in [] if b["slow_placement"] else b.get("concurrent", []):
             for kind, by in got.items():
                 for n, v in by.items():
                     prims["concurrent_samples_ns"][b["coherence"]].setdefault(kind, {}).setdefault(str(n), []).append(v)
