@@ -24,6 +24,10 @@ analytic engine evaluates `cxl_pool_closed_form` on the same transport's
 figures. Network algorithms on a CXL preset, pool algorithms on a network
 preset, and network-only keys (links, switch, nic, topology other than star,
 several ranks per node) are errors that name the key.
+
+Calibration profiles. `fabric.preset` may name a profile written by `cxlsim
+calibrate` (a `.json` path): the allgather is then projected with it as `cxlsim
+calibrate --profile` does (`cxlsim.calibrate.project`).
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import sys
 import time
 
 from cxlsim import config
+from cxlsim.calibrate.project import is_profile, run_profile
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import topology
 from cxlsim.fabric.cxl_presets import CXL_PRESETS, get_cxl_preset
@@ -182,6 +187,8 @@ def resolve_preset(fabric: config.FabricConfig):
 def resolved(scenario: config.Scenario) -> config.Scenario:
     """The scenario with every preset figure written out, so the run does not depend on the preset table."""
     gbs, ns = (lambda v: f"{v!r} GB/s"), (lambda v: f"{v!r} ns")
+    if is_profile(scenario.fabric.preset):  # its figures are the profile file's (kept beside the run)
+        return scenario
     if is_cxl(scenario.fabric):
         setup = resolve_cxl(scenario.fabric)
         p = setup.preset
@@ -290,6 +297,8 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
         bar = tqdm(total=len(scenario.workload.sizes_bytes), desc="simulate", unit="size", file=sys.stderr,
                    leave=False)
     try:
+        if is_profile(scenario.fabric.preset):
+            return run_profile(scenario, bar)
         if is_cxl(scenario.fabric):
             return _run_pool(scenario, bar)
         return _run_network(scenario, bar)
@@ -348,7 +357,8 @@ def osu_table(scenario: config.Scenario, rows: list[dict]) -> str:
         else:
             spans.append([row["size_bytes"], row["size_bytes"], row["algorithm"]])
     algos = "; ".join(f"{format_size(a)}{'' if a == b else '-' + format_size(b)} {name}" for a, b, name in spans)
-    where = (f"{f.preset}, {f.cxl.coherence} coherence, {f.cxl.devices} device(s), {f.cxl.switch_levels} switch "
+    where = (f"calibration profile {f.preset}, {f.nodes} ranks" if is_profile(f.preset) else
+             f"{f.preset}, {f.cxl.coherence} coherence, {f.cxl.devices} device(s), {f.cxl.switch_levels} switch "
              f"level(s), {f.nodes} hosts x 1 rank" if is_cxl(f) else
              f"{f.preset}, {f.topology}, {f.nodes} nodes x {f.ranks_per_node} ranks ({f.placement})")
     lines = [f"# cxlsim projected {scenario.workload.collective} latency ({scenario.engine} engine)",
@@ -426,8 +436,9 @@ def register(subparsers) -> None:
     p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
     p.add_argument("--placement", choices=["block", "round_robin"],
                    help="ranks on hosts: block (default; consecutive ranks share a host) or round_robin")
-    p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr), or a CXL pool: "
-                                    f"{', '.join(sorted(CXL_PRESETS))} (algorithm cxl_pool or cxl_pool_zero_copy)")
+    p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr), a CXL pool: "
+                                    f"{', '.join(sorted(CXL_PRESETS))} (algorithm cxl_pool or cxl_pool_zero_copy), "
+                                    "or a calibration profile PATH.json written by 'cxlsim calibrate'")
     p.add_argument("--coherence", choices=["hw", "flush"],
                    help="CXL pool coherence (default: hw if the preset has it, else flush)")
     p.add_argument("--switch-levels", type=int, choices=[1, 2],

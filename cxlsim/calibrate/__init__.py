@@ -86,7 +86,8 @@ Units inside: ns, bytes, bytes/ns.
 """
 # The core API is __all__; the other public names of the former single module stay importable
 # from here too, and _report_local for benchmarks/calibration_error.py.
-from cxlsim.calibrate.cli import _report_local, main, predict_profile, register, run_local_calibration  # noqa: F401
+from cxlsim.calibrate.cli import _report_local, main, register, run_local_calibration  # noqa: F401
+from cxlsim.calibrate.project import is_profile, predict_profile, run_profile  # noqa: F401
 from cxlsim.calibrate.des import (AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, des_sync_ns, predict_injected,  # noqa: F401
                                   predict_local, solve_path_ns)
 from cxlsim.calibrate.fit import fit_flush_line, fit_line, fit_local  # noqa: F401

@@ -1,28 +1,17 @@
 """The `cxlsim calibrate` command: measure and fit, --from-osu, --validate-only, --profile; reports."""
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import sys
 
-from cxlsim.calibrate.des import predict_local
-from cxlsim.calibrate.local_model import LocalModel
-from cxlsim.calibrate.osu_fit import from_osu, predict_network, report_from_osu
+from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
+from cxlsim.calibrate.project import predict_profile
 from cxlsim.calibrate.profile import SCHEMA, VERSION, load_profile, make_profile, save_profile
-from cxlsim.calibrate.validation import (MODES, TARGET_INJECTED, comparable, format_validation, plot_validation,
+from cxlsim.calibrate.validation import (TARGET_INJECTED, comparable, format_validation, plot_validation,
                                          summarize)
 from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
-
-
-def predict_profile(profile: dict, sizes, nranks: int) -> list[dict]:
-    """Project the allgather with a profile: local-host (DES, every mode) or network (simulate.run)."""
-    if profile["kind"] == "network":
-        return predict_network(profile["model"], sizes, nranks)
-    model = dataclasses.replace(LocalModel.from_dict(profile["model"]), np=nranks)
-    return [{"coherence": c, "side": side, "size_bytes": n, "predicted_ns": predict_local(model, c, side, n)}
-            for c, side in MODES for n in sizes]
 
 
 def _sizes_and_np(args) -> list[int]:
