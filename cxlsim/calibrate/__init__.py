@@ -24,7 +24,11 @@ never the allgather itself:
   wait) and never through the allgather; one process at a time, copies miss that cross-core
   traffic in both directions, which made the DES about 2x too fast at 16-64 KiB. It is
   measured in its own jobs (A B A B) and, like the flag round trip, before and after every
-  allgather job, so the fit and the kept runs share the host placement.
+  allgather job, so the fit and the kept runs share the host placement; jobs in a slow
+  placement are left out and the rest taken by median (`concurrent_curves`). The ranks are
+  joined per round (`join_ranks`): the phases before the publish by the slower rank of each
+  round, since every rank's call waits for the last publish (at hw 16-64 KiB the median of
+  the per-round max is 1.3x the larger rank median), the others by the mean over the ranks.
 
 From these alone `fit_local` builds a `local-host` pool model: no switch, no media
 latency, a host-to-pool path solved so that the DES's own flag ping-pong on
@@ -66,9 +70,11 @@ the overhead anchored on the smallest osu_allgather row only (which is then left
 the error statistics) and the own-block copy at the host memcpy bandwidth.
 
 **Profiles** are JSON (`SCHEMA`, `VERSION`), written atomically with provenance;
-`load_profile` rejects another version or missing keys, naming them.
+`load_profile` rejects another version or missing keys, naming them. A profile stands
+wherever a preset does (`fabric.preset: PATH.json`; `project`).
 
-**Layout.** `profile` (the JSON format), `osu_fit` (the `--from-osu` LogGP path),
+**Layout.** `profile` (the JSON format), `project` (a profile as a scenario's preset),
+`osu_fit` (the `--from-osu` LogGP path),
 `local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
 path solve, predictions), `fit` (`fit_local` and its least-squares lines), `measure` (this
 machine's primitives and held-out allgather jobs), `validation` (errors, summaries, plot),
@@ -76,11 +82,13 @@ machine's primitives and held-out allgather jobs), `validation` (errors, summari
 package re-exports their public names.
 
 **Where it misses** (this machine, fast host placement; `benchmarks/calibration_error.py`):
-hw zero-copy about 10% too fast at most sizes, the bench's step costing a little more than
-the sum of its measured parts; flush mode moves by several points from run to run, since
-the DES's polls are quantised (its round trip jumps with the path); in the slow placement
-(hw flag round trip ~450 ns instead of ~80) hw copy at 1 B-1 KiB is 40-50% too slow,
-because there a call costs about 1.3 flag hops where the fitted DES charges two.
+every mode's median is within 10%, but single sizes reach 10-16% (hw zero-copy at
+256-512 B, flush zero-copy at 16 KiB); flush mode moves by several points from run to run,
+since the DES's polls are quantised (its round trip jumps with the path); in the slow
+placement (hw flag round trip ~450 ns instead of ~80) hw copy at 1 B-1 KiB is 30-50% too
+slow: there the concurrent copy's lines cost ~120 ns each and the round trip is 5x, but a
+1-byte call costs only ~300 ns beyond its overhead, so the transfers overlap the flag hop
+in a way the DES (which charges them one after the other) does not reproduce.
 
 Units inside: ns, bytes, bytes/ns.
 """
