@@ -3,6 +3,7 @@
     python benchmarks/calibration_error.py [--sizes 1B:1MiB] [--rounds 3] [--np 2] [--oversubscribed 4]
                                            [--settings 250ns/32GB/s 600ns/16GB/s] [--path-rule auto|pingpong|sync]
                                            [--profile PROFILE.json] [--no-mpi] [--out DIR]
+                                           [--fast-roundtrip 200] [--wait 120] [--attempts 3]
 
 Runs the whole of issue 5 in one go and prints each target with ok/MISS:
 1. `cxlsim.calibrate.calibrate_local`: primitives (flag round trip, flush, per-call
@@ -16,6 +17,13 @@ Runs the whole of issue 5 in one go and prints each target with ok/MISS:
    'full' variant, the anchor row left out; the pure LogGP figure is printed beside it);
 4. with --oversubscribed N (> cores): the same at np = N, reported, not held to targets.
 Everything is saved in --out (profile.json, validation CSV, PNG).
+
+Host placement. This machine's two vCPUs sit in a fast placement (hw flag round trip 55-110 ns)
+or, often for tens of seconds, a slow one (440-500 ns). Within a run, batches in the slow one
+are flagged against the best round trip seen; a run made entirely in it has nothing to be
+flagged against, so the script waits for the fast placement before it starts (probing the round
+trip, at most --wait seconds) and repeats a run whose fitted round trip is still above
+--fast-roundtrip (at most --attempts runs; 0 ns turns this off). Every attempt is reported.
 """
 from __future__ import annotations
 
@@ -39,6 +47,27 @@ def _verdict(ok: bool, measured: bool = True) -> str:
     return "ok" if ok else "MISS"
 
 
+def probe_roundtrip_ns() -> float:
+    """The hw flag round trip now (ns): a short ping-pong between two fresh processes."""
+    from cxlsim.emulator.launch import run_local
+
+    def job(comm):
+        comm.flag_pingpong(2000)
+        return min(comm.flag_pingpong(2000) for _ in range(3))
+    return max(run_local(2, job, coherence="hw", slot_bytes=64))
+
+
+def wait_for_fast_placement(limit_ns: float, wait_s: float, step) -> float:
+    """Probe the round trip until it is at most `limit_ns` or `wait_s` have passed; returns the last probe."""
+    end = time.time() + wait_s
+    while True:
+        rt = probe_roundtrip_ns()
+        if rt <= limit_ns or time.time() >= end:
+            return rt
+        step(f"slow host placement (hw flag round trip {rt:.0f} ns > {limit_ns:.0f} ns): waiting")
+        time.sleep(5.0)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1B:1MiB")
@@ -52,8 +81,16 @@ def main() -> int:
                              "pingpong in flush mode (see calibrate.des.AUTO_PATH_RULE)")
     parser.add_argument("--profile", default=None, help="predict with this saved local-host profile's model "
                                                         "instead of fitting one now (cxlsim calibrate writes them)")
+    parser.add_argument("--fast-roundtrip", type=float, default=200.0, metavar="NS",
+                        help="hw flag round trip (ns) above which a run is taken to be in this machine's slow "
+                             "host placement (default 200; 0: never wait or repeat)")
+    parser.add_argument("--wait", type=float, default=120.0, metavar="S",
+                        help="longest wait for the fast placement before each attempt, s (default 120)")
+    parser.add_argument("--attempts", type=int, default=3, help="runs at most, while in the slow placement (default 3)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.attempts < 1:
+        parser.error(f"--attempts: expected >= 1, got {args.attempts}")
     sizes = parse_sizes(args.sizes)
     ws = Workspace(args.out) if args.out else Workspace.new("runs", "calibration-error")
     t0 = time.time()
@@ -62,16 +99,25 @@ def main() -> int:
         print(f"  [{time.time() - t0:6.1f} s] {what}", file=sys.stderr, flush=True)
 
     profile = cal.load_profile(args.profile) if args.profile else None
-    result = cal.calibrate_local(sizes, args.np, args.rounds, None, cal.parse_settings(args.settings),
-                                 not args.no_mpi, step, args.path_rule, profile)
+    for attempt in range(1, args.attempts + 1):
+        if args.fast_roundtrip > 0:
+            wait_for_fast_placement(args.fast_roundtrip, args.wait, step)
+        result = cal.calibrate_local(sizes, args.np, args.rounds, None, cal.parse_settings(args.settings),
+                                     not args.no_mpi, step, args.path_rule, profile)
+        rt_hw = result["model"].roundtrip_ns["hw"]
+        if not args.fast_roundtrip or rt_hw <= args.fast_roundtrip:
+            break
+        print(f"# attempt {attempt}: made in the slow host placement (hw flag round trip {rt_hw:.0f} ns > "
+              f"{args.fast_roundtrip:.0f} ns){'; repeated' if attempt < args.attempts else '; no attempts left'}")
 
     class Args:
         output = ws.path
     cal._report_local(Args, result)
     ok_all = True
     rt = result["model"].roundtrip_ns
-    print("\n# targets (np = %d, %s; host placement: flag round trip hw %.0f ns, flush %.0f ns)"
-          % (args.np, args.sizes, rt["hw"], rt["flush"]))
+    slow = args.fast_roundtrip > 0 and rt["hw"] > args.fast_roundtrip
+    print("\n# targets (np = %d, %s; host placement: flag round trip hw %.0f ns, flush %.0f ns%s)"
+          % (args.np, args.sizes, rt["hw"], rt["flush"], ": the SLOW placement" if slow else ""))
     for key, s in cal.summarize(result["validation"]).items():
         ok = s["n"] > 0 and s["median"] <= cal.TARGET_MEDIAN and s["worst"] <= cal.TARGET_WORST
         ok_all &= ok
