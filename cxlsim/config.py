@@ -22,7 +22,6 @@ helpers (`option`, `section`, and the value parsers `choice(...)` and
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import MISSING, dataclass, fields
 
 import yaml
@@ -31,7 +30,8 @@ from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes, parse_time
 
 __all__ = [
-    "ConfigError", "option", "section", "choice", "integer", "text", "load", "from_dict", "to_dict", "get", "with_overrides",
+    "ConfigError", "option", "section", "choice", "integer", "text", "read_text", "load_yaml", "load", "from_dict",
+    "to_dict", "get", "with_overrides",
     "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
     "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig",
 ]
@@ -98,16 +98,84 @@ def from_dict(data: dict, schema=None, path: str = ""):
     return _build(schema or Scenario, data, path)
 
 
+def read_text(path: str, where: str = "file") -> str:
+    """The UTF-8 text of the file at `path`; InputError naming `where` and the path otherwise.
+
+    A missing file, a directory, a binary file (NUL bytes) or one in another encoding (UTF-16,
+    Latin-1, ...) is refused with what was found, never a traceback. A UTF-8 byte-order mark is
+    dropped.
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise ConfigError(f"{where} {path!r}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} {path!r}: a directory, expected a file") from None
+    except OSError as exc:
+        raise ConfigError(f"{where} {path!r}: cannot read it ({exc.strerror})") from None
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ConfigError(f"{where} {path!r}: UTF-16 text (byte-order mark {data[:2].hex()}); "
+                         "expected UTF-8, save it as UTF-8")
+    if b"\x00" in data:
+        raise ConfigError(f"{where} {path!r}: a binary file, or text in UTF-16/32 (NUL byte at offset "
+                          f"{data.index(0)}); expected UTF-8 text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} {path!r}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start}); expected UTF-8, save it as UTF-8") from None
+
+
+def _duplicate_keys(node, path: str = "") -> tuple[str, int, int] | None:
+    """(dotted key, its line, the first one's line) of the first key repeated in a mapping, or None."""
+    if isinstance(node, yaml.MappingNode):
+        seen = {}
+        for key_node, value_node in node.value:
+            key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key != "<<":
+                dotted = _join(path, key)
+                if key in seen:
+                    return dotted, key_node.start_mark.line + 1, seen[key]
+                seen[key] = key_node.start_mark.line + 1
+            found = _duplicate_keys(value_node, _join(path, key or "?"))
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found = _duplicate_keys(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def load_yaml(path: str, where: str = "file"):
+    """The YAML document in the file at `path`: {} for an empty file; InputError naming `where` otherwise.
+
+    Besides what `read_text` refuses, invalid YAML and a key given twice in one mapping (YAML
+    would keep the last one silently) are errors naming the line and the dotted key.
+    """
+    text = read_text(path, where)
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        duplicate = _duplicate_keys(node)
+        if duplicate:
+            key, line, first = duplicate
+            raise ConfigError(f"{where} {path!r}:{line}: duplicate key {key} (first given at line {first}); "
+                             "give each key once")
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where} {path!r}: not valid YAML ({exc})") from None
+    finally:
+        loader.dispose()
+
+
 def load(path: str, schema=None):
-    """Load and validate a YAML scenario file."""
-    if not os.path.isfile(path):
-        raise ConfigError(f"scenario file {path!r}: no such file")
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = yaml.safe_load(fh)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"scenario file {path!r}: not valid YAML ({exc})") from None
-    return from_dict(data if data is not None else {}, schema)
+    """Load and validate a YAML scenario file (`load_yaml`, then `from_dict`); an empty file is {}."""
+    return from_dict(load_yaml(path, "scenario file"), schema)
 
 
 def to_dict(cfg) -> dict:
