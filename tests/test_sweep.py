@@ -474,7 +474,7 @@ def test_whatif_study_sweeps_are_valid_scenarios():
     spec.loader.exec_module(module)
     counts = {}
     for study in ("switches", "devices", "crossover", "crossover-des-check"):
-        for label, base_dict, axes in module.study_sweeps(study):
+        for _label, base_dict, axes in module.study_sweeps(study):
             cfg = config.from_dict({**base_dict, "sweep": {"vary": axes}}, sweep.SweepScenario)
             points = sweep.expand(sweep.base_scenario(cfg), cfg.sweep.vary)
             for point in points:  # every point builds (lane budget, switch levels, coherence)
