@@ -10,13 +10,15 @@ from setuptools import Extension, setup
 
 VERSION = "0.1.0"
 
+# The emulator's compiled modules; each includes the one C data path, cxlsim/emulator/cxl_ops.h.
 extensions = [
     Extension(
-        "cxlsim.emulator._kernels",
-        ["cxlsim/emulator/_kernels.pyx"],
+        f"cxlsim.emulator.{name}",
+        [f"cxlsim/emulator/{name}.pyx"],
         include_dirs=["cxlsim/emulator", numpy.get_include()],
         extra_compile_args=["-O3"],
-    ),
+    )
+    for name in ("_kernels", "_pool_kernel", "_probes")
 ]
 
 setup(

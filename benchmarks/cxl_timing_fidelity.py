@@ -33,7 +33,7 @@ import time
 
 import numpy as np
 
-from cxlsim.emulator import _kernels
+from cxlsim.emulator import primitives
 from cxlsim.emulator.launch import run_local
 from cxlsim.units import format_bandwidth, format_time, parse_bandwidth, parse_size, parse_time
 
@@ -107,8 +107,8 @@ def run_round(nranks: int, size: int, configs) -> list[dict]:
 def paced_copy_bw(size: int, bw: float, repeats: int = 21) -> float:
     """Median delivered bytes/ns of the kernels' paced copy of `size` bytes (bw 0 = plain memcpy)."""
     src, dst = np.ones(size, np.uint8), np.zeros(size, np.uint8)
-    _kernels.paced_copy_ns(dst, src, bw)
-    return size / statistics.median(_kernels.paced_copy_ns(dst, src, bw) for _ in range(repeats))
+    primitives.paced_copy_ns(dst, src, bw)
+    return size / statistics.median(primitives.paced_copy_ns(dst, src, bw) for _ in range(repeats))
 
 
 def _row(name: str, asked: float, delivered: float, fmt) -> dict:
@@ -183,14 +183,14 @@ def main() -> int:
           f"{REPS_PER_ROUND} repetitions, {len(reps)} used ({dropped} dropped: bare sync above {STABLE}x the "
           f"fastest, a slow host placement); batches where a rank had < {BUSY:.0%} of its CPU dropped; "
           f"medians of paired values; cores {len(os.sched_getaffinity(0))}; "
-          f"busy-wait overhead {_kernels.spin_overhead_ns():.0f} ns (compensated)")
+          f"busy-wait overhead {primitives.spin_overhead_ns():.0f} ns (compensated)")
     print(f"# timing off: bare sync {med(of('off', 'sync')):.0f} ns, 64 B allgather {med(of('off', 'small')):.0f} ns, "
           f"large allgather {med(of('off', 'large')) / 1e3:.1f} us: pool copy {format_bandwidth(native_bw)} native, "
           f"{format_bandwidth(ceiling_bw)} through the paced path unthrottled (the most pacing can deliver); "
           f"single-rank memcpy {format_bandwidth(med(copies[0.0]))}")
     report = dict(np=nranks, size_bytes=size, rounds=args.rounds, repetitions_used=len(reps), dropped=dropped,
                   native_allgather_copy_bw=native_bw, paced_path_ceiling_bw=ceiling_bw,
-                  spin_overhead_ns=_kernels.spin_overhead_ns(), settings=[], reps=reps)
+                  spin_overhead_ns=primitives.spin_overhead_ns(), settings=[], reps=reps)
     fmt_t, fmt_b = format_time, format_bandwidth
     for text, lat, bw in settings:
         print(f"\n## setting {text}: latency {fmt_t(lat)}, bandwidth {fmt_b(bw)} "

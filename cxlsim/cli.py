@@ -1,43 +1,77 @@
 """The `cxlsim` command line.
 
 Each subcommand lives in its own module, which exposes `register(subparsers)`
-and sets `func` on its parser. Add a module to COMMAND_MODULES to add a
-subcommand. Bad input (`cxlsim.errors.InputError`) exits with code 2; a failed
-run (`cxlsim.errors.RunError`) exits with code 1.
+and sets `func` on its parser. Commands load lazily: `COMMANDS` names each
+command's module and its one-line help, `cxlsim --help` lists them from that
+table, and only the module of the command being run is imported. So a command
+runs without the dependencies of the others (`cxlsim simulate` without the
+emulator's compiled extension, for one). Add a command by adding its row.
+
+Bad input (`cxlsim.errors.InputError`) exits with code 2; a failed run
+(`cxlsim.errors.RunError`) exits with code 1.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import sys
 
 from cxlsim import __version__
 from cxlsim.errors import InputError, RunError
 
-COMMAND_MODULES = [
-    "cxlsim.simulate",
-    "cxlsim.sweep",
-    "cxlsim.plot",
-    "cxlsim.train",
-    "cxlsim.emulator.cli",
-    "cxlsim.calibrate",
-]
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Command:
+    """One subcommand. module: where its `register(subparsers)` is. help: its line in `cxlsim --help`
+    (the same text the module's parser is registered with; tests/test_lazy_cli.py checks that)."""
+
+    module: str
+    help: str
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMANDS = {
+    "simulate": Command(module="cxlsim.simulate",
+                        help="project a collective's latency on a simulated network fabric"),
+    "sweep": Command(module="cxlsim.sweep",
+                     help="run the factorial product of varied scenario keys (what-if studies)"),
+    "plot": Command(module="cxlsim.plot",
+                    help="plot a sweep's CSV (lines or a heatmap) into its workspace"),
+    "train": Command(module="cxlsim.train",
+                     help="project data-parallel training throughput (EDDIS sync/async/hybrid, PyTorch DDP, Horovod)"),
+    "bench": Command(module="cxlsim.emulator.cli",
+                     help="measure the emulated pool on this machine"),
+    "calibrate": Command(module="cxlsim.calibrate.cli",
+                         help="measure this machine (or read OSU files), fit the simulator, report its error"),
+}
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The subcommand named in `argv`: its first word that is not an option (the top-level
+    options, --help and --version, take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command listed; only `command`'s module is imported and registered
+    (the others are bare entries that carry their help line)."""
     parser = argparse.ArgumentParser(
         prog="cxlsim",
         description="Emulate and simulate allgather and training over CXL shared-memory pools.",
     )
     parser.add_argument("--version", action="version", version=f"cxlsim {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
+    for name, entry in COMMANDS.items():
+        if name == command:
+            importlib.import_module(entry.module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=entry.help, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

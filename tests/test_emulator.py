@@ -272,7 +272,7 @@ def test_dax_rejects_unusable_paths(tmp_path):
 
 
 def test_dax_layout_is_2mib_aligned():
-    lay = poolmod.Layout.plan(3, 1000, align=poolmod.DAX_ALIGN)
+    lay = poolmod.SegmentLayout.plan(3, 1000, align=poolmod.DAX_ALIGN)
     assert lay.total_bytes % (2 << 20) == 0 and lay.slot_stride % 64 == 0
 
 
@@ -288,7 +288,7 @@ def test_header_mismatch_is_detected():
 
 
 def test_layout_pads_flags_and_slots_to_lines():
-    lay = poolmod.Layout.plan(5, 65)
+    lay = poolmod.SegmentLayout.plan(5, 65)
     assert lay.slot_stride == 128 and lay.flags_offset % 64 == 0 and lay.data_offset % 64 == 0
     assert lay.data_offset >= lay.flags_offset + 5 * 64
 
@@ -366,11 +366,11 @@ def _rounds_with_barriers(comm):
 
 
 def test_buffers_alternate_by_data_round_even_with_barriers_between():
-    from cxlsim.emulator.reference import replay
+    from cxlsim.emulator.cache_model import replay
 
     results = run_local(2, _rounds_with_barriers, slot_bytes=100, coherence="flush")
     for views, rounds, epoch, _ in results:
         assert rounds == 4 and epoch == 8
         assert views[0] == views[2] != views[1] == views[3]
-    lay = poolmod.Layout.plan(2, 100)
+    lay = poolmod.SegmentLayout.plan(2, 100)
     assert replay([log for *_, log in results], lay) == []

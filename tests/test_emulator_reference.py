@@ -6,13 +6,13 @@ import time
 import numpy as np
 import pytest
 
-from cxlsim.emulator import _kernels
-from cxlsim.emulator.comm import CollectiveTimeout, StaleViewError, comm_class
-from cxlsim.emulator.launch import RankFailure, run_local
-from cxlsim.emulator.pool import Layout, Pool
-from cxlsim.emulator.reference import (EV_FLAG_STORE, EV_FLUSH, EV_MFENCE, EV_POLL_CACHED, EV_POLL_FLUSHED,
-                                       EV_READ, EV_SFENCE, EV_WRITE, EV_WRITEBACK, NonCoherentCacheModel,
-                                       ReferenceComm, ReferenceKernel, ScheduleError, check_schedule, replay)
+from cxlsim.coherence import PoolEvent
+from cxlsim.emulator import _kernels, _pool_kernel
+from cxlsim.emulator.cache_model import NonCoherentCacheModel, ScheduleError, check_schedule, replay
+from cxlsim.emulator.comm import CollectiveTimeout, StaleViewError
+from cxlsim.emulator.launch import RankFailure, comm_class, run_local
+from cxlsim.emulator.pool import Pool, SegmentLayout
+from cxlsim.emulator.reference import ReferenceComm, ReferenceKernel
 from cxlsim.errors import InputError, RunError
 
 KERNELS = ("cython", "reference")
@@ -103,7 +103,7 @@ def test_reference_logs_match_with_either_write_back_op(writeback):
     if writeback not in _kernels.cpu_features():
         pytest.skip(f"this CPU lacks {writeback}")
     cython, reference = replay_logs("cython", 2, "flush", writeback), replay_logs("reference", 2, "flush", writeback)
-    writer_op = EV_WRITEBACK if writeback == "clwb" else EV_FLUSH
+    writer_op = PoolEvent.WRITEBACK if writeback == "clwb" else PoolEvent.FLUSH
     for c_log, r_log in zip(cython, reference):
         assert np.array_equal(c_log, r_log), first_difference(c_log, r_log)
         assert writer_op in c_log[:, 0]
@@ -145,7 +145,7 @@ class solo:
 
 
 def _kernel_kwargs(**changes):
-    lay = Layout.plan(2, 100)
+    lay = SegmentLayout.plan(2, 100)
     kwargs = dict(nranks=2, rank=0, flags_offset=lay.flags_offset, data_offset=lay.data_offset,
                   slot_stride=lay.slot_stride, slot_bytes=lay.slot_bytes)
     kwargs.update(changes)
@@ -159,7 +159,7 @@ def _kernel_kwargs(**changes):
 def test_constructor_errors_match(changes):
     lay, kwargs = _kernel_kwargs(**changes)
     messages = []
-    for cls in (_kernels.PoolKernel, ReferenceKernel):
+    for cls in (_pool_kernel.PoolKernel, ReferenceKernel):
         with pytest.raises(InputError) as info:
             cls(bytearray(lay.total_bytes), **kwargs)
         messages.append(str(info.value))
@@ -169,7 +169,7 @@ def test_constructor_errors_match(changes):
 def test_attributes_and_small_methods_match():
     lay, kwargs = _kernel_kwargs(coherence="flush", writeback_op=_kernels.OP_CLFLUSH,
                                  invalidate_op=_kernels.OP_CLFLUSH, timeout_ns=5e8)
-    a = _kernels.PoolKernel(bytearray(lay.total_bytes), **kwargs)
+    a = _pool_kernel.PoolKernel(bytearray(lay.total_bytes), **kwargs)
     b = ReferenceKernel(bytearray(lay.total_bytes), **kwargs)
     for name in ("epoch", "slot_bytes", "timeout_ns", "rank", "size", "coherence"):
         assert getattr(a, name) == getattr(b, name), name
@@ -262,7 +262,7 @@ def test_each_zero_copy_result_keeps_its_own_epoch(kernel):
             assert results[-1].array.tolist() == [[call] * 4] and results[-1][0][0] == call
             if call % 2:
                 del results[:-1]  # dead results are recycled; the live ones keep their epochs
-        made = _kernels.ZeroCopyResult(comm, comm.epoch, results[-1].array)  # the public constructor
+        made = _pool_kernel.ZeroCopyResult(comm, comm.epoch, results[-1].array)  # the public constructor
         assert made.epoch == comm.epoch and made.array is results[-1].array
         comm.barrier()
         with pytest.raises(StaleViewError):
@@ -322,7 +322,7 @@ def test_a_rank_that_never_arrives_times_out_naming_it(zero_copy):
             elapsed = time.monotonic() - start
             assert info.value.missing == [1, 2], kernel
             assert 0.25 < elapsed < 3.0, f"{kernel}: timed out after {elapsed:.2f} s, expected about 0.3 s"
-            assert EV_POLL_CACHED not in comm.log_events()[:, 0] and EV_READ not in comm.log_events()[:, 0]
+            assert PoolEvent.POLL_CACHED not in comm.log_events()[:, 0] and PoolEvent.READ not in comm.log_events()[:, 0]
             messages.append(str(info.value))
     assert messages[0] == messages[1]
     assert "rank 0: allgather epoch 1 timed out after 0.3 s waiting for rank(s) [1, 2]" in messages[0]
@@ -349,26 +349,26 @@ def test_flush_schedule_of_the_real_kernel_replays_clean(nranks, writeback):
     if writeback not in _kernels.cpu_features():
         pytest.skip(f"this CPU lacks {writeback}")
     logs = replay_logs("cython", nranks, "flush", writeback)
-    assert sum((log[:, 0] == EV_WRITE).sum() for log in logs) == nranks * len(REPLAY_SIZES)
-    assert replay(logs, Layout.plan(nranks, REPLAY_SLOT)) == []
-    check_schedule(logs, Layout.plan(nranks, REPLAY_SLOT))
+    assert sum((log[:, 0] == PoolEvent.WRITE).sum() for log in logs) == nranks * len(REPLAY_SIZES)
+    assert replay(logs, SegmentLayout.plan(nranks, REPLAY_SLOT)) == []
+    check_schedule(logs, SegmentLayout.plan(nranks, REPLAY_SLOT))
 
 
 def test_flush_schedule_replays_clean_over_every_dtype_size_and_mode():
     """48 calls: blocks of 0 bytes, partial lines and 32 KiB, copy and zero-copy, both buffers reused."""
     logs = [log for _, _, log in full_run("cython", 2, "flush")]
-    assert replay(logs, Layout.plan(2, FULL_SLOT)) == []
+    assert replay(logs, SegmentLayout.plan(2, FULL_SLOT)) == []
 
 
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_hw_schedule_fails_without_coherence(nranks):
-    problems = replay(replay_logs("cython", nranks, "hw"), Layout.plan(nranks, REPLAY_SLOT))
+    problems = replay(replay_logs("cython", nranks, "hw"), SegmentLayout.plan(nranks, REPLAY_SLOT))
     assert len(problems) == 4, problems  # every eviction policy finds a problem
     lazy, flags_early = problems[0], problems[1]
     assert lazy.startswith("[lazy] deadlock") and "polling without invalidating never sees a newer value" in lazy
     assert flags_early.startswith("[flags-early]") and "stale READ" in flags_early
     with pytest.raises(ScheduleError) as info:
-        check_schedule(replay_logs("cython", nranks, "hw"), Layout.plan(nranks, REPLAY_SLOT))
+        check_schedule(replay_logs("cython", nranks, "hw"), SegmentLayout.plan(nranks, REPLAY_SLOT))
     assert isinstance(info.value, AssertionError) and info.value.problems == problems
 
 
@@ -383,39 +383,39 @@ def _is_data(layout, offset):
 
 
 def drop_reader_invalidation(log, rank, lay):
-    return [e for e in log if not (e[0] == EV_FLUSH and _is_data(lay, e[1]) and not _own_slot(lay, rank, e[1]))]
+    return [e for e in log if not (e[0] == PoolEvent.FLUSH and _is_data(lay, e[1]) and not _own_slot(lay, rank, e[1]))]
 
 
 def reader_uses_clwb(log, rank, lay):
-    return [[EV_WRITEBACK, e[1], e[2]] if e[0] == EV_FLUSH and _is_data(lay, e[1]) and not _own_slot(lay, rank, e[1])
+    return [[PoolEvent.WRITEBACK, e[1], e[2]] if e[0] == PoolEvent.FLUSH and _is_data(lay, e[1]) and not _own_slot(lay, rank, e[1])
             else e for e in log]
 
 
 def drop_writer_write_backs(log, rank, lay):
-    return [e for e in log if not (e[0] in (EV_FLUSH, EV_WRITEBACK) and _own_slot(lay, rank, e[1]))]
+    return [e for e in log if not (e[0] in (PoolEvent.FLUSH, PoolEvent.WRITEBACK) and _own_slot(lay, rank, e[1]))]
 
 
 def drop_flag_write_back(log, rank, lay):
-    return [e for e in log if not (e[0] in (EV_FLUSH, EV_WRITEBACK) and e[1] == lay.flags_offset + 64 * rank)]
+    return [e for e in log if not (e[0] in (PoolEvent.FLUSH, PoolEvent.WRITEBACK) and e[1] == lay.flags_offset + 64 * rank)]
 
 
 def drop_sfence(log, rank, lay):
-    return [e for e in log if e[0] != EV_SFENCE]
+    return [e for e in log if e[0] != PoolEvent.SFENCE]
 
 
 def drop_mfence(log, rank, lay):
-    return [e for e in log if e[0] != EV_MFENCE]
+    return [e for e in log if e[0] != PoolEvent.MFENCE]
 
 
 def poll_without_invalidating(log, rank, lay):
-    return [[EV_POLL_CACHED, e[1], e[2]] if e[0] == EV_POLL_FLUSHED else e for e in log]
+    return [[PoolEvent.POLL_CACHED, e[1], e[2]] if e[0] == PoolEvent.POLL_FLUSHED else e for e in log]
 
 
 def _move_after_write(log, picked):
     """Move the events `picked(i, event)` selects to just after their call's WRITE."""
     out, insert_at = [], None
     for i, e in enumerate(log):
-        if e[0] == EV_WRITE:
+        if e[0] == PoolEvent.WRITE:
             insert_at = len(out) + 1
         if picked(i, e):
             out.insert(insert_at, e)
@@ -426,12 +426,12 @@ def _move_after_write(log, picked):
 
 
 def flag_store_before_data_write_back(log, rank, lay):
-    return _move_after_write(log, lambda i, e: e[0] == EV_FLAG_STORE)
+    return _move_after_write(log, lambda i, e: e[0] == PoolEvent.FLAG_STORE)
 
 
 def flag_and_its_write_back_before_data_write_back(log, rank, lay):
     flag = lay.flags_offset + 64 * rank
-    return _move_after_write(log, lambda i, e: e[0] == EV_FLAG_STORE or (e[0] == EV_FLUSH and e[1] == flag))
+    return _move_after_write(log, lambda i, e: e[0] == PoolEvent.FLAG_STORE or (e[0] == PoolEvent.FLUSH and e[1] == flag))
 
 
 MUTATIONS = {  # mutation: (policy that must catch it, what its message must say)
@@ -454,7 +454,7 @@ MUTATIONS = {  # mutation: (policy that must catch it, what its message must say
 @pytest.mark.parametrize("mutation", list(MUTATIONS), ids=lambda f: f.__name__)
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_a_wrong_flush_schedule_fails_replay(mutation, nranks):
-    lay = Layout.plan(nranks, REPLAY_SLOT)
+    lay = SegmentLayout.plan(nranks, REPLAY_SLOT)
     logs = replay_logs("cython", nranks, "flush", "clflushopt")
     assert replay(logs, lay) == []
     mutated = [np.array(mutation(log.tolist(), rank, lay), dtype=np.int64).reshape(-1, 3)
@@ -470,14 +470,14 @@ def test_a_wrong_flush_schedule_fails_replay(mutation, nranks):
 
 
 def test_model_rejects_lines_with_two_writers_and_foreign_flags():
-    lay = Layout.plan(2, 64)
+    lay = SegmentLayout.plan(2, 64)
     other_slot = lay.data_offset + (1 * 2 + 1) * lay.slot_stride  # rank 1's slot of epoch 1
-    bad_write = [np.array([[EV_WRITE, other_slot, 8]]), np.zeros((0, 3), np.int64)]
+    bad_write = [np.array([[PoolEvent.WRITE, other_slot, 8]]), np.zeros((0, 3), np.int64)]
     assert "rank 0, epoch 1: WRITE of 8 bytes at pool offset" in replay(bad_write, lay, ["lazy"])[0]
     own_slot = other_slot - lay.slot_stride
-    bad_flag = [np.array([[EV_WRITE, own_slot, 8], [EV_FLAG_STORE, lay.flags_offset + 64, 1]]), np.zeros((0, 3))]
+    bad_flag = [np.array([[PoolEvent.WRITE, own_slot, 8], [PoolEvent.FLAG_STORE, lay.flags_offset + 64, 1]]), np.zeros((0, 3))]
     assert "FLAG_STORE of 1 at pool offset 4160, but its flag line is at 4096" in replay(bad_flag, lay, ["lazy"])[0]
-    overflow = [np.array([[EV_WRITE, own_slot, 65]]), np.zeros((0, 3))]
+    overflow = [np.array([[PoolEvent.WRITE, own_slot, 65]]), np.zeros((0, 3))]
     assert "holds 64" in replay(overflow, lay, ["lazy"])[0]
     assert "unknown event op 42" in replay([np.array([[42, 0, 0]]), np.zeros((0, 3))], lay)[0]
     with pytest.raises(InputError, match="policy"):
@@ -485,13 +485,13 @@ def test_model_rejects_lines_with_two_writers_and_foreign_flags():
 
 
 def test_model_reads_must_match_what_was_written():
-    lay = Layout.plan(1, 128)
+    lay = SegmentLayout.plan(1, 128)
     slot1 = lay.data_offset + lay.slot_stride  # epoch 1 uses buffer 1
-    log = [[EV_WRITE, slot1, 64], [EV_SFENCE, 0, 0], [EV_FLAG_STORE, lay.flags_offset, 1], [EV_READ, slot1, 128]]
+    log = [[PoolEvent.WRITE, slot1, 64], [PoolEvent.SFENCE, 0, 0], [PoolEvent.FLAG_STORE, lay.flags_offset, 1], [PoolEvent.READ, slot1, 128]]
     assert "which rank 0 did not write in epoch 1" in replay([np.array(log)], lay, ["lazy"])[0]
-    log[-1] = [EV_READ, lay.data_offset, 64]
+    log[-1] = [PoolEvent.READ, lay.data_offset, 64]
     # the other buffer: nothing was written there in epoch 1 (buffers follow data rounds, so the model
     # checks what was written rather than a parity rule)
     assert "(pool offset 8192), which rank 0 did not write in epoch 1" in replay([np.array(log)], lay, ["lazy"])[0]
-    log[-1] = [EV_READ, slot1, 64]
+    log[-1] = [PoolEvent.READ, slot1, 64]
     assert replay([np.array(log)], lay) == []

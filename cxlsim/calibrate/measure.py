@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 
 STABLE = 1.5  # a batch whose flag round trip exceeds this x the best seen ran in a slow placement
@@ -88,7 +89,7 @@ def _mean_call_ns(fn, calls: int) -> float:
 def _pass_curves(sizes, nranks: int, repeats: int = 5) -> tuple[dict, dict]:
     """Median ns per call of the zero-copy bench's write pass (`write_block(block, send)`, n bytes) and read pass
     (`read_pass` over an (np, n) view with 64-B-padded rows), for 0 and every size."""
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
 
     write, read = {}, {}
     for n in [0] + list(sizes):
@@ -100,14 +101,14 @@ def _pass_curves(sizes, nranks: int, repeats: int = 5) -> tuple[dict, dict]:
         calls = max(20, min(20000, int(2e6 / (n + 200))))
 
         def store():
-            _kernels.write_block(block, send)
+            primitives.write_block(block, send)
         write[str(n)] = steady([_mean_call_ns(store, calls) for _ in range(repeats)])
-        read[str(n)] = steady([_mean_call_ns(lambda: _kernels.read_pass(rows), calls) for _ in range(repeats)])
+        read[str(n)] = steady([_mean_call_ns(lambda: primitives.read_pass(rows), calls) for _ in range(repeats)])
     return write, read
 
 
 def _flush_curve(max_bytes: int, repeats: int = 5) -> dict:
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
     from cxlsim.emulator.comm import choose_line_ops
 
     writer, reader = choose_line_ops("auto")
@@ -116,15 +117,15 @@ def _flush_curve(max_bytes: int, repeats: int = 5) -> dict:
     while n <= max_bytes:
         buf = np.zeros(n, np.uint8)
         iters = max(10, min(2000, int(2e5 // (n // 64 + 4))))
-        wb.append(steady([_kernels.line_op_ns(buf, writer, True, "sfence", iters) for _ in range(repeats)]))
-        wbm.append(steady([_kernels.line_op_ns(buf, writer, True, "mfence", iters) for _ in range(repeats)]))
-        inv.append(steady([_kernels.line_op_ns(buf, reader, False, "mfence", iters) for _ in range(repeats)]))
+        wb.append(steady([primitives.line_op_ns(buf, writer, True, "sfence", iters) for _ in range(repeats)]))
+        wbm.append(steady([primitives.line_op_ns(buf, writer, True, "mfence", iters) for _ in range(repeats)]))
+        inv.append(steady([primitives.line_op_ns(buf, reader, False, "mfence", iters) for _ in range(repeats)]))
         lines.append(n // 64)
         n *= 4
-    bare = steady([_kernels.line_op_ns(np.zeros(0, np.uint8), writer, False, "mfence", 2000) for _ in range(repeats)])
+    bare = steady([primitives.line_op_ns(np.zeros(0, np.uint8), writer, False, "mfence", 2000) for _ in range(repeats)])
     return {"lines": lines, "writeback_sfence_ns": wb, "writeback_mfence_ns": wbm, "invalidate_mfence_ns": inv,
             "mfence_ns": bare,
-            "writeback_op": _kernels.OP_NAMES[writer], "invalidate_op": _kernels.OP_NAMES[reader]}
+            "writeback_op": primitives.OP_NAMES[writer], "invalidate_op": primitives.OP_NAMES[reader]}
 
 
 def _remote_rank(comm, sizes, repeats: int):
@@ -139,19 +140,19 @@ def _remote_rank(comm, sizes, repeats: int):
       readers of the previous call on that buffer do), a barrier, then memcpys / write_blocks n
       bytes into its own. Timed stores and read passes have their 0-byte cost taken off.
     """
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
     from cxlsim.emulator.comm import choose_line_ops
 
     pool = np.frombuffer(comm.pool.mapping, np.uint8)
-    writer = choose_line_ops("auto")[0] if comm.coherence == "flush" else None
+    writer = choose_line_ops("auto")[0] if comm.coherence is Coherence.FLUSH else None
     empty = np.zeros(0, np.uint8)
 
     def timed(fn):
-        t0 = _kernels.now_ns()
+        t0 = primitives.now_ns()
         fn()
-        return _kernels.now_ns() - t0
-    zero = {"read": statistics.median(timed(lambda: _kernels.read_pass(empty)) for _ in range(51)),
-            "store": statistics.median(timed(lambda: _kernels.write_block(empty, empty)) for _ in range(51))}
+        return primitives.now_ns() - t0
+    zero = {"read": statistics.median(timed(lambda: primitives.read_pass(empty)) for _ in range(51)),
+            "store": statistics.median(timed(lambda: primitives.write_block(empty, empty)) for _ in range(51))}
     out = {kind: {} for kind in ("copy", "read", "copyin", "store")}
     other = 1 - comm.rank
     for n in sizes:
@@ -164,21 +165,21 @@ def _remote_rank(comm, sizes, repeats: int):
                 if n:
                     if kind in ("copy", "read"):
                         if writer is not None:
-                            _kernels.line_op_ns(mine, writer, True, "sfence", 1)
+                            primitives.line_op_ns(mine, writer, True, "sfence", 1)
                         else:
                             mine.fill(i & 255)
                     else:
-                        _kernels.read_pass(theirs)
+                        primitives.read_pass(theirs)
                 comm.barrier()
                 if n:
                     if kind == "copy":
-                        ns = _kernels.memcpy_ns(local, theirs, 1)
+                        ns = primitives.memcpy_ns(local, theirs, 1)
                     elif kind == "read":
-                        ns = timed(lambda: _kernels.read_pass(theirs)) - zero["read"]
+                        ns = timed(lambda: primitives.read_pass(theirs)) - zero["read"]
                     elif kind == "copyin":
-                        ns = _kernels.memcpy_ns(mine, local, 1)
+                        ns = primitives.memcpy_ns(mine, local, 1)
                     else:
-                        ns = timed(lambda: _kernels.write_block(mine, local)) - zero["store"]
+                        ns = timed(lambda: primitives.write_block(mine, local)) - zero["store"]
                     if i >= REMOTE_WARMUP:
                         samples.append(max(ns, 0.0))
                 comm.barrier()
@@ -236,7 +237,7 @@ def _concurrent_job(comm, sizes):
     return got, max(before, comm.flag_pingpong(500))
 
 
-def measure_concurrent(sizes, modes=("hw", "flush"), rounds: int = 4, best_roundtrip_ns: dict | None = None) -> dict:
+def measure_concurrent(sizes, modes=tuple(Coherence), rounds: int = 4, best_roundtrip_ns: dict | None = None) -> dict:
     """{mode: {kind: {size (str): [ns per job]}}} of the concurrent-copy primitive at np = 2: jobs
     alternate the modes (A B A B, `rounds` of each), per job the ranks joined (`join_ranks`).
     A job whose flag round trip (before or after) exceeds STABLE x the best seen (here or in
@@ -272,22 +273,22 @@ def concurrent_curves(samples: dict) -> dict:
 
 def measure_primitives(sizes, nranks: int = 2, progress=None, batches: int = 7) -> dict:
     """Every primitive the local-host model is fitted from (never the allgather itself)."""
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
     from cxlsim.emulator.copybw import copy_bandwidth_curve
     from cxlsim.emulator.launch import run_local
 
     step = progress or (lambda what: None)
     sizes = sorted({int(s) for s in sizes})
-    out = {"np": nranks, "clock_read_ns": _kernels.clock_read_ns(10000)}
+    out = {"np": nranks, "clock_read_ns": primitives.clock_read_ns(10000)}
     step("flag round trip (hw, flush)")
-    rts = {"hw": [], "flush": []}
+    rts = {mode: [] for mode in Coherence}
     for _ in range(2):  # A B A B
-        for mode in ("hw", "flush"):
+        for mode in Coherence:
             rts[mode] += measure_roundtrip(mode, batches)
     out["roundtrip_samples_ns"] = rts
     out["roundtrip_ns"] = {m: steady(v) for m, v in rts.items()}
     step("flush and fences")
-    out["flush"] = _flush_curve(max(max(sizes), 64))
+    out[Coherence.FLUSH] = _flush_curve(max(max(sizes), 64))
     step("per-call overhead (np=1, 0 B)")
     ov = run_local(1, _overhead_rank, (batches, 2000), slot_bytes=64)[0]
     out["overhead_samples_ns"] = ov
@@ -300,7 +301,7 @@ def measure_primitives(sizes, nranks: int = 2, progress=None, batches: int = 7) 
     out["write_pass"], out["read_pass"] = _pass_curves(sizes, nranks)
     step("remote copy and read pass (hw, flush)")
     out["remote_ns"] = {}
-    for mode in ("hw", "flush"):
+    for mode in Coherence:
         res = run_local(2, _remote_rank, (sizes, 21), coherence=mode, slot_bytes=max(max(sizes), 64), timeout_s=60.0)[0]
         out["remote_ns"][mode] = {kind: {str(n): steady(v) for n, v in by_size.items()} for kind, by_size in res.items()}
     step("concurrent copy (hw, flush)")
@@ -319,12 +320,12 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
     # in the same host placement as the runs (never the allgather's own figures)
     before = _concurrent_rank(comm, sizes) if comm.size == 2 and not comm.pool_latency_ns \
         and not comm.pool_bw_bytes_per_ns else None
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
 
     src, dst = np.ones(PROBE_BYTES, np.uint8), np.zeros(PROBE_BYTES, np.uint8)
 
     def probes():  # this rank's copy time of PROBE_BYTES and (np = 2) flag round trip, now
-        copy = min(_kernels.memcpy_ns(dst, src, 1) for _ in range(3))
+        copy = min(primitives.memcpy_ns(dst, src, 1) for _ in range(3))
         return copy, comm.flag_pingpong(100) if comm.size == 2 else float("nan")
     rows = []
     for n in sizes:  # per size, REPEATS runs of the bench, each with its own probes of the placement
@@ -350,7 +351,7 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
 
 def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
                       best_roundtrip_ns: dict | None = None, timing=None, progress=None,
-                      max_retries: int | None = None, modes=("hw", "flush")) -> dict:
+                      max_retries: int | None = None, modes=tuple(Coherence)) -> dict:
     """The emulator's pool allgather (copy and zero-copy) in hw and flush mode, held out from the fit.
 
     Jobs alternate hw, flush, hw, flush ... (`rounds` of each); inside a job the bench
@@ -369,7 +370,7 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
 
     best = dict(best_roundtrip_ns or {})
     latency_ns, bw = timing or (0.0, 0.0)
-    batches, kept = [], {"hw": [], "flush": []}
+    batches, kept = [], {mode: [] for mode in Coherence}
     retries = rounds * len(modes) if max_retries is None else max_retries
     step = progress or (lambda what: None)
     queue = list(modes) * rounds

@@ -19,6 +19,7 @@ import sysconfig
 from tqdm import tqdm
 
 from cxlsim import __version__
+from cxlsim.coherence import Coherence
 from cxlsim.emulator.bench import BenchPlan, run_plan
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
 from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
     p.add_argument("--warmup", type=_int_arg("--warmup"), default=None,
                    help="warm-up iterations per size (default OMB's: 200 up to 8 KiB, 10 above)")
     p.add_argument("--pool", default="shm", help="pool backend: shm (default), file:PATH, dax:PATH or numa:N")
-    p.add_argument("--coherence", choices=("hw", "flush"), default=None,
+    p.add_argument("--coherence", choices=Coherence.names(), default=None,
                    help="hw: plain stores (CXL 3.x back-invalidation); flush: clflushopt/clwb + fences "
                         "(default: hw, but flush on dax)")
     p.add_argument("--zero-copy", action="store_true", help="write into the pool slot and read the result in place")

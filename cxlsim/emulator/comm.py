@@ -16,7 +16,7 @@ Copy mode::
 Zero-copy mode: write straight into the pool, read the result in place::
 
     block = comm.send_view(count, dtype)       # writable view of this rank's next slot
-    block[:] = ...                             # or _kernels.write_block(block, src): a memcpy
+    block[:] = ...                             # or primitives.write_block(block, src): a memcpy
     result = comm.allgather_zero_copy(block)   # read-only (size, count) view of all slots
     result.array[r]                            # valid until this rank's next collective
 
@@ -28,21 +28,18 @@ import os
 
 import numpy as np
 
-from cxlsim.emulator import _kernels
+from cxlsim.coherence import Coherence
+from cxlsim.emulator import _kernels, _pool_kernel, _probes
 from cxlsim.emulator.pool import Pool
 from cxlsim.errors import InputError, RunError
 
-CollectiveTimeout = _kernels.CollectiveTimeout
-COHERENCE_MODES = ("hw", "flush")
+CollectiveTimeout = _pool_kernel.CollectiveTimeout
+StaleViewError = _pool_kernel.StaleViewError
+ZeroCopyResult = _pool_kernel.ZeroCopyResult
 WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB, "clflush": _kernels.OP_CLFLUSH}
-
 
 SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8
-
-
-StaleViewError = _kernels.StaleViewError
-ZeroCopyResult = _kernels.ZeroCopyResult
 
 
 def choose_line_ops(writeback: str = "auto") -> tuple[int, int]:
@@ -75,7 +72,7 @@ def timing_options(cls, pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: floa
     _kernels.check_timing(pool_latency_ns, pool_bw_bytes_per_ns)
     if not (pool_latency_ns or pool_bw_bytes_per_ns):
         return {}
-    if not issubclass(cls, _kernels.PoolKernel):
+    if not issubclass(cls, _pool_kernel.PoolKernel):
         raise InputError(f"emulated CXL timing (pool latency/bandwidth) runs in the Cython kernels only; "
                          f"{cls.__name__} cannot inject it")
     return dict(pool_latency_ns=float(pool_latency_ns), pool_bw_bytes_per_ns=float(pool_bw_bytes_per_ns))
@@ -85,7 +82,7 @@ class CommMixin:
     """The public communicator API, on top of a kernel class (Cython or the pure-Python twin)."""
 
     @classmethod
-    def open(cls, pool: Pool, rank: int, *, coherence: str | None = None, timeout_s: float = 10.0,
+    def open(cls, pool: Pool, rank: int, *, coherence: Coherence | str | None = None, timeout_s: float = 10.0,
              writeback: str = "auto", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> "PoolComm":
         """Attach `rank` to `pool`. coherence: 'hw' or 'flush' (default: the backend's).
         timeout_s: how long any wait may take before CollectiveTimeout names the missing ranks.
@@ -111,13 +108,11 @@ class CommMixin:
         be intercepted, so they get the per-block L but are not paced. The exact schedule is in
         the header comment of cxl_ops.h; `set_timing` changes it between calls.
         """
-        coherence = coherence or pool.handle.spec.default_coherence
-        if coherence not in COHERENCE_MODES:
-            raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
+        coherence = Coherence.parse(coherence or pool.handle.spec.default_coherence, "--coherence")
         if not timeout_s > 0:
             raise InputError(f"--timeout: expected a positive number of seconds, got {timeout_s!r}")
         timing = timing_options(cls, pool_latency_ns, pool_bw_bytes_per_ns)
-        writer, reader = choose_line_ops(writeback) if coherence == "flush" else (0, 0)
+        writer, reader = choose_line_ops(writeback) if coherence is Coherence.FLUSH else (0, 0)
         lay = pool.layout
         cores = len(os.sched_getaffinity(0))
         # Spin briefly when every rank has a core; when ranks outnumber cores, yield almost at once.
@@ -200,21 +195,18 @@ class CommMixin:
             pass  # a caller still holds a view, which pins the mapping; it is unmapped when the view goes
 
 
-class PoolComm(CommMixin, _kernels.PoolKernel):
+class PoolComm(CommMixin, _pool_kernel.PoolKernel):
     """A rank's communicator over a pool, on the Cython kernels; build it with `PoolComm.open(pool, rank)`."""
 
     # The same contracts as CommMixin's, without Python overhead on the hot path: the kernel keeps
     # the views of the last (count, dtype) per buffer, and checks a block by identity against them.
-    send_view = _kernels.PoolKernel.send_view
-    allgather_zero_copy = _kernels.PoolKernel.allgather_zero_copy
+    send_view = _pool_kernel.PoolKernel.send_view
+    allgather_zero_copy = _pool_kernel.PoolKernel.allgather_zero_copy
 
+    def flag_pingpong(self, iterations: int) -> float:
+        """Calibration probe on this pool (np = 2): mean ns per flag round trip; see `_probes.flag_pingpong`."""
+        return _probes.flag_pingpong(self, iterations)
 
-def comm_class(kernel: str = "cython"):
-    """The communicator class for `kernel`: 'cython' (fast) or 'reference' (the pure-Python twin)."""
-    if kernel == "cython":
-        return PoolComm
-    if kernel == "reference":
-        from cxlsim.emulator.reference import ReferenceComm
-
-        return ReferenceComm
-    raise InputError(f"kernel: expected 'cython' or 'reference', got {kernel!r}")
+    def concurrent_copy(self, nbytes: int, iterations: int, read: bool = False) -> np.ndarray:
+        """Calibration probe on this pool: (iterations, 4) ns per phase; see `_probes.concurrent_copy`."""
+        return _probes.concurrent_copy(self, nbytes, iterations, read)

@@ -18,8 +18,10 @@ import time
 import traceback
 from multiprocessing.connection import wait
 
-from cxlsim.emulator.comm import comm_class, timing_options
+from cxlsim.coherence import Coherence
+from cxlsim.emulator.comm import PoolComm, timing_options
 from cxlsim.emulator.pool import Pool, PoolSpec, parse_pool_spec
+from cxlsim.emulator.reference import ReferenceComm
 from cxlsim.errors import InputError, RunError
 
 GRACE_S = 5.0  # extra time the launcher gives ranks beyond their own timeout
@@ -32,6 +34,17 @@ class RankFailure(RunError):
         self.failures = dict(sorted(failures.items()))
         lines = "\n".join(f"  rank {r}: {msg}" for r, msg in self.failures.items())
         super().__init__(f"{len(self.failures)} rank(s) failed:\n{lines}")
+
+
+COMM_CLASSES = {"cython": PoolComm, "reference": ReferenceComm}
+
+
+def comm_class(kernel: str = "cython"):
+    """The communicator class for `kernel`: 'cython' (fast) or 'reference' (the pure-Python twin)."""
+    try:
+        return COMM_CLASSES[kernel]
+    except (KeyError, TypeError):
+        raise InputError(f"kernel: expected 'cython' or 'reference', got {kernel!r}") from None
 
 
 def check_np(nranks) -> int:
@@ -64,7 +77,7 @@ def _rank_main(rank, handle, fn, args, options, conn):
 
 
 def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
-              coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
+              coherence: Coherence | str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
               kernel: str = "cython", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> list:
     """Run ``fn(comm, *args)`` on `nranks` forked processes sharing one pool; return their results.
 
@@ -74,8 +87,7 @@ def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_by
     """
     check_np(nranks)
     spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
-    if (coherence or spec.default_coherence) not in ("hw", "flush"):
-        raise InputError(f"--coherence: expected 'hw' or 'flush', got {coherence!r}")
+    Coherence.parse(coherence or spec.default_coherence, "--coherence")
     timing_options(comm_class(kernel), pool_latency_ns, pool_bw_bytes_per_ns)  # check before forking
     options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback, kernel=kernel,
                    pool_latency_ns=pool_latency_ns, pool_bw_bytes_per_ns=pool_bw_bytes_per_ns)
@@ -151,7 +163,7 @@ def _death_message(exitcode) -> str:
 
 
 def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
-            coherence: str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
+            coherence: Coherence | str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
             pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0):
     """Inside an MPI job: build a pool over MPI.COMM_WORLD and return ``fn(comm, mpi_comm, *args)`` on every rank.
 

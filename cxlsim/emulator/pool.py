@@ -37,6 +37,7 @@ import secrets
 import stat
 import struct
 
+from cxlsim.coherence import Coherence
 from cxlsim.emulator import _kernels
 from cxlsim.errors import InputError, RunError
 
@@ -69,9 +70,9 @@ class PoolSpec:
     numa_node: int | None = None
 
     @property
-    def default_coherence(self) -> str:
-        """'flush' on dax (CXL 2.0 memory is not coherent across hosts), else 'hw'."""
-        return "flush" if self.kind == "dax" else "hw"
+    def default_coherence(self) -> Coherence:
+        """FLUSH on dax (CXL 2.0 memory is not coherent across hosts), else HW."""
+        return Coherence.FLUSH if self.kind == "dax" else Coherence.HW
 
     def __str__(self) -> str:
         if self.kind == "numa":
@@ -95,7 +96,7 @@ def parse_pool_spec(text: str) -> PoolSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Layout:
+class SegmentLayout:
     """Byte layout of a pool for `nranks` ranks with slots of `slot_bytes`."""
 
     nranks: int
@@ -106,7 +107,7 @@ class Layout:
     total_bytes: int
 
     @classmethod
-    def plan(cls, nranks: int, slot_bytes: int, align: int = PAGE) -> "Layout":
+    def plan(cls, nranks: int, slot_bytes: int, align: int = PAGE) -> "SegmentLayout":
         if nranks < 1:
             raise InputError(f"nranks: expected 1 or more, got {nranks}")
         if slot_bytes < 0:
@@ -125,7 +126,7 @@ class PoolHandle:
 
     spec: PoolSpec
     path: str
-    layout: Layout
+    layout: SegmentLayout
     temporary: bool  # we created the file: the last rank to attach unlinks it
 
 
@@ -137,7 +138,7 @@ class Pool:
         self.mapping = mapping
 
     @property
-    def layout(self) -> Layout:
+    def layout(self) -> SegmentLayout:
         return self.handle.layout
 
     # -- creation -----------------------------------------------------------------
@@ -148,19 +149,19 @@ class Pool:
             spec = parse_pool_spec(spec)
         if spec.kind in ("shm", "numa"):
             sweep_stale()
-            layout = Layout.plan(nranks, slot_bytes)
+            layout = SegmentLayout.plan(nranks, slot_bytes)
             if spec.kind == "numa":
                 _check_numa_node(spec.numa_node)
             path = os.path.join(SHM_DIR, f"{SEGMENT_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
             fd = _open_new(path, spec)
             temporary = True
         elif spec.kind == "file":
-            layout = Layout.plan(nranks, slot_bytes)
+            layout = SegmentLayout.plan(nranks, slot_bytes)
             path = os.path.abspath(spec.path)
             temporary = not os.path.exists(path)
             fd = _open_new(path, spec) if temporary else _open_existing(path, spec, layout.total_bytes)
         else:
-            layout = Layout.plan(nranks, slot_bytes, align=DAX_ALIGN)
+            layout = SegmentLayout.plan(nranks, slot_bytes, align=DAX_ALIGN)
             path = os.path.abspath(spec.path)
             _check_dax(path)
             temporary = False
