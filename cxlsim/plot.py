@@ -1,6 +1,6 @@
 """Plots of a sweep: `cxlsim plot WORKSPACE --x KEY --y METRIC [--hue KEY]`.
 
-A sweep's `sweep.csv` (cxlsim.sweep) has one row per point: the axis columns
+A sweep's `sweep.csv` (cxlsim.sweep_workspace) has one row per point: the axis columns
 (dotted scenario keys, internal units) and the metric columns (`latency_us`,
 `events`, ...). A *line* plot draws METRIC against one axis, one line per value
 of the `--hue` axis. A *heatmap* (`--kind heatmap --x KEY --y KEY2 --z METRIC`)
@@ -24,7 +24,8 @@ import re
 from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.results import Workspace
-from cxlsim.sweep import CSV_NAME, leaf_keys, read_csv_rows
+from cxlsim.sweep_definition import axis_value, base_scenario, leaf_keys, load
+from cxlsim.sweep_workspace import CSV_NAME, read_csv_rows
 
 __all__ = ["plot", "axis_columns", "register"]
 
@@ -71,24 +72,51 @@ def _scale(series, asked: str) -> str:
     return "log" if lo > 0 and hi / lo >= 100 else "linear"
 
 
-def _where(frame, where):
+def _base(workspace: str):
+    """The sweep's base scenario (from its sweep.yaml), against which --where values are read; None if absent."""
+    path = os.path.join(workspace, "sweep.yaml")
+    return base_scenario(load(path)) if os.path.isfile(path) else None
+
+
+def _where(frame, where, base) -> tuple:
+    """`frame` filtered by the --where KEY=VALUE texts, and the (key, canonical value) pairs that filtered it.
+
+    A VALUE of a scenario key is read as `--vary` reads it (YAML, in the key's units: '1 MiB',
+    '250 ns') and compared with the CSV column's internal value (bytes, ns, bytes/ns).
+    """
+    pins = []
     for text in where:
         key, sep, value = text.partition("=")
         if not sep or key not in frame.columns:
             raise InputError(f"--where {text!r}: expected KEY=VALUE with KEY one of {', '.join(axis_columns(frame))}")
         column = frame[key]
+        wanted = value
+        if base is not None and key in axis_columns(frame):
+            wanted = axis_value(base, key, value)
+            if isinstance(wanted, list):
+                wanted = ";".join(map(str, wanted))  # as the CSV writes a list-valued axis
         if _numeric(column):
             try:
-                mask = (column - float(value)).abs() <= 1e-9 * max(1.0, abs(float(value)))
-            except ValueError:
+                number = float(wanted)
+            except (TypeError, ValueError):
                 raise InputError(f"--where {key}={value!r}: expected a number (the column holds numbers)") from None
+            mask = (column - number).abs() <= 1e-9 * max(1.0, abs(number))
         else:
-            mask = column.astype(str) == value
+            mask = column.astype(str) == str(wanted)
         if not mask.any():
-            seen = sorted(set(column.astype(str)))
-            raise InputError(f"--where {key}={value!r}: no point has this value; the sweep has {', '.join(seen)}")
+            seen = [str(v) for v in sorted(set(column.tolist()))] if _numeric(column) else sorted(set(column.astype(str)))
+            read = f" ({wanted})" if str(wanted) != value else ""
+            raise InputError(f"--where {key}={value!r}{read}: no point has this value; the sweep has {', '.join(seen)}")
         frame = frame[mask]
-    return frame
+        pins.append((key, wanted))
+    return frame, tuple(sorted(pins, key=lambda p: p[0]))
+
+
+def _pin_text(pins) -> str:
+    """The --where pins in a file name: '-where-KEY=VALUE-...' (canonical values, sorted by key)."""
+    if not pins:
+        return ""
+    return "-where-" + "-".join(f"{k}={v}" for k, v in pins)
 
 
 def _check_columns(frame, **named):
@@ -133,7 +161,7 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
         raise InputError("--z: only for --kind heatmap")
     _check_columns(frame, x=x, y=y, hue=hue, z=z)
     metric = z if kind == "heatmap" else y
-    frame = _where(frame, where)
+    frame, pins = _where(frame, where, _base(workspace))
     frame = frame[frame[metric].notna()]
     if frame.empty:
         raise InputError(f"no finished point has a value of {metric} (with the --where filters given)")
@@ -154,7 +182,7 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
         if hue is not None:
             ax.legend(title=_label(hue), fontsize="small")
         ax.grid(True, which="both", alpha=0.3)
-        default = f"{y}-vs-{x}" + (f"-by-{hue}" if hue else "")
+        default = f"{y}-vs-{x}" + (f"-by-{hue}" if hue else "") + _pin_text(pins)
     else:
         from matplotlib.colors import LogNorm
 
@@ -177,7 +205,7 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
             for (i, j), v in _cells(values):
                 ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
                         color="white" if v < mid else "black")
-        default = f"{z}-by-{x}-{y}"
+        default = f"{z}-by-{x}-{y}" + _pin_text(pins)
     if title:
         ax.set_title(title, fontsize="small")
     path = Workspace(workspace).save_plot(_safe(name or default), fig)

@@ -234,13 +234,13 @@ def test_workspace_guards(tmp_path, capsys):
     assert "6 points, 6 already finished, 0 run" in capsys.readouterr().out
 
 
-def test_resume_with_more_values_runs_only_the_new_points(tmp_path, capsys):
+def test_extend_with_more_values_runs_only_the_new_points(tmp_path, capsys):
     path = write(tmp_path, ANALYTIC)
     ws = tmp_path / "w"
     assert cli_main(["sweep", path, "--output", str(ws)]) == 0
     before = point_files(ws)
     capsys.readouterr()
-    assert cli_main(["sweep", path, "--vary", "fabric.nodes=2,4,8,16", "--output", str(ws), "--resume"]) == 0
+    assert cli_main(["sweep", path, "--vary", "fabric.nodes=2,4,8,16", "--output", str(ws), "--extend"]) == 0
     assert "8 points, 6 already finished, 2 run" in capsys.readouterr().out
     after = point_files(ws)
     assert all(after[name] == data for name, data in before.items()) and len(after) == 8
@@ -417,7 +417,7 @@ def test_line_plot_has_the_expected_axes_and_data(analytic_ws):
     path, fig, ax = plot.plot(str(analytic_ws), "fabric.nodes", "latency_us", hue="fabric.preset",
                               where=["workload.sizes=1048576"])
     try:
-        assert path == str(analytic_ws / "latency_us-vs-fabric.nodes-by-fabric.preset.png")
+        assert path == str(analytic_ws / "latency_us-vs-fabric.nodes-by-fabric.preset-where-workload.sizes_1048576.png")
         assert ax.get_xlabel() == "fabric.nodes" and ax.get_ylabel() == "latency_us [us]"
         assert [t.get_text() for t in ax.get_legend().get_texts()] == ["eth-100g-roce", "ib-hdr"]
         frame = pd.read_csv(analytic_ws / "sweep.csv")

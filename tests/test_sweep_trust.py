@@ -1,0 +1,152 @@
+"""No silent wrong answers from `cxlsim sweep` and `cxlsim plot` (issue 12: cases 4, 5, 6 and 9).
+
+Each test runs the command the issue reports and checks that it now either
+does the right thing or refuses with exit 2 and a message naming the key.
+"""
+import os
+
+import pytest
+
+from cxlsim.cli import main as cli_main
+
+ANALYTIC = """\
+name: a
+engine: analytic
+fabric: {preset: ib-hdr, nodes: 4}
+workload: {algorithm: ring, sizes: [1 KiB, 1 MiB]}
+sweep:
+  vary:
+    fabric.nodes: [2, 4, 8]
+"""
+
+
+def write(tmp_path, text, name="s.yaml"):
+    path = tmp_path / name
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
+    return str(path)
+
+
+def snapshot(ws):
+    """Every file of a workspace (but its lock) and its bytes."""
+    out = {}
+    for root, _, files in os.walk(ws):
+        for name in files:
+            if name != ".lock":
+                path = os.path.join(root, name)
+                with open(path, "rb") as fh:
+                    out[os.path.relpath(path, ws)] = fh.read()
+    return out
+
+
+def data_rows(ws):
+    return (ws / "sweep.csv").read_text().splitlines()[1:]
+
+
+@pytest.fixture
+def finished(tmp_path, capsys):
+    """A finished 6-point analytic sweep (nodes 2, 4, 8 x sizes 1 KiB, 1 MiB) and its scenario file."""
+    path = write(tmp_path, ANALYTIC)
+    ws = tmp_path / "w"
+    assert cli_main(["sweep", path, "--output", str(ws)]) == 0
+    capsys.readouterr()
+    return path, ws
+
+
+# ---------------------------------------------------------------- case 4: --resume never redefines a sweep
+
+def test_resume_with_other_values_is_refused_naming_the_key_and_changes_nothing(finished, capsys):
+    path, ws = finished
+    before = snapshot(ws)
+    assert cli_main(["sweep", str(ws), "--resume", "--vary", "fabric.nodes=8,16"]) == 2
+    err = capsys.readouterr().err
+    assert "fabric.nodes: [2, 4, 8] there, [8, 16] here" in err and "--extend" in err
+    assert "Traceback" not in err
+    assert snapshot(ws) == before
+
+
+def test_resume_with_another_axis_is_refused_naming_it(finished, capsys):
+    path, ws = finished
+    before = snapshot(ws)
+    assert cli_main(["sweep", path, "--output", str(ws), "--resume", "--vary", "fabric.preset=ib-hdr,ib-ndr"]) == 2
+    assert "fabric.preset: not an axis there, an axis here" in capsys.readouterr().err
+    assert cli_main(["sweep", path, "--output", str(ws), "--resume", "--vary", "workload.sizes=1 KiB"]) == 2
+    assert "workload.sizes: [1024, 1048576] there, [1024] here" in capsys.readouterr().err
+    assert snapshot(ws) == before
+
+
+def test_extend_adds_points_and_the_old_definition_no_longer_resumes(finished, capsys):
+    path, ws = finished
+    assert cli_main(["sweep", str(ws), "--extend", "--vary", "fabric.nodes=2,4,8,16"]) == 0
+    assert "8 points, 6 already finished, 2 run, 0 failed" in capsys.readouterr().out
+    assert len(data_rows(ws)) == 8
+    rows = snapshot(ws)
+    # The scenario file still says [2, 4, 8]: resuming with it would cut the sweep, so it is refused.
+    assert cli_main(["sweep", path, "--output", str(ws), "--resume"]) == 2
+    assert "fabric.nodes: [2, 4, 8, 16] there, [2, 4, 8] here" in capsys.readouterr().err
+    assert snapshot(ws) == rows
+    assert cli_main(["sweep", str(ws), "--resume"]) == 0
+    assert "8 points, 8 already finished, 0 run" in capsys.readouterr().out
+    assert len(data_rows(ws)) == 8
+
+
+def test_extend_refuses_to_drop_points_or_change_the_base(finished, capsys):
+    path, ws = finished
+    before = snapshot(ws)
+    assert cli_main(["sweep", str(ws), "--extend", "--vary", "fabric.nodes=8,16"]) == 2
+    err = capsys.readouterr().err
+    assert "--extend" in err and "fabric.nodes: [2, 4, 8] there, [8, 16] here, without 2, 4" in err
+    other = write(ws.parent, ANALYTIC.replace("ib-hdr", "ib-ndr"), "other.yaml")
+    assert cli_main(["sweep", other, "--output", str(ws), "--extend"]) == 2
+    assert "another base scenario (fabric.preset: 'ib-hdr' there, 'ib-ndr' here)" in capsys.readouterr().err
+    assert snapshot(ws) == before
+
+
+def test_extend_needs_a_sweep_to_extend(tmp_path, capsys):
+    path = write(tmp_path, ANALYTIC)
+    assert cli_main(["sweep", path, "--output", str(tmp_path / "new"), "--extend"]) == 2
+    assert "holds no sweep to extend" in capsys.readouterr().err
+    assert cli_main(["sweep", path, "--extend"]) == 2
+    assert "--extend: give the workspace" in capsys.readouterr().err
+
+
+def test_resume_may_change_how_points_run(finished, capsys):
+    """The executor and the pool size are not part of what a sweep computes."""
+    _, ws = finished
+    assert cli_main(["sweep", str(ws), "--resume", "--workers", "1", "--executor", "local"]) == 0
+    assert "6 points, 6 already finished, 0 run" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- case 9: plot --where
+
+@pytest.fixture
+def swept(tmp_path, capsys):
+    path = write(tmp_path, ANALYTIC)
+    ws = tmp_path / "w"
+    assert cli_main(["sweep", path, "--output", str(ws)]) == 0
+    capsys.readouterr()
+    return ws
+
+
+def test_plots_with_other_where_filters_get_other_files(swept, capsys):
+    common = ["plot", str(swept), "--x", "fabric.nodes", "--y", "latency_us"]
+    assert cli_main([*common, "--where", "workload.sizes=1024"]) == 0
+    small = capsys.readouterr().out.split("# plot: ")[1].strip()
+    assert cli_main([*common, "--where", "workload.sizes=1048576"]) == 0
+    large = capsys.readouterr().out.split("# plot: ")[1].strip()
+    assert small != large and os.path.isfile(small) and os.path.isfile(large)
+    assert "1024" in os.path.basename(small) and "1048576" in os.path.basename(large)
+    assert open(small, "rb").read() != open(large, "rb").read()
+
+
+def test_where_takes_values_as_vary_does(swept, capsys):
+    common = ["plot", str(swept), "--x", "fabric.nodes", "--y", "latency_us"]
+    assert cli_main([*common, "--where", "workload.sizes=1 MiB"]) == 0
+    with_unit = capsys.readouterr().out.split("# plot: ")[1].strip()
+    assert cli_main([*common, "--where", "workload.sizes=1048576"]) == 0
+    in_bytes = capsys.readouterr().out.split("# plot: ")[1].strip()
+    assert with_unit == in_bytes  # the same points, so the same plot
+    assert cli_main([*common, "--where", "workload.sizes=3 MiB"]) == 2
+    err = capsys.readouterr().err
+    assert "workload.sizes='3 MiB' (3145728): no point has this value; the sweep has 1024, 1048576" in err
+    assert cli_main([*common, "--where", "workload.sizes=lots"]) == 2
+    assert "--where workload.sizes='lots': workload.sizes: expected sizes like" in capsys.readouterr().err
