@@ -69,9 +69,21 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+COMPILED_PREFIX = "cxlsim.emulator._"  # the emulator's compiled modules (setup.py's ext_modules)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(command_of(argv))
+    command = command_of(argv)
+    try:
+        parser = build_parser(command)
+    except ImportError as exc:
+        if not (exc.name or "").startswith(COMPILED_PREFIX):
+            raise
+        print(f"cxlsim {command}: failed: this command needs the emulator's compiled extension ({exc.name}), "
+              "which is not built: run `pip install -e .` (or `python setup.py build_ext --inplace`) "
+              "in the source tree", file=sys.stderr)
+        return 1
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
