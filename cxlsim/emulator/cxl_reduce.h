@@ -1,0 +1,126 @@
+/* cxl_reduce.h: element-wise reductions of the pool collectives (allreduce, reduce_scatter).
+ *
+ * cxl_fold(dtype, op, out, blocks, nblocks, count) sets out[i] = blocks[0][i] op blocks[1][i]
+ * op ... op blocks[nblocks - 1][i]: a left fold over the blocks in order (ranks 0..P-1),
+ * vectorised across elements only, so a floating-point result is the same bit pattern on
+ * every rank and in every run. It folds in 4 KiB pieces into a buffer on the stack, so out
+ * may alias any block.
+ *
+ * Integer sum and product wrap around (the arithmetic is unsigned: signed overflow is
+ * undefined in C). Floating-point min and max return NaN if either operand is NaN, as
+ * numpy.minimum and numpy.maximum do. Bitwise and logical ops are defined on the integer
+ * types only (a logical op gives 0 or 1).
+ */
+#ifndef CXLSIM_CXL_REDUCE_H
+#define CXLSIM_CXL_REDUCE_H
+
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    CXL_I8, CXL_I16, CXL_I32, CXL_I64, CXL_U8, CXL_U16, CXL_U32, CXL_U64, CXL_F32, CXL_F64,
+    CXL_NDTYPES
+};
+enum {
+    CXL_SUM, CXL_PROD, CXL_MIN, CXL_MAX, CXL_BAND, CXL_BOR, CXL_BXOR, CXL_LAND, CXL_LOR, CXL_LXOR,
+    CXL_NOPS
+};
+
+#define CXL_FOLD_BYTES 4096
+
+static const unsigned cxl_dtype_size[CXL_NDTYPES] = {1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+
+typedef void (*cxl_fold_fn)(char *out, const char *const *blocks, int nblocks, uint64_t count);
+
+/* One combine rule per op: a (the fold so far) op b; U is the unsigned twin of T. */
+#define CXL_C_SUM(T, U, a, b) ((T)((U)(a) + (U)(b)))
+#define CXL_C_PROD(T, U, a, b) ((T)((U)(a) * (U)(b)))
+#define CXL_C_FSUM(T, U, a, b) ((a) + (b))
+#define CXL_C_FPROD(T, U, a, b) ((a) * (b))
+#define CXL_C_MIN(T, U, a, b) ((a) < (b) ? (a) : (b))
+#define CXL_C_MAX(T, U, a, b) ((a) > (b) ? (a) : (b))
+#define CXL_C_FMIN(T, U, a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
+#define CXL_C_FMAX(T, U, a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
+#define CXL_C_BAND(T, U, a, b) ((T)((a) & (b)))
+#define CXL_C_BOR(T, U, a, b) ((T)((a) | (b)))
+#define CXL_C_BXOR(T, U, a, b) ((T)((a) ^ (b)))
+#define CXL_C_LAND(T, U, a, b) ((T)(((a) != 0) & ((b) != 0)))
+#define CXL_C_LOR(T, U, a, b) ((T)(((a) != 0) | ((b) != 0)))
+#define CXL_C_LXOR(T, U, a, b) ((T)(((a) != 0) ^ ((b) != 0)))
+
+#define CXL_DEFINE_FOLD(NAME, T, U, COMBINE)                                                       \
+    static void NAME(char *out, const char *const *blocks, int nblocks, uint64_t count)             \
+    {                                                                                               \
+        enum { PIECE = CXL_FOLD_BYTES / sizeof(T) };                                                \
+        T acc[PIECE] __attribute__((aligned(64)));                                                  \
+        for (uint64_t start = 0; start < count; start += PIECE) {                                   \
+            uint64_t n = count - start < PIECE ? count - start : PIECE;                             \
+            const T *restrict b0 = (const T *)blocks[0] + start;                                    \
+            if (nblocks == 1) {                                                                     \
+                memcpy(acc, b0, n * sizeof(T));                                                     \
+            } else {                                                                                \
+                const T *restrict b1 = (const T *)blocks[1] + start;                                \
+                for (uint64_t i = 0; i < n; i++) acc[i] = COMBINE(T, U, b0[i], b1[i]);             \
+                for (int r = 2; r < nblocks; r++) {                                                 \
+                    const T *restrict br = (const T *)blocks[r] + start;                            \
+                    for (uint64_t i = 0; i < n; i++) acc[i] = COMBINE(T, U, acc[i], br[i]);        \
+                }                                                                                   \
+            }                                                                                       \
+            memcpy((T *)out + start, acc, n * sizeof(T));                                           \
+        }                                                                                           \
+    }
+
+#define CXL_DEFINE_INT_FOLDS(S, T, U)                          \
+    CXL_DEFINE_FOLD(cxl_fold_sum_##S, T, U, CXL_C_SUM)        \
+    CXL_DEFINE_FOLD(cxl_fold_prod_##S, T, U, CXL_C_PROD)      \
+    CXL_DEFINE_FOLD(cxl_fold_min_##S, T, U, CXL_C_MIN)        \
+    CXL_DEFINE_FOLD(cxl_fold_max_##S, T, U, CXL_C_MAX)        \
+    CXL_DEFINE_FOLD(cxl_fold_band_##S, T, U, CXL_C_BAND)      \
+    CXL_DEFINE_FOLD(cxl_fold_bor_##S, T, U, CXL_C_BOR)        \
+    CXL_DEFINE_FOLD(cxl_fold_bxor_##S, T, U, CXL_C_BXOR)      \
+    CXL_DEFINE_FOLD(cxl_fold_land_##S, T, U, CXL_C_LAND)      \
+    CXL_DEFINE_FOLD(cxl_fold_lor_##S, T, U, CXL_C_LOR)        \
+    CXL_DEFINE_FOLD(cxl_fold_lxor_##S, T, U, CXL_C_LXOR)
+
+#define CXL_DEFINE_FLOAT_FOLDS(S, T)                           \
+    CXL_DEFINE_FOLD(cxl_fold_sum_##S, T, T, CXL_C_FSUM)       \
+    CXL_DEFINE_FOLD(cxl_fold_prod_##S, T, T, CXL_C_FPROD)     \
+    CXL_DEFINE_FOLD(cxl_fold_min_##S, T, T, CXL_C_FMIN)       \
+    CXL_DEFINE_FOLD(cxl_fold_max_##S, T, T, CXL_C_FMAX)
+
+CXL_DEFINE_INT_FOLDS(i8, int8_t, uint8_t)
+CXL_DEFINE_INT_FOLDS(i16, int16_t, uint16_t)
+CXL_DEFINE_INT_FOLDS(i32, int32_t, uint32_t)
+CXL_DEFINE_INT_FOLDS(i64, int64_t, uint64_t)
+CXL_DEFINE_INT_FOLDS(u8, uint8_t, uint8_t)
+CXL_DEFINE_INT_FOLDS(u16, uint16_t, uint16_t)
+CXL_DEFINE_INT_FOLDS(u32, uint32_t, uint32_t)
+CXL_DEFINE_INT_FOLDS(u64, uint64_t, uint64_t)
+CXL_DEFINE_FLOAT_FOLDS(f32, float)
+CXL_DEFINE_FLOAT_FOLDS(f64, double)
+
+#define CXL_INT_ROW(S)                                                                               \
+    {cxl_fold_sum_##S, cxl_fold_prod_##S, cxl_fold_min_##S, cxl_fold_max_##S, cxl_fold_band_##S,   \
+     cxl_fold_bor_##S, cxl_fold_bxor_##S, cxl_fold_land_##S, cxl_fold_lor_##S, cxl_fold_lxor_##S}
+#define CXL_FLOAT_ROW(S) {cxl_fold_sum_##S, cxl_fold_prod_##S, cxl_fold_min_##S, cxl_fold_max_##S, 0, 0, 0, 0, 0, 0}
+
+static const cxl_fold_fn cxl_fold_table[CXL_NDTYPES][CXL_NOPS] = {
+    CXL_INT_ROW(i8), CXL_INT_ROW(i16), CXL_INT_ROW(i32), CXL_INT_ROW(i64),
+    CXL_INT_ROW(u8), CXL_INT_ROW(u16), CXL_INT_ROW(u32), CXL_INT_ROW(u64),
+    CXL_FLOAT_ROW(f32), CXL_FLOAT_ROW(f64),
+};
+
+/* The fold of (dtype, op), or NULL if the pair is not supported. */
+static inline cxl_fold_fn cxl_fold_for(int dtype, int op)
+{
+    if (dtype < 0 || dtype >= CXL_NDTYPES || op < 0 || op >= CXL_NOPS) return 0;
+    return cxl_fold_table[dtype][op];
+}
+
+/* out[i] = left fold of blocks[0..nblocks-1][i] (see the header comment); nblocks >= 1. */
+static inline void cxl_fold(int dtype, int op, char *out, const char *const *blocks, int nblocks, uint64_t count)
+{
+    cxl_fold_table[dtype][op](out, blocks, nblocks, count);
+}
+
+#endif
