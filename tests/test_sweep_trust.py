@@ -150,3 +150,40 @@ def test_where_takes_values_as_vary_does(swept, capsys):
     assert "workload.sizes='3 MiB' (3145728): no point has this value; the sweep has 1024, 1048576" in err
     assert cli_main([*common, "--where", "workload.sizes=lots"]) == 2
     assert "--where workload.sizes='lots': workload.sizes: expected sizes like" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- case 6: bad files are exit-2 errors
+
+BAD_FILES = {
+    "binary": bytes(range(256)) * 4,
+    "utf16": ANALYTIC.encode("utf-16"),
+    "duplicate-keys": (ANALYTIC + "fabric: {preset: ib-ndr, nodes: 8}\n").encode(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_bad_scenario_files_are_refused_with_exit_2(tmp_path, capsys, kind):
+    path = write(tmp_path, BAD_FILES[kind], f"{kind}.yaml")
+    assert cli_main(["sweep", path, "--output", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert f"{kind}.yaml" in err and "Traceback" not in err
+    assert not os.path.exists(tmp_path / "w" / "sweep.csv")
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_FILES))
+def test_a_workspace_with_a_bad_sweep_yaml_is_refused_with_exit_2(finished, capsys, kind):
+    _, ws = finished
+    (ws / "sweep.yaml").write_bytes(BAD_FILES[kind])
+    assert cli_main(["sweep", str(ws), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "sweep.yaml" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["provenance.json", "points"])
+def test_a_workspace_with_a_bad_json_file_is_refused_with_exit_2(finished, capsys, name):
+    _, ws = finished
+    target = ws / name if name != "points" else sorted((ws / "points").iterdir())[0]
+    target.write_bytes(BAD_FILES["utf16"])
+    assert cli_main(["sweep", str(ws), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert target.name in err and "not a JSON file written by cxlsim sweep" in err
