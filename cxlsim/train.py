@@ -27,11 +27,11 @@ import dataclasses
 import yaml
 
 from cxlsim.errors import InputError
-from cxlsim.models.training import cluster, convergence, horovod, hybrid, modes, profiles, stragglers
+from cxlsim.models.training import cluster, convergence, core, modes, profiles, stragglers
 from cxlsim.results import Workspace, make_rng
-from cxlsim.units import UnitError, parse_size, parse_time
 
-__all__ = ["run", "summary", "timeline_figure", "register", "DEFAULT_STEPS", "DEFAULT_REFERENCE_GPU"]
+__all__ = ["run", "summary", "timeline_figure", "option_table", "register", "DEFAULT_STEPS",
+           "DEFAULT_REFERENCE_GPU"]
 
 DEFAULT_STEPS = 20
 DEFAULT_TIMELINE_STEPS = 5
@@ -42,7 +42,7 @@ WORKER_COLUMNS = ["worker", "gpu", "steps", "samples", "busy_ns", "communicating
 def run(spec, model: str, mode: str, *, steps: int = DEFAULT_STEPS, batch: int | None = None,
         precision: str | None = None, gradient_dtype: str = "fp32", seed: int | None = None, **params):
     """(result, job): one simulated run of `mode` (extra keyword parameters go to the mode)."""
-    job = modes.make_job(spec, model, batch=batch, precision=precision, gradient_dtype=gradient_dtype)
+    job = core.make_job(spec, model, batch=batch, precision=precision, gradient_dtype=gradient_dtype)
     return modes.simulate(spec, job, mode, steps=steps, seed=seed, **params), job
 
 
@@ -58,7 +58,8 @@ def summary(result, job, reference_gpu: str = DEFAULT_REFERENCE_GPU, with_conver
         "reference_gpu": profiles.gpu(reference_gpu).key, "reference_samples_per_s": single,
         "speedup_over_reference": result.throughput_samples_per_s / single,
         "seed": result.seed, "events": result.events, "params": result.params, **result.extra,
-        **({"convergence_model": convergence.estimate(result)} if with_convergence else {}),
+        **({"convergence_model": convergence.estimate(result, modes.get(result.mode).convergence)}
+           if with_convergence else {}),
     }
 
 
@@ -88,8 +89,8 @@ def timeline_figure(result, steps: int = DEFAULT_TIMELINE_STEPS):
     ax.invert_yaxis()
     ax.set_xlim(0, until / 1e6)
     ax.set_xlabel("simulated time [ms]")
-    unit = "rounds" if result.mode == "hybrid" else "steps"
-    ax.set_title(f"{result.mode}, {result.model}: first {steps} {unit} (seed {result.seed})", fontsize=9, pad=24)
+    ax.set_title(f"{result.mode}, {result.model}: first {steps} {result.step_unit} (seed {result.seed})",
+                 fontsize=9, pad=24)
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color="tab:blue", label="computing (GPU)"),
                        Patch(color="tab:orange", label="after compute until the step ends: communicating / waiting")],
@@ -101,23 +102,6 @@ def _spec_dict(spec) -> dict:
     return {"name": spec.name, "interconnect": spec.interconnect, "precision": spec.precision,
             "memory_servers": spec.memory_servers, "server_cores": spec.server_cores,
             "nodes": [{"gpu": n.gpu, "gpus": n.gpus, "repeat": n.repeat} for n in spec.nodes]}
-
-
-def _size(flag: str, value, default: int) -> int:
-    """A size flag in bytes (`default` if not given)."""
-    if value is None:
-        return default
-    try:
-        return parse_size(value)
-    except UnitError as exc:
-        raise InputError(f"{flag}: {exc}") from None
-
-
-def _time(flag: str, value) -> float:
-    try:
-        return parse_time(value)
-    except UnitError as exc:
-        raise InputError(f"{flag}: {exc}") from None
 
 
 def _slowdown(text: str):
@@ -141,63 +125,100 @@ def _failure(text: str):
     return stragglers.Failure(worker=w, step=s)
 
 
-def _describe(spec) -> str:
+
+def option_table(known: dict | None = None) -> dict:
+    """{flag: (Option, [mode names])}: every mode option and the modes that declare it, from the
+    Mode records (`known`: name -> Mode, default every mode). Two different Options with one
+    flag are an InputError naming the flag and the modes."""
+    table = {}
+    for mode in (modes.all_modes() if known is None else known).values():
+        for option in mode.options:
+            if option.flag in table and table[option.flag][0] != option:
+                raise InputError(f"{option.flag}: declared differently by modes {', '.join(table[option.flag][1])} "
+                                 f"and {mode.name}; modes that share a flag must share its Option record")
+            table.setdefault(option.flag, (option, []))[1].append(mode.name)
+    return table
+
+
+def _dest(option) -> str:
+    return f"mode_option_{option.name}"
+
+
+def _mode_params(args, mode) -> dict:
+    """The chosen mode's options as given on the command line; an option given that the mode does not
+    declare is an InputError naming it and the modes it applies to."""
+    declared = {o.flag for o in mode.options}
+    params, refused = {}, []
+    for flag, (option, users) in option_table(_KNOWN_MODES).items():
+        given = getattr(args, _dest(option), None)
+        if given is None:
+            continue
+        if flag not in declared:
+            refused.append(f"{flag} (applies to {', '.join(users)})")
+        else:
+            params[option.name] = option.value(given)
+    if refused:
+        raise InputError(f"--mode {mode.name} does not take {'; '.join(refused)}")
+    return params
+
+
+def _describe(spec, result) -> str:
     counts = {}
     for w in spec.workers():
         counts[w.gpu] = counts.get(w.gpu, 0) + 1
     gpus = ", ".join(f"{n}x {g}" for g, n in counts.items())
-    return (f"{spec.name}: {spec.size} GPUs on {spec.worker_hosts} nodes ({gpus}), {spec.interconnect}, "
-            f"{spec.memory_servers} memory server(s) x {spec.server_cores} core(s)")
+    p = result.params
+    if "memory_servers" in p:
+        store = f"{p['memory_servers']} memory server(s) x {p['server_cores']} core(s)"
+    else:
+        store = p.get("store", "no store")
+    return f"{spec.name}: {spec.size} GPUs on {spec.worker_hosts} nodes ({gpus}), {spec.interconnect}; store: {store}"
+
+
+def _store_line(result) -> str | None:
+    """The store's busiest resource, and whether it set the pace (store_load.py), or None."""
+    if "store_utilisation" not in result.extra:
+        return None
+    u, busiest = result.extra["store_utilisation"], result.extra["store_busiest"]
+    line = (f"# store load: busiest {busiest}, {max(u.values()):.0%} of the run (CPU {u['cpu']:.0%}, "
+            f"link in {u['link_in']:.0%}, link out {u['link_out']:.0%})")
+    if result.extra["store_bound"]:
+        line += ("\n# NOTE: the store is the bottleneck: the workers wait for it, so this throughput is the store's, "
+                 "not the GPUs'; more --memory-servers or --server-cores would raise it")
+    return line
 
 
 def main(args) -> int:
+    if _PLUGIN_ERROR is not None:
+        raise _PLUGIN_ERROR
+    mode = modes.get(args.mode)
+    params = _mode_params(args, mode)
     spec = cluster.load(args.cluster)
-    if args.memory_servers is not None or args.server_cores is not None:
-        for flag, value in (("--memory-servers", args.memory_servers), ("--server-cores", args.server_cores)):
-            if value is not None and value < 1:
-                raise InputError(f"{flag}: expected an integer >= 1, got {value}")
-        spec = dataclasses.replace(spec, memory_servers=args.memory_servers or spec.memory_servers,
-                                   server_cores=args.server_cores or spec.server_cores)
     if args.precision is not None:
         spec = dataclasses.replace(spec, precision=args.precision)
     # Check the speedup's reference before the run: e.g. fp32 has no figure on Ampere GPUs.
     profiles.iteration_ns(args.reference_gpu, args.model, args.batch or profiles.dnn(args.model).reference_batch,
                           spec.precision)
-    params = {"cv": args.cv, "chunk_bytes": _size("--chunk", args.chunk, modes.DEFAULT_TRAINING_CHUNK_BYTES)}
-    if args.mode == "ddp":
-        params.update(overlap=not args.no_overlap,
-                      bucket_cap_bytes=_size("--bucket-cap", args.bucket_cap, 25 * modes.MIB),
-                      first_bucket_bytes=_size("--first-bucket", args.first_bucket, modes.MIB))
-    elif args.mode == "async":
-        params["tau"] = args.tau
-    elif args.mode == "hybrid":
-        params.update(round_size=args.round_size, staleness=args.staleness, counter=args.counter)
-    elif args.mode == "horovod":
-        params.update(defaults=args.horovod_defaults, collective=args.collective or "flow",
-                      fusion_threshold_bytes=None if args.fusion_threshold is None
-                      else _size("--fusion-threshold", args.fusion_threshold, 0),
-                      cycle_time_ns=None if args.cycle_time is None else _time("--cycle-time", args.cycle_time))
-    if args.mode == "ddp" and args.collective:
-        params["collective"] = args.collective
-    if args.mode == "sync":
-        params["aggregation"] = args.aggregation
-        if args.pool:
-            params.update(pool=args.pool, coherence=args.coherence, pool_devices=args.pool_devices)
+    params["cv"] = args.cv
     if args.slowdown:
         params["slowdown"] = _slowdown(args.slowdown)
     if args.fail:
         params["failure"] = _failure(args.fail)
     _, seed = make_rng(args.seed)  # draw and record a seed if none was given
-    result, job = run(spec, args.model, args.mode, steps=args.steps, batch=args.batch,
+    result, job = run(spec, args.model, mode.name, steps=args.steps, batch=args.batch,
                       gradient_dtype=args.gradient_dtype, seed=seed, **params)
+    spec = core.with_store(spec, params.get("memory_servers"), params.get("server_cores"))
     head = summary(result, job, args.reference_gpu, with_convergence=args.convergence)
     print(f"# cxlsim training projection: {head['mode']}, {head['model']}, batch {head['batch_per_worker']} "
           f"per worker, precision {head['precision']}, {head['gradient_dtype']} gradients "
-          f"({job.gradient_bytes / modes.MIB:.1f} MiB)")
-    print(f"# cluster {_describe(spec)}")
-    print(f"# throughput: {head['throughput_samples_per_s']:.1f} samples/s over {head['steps']} steps "
+          f"({job.gradient_bytes / core.MIB:.1f} MiB)")
+    print(f"# cluster {_describe(spec, result)}")
+    print(f"# throughput: {head['throughput_samples_per_s']:.1f} samples/s over {head['steps']} {result.step_unit} "
           f"({head['elapsed_ns'] / 1e9:.3f} s simulated); speedup over 1x {head['reference_gpu']}: "
           f"{head['speedup_over_reference']:.2f}x")
+    store = _store_line(result)
+    if store:
+        print(store)
     if args.convergence:
         est = head["convergence_model"]
         ttt = est["time_to_target_s"]
@@ -225,18 +246,33 @@ def main(args) -> int:
     return 0
 
 
+_KNOWN_MODES = None
+"""The modes the parser was built with (built-in and plug-in), set by `register`."""
+_PLUGIN_ERROR = None
+"""A plug-in that failed to load while the parser was built: raised when the command runs."""
+
+
 def register(subparsers) -> None:
+    global _KNOWN_MODES, _PLUGIN_ERROR
+    try:
+        _KNOWN_MODES = modes.all_modes()
+    except InputError as exc:  # a broken plug-in: the built-in modes still get their flags
+        _KNOWN_MODES, _PLUGIN_ERROR = {m.name: m for m in modes.BUILT_IN}, exc
     p = subparsers.add_parser(
         "train", help="project data-parallel training throughput (EDDIS sync/async/hybrid, PyTorch DDP, Horovod)",
         description="Simulate data-parallel training of a model on the GPUs of CLUSTER.yaml (see "
                     "cxlsim.models.training.cluster for the format). Prints throughput in samples/s, the "
                     "speedup over one reference GPU and each worker's busy/communicating/waiting time, "
-                    "and writes a run workspace.")
+                    "and writes a run workspace. Options marked with modes apply to those modes only; "
+                    "any other mode refuses them.")
     p.add_argument("cluster", help="cluster spec YAML file")
     p.add_argument("--model", required=True, help=f"model: {', '.join(sorted(profiles.dnns()))}")
-    p.add_argument("--mode", required=True, choices=sorted(modes.MODES), help="training mode")
+    p.add_argument("--mode", required=True,
+                   help="training mode: " + "; ".join(f"{m.name} ({m.summary})" if m.summary else m.name
+                                                      for m in _KNOWN_MODES.values()))
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
-                   help=f"steps per worker (async: the budget is steps x workers local steps); default {DEFAULT_STEPS}")
+                   help=f"steps per worker (async: the budget is steps x workers local steps; hybrid: rounds); "
+                        f"default {DEFAULT_STEPS}")
     p.add_argument("--batch", type=int, help="samples per worker per step (default: the model's reference batch)")
     p.add_argument("--precision", choices=list(profiles.PRECISIONS), help="override the spec's precision")
     p.add_argument("--gradient-dtype", choices=sorted(profiles.GRADIENT_DTYPES), default="fp32",
@@ -244,32 +280,6 @@ def register(subparsers) -> None:
     p.add_argument("--cv", type=float, default=0.0,
                    help="coefficient of variation of the per-iteration lognormal jitter (default 0: exact profile times)")
     p.add_argument("--seed", type=int, help="random seed (drawn and recorded if not given)")
-    p.add_argument("--tau", type=int, default=1, help="async: local steps between exchanges with the centre (default 1)")
-    p.add_argument("--memory-servers", type=int, help="sync/async/hybrid: override the spec's memory_servers")
-    p.add_argument("--server-cores", type=int, help="sync/async/hybrid: override the spec's server_cores")
-    p.add_argument("--aggregation", choices=["servers", "workers"], default="servers",
-                   help="sync: who reduces the gradients, the memory servers (default) or the workers over the "
-                        "shared region")
-    p.add_argument("--pool", help="sync with --aggregation workers: put the store on this CXL pool preset "
-                                  "(e.g. cxl3-pool) instead of the memory servers")
-    p.add_argument("--coherence", choices=["hw", "flush"], default="hw",
-                   help="sync --pool: CXL 3.x hardware coherence (hw, default) or software flushes (flush)")
-    p.add_argument("--pool-devices", type=int, default=1, help="sync --pool: interleaved pool devices (default 1)")
-    p.add_argument("--round-size", type=int,
-                   help="hybrid: contributions (counter tickets) per round (default: the number of workers)")
-    p.add_argument("--staleness", type=int, default=hybrid.DEFAULT_STALENESS,
-                   help=f"hybrid: staleness bound s in rounds; staler contributions are dropped "
-                        f"(default {hybrid.DEFAULT_STALENESS})")
-    p.add_argument("--counter", choices=list(hybrid.COUNTER_PLACEMENTS), default="rdma",
-                   help="hybrid: where the global step counter lives, which prices its atomic (default rdma)")
-    p.add_argument("--horovod-defaults", choices=list(horovod.HOROVOD_DEFAULTS), default="v0.21+",
-                   help="horovod: fusion threshold and cycle time of that version (v0.21+: 128 MiB and 1 ms, "
-                        "the default; pre-v0.21: 64 MiB and 5 ms)")
-    p.add_argument("--fusion-threshold", help="horovod: override the fusion threshold (a size, e.g. 64MiB)")
-    p.add_argument("--cycle-time", help="horovod: override the cycle time (a time, e.g. '5 ms')")
-    p.add_argument("--collective", choices=["des", "flow"],
-                   help="ddp/horovod: ring all-reduce as DES messages or flow-level recurrence (tested equal "
-                        "within 2%%); default flow")
     p.add_argument("--slowdown", help="transient slowdowns PROBABILITY,FACTOR,STEPS per iteration, e.g. 0.05,1.5,10")
     p.add_argument("--fail", help="failed node WORKER:ITERATION: that worker never finishes that iteration "
                                   "(synchronous modes then stall and say so)")
@@ -278,11 +288,14 @@ def register(subparsers) -> None:
     p.add_argument("--convergence", action="store_true",
                    help="also print the OPTIONAL staleness-aware convergence model's ESTIMATE (progress factor, "
                         "effective samples/s, time-to-target) next to the raw throughput")
-    p.add_argument("--bucket-cap", help="ddp: bucket size (default 25MiB)")
-    p.add_argument("--first-bucket", help="ddp: first bucket size (default 1MiB)")
-    p.add_argument("--no-overlap", action="store_true", help="ddp: start all-reduces only after the backward pass")
-    p.add_argument("--chunk", help="network pipelining unit (default 1MiB)")
     p.add_argument("--reference-gpu", default=DEFAULT_REFERENCE_GPU,
                    help=f"GPU type of the one-GPU baseline for the speedup (default {DEFAULT_REFERENCE_GPU})")
     p.add_argument("--output", help="workspace directory (default runs/train-NAME-TIMESTAMP)")
+    for flag, (option, users) in option_table(_KNOWN_MODES).items():
+        text = f"{'/'.join(users)}: {option.help}"
+        if option.switch is not None:
+            p.add_argument(flag, dest=_dest(option), action="store_const", const=True, default=None, help=text)
+        else:
+            p.add_argument(flag, dest=_dest(option), default=None, choices=list(option.choices) or None, help=text,
+                           metavar=None if option.choices else flag[2:].upper().replace("-", "_"))
     p.set_defaults(func=main)

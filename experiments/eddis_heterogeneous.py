@@ -60,7 +60,8 @@ import math
 import os
 import time
 
-from cxlsim.models.training import cluster, convergence, modes, profiles
+from cxlsim.coherence import Coherence
+from cxlsim.models.training import cluster, convergence, core, ddp, modes, profiles, sync
 from cxlsim.results import Workspace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,8 +88,8 @@ RUNS = {  # label -> (mode, parameters)
     "horovod (pre-v0.21)": ("horovod", {"defaults": "pre-v0.21"}),
 }
 POOL_RUNS = {
-    "sync (workers aggregate)": {"aggregation": "workers", "pool": "cxl3-pool", "coherence": "hw"},
-    "sync (workers aggregate, flush)": {"aggregation": "workers", "pool": "cxl3-pool", "coherence": "flush"},
+    "sync (workers aggregate)": {"aggregation": "workers", "pool": "cxl3-pool", "coherence": Coherence.HW},
+    "sync (workers aggregate, flush)": {"aggregation": "workers", "pool": "cxl3-pool", "coherence": Coherence.FLUSH},
 }
 
 
@@ -103,7 +104,7 @@ def one_run(spec, job, label, steps, part, rows, extra_row=None, ref=None):
     result = modes.simulate(spec, job, mode, steps=steps, seed=SEED, **params)
     wall = time.perf_counter() - t0
     ref = reference_rate(job.model, job.batch, job.precision) if ref is None else ref
-    est = convergence.estimate(result)
+    est = convergence.estimate(result, modes.get(mode).convergence)
     row = {"part": part, "model": job.model, "run": label, "mode": mode, "interconnect": spec.interconnect,
            "spread": "", "store": f"{spec.memory_servers}x{spec.server_cores}", "counter": result.params.get("counter", ""), "workers": spec.size, "steps": steps,
            "throughput_samples_per_s": result.throughput_samples_per_s, "reference_gpu": REFERENCE_GPU,
@@ -132,7 +133,7 @@ def spread_job(spec, model: str, r: float):
     W = spec.size
     base = profiles.iteration_ns(REFERENCE_GPU, model, profiles.dnn(model).reference_batch, spec.precision)
     speeds = [r ** (i / (W - 1) - 0.5) for i in range(W)]
-    return modes.make_job(spec, model, iteration_ns=[base / s for s in speeds])
+    return core.make_job(spec, model, iteration_ns=[base / s for s in speeds])
 
 
 def plots(workspace, rows, head):
@@ -217,7 +218,7 @@ def main() -> None:
 
     print("1. headline: 16 nodes against one reference node")
     for model in MODELS:
-        job = modes.make_job(spec, model)
+        job = core.make_job(spec, model)
         got = {}
         for label in RUNS:
             result, row = one_run(spec, job, label, args.steps, "headline", rows)
@@ -262,17 +263,18 @@ def main() -> None:
     print("4. interconnect (yolov5m, the headline cluster)")
     for ic in INTERCONNECTS:
         s2 = dataclasses.replace(spec, interconnect=ic)
-        job = modes.make_job(s2, "yolov5m")
+        job = core.make_job(s2, "yolov5m")
         for label in ("sync", "sync (workers aggregate)", "async", "hybrid", "ddp", "horovod"):
             one_run(s2, job, label, sweep_steps, "interconnect", rows)
 
-    job = modes.make_job(spec, "yolov5m")
+    job = core.make_job(spec, "yolov5m")
     for label, params in POOL_RUNS.items():
         RUNS[f"{label} on cxl3-pool"] = ("sync", params)
         one_run(spec, job, f"{label} on cxl3-pool", sweep_steps, "interconnect", rows,
                 {"interconnect": f"cxl3-pool ({params['coherence']})"})
     try:
-        modes.run_sync(spec, job, steps=1, seed=SEED, aggregation="workers", pool="cxl2-pool", coherence="flush")
+        sync.run_sync(spec, job, steps=1, seed=SEED, aggregation="workers", pool="cxl2-pool",
+                      coherence=Coherence.FLUSH)
         head["cxl2_pool"] = "ran"
     except Exception as exc:  # the lane budget: reported, as the experiment says
         head["cxl2_pool"] = f"not possible: {exc}"
@@ -285,7 +287,7 @@ def main() -> None:
             one_run(s3, job, label, sweep_steps, "store", rows, {"store": f"{servers}x{cores}"})
 
     print("5. hybrid's counter placement (yolov5m, the headline cluster)")
-    job = modes.make_job(spec, "yolov5m")
+    job = core.make_job(spec, "yolov5m")
     for counter in ("rdma", "cxl-device", "cxl-flush-lock"):
         RUNS[f"hybrid ({counter} counter)"] = ("hybrid", {"counter": counter})
         one_run(spec, job, f"hybrid ({counter} counter)", sweep_steps, "counter", rows)
@@ -293,9 +295,9 @@ def main() -> None:
     print("6. DDP against PyTorch's published 16x V100 figure (ResNet-50, batch 32)")
     v100 = cluster.from_dict({"name": "ddp-v100", "interconnect": "ib-ndr", "precision": "fp32",
                               "nodes": [{"gpu": "v100", "repeat": 16}]})
-    vjob = modes.make_job(v100, "resnet50", batch=32, iteration_ns=0.097e9)
-    ddp = modes.run_ddp(v100, vjob, steps=5, seed=SEED, collective="flow")
-    step_s = ddp.elapsed_ns / 5 / 1e9
+    vjob = core.make_job(v100, "resnet50", batch=32, iteration_ns=0.097e9)
+    ddp_run = ddp.run_ddp(v100, vjob, steps=5, seed=SEED, collective="flow")
+    step_s = ddp_run.elapsed_ns / 5 / 1e9
     head["ddp_validation"] = {"modelled_s_per_iter": step_s, "published_s_per_iter": 0.104,
                               "error": step_s / 0.104 - 1}
     print(f"   modelled {step_s * 1e3:.1f} ms/iter, published 104 ms/iter ({step_s / 0.104 - 1:+.1%})")

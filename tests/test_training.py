@@ -13,8 +13,8 @@ from cxlsim.fabric.network import build
 from cxlsim.fabric.presets import get_preset
 from cxlsim.models.collectives import analytic
 from cxlsim.models.collectives.runner import Context
-from cxlsim.models.training import cluster, modes, profiles
-from cxlsim.models.training.modes import MIB
+from cxlsim.models.training import asynchronous, cluster, core, ddp, modes, profiles, stragglers, sync
+from cxlsim.models.training.core import MIB
 
 
 def spec_of(nodes, interconnect="ib-hdr", precision="amp", **extra):
@@ -23,7 +23,7 @@ def spec_of(nodes, interconnect="ib-hdr", precision="amp", **extra):
 
 def cost_model(spec, hosts):
     net = build(topology.star(hosts), get_preset(spec.interconnect), Environment())
-    return analytic.CostModel.from_network(net, modes.DEFAULT_TRAINING_CHUNK_BYTES)
+    return analytic.CostModel.from_network(net, core.DEFAULT_TRAINING_CHUNK_BYTES)
 
 
 # ---------------------------------------------------------------- profiles
@@ -142,9 +142,9 @@ def test_sync_step_is_the_slowest_worker_plus_the_closed_form_push_reduce_pull()
     # are done before the T4 finishes, so each step is exactly
     #   t_T4 + T(G) (its push) + R(G) (its reduction) + T(G) + (W-1)*G*beta (W pulls through one uplink).
     spec = spec_of([{"gpu": "v100", "repeat": 3}, {"gpu": "t4"}])
-    job = modes.make_job(spec, "resnet50", batch=32)
+    job = core.make_job(spec, "resnet50", batch=32)
     assert job.iteration_ns[3] == max(job.iteration_ns)
-    result = modes.run_sync(spec, job, steps=3, seed=0)
+    result = sync.run_sync(spec, job, steps=3, seed=0)
     cm = cost_model(spec, 5)
     G, W = job.gradient_bytes, 4
     comm = cm.T(G) + cm.R(G) + cm.T(G) + (W - 1) * G * cm.beta_ns_per_byte
@@ -161,15 +161,15 @@ def test_sync_step_is_the_slowest_worker_plus_the_closed_form_push_reduce_pull()
 
 def test_sync_time_split_adds_up_and_more_servers_relieve_the_incast():
     spec = spec_of([{"gpu": "rtx3090", "repeat": 8}])
-    job = dataclasses.replace(modes.make_job(spec, "resnet50"), gradient_bytes=16 * MIB)
-    one = modes.run_sync(spec, job, steps=2, seed=3, cv=0.2)
+    job = dataclasses.replace(core.make_job(spec, "resnet50"), gradient_bytes=16 * MIB)
+    one = sync.run_sync(spec, job, steps=2, seed=3, cv=0.2)
     for w in range(spec.size):
         stats = one.workers[w]
         total = stats.busy_ns + stats.communicating_ns + stats.waiting_ns
         assert stats.steps == 2 and total == pytest.approx(stats.finished_ns, rel=1e-12)
         assert stats.finished_ns <= one.step_end_ns[-1]
         assert min(stats.busy_ns, stats.communicating_ns, stats.waiting_ns) >= 0
-    two = modes.run_sync(dataclasses.replace(spec, memory_servers=2), job, steps=2, seed=3, cv=0.2)
+    two = sync.run_sync(dataclasses.replace(spec, memory_servers=2), job, steps=2, seed=3, cv=0.2)
     assert two.params["shard_bytes"] == 8 * MIB
     assert two.elapsed_ns < one.elapsed_ns
 
@@ -178,15 +178,15 @@ def test_sync_time_split_adds_up_and_more_servers_relieve_the_incast():
 
 def _ddp_setup(workers=4):
     spec = spec_of([{"gpu": "v100", "repeat": workers}], precision="fp32")
-    return spec, modes.make_job(spec, "resnet50", batch=32)
+    return spec, core.make_job(spec, "resnet50", batch=32)
 
 
 def test_ddp_buckets_follow_pytorch_defaults():
     G = profiles.dnn("resnet50").gradient_bytes("fp32")
-    sizes = modes.ddp_buckets(G)
+    sizes = ddp.ddp_buckets(G)
     assert sizes[0] == MIB and sizes[1:4] == [25 * MIB] * 3 and sum(sizes) == G and len(sizes) == 5
     with pytest.raises(InputError, match="bucket_cap_bytes: expected a size >= 1 B, got 0"):
-        modes.ddp_buckets(G, MIB, 0)
+        ddp.ddp_buckets(G, MIB, 0)
 
 
 def test_ddp_overlap_hides_all_but_the_last_bucket():
@@ -194,11 +194,11 @@ def test_ddp_overlap_hides_all_but_the_last_bucket():
     # models/collectives, with the GPU's reduction speed); without it, every bucket is.
     spec, job = _ddp_setup()
     cm = dataclasses.replace(cost_model(spec, 4), reduce_ns_per_byte=1 / profiles.gpu("v100").reduce_bw_bytes_per_ns)
-    sizes = modes.ddp_buckets(job.gradient_bytes)
+    sizes = ddp.ddp_buckets(job.gradient_bytes)
     ring = [analytic.cost("allreduce", "ring", 4, s, cm, Context())[0] for s in sizes]
     it = job.iteration_ns[0]
-    overlapped = modes.run_ddp(spec, job, steps=2, seed=0, collective="des")
-    serial = modes.run_ddp(spec, job, steps=2, seed=0, overlap=False, collective="des")
+    overlapped = ddp.run_ddp(spec, job, steps=2, seed=0, collective="des")
+    serial = ddp.run_ddp(spec, job, steps=2, seed=0, overlap=False, collective="des")
     assert overlapped.step_end_ns[0] == pytest.approx(it + ring[-1], rel=1e-9)
     assert serial.step_end_ns[0] == pytest.approx(it + sum(ring), rel=1e-9)
     assert overlapped.step_end_ns[-1] < serial.step_end_ns[-1]
@@ -207,8 +207,8 @@ def test_ddp_overlap_hides_all_but_the_last_bucket():
 
 def test_ddp_on_one_gpu_is_exactly_the_profile_time():
     spec = spec_of([{"gpu": "rtx2080ti"}], precision="fp32")
-    job = modes.make_job(spec, "vgg16", batch=16)
-    result = modes.run_ddp(spec, job, steps=4, seed=11, collective="des")
+    job = core.make_job(spec, "vgg16", batch=16)
+    result = ddp.run_ddp(spec, job, steps=4, seed=11, collective="des")
     it = profiles.iteration_ns("rtx2080ti", "vgg16", 16, "fp32")
     assert result.step_end_ns == pytest.approx([it, 2 * it, 3 * it, 4 * it], rel=1e-12)
     assert result.workers[0].busy_ns == pytest.approx(4 * it, rel=1e-12)
@@ -222,8 +222,8 @@ def test_ddp_matches_pytorchs_published_16_gpu_figure():
     # GPUs as 16 hosts on ib-ndr (50 GB/s per link = the node's 4 x 12.5 GB/s, which NCCL's
     # rings share; intra-node NVLink hops are at least that fast), reducing on the GPU.
     spec = spec_of([{"gpu": "v100", "repeat": 16}], interconnect="ib-ndr", precision="fp32")
-    job = modes.make_job(spec, "resnet50", batch=32, iteration_ns=0.097e9)
-    result = modes.run_ddp(spec, job, steps=3, seed=0, collective="des")
+    job = core.make_job(spec, "resnet50", batch=32, iteration_ns=0.097e9)
+    result = ddp.run_ddp(spec, job, steps=3, seed=0, collective="des")
     step_s = result.elapsed_ns / 3 / 1e9
     error = step_s / 0.104 - 1
     print(f"DDP 16x V100 ResNet-50 b32: modelled {step_s * 1e3:.2f} ms/iter, published 104 ms, error {error:+.1%}")
@@ -234,9 +234,9 @@ def test_ddp_matches_pytorchs_published_16_gpu_figure():
 
 def test_async_throughput_is_the_sum_of_rates_when_there_is_no_exchange():
     spec = spec_of([{"gpu": "a100-pcie-40gb", "repeat": 2}, {"gpu": "t4", "repeat": 2}])
-    job = modes.make_job(spec, "resnet50", batch=32)
+    job = core.make_job(spec, "resnet50", batch=32)
     steps = 50
-    result = modes.run_async(spec, job, steps=steps, tau=10 * steps * spec.size, seed=0)  # never exchanges
+    result = asynchronous.run_async(spec, job, steps=steps, tau=10 * steps * spec.size, seed=0)  # never exchanges
     rates = sum(job.batch / t * 1e9 for t in job.iteration_ns)
     assert result.throughput_samples_per_s == pytest.approx(rates, rel=0.02)
     assert all(w.waiting_ns == 0 and w.communicating_ns == 0 for w in result.workers)
@@ -247,31 +247,31 @@ def test_async_throughput_is_the_sum_of_rates_when_there_is_no_exchange():
 
 def test_async_exchanges_cost_time_but_never_wait_for_others():
     spec = spec_of([{"gpu": "v100", "repeat": 3}, {"gpu": "t4"}])
-    job = modes.make_job(spec, "resnet50", batch=32)
-    free = modes.run_async(spec, job, steps=12, tau=1000, seed=0)
-    every2 = modes.run_async(spec, job, steps=12, tau=2, seed=0)
+    job = core.make_job(spec, "resnet50", batch=32)
+    free = asynchronous.run_async(spec, job, steps=12, tau=1000, seed=0)
+    every2 = asynchronous.run_async(spec, job, steps=12, tau=2, seed=0)
     assert every2.throughput_samples_per_s < free.throughput_samples_per_s
     assert all(w.waiting_ns == 0 and w.communicating_ns > 0 for w in every2.workers)
     assert every2.extra["exchanges"] == [w.steps // 2 for w in every2.workers]
-    sync = modes.run_sync(spec, job, steps=12, seed=0)
-    assert every2.throughput_samples_per_s > sync.throughput_samples_per_s  # nobody waits for the T4
+    synced = sync.run_sync(spec, job, steps=12, seed=0)
+    assert every2.throughput_samples_per_s > synced.throughput_samples_per_s  # nobody waits for the T4
 
 
 # ---------------------------------------------------------------- randomness and inputs
 
 def test_same_seed_same_results_and_jitter_statistics():
     spec = spec_of([{"gpu": "v100", "repeat": 2}, {"gpu": "rtx3090", "repeat": 2}])
-    job = modes.make_job(spec, "yolov5m")
+    job = core.make_job(spec, "yolov5m")
     for mode, extra in (("sync", {}), ("ddp", {}), ("async", {"tau": 2})):
         a = modes.simulate(spec, job, mode, steps=3, seed=42, cv=0.3, **extra)
         b = modes.simulate(spec, job, mode, steps=3, seed=42, cv=0.3, **extra)
         c = modes.simulate(spec, job, mode, steps=3, seed=43, cv=0.3, **extra)
         assert a.worker_rows() == b.worker_rows() and a.elapsed_ns == b.elapsed_ns and a.seed == 42
         assert a.elapsed_ns != c.elapsed_ns
-    draws = modes.jitter(np.random.default_rng(5), 20000, 4, 0.25)
+    draws = stragglers.jitter(np.random.default_rng(5), 20000, 4, 0.25)
     assert draws.mean() == pytest.approx(1.0, abs=0.01)
     assert draws.std() / draws.mean() == pytest.approx(0.25, rel=0.03)
-    assert (modes.jitter(np.random.default_rng(5), 3, 2, 0.0) == 1.0).all()
+    assert (stragglers.jitter(np.random.default_rng(5), 3, 2, 0.0) == 1.0).all()
 
 
 def test_bad_run_inputs():
@@ -279,17 +279,17 @@ def test_bad_run_inputs():
     with pytest.raises(InputError, match="mode: expected one of sync, ddp, async, hybrid, horovod, got 'elastic'"):
         modes.simulate(spec, job, "elastic", steps=1)
     with pytest.raises(InputError, match="steps: expected an integer >= 1, got 0"):
-        modes.run_ddp(spec, job, steps=0)
+        ddp.run_ddp(spec, job, steps=0)
     with pytest.raises(InputError, match="cv: expected a coefficient of variation >= 0, got -0.1"):
-        modes.run_sync(spec, job, steps=1, cv=-0.1)
+        sync.run_sync(spec, job, steps=1, cv=-0.1)
     with pytest.raises(InputError, match="tau: expected an integer >= 1, got 0"):
-        modes.run_async(spec, job, steps=1, tau=0)
+        asynchronous.run_async(spec, job, steps=1, tau=0)
     with pytest.raises(InputError, match="iteration_ns: expected a time > 0 or 2 of them"):
-        modes.make_job(spec, "resnet50", iteration_ns=[1e6])
+        core.make_job(spec, "resnet50", iteration_ns=[1e6])
     with pytest.raises(InputError, match="precision: expected one of fp32, tf32, amp, got 'int8'"):
-        modes.make_job(spec, "resnet50", precision="int8")
+        core.make_job(spec, "resnet50", precision="int8")
     with pytest.raises(InputError, match="job: has 2 workers but the cluster has 3 GPUs"):
-        modes.run_ddp(spec_of([{"gpu": "v100", "repeat": 3}]), job, steps=1)
+        ddp.run_ddp(spec_of([{"gpu": "v100", "repeat": 3}]), job, steps=1)
 
 
 # ---------------------------------------------------------------- cxlsim train

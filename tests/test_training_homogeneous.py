@@ -18,9 +18,10 @@ from cxlsim.fabric.network import build
 from cxlsim.fabric.switch import SwitchParams
 from cxlsim.models.collectives import analytic
 from cxlsim.models.collectives.runner import Context
-from cxlsim.models.training import cluster, horovod, hybrid, modes
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.models.training import cluster, core, ddp, horovod, hybrid, modes
 
-CHUNK = modes.DEFAULT_TRAINING_CHUNK_BYTES
+CHUNK = core.DEFAULT_TRAINING_CHUNK_BYTES
 
 
 def homogeneous(n, interconnect="ib-hdr"):
@@ -82,7 +83,7 @@ def expected_comm(mode, params, W, job):
         # With the counter on a CXL 3.x device, the first ticket takes one pool round trip plus one
         # device execution (CounterCosts), the others follow one execution (90 ns) apart.
         if params.get("counter") == "cxl-device":
-            costs = hybrid.CounterCosts()
+            costs = hybrid.CounterCosts.of_pool(get_cxl_preset("cxl3-pool"))
             first_ticket = costs.cxl_load_ns + costs.device_atomic_service_ns
         else:
             first_ticket = 2 * cm.T(8) + (W - 1) * o
@@ -109,7 +110,7 @@ def test_homogeneous_speedup_is_n_less_the_closed_form_communication(mode, param
     # step (one round for hybrid, one local step per worker for async): the run's speedup over one
     # node alone (train.summary's reference) is W * t / (t + c), c the step's communication.
     spec = homogeneous(W)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     t, G = job.iteration_ns[0], job.gradient_bytes
     assert set(job.iteration_ns) == {t}
     result = modes.simulate(spec, job, mode, steps=1, seed=0, **params)
@@ -119,7 +120,7 @@ def test_homogeneous_speedup_is_n_less_the_closed_form_communication(mode, param
     if mode == "ddp":
         # Overlap hides every bucket but the last one, which is ready when the backward pass ends
         # (the earlier buckets' rings finish before the next bucket is ready: checked below).
-        buckets = modes.ddp_buckets(G)
+        buckets = ddp.ddp_buckets(G)
         bwd = t * 2 / 3
         ready = [t - bwd + bwd * sum(buckets[:i + 1]) / G for i in range(len(buckets))]
         assert all(ready[i] + ring(W, buckets[i], gpu) < ready[i + 1] for i in range(len(buckets) - 1))
@@ -184,7 +185,7 @@ def free_fabric(monkeypatch):
     def make(n, gpu="v100", iteration_ns=None):
         spec = dataclasses.replace(cluster.from_dict({"interconnect": "ib-hdr", "precision": "amp",
                                                       "nodes": [{"gpu": gpu, "repeat": n}]}), interconnect="free")
-        job = modes.make_job(spec, "resnet50", iteration_ns=iteration_ns)
+        job = core.make_job(spec, "resnet50", iteration_ns=iteration_ns)
         return spec, dataclasses.replace(job, reduce_bw_bytes_per_ns=(math.inf,) * n)
     return make
 
@@ -194,7 +195,7 @@ def free_fabric(monkeypatch):
 def test_ddp_with_free_communication_is_the_compute_time(free_fabric, collective, overlap):
     spec, job = free_fabric(4)
     t = job.iteration_ns[0]
-    r = modes.run_ddp(spec, job, steps=3, seed=0, overlap=overlap, collective=collective)
+    r = ddp.run_ddp(spec, job, steps=3, seed=0, overlap=overlap, collective=collective)
     assert r.params["buckets"] == 5
     # Exact (rel 1e-15 only allows the last bit: the last bucket is ready at (t - bwd) + bwd).
     assert r.step_end_ns == pytest.approx((t, 2 * t, 3 * t), rel=1e-15, abs=0)

@@ -11,8 +11,9 @@ from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
 from cxlsim.fabric.presets import get_preset
 from cxlsim.models.collectives import analytic
-from cxlsim.models.training import cluster, convergence, flow, horovod, hybrid, modes, stragglers
-from cxlsim.models.training.modes import MIB
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.models.training import asynchronous, cluster, convergence, core, ddp, flow, horovod, hybrid, modes, stragglers, sync
+from cxlsim.models.training.core import MIB
 
 
 def spec_of(nodes, interconnect="ib-hdr", precision="amp", **extra):
@@ -29,14 +30,14 @@ def test_docstring_examples(module):
 
 
 def test_every_mode_is_registered():
-    assert set(modes.MODES) == {"sync", "async", "hybrid", "ddp", "horovod"}
+    assert set(modes.names()) == {"sync", "async", "hybrid", "ddp", "horovod"}
 
 
 # ---------------------------------------------------------------- hybrid
 
 def test_hybrid_rounds_close_on_the_counter_and_every_ticket_is_accounted_for():
     spec = spec_of(MIXED, memory_servers=2)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     for R in (2, 4, 7):
         r = hybrid.run_hybrid(spec, job, steps=6, round_size=R, staleness=100, seed=1)
         x = r.extra
@@ -55,7 +56,7 @@ def test_hybrid_rounds_close_on_the_counter_and_every_ticket_is_accounted_for():
 @pytest.mark.parametrize("s", [0, 1, 2])
 def test_hybrid_staleness_bound_is_respected(s):
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     r = hybrid.run_hybrid(spec, job, steps=8, staleness=s, seed=2, cv=0.1)
     x = r.extra
     assert max(x["staleness_histogram"]) <= s
@@ -69,10 +70,10 @@ def test_hybrid_staleness_bound_is_respected(s):
 
 def test_hybrid_counter_atomic_costs_by_placement():
     spec = spec_of([{"gpu": "v100", "repeat": 4}])
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     net = build(topology.star(5), get_preset("ib-hdr"), Environment())
-    cm = analytic.CostModel.from_network(net, modes.DEFAULT_TRAINING_CHUNK_BYTES)
-    costs = hybrid.CounterCosts()
+    cm = analytic.CostModel.from_network(net, core.DEFAULT_TRAINING_CHUNK_BYTES)
+    costs = hybrid.CounterCosts.of_pool(get_cxl_preset("cxl3-pool"))
     got = {c: hybrid.run_hybrid(spec, job, steps=3, counter=c, seed=0).extra for c in hybrid.COUNTER_PLACEMENTS}
     # RDMA: request and reply are 8-byte messages through the fabric (o + wire + o each way).
     assert got["rdma"]["atomic_min_ns"] == pytest.approx(2 * cm.T(8), rel=1e-9)
@@ -85,23 +86,23 @@ def test_hybrid_counter_atomic_costs_by_placement():
     assert got["rdma"]["atomic_mean_ns"] > got["rdma"]["atomic_min_ns"]
     # Contended lock: the critical sections serialise, so a 16-worker lock costs more per atomic.
     big = spec_of([{"gpu": "v100", "repeat": 16}])
-    lock16 = hybrid.run_hybrid(big, modes.make_job(big, "resnet50"), steps=2, counter="cxl-flush-lock", seed=0)
+    lock16 = hybrid.run_hybrid(big, core.make_job(big, "resnet50"), steps=2, counter="cxl-flush-lock", seed=0)
     assert lock16.extra["atomic_min_ns"] == pytest.approx(19 * costs.cxl_load_ns)
     assert lock16.extra["atomic_mean_ns"] > lock16.extra["atomic_min_ns"]
 
 
 def test_hybrid_homogeneous_is_at_least_as_fast_as_sync_and_matches_async_throughput():
     spec = spec_of([{"gpu": "rtx3090", "repeat": 4}], memory_servers=2, server_cores=2)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     h = hybrid.run_hybrid(spec, job, steps=10, seed=0)
-    s = modes.run_sync(spec, job, steps=10, seed=0)
+    s = sync.run_sync(spec, job, steps=10, seed=0)
     assert h.throughput_samples_per_s >= s.throughput_samples_per_s
     assert h.extra["dropped"] == 0
 
 
 def test_hybrid_bad_inputs():
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     with pytest.raises(InputError, match="round_size: expected an integer >= 1"):
         hybrid.run_hybrid(spec, job, steps=1, round_size=0)
     with pytest.raises(InputError, match="staleness: expected an integer >= 0 .*got -1"):
@@ -109,7 +110,7 @@ def test_hybrid_bad_inputs():
     with pytest.raises(InputError, match="counter: expected one of rdma, cxl-device, cxl-flush-lock, got 'nvlink'"):
         hybrid.run_hybrid(spec, job, steps=1, counter="nvlink")
     with pytest.raises(InputError, match="cxl_load_ns: expected a time >= 0 ns"):
-        hybrid.CounterCosts(cxl_load_ns=-1.0)
+        hybrid.CounterCosts(cxl_load_ns=-1.0, device_atomic_service_ns=90.0)
 
 
 # ---------------------------------------------------------------- Horovod and the flow-level collectives
@@ -128,7 +129,7 @@ def test_fusion_packs_what_is_ready_each_cycle_up_to_the_threshold():
 
 def test_horovod_records_which_defaults_it_used():
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     now = horovod.run_horovod(spec, job, steps=2, seed=0)
     old = horovod.run_horovod(spec, job, steps=2, seed=0, defaults="pre-v0.21")
     custom = horovod.run_horovod(spec, job, steps=2, seed=0, cycle_time_ns=2.5e6)
@@ -147,15 +148,15 @@ def test_horovod_records_which_defaults_it_used():
 
 def test_horovod_one_gpu_and_a_cycle_longer_than_the_step():
     spec = spec_of([{"gpu": "v100"}])
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     one = horovod.run_horovod(spec, job, steps=3, seed=0)
     it = job.iteration_ns[0]
     # One rank: nothing to reduce, but the optimizer still waits for the cycle that "fuses" the gradient.
     assert one.step_end_ns[0] == pytest.approx(it if it % 1e6 == 0 else 1e6 * (it // 1e6 + 1))
     two = spec_of([{"gpu": "v100", "repeat": 2}])
-    job2 = modes.make_job(two, "resnet50")
+    job2 = core.make_job(two, "resnet50")
     slow = horovod.run_horovod(two, job2, steps=1, seed=0, cycle_time_ns=1e9)
-    cm = horovod._cost_model(two, modes.DEFAULT_TRAINING_CHUNK_BYTES)
+    cm = flow.cost_model(two, core.DEFAULT_TRAINING_CHUNK_BYTES)
     end = flow.ring_allreduce(cm, [0, 1], job2.gradient_bytes, [1e9, 1e9], [1 / x for x in job2.reduce_bw_bytes_per_ns])
     assert slow.step_end_ns[0] == pytest.approx(max(end), rel=1e-12)  # all fused at the 1 s tick, one ring
 
@@ -167,7 +168,7 @@ def test_flow_level_collectives_match_the_des_within_2_percent(mode, extra):
     # Heterogeneous GPUs (different reduction speeds), two GPUs on some nodes (shared-memory ring
     # edges), jitter: every rank starts its all-reduces at a different time.
     spec = spec_of([{"gpu": "v100", "repeat": 2, "gpus": 2}, {"gpu": "gtx1080ti", "repeat": 2}, {"gpu": "t4"}])
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     des = modes.simulate(spec, job, mode, steps=4, seed=5, cv=0.2, collective="des", **extra)
     fl = modes.simulate(spec, job, mode, steps=4, seed=5, cv=0.2, collective="flow", **extra)
     assert des.events > 0 and fl.events == 0
@@ -181,9 +182,9 @@ def test_flow_level_collectives_match_the_des_within_2_percent(mode, extra):
 
 def test_bad_collective():
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
-    with pytest.raises(InputError, match="collective: expected 'des' or 'flow', got 'nccl'"):
-        modes.run_ddp(spec, job, steps=1, collective="nccl")
+    job = core.make_job(spec, "resnet50")
+    with pytest.raises(InputError, match="collective: expected one of flow, des, got 'nccl'"):
+        ddp.run_ddp(spec, job, steps=1, collective="nccl")
     with pytest.raises(InputError, match="collective: expected one of flow, des, got 'nccl'"):
         horovod.run_horovod(spec, job, steps=1, collective="nccl")
 
@@ -192,9 +193,9 @@ def test_bad_collective():
 
 def test_sync_aggregation_by_the_workers_over_the_shared_region():
     spec = spec_of([{"gpu": "rtx3090", "repeat": 8}])
-    job = modes.make_job(spec, "resnet50")
-    servers = modes.run_sync(spec, job, steps=3, seed=1, cv=0.1)
-    workers = modes.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers")
+    job = core.make_job(spec, "resnet50")
+    servers = sync.run_sync(spec, job, steps=3, seed=1, cv=0.1)
+    workers = sync.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers")
     assert servers.params["aggregation"] == "memory servers" and workers.params["aggregation"] == "workers"
     assert workers.params["slice_bytes"] == -(-job.gradient_bytes // 8)
     for w in workers.workers:
@@ -202,13 +203,13 @@ def test_sync_aggregation_by_the_workers_over_the_shared_region():
     # One memory-server core reduces 7 x 97.5 MiB per step at CPU speed; 8 GPUs share that work.
     assert workers.elapsed_ns < servers.elapsed_ns
     with pytest.raises(InputError, match="aggregation: expected 'servers' or 'workers', got 'gpu'"):
-        modes.run_sync(spec, job, steps=1, aggregation="gpu")
+        sync.run_sync(spec, job, steps=1, aggregation="gpu")
 
 
 def test_sync_by_workers_on_one_gpu_is_the_compute_time():
     spec = spec_of([{"gpu": "v100"}])
-    job = modes.make_job(spec, "resnet50")
-    r = modes.run_sync(spec, job, steps=2, seed=0, aggregation="workers")
+    job = core.make_job(spec, "resnet50")
+    r = sync.run_sync(spec, job, steps=2, seed=0, aggregation="workers")
     assert r.step_end_ns == pytest.approx((job.iteration_ns[0], 2 * job.iteration_ns[0]), rel=1e-12)
 
 
@@ -223,9 +224,9 @@ def test_transient_slowdowns():
     assert slow == pytest.approx(0.05 * 10 / (1 + 0.05 * 10), abs=0.03)
     assert set(np.unique(m)) == {1.0, 1.5}
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
-    calm = modes.run_sync(spec, job, steps=6, seed=4)
-    bumpy = modes.run_sync(spec, job, steps=6, seed=4, slowdown=stragglers.Slowdown(probability=0.3, factor=1.5,
+    job = core.make_job(spec, "resnet50")
+    calm = sync.run_sync(spec, job, steps=6, seed=4)
+    bumpy = sync.run_sync(spec, job, steps=6, seed=4, slowdown=stragglers.Slowdown(probability=0.3, factor=1.5,
                                                                                     duration_steps=2))
     assert bumpy.elapsed_ns > calm.elapsed_ns and bumpy.params["slowdown"]["factor"] == 1.5
     with pytest.raises(InputError, match="slowdown.factor: expected a finite multiplier >= 1, got 0.5"):
@@ -236,7 +237,7 @@ def test_transient_slowdowns():
 
 def test_failed_node_stalls_synchronous_modes_and_not_async_or_hybrid():
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
+    job = core.make_job(spec, "resnet50")
     fail = stragglers.Failure(worker=1, step=2)
     for mode, extra in (("sync", {}), ("sync", {"aggregation": "workers"}), ("ddp", {}), ("horovod", {}),
                         ("horovod", {"collective": "des"})):
@@ -247,15 +248,15 @@ def test_failed_node_stalls_synchronous_modes_and_not_async_or_hybrid():
     assert ok.workers[1].steps <= 2 and ok.params["failure"] == {"worker": 1, "step": 2}
     healthy = hybrid.run_hybrid(spec, job, steps=5, seed=0)
     assert ok.elapsed_ns > healthy.elapsed_ns
-    a = modes.run_async(spec, job, steps=5, seed=0, failure=fail)
+    a = asynchronous.run_async(spec, job, steps=5, seed=0, failure=fail)
     assert a.workers[1].steps == 2 and sum(w.steps for w in a.workers) == 5 * spec.size
     with pytest.raises(InputError, match="failure.worker: expected a worker index in 0..3, got 4"):
-        modes.run_sync(spec, job, steps=1, failure=stragglers.Failure(worker=4, step=0))
+        sync.run_sync(spec, job, steps=1, failure=stragglers.Failure(worker=4, step=0))
 
 
 def test_determinism_by_seed_for_the_new_modes():
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "yolov5m")
+    job = core.make_job(spec, "yolov5m")
     slow = stragglers.Slowdown(probability=0.2, factor=1.4, duration_steps=2)
     for mode, extra in (("hybrid", {"staleness": 1}), ("horovod", {}), ("sync", {"aggregation": "workers"})):
         a = modes.simulate(spec, job, mode, steps=4, seed=9, cv=0.3, slowdown=slow, **extra)
@@ -276,24 +277,24 @@ def test_convergence_discount_and_estimates_are_monotone_in_staleness():
     with pytest.raises(InputError, match="staleness: expected >= 0"):
         convergence.discount(-1)
     spec = spec_of(MIXED)
-    job = modes.make_job(spec, "resnet50")
-    sync = modes.run_sync(spec, job, steps=8, seed=1)
-    est = convergence.estimate(sync)
+    job = core.make_job(spec, "resnet50")
+    synced = sync.run_sync(spec, job, steps=8, seed=1)
+    est = convergence.estimate(synced, modes.get("sync").convergence)
     assert est["progress_factor"] == 1.0 and "ESTIMATE" in est["label"]
-    assert est["time_to_target_s"] == pytest.approx(90 * 1_281_167 / sync.throughput_samples_per_s)
+    assert est["time_to_target_s"] == pytest.approx(90 * 1_281_167 / synced.throughput_samples_per_s)
     # Hybrid: a looser staleness bound accepts staler contributions: the factor can only drop,
     # while throughput (accepted samples/s) can only rise.
     factors, rates = [], []
     for s in (0, 1, 2, 4):
         r = hybrid.run_hybrid(spec, job, steps=8, staleness=s, seed=1)
-        factors.append(convergence.progress_factor(r))
+        factors.append(modes.get(r.mode).convergence(r))
         rates.append(r.throughput_samples_per_s)
     assert factors[0] == 1.0
     assert all(a >= b for a, b in zip(factors, factors[1:])) and factors[-1] < 1.0
     assert all(a <= b * (1 + 1e-9) for a, b in zip(rates, rates[1:]))
     # Async: exchanging less often (tau) means more centre updates by others between a worker's exchanges.
-    a1 = convergence.progress_factor(modes.run_async(spec, job, steps=8, tau=1, seed=1))
-    a4 = convergence.progress_factor(modes.run_async(spec, job, steps=8, tau=4, seed=1))
+    a1 = modes.get("async").convergence(asynchronous.run_async(spec, job, steps=8, tau=1, seed=1))
+    a4 = modes.get("async").convergence(asynchronous.run_async(spec, job, steps=8, tau=4, seed=1))
     assert 0 < a4 < a1 < 1
 
 
@@ -342,9 +343,9 @@ def test_sync_on_a_cxl_pool_store():
     from cxlsim.models.training import pool_store
 
     spec = spec_of([{"gpu": "v100", "repeat": 3}, {"gpu": "rtx3090"}])
-    job = modes.make_job(spec, "resnet50")
-    hw = modes.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers", pool="cxl3-pool")
-    fl = modes.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers", pool="cxl3-pool",
+    job = core.make_job(spec, "resnet50")
+    hw = sync.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers", pool="cxl3-pool")
+    fl = sync.run_sync(spec, job, steps=3, seed=1, cv=0.1, aggregation="workers", pool="cxl3-pool",
                         coherence="flush")
     assert hw.params["store"] == "CXL pool cxl3-pool" and hw.params["coherence"] == "hw"
     assert hw.params["switch_levels"] == 1 and fl.params["coherence"] == "flush"
@@ -367,12 +368,12 @@ def test_sync_on_a_cxl_pool_store():
     assert landed.elapsed_ns == pytest.approx(fine.elapsed_ns, rel=1e-3) and fine.events > landed.events
     # 16 nodes do not fit one 256-lane switch with a device: CXL 3.x uses a two-level tree, CXL 2.0 cannot.
     big = spec_of([{"gpu": "v100", "repeat": 16}])
-    bjob = modes.make_job(big, "resnet50")
-    assert modes.run_sync(big, bjob, steps=1, seed=0, aggregation="workers", pool="cxl3-pool").params["switch_levels"] == 2
+    bjob = core.make_job(big, "resnet50")
+    assert sync.run_sync(big, bjob, steps=1, seed=0, aggregation="workers", pool="cxl3-pool").params["switch_levels"] == 2
     with pytest.raises(InputError, match="switch ports: 16 hosts \\+ 1 device ports need 17"):
-        modes.run_sync(big, bjob, steps=1, seed=0, aggregation="workers", pool="cxl2-pool", coherence="flush")
+        sync.run_sync(big, bjob, steps=1, seed=0, aggregation="workers", pool="cxl2-pool", coherence="flush")
     with pytest.raises(InputError, match="aggregation: a CXL-pool store has no CPU next to the memory"):
-        modes.run_sync(spec, job, steps=1, pool="cxl3-pool")
+        sync.run_sync(spec, job, steps=1, pool="cxl3-pool")
     with pytest.raises(InputError, match="pool: a CXL-pool store runs one worker per node"):
-        modes.run_sync(spec_of([{"gpu": "v100", "gpus": 2}]), modes.make_job(spec_of([{"gpu": "v100", "gpus": 2}]),
+        sync.run_sync(spec_of([{"gpu": "v100", "gpus": 2}]), core.make_job(spec_of([{"gpu": "v100", "gpus": 2}]),
                        "resnet50"), steps=1, aggregation="workers", pool="cxl3-pool")

@@ -1,7 +1,8 @@
-"""Data-parallel training on heterogeneous GPUs: EDDIS modes, DDP and Horovod.
+"""Data-parallel training on heterogeneous GPUs: the EDDIS modes, PyTorch DDP and Horovod.
 
-Importing the package registers every mode in `modes.MODES` (hybrid and
-horovod live in their own modules and register themselves).
+core.py holds what every mode is built from (the job, the results, the `Mode`
+record and the run machinery); each mode is one module with one `Mode` record;
+modes.py lists them (plus plug-ins') by name. cluster.py reads cluster specs,
+profiles.py the GPU and DNN figures, stragglers.py the compute-time noise,
+convergence.py the optional convergence model.
 """
-from cxlsim.models.training import hybrid as _hybrid  # noqa: F401  (registers 'hybrid')
-from cxlsim.models.training import horovod as _horovod  # noqa: F401  (registers 'horovod')

@@ -17,7 +17,8 @@ Assumptions:
    Learning", IJCAI 2016), with tau = 1 + x so that a fresh gradient keeps
    the full rate; reading "the learning rate scales the step" as "the
    progress scales the same way" is our assumption, not their result.
-2. Per mode: sync, ddp and horovod apply every gradient fresh (factor 1);
+2. Per mode (each mode's rule is the `convergence` of its `Mode` record):
+   sync, ddp and horovod apply every gradient fresh (`all_fresh`, factor 1);
    hybrid's contribution of round staleness d counts x = d * R / W (R the
    round size); dropped contributions count 0 (they are not in its
    throughput anyway); async's exchange carrying tau local steps counts x =
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 
 from cxlsim.errors import InputError
 
-__all__ = ["Target", "TARGETS", "discount", "progress_factor", "estimate", "LABEL"]
+__all__ = ["Target", "TARGETS", "discount", "all_fresh", "estimate", "LABEL"]
 
 LABEL = "ESTIMATE from the staleness-aware convergence model (assumption: progress 1/(1+staleness), Zhang et al. IJCAI 2016)"
 
@@ -72,30 +73,18 @@ def discount(staleness_steps: float) -> float:
     return 1.0 / (1.0 + staleness_steps)
 
 
-def progress_factor(result) -> float:
-    """Mean progress per sample counted in `result`'s throughput (assumption 2), in (0, 1]."""
-    W = len(result.workers)
-    if result.mode in ("sync", "ddp", "horovod"):
-        return 1.0
-    if result.mode == "hybrid":
-        R = result.params["round_size"]
-        hist = result.extra["staleness_histogram"]
-        n = sum(hist.values())
-        return sum(c * discount(int(d) * R / W) for d, c in hist.items()) / n if n else 0.0
-    if result.mode == "async":
-        hist = result.extra.get("staleness_updates_histogram", {})
-        n = sum(hist.values())
-        if not n:  # no exchange at all: nothing reaches the shared model
-            return 0.0
-        tau = result.params["tau"]
-        return sum(c * discount(int(u) * tau / W) for u, c in hist.items()) / n
-    raise InputError(f"mode: no convergence rule for {result.mode!r}")
+def all_fresh(result) -> float:
+    """Convergence rule of the modes that apply every gradient fresh (sync, ddp, horovod): 1."""
+    return 1.0
 
 
-def estimate(result) -> dict | None:
-    """The model's estimate for `result` (None if its model has no target), labelled."""
+def estimate(result, rule) -> dict:
+    """The model's estimate for `result`, labelled: `rule` is its mode's progress factor rule
+    (`Mode.convergence`: result -> mean progress per sample counted in the throughput, in (0, 1])."""
+    if rule is None:
+        raise InputError(f"mode: {result.mode!r} has no convergence rule")
     target = TARGETS.get(result.model)
-    factor = progress_factor(result)
+    factor = rule(result)
     effective = result.throughput_samples_per_s * factor
     out = {"label": LABEL, "progress_factor": factor, "effective_samples_per_s": effective}
     if target is None:

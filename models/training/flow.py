@@ -1,4 +1,4 @@
-"""Flow-level cost of the ring all-reduce with per-rank start times and per-rank reduction speeds.
+"""Flow-level twins of the all-reduce modes: the ring all-reduce's cost by recurrence, and the step loop.
 
 The DES of models/collectives runs every message of a ring all-reduce as
 chunks through the fabric. Baselines that issue many all-reduces per step
@@ -19,6 +19,10 @@ uncongested fabric (one ring flow per link: a star with the ring's hosts)
 this is the DES's own arithmetic, so the two agree to rounding; the tests
 check the whole DDP and Horovod runs against the DES (within 2%).
 
+`run_steps` is the per-step loop that DDP and Horovod run on it
+(`collective="flow"`, the `COLLECTIVE` option): each step's schedule returns
+every rank's communication end, which starts its next step.
+
 >>> from cxlsim.models.collectives import analytic
 >>> cm = analytic.CostModel(overhead_ns=100.0, gap_ns=100.0, beta_ns_per_byte=0.1, path_latency_ns=50.0, links=2,
 ...                         store_and_forward=False, chunk_bytes=1 << 20, copy_ns_per_byte=0.1, reduce_ns_per_byte=0.5)
@@ -28,7 +32,57 @@ True
 """
 from __future__ import annotations
 
-__all__ = ["ring_allreduce"]
+from cxlsim.errors import InputError, RunError
+from cxlsim.fabric import topology
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.network import build
+from cxlsim.fabric.presets import get_preset
+from cxlsim.models.collectives import analytic
+from cxlsim.models.training.core import Option, StepLog
+
+__all__ = ["ring_allreduce", "COLLECTIVES", "COLLECTIVE", "check_collective", "cost_model", "run_steps"]
+
+COLLECTIVES = ("flow", "des")
+"""How the all-reduce modes cost a ring: this module's recurrence, or every message on the DES transport."""
+COLLECTIVE = Option(name="collective", flag="--collective", parse=str, choices=COLLECTIVES,
+                    help="ring all-reduce as the flow-level recurrence (flow, default) or as DES messages (des); "
+                         "tested equal within 2%%")
+
+
+def check_collective(collective) -> None:
+    if collective not in COLLECTIVES:
+        raise InputError(f"collective: expected one of {', '.join(COLLECTIVES)}, got {collective!r}")
+
+
+def cost_model(spec, chunk_bytes: int):
+    """LogGP figures of the training star of `spec`'s worker hosts (analytic.CostModel)."""
+    net = build(topology.star(spec.worker_hosts), get_preset(spec.interconnect), Environment())
+    return analytic.CostModel.from_network(net, chunk_bytes)
+
+
+def run_steps(spec, job, steps, J, backward_fraction, failure, schedule) -> StepLog:
+    """The flow-level step loop: `schedule(s, bstart, bwd, cend)` returns each rank's communication end (ns).
+
+    Every rank's step s starts when its step s - 1 ended; its backward pass starts at bstart and
+    lasts bwd; its compute ends at cend. A failed worker stalls the synchronous run (RunError).
+    """
+    W = spec.size
+    if failure is not None:
+        raise RunError(f"training run stalled: worker {failure.worker} failed at iteration {failure.step} and "
+                       "this synchronous mode waits for every worker (no elastic recovery is modelled)")
+    log = StepLog(W)
+    t = [0.0] * W
+    for s in range(steps):
+        its = [float(job.iteration_ns[w] * J[s, w]) for w in range(W)]
+        bwd = [it * backward_fraction for it in its]
+        bstart = [t[w] + its[w] - bwd[w] for w in range(W)]
+        cend = [t[w] + its[w] for w in range(W)]
+        ends = schedule(s, bstart, bwd, cend)
+        for w in range(W):
+            end = max(cend[w], ends[w])
+            log.add(w, t[w], cend[w], end)
+            t[w] = end
+    return log
 
 
 def ring_allreduce(cm, host_of, size_bytes: int, start_ns, reduce_ns_per_byte) -> list:

@@ -1,4 +1,4 @@
-"""Horovod baseline: tensor fusion plus ring all-reduce, and the DDP flow-level twin.
+"""Horovod baseline: tensor fusion every cycle, fused buffers all-reduced by the ring.
 
 Concept. Horovod's background thread wakes up every cycle (HOROVOD_CYCLE_TIME)
 and negotiates which gradient tensors are ready on every rank; those are
@@ -31,8 +31,8 @@ Model (assumptions stated):
 `collective="flow"` (default) costs each ring with the per-rank recurrence of
 `flow.ring_allreduce`; `collective="des"` runs every message through the
 transport. The tests check the two agree within 2% (they are equal to
-rounding on the star fabric used for training). `run_ddp_flow` is the same
-flow-level twin for PyTorch DDP (`modes.run_ddp(..., collective="flow")`).
+rounding on the star fabric used for training). A failed worker stalls the
+run (RunError).
 
 >>> plan = fusion_plan([0.0, 0.0], [4.0e6, 8.0e6], 100 * 2**20, cycle_ns=1.0e6, threshold_bytes=128 * 2**20)
 >>> len(plan), plan[0], sum(size for _, size in plan) == 100 * 2**20   # the slower rank paces the fusion
@@ -45,29 +45,23 @@ from __future__ import annotations
 import math
 
 from cxlsim.errors import InputError, RunError
-from cxlsim.fabric import topology
-from cxlsim.fabric.engine import Environment
-from cxlsim.fabric.network import build
-from cxlsim.fabric.presets import get_preset
-from cxlsim.models.collectives import analytic
 from cxlsim.models.collectives.base import Group, reduced_vector, vector_of
 from cxlsim.models.collectives.reductions import allreduce_ring
-from cxlsim.models.training import modes
-from cxlsim.models.training.flow import ring_allreduce
-from cxlsim.models.training.modes import (DEFAULT_TRAINING_CHUNK_BYTES, MIB, Job, TrainingResult, _check_run,
-                                          _ddp_params, _describe, _GpuEndpoint, _run, _Steps,
-                                          _synchronous_result, _transport, ddp_buckets)
+from cxlsim.models.training import convergence
+from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, MIB, GpuEndpoint, Job, Mode, Option,
+                                         StepLog, TrainingResult, check_backward_fraction, check_run, describe,
+                                         network_transport, run_to_end, size_text, synchronous_result, time_text)
+from cxlsim.models.training.flow import COLLECTIVE, check_collective, cost_model, ring_allreduce, run_steps
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
-__all__ = ["HOROVOD_DEFAULTS", "fusion_plan", "run_horovod", "run_ddp_flow", "COLLECTIVES"]
+__all__ = ["HOROVOD_DEFAULTS", "fusion_plan", "run_horovod", "MODE"]
 
 HOROVOD_DEFAULTS = {
     "v0.21+": {"fusion_threshold_bytes": 128 * MIB, "cycle_time_ns": 1.0e6},
     "pre-v0.21": {"fusion_threshold_bytes": 64 * MIB, "cycle_time_ns": 5.0e6},
 }
 """Horovod's fusion threshold and cycle time by version (CHANGELOG #2468, gpus.md)."""
-COLLECTIVES = ("flow", "des")
 
 
 def fusion_plan(bstart_ns, bwd_ns, gradient_bytes: int, *, cycle_ns: float, threshold_bytes: int) -> list:
@@ -92,47 +86,15 @@ def fusion_plan(bstart_ns, bwd_ns, gradient_bytes: int, *, cycle_ns: float, thre
     return plan
 
 
-def _cost_model(spec, chunk_bytes):
-    net = build(topology.star(spec.worker_hosts), get_preset(spec.interconnect), Environment())
-    return analytic.CostModel.from_network(net, chunk_bytes)
-
-
-def _check_common(backward_fraction, collective):
-    if not (isinstance(backward_fraction, (int, float)) and 0.0 < backward_fraction <= 1.0):
-        raise InputError(f"backward_fraction: expected a fraction in (0, 1], got {backward_fraction!r}")
-    if collective not in COLLECTIVES:
-        raise InputError(f"collective: expected one of {', '.join(COLLECTIVES)}, got {collective!r}")
-
-
-def _flow_run(spec, job, steps, J, backward_fraction, chunk_bytes, failure, schedule):
-    """Per-step flow-level loop: `schedule(s, bstart, bwd, cend, free)` returns the per-rank comm end."""
-    W = spec.size
-    if failure is not None:
-        raise RunError(f"training run stalled: worker {failure.worker} failed at iteration {failure.step} and "
-                       "this synchronous mode waits for every worker (no elastic recovery is modelled)")
-    rec = _Steps(W)
-    t = [0.0] * W
-    for s in range(steps):
-        its = [float(job.iteration_ns[w] * J[s, w]) for w in range(W)]
-        bwd = [it * backward_fraction for it in its]
-        bstart = [t[w] + its[w] - bwd[w] for w in range(W)]
-        cend = [t[w] + its[w] for w in range(W)]
-        ends = schedule(s, bstart, bwd, cend)
-        for w in range(W):
-            end = max(cend[w], ends[w])
-            rec.add(w, t[w], cend[w], end)
-            t[w] = end
-    return rec
-
-
 def run_horovod(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
                 defaults: str = "v0.21+", fusion_threshold_bytes: int | None = None,
                 cycle_time_ns: float | None = None, backward_fraction: float = 2.0 / 3.0,
                 collective: str = "flow", chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
                 slowdown: Slowdown | None = None, failure: Failure | None = None) -> TrainingResult:
     """Horovod: tensor fusion every cycle, fused buffers all-reduced by the ring, one at a time."""
-    _check_run(spec, job, steps)
-    _check_common(backward_fraction, collective)
+    check_run(spec, job, steps)
+    check_backward_fraction(backward_fraction)
+    check_collective(collective)
     if defaults not in HOROVOD_DEFAULTS:
         raise InputError(f"defaults: expected one of {', '.join(HOROVOD_DEFAULTS)}, got {defaults!r}")
     base = HOROVOD_DEFAULTS[defaults]
@@ -157,7 +119,7 @@ def run_horovod(spec, job: Job, *, steps: int, seed: int | None = None, cv: floa
         return plan
 
     if collective == "flow":
-        cm = _cost_model(spec, chunk_bytes)
+        cm = cost_model(spec, chunk_bytes)
 
         def schedule(s, bstart, bwd, cend):
             free = list(bstart)
@@ -165,30 +127,30 @@ def run_horovod(spec, job: Job, *, steps: int, seed: int | None = None, cv: floa
                 free = ring_allreduce(cm, host_of, size, [max(tick, f) for f in free], red)
             return free
 
-        rec = _flow_run(spec, job, steps, J, backward_fraction, chunk_bytes, failure, schedule)
+        rec = run_steps(spec, job, steps, J, backward_fraction, failure, schedule)
     else:
         rec, events = _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, plan_of)
-    return _synchronous_result(
+    return synchronous_result(
         "horovod", spec, job, steps, rec,
         {"horovod_defaults": named, "fusion_threshold_bytes": threshold, "cycle_time_ns": cycle,
          "backward_fraction": backward_fraction, "allreduce": "ring", "collective": collective,
-         "cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure), "chunk_bytes": chunk_bytes},
+         "cv": cv, "slowdown": describe(slowdown), "failure": describe(failure), "chunk_bytes": chunk_bytes},
         seed, events, {"fusion_buffers_per_step": sum(buffers) / len(buffers) if buffers else 0.0})
 
 
 def _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, plan_of):
     """The same schedule with every ring message on the transport."""
     W = spec.size
-    tr = _transport(spec, 0, chunk_bytes)
+    tr = network_transport(spec, 0, chunk_bytes)
     env = tr.env
-    rec = _Steps(W)
+    rec = StepLog(W)
     expect = reduced_vector(W, W)
     starts = [{} for _ in range(steps)]
     plans = [None] * steps
     planned = [env.event() for _ in range(steps)]
 
     def worker(w):
-        ep = _GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
+        ep = GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
         for s in range(steps):
             start = env.now
             if not math.isfinite(J[s, w]):
@@ -216,37 +178,21 @@ def _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, p
                 raise RunError(f"horovod: worker {ep.rank} got a wrong all-reduce of buffer {i} in step {s}")
 
     procs = [env.process(worker(w)) for w in range(W)]
-    _run(env, procs, failure)
+    run_to_end(env, procs, W, failure)
     return rec, env.events
 
 
-def run_ddp_flow(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
-                 bucket_cap_bytes: int = 25 * MIB, first_bucket_bytes: int = MIB, overlap: bool = True,
-                 backward_fraction: float = 2.0 / 3.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
-                 slowdown: Slowdown | None = None, failure: Failure | None = None) -> TrainingResult:
-    """PyTorch DDP (modes.run_ddp's semantics) with flow-level ring costs instead of the DES."""
-    _check_run(spec, job, steps)
-    _check_common(backward_fraction, "flow")
-    W, G = spec.size, job.gradient_bytes
-    buckets = ddp_buckets(G, first_bucket_bytes, bucket_cap_bytes)
-    ends = [sum(buckets[:i + 1]) for i in range(len(buckets))]
-    rng, seed = make_rng(seed)
-    J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
-    red = [1.0 / x for x in job.reduce_bw_bytes_per_ns]
-    host_of = [w.host for w in spec.workers()]
-    cm = _cost_model(spec, chunk_bytes)
-
-    def schedule(s, bstart, bwd, cend):
-        free = list(bstart) if overlap else list(cend)
-        for size, end in zip(buckets, ends):
-            ready = [b + d * (end / G) for b, d in zip(bstart, bwd)] if overlap else cend
-            free = ring_allreduce(cm, host_of, size, [max(r, f) for r, f in zip(ready, free)], red)
-        return free
-
-    rec = _flow_run(spec, job, steps, J, backward_fraction, chunk_bytes, failure, schedule)
-    return _synchronous_result("ddp", spec, job, steps, rec, _ddp_params(
-        bucket_cap_bytes, first_bucket_bytes, len(buckets), overlap, backward_fraction, "flow", cv, slowdown,
-        failure, chunk_bytes), seed, 0)
-
-
-modes.register("horovod", run_horovod)
+MODE = Mode(
+    name="horovod", run=run_horovod, convergence=convergence.all_fresh,
+    summary="Horovod: tensor fusion every cycle, fused buffers all-reduced by the ring",
+    options=(
+        Option(name="defaults", flag="--horovod-defaults", parse=str, choices=tuple(HOROVOD_DEFAULTS),
+               help="fusion threshold and cycle time of that version (v0.21+: 128 MiB and 1 ms, the default; "
+                    "pre-v0.21: 64 MiB and 5 ms)"),
+        Option(name="fusion_threshold_bytes", flag="--fusion-threshold", parse=size_text,
+               help="override the fusion threshold (a size, e.g. 64MiB)"),
+        Option(name="cycle_time_ns", flag="--cycle-time", parse=time_text,
+               help="override the cycle time (a time, e.g. '5 ms')"),
+        COLLECTIVE, CHUNK),
+)
+"""The horovod mode's record (modes.py lists it)."""

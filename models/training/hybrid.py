@@ -50,10 +50,11 @@ The counter's atomic, costed by placement (`counter`):
   atomic: the CPU is not involved in a one-sided atomic, but atomics on one
   address serialise at the target NIC (assumption: 2*o per atomic).
 - `cxl-device` (a CXL 3.x pool with device-side atomics, HDM-DB): one pool
-  round trip (`CounterCosts.cxl_load_ns`, 250 ns: end-to-end load through
-  one CXL switch, hardware.md) plus the device's serialised execution of
-  same-line atomics (`device_atomic_service_ns`, 90 ns; assumption: one DRAM
-  access, local DRAM about 90 ns, hardware.md).
+  round trip (`CounterCosts.cxl_load_ns`: the unloaded load through one CXL
+  switch of the pool preset, 250 ns for cxl3-pool) plus the device's
+  serialised execution of same-line atomics (`device_atomic_service_ns`: one
+  access to the device's media, the preset's media latency, 90 ns). The
+  preset must support hardware coherence (CXL 3.x).
 - `cxl-flush-lock` (a pool without multi-host coherence): the counter is
   guarded by a bakery lock built from single-writer flush-mode flags. A
   worker writes and flushes its flag (one pool round trip), reads the W - 1
@@ -62,13 +63,18 @@ The counter's atomic, costed by placement (`counter`):
   workers, reads the counter, writes and flushes it, and clears its flag
   (three round trips). Uncontended: (W + 3) * cxl_load_ns.
 
+The CXL placements take their figures from the CXL pool preset `counter_pool`
+(default cxl3-pool; cxlsim.fabric.cxl_presets), `CounterCosts.of_pool`, or
+from an explicit `counter_costs`. Assumption: the counter's loads cross one
+switch level, whatever the number of hosts.
+
 In this slice the store's bulk data (pushes and pulls) always runs on the
 network transport to memory servers; only the counter's placement varies.
 A CXL-pool store needs the CXL pool transport of issue 4.
 
->>> from cxlsim.models.training import cluster, modes
+>>> from cxlsim.models.training import cluster, core
 >>> spec = cluster.from_dict({"interconnect": "ib-hdr", "precision": "amp", "nodes": [{"gpu": "v100", "repeat": 2}]})
->>> r = run_hybrid(spec, modes.make_job(spec, "resnet50"), steps=3, seed=1)
+>>> r = run_hybrid(spec, core.make_job(spec, "resnet50"), steps=3, seed=1)
 >>> r.extra["rounds_applied"], r.extra["accepted"], r.extra["dropped"], max(r.extra["staleness_histogram"]) <= 4
 (3, 6, 0, True)
 """
@@ -79,19 +85,28 @@ from dataclasses import dataclass
 
 import simpy
 
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
-from cxlsim.models.training import modes
-from cxlsim.models.training.modes import (DEFAULT_TRAINING_CHUNK_BYTES, Job, TrainingResult, WorkerStats,
-                                          _check_run, _describe, _transport)
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.models.training.convergence import discount
+from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, STORE_OPTIONS, Job, Mode, Option,
+                                         TrainingResult, WorkerStats, check_run, describe, integer_at_least,
+                                         network_transport, with_store)
+from cxlsim.models.training.store_load import StoreLoad
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
-__all__ = ["COUNTER_PLACEMENTS", "CounterCosts", "run_hybrid", "DEFAULT_STALENESS"]
+__all__ = ["COUNTER_PLACEMENTS", "CounterCosts", "run_hybrid", "DEFAULT_STALENESS", "DEFAULT_COUNTER_POOL",
+           "progress_factor", "MODE"]
 
 COUNTER_PLACEMENTS = ("rdma", "cxl-device", "cxl-flush-lock")
 """Where the global step counter lives (see the module docstring)."""
 DEFAULT_STALENESS = 4
 """Default staleness bound s, in rounds (an assumption: a bound of a few rounds, SSP-style)."""
+DEFAULT_COUNTER_POOL = "cxl3-pool"
+"""The CXL pool preset whose figures price the CXL counter placements unless told otherwise."""
+COUNTER_COHERENCE = {"cxl-device": Coherence.HW, "cxl-flush-lock": Coherence.FLUSH}
+"""What each CXL counter placement needs of its pool: device-side coherent atomics, or flushes only."""
 NOTICE_BYTES = 64
 """A dropped contribution's notice, a pull request, and the counter's atomic messages: one cache line."""
 ATOMIC_BYTES = 8
@@ -101,10 +116,18 @@ ATOMIC_BYTES = 8
 class CounterCosts:
     """Figures of the CXL counter placements (ns)."""
 
-    cxl_load_ns: float = 250.0
-    """One pool round trip: end-to-end load through one CXL switch, 220-250 ns (hardware.md)."""
-    device_atomic_service_ns: float = 90.0
-    """Device-side execution of one same-line atomic (assumption: one DRAM access, ~90 ns, hardware.md)."""
+    cxl_load_ns: float
+    """One pool round trip: the unloaded load through one CXL switch."""
+    device_atomic_service_ns: float
+    """Device-side execution of one same-line atomic (assumption: one access to the device's media)."""
+
+    @classmethod
+    def of_pool(cls, preset) -> "CounterCosts":
+        """The figures of a CXLPoolPreset: host port, link, one switch hop and link each way, plus the media."""
+        link = preset.link.traversal_ns
+        path = preset.host_path.port_latency_ns + link + preset.switch.hop_latency_ns + link
+        media = preset.device.media_latency_ns
+        return cls(cxl_load_ns=2 * path + media, device_atomic_service_ns=media)
 
     def __post_init__(self):
         for key in ("cxl_load_ns", "device_atomic_service_ns"):
@@ -135,13 +158,14 @@ class _Counter:
 
     def atomic(self, w):
         env, t0 = self.tr.env, self.tr.env.now
-        L = self.costs.cxl_load_ns
         if self.placement == "rdma":
             self.tr.send(w, self.rank, ATOMIC_BYTES, ("faa", w), tag=1)
             ticket = yield self.tr.recv(w, self.rank, tag=1)
         elif self.placement == "cxl-device":
+            L = self.costs.cxl_load_ns
             ticket = yield from self._serialised(L / 2, self.costs.device_atomic_service_ns, L / 2)
         else:  # cxl-flush-lock: doorway (own flag + scan of the others) then a 3-round-trip critical section
+            L = self.costs.cxl_load_ns
             ticket = yield from self._serialised(self.W * L, 3 * L, 0.0)
         self.latency_ns.append(env.now - t0)
         return ticket
@@ -158,11 +182,18 @@ class _Counter:
 
 
 def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, staleness: int = DEFAULT_STALENESS,
-               counter: str = "rdma", counter_costs: CounterCosts | None = None, seed: int | None = None,
-               cv: float = 0.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
-               slowdown: Slowdown | None = None, failure: Failure | None = None) -> TrainingResult:
-    """EDDIS hybrid: `steps` rounds of `round_size` tickets each (see the module docstring)."""
-    _check_run(spec, job, steps)
+               counter: str = "rdma", counter_pool: str | None = None, counter_costs: CounterCosts | None = None,
+               seed: int | None = None, cv: float = 0.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
+               slowdown: Slowdown | None = None, failure: Failure | None = None,
+               memory_servers: int | None = None, server_cores: int | None = None) -> TrainingResult:
+    """EDDIS hybrid: `steps` rounds of `round_size` tickets each (see the module docstring).
+
+    counter_pool (CXL counters only): the CXL pool preset that prices the counter (default
+    DEFAULT_COUNTER_POOL); counter_costs: explicit figures instead. memory_servers, server_cores:
+    replace the spec's.
+    """
+    check_run(spec, job, steps)
+    spec = with_store(spec, memory_servers, server_cores)
     W, S = spec.size, spec.memory_servers * spec.server_cores
     R = W if round_size is None else round_size
     if isinstance(R, bool) or not isinstance(R, int) or R < 1:
@@ -171,15 +202,16 @@ def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, sta
         raise InputError(f"staleness: expected an integer >= 0 (rounds), got {staleness!r}")
     if counter not in COUNTER_PLACEMENTS:
         raise InputError(f"counter: expected one of {', '.join(COUNTER_PLACEMENTS)}, got {counter!r}")
-    costs = CounterCosts() if counter_costs is None else counter_costs
+    costs, counter_pool = _counter_costs(counter, counter_pool, counter_costs)
     shard = -(-job.gradient_bytes // S)
     budget = steps * R
     rng, seed = make_rng(seed)
     # Worker w's i-th local step uses J[i, w]; no worker takes more than `budget` tickets.
     J = multipliers(rng, budget + 1, W, cv, slowdown=slowdown, failure=failure)
-    tr = _transport(spec, S, chunk_bytes, extra_ranks=1 if counter == "rdma" else 0)
+    tr = network_transport(spec, S, chunk_bytes, extra_ranks=1 if counter == "rdma" else 0)
     env = tr.env
     ctr = _Counter(counter, tr, W + S, W, costs)
+    store = StoreLoad(tr, spec, W)
 
     # Store ranks: per round, arrivals (contributions and notices) and the applied version per shard.
     arrived = [{} for _ in range(S)]
@@ -197,7 +229,7 @@ def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, sta
         rank = W + k
         applying[k] = True
         while version[k] < steps and arrived[k].get(version[k], 0) == R:
-            yield tr.reduce(rank, shard)  # parameters -= aggregate of the round (one pass over the shard)
+            yield store.reduce(rank, shard)  # parameters -= aggregate of the round (one pass over the shard)
             version[k] += 1
             apply_ns[k].append(env.now)
         applying[k] = False
@@ -208,14 +240,15 @@ def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, sta
         rank = W + k
         while True:
             msg = yield tr.recv(rank, w, tag=0)
+            store.received(rank)
             kind = msg[0]
             if kind == "pull":
-                tr.send(rank, w, shard, version[k], tag=2)
+                store.send(rank, w, shard, version[k], tag=2)
                 continue
             rnd = msg[1]
             if kind == "push":
                 if first[k].get(rnd):
-                    yield tr.reduce(rank, shard)  # add the contribution into round rnd's accumulator
+                    yield store.reduce(rank, shard)  # add the contribution into round rnd's accumulator
                 first[k][rnd] = True
             arrived[k][rnd] = arrived[k].get(rnd, 0) + 1
             if not applying[k]:
@@ -290,10 +323,10 @@ def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, sta
     return TrainingResult(
         mode="hybrid", model=job.model, precision=job.precision, batch=job.batch, steps=steps,
         samples=state["accepted"] * job.batch, elapsed_ns=elapsed, workers=stats, step_end_ns=rounds_ns,
-        params={"round_size": R, "staleness": staleness, "counter": counter,
+        params={"round_size": R, "staleness": staleness, "counter": counter, "counter_pool": counter_pool,
                 "counter_costs": dict(vars(costs)) if counter != "rdma" else None,
                 "memory_servers": spec.memory_servers, "server_cores": spec.server_cores, "shard_bytes": shard,
-                "cv": cv, "slowdown": _describe(slowdown), "failure": _describe(failure), "chunk_bytes": chunk_bytes,
+                "cv": cv, "slowdown": describe(slowdown), "failure": describe(failure), "chunk_bytes": chunk_bytes,
                 "interconnect": spec.interconnect, "gradient_dtype": job.gradient_dtype},
         seed=seed, events=env.events,
         extra={"rounds_applied": min(version), "accepted": state["accepted"], "dropped": state["dropped"],
@@ -301,8 +334,51 @@ def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, sta
                "staleness_histogram": {int(d): n for d, n in sorted(state["stale"].items())},
                "per_worker_accepted": [c[0] for c in counts], "per_worker_dropped": [c[1] for c in counts],
                "atomics": len(lat), "atomic_mean_ns": sum(lat) / len(lat) if lat else 0.0,
-               "atomic_min_ns": min(lat) if lat else 0.0},
-        intervals=intervals)
+               "atomic_min_ns": min(lat) if lat else 0.0, **store.report(elapsed)},
+        intervals=intervals, step_unit="rounds")
 
 
-modes.register("hybrid", run_hybrid)
+def _counter_costs(counter, counter_pool, counter_costs):
+    """(CounterCosts or None, the pool preset's name or None) of a counter placement, checked."""
+    if counter == "rdma":
+        for key, value in (("counter_pool", counter_pool), ("counter_costs", counter_costs)):
+            if value is not None:
+                raise InputError(f"{key}: applies to the CXL counter placements ({', '.join(COUNTER_COHERENCE)}) "
+                                 f"only, got {key}={value!r} with counter='rdma'")
+        return None, None
+    if counter_costs is not None:
+        if counter_pool is not None:
+            raise InputError(f"counter_pool: give counter_pool or counter_costs, not both (got {counter_pool!r})")
+        return counter_costs, None
+    name = DEFAULT_COUNTER_POOL if counter_pool is None else counter_pool
+    preset = get_cxl_preset(name)
+    preset.check(COUNTER_COHERENCE[counter])
+    return CounterCosts.of_pool(preset), name
+
+
+def progress_factor(result) -> float:
+    """Convergence rule: a contribution of round staleness d counts x = d * R / W equivalent sync
+    steps of staleness (convergence.py, assumption 2); dropped ones are not in the throughput."""
+    W = len(result.workers)
+    R = result.params["round_size"]
+    hist = result.extra["staleness_histogram"]
+    n = sum(hist.values())
+    return sum(c * discount(int(d) * R / W) for d, c in hist.items()) / n if n else 0.0
+
+
+MODE = Mode(
+    name="hybrid", run=run_hybrid, convergence=progress_factor,
+    summary="EDDIS hybrid SGD: a global step counter and global parameters in the store",
+    options=(
+        Option(name="round_size", flag="--round-size", parse=integer_at_least(1),
+               help="contributions (counter tickets) per round (default: the number of workers)"),
+        Option(name="staleness", flag="--staleness", parse=integer_at_least(0),
+               help=f"staleness bound s in rounds; staler contributions are dropped (default {DEFAULT_STALENESS})"),
+        Option(name="counter", flag="--counter", parse=str, choices=COUNTER_PLACEMENTS,
+               help="where the global step counter lives, which prices its atomic (default rdma)"),
+        Option(name="counter_pool", flag="--counter-pool", parse=str,
+               help=f"with a CXL --counter: the CXL pool preset whose figures price it (default "
+                    f"{DEFAULT_COUNTER_POOL})"),
+        CHUNK, *STORE_OPTIONS),
+)
+"""The hybrid mode's record (modes.py lists it)."""

@@ -1,7 +1,7 @@
 """EDDIS sync with the SoftMemoryBox store on a CXL memory pool: the workers aggregate over the pool.
 
 A CXL pool has no CPU next to the memory, so the workers do the reduction
-(`modes.run_sync(..., aggregation="workers", pool="cxl3-pool")`). Every node
+(`sync.run_sync(..., aggregation="workers", pool="cxl3-pool")`). Every node
 has one worker, each a rank of the CXL pool transport
 (cxlsim.fabric.cxl_transport; one rank per host). Per step, with W workers,
 G gradient bytes and slices of sl = ceil(G / W) bytes (padded to 64-B lines):
@@ -45,11 +45,12 @@ from __future__ import annotations
 
 import math
 
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
-from cxlsim.models.training.modes import (_GpuEndpoint, _run, _Steps, _synchronous_result)
+from cxlsim.models.training.core import GpuEndpoint, StepLog, run_to_end, synchronous_result
 
 __all__ = ["run_sync_on_pool", "POOL_CHUNK_BYTES"]
 
@@ -71,7 +72,7 @@ def _pool_transport(preset, hosts, coherence, devices, pool_bytes, chunk_bytes):
                             chunk_bytes=chunk_bytes, switch_levels=2)
 
 
-def run_sync_on_pool(spec, job, steps, seed, J, failure, noise, *, pool: str, coherence: str, devices: int,
+def run_sync_on_pool(spec, job, steps, seed, J, failure, noise, *, pool: str, coherence: Coherence | str, devices: int,
                      flush_poll: str = "landed", chunk_bytes: int = POOL_CHUNK_BYTES):
     """EDDIS sync, workers aggregating over a CXL pool store (see the module docstring).
 
@@ -80,6 +81,7 @@ def run_sync_on_pool(spec, job, steps, seed, J, failure, noise, *, pool: str, co
     """
     if flush_poll not in ("landed", "spin"):
         raise InputError(f"flush_poll: expected 'landed' or 'spin', got {flush_poll!r}")
+    coherence = Coherence.parse(coherence)
     preset = get_cxl_preset(pool)
     W = spec.size
     if W != spec.worker_hosts:
@@ -99,8 +101,8 @@ def run_sync_on_pool(spec, job, steps, seed, J, failure, noise, *, pool: str, co
                          f"{devices} device(s) of {pool} hold {capacity} B")
     tr = _pool_transport(preset, W, coherence, devices, total, chunk_bytes)
     env = tr.env
-    flush = coherence == "flush"
-    rec = _Steps(W)
+    flush = coherence is Coherence.FLUSH
+    rec = StepLog(W)
 
     def gflag(w):
         return w * LINE
@@ -156,7 +158,7 @@ def run_sync_on_pool(spec, job, steps, seed, J, failure, noise, *, pool: str, co
         return [got[ev] for ev in reads]
 
     def worker(w):
-        ep = _GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
+        ep = GpuEndpoint(tr, w, job.reduce_bw_bytes_per_ns[w])
         others = [v for v in range(W) if v != w]
         for s in range(steps):
             start = env.now
@@ -180,9 +182,9 @@ def run_sync_on_pool(spec, job, steps, seed, J, failure, noise, *, pool: str, co
             rec.add(w, start, cend, env.now)
 
     procs = [env.process(worker(w)) for w in range(W)]
-    _run(env, procs, failure)
+    run_to_end(env, procs, W, failure)
     fig = tr.figures()
-    return _synchronous_result(
+    return synchronous_result(
         "sync", spec, job, steps, rec,
         {"aggregation": "workers", "store": f"CXL pool {pool}", "pool": pool, "coherence": coherence,
          "pool_devices": devices, "switch_levels": 2 if fig.leaf_hosts else 1, "slice_bytes": sl,
