@@ -12,16 +12,8 @@ Point-to-point and local work (every transport):
   recv(dst, src, tag=0) -> Event                           (fires with the payload)
   compute(rank, duration_ns) / copy(rank, size_bytes) / reduce(rank, size_bytes) -> Event
 
-CXL pool operations (the extension point for the CXL fabric, issue 4). A
-transport with a shared memory pool overrides these; the network transport
-has no pool and raises `UnsupportedOperation` naming the operation:
-  pool_write(rank, offset_bytes, size_bytes, payload=None) -> Event
-      store `size_bytes` at pool offset `offset_bytes`; fires when the stores
-      are issued (not yet visible to other hosts without flush + fence).
-  pool_read(rank, offset_bytes, size_bytes) -> Event  (fires with the payload last made visible)
-  flush(rank, offset_bytes, size_bytes) -> Event     (write back / invalidate the lines)
-  fence(rank) -> Event                               (order earlier stores and flushes)
-  wait_flags(rank, flags, value) -> Event            (poll until every flag offset in `flags` holds `value`)
+A transport whose ranks share a CXL memory pool implements the pool
+operations of `cxlsim.fabric.pool_transport.PoolTransport` as well.
 
 `Endpoint` binds a transport to one rank, so an algorithm reads
 `data = yield from ep.sendrecv(right, size, block, left)`. `run({rank:
@@ -53,7 +45,7 @@ DEFAULT_CHUNK_BYTES = 64 * 1024
 
 
 class UnsupportedOperation(RunError):
-    """The transport has no such operation (e.g. pool_write on a network without a CXL pool)."""
+    """The transport has no such operation (e.g. send on a CXL pool without a network)."""
 
 
 def fire_at(env, event, delay_ns: float, value=None):
@@ -68,7 +60,7 @@ class Transport(ABC):
     """Base class: the interface every fabric backend implements (see the module docstring).
 
     Subclasses set `env` and `size` and implement the abstract methods; a pool
-    transport also overrides the pool operations.
+    transport implements `PoolTransport`.
     """
 
     env: simpy.Environment
@@ -122,26 +114,6 @@ class Transport(ABC):
         """What blocked ranks wait for (a transport overrides this for better deadlock messages)."""
         return "nothing is scheduled"
 
-    # CXL pool operations: a pool transport overrides these.
-    def _unsupported(self, op: str):
-        raise UnsupportedOperation(f"{op}: {type(self).__name__} has no CXL memory pool; "
-                                   "use a transport with a pool (the CXL fabric)")
-
-    def pool_write(self, rank: int, offset_bytes: int, size_bytes: int, payload=None):
-        self._unsupported("pool_write")
-
-    def pool_read(self, rank: int, offset_bytes: int, size_bytes: int):
-        self._unsupported("pool_read")
-
-    def flush(self, rank: int, offset_bytes: int, size_bytes: int):
-        self._unsupported("flush")
-
-    def fence(self, rank: int):
-        self._unsupported("fence")
-
-    def wait_flags(self, rank: int, flags, value):
-        self._unsupported("wait_flags")
-
 
 class Endpoint:
     """One rank's view of a transport: the same operations without the rank argument."""
@@ -176,21 +148,6 @@ class Endpoint:
 
     def reduce(self, size_bytes):
         return self.transport.reduce(self.rank, size_bytes)
-
-    def pool_write(self, offset_bytes, size_bytes, payload=None):
-        return self.transport.pool_write(self.rank, offset_bytes, size_bytes, payload)
-
-    def pool_read(self, offset_bytes, size_bytes):
-        return self.transport.pool_read(self.rank, offset_bytes, size_bytes)
-
-    def flush(self, offset_bytes, size_bytes):
-        return self.transport.flush(self.rank, offset_bytes, size_bytes)
-
-    def fence(self):
-        return self.transport.fence(self.rank)
-
-    def wait_flags(self, flags, value):
-        return self.transport.wait_flags(self.rank, flags, value)
 
 
 class NetworkTransport(Transport):

@@ -12,9 +12,9 @@ from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import get_preset
 from cxlsim.fabric.switch import SwitchParams
 from cxlsim.fabric.transport import NetworkTransport
-from cxlsim.models.collectives import analytic, base, runner
+from cxlsim.models.collectives import analytic, base, registry, runner
 
-ALL = base.network_algorithms()  # pool algorithms (cxl_pool) run on a CXL pool: tests/test_sim_cxl.py
+ALL = registry.network_algorithms()  # pool algorithms (cxl_pool) run on a CXL pool: tests/test_sim_cxl.py
 
 
 def transport(nodes, rpn=1, chunk=65536, preset="ib-hdr", mode=None):
@@ -25,7 +25,7 @@ def transport(nodes, rpn=1, chunk=65536, preset="ib-hdr", mode=None):
 
 
 def supported(collective, name, p):
-    algo = base.ALGORITHMS[(collective, name)]
+    algo = registry.algorithm(collective, name)
     return algo.check is None or algo.check(p) is None
 
 
@@ -77,9 +77,9 @@ def test_neighbor_exchange_needs_even_p_and_unknown_names_fail():
     with pytest.raises(InputError, match="neighbor_exchange cannot run on P=5: needs an even P"):
         simulate("allgather", "neighbor_exchange", 5, 100)
     with pytest.raises(InputError, match="unknown allgather algorithm 'tree'; expected one of .*ring"):
-        base.lookup("allgather", "tree", 4)
+        registry.lookup("allgather", "tree", 4)
     with pytest.raises(InputError, match="workload.collective"):
-        base.lookup("alltoall", "ring", 4)
+        registry.lookup("alltoall", "ring", 4)
 
 
 # The closed forms: on an uncongested star with one rank per host the DES equals them.
@@ -115,7 +115,7 @@ def _pairwise_uncongested(collective, name, p, size):
 def test_des_equals_closed_form_on_uncongested_star(collective, name):
     checked = 0
     for p in PS:
-        if not supported(collective, name, p) and base.ALGORITHMS[(collective, name)].fallback is None:
+        if not supported(collective, name, p) and registry.algorithm(collective, name).fallback is None:
             continue
         for size in SIZES:
             if not _pairwise_uncongested(collective, name, p, size):
@@ -138,7 +138,7 @@ def test_hierarchical_equals_its_closed_form():
 @pytest.mark.parametrize("collective, name", EXACT)
 def test_des_equals_closed_form_with_every_rank_on_one_host(collective, name):
     for p in (2, 3, 5, 8):
-        if not supported(collective, name, p) and base.ALGORITHMS[(collective, name)].fallback is None:
+        if not supported(collective, name, p) and registry.algorithm(collective, name).fallback is None:
             continue
         for size in (1, 4096, 1 << 20):
             out, t, ctx = simulate(collective, name, 1, size, rpn=p)
@@ -240,10 +240,10 @@ def test_collectives_inside_a_workload_with_overlapping_tags():
 
 
 @settings(max_examples=30, deadline=None)
-@given(p=st.integers(2, 12), size=st.integers(0, 300_000), name=st.sampled_from(base.names("allgather", "network")),
+@given(p=st.integers(2, 12), size=st.integers(0, 300_000), name=st.sampled_from(registry.names("allgather", "network")),
        preset=st.sampled_from(["ib-hdr", "eth-25g-tcp", "eth-100g-roce"]))
 def test_des_properties(p, size, name, preset):
-    if not supported("allgather", name, p) and base.ALGORITHMS[("allgather", name)].fallback is None:
+    if not supported("allgather", name, p) and registry.algorithm("allgather", name).fallback is None:
         return
     first, _, _ = simulate("allgather", name, p, size, preset=preset)
     again, _, _ = simulate("allgather", name, p, size, preset=preset)

@@ -7,7 +7,7 @@ import pytest
 from cxlsim.errors import InputError, RunError
 from hypothesis import given, settings, strategies as st
 
-from cxlsim.fabric.coherence import Coherence, ReferenceCoherence
+from cxlsim.fabric.snoop_filter import ReferenceSnoopFilter, SnoopFilter
 from cxlsim.fabric.cxl import CXLSwitchParams
 from cxlsim.fabric.cxl_presets import CXL_PRESETS, get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
@@ -37,7 +37,7 @@ def allgather(t, m):
 
 # ---------------------------------------------------------------- the snoop filter, exact counts
 
-@pytest.mark.parametrize("kind", [Coherence, ReferenceCoherence])
+@pytest.mark.parametrize("kind", [SnoopFilter, ReferenceSnoopFilter])
 @pytest.mark.parametrize("hosts", range(2, 9))
 def test_bisnp_counts_per_operation(hosts, kind):
     c = kind(hosts=hosts, capacity_lines=1024)
@@ -75,13 +75,13 @@ def test_bisnp_per_allgather_call_in_hw_mode(hosts):
     t = pool(hosts)
     expected = [hosts, hosts * (hosts - 1) + hosts, hosts * (hosts - 1) + hosts + hosts * (hosts - 1) * 4]
     for want in expected:
-        before = t.coherence.bisnp
+        before = t.snoop_filter.bisnp
         allgather(t, m)
-        assert t.coherence.bisnp - before == want
-    assert t.coherence.recalls == 3 * hosts and t.coherence.evictions == 0
+        assert t.snoop_filter.bisnp - before == want
+    assert t.snoop_filter.recalls == 3 * hosts and t.snoop_filter.evictions == 0
 
 
-@pytest.mark.parametrize("kind", [Coherence, ReferenceCoherence])
+@pytest.mark.parametrize("kind", [SnoopFilter, ReferenceSnoopFilter])
 def test_snoop_filter_evictions_invalidate_the_lru_line_holders(kind):
     lost = []
     c = kind(hosts=3, capacity_lines=4, on_invalidate=lambda h, first, n: lost.extend((h, x) for x in range(first, first + n)))
@@ -107,9 +107,9 @@ _OPS = st.lists(st.tuples(st.sampled_from(["read", "write", "store", "drop"]), s
 def test_region_snoop_filter_equals_the_per_line_twin(ops, capacity):
     # Every count, every line's state and LRU position, and every invalidated (host, line) agree.
     lost_fast, lost_ref = [], []
-    fast = Coherence(hosts=4, capacity_lines=capacity,
+    fast = SnoopFilter(hosts=4, capacity_lines=capacity,
                      on_invalidate=lambda h, f, n: lost_fast.extend((h, x) for x in range(f, f + n)))
-    ref = ReferenceCoherence(hosts=4, capacity_lines=capacity,
+    ref = ReferenceSnoopFilter(hosts=4, capacity_lines=capacity,
                              on_invalidate=lambda h, f, n: lost_ref.extend((h, x) for x in range(f, f + n)))
     for op, host, first, count in ops:
         if op == "read":
@@ -140,7 +140,7 @@ def test_a_tiny_snoop_filter_still_gives_correct_allgathers():
     t = pool(4, snoop_filter_lines=2)
     for _ in range(3):
         allgather(t, 100)
-    assert t.coherence.evictions > 0 and t.coherence.eviction_bisnp > 0
+    assert t.snoop_filter.evictions > 0 and t.snoop_filter.eviction_bisnp > 0
 
 
 # ---------------------------------------------------------------- flush vs hw semantics
@@ -187,7 +187,7 @@ def test_hw_mode_a_write_invalidates_the_readers_copy():
         yield t.fence(0)
         return (yield t.pool_read(1, 4096, 256))
     assert drive(t, 0, steps) == "new"
-    assert t.coherence.bisnp == 4  # 4 lines, one sharer
+    assert t.snoop_filter.bisnp == 4  # 4 lines, one sharer
 
 
 @pytest.mark.parametrize("hosts", [2, 4, 8])
@@ -220,7 +220,7 @@ def test_hw_poller_sleeps_until_the_flag_store_and_pays_the_recall():
     L, path, x = t.load_ns, t.path_ns, 64 / t.host_bw_bytes_per_ns
     assert seen["stored"] == pytest.approx(5000 + L + x + 2 * path)
     assert seen["saw"] == pytest.approx(5000 + 2 * path + L + x + 2 * path)
-    assert t.polls == 2 and t.coherence.recalls == 1 and t.coherence.bisnp == 2  # invalidate, recall
+    assert t.polls == 2 and t.snoop_filter.recalls == 1 and t.snoop_filter.bisnp == 2  # invalidate, recall
 
 
 # ---------------------------------------------------------------- the pool allgather

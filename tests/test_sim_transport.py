@@ -1,14 +1,15 @@
 """The transport interface: exact small timelines, chunking, intra-node copies, errors."""
 import pytest
 
-from cxlsim.errors import RunError
+from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import topology
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
 from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import get_preset
 from cxlsim.fabric.switch import SwitchParams
-from cxlsim.fabric.transport import NetworkTransport, Transport, UnsupportedOperation
+from cxlsim.fabric.pool_transport import PoolTransport
+from cxlsim.fabric.transport import NetworkTransport, Transport
 from cxlsim.models.collectives import runner
 import dataclasses
 
@@ -85,17 +86,22 @@ def test_halving_the_chunk_changes_latency_by_under_two_percent():
     assert ct[0] == pytest.approx(ct[1])
 
 
-def test_pool_operations_are_an_extension_point():
+def test_pool_operations_are_declared_by_the_pool_transport_interface():
     t = make(2)
-    for call in (lambda: t.pool_write(0, 0, 64), lambda: t.pool_read(0, 0, 64), lambda: t.flush(0, 0, 64),
-                 lambda: t.fence(0), lambda: t.wait_flags(0, [0], 1)):
-        with pytest.raises(UnsupportedOperation, match="no CXL memory pool"):
-            call()
+    assert t.kind == "network" and not isinstance(t, PoolTransport)
     ep = t.endpoint(1)
     assert ep.rank == 1 and ep.size == 2 and ep.now() == 0.0
-    for name in ("send", "recv", "now", "compute", "copy", "reduce", "pool_write", "pool_read", "flush",
-                 "fence", "wait_flags"):
+    for name in ("send", "recv", "now", "compute", "copy", "reduce"):
         assert callable(getattr(Transport, name))
+    # Everything a pool algorithm uses is declared on PoolTransport; the network transport has none of it.
+    pool_ops = ("pool_write", "pool_read", "flush", "fence", "wait_flags", "place", "view", "figures")
+    assert set(pool_ops) <= PoolTransport.__abstractmethods__
+    for name in pool_ops + ("next_epoch", "next_round", "all_of"):
+        assert callable(getattr(PoolTransport, name)) and not hasattr(t, name)
+    assert PoolTransport.kind == "pool"
+    # A pool algorithm on the network transport is refused by name before it runs.
+    with pytest.raises(InputError, match="cxl_pool needs a CXL pool transport"):
+        runner.run(t, "allgather", "cxl_pool", 64)
 
 
 def test_deadlock_is_reported_not_hung():

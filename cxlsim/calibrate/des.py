@@ -10,20 +10,22 @@ from __future__ import annotations
 import numpy as np
 
 from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset
+from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError, RunError
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.pool_transport import ExtraCharges
+from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_zero_copy
 
 
 def _transport(preset, nranks: int, coherence: str):
-    from cxlsim.fabric.cxl_transport import CXLPoolTransport
-
     return CXLPoolTransport(preset, nranks, coherence=coherence, pool_bytes=GiB)
 
 
 def _publish(t, rank: int, value) -> object:
     """The emulator's cxl_publish for a 0-byte call: sfence, flag store, flush mode: write back the flag."""
-    yield t.fence(rank)
+    yield t.fence(rank, PoolEvent.SFENCE)
     yield t.pool_write(rank, rank * 64, 8, value, streaming=False)
-    if t.coherence_mode == "flush":
+    if t.coherence == Coherence.FLUSH:
         yield t.flush(rank, rank * 64, 8)
 
 
@@ -51,7 +53,7 @@ def des_pingpong_ns(preset, coherence: str, iterations: tuple[int, int] = (4, 12
 
 
 PATH_RULES = ("sync", "pingpong")
-AUTO_PATH_RULE = {"hw": "sync", "flush": "pingpong"}
+AUTO_PATH_RULE = {Coherence.HW: "sync", Coherence.FLUSH: "pingpong"}
 """path_rule='auto' (the default of `fit_local`): per mode. hw: the DES's stores wait for the
 line's ownership before the CPU goes on, where x86 posts them, so in the symmetric exchange of
 the allgather's sync the DES takes a whole round trip where the machine takes one hop; the
@@ -63,8 +65,6 @@ one hop either way; the 'pingpong' rule reproduces the primitive as measured."""
 def des_sync_ns(preset, coherence: str) -> float:
     """The DES's bare sync at np = 2 (a 0-byte zero-copy call, the emulator's barrier: both ranks
     publish and wait at once), steady state, ns per call."""
-    from cxlsim.models.collectives.cxl_pool import cxl_pool_zero_copy
-
     return _des_loop(_transport(preset, 2, coherence), cxl_pool_zero_copy, 0, 0.0)
 
 
@@ -111,11 +111,10 @@ def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_
 
 def _des_loop(t, algorithm, m: int, overhead_ns: float, calls: int = 3) -> float:
     """osu_allgather's loop in the DES: per rank, `calls` x (timed: overhead + call; untimed: barrier,
-    itself overhead + a 0-byte zero-copy call); returns the mean over ranks of the last timed call, ns."""
-    from cxlsim.models.collectives.cxl_pool import cxl_pool_zero_copy
-
+    itself overhead + a 0-byte zero-copy call); returns the mean over ranks of the last timed call, ns.
+    A transport with `InjectedCharges` is told what each rank's current call reads."""
     spans = {}
-    marks = getattr(t, "call_bytes", None)  # the injected-timing transport wants to know what is read
+    marks = t.charges.call_bytes if isinstance(t.charges, InjectedCharges) else None
 
     def rank_proc(r):
         ep = t.endpoint(r)
@@ -135,8 +134,6 @@ def _des_loop(t, algorithm, m: int, overhead_ns: float, calls: int = 3) -> float
 
 
 def _algorithm(side: str):
-    from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_zero_copy
-
     if side == "copy":
         return cxl_pool
     if side == "zero-copy":
@@ -157,35 +154,32 @@ def predict_local(model: LocalModel, coherence: str, side: str, size_bytes: int,
     return ns + (model.app_ns(size_bytes, coherence) if side == "zero-copy" else 0.0)
 
 
+class InjectedCharges(ExtraCharges):
+    """The emulator's injected charges (cxl_ops.h) on top of the pool protocol, for a transport of
+    `nranks` ranks with pool figures `fig`: +L once the flags are seen, and per block read (one block
+    after the other, the CPU blocked as by the emulator's memcpy) L before it and the load and its
+    copy at the host bandwidth after it; zero-copy calls with bytes: np x L after the flags. Flag
+    polls get nothing extra. `call_bytes[rank]` is the size of the rank's current call (0 between calls)."""
+
+    def __init__(self, fig, nranks: int, latency_ns: float, zero_copy: bool):
+        self.fig, self.nranks, self.latency_ns, self.zero_copy = fig, nranks, latency_ns, zero_copy
+        self.call_bytes = [0] * nranks
+
+    def after_wait(self, rank: int) -> float:
+        return self.latency_ns * (1 + (self.nranks if self.zero_copy and self.call_bytes[rank] else 0))
+
+    def read(self, rank: int, offset_bytes: int, size_bytes: int) -> tuple[float, float]:
+        if offset_bytes < self.nranks * 64:  # a flag line (PoolLayout: flags first)
+            return 0.0, 0.0
+        lines = -(-size_bytes // 64)
+        return self.latency_ns, self.fig.load_ns + lines * 64 / self.fig.host_bw_bytes_per_ns
+
+
 def _injected_transport(preset, nranks: int, coherence: str, latency_ns: float, zero_copy: bool):
-    """A CXLPoolTransport that adds the emulator's injected charges (cxl_ops.h) to the pool protocol:
-    +L once the flags are seen, and per block read (one block after the other, the CPU blocked
-    as by the emulator's memcpy) L before it; zero-copy calls with bytes: np x L after the flags.
-    Copies are paced by the preset's host bandwidth (min(host, B)). Flag polls get nothing extra."""
-    from cxlsim.fabric.cxl_transport import CXLPoolTransport
-
-    class Injected(CXLPoolTransport):
-        call_bytes = [0] * nranks
-
-        def wait_flags(self, rank, flags, value):
-            seen = super().wait_flags(rank, flags, value)
-            extra = latency_ns * (1 + (nranks if zero_copy and self.call_bytes[rank] else 0))
-
-            def then():
-                yield seen
-                yield self.compute(rank, extra)
-            return self.env.process(then())
-
-        def pool_read(self, rank, offset_bytes, size_bytes):
-            if offset_bytes < nranks * 64:  # a flag line (PoolLayout: flags first)
-                return super().pool_read(rank, offset_bytes, size_bytes)
-            self._cpu(rank, latency_ns)
-            done = super().pool_read(rank, offset_bytes, size_bytes)
-            lines = -(-size_bytes // 64)
-            self._cpu(rank, self.load_ns + lines * 64 / self.host_bw_bytes_per_ns)
-            return done
-    t = Injected(preset, nranks, coherence=coherence, pool_bytes=GiB)
-    t.call_bytes = [0] * nranks
+    """A CXLPoolTransport with the emulator's injected charges (`InjectedCharges`). Copies are paced by
+    the preset's host bandwidth (min(host, B))."""
+    t = CXLPoolTransport(preset, nranks, coherence=coherence, pool_bytes=GiB)
+    t.charges = InjectedCharges(t.figures(), nranks, latency_ns, zero_copy)
     return t
 
 

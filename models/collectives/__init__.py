@@ -1,13 +1,14 @@
 """Collective algorithms over the transport interface, with closed-form costs.
 
-Importing this package registers every algorithm (`base.ALGORITHMS`, looked
-up by `base.lookup(collective, name, P)`), the pool algorithms (`cxl_pool`,
-`cxl_pool_zero_copy`, marked `transport="pool"`) included. `runner.run` simulates one call on
-a transport; `analytic.cost` evaluates its closed form; `selectors.select`
-mimics MPICH's and Open MPI's default choice.
+Each algorithm is one `base.Algorithm` record (its DES generator `run`, its
+closed form `cost`, the transport kind it needs, its rank check and fallback,
+its source). `registry` lists the built-in records and appends the plug-ins'
+(`CXLSIM_PLUGINS`); `registry.lookup(collective, name, P)` finds one. The two
+engines take records: `runner.run` simulates one call on a transport (the
+DES), `analytic.closed_form` / `analytic.cost` evaluate its closed form;
+`selectors.select` mimics MPICH's and Open MPI's default choice. See
+docs/collectives.md.
 """
-from cxlsim.models.collectives import allgather, analytic, cxl_pool, reductions, rooted, runner, selectors  # noqa: F401
-from cxlsim.models.collectives.base import ALGORITHMS, lookup, names, network_algorithms
+from cxlsim.models.collectives.registry import algorithm, algorithms, lookup, names, network_algorithms
 
-__all__ = ["ALGORITHMS", "lookup", "names", "network_algorithms", "allgather", "analytic", "cxl_pool", "reductions",
-           "rooted", "runner", "selectors"]
+__all__ = ["algorithm", "algorithms", "lookup", "names", "network_algorithms"]

@@ -4,22 +4,28 @@ Each function runs on one rank: `fn(g, m, mine, ctx)` with `g` the rank's
 endpoint or group, `m` bytes per block, `mine` the rank's block label; it
 returns the P blocks in rank order. `ctx` carries `groups` (ranks per host,
 for the hierarchical variant) and `inter` (the leaders' algorithm).
+Each has a record (`RING`, ...) with its closed form from `network_forms`;
+the hierarchical one is made by `hierarchical_algorithm(lookup)`, since its
+leaders run an algorithm found by name.
 Sources: MPICH `src/mpi/coll/allgather/`, Open MPI `coll/base/coll_base_allgather.c`
 (../shared/reference/allgather.md).
 """
 from __future__ import annotations
 
-from cxlsim.models.collectives.base import Group, is_pow2, lookup, register
-from cxlsim.models.collectives.rooted import binomial_bcast, binomial_gather
+from functools import partial
 
-__all__ = ["ring", "recursive_doubling", "bruck", "neighbor_exchange", "two_proc", "hierarchical"]
+from cxlsim.models.collectives import network_forms as forms
+from cxlsim.models.collectives.base import Algorithm, Group, is_pow2
+from cxlsim.models.collectives.trees import binomial_bcast, binomial_gather
+
+__all__ = ["ring", "recursive_doubling", "bruck", "neighbor_exchange", "two_proc", "hierarchical", "RING",
+           "RECURSIVE_DOUBLING", "BRUCK", "NEIGHBOR_EXCHANGE", "TWO_PROC", "hierarchical_algorithm"]
 
 
 def _pow2(p):
     return None if is_pow2(p) else "needs a power-of-two P"
 
 
-@register("allgather", "ring", source="MPICH allgather_intra_ring; Open MPI ring (id 4)")
 def ring(g, m, mine, ctx=None):
     """P-1 steps; at step j rank r forwards block r-j to r+1 and receives block r-j-1 from r-1."""
     p, r = g.size, g.rank
@@ -31,8 +37,6 @@ def ring(g, m, mine, ctx=None):
     return buf
 
 
-@register("allgather", "recursive_doubling", check=_pow2, fallback="bruck",
-          source="MPICH allgather_intra_recursive_doubling; Open MPI id 3 (non-power-of-two P: Bruck, as Open MPI)")
 def recursive_doubling(g, m, mine, ctx=None):
     """log2 P steps; at step j rank r swaps its 2^j blocks with rank r xor 2^j."""
     p, r = g.size, g.rank
@@ -49,7 +53,6 @@ def recursive_doubling(g, m, mine, ctx=None):
     return buf
 
 
-@register("allgather", "bruck", source="MPICH allgather_intra_brucks; Open MPI id 2")
 def bruck(g, m, mine, ctx=None):
     """ceil(log2 P) steps sending min(2^k, P-2^k) blocks to r-2^k, then a local rotation of P*m bytes."""
     p, r = g.size, g.rank
@@ -69,7 +72,10 @@ def _even(p):
     return None if p % 2 == 0 else "needs an even P"
 
 
-@register("allgather", "neighbor_exchange", check=_even, source="Open MPI id 5 (Chen et al. 2005)")
+def _two(p):
+    return None if p == 2 else "needs P=2"
+
+
 def neighbor_exchange(g, m, mine, ctx=None):
     """P/2 steps: one block with one neighbour, then pairs of blocks alternating neighbours."""
     p, r = g.size, g.rank
@@ -94,8 +100,6 @@ def neighbor_exchange(g, m, mine, ctx=None):
     return buf
 
 
-@register("allgather", "two_proc", check=lambda p: None if p == 2 else "needs P=2", fallback="ring",
-          source="Open MPI id 6")
 def two_proc(g, m, mine, ctx=None):
     """P=2: one exchange."""
     other = 1 - g.rank
@@ -103,10 +107,9 @@ def two_proc(g, m, mine, ctx=None):
     return [mine, got] if g.rank == 0 else [got, mine]
 
 
-@register("allgather", "hierarchical",
-          source="Open MPI 5 coll/han; MPICH multi-leader (opt-in): gather to node leaders, leaders' allgather, bcast")
-def hierarchical(g, m, mine, ctx):
-    """Intra-node binomial gather to the node leader, allgather among leaders (`ctx.inter`), intra-node bcast."""
+def hierarchical(g, m, mine, ctx, lookup):
+    """Intra-node binomial gather to the node leader, allgather among leaders (`ctx.inter`, found by
+    `lookup`), intra-node bcast."""
     groups = ctx.groups
     node = next(i for i, members in enumerate(groups) if g.rank in members)
     local = Group(g, groups[node], tag=1000)
@@ -123,3 +126,29 @@ def hierarchical(g, m, mine, ctx):
     for rank, block in everything:
         buf[rank] = block
     return buf
+
+
+RING = Algorithm("allgather", "ring", ring, forms.allgather_ring, exact=forms.ring_exact,
+                 source="MPICH allgather_intra_ring; Open MPI ring (id 4)")
+RECURSIVE_DOUBLING = Algorithm(
+    "allgather", "recursive_doubling", recursive_doubling, forms.allgather_recursive_doubling, check=_pow2,
+    fallback="bruck",
+    source="MPICH allgather_intra_recursive_doubling; Open MPI id 3 (non-power-of-two P: Bruck, as Open MPI)")
+BRUCK = Algorithm("allgather", "bruck", bruck, forms.allgather_bruck, source="MPICH allgather_intra_brucks; Open MPI id 2")
+NEIGHBOR_EXCHANGE = Algorithm("allgather", "neighbor_exchange", neighbor_exchange, forms.allgather_neighbor_exchange,
+                              check=_even, source="Open MPI id 5 (Chen et al. 2005)")
+TWO_PROC = Algorithm("allgather", "two_proc", two_proc, forms.allgather_two_proc, check=_two, fallback="ring",
+                     source="Open MPI id 6")
+
+
+def _always(p, ctx):
+    return True
+
+
+def hierarchical_algorithm(lookup) -> Algorithm:
+    """The hierarchical allgather's record; its leaders run the algorithm `lookup(collective, name, P)`
+    (the registry's) finds for `ctx.inter`, in the DES and in the closed form (exact: it uses Ti inside hosts)."""
+    return Algorithm("allgather", "hierarchical", partial(hierarchical, lookup=lookup),
+                     partial(forms.allgather_hierarchical, lookup=lookup), exact=_always,
+                     source="Open MPI 5 coll/han; MPICH multi-leader (opt-in): gather to node leaders, leaders' "
+                            "allgather, bcast")

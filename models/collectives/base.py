@@ -1,26 +1,26 @@
-"""Collective algorithms: a registry by (collective, name), process groups and payload labels.
+"""What every collective algorithm builds on: its record, the call context, process groups and payload labels.
 
 An algorithm is a generator function run once per rank on a group `g` (an
 `Endpoint` or a `Group`): it calls `g.sendrecv`, `g.send`, `g.recv`, `g.copy`
-and `g.reduce` and returns the rank's result. Every algorithm moves real,
-tiny payload labels alongside the modelled bytes, so tests check that each
-rank ends with every block in order:
+and `g.reduce` (a pool algorithm: the pool operations of `g.transport`, a
+`PoolTransport`) and returns the rank's result. Its `Algorithm` record names
+it and carries everything the engines need: `run` for the DES (`runner`),
+`cost`, its closed form, for the analytic engine (`analytic`), the kind of
+transport it runs on, the rank counts it supports and its fallback. The
+registry (`registry`) lists the records; nothing registers on import.
+
+Every algorithm moves real, tiny payload labels alongside the modelled bytes,
+so tests check that each rank ends with every block in order:
 
 - allgather/gather blocks: any object per rank (the runner uses the rank id);
 - reduction vectors: tuples of ints; element i of rank r is
   (i + 1) << (REDUCE_BITS * r), reductions add, so a missing or doubled
   contribution, or a mixed-up element, gives a wrong sum (`reduced_vector`).
 
-`register` records an algorithm with the rank counts it supports and the
-kind of transport it needs; `lookup` finds one by name with an error that
-lists the known names.
-
 Transports. Most algorithms exchange messages (`transport="network"`) and run
 on any transport. Some talk only through a shared CXL pool
-(`transport="pool"`, e.g. `cxl_pool`): they are always registered, but they
-run only on a pool transport (`CXLPoolTransport`, whose `kind` is "pool"),
-so loops over the network algorithms use `names(collective, "network")` or
-`network_algorithms()`, and `runner.run` rejects a mismatch with a clear error.
+(`transport="pool"`, e.g. `cxl_pool`): they run only on a pool transport
+(`cxlsim.fabric.pool_transport.PoolTransport`, whose `kind` is "pool").
 """
 from __future__ import annotations
 
@@ -29,90 +29,80 @@ from typing import Callable
 
 from cxlsim.errors import InputError
 
-__all__ = ["Algorithm", "register", "lookup", "names", "network_algorithms", "check_transport", "TRANSPORTS",
-           "ALGORITHMS", "Group", "REDUCE_BITS",
-           "reduced_vector", "vector_of", "add_vectors", "split", "is_pow2"]
+__all__ = ["Algorithm", "NoClosedForm", "Context", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "flat_exact",
+           "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "split", "is_pow2"]
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather")
 REDUCE_BITS = 24
-TRANSPORTS = ("network", "pool")
-"""Kinds of transport an algorithm can need (`Transport.kind`)."""
+NETWORK = "network"
+"""Transport kind: messages (`Transport.kind`); network algorithms run on any fabric with messages."""
+POOL = "pool"
+"""Transport kind: a shared CXL pool only (`PoolTransport.kind`)."""
+TRANSPORTS = (NETWORK, POOL)
+
+
+@dataclass(frozen=True)
+class NoClosedForm:
+    """An algorithm's `cost` when it has no closed form: the analytic engine reports `reason`."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """What some algorithms need besides the size."""
+
+    groups: tuple = ()
+    """Ranks per host (tuples), for hierarchical algorithms."""
+    inter: str = "ring"
+    """Allgather algorithm among node leaders (hierarchical)."""
+    root: int = 0
+    """Root rank of broadcast and gather."""
+    elements: int = 0
+    """Label elements per reduction vector (0: max(P, 4))."""
+
+
+def flat_exact(p: int, ctx: Context) -> bool:
+    """Whether a flat algorithm's closed form, which charges every message alike, is exact for the
+    placement in `ctx`: one rank per host, or every rank on one host."""
+    groups = ctx.groups or ()
+    return len(groups) <= 1 or all(len(g) <= 1 for g in groups)
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """A named collective algorithm."""
+    """One collective algorithm: what it is, how the DES runs it and what its closed form is."""
 
     collective: str
+    """One of COLLECTIVES."""
     name: str
+    """Its name in scenarios and on the command line."""
     run: Callable
-    """Generator function run per rank (signature depends on the collective)."""
+    """Generator function run per rank: run(g, size_bytes, data, ctx) -> the rank's result."""
+    cost: Callable | NoClosedForm
+    """Closed form, cost(figures, P, size_bytes, ctx) -> ns, on its transport's figures (a network
+    `analytic.CostModel`, or a pool's `PoolFigures`); or NoClosedForm(reason)."""
+    transport: str = NETWORK
+    """Kind of transport it needs: 'network' (messages; runs on any fabric) or 'pool' (a CXL pool only)."""
     check: Callable | None = None
     """check(P) -> None or a reason why this algorithm cannot run on P ranks."""
     fallback: str | None = None
     """Algorithm used instead when `check` fails (None: the failure is an error)."""
     source: str = ""
     """Which library implements it this way."""
-    transport: str = "network"
-    """Kind of transport it needs: 'network' (messages; runs on any fabric) or 'pool' (a CXL pool only)."""
+    exact: Callable = flat_exact
+    """exact(P, ctx) -> whether `cost` is exact for that placement (the analytic engine notes when not)."""
 
-
-ALGORITHMS: dict = {}
-
-
-def register(collective: str, name: str, *, check=None, fallback=None, source="", transport="network"):
-    """Decorator: register a generator function as (collective, name), run on a `transport` kind."""
-    if transport not in TRANSPORTS:
-        raise ValueError(f"transport: expected one of {', '.join(TRANSPORTS)}, got {transport!r}")
-
-    def wrap(fn):
-        ALGORITHMS[(collective, name)] = Algorithm(collective, name, fn, check, fallback, source, transport)
-        return fn
-    return wrap
-
-
-def names(collective: str, transport: str | None = None) -> list[str]:
-    """Registered names of `collective`, sorted; only those needing `transport` if it is given."""
-    return sorted(name for (c, name), a in ALGORITHMS.items()
-                  if c == collective and (transport is None or a.transport == transport))
-
-
-def network_algorithms() -> list[tuple[str, str]]:
-    """Every (collective, name) that runs over messages, i.e. on a network transport, sorted."""
-    return sorted(key for key, a in ALGORITHMS.items() if a.transport == "network")
-
-
-def check_transport(algo: Algorithm, kind: str, where: str = "workload.algorithm") -> None:
-    """InputError if `algo` cannot run on a transport of `kind` ('network' or 'pool')."""
-    if algo.transport == kind:
-        return
-    if algo.transport == "pool":
-        raise InputError(f"{where}: {algo.name} needs a CXL pool transport (a CXL preset such as cxl3-pool), "
-                         f"but the fabric is a {kind}")
-    raise InputError(f"{where}: {algo.name} exchanges messages and needs a network; a CXL pool fabric runs "
-                     f"only {', '.join(names(algo.collective, 'pool')) or 'pool algorithms'}")
-
-
-def lookup(collective: str, name: str, ranks: int) -> tuple[Algorithm, str | None]:
-    """The algorithm to run for `name` on `ranks` ranks, and a note if it fell back to another.
-
-    Raises InputError for an unknown collective or name, or an algorithm that
-    cannot run on this many ranks and has no fallback.
-    """
-    if collective not in COLLECTIVES:
-        raise InputError(f"workload.collective: expected one of {', '.join(COLLECTIVES)}, got {collective!r}")
-    algo = ALGORITHMS.get((collective, name))
-    if algo is None:
-        raise InputError(f"workload.algorithm: unknown {collective} algorithm {name!r}; "
-                         f"expected one of {', '.join(names(collective))}")
-    reason = algo.check(ranks) if algo.check else None
-    if reason is None:
-        return algo, None
-    if algo.fallback is None:
-        raise InputError(f"workload.algorithm: {name} cannot run on P={ranks}: {reason}")
-    substitute, note = lookup(collective, algo.fallback, ranks)
-    note = f"{name} {reason}; fell back to {substitute.name}" + (f" ({note})" if note else "")
-    return substitute, note
+    def __post_init__(self):
+        where = f"algorithm {self.collective}/{self.name}"
+        if self.collective not in COLLECTIVES:
+            raise InputError(f"{where}: collective: expected one of {', '.join(COLLECTIVES)}, got {self.collective!r}")
+        if self.transport not in TRANSPORTS:
+            raise InputError(f"{where}: transport: expected one of {', '.join(TRANSPORTS)}, got {self.transport!r}")
+        if not callable(self.run):
+            raise InputError(f"{where}: run: expected a generator function, got {self.run!r}")
+        if not (callable(self.cost) or isinstance(self.cost, NoClosedForm)):
+            raise InputError(f"{where}: cost: expected a closed form or NoClosedForm(reason), got {self.cost!r}")
 
 
 def is_pow2(n: int) -> bool:

@@ -1,7 +1,8 @@
 """The pool allgather (`cxl_pool`): write own block, publish a flag, poll the flags, read every block.
 
 This is the emulator's protocol (`cxl_allgather` in cxlsim/emulator/cxl_ops.h)
-as a DES workload on a pool transport (`cxlsim.fabric.cxl_transport`):
+as a DES workload on a pool transport (`cxlsim.fabric.pool_transport.PoolTransport`,
+e.g. `cxlsim.fabric.cxl_transport.CXLPoolTransport`), using only its interface:
 
 1. copy the block into the rank's slot (streaming stores);
 2. flush mode: clflushopt every line of the slot; then a fence (sfence);
@@ -52,11 +53,13 @@ through it (k*W going up for the write).
 """
 from __future__ import annotations
 
+from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
-from cxlsim.models.collectives.base import register
+from cxlsim.fabric.pool_transport import PoolTransport
+from cxlsim.models.collectives.base import POOL, Algorithm
 
-__all__ = ["cxl_pool", "cxl_pool_zero_copy", "PoolLayout", "cxl_pool_closed_form"]
+__all__ = ["cxl_pool", "cxl_pool_zero_copy", "PoolLayout", "cxl_pool_closed_form", "CXL_POOL", "CXL_POOL_ZERO_COPY"]
 
 
 class PoolLayout:
@@ -88,13 +91,13 @@ class PoolLayout:
 
 def _allgather(g, m, mine, zero_copy):
     t = getattr(g, "transport", None)
-    if t is None or not hasattr(t, "pool_bytes"):
+    if not isinstance(t, PoolTransport):
         raise InputError("cxl_pool: needs a CXL pool transport on the whole communicator "
-                         "(cxlsim.fabric.cxl_transport.CXLPoolTransport)")
+                         "(a cxlsim.fabric.pool_transport.PoolTransport such as CXLPoolTransport)")
     p, r = g.size, g.rank
     layout = PoolLayout(p, m)
     layout.check(t.pool_bytes)
-    flush = t.coherence_mode == "flush"
+    flush = t.coherence == Coherence.FLUSH
     epoch = t.next_epoch(r)
     # Calls with data alternate buffers by data round, as the emulator's (a barrier between calls does
     # not flip them); a zero-byte call moves no data and keeps its payload labels apart by epoch.
@@ -106,7 +109,7 @@ def _allgather(g, m, mine, zero_copy):
         yield t.pool_write(r, mine_slot, m, mine, streaming=True)
     if flush:
         yield t.flush(r, mine_slot, m)
-    yield t.fence(r)
+    yield t.fence(r, PoolEvent.SFENCE)
     yield t.pool_write(r, layout.flag(r), 8, epoch, streaming=False)
     if flush:
         yield t.flush(r, layout.flag(r), 8)
@@ -116,22 +119,19 @@ def _allgather(g, m, mine, zero_copy):
     if flush:
         for w in others:
             yield t.flush(r, layout.slot(rnd, w), m)
-        yield t.fence(r)
+        yield t.fence(r, PoolEvent.MFENCE)
     if zero_copy:
         return [t.view(r, layout.slot(rnd, w), m) for w in range(p)]
     reads = [t.pool_read(r, layout.slot(rnd, w), m) for w in range(p)]
-    got = yield t.env.all_of(reads)
+    got = yield t.all_of(reads)
     return [got[ev] for ev in reads]
 
 
-@register("allgather", "cxl_pool", source="cxlsim emulator cxl_allgather (cxl_ops.h), copy mode", transport="pool")
 def cxl_pool(g, m, mine, ctx=None):
     """One rank's part of the pool allgather; returns the P blocks in rank order."""
     return (yield from _allgather(g, m, mine, zero_copy=False))
 
 
-@register("allgather", "cxl_pool_zero_copy", source="cxlsim emulator cxl_allgather (cxl_ops.h), zero-copy mode",
-          transport="pool")
 def cxl_pool_zero_copy(g, m, mine, ctx=None):
     """Zero-copy: the block is already in the slot (`place`), the result is read in place later (`view`)."""
     return (yield from _allgather(g, m, mine, zero_copy=True))
@@ -171,3 +171,19 @@ def cxl_pool_closed_form(fig, p: int, m: int, coherence: str, zero_copy: bool = 
     # first poll: its fence waits for the flag's write-back, started with the flag's clflushopt
     polls = max(2 * flush + inv, x + 2 * path, ack) + fence + x + load + (p - 2) * (flush + inv + fence + x + load)
     return start + flag + polls + (p - 1) * lines * flush + slot_inv + fence + read
+
+
+def _copy_cost(fig, p: int, m: int, ctx=None) -> float:
+    """`cxl_pool`'s cost on a pool's figures (its coherence mode included), ns."""
+    return cxl_pool_closed_form(fig, p, m, fig.coherence)
+
+
+def _zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
+    """`cxl_pool_zero_copy`'s cost on a pool's figures, ns."""
+    return cxl_pool_closed_form(fig, p, m, fig.coherence, zero_copy=True)
+
+
+CXL_POOL = Algorithm("allgather", "cxl_pool", cxl_pool, _copy_cost, transport=POOL,
+                     source="cxlsim emulator cxl_allgather (cxl_ops.h), copy mode")
+CXL_POOL_ZERO_COPY = Algorithm("allgather", "cxl_pool_zero_copy", cxl_pool_zero_copy, _zero_copy_cost, transport=POOL,
+                               source="cxlsim emulator cxl_allgather (cxl_ops.h), zero-copy mode")

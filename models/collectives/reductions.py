@@ -19,9 +19,11 @@ Rabenseifner (2004); Thakur, Rabenseifner & Gropp (2005).
 """
 from __future__ import annotations
 
-from cxlsim.models.collectives.base import add_vectors, register, split
+from cxlsim.models.collectives import network_forms as forms
+from cxlsim.models.collectives.base import Algorithm, add_vectors, split
 
-__all__ = ["allreduce_ring", "allreduce_recursive_doubling", "allreduce_rabenseifner", "reduce_scatter_ring"]
+__all__ = ["allreduce_ring", "allreduce_recursive_doubling", "allreduce_rabenseifner", "reduce_scatter_ring",
+           "ALLREDUCE_RING", "ALLREDUCE_RECURSIVE_DOUBLING", "ALLREDUCE_RABENSEIFNER", "REDUCE_SCATTER_RING"]
 
 
 def _ceil_div(a, b):
@@ -39,7 +41,6 @@ def _ring_reduce_scatter(g, seg_bytes, segs, shift):
         segs[into] = add_vectors(segs[into], got)
 
 
-@register("allreduce", "ring", source="MPICH allreduce_intra_ring; Open MPI ring (id 4)")
 def allreduce_ring(g, s, vec, ctx=None):
     """Ring reduce-scatter (P-1 steps) then ring allgather (P-1 steps) of ceil(s/P)-byte segments."""
     p, r = g.size, g.rank
@@ -52,7 +53,6 @@ def allreduce_ring(g, s, vec, ctx=None):
     return tuple(x for seg in segs for x in seg)
 
 
-@register("reduce_scatter", "ring", source="MPICH reduce_scatter_intra_ring (Open MPI 5 reduce_scatter ring)")
 def reduce_scatter_ring(g, s, vec, ctx=None):
     """P-1 ring steps of ceil(s/P)-byte segments; rank r ends with reduced segment r."""
     segs = split(vec, g.size)
@@ -98,7 +98,6 @@ def _fold_out(g, s, vec, rem):
     return vec
 
 
-@register("allreduce", "recursive_doubling", source="MPICH allreduce_intra_recursive_doubling; Open MPI id 3")
 def allreduce_recursive_doubling(g, s, vec, ctx=None):
     """log2 pof2 steps, each exchanging and reducing the whole s-byte vector."""
     pof2, rem, newrank = _fold(g)
@@ -114,7 +113,6 @@ def allreduce_recursive_doubling(g, s, vec, ctx=None):
     return (yield from _fold_out(g, s, vec, rem))
 
 
-@register("allreduce", "rabenseifner", source="MPICH allreduce_intra_reduce_scatter_allgather; Open MPI id 6 (rabenseifner)")
 def allreduce_rabenseifner(g, s, vec, ctx=None):
     """Reduce-scatter by recursive halving, then allgather by recursive doubling (pof2 segments)."""
     pof2, rem, newrank = _fold(g)
@@ -140,3 +138,15 @@ def allreduce_rabenseifner(g, s, vec, ctx=None):
             segs[give[0]:give[1]] = got
         vec = tuple(x for seg in segs for x in seg)
     return (yield from _fold_out(g, s, vec, rem))
+
+
+ALLREDUCE_RING = Algorithm("allreduce", "ring", allreduce_ring, forms.allreduce_ring, exact=forms.ring_exact,
+                           source="MPICH allreduce_intra_ring; Open MPI ring (id 4)")
+ALLREDUCE_RECURSIVE_DOUBLING = Algorithm("allreduce", "recursive_doubling", allreduce_recursive_doubling,
+                                         forms.allreduce_recursive_doubling,
+                                         source="MPICH allreduce_intra_recursive_doubling; Open MPI id 3")
+ALLREDUCE_RABENSEIFNER = Algorithm("allreduce", "rabenseifner", allreduce_rabenseifner, forms.allreduce_rabenseifner,
+                                   source="MPICH allreduce_intra_reduce_scatter_allgather; Open MPI id 6 (rabenseifner)")
+REDUCE_SCATTER_RING = Algorithm("reduce_scatter", "ring", reduce_scatter_ring, forms.reduce_scatter_ring,
+                                exact=forms.ring_exact,
+                                source="MPICH reduce_scatter_intra_ring (Open MPI 5 reduce_scatter ring)")

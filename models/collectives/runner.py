@@ -1,9 +1,11 @@
-"""Run one collective call on a transport (the DES) and check every rank's result.
+"""The DES engine: run one collective call on a transport and check every rank's result.
 
-`run(transport, collective, name, size_bytes, ctx)` starts one process per
-rank, runs the simulation to the end and returns an `Outcome`: the latency
-(ns, from the common start to the last rank's completion), each rank's result
-and a note when the requested algorithm fell back to another. `verify`
+`run(transport, collective, name, size_bytes, ctx)` looks the algorithm's
+record up (`registry.lookup`), refuses it on the wrong kind of transport,
+starts one process per rank running the record's `run`, runs the simulation
+to the end and returns an `Outcome`: the latency (ns, from the common start
+to the last rank's completion), each rank's result and a note when the
+requested algorithm fell back to another. `verify`
 raises AssertionError if any rank's labels are wrong.
 
 Inside a longer workload (e.g. a training step), a rank's own process calls
@@ -19,24 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cxlsim.errors import InputError
-from cxlsim.models.collectives import allgather, cxl_pool, reductions, rooted  # noqa: F401  (registers algorithms)
-from cxlsim.models.collectives.base import Group, check_transport, lookup, reduced_vector, split, vector_of
+from cxlsim.models.collectives.base import NETWORK, Context, Group, reduced_vector, split, vector_of
+from cxlsim.models.collectives.registry import check_transport, lookup
 
 __all__ = ["Context", "Outcome", "run", "call", "initial", "verify"]
-
-
-@dataclass(frozen=True)
-class Context:
-    """What some algorithms need besides the size."""
-
-    groups: tuple = ()
-    """Ranks per host (tuples), for hierarchical algorithms."""
-    inter: str = "ring"
-    """Allgather algorithm among node leaders (hierarchical)."""
-    root: int = 0
-    """Root rank of broadcast and gather."""
-    elements: int = 0
-    """Label elements per reduction vector (0: max(P, 4))."""
 
 
 @dataclass
@@ -88,7 +76,7 @@ def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = C
     separates collectives that overlap in time.
     """
     algo, _ = lookup(collective, name, ep.size)
-    check_transport(algo, getattr(getattr(ep, "transport", None), "kind", "network"))
+    check_transport(algo, getattr(getattr(ep, "transport", None), "kind", NETWORK))
     group = Group(ep, range(ep.size), tag) if tag else ep
     return (yield from algo.run(group, size_bytes, data, ctx))
 
@@ -109,7 +97,7 @@ def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = C
             raise InputError(f"workload.{key}: expected an integer >= {low}, got {value!r}")
     p = transport.size
     algo, note = lookup(collective, name, p)
-    check_transport(algo, getattr(transport, "kind", "network"))
+    check_transport(algo, transport.kind)
     env = transport.env
     start, events = env.now, getattr(env, "events", 0)
     calls = warmup + iterations

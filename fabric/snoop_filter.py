@@ -18,12 +18,12 @@ the parts due to recalls and evictions. `on_invalidate(host, first, count)`
 is called for every host that loses its copies of lines [first, first + count)
 (writes by others and evictions; a recall leaves the owner a copy).
 
-`Coherence` keeps runs of lines that one operation touched together as one
+`SnoopFilter` keeps runs of lines that one operation touched together as one
 region (start, end, sharers, owner, LRU stamp), so reading a 1 MiB block costs
 a few region operations instead of 16384 line operations. Within a region the
 lines are in LRU order by address, as a per-line table would have them (an
 operation touches its lines in ascending order), so evicting the oldest lines
-first gives exactly the per-line result. `ReferenceCoherence` is that per-line
+first gives exactly the per-line result. `ReferenceSnoopFilter` is that per-line
 table, obviously correct and slow; the tests run random operation sequences
 on both and compare every count, state and callback.
 """
@@ -34,7 +34,7 @@ from collections import OrderedDict
 
 from cxlsim.errors import InputError
 
-__all__ = ["Coherence", "ReferenceCoherence"]
+__all__ = ["SnoopFilter", "ReferenceSnoopFilter"]
 
 
 def _check(hosts, capacity_lines):
@@ -78,7 +78,7 @@ class _Counters:
         return len(hosts) * count
 
 
-class Coherence(_Counters):
+class SnoopFilter(_Counters):
     """The snoop filter, by regions of lines (see the module docstring)."""
 
     def __init__(self, *, hosts: int, capacity_lines: int, on_invalidate=None):
@@ -253,7 +253,7 @@ class Coherence(_Counters):
         return written_back[0]
 
 
-class ReferenceCoherence(_Counters):
+class ReferenceSnoopFilter(_Counters):
     """The same snoop filter, one OrderedDict entry per line: the slow twin for tests."""
 
     def __init__(self, *, hosts: int, capacity_lines: int, on_invalidate=None):

@@ -1,0 +1,202 @@
+"""The data path of a CXL pool: how lines move between hosts and devices, and when the CPU is free.
+
+Every access moves whole 64-B lines, cut into chunks at multiples of
+`chunk_bytes` of pool address. A chunk first crosses its host's issue server:
+a FIFO at the host bandwidth b = min(port bandwidth, outstanding lines * 64 B
+/ L), where L is the unloaded load latency (the outstanding-request limit, by
+Little's law). Its first request reaches the device one path later (core,
+link, switch, link), and the device serves it on a FIFO shared by every host
+at the device bandwidth B. The chunk has passed the device when both its last
+request has arrived and the device has served it:
+
+    end = max(host issue end + path, device service end)
+
+A read's data is back at end + media latency + path; a streamed write is in
+the pool at `end` and acknowledged at end + path (never before the host path's
+`writeback_ns` after its start). Unloaded, a read of n bytes costs L + n/b with
+L = 2*path + media, exactly; when P hosts stream at once the device adds its
+queue, P*n/B in total. Consecutive chunks of pool address go to consecutive
+devices (interleaving).
+
+Switch trees (`switch_levels=2`, CXL 3.x): hosts are spread evenly over leaf
+switches (`leaves`), whose uplinks meet at a root switch that holds the
+devices. The path gains a hop and a link, and each chunk also queues at its
+leaf's uplink (per direction, at the port bandwidth) before the device.
+
+Each rank's CPU is one FIFO timeline (`start`, `cpu`): stores, flush issue and
+cache hits take CPU time; loads that miss are asynchronous, so reads issued
+together overlap. A fence (`fence`) waits for the rank's streamed writes and
+write-backs to be acknowledged, and for `invalidate_ns` after its last
+clflushopt's issue when the host path sets it.
+"""
+from __future__ import annotations
+
+import simpy
+
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES
+from cxlsim.fabric.link import Port
+from cxlsim.fabric.transport import fire_at
+
+__all__ = ["PoolPath"]
+
+LINE = CACHE_LINE_BYTES
+
+
+class PoolPath:
+    """The ports, devices and per-rank CPU and acknowledgement state of one pool (times ns, bytes)."""
+
+    def __init__(self, env, preset, hosts: int, devices: int, chunk_bytes: int, switch_levels: int, leaves: int):
+        self.env = env
+        self.host_path = hp = preset.host_path
+        sw = preset.switch
+        link = preset.link.traversal_ns
+        self.chunk_lines = chunk_bytes // LINE
+        self.path_ns = hp.port_latency_ns + link + switch_levels * (sw.hop_latency_ns + link)
+        """Core to device, one way, ns."""
+        self.media_ns = preset.device.media_latency_ns
+        self.load_ns = 2 * self.path_ns + self.media_ns
+        """Unloaded load latency, ns."""
+        self.host_bw_bytes_per_ns = min(sw.port_bw_bytes_per_ns, hp.outstanding_lines * LINE / self.load_ns)
+        self.device_bw_bytes_per_ns = preset.device.bw_bytes_per_ns(sw.port_bw_bytes_per_ns)
+        """One device's bandwidth, bytes/ns."""
+        self.devices = [Port(f"dev{d}", self.device_bw_bytes_per_ns, 0.0) for d in range(devices)]
+        self._host_ports = [Port(f"host{h}", self.host_bw_bytes_per_ns, 0.0) for h in range(hosts)]
+        # The stages a chunk queues at after its host, each (server, ns from the previous stage's
+        # start), for data going up (writes) and down (reads); None is the chunk's device.
+        self.leaves = leaves
+        if leaves:
+            to_leaf_uplink = hp.port_latency_ns + link + sw.hop_latency_ns
+            self.leaf_of = [h * leaves // hosts for h in range(hosts)]
+            up = [Port(f"leaf{k}->root", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
+            down = [Port(f"root->leaf{k}", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
+            self._stages = [(((up[k], to_leaf_uplink), (None, self.path_ns - to_leaf_uplink)),
+                             ((down[k], to_leaf_uplink), (None, self.path_ns - to_leaf_uplink)))
+                            for k in self.leaf_of]
+        else:
+            self.leaf_of = [0] * hosts
+            self._stages = [(((None, self.path_ns),), ((None, self.path_ns),))] * hosts
+        self._cpu_free = [0.0] * hosts
+        self._pending = [0] * hosts          # streamed writes and write-backs not yet acknowledged
+        self._acked = [0.0] * hosts          # latest acknowledgement of those, ns
+        self._fences = [[] for _ in range(hosts)]
+        self.device_bytes = 0
+        """Bytes the devices served (reads, streamed writes, write-backs)."""
+
+    # ------------------------------------------------------------------ the CPU timeline
+    def start(self, rank) -> float:
+        """When the rank's CPU is next free (now, if it is idle), ns."""
+        now = self.env.now
+        free = self._cpu_free[rank]
+        return free if free > now else now
+
+    def cpu(self, rank, duration_ns) -> float:
+        """Book `duration_ns` of the rank's CPU from `start(rank)`; returns its end, ns."""
+        end = self.start(rank) + duration_ns
+        self._cpu_free[rank] = end
+        return end
+
+    def hold_cpu(self, rank, until_ns) -> None:
+        """The rank's CPU is busy until `until_ns` (issuing a stream)."""
+        self._cpu_free[rank] = until_ns
+
+    def at(self, when_ns, event, value=None):
+        """`event`, scheduled to succeed with `value` at `when_ns`."""
+        return fire_at(self.env, event, when_ns - self.env.now, value)
+
+    # ------------------------------------------------------------------ moving lines
+    def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
+        """Move lines [first, first + count) between `rank`'s host and the pool, requests leaving from
+        `start_ns`; call `finish(end)` once every line has passed the device. Returns the issue end.
+
+        Each chunk queues at its host, then at each stage (a leaf's uplink in a tree, charged
+        before the device in both directions: a chain of FIFOs has the same throughput in any
+        order), then at its device.
+        """
+        port = self._host_ports[rank]
+        stages = self._stages[rank][0 if up else 1]
+        reach = stages[0][1]
+        c = self.chunk_lines
+        devices = self.devices
+        state = [0, 0.0, finish]
+        line, stop_all = first, first + count
+        issue_end = start_ns
+        now = self.env.now
+        while line < stop_all:
+            stop = min(stop_all, (line // c + 1) * c)
+            nbytes = (stop - line) * LINE
+            s1, issue_end = port.reserve(start_ns, nbytes)
+            state[0] += 1
+            self.env.at(s1 + reach - now, self._at_stage,
+                        (state, stages, 0, devices[(line // c) % len(devices)], nbytes, issue_end + reach))
+            line = stop
+        return issue_end
+
+    def _at_stage(self, event):
+        state, stages, k, device, nbytes, tail = event._value
+        server = stages[k][0] or device
+        start, served = server.reserve(self.env.now, nbytes)
+        end = served if served > tail else tail
+        if k + 1 < len(stages):
+            reach = stages[k + 1][1]
+            self.env.at(start + reach - self.env.now, self._at_stage,
+                        (state, stages, k + 1, device, nbytes, end + reach))
+            return
+        self.device_bytes += nbytes
+        if end > state[1]:
+            state[1] = end
+        state[0] -= 1
+        if state[0] == 0:
+            state[2](state[1])
+
+    def fetch(self, rank, first, count, start_ns, extra_ns, on_data) -> None:
+        """Read lines into `rank`; call on_data(event) when the data is back (+ `extra_ns`)."""
+        def finish(end):
+            self.env.at(end + self.media_ns + self.path_ns + extra_ns - self.env.now, on_data)
+        self.transfer(rank, first, count, start_ns, finish, up=False)
+
+    def write_back(self, rank, first, count, start_ns, extra_ns=0.0, on_pool=None) -> float:
+        """Stream lines from `rank` to the pool; tracked until acknowledged (fences wait), never sooner
+        than the host path's writeback_ns after `start_ns`; on_pool(event) when the data is in the
+        pool. Returns the issue end."""
+        self._pending[rank] += 1
+        floor = start_ns + self.host_path.writeback_ns
+
+        def finish(end):
+            if on_pool is not None:
+                self.env.at(end - self.env.now, on_pool)
+            self.env.at(max(end + self.path_ns + extra_ns, floor) - self.env.now, self._acknowledged, rank)
+        return self.transfer(rank, first, count, start_ns, finish, up=True)
+
+    # ------------------------------------------------------------------ acknowledgements and fences
+    def hold_fences(self, rank, issued_ns, count) -> None:
+        """Hold the rank's fences until the host path's invalidate_ns after `issued_ns`, the last
+        clflushopt's issue, if that is set and lines were flushed (the CXL presets leave it 0)."""
+        wait = self.host_path.invalidate_ns
+        if count and wait > 0:
+            self._pending[rank] += 1
+            self.env.at(issued_ns + wait - self.env.now, self._acknowledged, rank)
+
+    def fence(self, rank):
+        """An event that fires once the rank's earlier writes are acknowledged, plus the fence's own time."""
+        event = simpy.Event(self.env)
+        if self._pending[rank]:
+            self._fences[rank].append(event)
+        else:
+            self._finish_fence(rank, event)
+        return event
+
+    def _acknowledged(self, event):
+        rank = event._value
+        now = self.env.now
+        if now > self._acked[rank]:
+            self._acked[rank] = now
+        self._pending[rank] -= 1
+        if self._pending[rank] == 0:
+            waiting, self._fences[rank] = self._fences[rank], []
+            for fence in waiting:
+                self._finish_fence(rank, fence)
+
+    def _finish_fence(self, rank, event):
+        start = max(self.start(rank), self._acked[rank])
+        self._cpu_free[rank] = start + self.host_path.fence_ns
+        self.at(self._cpu_free[rank], event)
