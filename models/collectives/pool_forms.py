@@ -129,6 +129,70 @@ class PoolGeometry:
         return max(self.leaf_of.count(k) for k in set(self.leaf_of)) if self.leaf_of else 0
 
 
+def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
+    """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on `geo`'s pool,
+    every rank starting together on a fresh pool."""
+    mode = Coherence.parse(coherence, "coherence")
+    if not isinstance(m, int) or m < 0:
+        raise InputError(f"size: expected an integer >= 0 bytes, got {m!r}")
+    if mode is Coherence.HW:
+        return _hw(geo, m, zero_copy)
+    return one_switch_form(geo, m, mode, zero_copy)
+
+
+def form_error_bound(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
+    """Bound on |DES / pool_closed_form - 1| (0: exact by the transport's rules).
+
+    hw mode is exact. flush mode is exact with one switch while the hosts together stay within the
+    devices' bandwidth (P*b <= B); elsewhere it is within `FLUSH_TREE_BOUND` on the verified grid.
+    """
+    mode = Coherence.parse(coherence, "coherence")
+    if mode is Coherence.HW or (not geo.leaf_of and geo.hosts * geo.host_bw <= geo.devices * geo.device_bw):
+        return 0.0
+    return FLUSH_TREE_BOUND
+
+
+def one_switch_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
+    """The algebraic form (ns): exact with one switch and P*b <= B, where no chunk queues.
+
+        X = 64/b, W = 64*ceil(m/64), D = W/b, L = 2*path + media, F = clflushopt per line, f = fence,
+        I = a clflushopt's acknowledgement (invalidate_ns), K = a write's least time to acknowledgement
+        write  = max(2*path + max(D, P*W/B, k*W/U), K)        streamed, until acknowledged
+        read   = L + max(P*D, P*P*W/B, k*P*W/U)               P slots; P hosts share the device(s)
+        hw:    write + f + (X + L) + ((P-1)*X + L + 2*path) + read
+        flush: max(D + lines*F + I, write) + f + (X + L)
+               + max(2F + I, X + 2*path, K) + f + X + L + (P-2)*(F + I + f + X + L)
+               + (P-1)*lines*F + I + f + read                (I only if lines > 0)
+
+    k hosts under the fullest leaf of a tree share its uplink U (the max() terms are the device
+    and uplink bottlenecks, which this form takes as if they were the only queue). Zero-copy
+    has no write and no read; in flush mode its slot's clflushopt write the block back.
+    """
+    mode = Coherence.parse(coherence, "coherence")
+    p = geo.hosts
+    lines = -(-m // LINE)
+    w = lines * LINE
+    b, big_b = geo.host_bw, geo.device_bw * geo.devices
+    x, d = LINE / b, w / b
+    path, load, fence, flush = geo.path_ns, geo.load_ns, geo.fence_ns, geo.flush_ns_per_line
+    inv, ack = geo.invalidate_ns, geo.writeback_ns
+    leaf = geo.leaf_hosts / geo.uplink_bw if geo.leaf_of else 0.0
+    write = max(2 * path + max(d, p * w / big_b, w * leaf), ack) if lines else 0.0
+    read = load + max(p * d, p * p * w / big_b, p * w * leaf) if lines and not zero_copy else 0.0
+    flag = x + load  # the flag store's read for ownership
+    if mode is Coherence.HW:
+        start = fence if zero_copy else write + fence
+        sync = (p - 1) * x + load + 2 * path if p > 1 else 0.0
+        return start + flag + sync + read
+    slot_inv = inv if lines else 0.0
+    start = max((0.0 if zero_copy else d) + lines * flush + slot_inv, write) + fence
+    if p == 1:  # no polls: the final fence waits for the flag line's write-back
+        return start + flag + max(flush + inv, x + 2 * path, ack) + fence + read
+    # first poll: its fence waits for the flag's write-back, started with the flag's clflushopt
+    polls = max(2 * flush + inv, x + 2 * path, ack) + fence + x + load + (p - 2) * (flush + inv + fence + x + load)
+    return start + flag + polls + (p - 1) * lines * flush + slot_inv + fence + read
+
+
 # ---------------------------------------------------------------------- the FIFO chain
 
 class _Accesses:
@@ -204,7 +268,7 @@ def _fifo(server, arrival, seq, service, prior=None):
 
 # ---------------------------------------------------------------------- hw mode
 
-def _hw(geo: PoolGeometry, m: int, zero_copy: bool, detail=False) -> float:
+def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
     p, path = geo.hosts, geo.path_ns
     lines = -(-m // LINE)
     w_bytes = lines * LINE
@@ -260,7 +324,7 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool, detail=False) -> float:
                 and np.allclose(np.nan_to_num(new_again), np.nan_to_num(again), rtol=0, atol=0))
         f, flag_done, sync, again = new_f, new_flag_done, new_sync, new_again
         if same:
-            return (float(end.max()), f, flag_done, sync) if detail else float(end.max())
+            return float(end.max())
     raise RunError(f"pool closed form: the hw-mode fixed point for P={p}, m={m} did not settle "
                    f"in {_MAX_PASSES} passes")
 
