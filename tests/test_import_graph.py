@@ -7,6 +7,8 @@ broken only by a late import is still a circle.
 
 Module names follow setup.py's package_dir: `cxlsim/x.py` is `cxlsim.x`,
 `fabric/x.py` is `cxlsim.fabric.x`, `models/a/x.py` is `cxlsim.models.a.x`.
+The Cython modules (`.pyx`) are nodes too; their Python-level imports (not their
+`cimport`s) are read with a regular expression, since `ast` cannot parse Cython.
 An edge goes to the module that an import statement names: `import a.b`,
 `from a import b` (the submodule `a.b` when it exists, else the package `a`)
 and `from . import b` (relative names resolved against the importer).
@@ -20,6 +22,7 @@ package only.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +57,7 @@ def discover() -> dict[str, Module]:
                 parts = parts[:-1]
             name = ".".join([package, *parts])
             modules[name] = Module(name, path, is_package)
-    # Compiled extensions (.pyx) are importable modules too, though ast cannot read them.
+    # Compiled extensions (.pyx) are importable modules too.
     for path in sorted((ROOT / "cxlsim").rglob("*.pyx")):
         parts = list(path.relative_to(ROOT / "cxlsim").with_suffix("").parts)
         name = ".".join(["cxlsim", *parts])
@@ -181,15 +184,29 @@ class Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+CYTHON_IMPORT = re.compile(r"^[ \t]*(from[ \t]+[\w.]+[ \t]+import[ \t]+(?:\([^)]*\)|[^\n]*)|import[ \t]+[^\n]*)",
+                           re.MULTILINE)
+
+
+def cython_imports(text: str) -> ast.Module:
+    """The Python-level imports of a .pyx file (not its `cimport`s) as an ast, each on its own line."""
+    lines = [""] * (text.count("\n") + 1)
+    for match in CYTHON_IMPORT.finditer(text):
+        statement = " ".join(match.group(1).split()).split("#")[0]
+        if "cimport" not in statement:
+            lines[text.count("\n", 0, match.start())] = statement
+    return ast.parse("\n".join(lines))
+
+
 def scan() -> tuple[dict[str, Module], list[Edge], list[PrivateUse]]:
     modules = discover()
     edges: list[Edge] = []
     private: list[PrivateUse] = []
     for module in modules.values():
-        if module.path.suffix != ".py":
-            continue
+        text = module.path.read_text(encoding="utf-8")
+        tree = ast.parse(text, filename=str(module.path)) if module.path.suffix == ".py" else cython_imports(text)
         scanner = Scanner(module, modules)
-        scanner.visit(ast.parse(module.path.read_text(encoding="utf-8"), filename=str(module.path)))
+        scanner.visit(tree)
         edges += scanner.edges
         private += scanner.private
     return modules, edges, private
@@ -271,6 +288,17 @@ def test_scanner_counts_late_relative_and_module_imports():
     assert {e.target for e in s.edges} == {"cxlsim.models.collectives.rooted", "cxlsim.models.collectives.base",
                                           "cxlsim.units"}
     assert sorted(p.what for p in s.private) == ["cxlsim.models.collectives.rooted._helper", "cxlsim.units._secret"]
+
+
+def test_cython_imports_are_read_without_their_cimports():
+    text = ("from libc.stdint cimport uint64_t\n"
+            "from cpython.buffer cimport (PyObject_GetBuffer,\n    PyBUF_WRITABLE)\n"
+            "import numpy as np\n"
+            "from cxlsim.errors import (InputError,\n    RunError)  # why\n"
+            "cdef int x = 1\n")
+    tree = cython_imports(text)
+    assert [(n.lineno, ast.unparse(n)) for n in tree.body] == [
+        (4, "import numpy as np"), (5, "from cxlsim.errors import InputError, RunError")]
 
 
 def test_private_submodule_is_allowed_inside_its_package_only():
