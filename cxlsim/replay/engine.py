@@ -1,0 +1,247 @@
+"""The DES replay: every rank's traced calls run as one SimPy process on a fabric's transport.
+
+`replay(trace, transport, ...)` runs each rank's sequence:
+- `compute` gaps occupy the rank's CPU for flops / trace host speed x the
+  rank's compute scale (`transport.compute`, so they never overlap the
+  rank's message overheads); `sleep` waits without the CPU;
+- point-to-point calls go through `transport.send`/`recv` and are matched as
+  MPI matches them (`Matcher`): a receive takes the earliest arrived message
+  whose source and tag match (-333 any source, -444 any tag), else waits, and
+  an arriving message goes to the earliest posted matching receive. A send
+  completes locally (the transport's eager protocol: the sender is free once
+  its last byte has left). `isend`/`irecv` post a request named by
+  (src, dst, tag); `wait` completes the oldest request of that name, `waitall`
+  every pending one, `test` completes one if it is done. `sendRecv` sends and
+  receives with tag 0, as SimGrid replays it;
+- collectives run their `Plan` (cxlsim.replay.collectives); each gets its own
+  tag range, so collectives in flight at once never take each other's messages.
+
+Every call is recorded as a segment (start_ns, end_ns, kind, dep_rank,
+dep_ns): `dep` names what the call may have waited for, the rank and time at
+which the last message it received was sent (receives), or the last rank to
+enter the collective (collectives). `cxlsim.replay.analysis` walks these back
+into the critical path. Time is ns, sizes bytes.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import simpy
+
+from cxlsim.errors import InputError, RunError
+from cxlsim.models.collectives import runner
+from cxlsim.replay.collectives import plan
+from cxlsim.replay.simgrid import request_key
+from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
+
+__all__ = ["Timeline", "Matcher", "replay", "P2P_TAG", "COLLECTIVE_TAG_STRIDE"]
+
+P2P_TAG = -1
+"""The transport tag of every replayed point-to-point message (the trace's tag travels in the envelope)."""
+COLLECTIVE_TAG_STRIDE = 10000
+"""Collective k runs with transport tags from (k + 1) * COLLECTIVE_TAG_STRIDE."""
+
+
+@dataclass
+class Timeline:
+    """What one replay on one fabric did."""
+
+    segments: list
+    """segments[r]: rank r's calls as (start_ns, end_ns, kind, dep_rank, dep_ns); dep_rank is -1 if none."""
+    finish_ns: list
+    """When each rank finished its last call."""
+    events: int
+    """SimPy events the replay scheduled."""
+    wall_s: float
+    notes: list = field(default_factory=list)
+    """What the replay approximated or chose (algorithm notes, once each)."""
+    algorithms: dict = field(default_factory=dict)
+    """{traced kind: sorted algorithm names used}."""
+
+    @property
+    def total_ns(self) -> float:
+        return max(self.finish_ns) if self.finish_ns else 0.0
+
+
+class Matcher:
+    """MPI message matching on top of a transport, for one communicator (the world).
+
+    An envelope is (src, dst, tag, size_bytes, sent_ns). A message is received
+    from the transport as soon as it lands (the receiver's overhead is booked on
+    its CPU then, as a progress engine would), and then matched.
+    """
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.env = transport.env
+        self.posted = [[] for _ in range(transport.size)]      # per rank: [(src, tag, event)] in posting order
+        self.unexpected = [[] for _ in range(transport.size)]  # per rank: envelopes in arrival order
+        self.messages = 0
+
+    def send(self, src: int, dst: int, tag: int, size_bytes: int):
+        """Post a send; the event fires on local completion."""
+        envelope = (src, dst, tag, size_bytes, self.env.now)
+        self.messages += 1
+        t = self.transport
+        if dst == src:
+            done = t.copy(src, size_bytes)
+            done.callbacks.append(lambda _e: self._deliver(envelope))
+            return done
+        done = t.send(src, dst, size_bytes, envelope, P2P_TAG)
+        t.recv(dst, src, P2P_TAG).callbacks.append(self._landed)
+        return done
+
+    def _landed(self, event):
+        self._deliver(event.value)
+
+    def _deliver(self, envelope):
+        src, dst, tag = envelope[0], envelope[1], envelope[2]
+        posted = self.posted[dst]
+        for i, (want_src, want_tag, event) in enumerate(posted):
+            if (want_src == ANY_SOURCE or want_src == src) and (want_tag == ANY_TAG or want_tag == tag):
+                del posted[i]
+                event.succeed(envelope)
+                return
+        self.unexpected[dst].append(envelope)
+
+    def recv(self, rank: int, src: int, tag: int):
+        """Post a receive; the event fires with the matched envelope."""
+        event = simpy.Event(self.env)
+        arrived = self.unexpected[rank]
+        for i, envelope in enumerate(arrived):
+            if (src == ANY_SOURCE or src == envelope[0]) and (tag == ANY_TAG or tag == envelope[2]):
+                del arrived[i]
+                return event.succeed(envelope)
+        self.posted[rank].append((src, tag, event))
+        return event
+
+    def pending(self) -> str:
+        """Unmatched receives, for a deadlock message."""
+        waiting = [(rank, src, tag) for rank, posted in enumerate(self.posted) for src, tag, _ in posted]
+        return f"unmatched receives (rank, src, tag): {waiting[:8]}" if waiting else "no unmatched receive"
+
+
+def _scales(compute_scale, p: int) -> list:
+    if isinstance(compute_scale, (int, float)):
+        scales = [float(compute_scale)] * p
+    else:
+        scales = [float(x) for x in compute_scale]
+    if len(scales) != p:
+        raise InputError(f"--compute-scale: expected one factor or {p} (one per rank), got {len(scales)}")
+    bad = [x for x in scales if not x >= 0 or x == float("inf")]
+    if bad:
+        raise InputError(f"--compute-scale: expected factors >= 0, got {bad[0]!r}")
+    return scales
+
+
+def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0,
+           host_speed_flops_per_s: float | None = None, context: runner.Context | None = None) -> Timeline:
+    """Replay `trace` on `transport` (one rank per trace rank); return the Timeline.
+
+    `host_speed_flops_per_s` (default: the trace's) converts compute flops to time;
+    `compute_scale` is one factor or one per rank; `context` carries the host groups
+    for hierarchical algorithms.
+    """
+    p = trace.size
+    if transport.size != p:
+        raise InputError(f"--placement: the fabric runs {transport.size} ranks but the trace has {p}")
+    speed = host_speed_flops_per_s or trace.host_speed_flops_per_s
+    if speed is None and any(c.kind == "compute" and c.amount for calls in trace.ranks for c in calls):
+        raise InputError("--trace-host-speed: the trace's compute is in flops at the tracing host's speed "
+                         "(smpi/host-speed), which no sidecar gives; set it (e.g. --trace-host-speed 20kf)")
+    ns_per_flop = 1e9 / speed if speed else 0.0
+    scales = _scales(compute_scale, p)
+    check_collectives(trace)
+    ctx = context or runner.Context()
+    plans = [plan(c, p, library, ctx) for c in trace.ranks[0] if c.kind in COLLECTIVES]
+    env = transport.env
+    matcher = Matcher(transport)
+    segments = [[] for _ in range(p)]
+    entered = [[0.0] * p for _ in plans]
+    finish = [0.0] * p
+
+    def rank_process(r):
+        record = segments[r].append
+        requests = defaultdict(deque)   # (src, dst, tag) -> deque of (event, is_recv)
+        order = []                      # every pending request, in posting order
+        tested = set()
+        k = 0
+        scale = ns_per_flop * scales[r]
+        for c in trace.ranks[r]:
+            kind = c.kind
+            start = env.now
+            dep_rank, dep_ns = -1, 0.0
+            if kind == "compute":
+                if c.amount:
+                    yield transport.compute(r, c.amount * scale)
+            elif kind == "sleep":
+                yield env.timeout(c.amount * 1e9)
+            elif kind == "send":
+                yield matcher.send(r, c.peer, c.tag, c.size_bytes)
+            elif kind == "recv":
+                envelope = yield matcher.recv(r, c.peer, c.tag)
+                dep_rank, dep_ns = envelope[0], envelope[4]
+            elif kind == "isend" or kind == "irecv":
+                event = (matcher.send(r, c.peer, c.tag, c.size_bytes) if kind == "isend"
+                         else matcher.recv(r, c.peer, c.tag))
+                request = (event, kind == "irecv")
+                requests[request_key(r, c)].append(request)
+                order.append(request)
+            elif kind == "sendrecv":
+                sent = matcher.send(r, c.peer, 0, c.size_bytes)
+                envelope = yield matcher.recv(r, c.src, 0)
+                yield sent
+                dep_rank, dep_ns = envelope[0], envelope[4]
+            elif kind == "wait" or kind == "test":
+                key = request_key(r, c)
+                queue = requests.get(key)
+                if queue and (kind == "wait" or queue[0][0].processed):
+                    event, is_recv = queue.popleft()
+                    order.remove((event, is_recv))
+                    value = yield event
+                    if is_recv:
+                        dep_rank, dep_ns = value[0], value[4]
+                    if kind == "test":
+                        tested.add(key)
+                elif kind == "wait" and key not in tested:
+                    raise RunError(f"{c.where}: wait names no pending request")
+            elif kind == "waitall":
+                if order:
+                    yield simpy.AllOf(env, [event for event, _ in order])
+                    received = [event.value for event, is_recv in order if is_recv]
+                    if received:
+                        last = max(received, key=lambda e: e[4])
+                        dep_rank, dep_ns = last[0], last[4]
+                    order.clear()
+                    requests.clear()
+            else:  # a collective
+                entered[k][r] = start
+                yield from plans[k].run(transport.endpoint(r), (k + 1) * COLLECTIVE_TAG_STRIDE)
+                if c.amount:
+                    yield transport.compute(r, c.amount * ns_per_flop * scales[r])
+                dep_rank = k  # resolved to the last rank in once every rank has entered
+                k += 1
+            record((start, env.now, kind, dep_rank, dep_ns))
+        finish[r] = env.now
+
+    begin_events, begin = getattr(env, "events", 0), time.perf_counter()
+    try:
+        transport.run({r: rank_process(r) for r in range(p)})
+    except RunError as exc:
+        raise RunError(f"{exc}; point-to-point: {matcher.pending()}") from None
+    wall = time.perf_counter() - begin
+    for r in range(p):
+        segs = segments[r]
+        for i, (start, end, kind, dep, dep_ns) in enumerate(segs):
+            if kind in COLLECTIVES:
+                last = max(range(p), key=entered[dep].__getitem__)
+                segs[i] = (start, end, kind, last, entered[dep][last])
+    notes, algorithms = [], defaultdict(set)
+    for pl in plans:
+        algorithms[pl.kind].add(pl.algorithm)
+        if pl.note and pl.note not in notes:
+            notes.append(pl.note)
+    return Timeline(segments, finish, getattr(env, "events", 0) - begin_events, wall, notes,
+                    {k: sorted(v) for k, v in algorithms.items()})
