@@ -176,15 +176,17 @@ def _describe(spec, result) -> str:
 
 
 def _store_line(result) -> str | None:
-    """The store's busiest resource, and whether it set the pace (store_load.py), or None."""
-    if "store_utilisation" not in result.extra:
+    """The store's load (store_load.py): its busiest resource and, when it is the bottleneck, a NOTE."""
+    x = result.extra
+    if "store_utilisation" not in x:
         return None
-    u, busiest = result.extra["store_utilisation"], result.extra["store_busiest"]
-    line = (f"# store load: busiest {busiest}, {max(u.values()):.0%} of the run (CPU {u['cpu']:.0%}, "
-            f"link in {u['link_in']:.0%}, link out {u['link_out']:.0%})")
-    if result.extra["store_bound"]:
-        line += ("\n# NOTE: the store is the bottleneck: the workers wait for it, so this throughput is the store's, "
-                 "not the GPUs'; more --memory-servers or --server-cores would raise it")
+    u = x["store_utilisation"]
+    line = (f"# store load: busiest {x['store_busiest']}, {max(u.values()):.0%} of the run (CPU {u['cpu']:.0%}, "
+            f"link in {u['link_in']:.0%}, link out {u['link_out']:.0%}); the store serves at most "
+            f"{x['store_bound_samples_per_s']:.1f} samples/s, the GPUs alone {x['gpu_bound_samples_per_s']:.1f}")
+    if x["store_bound"]:
+        line += ("\n# NOTE: the store is the bottleneck: it cannot keep up with the GPUs, so this throughput is the "
+                 "store's; a larger store (--memory-servers, --server-cores) would raise it")
     return line
 
 

@@ -24,7 +24,7 @@ from cxlsim.models.training.convergence import discount
 from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, STORE_OPTIONS, GpuEndpoint, Job,
                                          Mode, Option, StepLog, TrainingResult, check_run, describe,
                                          integer_at_least, network_transport, run_to_end, with_store)
-from cxlsim.models.training.store_load import StoreLoad
+from cxlsim.models.training.store_load import StoreLoad, gpu_bound_samples_per_s
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
@@ -106,7 +106,7 @@ def run_async(spec, job: Job, *, steps: int, tau: int = 1, seed: int | None = No
                 "gradient_dtype": job.gradient_dtype},
         seed=seed, events=env.events, extra={"exchanges": list(exchanges),
                                            "staleness_updates_histogram": dict(sorted(centre["stale"].items())),
-                                           **store.report(elapsed)},
+                                           **store.report(elapsed, budget * job.batch, gpu_bound_samples_per_s(job, False))},
         intervals=log.intervals())
 
 

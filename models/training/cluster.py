@@ -22,7 +22,8 @@ bandwidth), not NVLink.
 
 Unknown keys and bad values are InputErrors (`ConfigError`) that name the key
 path, the value and what was expected, e.g.
-`nodes[1].gpus: expected an integer >= 1, got 0`.
+`nodes[1].gpus: expected an integer >= 1, got 0`; so are a file that is not
+UTF-8 text (binary, UTF-16) and a key given twice (`load`).
 
 >>> spec = from_dict({"interconnect": "ib-hdr", "precision": "amp",
 ...                   "nodes": [{"gpu": "V100", "repeat": 2}, {"gpu": "t4"}]})
@@ -33,8 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cxlsim.config import ConfigError, choice, integer, option, text
-from cxlsim.config import from_dict as _config_from_dict, load as _config_load
+from cxlsim.config import ConfigError, choice, integer, load_yaml, option, text
+from cxlsim.config import from_dict as _config_from_dict
 from cxlsim.fabric.presets import PRESETS
 from cxlsim.models.training import profiles
 from cxlsim.models.training.profiles import PRECISIONS
@@ -148,5 +149,10 @@ def from_dict(data: dict) -> ClusterSpec:
 
 
 def load(path: str) -> ClusterSpec:
-    """Load and validate a cluster spec YAML file."""
-    return _finish(_config_load(path, _ClusterFile))
+    """Load and validate a cluster spec YAML file: a missing, binary or non-UTF-8 file, a key given
+    twice or a document that is not a mapping is a ConfigError naming the file (config.load_yaml)."""
+    data = load_yaml(path, "cluster file")
+    if not isinstance(data, dict):
+        raise ConfigError(f"cluster file {path!r}: expected a mapping of keys (interconnect, precision, nodes, "
+                          f"...), got {type(data).__name__}")
+    return from_dict(data)

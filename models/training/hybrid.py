@@ -92,7 +92,7 @@ from cxlsim.models.training.convergence import discount
 from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, STORE_OPTIONS, Job, Mode, Option,
                                          TrainingResult, WorkerStats, check_run, describe, integer_at_least,
                                          network_transport, with_store)
-from cxlsim.models.training.store_load import StoreLoad
+from cxlsim.models.training.store_load import StoreLoad, gpu_bound_samples_per_s
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
@@ -334,7 +334,8 @@ def run_hybrid(spec, job: Job, *, steps: int, round_size: int | None = None, sta
                "staleness_histogram": {int(d): n for d, n in sorted(state["stale"].items())},
                "per_worker_accepted": [c[0] for c in counts], "per_worker_dropped": [c[1] for c in counts],
                "atomics": len(lat), "atomic_mean_ns": sum(lat) / len(lat) if lat else 0.0,
-               "atomic_min_ns": min(lat) if lat else 0.0, **store.report(elapsed)},
+               "atomic_min_ns": min(lat) if lat else 0.0, **store.report(elapsed, state["accepted"] * job.batch,
+                                                               gpu_bound_samples_per_s(job, False))},
         intervals=intervals, step_unit="rounds")
 
 

@@ -50,7 +50,7 @@ from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, ST
                                          integer_at_least, network_transport, run_to_end, synchronous_result,
                                          with_store)
 from cxlsim.models.training.pool_store import run_sync_on_pool
-from cxlsim.models.training.store_load import StoreLoad
+from cxlsim.models.training.store_load import StoreLoad, gpu_bound_samples_per_s
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
@@ -158,7 +158,7 @@ def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float =
         "sync", spec, job, steps, log,
         {"memory_servers": spec.memory_servers, "server_cores": spec.server_cores, "shard_bytes": shard,
          "aggregation": "memory servers", **noise, "chunk_bytes": chunk_bytes}, seed, env.events)
-    result.extra.update(store.report(result.elapsed_ns))
+    result.extra.update(store.report(result.elapsed_ns, result.samples, gpu_bound_samples_per_s(job, True)))
     return result
 
 
@@ -232,7 +232,7 @@ def _sync_by_workers(spec, job, steps, seed, J, chunk_bytes, failure, noise):
         "sync", spec, job, steps, log,
         {"memory_servers": spec.memory_servers, "server_cores": spec.server_cores, "slice_bytes": sl,
          "aggregation": "workers", **noise, "chunk_bytes": chunk_bytes}, seed, env.events)
-    result.extra.update(store.report(result.elapsed_ns))
+    result.extra.update(store.report(result.elapsed_ns, result.samples, gpu_bound_samples_per_s(job, True)))
     return result
 
 
