@@ -252,3 +252,82 @@ def test_des_properties(p, size, name, preset):
     assert again.latency_ns == first.latency_ns and again.events == first.events  # deterministic
     assert bigger.latency_ns > first.latency_ns                                    # more bytes, more time
     assert finer.latency_ns == pytest.approx(first.latency_ns, rel=1e-9)           # cut-through, uncongested
+
+
+# ---------------------------------------------------------------- the registry and the records
+
+def test_every_record_is_listed_once_with_a_closed_form_and_a_source():
+    table = registry.algorithms()
+    assert len(table) == len(registry.BUILTIN) == len({(a.collective, a.name) for a in registry.BUILTIN})
+    for (collective, name), algo in table.items():
+        assert (algo.collective, algo.name) == (collective, name) and algo.source, name
+        assert callable(algo.cost), name  # every built-in has its closed form
+        assert algo.fallback is None or registry.algorithm(collective, algo.fallback).transport == algo.transport
+    assert registry.names("allgather", "pool") == ["cxl_pool", "cxl_pool_zero_copy"]
+    assert ("allgather", "cxl_pool") not in registry.network_algorithms()
+
+
+def test_a_bad_record_is_refused_by_name():
+    with pytest.raises(InputError, match="algorithm allgather/x: transport: expected one of network, pool, got 'pigeon'"):
+        base.Algorithm("allgather", "x", ring_like, base.NoClosedForm("toy"), transport="pigeon")
+    with pytest.raises(InputError, match="algorithm alltoall/x: collective: expected one of allgather"):
+        base.Algorithm("alltoall", "x", ring_like, base.NoClosedForm("toy"))
+    with pytest.raises(InputError, match="algorithm allgather/x: cost: expected a closed form or NoClosedForm"):
+        base.Algorithm("allgather", "x", ring_like, None)
+
+
+def ring_like(g, m, mine, ctx=None):
+    """A plug-in's allgather for the tests below: the ring, under another name."""
+    return (yield from registry.algorithm("allgather", "ring").run(g, m, mine, ctx))
+
+
+@pytest.fixture
+def plugin(monkeypatch, request):
+    """A plug-in module of its own name, named in CXLSIM_PLUGINS; the test sets its ALGORITHMS."""
+    import sys
+    import types
+    name = f"plugin_{request.node.name}"  # one name per test: the registry caches its table per CXLSIM_PLUGINS
+    module = types.ModuleType(name)
+    monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setenv("CXLSIM_PLUGINS", name)
+    return module
+
+
+def test_a_plugin_algorithm_runs_on_both_engines(plugin):
+    plugin.ALGORITHMS = [base.Algorithm("allgather", "ring_like", ring_like, lambda cm, p, m, ctx: (p - 1) * cm.T(m),
+                                        source="test")]
+    assert "ring_like" in registry.names("allgather", "network")
+    out, t, ctx = simulate("allgather", "ring_like", 5, 1000)
+    assert out.algorithm == "ring_like"
+    assert out.latency_ns == pytest.approx(_closed_form("allgather", "ring_like", t, ctx, 1000, 65536), rel=1e-9)
+
+
+def test_an_algorithm_without_a_closed_form_is_an_error_naming_it(plugin):
+    plugin.ALGORITHMS = [base.Algorithm("allgather", "no_form", ring_like, base.NoClosedForm("its steps depend on data"))]
+    out, t, ctx = simulate("allgather", "no_form", 4, 64)  # the DES runs it
+    with pytest.raises(InputError, match=r"allgather algorithm no_form has no closed form \(its steps depend on "
+                                         r"data\); use engine des"):
+        _closed_form("allgather", "no_form", t, ctx, 64, 65536)
+
+
+def test_a_plugin_may_not_reuse_a_name(plugin):
+    plugin.ALGORITHMS = [base.Algorithm("allgather", "ring", ring_like, base.NoClosedForm("toy"))]
+    with pytest.raises(InputError, match="CXLSIM_PLUGINS: a plug-in declares allgather algorithm 'ring', which "
+                                         "already exists"):
+        registry.lookup("allgather", "ring", 4)
+
+def test_a_plugin_may_not_declare_a_non_record(plugin):
+    plugin.ALGORITHMS = ["ring"]
+    with pytest.raises(InputError, match="CXLSIM_PLUGINS: ALGORITHMS entry 0 is 'ring', not a "):
+        registry.lookup("allgather", "ring", 4)
+
+
+def test_closed_form_takes_the_figures_of_the_records_transport():
+    t = transport(4)
+    cm = analytic.CostModel.from_network(t.network, 65536)
+    ring = registry.algorithm("allgather", "ring")
+    assert analytic.closed_form(ring, cm, 4, 1000) == analytic.cost("allgather", "ring", 4, 1000, cm, runner.Context())[0]
+    with pytest.raises(InputError, match="cxl_pool runs on a CXL pool; its closed form takes the pool's PoolFigures"):
+        analytic.closed_form(registry.algorithm("allgather", "cxl_pool"), cm, 4, 1000)
+    with pytest.raises(InputError, match="ring exchanges messages; its closed form takes a network CostModel"):
+        analytic.closed_form(ring, object(), 4, 1000)

@@ -4,6 +4,7 @@ import importlib
 
 import pytest
 
+from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError, RunError
 from hypothesis import given, settings, strategies as st
 
@@ -456,3 +457,23 @@ def test_presets_name_their_sources():
     assert get_cxl_preset("cxl2-pool").switch.port_bw_bytes_per_ns == 64.0
     assert get_cxl_preset("cxl3-pool").switch.port_bw_bytes_per_ns == 128.0
     assert get_cxl_preset("cxl3-pool").switch.max_ports == 16
+
+
+# ---------------------------------------------------------------- the event log
+
+@pytest.mark.parametrize("coherence", list(Coherence))
+def test_event_log_holds_the_emulators_codes_in_protocol_order(coherence):
+    # One copy-mode call, P=2, 100-B blocks: rank 0's ops as the emulator's cxl_allgather logs them.
+    t = pool(2, coherence=coherence)
+    log = t.enable_log()
+    runner.run(t, "allgather", "cxl_pool", 100)
+    lay = cxl_pool().PoolLayout(2, 100)
+    slot = {w: lay.slot(1, w) for w in range(2)}
+    flush = coherence is Coherence.FLUSH
+    expect = [(PoolEvent.WRITE, slot[0], 100)] + [(PoolEvent.FLUSH, slot[0], 100)] * flush + \
+        [(PoolEvent.SFENCE, 0, 0), (PoolEvent.FLAG_STORE, lay.flag(0), 1)] + [(PoolEvent.FLUSH, lay.flag(0), 8)] * flush + \
+        [(PoolEvent.POLL_FLUSHED if flush else PoolEvent.POLL_CACHED, lay.flag(1), 1)] + \
+        [(PoolEvent.FLUSH, slot[1], 100), (PoolEvent.MFENCE, 0, 0)] * flush + \
+        [(PoolEvent.READ, slot[0], 100), (PoolEvent.READ, slot[1], 100)]
+    assert [(op, off, arg) for r, op, off, arg in log if r == 0] == expect
+    assert all(isinstance(op, PoolEvent) for _, op, _, _ in log)
