@@ -3,7 +3,9 @@
 `replay(trace, transport, ...)` runs each rank's sequence:
 - `compute` gaps occupy the rank's CPU for flops / trace host speed x the
   rank's compute scale (`transport.compute`, so they never overlap the
-  rank's message overheads); `sleep` waits without the CPU;
+  rank's message overheads: receive overheads of messages landing during a
+  gap delay it, and that delay is recorded as a `progress` segment, counted
+  as communication); `sleep` waits without the CPU;
 - point-to-point calls go through `transport.send`/`recv` and are matched as
   MPI matches them (`Matcher`): a receive takes the earliest arrived message
   whose source and tag match (-333 any source, -444 any tag), else waits, and
@@ -175,7 +177,11 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             dep_rank, dep_ns = -1, 0.0
             if kind == "compute":
                 if c.amount:
-                    yield transport.compute(r, c.amount * scale)
+                    nominal = c.amount * scale
+                    yield transport.compute(r, nominal)
+                    if env.now - start > nominal * (1 + 1e-12):  # the CPU first handled messages that landed
+                        record((start, env.now - nominal, "progress", -1, 0.0))
+                        start = env.now - nominal
             elif kind == "sleep":
                 yield env.timeout(c.amount * 1e9)
             elif kind == "send":

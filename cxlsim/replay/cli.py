@@ -1,0 +1,109 @@
+"""`cxlsim replay TRACE --fabric F [--fabric F2 ...]`: project a traced MPI application onto fabrics.
+
+TRACE is a SimGrid time-independent trace (`smpirun -trace-ti`'s index file, or
+a directory of per-rank files; cxlsim.replay.simgrid). Each `--fabric` (a
+preset, or a scenario file; cxlsim.replay.fabrics) gets its own DES replay
+(cxlsim.replay.engine); the first is the reference of the speedup table.
+Output: the table on stdout and a workspace (cxlsim.replay.output).
+Register with `register(subparsers)`.
+"""
+from __future__ import annotations
+
+import sys
+
+from cxlsim import config
+from cxlsim.errors import InputError
+from cxlsim.models.collectives import runner
+from cxlsim.replay import engine, fabrics, output, simgrid
+from cxlsim.results import Workspace, make_rng
+
+__all__ = ["main", "register", "compute_scale"]
+
+
+def compute_scale(value: str, ranks: int):
+    """`--compute-scale`: one factor (e.g. 0.5: compute twice as fast) or a file of one factor per rank."""
+    try:
+        scale = float(value)
+    except ValueError:
+        pass
+    else:
+        if not scale >= 0 or scale == float("inf"):
+            raise InputError(f"--compute-scale: expected a factor >= 0, got {value!r}")
+        return scale
+    factors = []
+    text = config.read_text(value, "--compute-scale file")
+    for number, raw in enumerate(text.splitlines(), start=1):
+        entry = raw.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        try:
+            factor = float(entry)
+        except ValueError:
+            raise InputError(f"{value}:{number}: expected a compute factor (a number), got {entry!r}") from None
+        if not factor >= 0 or factor == float("inf"):
+            raise InputError(f"{value}:{number}: expected a factor >= 0, got {entry!r}")
+        factors.append(factor)
+    if len(factors) != ranks:
+        raise InputError(f"--compute-scale {value}: lists {len(factors)} factors, the trace has {ranks} ranks")
+    return factors
+
+
+def main(args) -> int:
+    if args.timeline_ms is not None and not args.timeline_ms > 0:
+        raise InputError(f"--timeline-ms: expected a time > 0 ms, got {args.timeline_ms!r}")
+    speed = simgrid.parse_speed(args.trace_host_speed) if args.trace_host_speed is not None else None
+    trace = simgrid.read(args.trace, speed)
+    scale = compute_scale(args.compute_scale, trace.size) if args.compute_scale is not None else 1.0
+    specs = args.fabric
+    chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node) for spec in specs]
+    labels = {}
+    timelines = {}
+    for fab in chosen:
+        n = labels.get(fab.label, 0)
+        labels[fab.label] = n + 1
+        label = fab.label if n == 0 else f"{fab.label}#{n + 1}"
+        timelines[label] = engine.replay(trace, fab.make(), library=args.selector, compute_scale=scale,
+                                         context=runner.Context(groups=fab.groups))
+        print(f"# {label}: {fab.describe}", file=sys.stderr if args.quiet else sys.stdout)
+    res = output.results(timelines)
+    sys.stdout.write(output.table(res))
+    _, seed = make_rng(args.seed)  # the replay is deterministic; the seed is recorded for provenance
+    workspace = Workspace(args.output) if args.output else Workspace.new("runs", "replay")
+    workspace.write_config({"trace": args.trace, "trace_ranks": trace.size, "trace_calls": trace.calls(),
+                            "host_speed_flops_per_s": speed or trace.host_speed_flops_per_s,
+                            "fabrics": specs, "placement": args.placement, "ranks_per_node": args.ranks_per_node,
+                            "selector": args.selector, "compute_scale": args.compute_scale,
+                            "timeline_ms": args.timeline_ms})
+    workspace.write_provenance(seed)
+    output.write(workspace, res, timelines, args.timeline_ms or 1.0, plots=not args.no_plots)
+    print(f"# workspace: {workspace.path}")
+    return 0
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "replay", help="project a traced MPI application (SimGrid TI trace) onto network and pool fabrics",
+        description="Replay a SimGrid time-independent trace (smpirun -trace-ti) on the DES of every fabric "
+                    "given, and report the projected total time, the time per kind of MPI call, communication "
+                    "against compute (and along the critical path) and the speedup over the first fabric.")
+    p.add_argument("trace", help="the index file smpirun -trace-ti wrote, or a directory of per-rank files")
+    p.add_argument("--fabric", action="append", required=True,
+                   help="a preset (e.g. ib-hdr, eth-100g-tcp) or a scenario PATH.yaml (its fabric section); "
+                        "repeat for several fabrics, the first is the reference")
+    p.add_argument("--placement", default="block",
+                   help="trace ranks on the fabric's hosts: block (default; rank r on host r // K), round_robin, "
+                        "or a file with one host index per line, in rank order")
+    p.add_argument("--ranks-per-node", type=int, help="K, ranks per host (default 1, or the scenario's)")
+    p.add_argument("--selector", choices=["mpich", "ompi"], default="mpich",
+                   help="library whose collective algorithm choice to mimic (default mpich)")
+    p.add_argument("--compute-scale",
+                   help="multiply every compute gap by X (0.5: twice as fast), or a file of one factor per rank")
+    p.add_argument("--trace-host-speed",
+                   help="the smpi/host-speed the trace was recorded at, flop/s (e.g. 20kf, SimGrid's default; "
+                        "required unless the trace's sidecar TRACE.meta.json gives it)")
+    p.add_argument("--timeline-ms", type=float, help="the per-rank timeline plot shows the first N ms (default 1)")
+    p.add_argument("--no-plots", action="store_true", help="write the tables only")
+    p.add_argument("--seed", type=int, help="random seed to record (the replay is deterministic)")
+    p.add_argument("--output", help="workspace directory (default runs/replay-TIMESTAMP)")
+    p.add_argument("--quiet", action="store_true", help="print the fabric descriptions on stderr")
+    p.set_defaults(func=main)
