@@ -157,8 +157,8 @@ def test_killed_rank_is_reported_and_nothing_leaks():
         run_local(3, _killed_rank, slot_bytes=64, timeout_s=1.0)
     failures = info.value.failures
     assert "SIGKILL" in failures[1]
-    for rank in (0, 2):
-        assert "timed out" in failures[rank] and "[1]" in failures[rank]
+    for rank in (0, 2):  # ended at once, not left to time out
+        assert failures[rank].startswith("ended by the launcher at once: rank 1 died from SIGKILL")
     assert time.monotonic() - start < 15
     assert leftovers() == []
 
@@ -304,7 +304,7 @@ def cxlsim(*args, timeout=120):
     (["--timeout", "0"], "--timeout"),
 ])
 def test_bench_bad_arguments_exit_2(args, needle):
-    out = cxlsim("bench", "allgather", *args)
+    out = cxlsim("bench", "allgather", "--repeat", "1", *args)
     assert out.returncode == 2, out.stderr
     assert needle in out.stderr
 
@@ -312,7 +312,7 @@ def test_bench_bad_arguments_exit_2(args, needle):
 @pytest.mark.parametrize("extra", [[], ["--zero-copy", "--coherence", "flush"]])
 def test_bench_runs_and_writes_csv(tmp_path, extra):
     csv_path = tmp_path / "out.csv"
-    out = cxlsim("bench", "allgather", "--np", "3", "--sizes", "1:4KiB", "--iterations", "20", "--warmup", "2",
+    out = cxlsim("bench", "allgather", "--repeat", "1", "--np", "3", "--sizes", "1:4KiB", "--iterations", "20", "--warmup", "2",
                  "--validate", "--output", str(csv_path), *extra)
     assert out.returncode == 0, out.stderr
     assert "# Size" in out.stdout and "4096" in out.stdout
@@ -330,7 +330,7 @@ def test_bench_runs_and_writes_csv(tmp_path, extra):
     os.path.join(os.path.dirname(sys.executable), "mpiexec")), reason="no mpiexec (install cxlsim[mpi])")
 def test_mpi_baseline_under_mpiexec(tmp_path):
     csv_path = tmp_path / "mpi.csv"
-    out = cxlsim("bench", "allgather", "--np", "2", "--baseline", "mpi", "--sizes", "1:64KiB", "--iterations", "20",
+    out = cxlsim("bench", "allgather", "--repeat", "1", "--np", "2", "--baseline", "mpi", "--sizes", "1:64KiB", "--iterations", "20",
                  "--warmup", "2", "--validate", "--output", str(csv_path), timeout=300)
     assert out.returncode == 0, out.stderr + out.stdout
     assert "MPI_Allgather" in out.stdout and "MPI/pool" in out.stdout

@@ -174,14 +174,14 @@ def cxlsim(*args, timeout=120):
     (["--pool-bandwidth", "32"], "--pool-bandwidth: expected a bandwidth"),
 ])
 def test_bench_bad_timing_values_exit_2(args, needle):
-    out = cxlsim("bench", "allgather", "--sizes", "1", "--iterations", "1", *args)
+    out = cxlsim("bench", "allgather", "--repeat", "1", "--sizes", "1", "--iterations", "1", *args)
     assert out.returncode == 2, out.stderr
     assert needle in out.stderr
 
 
 def test_bench_runs_with_timing_and_records_it(tmp_path):
     csv_path = tmp_path / "timed.csv"
-    out = cxlsim("bench", "allgather", "--np", "2", "--sizes", "1:8KiB", "--iterations", "20", "--warmup", "2",
+    out = cxlsim("bench", "allgather", "--repeat", "1", "--np", "2", "--sizes", "1:8KiB", "--iterations", "20", "--warmup", "2",
                  "--validate", "--pool-latency", "250ns", "--pool-bandwidth", "32GB/s", "--output", str(csv_path))
     assert out.returncode == 0, out.stderr
     assert "pool latency 250.0 ns, pool bandwidth 32 GB/s" in out.stdout

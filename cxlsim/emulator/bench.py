@@ -6,19 +6,35 @@ timed span; the per-rank mean is reported as avg/min/max across ranks, in us.
 Iteration counts default to OMB's: 200 warm-up + 1000 timed up to 8 KiB, 10 + 100
 above. Every side (pool copy, pool zero-copy, bare sync, MPI) runs through the same
 loop, on the same ranks, in the same process run, one after the other per size.
+
+Spread. One pass over the sizes is a round; `run_rounds` makes K of them, interleaved
+(round 1 over every size, then round 2, ...), so a passing disturbance hits one round of
+every size rather than every round of one size. `summarize` reports per size the median
+of the K round means, with their min-max (K < 5) or a 95% confidence interval of their
+mean (Student's t, K >= 5). The emulated CXL timing is checked in the same run:
+`delivered_timing` times what the kernels deliver against what was asked.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 import time
 
 import numpy as np
 
 from cxlsim.emulator import _kernels
 from cxlsim.errors import InputError, RunError
+from cxlsim.units import format_bandwidth, format_size, format_time
 
 LARGE_MESSAGE_BYTES = 8192  # OMB's LARGE_MESSAGE_SIZE
 SIDES = ("copy", "zero-copy", "sync", "mpi")
+CI_FROM_ROUNDS = 5  # from this many rounds the spread is a 95% confidence interval, below it the min-max
+# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (any statistics table).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)
+PROBE_MIN_BYTES, PROBE_MAX_BYTES = 64 << 10, 4 << 20  # the delivered-bandwidth probe's copy size bounds
 
 
 class ValidationError(RunError):
@@ -157,3 +173,117 @@ def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:
         if progress is not None:
             progress(n)
     return rows
+
+
+def rank_buffer_bytes(plan: BenchPlan, nranks: int) -> int:
+    """Bytes of private buffers one rank holds at most while running `plan` on `nranks` ranks: a side's
+    send and receive buffers (and with validation its comparison array), two sides alive at once while
+    the next is built, plus the delivered-bandwidth probe's two buffers."""
+    n = max(plan.sizes, default=0)
+    side = (nranks + 1) * n + (nranks * n if plan.validate else 0)
+    return 2 * side + 2 * probe_bytes(plan.sizes)
+
+
+def run_rounds(comm, plan: BenchPlan, repeat: int, mpi=None, progress=None) -> list[list[dict]]:
+    """`repeat` interleaved rounds of `run_plan`; one list of rows per round (identical on every rank)."""
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+        raise InputError(f"--repeat: expected a whole number >= 1, got {repeat!r}")
+    return [run_plan(comm, plan, mpi=mpi, progress=progress) for _ in range(repeat)]
+
+
+def spread(values) -> tuple[str, float, float]:
+    """(kind, low, high) of round means: ('min-max', min, max) below CI_FROM_ROUNDS values, else
+    ('95% CI', mean -/+ t x s / sqrt(K)), the 95% confidence interval of their mean."""
+    values = [float(v) for v in values]
+    k = len(values)
+    if k < CI_FROM_ROUNDS:
+        return "min-max", min(values), max(values)
+    t = T975[k - 2] if k - 1 <= len(T975) else 1.96
+    half = t * statistics.stdev(values) / math.sqrt(k)
+    mean = statistics.fmean(values)
+    return "95% CI", mean - half, mean + half
+
+
+def summarize(rounds: list[list[dict]]) -> list[dict]:
+    """One row per (side, size) over the rounds: avg_us, min_us, max_us are the medians of the rounds'
+    (so avg_us is the median of the round means); spread, spread_lo_us, spread_hi_us the round means'
+    spread (see `spread`); rounds: K; round_avg_us: the round means, in order."""
+    by_key = {}
+    for rows in rounds:
+        for row in rows:
+            by_key.setdefault((row["side"], row["size_bytes"]), []).append(row)
+    out = []
+    for (side, size), rows in by_key.items():
+        means = [r["avg_us"] for r in rows]
+        kind, lo, hi = spread(means)
+        out.append(dict(side=side, np=rows[0]["np"], size_bytes=size, avg_us=statistics.median(means),
+                        min_us=statistics.median(r["min_us"] for r in rows),
+                        max_us=statistics.median(r["max_us"] for r in rows), iterations=rows[0]["iterations"],
+                        rounds=len(rows), spread=kind, spread_lo_us=lo, spread_hi_us=hi, round_avg_us=means))
+    return out
+
+
+def probe_bytes(sizes) -> int:
+    """The delivered-bandwidth probe's copy size: the largest bench size, within 64 KiB..4 MiB."""
+    return min(max(max(sizes, default=0), PROBE_MIN_BYTES), PROBE_MAX_BYTES)
+
+
+def _mean_ns(op, calls: int) -> float:
+    t0 = time.perf_counter_ns()
+    for _ in range(calls):
+        op()
+    return (time.perf_counter_ns() - t0) / calls
+
+
+def delivered_timing(comm, nbytes: int, calls: int = 200) -> dict:
+    """What the emulated CXL timing delivers on this run's ranks; every rank calls it at the same point.
+
+    latency_ns: (zero-copy call of 64 B with the latency on - the same call with it off) / L's count
+    in such a call (one per wait for flags when np > 1, one per block read: np), the mean of `calls`
+    calls each way. bw_bytes_per_ns: `nbytes` / the median of 5 paced copies (the kernels' own pacing
+    at the asked bandwidth), every rank copying at once. Both are the ranks' mean; None where that
+    timing is off.
+    """
+    asked_latency, asked_bw = comm.pool_latency_ns, comm.pool_bw_bytes_per_ns
+    got = np.array([math.nan, math.nan])
+    if asked_latency:
+        def in_place():
+            comm.allgather_in_place(64)
+        on = min(_mean_ns(in_place, calls) for _ in range(3))
+        comm.set_timing(0.0, asked_bw)
+        off = min(_mean_ns(in_place, calls) for _ in range(3))
+        comm.set_timing(asked_latency, asked_bw)
+        got[0] = (on - off) / (comm.size + (comm.size > 1))
+    if asked_bw:
+        src, dst = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
+        _kernels.paced_copy_ns(dst, src, asked_bw)
+        comm.barrier()
+        got[1] = nbytes / statistics.median(_kernels.paced_copy_ns(dst, src, asked_bw) for _ in range(5))
+    everyone = np.empty(2 * comm.size)
+    comm.allgather(got, everyone)
+    mean = everyone.reshape(comm.size, 2).mean(axis=0)
+    return dict(latency_ns=float(mean[0]) if asked_latency else None,
+                bw_bytes_per_ns=float(mean[1]) if asked_bw else None, probe_bytes=nbytes)
+
+
+def timing_warnings(asked: dict, delivered: dict | None, tolerance: float = 0.10) -> list[str]:
+    """Warning lines for each emulated-timing figure delivered more than `tolerance` off the asked one.
+
+    asked: pool_latency_ns, pool_bw_bytes_per_ns (0 = off); delivered: `delivered_timing`'s dict.
+    """
+    if not delivered:
+        return []
+    out = []
+    checks = (("latency", "pool_latency_ns", "latency_ns", format_time, "per pool access"),
+              ("bandwidth", "pool_bw_bytes_per_ns", "bw_bytes_per_ns", format_bandwidth,
+               f"paced copies of {format_size(delivered.get('probe_bytes', 0))}"))
+    for what, asked_key, got_key, fmt, how in checks:
+        want, got = asked.get(asked_key) or 0.0, delivered.get(got_key)
+        if not want or got is None:
+            continue
+        if not math.isfinite(got) or abs(got - want) > tolerance * want:
+            shown = fmt(got) if math.isfinite(got) else "unmeasurable"
+            out.append(f"WARNING: emulated pool {what} not delivered: asked {fmt(want)}, delivered {shown} "
+                       f"({how}, the ranks' mean, more than {tolerance:.0%} off): the figures below ran at the "
+                       "delivered timing, not the asked one")
+    return out

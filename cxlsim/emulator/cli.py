@@ -20,10 +20,13 @@ from tqdm import tqdm
 
 from cxlsim import __version__
 from cxlsim.coherence import Coherence
-from cxlsim.emulator.bench import BenchPlan, run_plan
+from cxlsim.emulator import bench
+from cxlsim.emulator.bench import BenchPlan, probe_bytes, rank_buffer_bytes, run_rounds, summarize, timing_warnings
+from cxlsim.emulator.host import (BenchLock, concurrency_warning, cores_warning, placement_warning,
+                                  probe_roundtrip_ns)
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
 from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu
-from cxlsim.emulator.pool import parse_pool_spec
+from cxlsim.emulator.pool import check_room, parse_pool_spec
 from cxlsim.errors import InputError, RunError
 from cxlsim.results import atomic_write, provenance
 from cxlsim.units import UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_sizes, parse_time
@@ -59,6 +62,12 @@ def register(subparsers) -> None:
     p.add_argument("--pool-bandwidth", default=None, metavar="BW",
                    help="emulated CXL timing: pace the kernel's copies into and out of the pool at this "
                         "bandwidth, e.g. 32GB/s (default: not paced; zero-copy reads are never paced)")
+    p.add_argument("--repeat", type=_int_arg("--repeat"), default=3, metavar="K",
+                   help="interleaved rounds over all sizes (default 3): the table gives the median of the round "
+                        "means and their min-max (95%% confidence interval from 5 rounds)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (exit 1) when the emulated CXL timing is delivered more than 10%% off the asked one "
+                        "(default: a warning in the table header)")
     p.add_argument("--launcher", choices=("auto", "local", "mpi"), default="auto",
                    help="auto: MPI if started by mpiexec or --baseline mpi, else local processes")
     p.set_defaults(func=bench_allgather)
@@ -114,6 +123,8 @@ def bench_allgather(args) -> int:
     spec = parse_pool_spec(args.pool)
     if not args.timeout > 0:
         raise InputError(f"--timeout: expected a positive number of seconds, got {args.timeout}")
+    if args.repeat < 1:
+        raise InputError(f"--repeat: expected a whole number >= 1, got {args.repeat}")
     sides = ("zero-copy" if args.zero_copy else "copy",) + (("mpi",) if args.baseline else ())
     plan = BenchPlan(sizes=sizes, sides=sides, iterations=args.iterations, warmup=args.warmup, validate=args.validate)
     timing = pool_timing(args)
@@ -121,30 +132,78 @@ def bench_allgather(args) -> int:
         print("cxlsim bench: note: --pool-bandwidth paces the kernel's copies; in --zero-copy mode the reads "
               "and writes of the slots are the caller's and run unpaced (only --pool-latency applies)",
               file=sys.stderr)
-    options = dict(pool=spec, slot_bytes=max(max(sizes), 64), coherence=args.coherence, timeout_s=args.timeout,
-                   **timing)
+    slot_bytes = max(max(sizes), 64)
+    options = dict(pool=spec, slot_bytes=slot_bytes, coherence=args.coherence, timeout_s=args.timeout, **timing)
     launcher = args.launcher
     if launcher == "auto":
         launcher = "mpi" if inside_mpi() else ("relaunch" if args.baseline else "local")
     if launcher == "relaunch":
         return _relaunch_under_mpiexec(check_np(args.np if args.np is not None else 2))
+    job = (plan, args.repeat, bool(timing["pool_latency_ns"] or timing["pool_bw_bytes_per_ns"]))
     if launcher == "mpi":
-        rows, rank = run_mpi(_mpi_rank, (plan, args.np), **options)
-        if rank != 0:
-            return 0
+        from mpi4py import MPI
+
+        if args.np is not None and args.np != MPI.COMM_WORLD.size:
+            raise InputError(f"--np {args.np} differs from the MPI job's size {MPI.COMM_WORLD.size}")
+        _check_room_on_rank0(MPI.COMM_WORLD, spec, slot_bytes, plan)
+        lock = BenchLock().acquire() if MPI.COMM_WORLD.rank == 0 else None
+        try:
+            others = set(lock.others()) if lock else set()
+            (result, cores), rank = run_mpi(_mpi_rank, job, **options)
+            if rank != 0:
+                return 0
+            others |= set(lock.others())
+        finally:
+            if lock:
+                lock.release()
+        nranks, roundtrips = result["rounds"][0][0]["np"], None
     else:
         if args.baseline:
             raise InputError("--baseline mpi needs MPI ranks: use --launcher auto or mpi (or run under mpiexec)")
         nranks = check_np(args.np if args.np is not None else 2)
-        rows = run_local(nranks, _local_rank, (plan,), **options)[0]
-    coherence = args.coherence or spec.default_coherence
-    print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy), end="")
+        check_room(spec, nranks, slot_bytes, rank_buffer_bytes(plan, nranks),
+                   asked=f"--sizes {format_size(max(sizes))} at --np {nranks}")
+        with BenchLock() as lock:
+            others = set(lock.others())
+            roundtrips = [probe_roundtrip_ns()]
+            result = run_local(nranks, _local_rank, job, **options)[0]
+            roundtrips.append(probe_roundtrip_ns())
+            others |= set(lock.others())
+        cores = len(os.sched_getaffinity(0))
+    timing_problems = timing_warnings(timing, result["delivered"])
+    if timing_problems and args.strict:
+        raise RunError("--strict: " + "; ".join(w.removeprefix("WARNING: ") for w in timing_problems))
+    warnings = (cores_warning(nranks, cores) + concurrency_warning(others) + timing_problems
+                + (placement_warning(roundtrips) if roundtrips else
+                   ["note: the host placement is not probed under mpiexec (the probe forks two processes)"]))
+    rows = summarize(result["rounds"])
+    coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
+    print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy,
+                 warnings=warnings), end="")
     if args.output:
         atomic_write(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
         sidecar = os.path.splitext(args.output)[0] + ".provenance.json"
-        atomic_write(sidecar, json.dumps(bench_provenance(args, spec, coherence), indent=2) + "\n")
+        info = dict(bench_provenance(args, spec, coherence), repeat=args.repeat, warnings=warnings,
+                    delivered_timing=result["delivered"], host_roundtrip_ns=roundtrips)
+        atomic_write(sidecar, json.dumps(info, indent=2) + "\n")
         print(f"# wrote {args.output} and {sidecar}")
     return 0
+
+
+def _check_room_on_rank0(world, spec, slot_bytes, plan) -> None:
+    """check_room on rank 0 of an MPI job, its verdict shared, so every rank stops or none does."""
+    error = None
+    if world.rank == 0:
+        try:
+            check_room(spec, world.size, slot_bytes, rank_buffer_bytes(plan, world.size),
+                       asked=f"--sizes {format_size(max(plan.sizes))} at np {world.size}")
+        except InputError as exc:
+            error = exc
+    error = world.bcast(error, root=0)
+    if error is not None:
+        if world.rank == 0:
+            raise error
+        raise SystemExit(2)
 
 
 def bench_provenance(args, spec, coherence) -> dict:
@@ -160,21 +219,27 @@ def bench_provenance(args, spec, coherence) -> dict:
     return info
 
 
-def _progress(comm, plan):
+def _progress(comm, plan, repeat):
     if comm.rank != 0 or not sys.stderr.isatty():
         return None
-    bar = tqdm(total=len(plan.sizes), desc="allgather sizes", unit="size", leave=False, file=sys.stderr)
+    bar = tqdm(total=repeat * len(plan.sizes), desc="allgather sizes", unit="size", leave=False, file=sys.stderr)
     return lambda n: (bar.update(1), bar.set_postfix_str(format_size(n)))
 
 
-def _local_rank(comm, plan):
-    return run_plan(comm, plan, progress=_progress(comm, plan))
+def _measure(comm, plan, repeat, timed, mpi=None) -> dict:
+    """On every rank: the delivered emulated timing (if on), then the interleaved rounds."""
+    delivered = bench.delivered_timing(comm, probe_bytes(plan.sizes)) if timed else None
+    rounds = run_rounds(comm, plan, repeat, mpi=mpi, progress=_progress(comm, plan, repeat))
+    return dict(rounds=rounds, delivered=delivered)
 
 
-def _mpi_rank(comm, world, plan, np_arg):
-    if np_arg is not None and np_arg != world.size:
-        raise InputError(f"--np {np_arg} differs from the MPI job's size {world.size}")
-    return run_plan(comm, plan, mpi=world, progress=_progress(comm, plan)), world.rank
+def _local_rank(comm, plan, repeat, timed):
+    return _measure(comm, plan, repeat, timed)
+
+
+def _mpi_rank(comm, world, plan, repeat, timed):
+    cores = len(set().union(*world.allgather(os.sched_getaffinity(0))))
+    return (_measure(comm, plan, repeat, timed, mpi=world), cores), world.rank
 
 
 def _relaunch_under_mpiexec(nranks: int) -> int:
@@ -186,38 +251,55 @@ def _relaunch_under_mpiexec(nranks: int) -> int:
     return 0
 
 
-def render(rows: list[dict], *, pool: str, coherence: str, zero_copy: bool) -> str:
-    """OSU-format tables: the pool side (with an MPI/pool ratio column if MPI ran), then MPI."""
+SPREAD_COLUMNS = {"min-max": ("Round Min(us)", "Round Max(us)"), "95% CI": ("95% CI Lo(us)", "95% CI Hi(us)")}
+
+
+def render(rows: list[dict], *, pool: str, coherence: str, zero_copy: bool, warnings=()) -> str:
+    """OSU-format tables: the pool side (with an MPI/pool ratio column if MPI ran), then MPI.
+
+    After OSU's columns come the spread of the round means (see `bench.summarize`); the header
+    says how the columns were made and carries every warning line.
+    """
     out = []
     by_side = {}
     for row in rows:
         by_side.setdefault(row["side"], []).append(row)
     mpi = {r["size_bytes"]: r for r in by_side.get("mpi", [])}
     for side, side_rows in by_side.items():
-        np_ = side_rows[0]["np"]
+        np_, rounds, kind = side_rows[0]["np"], side_rows[0]["rounds"], side_rows[0]["spread"]
         if side == "mpi":
             title = f"MPI_Allgather through mpi4py (np {np_}), same ranks and run, cxlsim v{__version__}"
-            columns = ALLGATHER_COLUMNS
         else:
             title = (f"cxlsim pool allgather v{__version__} (pool {pool}, coherence {coherence}, "
                      f"{side}, np {np_})")
-            columns = ALLGATHER_COLUMNS + (("MPI/pool",) if mpi else ())
+        columns = ALLGATHER_COLUMNS + SPREAD_COLUMNS[kind] + (("MPI/pool",) if side != "mpi" and mpi else ())
+        spread_text = ("the lowest and highest round mean" if kind == "min-max" else
+                       "the 95% confidence interval of the round means' mean (Student's t)")
+        notes = [f"{rounds} interleaved round(s): Avg, Min and Max Latency are the medians of the rounds' "
+                 f"(Avg: of the round means); the {kind} columns are {spread_text}"]
+        if rounds == 1:
+            notes.append("note: one round (--repeat 1): no spread is measured")
         table_rows = []
         for r in side_rows:
-            cells = (r["size_bytes"], r["avg_us"], r["min_us"], r["max_us"], r["iterations"])
+            cells = (r["size_bytes"], r["avg_us"], r["min_us"], r["max_us"], r["iterations"],
+                     r["spread_lo_us"], r["spread_hi_us"])
             if side != "mpi" and mpi:
                 cells += (mpi[r["size_bytes"]]["avg_us"] / r["avg_us"] if r["avg_us"] > 0 else float("nan"),)
             table_rows.append(cells)
-        out.append(format_osu(OSUTable(title=title, columns=columns, rows=tuple(table_rows))))
+        table = format_osu(OSUTable(title=title, columns=columns, rows=tuple(table_rows)))
+        head, rest = table.split("\n", 1)
+        out.append("\n".join([head] + [f"# {line}" for line in notes + list(warnings)] + [rest]))
     return "\n".join(out)
 
 
 def rows_to_csv(rows: list[dict], **extra) -> str:
-    """One CSV line per (side, size), with `extra` columns (pool, coherence) repeated."""
+    """One CSV line per (side, size) of `bench.summarize`'s rows, with `extra` columns (pool, coherence)
+    repeated; round_avg_us holds the round means joined by ';'."""
     buffer = io.StringIO()
-    fields = list(extra) + ["side", "np", "size_bytes", "avg_us", "min_us", "max_us", "iterations"]
+    fields = list(extra) + ["side", "np", "size_bytes", "avg_us", "min_us", "max_us", "iterations", "rounds",
+                            "spread", "spread_lo_us", "spread_hi_us", "round_avg_us"]
     writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({**extra, **row})
+        writer.writerow({**extra, **row, "round_avg_us": ";".join(f"{v:.6g}" for v in row["round_avg_us"])})
     return buffer.getvalue()

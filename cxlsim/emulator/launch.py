@@ -2,15 +2,19 @@
 
 `run_local(np, fn, ...)` creates the pool, forks `np` processes, gives each a
 `PoolComm` and calls ``fn(comm, *args)``; it returns the per-rank results. If a rank
-raises, dies or never arrives, the others fail within their timeout naming the
-missing ranks, `run_local` raises RankFailure naming every failed rank, and the pool
-file is gone in every case.
+raises or never arrives, the others fail within their timeout naming the missing
+ranks; if a rank dies (a signal, or an exit without a report), the launcher ends the
+others at once. Either way `run_local` raises RankFailure naming every failed rank and
+how, and the pool file is gone in every case. A rank never outlives its launcher: each
+asks the kernel for SIGKILL when the launcher exits (PR_SET_PDEATHSIG) and leaves if the
+launcher is already gone.
 
 `run_mpi(fn, ...)` does the same inside an `mpiexec` job: rank 0 creates the pool and
 broadcasts its handle; MPI supplies rank and size.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -25,6 +29,7 @@ from cxlsim.emulator.reference import ReferenceComm
 from cxlsim.errors import InputError, RunError
 
 GRACE_S = 5.0  # extra time the launcher gives ranks beyond their own timeout
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 
 
 class RankFailure(RunError):
@@ -53,9 +58,20 @@ def check_np(nranks) -> int:
     return nranks
 
 
-def _rank_main(rank, handle, fn, args, options, conn):
+def die_with_launcher(launcher_pid: int) -> None:
+    """In a forked rank: have the kernel SIGKILL this process when its launcher exits, and leave
+    at once if the launcher died before that was set (then this process has another parent)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise RunError(f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(ctypes.get_errno())}")
+    if os.getppid() != launcher_pid:
+        os._exit(1)
+
+
+def _rank_main(rank, handle, fn, args, options, conn, launcher_pid):
     """Body of one local rank: attach, run, report ("ok", value) or ("error", text)."""
     try:
+        die_with_launcher(launcher_pid)
         pool = Pool.attach(handle)
         kernel = options.pop("kernel")
         comm = comm_class(kernel).open(pool, rank, **options)
@@ -99,7 +115,7 @@ def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_by
     try:
         for rank in range(nranks):
             parent_end, child_end = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_rank_main, args=(rank, handle, fn, args, options, child_end),
+            proc = ctx.Process(target=_rank_main, args=(rank, handle, fn, args, options, child_end, os.getpid()),
                                name=f"cxlsim-rank-{rank}", daemon=True)
             proc.start()
             child_end.close()
@@ -117,8 +133,9 @@ def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_by
 def _collect(procs, conns, grace_s: float) -> list:
     """Gather one message per rank; a rank that exits without one has died.
 
-    A healthy run may take as long as it needs. Once a rank fails, the others get
-    `grace_s` to finish (they time out naming the missing ranks); then they are killed.
+    A healthy run may take as long as it needs. Once a rank reports a failure, the others
+    get `grace_s` to finish (they time out naming the missing ranks); then they are killed.
+    Once a rank dies, the others are killed at once: they could only wait for it.
     """
     results, failures = {}, {}
     pending = dict(enumerate(conns))
@@ -130,6 +147,7 @@ def _collect(procs, conns, grace_s: float) -> list:
             for rank in pending:
                 failures[rank] = f"still running {grace_s:g} s after rank(s) {sorted(failures)} failed; killed"
             break
+        died = []
         for rank in list(pending):
             conn = pending[rank]
             if conn not in ready and procs[rank].sentinel not in ready:
@@ -139,12 +157,19 @@ def _collect(procs, conns, grace_s: float) -> list:
             except (EOFError, OSError):
                 procs[rank].join(1.0)
                 status, value = "error", _death_message(procs[rank].exitcode)
+                died.append(rank)
             if status == "ok":
                 results[rank] = value
             else:
                 failures[rank] = value
                 give_up_at = give_up_at or time.monotonic() + grace_s
             del pending[rank]
+        if died and pending:
+            what = "; ".join(f"rank {r} {failures[r]}" for r in died)
+            for rank in pending:
+                procs[rank].kill()
+                failures[rank] = f"ended by the launcher at once: {what}"
+            break
     if failures:
         raise RankFailure(failures)
     return [results[r] for r in range(len(procs))]
@@ -158,6 +183,9 @@ def _death_message(exitcode) -> str:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
+        if exitcode == -signal.SIGKILL:
+            return (f"died from {name} (killed by another process, or by the kernel's out-of-memory killer: "
+                    "see dmesg)")
         return f"died from {name}"
     return f"exited with code {exitcode} without a report"
 

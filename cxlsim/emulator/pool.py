@@ -247,6 +247,51 @@ class Pool:
             _unlink_quietly(self.handle.path)
 
 
+MEMINFO = "/proc/meminfo"
+
+
+def available_memory_bytes() -> int | None:
+    """The kernel's estimate of memory available to new allocations (MemAvailable), or None."""
+    try:
+        with open(MEMINFO) as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _amount(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+def check_room(spec: PoolSpec | str, nranks: int, slot_bytes: int, rank_bytes: int, asked: str) -> None:
+    """Refuse a run this machine has no room for, before anything is allocated (InputError naming `asked`).
+
+    The pool (`nranks` slots of `slot_bytes`, twice) lives in RAM for shm and numa, in
+    /dev/shm for shm and numa, on its file or device otherwise; every rank also allocates
+    `rank_bytes` of private buffers. A run that needs more memory than MemAvailable would get
+    a rank killed by the out-of-memory killer part-way; one whose pool does not fit /dev/shm
+    fails to reserve it.
+    """
+    spec = parse_pool_spec(spec) if isinstance(spec, str) else spec
+    pool_bytes = SegmentLayout.plan(nranks, slot_bytes).total_bytes
+    in_ram = spec.kind in ("shm", "numa")
+    if in_ram:
+        free = _free_bytes(SHM_DIR)
+        if 0 <= free < pool_bytes:
+            raise InputError(f"{asked}: the pool needs {_amount(pool_bytes)} in {SHM_DIR}, which has "
+                             f"{_amount(free)} free: lower --sizes or --np, or use --pool file:PATH")
+    needed = (pool_bytes if in_ram else 0) + nranks * rank_bytes
+    available = available_memory_bytes()
+    if available is not None and needed > available:
+        pool_part = f"a {_amount(pool_bytes)} pool in {SHM_DIR} and " if in_ram else ""
+        raise InputError(f"{asked}: the run needs {_amount(needed)} of memory ({pool_part}{nranks} rank(s) x "
+                         f"{_amount(rank_bytes)} of buffers), but this machine has {_amount(available)} available "
+                         f"(MemAvailable): lower --sizes or --np")
+
+
 def _open_new(path: str, spec: PoolSpec) -> int:
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
