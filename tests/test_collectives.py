@@ -331,3 +331,12 @@ def test_closed_form_takes_the_figures_of_the_records_transport():
         analytic.closed_form(registry.algorithm("allgather", "cxl_pool"), cm, 4, 1000)
     with pytest.raises(InputError, match="ring exchanges messages; its closed form takes a network CostModel"):
         analytic.closed_form(ring, object(), 4, 1000)
+
+
+def test_the_des_engine_takes_the_record():
+    ring, ne = registry.algorithm("allgather", "ring"), registry.algorithm("allgather", "neighbor_exchange")
+    by_record = runner.run_algorithm(transport(5), ring, 1000)
+    by_name = runner.run(transport(5), "allgather", "ring", 1000)
+    assert (by_record.latency_ns, by_record.results, by_record.note) == (by_name.latency_ns, by_name.results, None)
+    with pytest.raises(InputError, match="neighbor_exchange cannot run on P=5: needs an even P"):
+        runner.run_algorithm(transport(5), ne, 1000)

@@ -1,11 +1,11 @@
 """The DES engine: run one collective call on a transport and check every rank's result.
 
 `run(transport, collective, name, size_bytes, ctx)` looks the algorithm's
-record up (`registry.lookup`), refuses it on the wrong kind of transport,
-starts one process per rank running the record's `run`, runs the simulation
-to the end and returns an `Outcome`: the latency (ns, from the common start
-to the last rank's completion), each rank's result and a note when the
-requested algorithm fell back to another. `verify`
+record up (`registry.lookup`) and hands it to `run_algorithm`, which refuses it
+on the wrong kind of transport, starts one process per rank running the
+record's `run`, runs the simulation to the end and returns an `Outcome`: the
+latency (ns, from the common start to the last rank's completion), each rank's
+result and a note when the requested algorithm fell back to another. `verify`
 raises AssertionError if any rank's labels are wrong.
 
 Inside a longer workload (e.g. a training step), a rank's own process calls
@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cxlsim.errors import InputError
-from cxlsim.models.collectives.base import NETWORK, Context, Group, reduced_vector, split, vector_of
+from cxlsim.models.collectives.base import NETWORK, Algorithm, Context, Group, reduced_vector, split, vector_of
 from cxlsim.models.collectives.registry import check_transport, lookup
 
-__all__ = ["Context", "Outcome", "run", "call", "initial", "verify"]
+__all__ = ["Context", "Outcome", "run", "run_algorithm", "call", "initial", "verify"]
 
 
 @dataclass
@@ -83,21 +83,35 @@ def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = C
 
 def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = Context(),
         iterations: int = 1, warmup: int = 0) -> Outcome:
-    """Simulate `collective` with algorithm `name` on every rank of `transport`.
+    """Simulate `collective` with algorithm `name` on every rank of `transport` (`run_algorithm` on the
+    record `lookup` finds for the transport's rank count, fallbacks noted)."""
+    algo, note = lookup(collective, name, transport.size)
+    outcome = run_algorithm(transport, algo, size_bytes, ctx, iterations, warmup)
+    outcome.note = note
+    return outcome
+
+
+def run_algorithm(transport, algo: Algorithm, size_bytes: int, ctx: Context = Context(),
+                  iterations: int = 1, warmup: int = 0) -> Outcome:
+    """Simulate the algorithm record `algo` on every rank of `transport`.
 
     Each rank makes `warmup` + `iterations` back-to-back calls, as an OSU loop
     does (no barrier between calls). The latency is the time per timed call:
     from the end of the warm-up (the last rank's end of its last warm-up call,
     or the common start) to the last rank's end of its last call, divided by
     `iterations`. The defaults give one call on a fresh fabric. The results
-    are those of the last call.
+    are those of the last call. InputError if the record needs another kind of
+    transport or cannot run on this many ranks.
     """
     for key, value, low in (("iterations", iterations, 1), ("warmup", warmup, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InputError(f"workload.{key}: expected an integer >= {low}, got {value!r}")
     p = transport.size
-    algo, note = lookup(collective, name, p)
+    reason = algo.check(p) if algo.check else None
+    if reason is not None:
+        raise InputError(f"workload.algorithm: {algo.name} cannot run on P={p}: {reason}")
     check_transport(algo, transport.kind)
+    collective = algo.collective
     env = transport.env
     start, events = env.now, getattr(env, "events", 0)
     calls = warmup + iterations
@@ -112,5 +126,5 @@ def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = C
 
     results = transport.run({r: rank_process(r) for r in range(p)})
     begin = max(finish[warmup - 1].values()) if warmup else start
-    return Outcome((max(finish[-1].values()) - begin) / iterations, algo.name, note, results,
+    return Outcome((max(finish[-1].values()) - begin) / iterations, algo.name, None, results,
                    getattr(env, "events", 0) - events)
