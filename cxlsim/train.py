@@ -2,15 +2,21 @@
 
 `cxlsim train CLUSTER.yaml --model resnet50 --mode sync|async|hybrid|ddp|horovod`
 loads and validates the cluster spec (cxlsim.models.training.cluster), builds
-the job from the GPU and DNN profiles, runs the mode (cxlsim.models.training:
-modes, hybrid, horovod) and prints:
+the job from the GPU and DNN profiles, runs the mode (cxlsim.models.training.modes:
+the built-in modes and the plug-ins') and prints:
 - throughput in samples/s over the whole run;
 - the speedup over one GPU of a stated reference type (default v100) running
   the same model, batch and precision alone (no communication);
 - each worker's busy, communicating and waiting time;
+- for a mode with a memory-server store, the store's load, and a NOTE when
+  the store is the bottleneck (store_load.py);
 - with `--convergence`, next to the raw throughput, the labelled ESTIMATE of
   the optional staleness-aware convergence model (convergence.py):
   progress factor, effective samples/s and time-to-target.
+
+The mode options are the `Option`s of the modes' records (`option_table`):
+each becomes one flag, its help says which modes take it, and a flag the
+chosen mode does not declare is an InputError naming the modes it applies to.
 
 The run workspace (cxlsim.results) holds `cluster.yaml` (the spec with the
 precision the run used; re-loadable), `summary.json` (mode, model, batch,
@@ -22,6 +28,7 @@ i.e. communicating and waiting) and `provenance.json`.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 import yaml
@@ -256,10 +263,13 @@ _PLUGIN_ERROR = None
 
 def register(subparsers) -> None:
     global _KNOWN_MODES, _PLUGIN_ERROR
+    _PLUGIN_ERROR = None
     try:
         _KNOWN_MODES = modes.all_modes()
+        table = option_table(_KNOWN_MODES)
     except InputError as exc:  # a broken plug-in: the built-in modes still get their flags
         _KNOWN_MODES, _PLUGIN_ERROR = {m.name: m for m in modes.BUILT_IN}, exc
+        table = option_table(_KNOWN_MODES)
     p = subparsers.add_parser(
         "train", help="project data-parallel training throughput (EDDIS sync/async/hybrid, PyTorch DDP, Horovod)",
         description="Simulate data-parallel training of a model on the GPUs of CLUSTER.yaml (see "
@@ -293,11 +303,15 @@ def register(subparsers) -> None:
     p.add_argument("--reference-gpu", default=DEFAULT_REFERENCE_GPU,
                    help=f"GPU type of the one-GPU baseline for the speedup (default {DEFAULT_REFERENCE_GPU})")
     p.add_argument("--output", help="workspace directory (default runs/train-NAME-TIMESTAMP)")
-    for flag, (option, users) in option_table(_KNOWN_MODES).items():
+    for flag, (option, users) in table.items():
         text = f"{'/'.join(users)}: {option.help}"
-        if option.switch is not None:
-            p.add_argument(flag, dest=_dest(option), action="store_const", const=True, default=None, help=text)
-        else:
-            p.add_argument(flag, dest=_dest(option), default=None, choices=list(option.choices) or None, help=text,
-                           metavar=None if option.choices else flag[2:].upper().replace("-", "_"))
+        try:
+            if option.switch is not None:
+                p.add_argument(flag, dest=_dest(option), action="store_const", const=True, default=None, help=text)
+            else:
+                p.add_argument(flag, dest=_dest(option), default=None, choices=list(option.choices) or None,
+                               help=text, metavar=None if option.choices else flag[2:].upper().replace("-", "_"))
+        except argparse.ArgumentError:  # a plug-in mode's flag that cxlsim train already has
+            _PLUGIN_ERROR = InputError(f"{flag}: the option of mode(s) {', '.join(users)} clashes with a cxlsim "
+                                       "train option; give it another flag")
     p.set_defaults(func=main)

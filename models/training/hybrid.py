@@ -68,9 +68,10 @@ The CXL placements take their figures from the CXL pool preset `counter_pool`
 from an explicit `counter_costs`. Assumption: the counter's loads cross one
 switch level, whatever the number of hosts.
 
-In this slice the store's bulk data (pushes and pulls) always runs on the
-network transport to memory servers; only the counter's placement varies.
-A CXL-pool store needs the CXL pool transport of issue 4.
+The store's bulk data (pushes and pulls) runs on the network transport to
+the memory servers; only the counter's placement varies (a CXL-pool store is
+modelled for sync only, pool_store.py). `extra` says how busy the store was
+(store_load.py).
 
 >>> from cxlsim.models.training import cluster, core
 >>> spec = cluster.from_dict({"interconnect": "ib-hdr", "precision": "amp", "nodes": [{"gpu": "v100", "repeat": 2}]})

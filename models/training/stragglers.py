@@ -7,7 +7,7 @@ worker's own local iterations). M is the product of three seeded parts, drawn
 in this order so that adding a part never changes the draws of an earlier one:
 
 1. Jitter (`cv`): lognormal with mean 1 and coefficient of variation cv
-   (modes.jitter). No published per-iteration cv exists (gpus.md), so it is a
+   (`jitter`). No published per-iteration cv exists (gpus.md), so it is a
    parameter; cv = 0 gives exactly the profile times.
 2. Transient slowdowns (`Slowdown`): a worker that is not already slowed
    enters a slow episode at each of its iterations with probability
