@@ -112,7 +112,7 @@ def main() -> int:
 
     class Args:
         output = ws.path
-    cal._report_local(Args, result)
+    cal.report_local(Args, result)
     ok_all = True
     rt = result["model"].roundtrip_ns
     slow = args.fast_roundtrip > 0 and rt["hw"] > args.fast_roundtrip

@@ -31,7 +31,7 @@ from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes, pa
 
 __all__ = [
     "ConfigError", "option", "section", "choice", "integer", "text", "read_text", "load_yaml", "load", "from_dict",
-    "to_dict", "get", "with_overrides",
+    "to_dict", "get", "with_overrides", "set_keys", "changed_keys",
     "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
     "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig",
 ]
@@ -211,6 +211,43 @@ def with_overrides(cfg, overrides: dict):
             node = node[key]
         node[keys[-1]] = value
     return from_dict(data, type(cfg))
+
+
+def set_keys(data: dict, schema=None) -> list[str]:
+    """The dotted keys of `schema` (default `Scenario`) that a raw mapping (as from YAML) sets: present with a
+    value other than None, sections walked; keys the schema does not know are left to `from_dict` to refuse."""
+    out = []
+
+    def walk(cls, node, path):
+        if not isinstance(node, dict):
+            return
+        by_key = _fields_by_key(cls)
+        for key, value in node.items():
+            f = by_key.get(key)
+            if f is None or value is None:
+                continue
+            if "section" in f.metadata:
+                walk(f.metadata["section"], value, _join(path, key))
+            else:
+                out.append(_join(path, key))
+    walk(schema or Scenario, data, "")
+    return out
+
+
+def changed_keys(cfg) -> list[str]:
+    """The dotted keys of a validated config whose value differs from the schema's default."""
+    out = []
+
+    def walk(node, path):
+        for f in fields(node):
+            value = getattr(node, f.name)
+            where = _join(path, f.metadata["key"])
+            if "section" in f.metadata:
+                walk(value, where)
+            elif f.default is MISSING or value != f.default:
+                out.append(where)
+    walk(cfg, "")
+    return out
 
 
 # ---------------------------------------------------------------- parsers

@@ -2,251 +2,145 @@
 
 `run(scenario)` turns a validated `cxlsim.config.Scenario` into one projected
 latency per message size:
-1. resolve the preset with the scenario's overrides (`resolve_preset`);
-2. build the topology graph (`build_graph`) and the placement of ranks;
-3. per size, pick the algorithm (or ask the MPICH/Open MPI selector when it
-   is 'auto') and either evaluate its closed form (`engine: analytic`) or
-   simulate it on a freshly built network (`engine: des`), checking every
-   rank's payload labels.
+1. find the preset `fabric.preset` names (`find_preset`): a registered network
+   or CXL pool preset (`cxlsim.fabric.preset`, plug-ins included) or a
+   calibration profile PATH.json (`cxlsim.calibrate.project`);
+2. refuse every scenario key the preset does not use (`unused_keys`): each
+   preset kind declares its keys, and a setting it would ignore is an error
+   naming the key and the kinds it applies to;
+3. elaborate the fabric (`Preset.elaborate`: the preset with the scenario's
+   overrides, and the run's choices) and project the collective on it: a network
+   by `cxlsim.projection.run_network`, a CXL pool by its pool algorithms
+   (`cxl_pool`, `cxl_pool_zero_copy`; 'auto' means `cxl_pool`) on a
+   `CXLPoolTransport` (DES) or by their closed form on the same transport's
+   figures (analytic), a calibration profile as `cxlsim calibrate --profile` does.
 
-`cxlsim simulate [SCENARIO.yaml] [--nodes N ...]` prints an OSU-style table
-and writes a run workspace (cxlsim.results). With no scenario file it uses
-DEFAULT_SCENARIO, so `cxlsim simulate --nodes 8 --preset ib-hdr` just works.
-
-CXL pools. When `fabric.preset` names a CXL pool preset (`cxl2-pool`,
-`cxl3-pool`; cxlsim.fabric.cxl_presets) the fabric is `fabric.nodes` hosts,
-one rank each, on a CXL switch (or a two-level tree) sharing the pool, set by
-the `fabric.cxl` section (coherence, devices, switch_levels, load_latency,
-outstanding_lines, device_bandwidth, chunk; `resolve_cxl`). Only pool
-algorithms run there (`cxl_pool`, `cxl_pool_zero_copy`; 'auto' means
-`cxl_pool`): the DES engine simulates them on a `CXLPoolTransport`, the
-analytic engine evaluates `cxl_pool_closed_form` on the same transport's
-figures. Network algorithms on a CXL preset, pool algorithms on a network
-preset, and network-only keys (links, switch, nic, topology other than star,
-several ranks per node) are errors that name the key.
-
-Calibration profiles. `fabric.preset` may name a profile written by `cxlsim
-calibrate` (a `.json` path): the allgather is then projected with it as `cxlsim
-calibrate --profile` does (`cxlsim.calibrate.project`).
+`cxlsim simulate [SCENARIO.yaml] [--nodes N ...]` prints an OSU-style table and
+writes a run workspace (cxlsim.results) whose config.yaml holds every figure the
+run used. A scenario file's keys override DEFAULT_SCENARIO's, so an empty file,
+like no file, is the defaults (`cxlsim simulate --nodes 8 --preset ib-hdr`
+just works); flags override both. A flag the preset does not use is refused
+like its key.
 """
 from __future__ import annotations
 
-import dataclasses
+import copy
 import sys
 import time
 
 from cxlsim import config
-from cxlsim.calibrate.project import is_profile, run_profile
+from cxlsim.calibrate.project import PROFILE_KEYS, ProfilePreset, ProfileSetup, is_profile, run_profile
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
-from cxlsim.fabric import topology
-from cxlsim.fabric.cxl_presets import CXL_PRESETS, get_cxl_preset
-from cxlsim.fabric.cxl_transport import CXLPoolTransport
-from cxlsim.fabric.engine import Environment
-from cxlsim.fabric.network import build
-from cxlsim.fabric.placement import Placement
-from cxlsim.fabric.presets import PRESETS, get_preset
-from cxlsim.fabric.transport import NetworkTransport
+from cxlsim.fabric.cxl_setup import CXLSetup
+from cxlsim.fabric.cxl_presets import BUILTIN_CXL_PRESETS
+from cxlsim.fabric.network_setup import NetworkSetup
+from cxlsim.fabric.preset import COMMON_KEYS, Preset, covers, find, presets, unused, uses
+from cxlsim.fabric.presets import BUILTIN_NETWORK_PRESETS
 from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.base import check_transport, lookup
-from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
-from cxlsim.models.collectives.selectors import select
+from cxlsim.models.collectives.registry import check_transport, lookup
+from cxlsim.projection import run_network
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_sizes
 
-__all__ = ["DEFAULT_SCENARIO", "resolve_preset", "resolved", "build_graph", "build_transport", "is_cxl",
-           "resolve_cxl", "CXLSetup", "build_pool_transport", "run", "osu_table", "register"]
+__all__ = ["DEFAULT_SCENARIO", "FLAGS", "find_preset", "unused_keys", "applies_to", "elaborate", "resolved",
+           "run", "osu_table", "register"]
 
 DEFAULT_SCENARIO = {
     "name": "simulate",
     "fabric": {"preset": "ib-hdr", "nodes": 8},
     "workload": {"collective": "allgather", "algorithm": "auto", "sizes": "1B:1MiB"},
 }
-"""The scenario used when no file is given (flags override it)."""
+"""The scenario a scenario file's keys override (and that runs when no file is given)."""
+
+FLAGS = {"fabric.nodes": "--nodes", "fabric.ranks_per_node": "--ranks-per-node", "fabric.placement": "--placement",
+         "fabric.preset": "--preset", "fabric.topology": "--topology", "workload.algorithm": "--algorithm",
+         "workload.collective": "--collective", "workload.selector": "--selector", "engine": "--engine",
+         "seed": "--seed", "fabric.cxl.coherence": "--coherence", "fabric.cxl.switch_levels": "--switch-levels",
+         "fabric.cxl.devices": "--devices", "workload.chunk": "--chunk", "output.dir": "--output",
+         "workload.iterations": "--iterations", "workload.warmup": "--warmup", "workload.sizes": "--sizes"}
+"""The scenario key each `cxlsim simulate` option sets."""
 
 
-def _merge(params, overrides):
-    values = {f.name: getattr(overrides, f.name) for f in dataclasses.fields(overrides)
-              if getattr(overrides, f.name) is not None and hasattr(params, f.name)}
-    try:
-        return dataclasses.replace(params, **values)
-    except ValueError as exc:
-        raise InputError(f"fabric: {exc}") from None
+def find_preset(name: str) -> Preset:
+    """The preset `fabric.preset` names: a calibration profile PATH.json, or a registered preset."""
+    return ProfilePreset.load(name) if is_profile(name) else find(name)
 
 
-def is_cxl(fabric: config.FabricConfig) -> bool:
-    """True if `fabric.preset` names a CXL pool preset."""
-    return fabric.preset in CXL_PRESETS
+def _kinds() -> dict:
+    """{kind: its scenario keys} over the registered presets' kinds and the calibration profiles'."""
+    kinds = {}
+    for preset in presets().values():
+        kinds.setdefault(preset.kind, tuple(preset.scenario_keys))
+    for profile_kind, keys in PROFILE_KEYS.items():
+        kinds.setdefault(ProfilePreset.kind_of[profile_kind], keys)
+    return kinds
 
 
-def _unknown_preset(name):
-    known = sorted(PRESETS) + sorted(CXL_PRESETS)
-    return InputError(f"fabric.preset: unknown preset {name!r}; expected one of {', '.join(known)}")
+def applies_to(key: str) -> list[str]:
+    """The preset kinds that use the dotted scenario `key` (one table: the kinds' own declarations)."""
+    if covers(COMMON_KEYS, key):
+        return ["every preset"]
+    return [f"{kind}s" for kind, keys in _kinds().items() if covers(keys, key)]
 
 
-@dataclasses.dataclass(frozen=True)
-class CXLSetup:
-    """A scenario's CXL pool: the preset with its overrides, and the choices made for the run."""
-
-    preset: object
-    """The `CXLPoolPreset` with `fabric.cxl` and `fabric.host` overrides applied."""
-    coherence: str
-    switch_levels: int
-    devices: int
-    chunk_bytes: int
-
-
-def _one_level_load_ns(preset) -> float:
-    link = preset.link.traversal_ns
-    return 2 * (preset.host_path.port_latency_ns + 2 * link + preset.switch.hop_latency_ns) + \
-        preset.device.media_latency_ns
+def _refuse(preset: Preset, keys: list[str], flags: dict) -> None:
+    """InputError naming each of `keys` (as its CLI option when `flags` maps it) and what it applies to."""
+    if not keys:
+        return
+    groups = {}  # what they apply to -> the keys (as the user gave them)
+    for key in keys:
+        groups.setdefault(" and ".join(applies_to(key)) or "no preset", []).append(flags.get(key, key))
+    clauses = [f"{'it' if len(keys) == 1 else ' and '.join(names)} appl{'ies' if len(names) == 1 else 'y'} to "
+               f"{kinds}" for kinds, names in groups.items()]
+    given = ", ".join(f"{flags[k]} ({k})" if k in flags else k for k in keys)
+    raise InputError(f"{given}: the {preset.kind} {preset.name} does not use {'it' if len(keys) == 1 else 'them'} "
+                     f"({'; '.join(clauses)}); remove {'it' if len(keys) == 1 else 'them'}")
 
 
-def resolve_cxl(fabric: config.FabricConfig) -> CXLSetup:
-    """The CXL pool a scenario names, checked: preset, overrides, coherence and switch levels.
+def unused_keys(scenario: dict) -> list[str]:
+    """The dotted keys a raw scenario mapping (as from YAML) sets that its preset does not use.
 
-    `fabric.cxl.load_latency` scales every latency figure of the preset (core
-    to port, links and retimers, switch hop, media) by one factor, so the
-    unloaded load through one switch level equals it; the host bandwidth,
-    outstanding requests x 64 B / load latency, moves with it (Little's law).
+    A key is set when it is present with a value other than None. The preset is the mapping's
+    `fabric.preset` (none: [], the schema reports it missing); an unknown preset or unreadable
+    profile is an InputError naming it. Keys the schema does not know are left to
+    `cxlsim.config.from_dict`. `cxlsim simulate` refuses a scenario for which this is not empty.
     """
-    if not is_cxl(fabric):
-        raise _unknown_preset(fabric.preset)
-    for key, overrides in (("links", fabric.links), ("switch", fabric.switch), ("nic", fabric.nic)):
-        given = [f.metadata["key"] for f in dataclasses.fields(overrides) if getattr(overrides, f.name) is not None]
-        if given:
-            raise InputError(f"fabric.{key}.{given[0]}: a network setting, but {fabric.preset} is a CXL pool; "
-                             "set CXL figures in fabric.cxl")
-    if fabric.topology != "star":
-        raise InputError(f"fabric.topology: a CXL pool builds its own switch (or switch tree, "
-                         f"fabric.cxl.switch_levels); expected 'star' (the default), got {fabric.topology!r}")
-    if fabric.ranks_per_node != 1:
-        raise InputError(f"fabric.ranks_per_node: the CXL pool model runs one rank per host; expected 1, "
-                         f"got {fabric.ranks_per_node}")
-    preset = get_cxl_preset(fabric.preset)
-    cx = fabric.cxl
-    if cx.load_latency_ns is not None:
-        k = cx.load_latency_ns / _one_level_load_ns(preset)
-        preset = dataclasses.replace(
-            preset,
-            host_path=dataclasses.replace(preset.host_path, port_latency_ns=preset.host_path.port_latency_ns * k),
-            link=dataclasses.replace(preset.link, latency_ns=preset.link.latency_ns * k,
-                                     retimer_latency_ns=preset.link.retimer_latency_ns * k),
-            switch=dataclasses.replace(preset.switch, hop_latency_ns=preset.switch.hop_latency_ns * k),
-            device=dataclasses.replace(preset.device, media_latency_ns=preset.device.media_latency_ns * k))
-    if cx.outstanding_lines is not None:
-        preset = dataclasses.replace(preset, host_path=dataclasses.replace(
-            preset.host_path, outstanding_lines=cx.outstanding_lines))
-    if cx.device_bw_bytes_per_ns is not None:
-        preset = dataclasses.replace(preset, device=dataclasses.replace(
-            preset.device, media_bw_bytes_per_ns=cx.device_bw_bytes_per_ns))
-    preset = dataclasses.replace(preset, host=_merge(preset.host, fabric.host))
-    coherence = cx.coherence or ("hw" if "hw" in preset.coherence_modes else "flush")
-    ports = cx.devices * preset.device.heads
-    levels = cx.switch_levels or (1 if fabric.nodes + ports <= preset.switch.max_ports
-                                  or preset.max_switch_levels == 1 else 2)
-    try:
-        preset.check(coherence, levels)
-    except InputError as exc:
-        raise InputError(f"fabric.cxl.{exc}") from None
-    try:
-        if levels == 1:
-            preset.switch.check_ports(fabric.nodes, ports)
-        else:
-            preset.switch.tree_leaves(fabric.nodes, ports)
-    except InputError as exc:
-        raise InputError(f"fabric.nodes: {fabric.nodes} on {levels} switch level(s): {exc}") from None
-    return CXLSetup(preset, coherence, levels, cx.devices, cx.chunk_bytes)
+    name = (scenario.get("fabric") or {}).get("preset") if isinstance(scenario, dict) else None
+    if not isinstance(name, str) or not name:
+        return []
+    return unused(find_preset(name), config.set_keys(scenario))
 
 
-def build_pool_transport(scenario: config.Scenario, setup: CXLSetup | None = None) -> CXLPoolTransport:
-    """A fresh environment and CXL pool transport for one simulated call."""
-    setup = setup or resolve_cxl(scenario.fabric)
-    return CXLPoolTransport(setup.preset, scenario.fabric.nodes, coherence=setup.coherence, env=Environment(),
-                            devices=setup.devices, chunk_bytes=setup.chunk_bytes, switch_levels=setup.switch_levels)
-
-
-def resolve_preset(fabric: config.FabricConfig):
-    """The scenario's preset with its `links`, `switch`, `nic` and `host` overrides applied."""
-    if is_cxl(fabric):
-        raise InputError(f"fabric.preset: {fabric.preset} is a CXL pool; use resolve_cxl")
-    try:
-        preset = get_preset(fabric.preset)
-    except InputError:
-        raise _unknown_preset(fabric.preset) from None
-    kind = fabric.switch.kind or preset.switch_kind
-    return dataclasses.replace(
-        preset,
-        switch_kind=kind,
-        link=_merge(preset.link, fabric.links),
-        switch=_merge(preset.switch, fabric.switch),
-        nic=_merge(preset.nic, fabric.nic),
-        host=_merge(preset.host, fabric.host),
-    )
+def elaborate(scenario: config.Scenario):
+    """(preset, setup) of a validated scenario: its preset, refusing any key it does not use that the
+    scenario sets away from its default, and the fabric elaborated for the run."""
+    preset = find_preset(scenario.fabric.preset)
+    _refuse(preset, unused(preset, config.changed_keys(scenario)), {})
+    return preset, preset.elaborate(scenario.fabric)
 
 
 def resolved(scenario: config.Scenario) -> config.Scenario:
     """The scenario with every preset figure written out, so the run does not depend on the preset table."""
-    gbs, ns = (lambda v: f"{v!r} GB/s"), (lambda v: f"{v!r} ns")
-    if is_profile(scenario.fabric.preset):  # its figures are the profile file's (kept beside the run)
-        return scenario
-    if is_cxl(scenario.fabric):
-        setup = resolve_cxl(scenario.fabric)
-        p = setup.preset
-        return config.with_overrides(scenario, {
-            "fabric.cxl.coherence": setup.coherence, "fabric.cxl.switch_levels": setup.switch_levels,
-            "fabric.cxl.load_latency": ns(_one_level_load_ns(p)),
-            "fabric.cxl.outstanding_lines": p.host_path.outstanding_lines,
-            "fabric.cxl.device_bandwidth": gbs(p.device.media_bw_bytes_per_ns),
-            "fabric.host.memcpy_bandwidth": gbs(p.host.memcpy_bw_bytes_per_ns),
-            "fabric.host.reduce_bandwidth": gbs(p.host.reduce_bw_bytes_per_ns),
-        })
-    p = resolve_preset(scenario.fabric)
-    return config.with_overrides(scenario, {
-        "fabric.links.bandwidth": gbs(p.link.bw_bytes_per_ns), "fabric.links.latency": ns(p.link.latency_ns),
-        "fabric.switch.kind": p.switch_kind, "fabric.switch.latency": ns(p.switch.latency_ns),
-        "fabric.switch.mode": p.switch.mode, "fabric.nic.overhead": ns(p.nic.overhead_ns),
-        "fabric.nic.gap": ns(p.nic.gap_ns), "fabric.nic.gap_per_byte": ns(p.nic.gap_per_byte_ns),
-        "fabric.host.memcpy_bandwidth": gbs(p.host.memcpy_bw_bytes_per_ns),
-        "fabric.host.reduce_bandwidth": gbs(p.host.reduce_bw_bytes_per_ns),
-    })
+    _, setup = elaborate(scenario)
+    return config.with_overrides(scenario, setup.written_out())
 
 
-def build_graph(fabric: config.FabricConfig):
-    """The topology graph the scenario names (star, fat_tree or a file)."""
-    if fabric.topology == "star":
-        return topology.star(fabric.nodes)
-    if fabric.topology == "fat_tree":
-        per_leaf = fabric.hosts_per_leaf or fabric.nodes
-        return topology.fat_tree(fabric.nodes, per_leaf, fabric.oversubscription, fabric.spines)
-    if fabric.topology.endswith((".yaml", ".yml", ".graphml", ".xml")):
-        graph = topology.load(fabric.topology)
-        found = len(topology.hosts(graph))
-        if found != fabric.nodes:
-            raise InputError(f"fabric.nodes: {fabric.nodes} but topology {fabric.topology!r} has {found} hosts")
-        return graph
-    raise InputError(f"fabric.topology: expected 'star', 'fat_tree' or a .yaml/.graphml file, "
-                     f"got {fabric.topology!r}")
+def _used_only(data: dict, preset: Preset, path: str = "") -> dict:
+    """`data` (a config's YAML form) without the keys `preset` does not use."""
+    out = {}
+    for key, value in data.items():
+        dotted = f"{path}.{key}" if path else key
+        if isinstance(value, dict):
+            kept = _used_only(value, preset, dotted)
+            if kept:
+                out[key] = kept
+        elif uses(preset, dotted):
+            out[key] = value
+    return out
 
 
-def build_transport(scenario: config.Scenario, preset=None, graph=None) -> NetworkTransport:
-    """A fresh environment, network and transport for one simulated call."""
-    fabric = scenario.fabric
-    net = build(graph if graph is not None else build_graph(fabric), preset or resolve_preset(fabric), Environment())
-    placement = Placement(fabric.nodes, fabric.ranks_per_node, fabric.placement)
-    return NetworkTransport(net, placement, scenario.workload.chunk_bytes)
-
-
-def _context(scenario, placement) -> runner.Context:
-    wl = scenario.workload
-    if wl.root >= placement.size:
-        raise InputError(f"workload.root: expected a rank below P={placement.size}, got {wl.root}")
-    if wl.inter_algorithm == "hierarchical":
-        raise InputError("workload.inter_algorithm: expected a flat allgather algorithm, got 'hierarchical'")
-    return runner.Context(groups=tuple(map(tuple, placement.groups())), inter=wl.inter_algorithm, root=wl.root)
-
-
-def _run_pool(scenario: config.Scenario, bar) -> list[dict]:
-    setup = resolve_cxl(scenario.fabric)
+def _run_pool(scenario: config.Scenario, setup: CXLSetup, bar) -> list[dict]:
     wl = scenario.workload
     p = scenario.fabric.nodes
     if wl.collective != "allgather":
@@ -261,12 +155,11 @@ def _run_pool(scenario: config.Scenario, bar) -> list[dict]:
         start = time.perf_counter()
         if scenario.engine == "analytic":
             if figures is None:
-                figures = build_pool_transport(scenario, setup).figures()
-            latency_ns = cxl_pool_closed_form(figures, p, size, setup.coherence,
-                                              zero_copy=algo.name == "cxl_pool_zero_copy")
+                figures = setup.new_transport(p).figures()
+            latency_ns = analytic.closed_form(algo, figures, p, size)
             events = 0
         else:
-            outcome = runner.run(build_pool_transport(scenario, setup), wl.collective, algo.name, size,
+            outcome = runner.run(setup.new_transport(p), wl.collective, algo.name, size,
                                  iterations=wl.iterations, warmup=wl.warmup)
             try:
                 runner.verify(wl.collective, p, runner.Context(), outcome.results)
@@ -281,6 +174,10 @@ def _run_pool(scenario: config.Scenario, bar) -> list[dict]:
     return rows
 
 
+RUNNERS = {NetworkSetup: run_network, CXLSetup: _run_pool, ProfileSetup: run_profile}
+"""How each kind of elaborated fabric projects a scenario: runner(scenario, setup, bar) -> rows."""
+
+
 def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
     """One row per size: size_bytes, latency_us, algorithm, note, engine, events, wall_s.
 
@@ -291,65 +188,21 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
     if scenario.engine == "analytic" and (wl.iterations, wl.warmup) != (1, 0):
         raise InputError(f"workload.iterations: the closed forms cost one call on a fresh fabric; back-to-back "
                          f"calls (iterations {wl.iterations}, warmup {wl.warmup}) need engine: des")
+    _, setup = elaborate(scenario)
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=len(scenario.workload.sizes_bytes), desc="simulate", unit="size", file=sys.stderr,
                    leave=False)
     try:
-        if is_profile(scenario.fabric.preset):
-            return run_profile(scenario, bar)
-        if is_cxl(scenario.fabric):
-            return _run_pool(scenario, bar)
-        return _run_network(scenario, bar)
+        return RUNNERS[type(setup)](scenario, setup, bar)
     finally:
         if bar:
             bar.close()
 
 
-def _run_network(scenario: config.Scenario, bar) -> list[dict]:
-    preset = resolve_preset(scenario.fabric)
-    graph = build_graph(scenario.fabric)
-    wl = scenario.workload
-    placement = Placement(scenario.fabric.nodes, scenario.fabric.ranks_per_node, scenario.fabric.placement)
-    ctx = _context(scenario, placement)
-    p = placement.size
-    cost_model = None
-    rows = []
-    for size in wl.sizes_bytes:
-        name, note = (wl.algorithm, None)
-        if name == "auto":
-            name, note = select(wl.selector, wl.collective, p, size)
-        check_transport(lookup(wl.collective, name, p)[0], "network")
-        start = time.perf_counter()
-        if scenario.engine == "analytic":
-            if cost_model is None:
-                cost_model = analytic.CostModel.from_network(build(graph, preset, Environment()), wl.chunk_bytes)
-            latency_ns, used, fallback = analytic.cost(wl.collective, name, p, size, cost_model, ctx)
-            events = 0
-        else:
-            transport = build_transport(scenario, preset, graph)
-            outcome = runner.run(transport, wl.collective, name, size, ctx, wl.iterations, wl.warmup)
-            try:
-                runner.verify(wl.collective, p, ctx, outcome.results)
-            except AssertionError as exc:
-                raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
-            latency_ns, used, fallback, events = outcome.latency_ns, outcome.algorithm, outcome.note, outcome.events
-        inter_note = None
-        if used == "hierarchical":  # the leaders' algorithm may fall back too
-            _, inter_note = lookup("allgather", ctx.inter, len(ctx.groups))
-        notes = "; ".join(n for n in (note, fallback, inter_note and f"leaders: {inter_note}") if n)
-        rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": used,
-                     "note": notes, "engine": scenario.engine, "events": events,
-                     "wall_s": time.perf_counter() - start})
-        if bar:
-            bar.update(1)
-    return rows
-
-
 def osu_table(scenario: config.Scenario, rows: list[dict]) -> str:
     """OSU-format text: '#' header lines, then the columns 'Size  Avg Latency(us)'."""
-    f = scenario.fabric
     spans = []  # (first size, last size, algorithm) runs
     for row in rows:
         if spans and spans[-1][2] == row["algorithm"]:
@@ -357,10 +210,7 @@ def osu_table(scenario: config.Scenario, rows: list[dict]) -> str:
         else:
             spans.append([row["size_bytes"], row["size_bytes"], row["algorithm"]])
     algos = "; ".join(f"{format_size(a)}{'' if a == b else '-' + format_size(b)} {name}" for a, b, name in spans)
-    where = (f"calibration profile {f.preset}, {f.nodes} ranks" if is_profile(f.preset) else
-             f"{f.preset}, {f.cxl.coherence} coherence, {f.cxl.devices} device(s), {f.cxl.switch_levels} switch "
-             f"level(s), {f.nodes} hosts x 1 rank" if is_cxl(f) else
-             f"{f.preset}, {f.topology}, {f.nodes} nodes x {f.ranks_per_node} ranks ({f.placement})")
+    where = elaborate(scenario)[1].describe(scenario.fabric.nodes)
     lines = [f"# cxlsim projected {scenario.workload.collective} latency ({scenario.engine} engine)",
              f"# fabric: {where}",
              f"# algorithms: {algos}",
@@ -389,23 +239,46 @@ def _plot(workspace, scenario, rows):
 
 
 def _overrides(args) -> dict:
-    flags = {"fabric.nodes": args.nodes, "fabric.ranks_per_node": args.ranks_per_node,
-             "fabric.placement": args.placement,
-             "fabric.preset": args.preset, "fabric.topology": args.topology,
-             "workload.algorithm": args.algorithm, "workload.collective": args.collective,
-             "workload.selector": args.selector, "engine": args.engine, "seed": args.seed,
-             "fabric.cxl.coherence": args.coherence, "fabric.cxl.switch_levels": args.switch_levels,
-             "fabric.cxl.devices": args.devices,
-             "workload.chunk": args.chunk, "output.dir": args.output,
-             "workload.iterations": args.iterations, "workload.warmup": args.warmup}
-    if args.sizes is not None:
-        flags["workload.sizes"] = parse_sizes(args.sizes)
-    return {k: v for k, v in flags.items() if v is not None}
+    """{dotted key: value} of the options given on the command line."""
+    given = {key: getattr(args, flag[2:].replace("-", "_")) for key, flag in FLAGS.items()}
+    if given["workload.sizes"] is not None:
+        given["workload.sizes"] = parse_sizes(given["workload.sizes"])
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _layered(base: dict, top: dict) -> dict:
+    """`top` (a nested mapping) over `base`, key by key."""
+    out = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _layered(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def scenario_from(path: str | None, overrides: dict) -> tuple[config.Scenario, Preset]:
+    """The scenario `cxlsim simulate` runs: the file's keys over DEFAULT_SCENARIO, then `overrides`
+    (dotted keys), validated; every set key the preset does not use is refused, named by its flag."""
+    data = _layered(DEFAULT_SCENARIO, config.load_yaml(path, "scenario file") if path else {})
+    if not isinstance(data, dict):
+        raise config.ConfigError(f"scenario file {path!r}: expected a mapping of keys, got {data!r}")
+    for dotted, value in overrides.items():
+        node = data
+        *sections, last = dotted.split(".")
+        for key in sections:
+            if not isinstance(node.get(key), dict):
+                node[key] = {}
+            node = node[key]
+        node[last] = value
+    scenario = config.from_dict(data)
+    preset = find_preset(scenario.fabric.preset)
+    _refuse(preset, unused(preset, config.set_keys(data)), {k: FLAGS[k] for k in overrides})
+    return scenario, preset
 
 
 def main(args) -> int:
-    base = config.load(args.scenario) if args.scenario else config.from_dict(DEFAULT_SCENARIO)
-    scenario = config.with_overrides(base, _overrides(args))
+    scenario, preset = scenario_from(args.scenario, _overrides(args))
     _, seed = make_rng(scenario.seed)  # the DES is deterministic; the seed is recorded for provenance
     scenario = resolved(config.with_overrides(scenario, {"seed": seed}))
     rows = run(scenario, progress=not args.quiet and sys.stderr.isatty())
@@ -414,7 +287,7 @@ def main(args) -> int:
         print(f"# note: {note}")
     out = scenario.output.dir
     workspace = Workspace(out) if out else Workspace.new("runs", scenario.name)
-    workspace.write_config(config.to_dict(scenario))
+    workspace.write_config(_used_only(config.to_dict(scenario), preset))
     workspace.write_provenance(seed)
     columns = ["size_bytes", "latency_us", "algorithm", "note", "engine", "events"]
     workspace.write_csv("latency", rows, columns)
@@ -436,10 +309,13 @@ def register(subparsers) -> None:
     p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
     p.add_argument("--placement", choices=["block", "round_robin"],
                    help="ranks on hosts: block (default; consecutive ranks share a host) or round_robin")
-    p.add_argument("--preset", help=f"fabric preset: {', '.join(sorted(PRESETS))} (default ib-hdr), a CXL pool: "
-                                    f"{', '.join(sorted(CXL_PRESETS))} (algorithm cxl_pool or cxl_pool_zero_copy), "
-                                    "or a calibration profile PATH.json written by 'cxlsim calibrate'")
-    p.add_argument("--coherence", choices=["hw", "flush"],
+    p.add_argument("--preset", help="fabric preset (default ib-hdr): a network preset "
+                                    f"({', '.join(p.name for p in BUILTIN_NETWORK_PRESETS)}), a CXL pool preset "
+                                    f"({', '.join(p.name for p in BUILTIN_CXL_PRESETS)}; algorithm cxl_pool or "
+                                    "cxl_pool_zero_copy), a plug-in's preset (CXLSIM_PLUGINS), or a calibration "
+                                    "profile PATH.json written by 'cxlsim calibrate'; an option the preset does "
+                                    "not use is an error")
+    p.add_argument("--coherence", choices=list(Coherence.names()),
                    help="CXL pool coherence (default: hw if the preset has it, else flush)")
     p.add_argument("--switch-levels", type=int, choices=[1, 2],
                    help="CXL switch levels (default: 1 if the hosts fit on one switch, else 2)")

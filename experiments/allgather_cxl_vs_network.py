@@ -63,9 +63,9 @@ import time
 
 from cxlsim import config
 from cxlsim.errors import InputError
+from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.models.collectives.selectors import select
 from cxlsim.results import Workspace, make_rng
-from cxlsim.simulate import resolve_cxl
 from cxlsim.simulate import run as simulate
 from cxlsim.units import format_size, parse_size
 
@@ -124,7 +124,8 @@ def cxl_scenario(preset, coherence, nodes, sizes, engine, **cxl):
 def cxl_levels(preset, coherence, nodes, **cxl) -> tuple[int | None, str]:
     """The switch levels the scenario resolves to, or (None, why it cannot be built)."""
     try:
-        return resolve_cxl(cxl_scenario(preset, coherence, nodes, [1], "analytic", **cxl).fabric).switch_levels, ""
+        fabric = cxl_scenario(preset, coherence, nodes, [1], "analytic", **cxl).fabric
+        return get_cxl_preset(preset).elaborate(fabric).switch_levels, ""
     except InputError as exc:
         return None, str(exc)
 

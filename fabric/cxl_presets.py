@@ -26,23 +26,42 @@ Sources (../shared/reference/hardware.md):
   cascaded switches; pools share memory only through multi-headed devices with
   software coherence ('flush'). CXL 3.0 adds HDM-DB back-invalidation ('hw')
   and switch trees (papers.md, hardware.md).
+- [CAP] Assumption: 256 GiB per device (a figure of the device class; no
+  result here depends on it beyond the pool fitting in it).
+- [HEAD] Assumption: single-headed devices, one switch port each.
+
+A `CXLPoolPreset` is the CXL kind of `cxlsim.fabric.preset.Preset`: every figure
+is a field (nothing is filled in behind its back), it uses the scenario keys of
+`CXL_KEYS` and elaborates a scenario's fabric section into a `CXLSetup`
+(`cxlsim.fabric.cxl_setup`). A plug-in declares one the same way, in its
+`PRESETS` list (`cxlsim.plugins`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from cxlsim import plugins
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl import CXLDeviceParams, CXLHostParams, CXLLinkParams, CXLSwitchParams
 from cxlsim.fabric.host import HostParams
 
-__all__ = ["CXLPoolPreset", "CXL_PRESETS", "get_cxl_preset", "COHERENCE_MODES"]
+__all__ = ["CXLPoolPreset", "CXL_KEYS", "BUILTIN_CXL_PRESETS", "CXL_PRESETS", "get_cxl_preset",
+           "cxl_presets", "COHERENCE_MODES"]
 
-COHERENCE_MODES = ("hw", "flush")
+COHERENCE_MODES = Coherence.names()
+
+CXL_KEYS = ("fabric.cxl.*", "fabric.host.*", "workload.iterations", "workload.warmup")
+"""Scenario keys a CXL pool preset uses beyond `cxlsim.fabric.preset.COMMON_KEYS`."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class CXLPoolPreset:
     """A named, sourced CXL pool: switch, device, links, host path, and what the generation allows."""
+
+    kind: ClassVar[str] = "CXL pool preset"
+    scenario_keys: ClassVar[tuple[str, ...]] = CXL_KEYS
 
     name: str
     """Registry name, e.g. 'cxl3-pool'."""
@@ -55,21 +74,20 @@ class CXLPoolPreset:
     host: HostParams
     """Local copy and reduction speeds (the network presets' host)."""
     coherence_modes: tuple
-    """Coherence modes the generation supports ('hw', 'flush')."""
+    """Coherence modes the generation supports (`Coherence` values)."""
     max_switch_levels: int
     """1: no cascaded switches."""
     snoop_filter_lines: int
-    """Capacity of the device's snoop filter, lines (used in 'hw' mode)."""
+    """Capacity of the device's snoop filter, lines (used in hw mode)."""
     source: str
     """Where the figures come from (tags explained in this module's docstring)."""
 
     def check(self, coherence: str, switch_levels: int = 1) -> None:
         """InputError if this generation cannot run `coherence` on `switch_levels` levels of switches."""
-        if coherence not in COHERENCE_MODES:
-            raise InputError(f"coherence: expected one of {', '.join(COHERENCE_MODES)}, got {coherence!r}")
+        coherence = Coherence.parse(coherence, "coherence")
         if coherence not in self.coherence_modes:
             raise InputError(f"coherence: {self.name} (CXL {self.generation}) supports only "
-                             f"{', '.join(self.coherence_modes)}, got {coherence!r}: CXL {self.generation} "
+                             f"{', '.join(self.coherence_modes)}, got {coherence.value!r}: CXL {self.generation} "
                              "has no multi-host coherent sharing (no back-invalidation)")
         if not isinstance(switch_levels, int) or switch_levels < 1:
             raise InputError(f"switch_levels: expected an integer >= 1, got {switch_levels!r}")
@@ -78,44 +96,82 @@ class CXLPoolPreset:
                              f"{self.max_switch_levels} level(s) of switches, got {switch_levels}: "
                              f"CXL {self.generation} has no cascaded switches")
 
+    def load_latency_ns(self, switch_levels: int = 1) -> float:
+        """Unloaded load latency from a host through `switch_levels` switch levels to the media and back, ns:
+        2 x (core to port + a link per level and the device's + a hop per level) + media."""
+        link = self.link.traversal_ns
+        one_way = self.host_path.port_latency_ns + (switch_levels + 1) * link + switch_levels * self.switch.hop_latency_ns
+        return 2 * one_way + self.device.media_latency_ns
 
-_HOST = HostParams(memcpy_bw_bytes_per_ns=12.0,  # [DEV] 11-16 GB/s
-                   reduce_bw_bytes_per_ns=6.0)   # half of the copy bandwidth, as the network presets
-_LINK = CXLLinkParams(latency_ns=2.5, retimers=0, retimer_latency_ns=30.0)  # [E2E], [RT]
-_PATH = CXLHostParams(port_latency_ns=25.0,        # [E2E]
-                      outstanding_lines=48,        # [OUT]
-                      hit_latency_ns=20.0,         # [CPU]
-                      flush_ns_per_line=5.0,       # [CPU]
-                      fence_ns=30.0)               # [CPU]
+    def elaborate(self, fabric):
+        """The `CXLSetup` of a scenario's fabric section (`cxlsim.config.FabricConfig`) on this preset."""
+        from cxlsim.fabric.cxl_setup import elaborate
+
+        return elaborate(self, fabric)
+
+
 _GiB = 1 << 30
 
 
-def _pool(name, generation, port_bw, media_bw, modes, levels, source):
-    return CXLPoolPreset(
-        name=name, generation=generation,
-        switch=CXLSwitchParams(hop_latency_ns=50.0, port_bw_bytes_per_ns=port_bw,  # [SW]
-                               lanes=256, lanes_per_port=16),                      # [LANES]
-        device=CXLDeviceParams(media_latency_ns=90.0, media_bw_bytes_per_ns=media_bw,  # [E2E]
-                               heads=1, capacity_bytes=256 * _GiB),
-        link=_LINK, host_path=_PATH, host=_HOST,
-        coherence_modes=modes, max_switch_levels=levels,  # [CXL]
-        snoop_filter_lines=262144,                        # [SF]
-        source=source)
+BUILTIN_CXL_PRESETS = (
+    CXLPoolPreset(
+        name="cxl2-pool", generation="2.0",
+        switch=CXLSwitchParams(hop_latency_ns=50.0,                # [SW]
+                               port_bw_bytes_per_ns=64.0,          # [PCIE5] x16
+                               lanes=256, lanes_per_port=16),      # [LANES]
+        device=CXLDeviceParams(media_latency_ns=90.0,              # [E2E]
+                               media_bw_bytes_per_ns=63.0,         # [DMSIM] 2 DDR5 channels
+                               heads=1,                            # [HEAD]
+                               capacity_bytes=256 * _GiB),         # [CAP]
+        link=CXLLinkParams(latency_ns=2.5, retimers=0, retimer_latency_ns=30.0),  # [E2E], [RT]
+        host_path=CXLHostParams(port_latency_ns=25.0,              # [E2E]
+                                outstanding_lines=48,              # [OUT]
+                                hit_latency_ns=20.0,               # [CPU]
+                                flush_ns_per_line=5.0,             # [CPU]
+                                fence_ns=30.0),                    # [CPU]
+        host=HostParams(memcpy_bw_bytes_per_ns=12.0,               # [DEV] 11-16 GB/s
+                        reduce_bw_bytes_per_ns=6.0),               # half the copy bandwidth, as the network presets
+        coherence_modes=(Coherence.FLUSH,), max_switch_levels=1,   # [CXL]
+        snoop_filter_lines=262144,                                 # [SF]
+        source="PCIE5, SW, E2E, RT, DMSIM, LANES, OUT, CPU, DEV, CXL, CAP, HEAD"),
+    CXLPoolPreset(
+        name="cxl3-pool", generation="3.x",
+        switch=CXLSwitchParams(hop_latency_ns=50.0,                # [SW]
+                               port_bw_bytes_per_ns=128.0,         # [PCIE6] x16
+                               lanes=256, lanes_per_port=16),      # [LANES]
+        device=CXLDeviceParams(media_latency_ns=90.0,              # [E2E]
+                               media_bw_bytes_per_ns=126.0,        # [DMSIM] 4 DDR5 channels
+                               heads=1,                            # [HEAD]
+                               capacity_bytes=256 * _GiB),         # [CAP]
+        link=CXLLinkParams(latency_ns=2.5, retimers=0, retimer_latency_ns=30.0),  # [E2E], [RT]
+        host_path=CXLHostParams(port_latency_ns=25.0,              # [E2E]
+                                outstanding_lines=48,              # [OUT]
+                                hit_latency_ns=20.0,               # [CPU]
+                                flush_ns_per_line=5.0,             # [CPU]
+                                fence_ns=30.0),                    # [CPU]
+        host=HostParams(memcpy_bw_bytes_per_ns=12.0,               # [DEV] 11-16 GB/s
+                        reduce_bw_bytes_per_ns=6.0),               # half the copy bandwidth, as the network presets
+        coherence_modes=(Coherence.HW, Coherence.FLUSH), max_switch_levels=2,  # [CXL]
+        snoop_filter_lines=262144,                                 # [SF]
+        source="PCIE6, SW, E2E, RT, DMSIM, LANES, OUT, CPU, SF, DEV, CXL, CAP, HEAD"),
+)
+"""The built-in CXL pool presets (the registry of every kind is `cxlsim.fabric.preset`)."""
+
+CXL_PRESETS = {p.name: p for p in BUILTIN_CXL_PRESETS}
+"""The built-in CXL pool presets by name."""
 
 
-CXL_PRESETS = {p.name: p for p in (
-    # PCIe 5 x16, 64 GB/s [PCIE5]; 2 DDR5 channels, 63 GB/s [DMSIM]; flush only, one switch level [CXL].
-    _pool("cxl2-pool", "2.0", 64.0, 63.0, ("flush",), 1, "PCIE5, SW, E2E, RT, DMSIM, LANES, OUT, CPU, DEV, CXL"),
-    # PCIe 6 x16, 128 GB/s [PCIE6]; 4 DDR5 channels, 126 GB/s [DMSIM]; hw or flush, switch trees [CXL].
-    _pool("cxl3-pool", "3.x", 128.0, 126.0, ("hw", "flush"), 2,
-          "PCIE6, SW, E2E, RT, DMSIM, LANES, OUT, CPU, SF, DEV, CXL"),
-)}
-"""CXL pool presets by name."""
+def cxl_presets() -> dict:
+    """Every CXL pool preset by name: the built-ins, then the `CXLPoolPreset` records of plug-ins."""
+    found = dict(CXL_PRESETS)
+    found.update({p.name: p for p in plugins.records("PRESETS") if isinstance(p, CXLPoolPreset)})
+    return found
 
 
 def get_cxl_preset(name: str) -> CXLPoolPreset:
-    """Return the CXL pool preset called `name`; an InputError names the known ones."""
+    """Return the CXL pool preset called `name` (built-in or plug-in); an InputError names the known ones."""
+    known = cxl_presets()
     try:
-        return CXL_PRESETS[name]
+        return known[name]
     except KeyError:
-        raise InputError(f"unknown CXL pool preset {name!r}; expected one of {', '.join(sorted(CXL_PRESETS))}") from None
+        raise InputError(f"unknown CXL pool preset {name!r}; expected one of {', '.join(sorted(known))}") from None

@@ -20,22 +20,36 @@ Sources are the project's reference notes (../shared/reference/hardware.md):
 A preset's one-way small-message latency is 2*o + 2*propagation + switch
 latency on a single switch; each preset's comment shows that sum against its
 source's range.
+
+A `NetworkPreset` is the network kind of `cxlsim.fabric.preset.Preset`: it
+elaborates a scenario's fabric section into a `NetworkSetup`
+(`cxlsim.fabric.network_setup`) and uses the scenario keys of `NETWORK_KEYS`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from cxlsim.errors import InputError
 from cxlsim.fabric.host import HostParams, NicParams
 from cxlsim.fabric.link import LinkParams
 from cxlsim.fabric.switch import SWITCHES, SwitchParams
 
-__all__ = ["Preset", "PRESETS", "get_preset"]
+__all__ = ["NetworkPreset", "Preset", "NETWORK_KEYS", "BUILTIN_NETWORK_PRESETS", "PRESETS", "get_preset"]
+
+NETWORK_KEYS = ("fabric.topology", "fabric.ranks_per_node", "fabric.placement", "fabric.hosts_per_leaf",
+                "fabric.oversubscription", "fabric.spines", "fabric.links.*", "fabric.switch.*", "fabric.nic.*",
+                "fabric.host.*", "workload.selector", "workload.inter_algorithm", "workload.chunk", "workload.root",
+                "workload.iterations", "workload.warmup")
+"""Scenario keys a network preset uses beyond `cxlsim.fabric.preset.COMMON_KEYS`."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class Preset:
-    """A named, sourced set of component parameters for one kind of fabric."""
+class NetworkPreset:
+    """A named, sourced set of component parameters for one kind of network fabric."""
+
+    kind: ClassVar[str] = "network preset"
+    scenario_keys: ClassVar[tuple[str, ...]] = NETWORK_KEYS
 
     name: str
     """Registry name, e.g. 'ib-hdr'."""
@@ -52,6 +66,16 @@ class Preset:
         if self.switch_kind not in SWITCHES:
             raise ValueError(f"switch_kind: expected one of {sorted(SWITCHES)}, got {self.switch_kind!r}")
 
+    def elaborate(self, fabric):
+        """The `NetworkSetup` of a scenario's fabric section (`cxlsim.config.FabricConfig`) on this preset."""
+        from cxlsim.fabric.network_setup import elaborate
+
+        return elaborate(self, fabric)
+
+
+Preset = NetworkPreset
+"""The network preset record (`cxlsim.fabric.preset.Preset` is the protocol every kind satisfies)."""
+
 
 _HOST = HostParams(memcpy_bw_bytes_per_ns=12.0,  # [DEV] 11-16 GB/s
                    reduce_bw_bytes_per_ns=6.0)   # [RED] half of the copy bandwidth
@@ -59,7 +83,7 @@ _PROP_NS = 25.0  # [PROP]
 
 
 def _preset(name, kind, link_gb_per_s, overhead_ns, switch_ns, source):
-    return Preset(
+    return NetworkPreset(
         name=name,
         switch_kind=kind,
         link=LinkParams(bw_bytes_per_ns=link_gb_per_s, latency_ns=_PROP_NS),
@@ -71,7 +95,7 @@ def _preset(name, kind, link_gb_per_s, overhead_ns, switch_ns, source):
     )
 
 
-PRESETS = {p.name: p for p in (
+BUILTIN_NETWORK_PRESETS = (
     # 10 Gb/s = 1.25 GB/s; o = 7.5 us [TCP]; switch 1 us [ESW]: one-way 16.05 us (TCP: 16-18 us).
     _preset("eth-10g-tcp", "ethernet", 1.25, 7500.0, 1000.0, "TCP, ESW, DEV, LOGGP, PROP, RED, CT"),
     # 25 Gb/s = 3.125 GB/s; o = 7.5 us [TCP]; switch 1 us [ESW]: one-way 16.05 us (TCP: 16-18 us).
@@ -84,12 +108,15 @@ PRESETS = {p.name: p for p in (
     _preset("ib-hdr", "infiniband", 25.0, 350.0, 400.0, "IB, DEV, LOGGP, PROP, RED"),
     # 400 Gb/s = 50 GB/s [IB]; o = 0.35 us; switch 400 ns [IB]: one-way 1.15 us (IB: 1.0-1.5 us).
     _preset("ib-ndr", "infiniband", 50.0, 350.0, 400.0, "IB, DEV, LOGGP, PROP, RED"),
-)}
-"""Presets by name."""
+)
+"""The built-in network presets (the registry of every kind is `cxlsim.fabric.preset`)."""
+
+PRESETS = {p.name: p for p in BUILTIN_NETWORK_PRESETS}
+"""The built-in network presets by name."""
 
 
-def get_preset(name: str) -> Preset:
-    """Return the preset called `name`; an InputError names the known presets."""
+def get_preset(name: str) -> NetworkPreset:
+    """Return the built-in network preset called `name`; an InputError names the known ones."""
     try:
         return PRESETS[name]
     except KeyError:

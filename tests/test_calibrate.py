@@ -261,9 +261,8 @@ def test_from_osu_prediction_matches_loggp_at_np2():
 
 
 def test_from_osu_errors_name_the_problem(tmp_path):
-    lat = [p for p in SHIPPED if "latency" in p]
-    with pytest.raises(InputError, match="no osu_allgather table"):
-        cal.from_osu(lat, memcpy_bw_bytes_per_ns=20.0)
+    with pytest.raises(InputError, match="--sizes: the osu_allgather file fixes the sizes"):
+        cal.from_osu(SHIPPED, memcpy_bw_bytes_per_ns=20.0, sizes=[1, 2])
     with pytest.raises(InputError, match="no osu_latency table"):
         cal.from_osu([p for p in SHIPPED if "allgather" in p], memcpy_bw_bytes_per_ns=20.0)
     with pytest.raises(InputError, match="--np"):
@@ -279,7 +278,7 @@ def test_malformed_osu_file_through_the_cli_names_the_line(tmp_path, capsys):
     assert code == 2
     assert f"{bad}:4:" in err and "'2     x.7'" in err
     assert cli_main(["calibrate", "--from-osu", str(tmp_path / "missing.txt")]) == 2
-    assert "cannot read" in capsys.readouterr().err
+    assert "missing.txt': no such file" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the primitive microbenchmarks

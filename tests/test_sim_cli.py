@@ -58,7 +58,7 @@ def _bad(tmp_path, text):
     ("fabric: {preset: ib-xdr, nodes: 4}\n", "fabric.preset: unknown preset 'ib-xdr'"),
     ("fabric: {preset: ib-hdr, nodes: 4, links: {bandwidth: '-3 GB/s'}}\n",
      "fabric.links.bandwidth: expected a bandwidth like '25 GB/s', got '-3 GB/s'"),
-    ("fabric: {preset: ib-hdr}\n", "fabric.nodes: missing"),
+    ("fabric: {preset: ib-hdr, nodes: 0}\n", "fabric.nodes: expected an integer >= 1, got 0"),
     ("fabric: {preset: ib-hdr, nodes: 4}\nworkload: {algorithm: tree}\n",
      "workload.algorithm: unknown allgather algorithm 'tree'"),
 ])

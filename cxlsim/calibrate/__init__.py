@@ -39,12 +39,11 @@ lands on the jump, reported as its residual); that is the 'pingpong' rule, used 
 mode. In hw mode ('auto' rule, `AUTO_PATH_RULE`) the path is solved with the 'sync' rule
 instead: the DES's bare sync, where both ranks' flags cross at once, costs one hop, half the
 round trip. The DES's sync costs about a whole round trip at the ping-pong path, since its
-store waits to take the line before the poll starts, where x86 posts the store (a choice made
-after session 1's validation showed 'sync' fitting hw mode and 'pingpong' flush mode; no
-parameter is fitted to the allgather),
+store waits to take the line before the poll starts, where x86 posts the store (no parameter
+is fitted to the allgather),
 host bandwidth per size from the concurrent copy (copy-in + copy-out less the latency the
-DES already charges around them, 4 x path; without the primitive, e.g. an older profile or
-np != 2, the earlier blend of one-process and remote copies), clflushopt per line from the
+DES already charges around them, 4 x path; without the primitive, e.g. np != 2, a blend of
+one-process and remote copies), clflushopt per line from the
 maintenance lines or, if larger, from the concurrent write-back and invalidation at that
 size, fences from the maintenance lines: in flush mode a bare mfence, plus a clean line's
 and a dirty line's acknowledgement beyond it (`CXLHostParams.invalidate_ns` and
@@ -61,20 +60,24 @@ is flagged and repeated, not used).
 B)) as a DES workload on the same transport and predicts the emulator under them.
 
 **Users' OSU files** (`cxlsim calibrate --from-osu FILE...`). osu_latency and osu_bw
-give LogGP per protocol regime (`cxlsim.loggp.fit_loggp`); osu_allgather is
-re-predicted with `cxlsim.simulate.run` (nic o, g, G and link latency per regime) and
+give LogGP per protocol regime (`cxlsim.loggp.fit_loggp`); that is the fit. The allgather
+is projected with it by the DES on the base preset (nic o, g, G and link latency per
+regime; `network_model`), and an osu_allgather file, when given, is re-predicted and
 compared per size. Point-to-point tables cannot see two things an MPI_Allgather adds:
 a per-collective software overhead and, in MPICH, a copy of the rank's own block into
 recvbuf. The report shows the pure prediction and a labelled variant that adds both:
 the overhead anchored on the smallest osu_allgather row only (which is then left out of
-the error statistics) and the own-block copy at the host memcpy bandwidth.
+the error statistics; without that file it is 0, and said so) and the own-block copy at
+the host memcpy bandwidth.
 
 **Profiles** are JSON (`SCHEMA`, `VERSION`), written atomically with provenance;
 `load_profile` rejects another version or missing keys, naming them. A profile stands
-wherever a preset does (`fabric.preset: PATH.json`; `project`).
+wherever a preset does (`fabric.preset: PATH.json`; `project`), at any rank count: a
+local-host model fitted at np 2 projects to P ranks by the pool protocol's own scaling
+(every rank copies or reads P blocks; `local_model`), and the output says so.
 
 **Layout.** `profile` (the JSON format), `project` (a profile as a scenario's preset),
-`osu_fit` (the `--from-osu` LogGP path),
+`osu_fit` (the `--from-osu` LogGP fit), `network_model` (a network profile's projection),
 `local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
 path solve, predictions), `fit` (`fit_local` and its least-squares lines), `measure` (this
 machine's primitives and held-out allgather jobs), `validation` (errors, summaries, plot),
@@ -92,20 +95,19 @@ in a way the DES (which charges them one after the other) does not reproduce.
 
 Units inside: ns, bytes, bytes/ns.
 """
-# The core API is __all__; the other public names of the former single module stay importable
-# from here too, and _report_local for benchmarks/calibration_error.py.
-from cxlsim.calibrate.cli import _report_local, main, register, run_local_calibration  # noqa: F401
-from cxlsim.calibrate.project import is_profile, predict_profile, run_profile  # noqa: F401
+from cxlsim.calibrate.cli import main, register, report_local, run_local_calibration  # noqa: F401
+from cxlsim.calibrate.project import ProfilePreset, is_profile, predict_profile, projection_note, run_profile  # noqa: F401
 from cxlsim.calibrate.des import (AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, des_sync_ns, predict_injected,  # noqa: F401
                                   predict_local, solve_path_ns)
 from cxlsim.calibrate.fit import fit_flush_line, fit_line, fit_local  # noqa: F401
-from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset  # noqa: F401
+from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, PRIMITIVE_RANKS, LocalModel, local_preset  # noqa: F401
 from cxlsim.calibrate.measure import (BUSY, CONCURRENT_ITERATIONS, CONCURRENT_WARMUP, PRE_SYNC_KINDS,  # noqa: F401
                                       PROBE_BYTES, REMOTE_WARMUP, REPEATS, STABLE, concurrent_curves, join_ranks,
                                       measure_allgather,
                                       measure_concurrent, measure_mpi, measure_primitives, measure_roundtrip,
                                       steady)
-from cxlsim.calibrate.osu_fit import from_osu, predict_network, report_from_osu  # noqa: F401
+from cxlsim.calibrate.network_model import predict_network, project_regime  # noqa: F401
+from cxlsim.calibrate.osu_fit import from_osu, report_from_osu  # noqa: F401
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings  # noqa: F401
 from cxlsim.calibrate.profile import (KINDS, MODEL_KEYS, PROFILE_KEYS, SCHEMA, VERSION, check_profile,  # noqa: F401
                                       load_profile, make_profile, save_profile)

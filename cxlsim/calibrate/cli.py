@@ -6,7 +6,7 @@ import sys
 
 from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
-from cxlsim.calibrate.project import predict_profile
+from cxlsim.calibrate.project import predict_profile, projection_note
 from cxlsim.calibrate.profile import SCHEMA, VERSION, load_profile, make_profile, save_profile
 from cxlsim.calibrate.validation import (TARGET_INJECTED, comparable, format_validation, plot_validation,
                                          summarize)
@@ -14,14 +14,25 @@ from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
 
 
+DEFAULT_SIZES = "1B:1MiB"
+
+
+def _sizes(args, default: str | None = DEFAULT_SIZES) -> list[int] | None:
+    """--sizes parsed (`default` when not given; None if that is None)."""
+    text = args.sizes if args.sizes is not None else default
+    if text is None:
+        return None
+    try:
+        return parse_sizes(text)
+    except UnitError as exc:
+        raise InputError(f"--sizes: {exc}") from None
+
+
 def _sizes_and_np(args) -> list[int]:
     """--sizes parsed, after checking --np (>= 2)."""
     if isinstance(args.np, bool) or args.np < 2:
         raise InputError(f"--np: expected a whole number of ranks >= 2, got {args.np!r}")
-    try:
-        return parse_sizes(args.sizes)
-    except UnitError as exc:
-        raise InputError(f"--sizes: {exc}") from None
+    return _sizes(args)
 
 
 def run_local_calibration(args) -> int:
@@ -42,10 +53,11 @@ def run_local_calibration(args) -> int:
         result = calibrate_local(sizes, args.np, args.rounds, args.iterations, settings, not args.no_mpi, step)
     finally:
         bar.close()
-    return _report_local(args, result)
+    return report_local(args, result)
 
 
-def _report_local(args, result) -> int:
+def report_local(args, result) -> int:
+    """Print a local calibration's fit and validation, and write its workspace (profile.json, CSV, PNG)."""
     model, fit, prims = result["model"], result["fit"], result["primitives"]
     print(f"# local-host model from primitives (np {result['np']}, {result['cores']} cores)")
     for mode in ("hw", "flush"):
@@ -111,7 +123,8 @@ def register(subparsers) -> None:
                     "bytes per rank). With --from-osu: fit LogGP from osu_latency/osu_bw files and re-predict "
                     "the osu_allgather file. Either way a calibration profile (JSON) is written.")
     p.add_argument("--from-osu", nargs="+", metavar="FILE", default=None,
-                   help="OSU output files (osu_latency, osu_bw, osu_allgather; any order)")
+                   help="OSU output files, any order: osu_latency (required) and osu_bw fit LogGP; an "
+                        "osu_allgather file, if given, validates the fit")
     p.add_argument("--np", type=int, default=2, help="ranks (default 2): the emulator's np, or the "
                                                      "simulated nodes for --from-osu")
     p.add_argument("--preset", default="ib-hdr", help="--from-osu: network preset whose other figures are kept "
@@ -119,8 +132,9 @@ def register(subparsers) -> None:
     p.add_argument("--memcpy-bandwidth", default=None, metavar="BW",
                    help="--from-osu: the host's copy bandwidth for MPICH's own-block copy, e.g. 12GB/s "
                         "(default: measure this machine's by size)")
-    p.add_argument("--sizes", default="1B:1MiB", help="local: bytes per rank, LO:HI doubling or a list "
-                                                      "(default 1B:1MiB)")
+    p.add_argument("--sizes", default=None, help="bytes per rank, LO:HI doubling or a list: local and --profile "
+                                                 "(default 1B:1MiB), --from-osu without an osu_allgather file "
+                                                 "(default: the osu_latency sizes)")
     p.add_argument("--rounds", type=int, default=3, help="local: interleaved rounds of allgather batches "
                                                          "(default 3; more on a noisy machine)")
     p.add_argument("--iterations", type=int, default=None,
@@ -161,6 +175,10 @@ def main(args) -> int:
               f"made {profile['provenance'].get('timestamp_utc')} on {profile['provenance'].get('hostname')}")
         if profile["kind"] == "network":
             for row in profile["validation"]:
+                if row.get("measured_ns") is None:
+                    print(f"{row['size_bytes']:<12d}{'-':>12}{row['full_ns'] / 1e3:>12.2f}   (not validated: no "
+                          "osu_allgather file)")
+                    continue
                 print(f"{row['size_bytes']:<12d}{row['measured_ns'] / 1e3:>12.2f}{row['full_ns'] / 1e3:>12.2f}"
                       f"{row['full_error'] * 100:>8.1f}%{'  (anchor)' if row['anchor'] else ''}")
         else:
@@ -171,6 +189,7 @@ def main(args) -> int:
         sizes = _sizes_and_np(args)
         rows = predict_profile(profile, sizes, args.np)
         print(f"# allgather projected with {profile['kind']} profile {args.profile}, np {args.np} (us)")
+        print(f"# {projection_note(profile, args.np)}")
         for r in rows:
             if profile["kind"] == "network":
                 print(f"{r['size_bytes']:<12d}{r['full_ns'] / 1e3:>12.3f}   (pure LogGP {r['pure_ns'] / 1e3:.3f})")
@@ -184,7 +203,8 @@ def main(args) -> int:
                 memcpy = parse_bandwidth(args.memcpy_bandwidth)
             except UnitError as exc:
                 raise InputError(f"--memcpy-bandwidth: {exc}") from None
-        result = from_osu(args.from_osu, nodes=args.np, base_preset=args.preset, memcpy_bw_bytes_per_ns=memcpy)
+        result = from_osu(args.from_osu, nodes=args.np, base_preset=args.preset, memcpy_bw_bytes_per_ns=memcpy,
+                          sizes=_sizes(args, default=None))
         sys.stdout.write(report_from_osu(result))
         workspace = _workspace(args, "calibrate-osu")
         profile = make_profile("network", result["model"], result["rows"])

@@ -2,6 +2,16 @@
 
 No switch, no media latency, a host-to-pool path (solved in `des`), host bandwidth, flush and
 fence costs per size and coherence mode. Units: ns, bytes, bytes/ns.
+
+Rank scaling. The primitives are measured with `PRIMITIVE_RANKS` (2) processes: the
+concurrent copy moves its own block in and both blocks out, the read pass covers two
+blocks, the concurrent write-back and invalidation two slots. `LocalModel.np` is the
+rank count a prediction is for (the fit's np, or a projection's): its figures per block
+and per line are the primitives' divided by what they covered, so at P ranks every rank
+copies in one block and copies out (or reads) P, the DES's pool protocol, and the time
+grows with P as the pool's closed form says. The pool has one head per switch port left
+and seven per host, so its device never limits, at any P: one host's memory serves its
+cores' copies.
 """
 from __future__ import annotations
 
@@ -9,10 +19,16 @@ import dataclasses
 
 import numpy as np
 
-from cxlsim.calibrate.profile import _check_keys
+from cxlsim.calibrate.profile import check_keys
+from cxlsim.coherence import Coherence
 
 MIN_PATH_NS = 0.01  # the transport divides by the load latency, so the path is never exactly 0
 GiB = 1 << 30
+PRIMITIVE_RANKS = 2
+"""Processes the primitives (concurrent copy, read pass) run with."""
+HEADS_PER_HOST = 7
+"""Device heads per host of the local-host pool (14 at np = 2, the 16 ports of one switch less the hosts'),
+so the device's bandwidth, heads x the host's, never limits."""
 
 
 def _curve(points: dict):
@@ -33,7 +49,8 @@ class LocalModel:
     """
 
     np: int
-    """Ranks the allgather runs on."""
+    """Ranks the allgather runs on: the fit's np, or a projection's (the primitives' figures are per
+    block and per line, so they hold at any np; see the module docstring)."""
     path_ns: dict
     """Host-to-pool path per coherence mode ({'hw': ns, 'flush': ns}), solved from the flag round trip
     (`solve_path_ns`)."""
@@ -78,7 +95,7 @@ class LocalModel:
     @classmethod
     def from_dict(cls, data: dict) -> "LocalModel":
         fields = dataclasses.fields(cls)
-        _check_keys("local-host model", data, [f.name for f in fields if f.default_factory is dataclasses.MISSING])
+        check_keys("local-host model", data, [f.name for f in fields if f.default_factory is dataclasses.MISSING])
         return cls(**{f.name: data[f.name] for f in fields if f.name in data})
 
     def copy_ns(self, size_bytes: int) -> float:
@@ -108,7 +125,7 @@ class LocalModel:
         lines = -(-int(size_bytes) // 64)
         fixed = 2 * self.fence_ns[coherence] + self.flush_ack_ns.get("writeback", 0.0) \
             + self.flush_ack_ns.get("invalidate", 0.0)
-        return max(self.flush_ns_per_line, (wb + inv - fixed) / (self.np * lines))
+        return max(self.flush_ns_per_line, (wb + inv - fixed) / (PRIMITIVE_RANKS * lines))
 
     def host_bw(self, size_bytes: int, coherence: str = "hw", path_ns: float = 0.0) -> float:
         """Host bandwidth for an n-byte call, bytes/ns, so that the DES's copies of a call (the block
@@ -131,7 +148,7 @@ class LocalModel:
         cout = self.concurrent_ns("copyout", size_bytes, coherence)
         if cin is not None and cout is not None:
             charged = 2 * path_ns if coherence == "flush" and self.flush_ack_ns else 4 * path_ns
-            return (1 + self.np) * lines * 64 / max(cin + cout - charged, 1e-3)
+            return (1 + PRIMITIVE_RANKS) * lines * 64 / max(cin + cout - charged, 1e-3)
         local = self.copy_ns(size_bytes)
         total = (self.remote_ns("copyin", size_bytes, coherence, local) + local
                  + (self.np - 1) * self.remote_ns("copy", size_bytes, coherence, local))
@@ -139,7 +156,8 @@ class LocalModel:
 
     def app_ns(self, size_bytes: int, coherence: str = "hw") -> float:
         """The zero-copy bench's own work beyond a 0-byte call: write pass of n, read pass of the np
-        blocks (own block at the local read-pass time, the others' at the remote one).
+        blocks (own block at the local read-pass time, the others' at the remote one; the measured
+        read of `PRIMITIVE_RANKS` blocks scaled to np).
 
         With the concurrent primitive: each pass takes the larger of its concurrent figure (both
         ranks at once, lines taken from the other core) and its one-process figure (the bench's
@@ -150,8 +168,8 @@ class LocalModel:
         read = self.concurrent_ns("readout", size_bytes, coherence)
         if store is not None and read is not None:  # both ranks at once, as in the bench
             return max(store, _curve(self.write_pass_curve)(size_bytes)) \
-                + max(read, _curve(self.read_pass_curve)(size_bytes))
-        local_read = max(_curve(self.read_pass_curve)(size_bytes), 0.0) / self.np
+                + max(read, _curve(self.read_pass_curve)(size_bytes)) * self.np / PRIMITIVE_RANKS
+        local_read = max(_curve(self.read_pass_curve)(size_bytes), 0.0) / PRIMITIVE_RANKS
         remote_read = self.remote_ns("read", size_bytes, coherence, local_read)
         store = self.remote_ns("store", size_bytes, coherence, max(_curve(self.write_pass_curve)(size_bytes), 0.0))
         return store + local_read + (self.np - 1) * remote_read
@@ -173,9 +191,10 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
         bw = min(bw, bw_cap_bytes_per_ns)
     return CXLPoolPreset(
         name="local-host", generation="local",
-        switch=CXLSwitchParams(hop_latency_ns=0.0, port_bw_bytes_per_ns=bw, lanes=256, lanes_per_port=16),
+        switch=CXLSwitchParams(hop_latency_ns=0.0, port_bw_bytes_per_ns=bw,
+                               lanes=16 * (1 + HEADS_PER_HOST) * model.np, lanes_per_port=16),
         device=CXLDeviceParams(media_latency_ns=extra_latency_ns, media_bw_bytes_per_ns=1e6,
-                               heads=max(1, 16 - model.np), capacity_bytes=GiB),  # heads: ports left
+                               heads=HEADS_PER_HOST * model.np, capacity_bytes=GiB),
         link=CXLLinkParams(latency_ns=0.0, retimers=0, retimer_latency_ns=0.0),
         host_path=dataclasses.replace(_host_path(), port_latency_ns=max(path_ns, MIN_PATH_NS),
                                       flush_ns_per_line=model.flush_line_ns(size_bytes, coherence),
@@ -183,7 +202,7 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
                                       invalidate_ns=model.flush_ack_ns.get("invalidate", 0.0) if flush else 0.0,
                                       writeback_ns=model.flush_ack_ns.get("writeback", 0.0) if flush else 0.0),
         host=HostParams(memcpy_bw_bytes_per_ns=bw, reduce_bw_bytes_per_ns=bw / 2),
-        coherence_modes=("hw", "flush"), max_switch_levels=1, snoop_filter_lines=1 << 24,
+        coherence_modes=tuple(Coherence), max_switch_levels=1, snoop_filter_lines=1 << 24,
         source="cxlsim calibrate: this machine's primitives (flag round trip, flush, copy bandwidth)")
 
 

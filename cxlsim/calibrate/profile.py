@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from cxlsim.config import read_text
 from cxlsim.errors import InputError
 from cxlsim.results import atomic_write, make_rng, provenance
 
@@ -21,7 +22,8 @@ MODEL_KEYS = {
 }
 
 
-def _check_keys(where: str, data, keys) -> None:
+def check_keys(where: str, data, keys) -> None:
+    """InputError naming `where` unless `data` is a JSON object holding every one of `keys`."""
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     missing = [k for k in keys if k not in data]
@@ -42,7 +44,7 @@ def make_profile(kind: str, model: dict, validation: list, seed: int | None = No
 
 def check_profile(data, source: str) -> dict:
     """Validate a profile's schema, version, kind and model keys; returns it (InputError otherwise)."""
-    _check_keys(source, data, PROFILE_KEYS)
+    check_keys(source, data, PROFILE_KEYS)
     if data["schema"] != SCHEMA:
         raise InputError(f"{source}: schema: expected {SCHEMA!r}, got {data['schema']!r}")
     if data["version"] != VERSION:
@@ -50,7 +52,7 @@ def check_profile(data, source: str) -> dict:
                          f"got {data['version']!r}; re-run 'cxlsim calibrate'")
     if data["kind"] not in KINDS:
         raise InputError(f"{source}: kind: expected one of {KINDS}, got {data['kind']!r}")
-    _check_keys(f"{source}: model", data["model"], MODEL_KEYS[data["kind"]])
+    check_keys(f"{source}: model", data["model"], MODEL_KEYS[data["kind"]])
     if not isinstance(data["validation"], list):
         raise InputError(f"{source}: validation: expected a list of rows, got {type(data['validation']).__name__}")
     return data
@@ -66,10 +68,7 @@ def save_profile(path: str, profile: dict) -> str:
 def load_profile(path: str) -> dict:
     """Read and validate a profile written by `save_profile`."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the profile: {exc.strerror}") from None
+        data = json.loads(read_text(path, "calibration profile"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
     return check_profile(data, path)

@@ -1,0 +1,116 @@
+"""A CXL pool preset elaborated for one scenario: overrides, coherence mode, switch levels, devices.
+
+`elaborate(preset, fabric)` applies the scenario's `fabric.cxl` and `fabric.host`
+settings to a `CXLPoolPreset` and makes the run's choices:
+
+- `fabric.cxl.load_latency` scales every latency figure of the preset (core to
+  port, links and retimers, switch hop, media) by one factor, so that the
+  unloaded load through one switch level equals it; the host bandwidth,
+  outstanding lines x 64 B / load latency, moves with it (Little's law);
+- `outstanding_lines` and `device_bandwidth` replace the preset's figures;
+- the coherence mode is `fabric.cxl.coherence`, or hw if the generation has it,
+  else flush;
+- the switch levels are `fabric.cxl.switch_levels`, or one if the hosts and the
+  devices' heads fit on one switch (or the generation has no switch trees), else two.
+
+What the generation cannot run (hw on CXL 2.0, a tree without cascaded switches)
+is an InputError naming the `fabric.cxl` key; hosts that do not fit the switch
+ports are one naming `fabric.nodes` and the limit. Units: ns, bytes, bytes/ns.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.network_setup import merge
+
+__all__ = ["CXLSetup", "elaborate", "scale_latency"]
+
+
+def _gbs(value: float) -> str:
+    return f"{value!r} GB/s"
+
+
+def _ns(value: float) -> str:
+    return f"{value!r} ns"
+
+
+@dataclasses.dataclass(frozen=True)
+class CXLSetup:
+    """A scenario's CXL pool: the preset with its overrides, and the choices made for the run."""
+
+    preset: object
+    """The `CXLPoolPreset` with `fabric.cxl` and `fabric.host` overrides applied."""
+    coherence: Coherence
+    switch_levels: int
+    devices: int
+    chunk_bytes: int
+
+    def new_transport(self, hosts: int) -> CXLPoolTransport:
+        """A fresh environment and pool transport of `hosts` hosts (one rank each) for one simulated call."""
+        return CXLPoolTransport(self.preset, hosts, coherence=self.coherence, env=Environment(),
+                                devices=self.devices, chunk_bytes=self.chunk_bytes,
+                                switch_levels=self.switch_levels)
+
+    def written_out(self) -> dict:
+        p = self.preset
+        return {
+            "fabric.cxl.coherence": self.coherence.value, "fabric.cxl.switch_levels": self.switch_levels,
+            "fabric.cxl.load_latency": _ns(p.load_latency_ns(1)),
+            "fabric.cxl.outstanding_lines": p.host_path.outstanding_lines,
+            "fabric.cxl.device_bandwidth": _gbs(p.device.media_bw_bytes_per_ns),
+            "fabric.host.memcpy_bandwidth": _gbs(p.host.memcpy_bw_bytes_per_ns),
+            "fabric.host.reduce_bandwidth": _gbs(p.host.reduce_bw_bytes_per_ns),
+        }
+
+    def describe(self, nodes: int) -> str:
+        return (f"{self.preset.name}, {self.coherence.value} coherence, {self.devices} device(s), "
+                f"{self.switch_levels} switch level(s), {nodes} hosts x 1 rank")
+
+
+def scale_latency(preset, load_latency_ns: float):
+    """`preset` with every latency figure scaled by one factor so that its one-level load takes `load_latency_ns`."""
+    k = load_latency_ns / preset.load_latency_ns(1)
+    return dataclasses.replace(
+        preset,
+        host_path=dataclasses.replace(preset.host_path, port_latency_ns=preset.host_path.port_latency_ns * k),
+        link=dataclasses.replace(preset.link, latency_ns=preset.link.latency_ns * k,
+                                 retimer_latency_ns=preset.link.retimer_latency_ns * k),
+        switch=dataclasses.replace(preset.switch, hop_latency_ns=preset.switch.hop_latency_ns * k),
+        device=dataclasses.replace(preset.device, media_latency_ns=preset.device.media_latency_ns * k))
+
+
+def elaborate(preset, fabric) -> CXLSetup:
+    """The `CXLSetup` of a scenario's fabric section (`cxlsim.config.FabricConfig`) on `preset`."""
+    cx = fabric.cxl
+    if cx.load_latency_ns is not None:
+        preset = scale_latency(preset, cx.load_latency_ns)
+    if cx.outstanding_lines is not None:
+        preset = dataclasses.replace(preset, host_path=dataclasses.replace(
+            preset.host_path, outstanding_lines=cx.outstanding_lines))
+    if cx.device_bw_bytes_per_ns is not None:
+        preset = dataclasses.replace(preset, device=dataclasses.replace(
+            preset.device, media_bw_bytes_per_ns=cx.device_bw_bytes_per_ns))
+    preset = dataclasses.replace(preset, host=merge(preset.host, fabric.host))
+    if cx.coherence is not None:
+        coherence = Coherence.parse(cx.coherence, "fabric.cxl.coherence")
+    else:
+        coherence = Coherence.HW if Coherence.HW in preset.coherence_modes else Coherence.FLUSH
+    ports = cx.devices * preset.device.heads
+    levels = cx.switch_levels or (1 if fabric.nodes + ports <= preset.switch.max_ports
+                                  or preset.max_switch_levels == 1 else 2)
+    try:
+        preset.check(coherence, levels)
+    except InputError as exc:
+        raise InputError(f"fabric.cxl.{exc}") from None
+    try:
+        if levels == 1:
+            preset.switch.check_ports(fabric.nodes, ports)
+        else:
+            preset.switch.tree_leaves(fabric.nodes, ports)
+    except InputError as exc:
+        raise InputError(f"fabric.nodes: {fabric.nodes} on {levels} switch level(s): {exc}") from None
+    return CXLSetup(preset, coherence, levels, cx.devices, cx.chunk_bytes)
