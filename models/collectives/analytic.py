@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from cxlsim.errors import InputError
 from cxlsim.fabric.pool_transport import PoolFigures
-from cxlsim.models.collectives.base import NETWORK, Algorithm, Context, NoClosedForm
+from cxlsim.models.collectives.base import NETWORK, NO_CONTEXT, Algorithm, Context, NoClosedForm
 from cxlsim.models.collectives.network_forms import (CostModel, bcast_tree, gather_tree, network_closed_form,
                                                      pairwise_steps, ring_recurrence, scatter_tree)
 from cxlsim.models.collectives.registry import lookup
@@ -23,7 +23,7 @@ __all__ = ["closed_form", "cost", "CostModel", "bcast_tree", "gather_tree", "sca
            "pairwise_steps"]
 
 
-def closed_form(algo: Algorithm, figures, p: int, size_bytes: int, ctx: Context = Context()) -> float:
+def closed_form(algo: Algorithm, figures, p: int, size_bytes: int, ctx: Context = NO_CONTEXT) -> float:
     """Latency (ns) of one call of `algo` on `p` ranks by its closed form, every rank starting together on a
     fresh fabric. `figures`: a `CostModel` for a network algorithm, a `PoolFigures` for a pool one."""
     if algo.transport == NETWORK:

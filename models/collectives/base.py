@@ -29,7 +29,7 @@ from typing import Callable
 
 from cxlsim.errors import InputError
 
-__all__ = ["Algorithm", "NoClosedForm", "Context", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "flat_exact",
+__all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "flat_exact",
            "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "split", "is_pow2"]
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather")
@@ -60,6 +60,10 @@ class Context:
     """Root rank of broadcast and gather."""
     elements: int = 0
     """Label elements per reduction vector (0: max(P, 4))."""
+
+
+NO_CONTEXT = Context()
+"""The default context: no host groups, ring among leaders, root 0 (frozen, so shared)."""
 
 
 def flat_exact(p: int, ctx: Context) -> bool:

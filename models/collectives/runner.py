@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cxlsim.errors import InputError
-from cxlsim.models.collectives.base import NETWORK, Algorithm, Context, Group, reduced_vector, split, vector_of
+from cxlsim.models.collectives.base import NETWORK, NO_CONTEXT, Algorithm, Context, Group, reduced_vector, split, vector_of
 from cxlsim.models.collectives.registry import check_transport, lookup
 
 __all__ = ["Context", "Outcome", "run", "run_algorithm", "call", "initial", "verify"]
@@ -69,7 +69,7 @@ def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
             raise AssertionError(f"{collective} P={p}: rank {r} ended with {results[r]!r}, expected {expect[r]!r}")
 
 
-def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = Context(), tag: int = 0):
+def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = NO_CONTEXT, tag: int = 0):
     """Generator: one rank's part of a collective inside its own process; returns its result.
 
     `tag` (a multiple of 10000 keeps clear of the tags the algorithms use inside)
@@ -81,7 +81,7 @@ def call(ep, collective: str, name: str, size_bytes: int, data, ctx: Context = C
     return (yield from algo.run(group, size_bytes, data, ctx))
 
 
-def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = Context(),
+def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = NO_CONTEXT,
         iterations: int = 1, warmup: int = 0) -> Outcome:
     """Simulate `collective` with algorithm `name` on every rank of `transport` (`run_algorithm` on the
     record `lookup` finds for the transport's rank count, fallbacks noted)."""
@@ -91,7 +91,7 @@ def run(transport, collective: str, name: str, size_bytes: int, ctx: Context = C
     return outcome
 
 
-def run_algorithm(transport, algo: Algorithm, size_bytes: int, ctx: Context = Context(),
+def run_algorithm(transport, algo: Algorithm, size_bytes: int, ctx: Context = NO_CONTEXT,
                   iterations: int = 1, warmup: int = 0) -> Outcome:
     """Simulate the algorithm record `algo` on every rank of `transport`.
 
