@@ -1,0 +1,107 @@
+/* cxlsim_mpi.h: shared declarations of libcxlsim_mpi.so, the PMPI interposition library that
+ * runs MPI collectives on an emulated CXL pool (see docs/mpi.md).
+ *
+ * settings.c   the CXLSIM_MPI_* environment settings
+ * pools.c      one pool per communicator (set up at its first pool collective), datatypes
+ * stats.c      per-collective counters, printed at MPI_Finalize with CXLSIM_MPI_STATS=1
+ * trace.c      SimGrid time-independent traces (CXLSIM_MPI_TRACE=DIR)
+ * collectives.c the MPI_* wrappers: pool path or PMPI fallback
+ * p2p.c        traced point-to-point wrappers
+ */
+#ifndef CXLSIM_MPI_H
+#define CXLSIM_MPI_H
+
+#include <mpi.h>
+#include <stdint.h>
+
+#include "cxl_coll.h"
+#include "cxl_pool.h"
+
+/* ---- settings ---- */
+typedef struct {
+    cxl_pool_spec_t pool;     /* CXLSIM_MPI_POOL: shm (default), file:PATH, dax:PATH, numa:N */
+    int flush;                /* CXLSIM_MPI_COHERENCE: 0 = hw, 1 = flush (default: the backend's) */
+    uint64_t slot_bytes;      /* CXLSIM_MPI_SLOT: bytes per rank per buffer (default 1 MiB) */
+    uint64_t large_bytes;     /* CXLSIM_MPI_ALLREDUCE_LARGE: allreduce chunks from here use reduce-scatter + allgather */
+    double latency_ns;        /* CXLSIM_MPI_LATENCY_NS: emulated pool latency (0 = off) */
+    double bw_bytes_per_ns;   /* CXLSIM_MPI_BANDWIDTH: emulated pool bandwidth in GB/s = bytes/ns (0 = off) */
+    double timeout_s;         /* CXLSIM_MPI_TIMEOUT: longest wait for another rank, seconds (default 60) */
+    int verbose;              /* CXLSIM_MPI_VERBOSE: 0 silent, 1 warnings (default), 2 every pool set-up */
+    int stats;                /* CXLSIM_MPI_STATS: 1 = print the stats at MPI_Finalize */
+    int disabled;             /* CXLSIM_MPI_DISABLE: 1 = every call falls back (reason "disabled") */
+    char trace_dir[CXL_POOL_PATH_MAX]; /* CXLSIM_MPI_TRACE: write one trace per rank here ("" = off) */
+} cxlsim_settings_t;
+
+extern cxlsim_settings_t cxlsim_settings;
+
+/* Parse the environment once (after PMPI_Init); a bad value aborts the job naming the variable. */
+void cxlsim_settings_load(void);
+/* What must match on every rank of a pool: a text rendering of the settings that shape it. */
+void cxlsim_settings_fingerprint(char *out, size_t n);
+
+/* ---- collectives and fallback reasons ---- */
+enum {
+    CXLSIM_ALLGATHER, CXLSIM_ALLREDUCE, CXLSIM_REDUCE_SCATTER_BLOCK, CXLSIM_BCAST, CXLSIM_ALLTOALL, CXLSIM_BARRIER,
+    CXLSIM_NCOLL
+};
+enum {
+    CXLSIM_WHY_DISABLED, CXLSIM_WHY_THREAD, CXLSIM_WHY_COMM, CXLSIM_WHY_NODE, CXLSIM_WHY_SETUP,
+    CXLSIM_WHY_DATATYPE, CXLSIM_WHY_OP, CXLSIM_WHY_ARGS, CXLSIM_WHY_SLOT, CXLSIM_NWHY
+};
+extern const char *const cxlsim_coll_names[CXLSIM_NCOLL];
+extern const char *const cxlsim_why_names[CXLSIM_NWHY];
+
+/* ---- stats ---- */
+void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes);
+void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why);
+/* Sum the counters over MPI_COMM_WORLD and print them on its rank 0 (collective on the world). */
+void cxlsim_stats_report(void);
+
+/* ---- pools ---- */
+typedef struct cxlsim_pool {
+    MPI_Comm comm;
+    int usable;              /* 1: collectives run on the pool; 0: they fall back with `why` */
+    int why;
+    int size, rank;
+    int *world_ranks;        /* world rank of each rank of comm, for messages */
+    cxl_segment_t segment;
+    cxl_coll_t coll;
+    struct cxlsim_pool *next;
+} cxlsim_pool_t;
+
+/* The pool of comm, set up on first use (collective on comm: every rank calls it in the same
+ * call, since every check before it depends only on arguments that match on every rank).
+ * Returns NULL with *why set when comm cannot use one. */
+cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why);
+/* Delete every pool (unmap; the segments are already unlinked); called by MPI_Finalize. */
+void cxlsim_pools_free_all(void);
+/* A pool call timed out: print which ranks never arrived, then PMPI_Abort. Does not return. */
+void cxlsim_pool_abort(cxlsim_pool_t *pool, const char *call);
+
+/* ---- datatypes ---- */
+typedef struct {
+    int ok;              /* the type signature is a sequence of one basic type: the pool may move it */
+    int reduce_dtype;    /* CXL_I8..CXL_F64 for a predefined type reductions run on, else -1 */
+    MPI_Count size;      /* bytes of one element (MPI_Type_size) */
+    MPI_Aint true_lb;    /* where an element's data starts */
+    int contiguous;      /* count elements are size x count bytes at buf + true_lb */
+} cxlsim_type_t;
+
+void cxlsim_type_info(MPI_Datatype type, cxlsim_type_t *out);
+/* CXL_SUM..CXL_LXOR for a predefined op the kernels run, else -1. */
+int cxlsim_reduce_op(MPI_Op op);
+
+/* ---- tracing ---- */
+int cxlsim_trace_on(void);
+double cxlsim_trace_begin(void);                          /* call entry time; records compute since the last call */
+void cxlsim_trace_line(double begin, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cxlsim_trace_open(void);
+void cxlsim_trace_close(void);
+
+/* ---- re-entry guard (MPI_THREAD_MULTIPLE) ---- */
+int cxlsim_enter(void);  /* 1 if this thread is alone in the library, else 0 (fall back: "thread") */
+void cxlsim_leave(void);
+
+void cxlsim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,314 @@
+/* pools.c: one emulated CXL pool per communicator, and what the pool can carry.
+ *
+ * A communicator gets its pool at its first collective that passes the per-call checks
+ * (datatype, op, arguments: all of them match on every rank, so every rank sets up in the
+ * same call). Set-up, collective on the communicator:
+ *   1. MPI_Comm_split_type(SHARED): if the ranks do not all share this node, no pool (every
+ *      rank sees the same answer: its node's group is smaller than the communicator);
+ *   2. rank 0 creates the segment (cxl_pool.h) and broadcasts its path, its status and the
+ *      settings that shape it; every other rank attaches (the last to count in unlinks it);
+ *   3. one PMPI_Allreduce(MIN) agrees on whether every rank got there with the same settings.
+ * The pool is cached as an attribute whose keyval copies with MPI_COMM_NULL_COPY_FN, so a
+ * duplicated communicator sets up its own. Its delete callback unmaps it; MPI_Finalize
+ * deletes every pool still alive before PMPI_Finalize, relying on no attribute deletion.
+ */
+#define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cxlsim_mpi.h"
+
+enum { SPIN_ITERS = 4096, OVERSUBSCRIBED_SPIN_ITERS = 8 };
+
+static int keyval = MPI_KEYVAL_INVALID;
+static cxlsim_pool_t *pools; /* every live pool */
+static double spin_overhead_ns = -1.0;
+
+static void pool_free(cxlsim_pool_t *pool)
+{
+    for (cxlsim_pool_t **at = &pools; *at; at = &(*at)->next)
+        if (*at == pool) {
+            *at = pool->next;
+            break;
+        }
+    cxl_segment_unmap(&pool->segment);
+    free(pool->world_ranks);
+    free(pool);
+}
+
+static int delete_pool(MPI_Comm comm, int key, void *value, void *extra)
+{
+    (void)comm; (void)key; (void)extra;
+    pool_free((cxlsim_pool_t *)value);
+    return MPI_SUCCESS;
+}
+
+void cxlsim_pools_free_all(void)
+{
+    while (pools) {
+        cxlsim_pool_t *pool = pools;
+        PMPI_Comm_delete_attr(pool->comm, keyval); /* calls delete_pool */
+        if (pools == pool) pool_free(pool);       /* (if MPI did not call it) */
+    }
+    if (keyval != MPI_KEYVAL_INVALID) PMPI_Comm_free_keyval(&keyval);
+}
+
+/* Fill the kernel state of a mapped, agreed pool. */
+static void pool_kernel(cxlsim_pool_t *pool)
+{
+    const cxlsim_settings_t *s = &cxlsim_settings;
+    const cxl_layout_t *lay = &pool->segment.layout;
+    cxl_pool_t p;
+    memset(&p, 0, sizeof p);
+    p.base = pool->segment.base;
+    p.flags_offset = lay->flags_offset;
+    p.data_offset = lay->data_offset;
+    p.slot_stride = lay->slot_stride;
+    p.nranks = pool->size;
+    p.rank = pool->rank;
+    p.flush_mode = s->flush;
+    if (s->flush) {
+        int features = cxl_cpu_features();
+        p.writeback_op = p.invalidate_op = features & CXL_OP_CLFLUSHOPT ? CXL_OP_CLFLUSHOPT : CXL_OP_CLFLUSH;
+    }
+    cpu_set_t cpus;
+    int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    p.spin_iters = pool->size <= cores ? SPIN_ITERS : OVERSUBSCRIBED_SPIN_ITERS;
+    p.latency_ns = s->latency_ns;
+    p.bw_bytes_per_ns = s->bw_bytes_per_ns;
+    p.timed = s->latency_ns > 0.0 || s->bw_bytes_per_ns > 0.0;
+    if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
+    p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
+    cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
+}
+
+typedef struct {
+    int status;                          /* CXL_POOL_OK or the creator's error code */
+    int temporary;
+    char path[CXL_POOL_PATH_MAX];
+    char fingerprint[512];
+} setup_message_t;
+
+/* Steps 2 and 3 of the set-up; returns 1 if every rank has the pool mapped. */
+static int pool_attach_all(cxlsim_pool_t *pool)
+{
+    const cxlsim_settings_t *s = &cxlsim_settings;
+    setup_message_t msg;
+    char err[2048] = "", mine[512];
+    memset(&msg, 0, sizeof msg);
+    cxlsim_settings_fingerprint(mine, sizeof mine);
+    int ok = 1;
+    if (s->flush && !(cxl_cpu_features() & (CXL_OP_CLFLUSH | CXL_OP_CLFLUSHOPT))) {
+        snprintf(err, sizeof err, "coherence flush needs clflush or clflushopt, which this CPU lacks");
+        ok = 0;
+    }
+    if (pool->rank == 0) {
+        msg.status = ok ? cxl_segment_create(&s->pool, (uint32_t)pool->size, s->slot_bytes, &pool->segment, err,
+                                             sizeof err)
+                        : CXL_POOL_ERUN;
+        if (msg.status == CXL_POOL_OK) cxl_segment_count_in(&pool->segment);
+        msg.temporary = pool->segment.temporary;
+        snprintf(msg.path, sizeof msg.path, "%s", pool->segment.path);
+        snprintf(msg.fingerprint, sizeof msg.fingerprint, "%s", mine);
+    }
+    PMPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, pool->comm);
+    if (msg.status != CXL_POOL_OK) {
+        ok = 0;
+        if (pool->rank != 0) snprintf(err, sizeof err, "rank 0 could not create the pool");
+    } else if (pool->rank != 0) {
+        if (strcmp(msg.fingerprint, mine) != 0) {
+            snprintf(err, sizeof err, "settings differ from rank 0's: here %s, there %s", mine, msg.fingerprint);
+            ok = 0;
+        }
+        cxl_layout_t lay;
+        if (ok) cxl_layout_plan((uint32_t)pool->size, s->slot_bytes, s->pool.kind == CXL_POOL_DAX ? CXL_POOL_DAX_ALIGN
+                                                                                                  : CXL_POOL_PAGE,
+                                &lay, err, sizeof err);
+        if (ok && cxl_segment_attach(msg.path, &lay, msg.temporary, &pool->segment, err, sizeof err) != CXL_POOL_OK)
+            ok = 0;
+    }
+    int all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, pool->comm);
+    if (!ok) cxlsim_log(1, "no pool for a communicator of %d ranks: %s", pool->size, err);
+    if (!all) {
+        cxl_segment_unmap(&pool->segment);
+        if (msg.status == CXL_POOL_OK && pool->rank == 0) cxl_segment_unlink(&pool->segment);
+        return 0;
+    }
+    if (pool->rank == 0) cxl_segment_unlink(&pool->segment); /* every rank is in (idempotent) */
+    return 1;
+}
+
+static cxlsim_pool_t *pool_setup(MPI_Comm comm)
+{
+    cxlsim_pool_t *pool = calloc(1, sizeof *pool);
+    pool->comm = comm;
+    PMPI_Comm_size(comm, &pool->size);
+    PMPI_Comm_rank(comm, &pool->rank);
+    pool->world_ranks = calloc((size_t)pool->size, sizeof(int));
+    MPI_Group group, world;
+    PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    int *ranks = malloc((size_t)pool->size * sizeof(int));
+    for (int r = 0; r < pool->size; r++) ranks[r] = r;
+    PMPI_Group_translate_ranks(group, pool->size, ranks, world, pool->world_ranks);
+    free(ranks);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+
+    MPI_Comm node;
+    int node_size = 0;
+    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_size(node, &node_size);
+    PMPI_Comm_free(&node);
+    if (node_size != pool->size) {
+        pool->why = CXLSIM_WHY_NODE;
+    } else if (pool_attach_all(pool)) {
+        pool_kernel(pool);
+        pool->usable = 1;
+        cxlsim_log(2, "pool for a communicator of %d ranks: %s, %llu B slots, %s", pool->size, cxlsim_settings.pool.text,
+                   (unsigned long long)cxlsim_settings.slot_bytes, cxlsim_settings.flush ? "flush" : "hw");
+    } else {
+        pool->why = CXLSIM_WHY_SETUP;
+    }
+    pool->next = pools;
+    pools = pool;
+    return pool;
+}
+
+cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why)
+{
+    void *value;
+    int found = 0, inter = 0;
+    if (comm == MPI_COMM_NULL) {
+        *why = CXLSIM_WHY_COMM;
+        return NULL;
+    }
+    if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_pool, &keyval, NULL);
+    PMPI_Comm_get_attr(comm, keyval, &value, &found);
+    cxlsim_pool_t *pool = found ? (cxlsim_pool_t *)value : NULL;
+    if (!pool) {
+        PMPI_Comm_test_inter(comm, &inter);
+        if (inter) {
+            *why = CXLSIM_WHY_COMM;
+            return NULL;
+        }
+        pool = pool_setup(comm);
+        PMPI_Comm_set_attr(comm, keyval, pool);
+    }
+    if (!pool->usable) {
+        *why = pool->why;
+        return NULL;
+    }
+    return pool;
+}
+
+void cxlsim_pool_abort(cxlsim_pool_t *pool, const char *call)
+{
+    int missing[64], n = cxl_coll_missing(&pool->coll, missing, 64);
+    char list[1024] = "";
+    size_t used = 0;
+    for (int i = 0; i < n && used < sizeof list - 32; i++)
+        used += snprintf(list + used, sizeof list - used, "%s%d (world %d)", i ? ", " : "", missing[i],
+                         pool->world_ranks[missing[i]]);
+    fprintf(stderr, "cxlsim-mpi: %s timed out: rank %d (world %d) of a communicator of %d ranks waited %g s for "
+            "rank%s %s; aborting the job (CXLSIM_MPI_TIMEOUT)\n", call, pool->rank, pool->world_ranks[pool->rank],
+            pool->size, cxlsim_settings.timeout_s, n == 1 ? "" : "s", n ? list : "(they arrived just now)");
+    fflush(stderr);
+    PMPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+/* ---- datatypes and ops -------------------------------------------------------------------------- */
+
+static int reduce_dtype_of(MPI_Datatype t)
+{
+    if (t == MPI_INT8_T || t == MPI_SIGNED_CHAR) return CXL_I8;
+    if (t == MPI_UINT8_T || t == MPI_UNSIGNED_CHAR || t == MPI_BYTE) return CXL_U8;
+    if (t == MPI_INT16_T || t == MPI_SHORT) return CXL_I16;
+    if (t == MPI_UINT16_T || t == MPI_UNSIGNED_SHORT) return CXL_U16;
+    if (t == MPI_INT32_T || t == MPI_INT) return CXL_I32;
+    if (t == MPI_UINT32_T || t == MPI_UNSIGNED) return CXL_U32;
+    if (t == MPI_INT64_T || t == MPI_LONG_LONG || t == MPI_LONG_LONG_INT || t == MPI_AINT || t == MPI_OFFSET ||
+        t == MPI_COUNT)
+        return CXL_I64;
+    if (t == MPI_UINT64_T || t == MPI_UNSIGNED_LONG_LONG) return CXL_U64;
+    if (t == MPI_LONG) return sizeof(long) == 8 ? CXL_I64 : CXL_I32;
+    if (t == MPI_UNSIGNED_LONG) return sizeof(long) == 8 ? CXL_U64 : CXL_U32;
+    if (t == MPI_FLOAT) return CXL_F32;
+    if (t == MPI_DOUBLE) return CXL_F64;
+    return -1;
+}
+
+int cxlsim_reduce_op(MPI_Op op)
+{
+    if (op == MPI_SUM) return CXL_SUM;
+    if (op == MPI_PROD) return CXL_PROD;
+    if (op == MPI_MIN) return CXL_MIN;
+    if (op == MPI_MAX) return CXL_MAX;
+    if (op == MPI_BAND) return CXL_BAND;
+    if (op == MPI_BOR) return CXL_BOR;
+    if (op == MPI_BXOR) return CXL_BXOR;
+    if (op == MPI_LAND) return CXL_LAND;
+    if (op == MPI_LOR) return CXL_LOR;
+    if (op == MPI_LXOR) return CXL_LXOR;
+    return -1;
+}
+
+/* Named types whose signature is not one basic type repeated (the pair types), or that match
+ * any signature (MPI_PACKED): the pool never carries them. */
+static int mixed_named(MPI_Datatype t)
+{
+    return t == MPI_PACKED || t == MPI_FLOAT_INT || t == MPI_DOUBLE_INT || t == MPI_LONG_INT || t == MPI_2INT ||
+           t == MPI_SHORT_INT || t == MPI_LONG_DOUBLE_INT || t == MPI_UB || t == MPI_LB;
+}
+
+/* The one named type every element of t's signature is, or MPI_DATATYPE_NULL if there are several. */
+static MPI_Datatype basic_type(MPI_Datatype t, int depth)
+{
+    int ni, na, nd, combiner;
+    PMPI_Type_get_envelope(t, &ni, &na, &nd, &combiner);
+    if (combiner == MPI_COMBINER_NAMED) return mixed_named(t) ? MPI_DATATYPE_NULL : t;
+    if (depth > 16 || nd < 1 || nd > 64 || ni > 4096 || na > 4096) return MPI_DATATYPE_NULL;
+    int *ints = malloc(sizeof(int) * (size_t)(ni + 1));
+    MPI_Aint *addrs = malloc(sizeof(MPI_Aint) * (size_t)(na + 1));
+    MPI_Datatype types[64];
+    PMPI_Type_get_contents(t, ni, na, nd, ints, addrs, types);
+    MPI_Datatype basic = MPI_DATATYPE_NULL;
+    int same = 1;
+    for (int i = 0; i < nd; i++) {
+        MPI_Datatype b = basic_type(types[i], depth + 1);
+        if (b == MPI_DATATYPE_NULL || (i > 0 && b != basic)) same = 0;
+        basic = b;
+        int tni, tna, tnd, tcomb;
+        PMPI_Type_get_envelope(types[i], &tni, &tna, &tnd, &tcomb);
+        if (tcomb != MPI_COMBINER_NAMED) PMPI_Type_free(&types[i]);
+    }
+    free(ints);
+    free(addrs);
+    return same ? basic : MPI_DATATYPE_NULL;
+}
+
+void cxlsim_type_info(MPI_Datatype type, cxlsim_type_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->reduce_dtype = -1;
+    if (type == MPI_DATATYPE_NULL) return;
+    int rd = reduce_dtype_of(type);
+    MPI_Count size = 0, lb, extent, true_lb, true_extent;
+    PMPI_Type_size_c(type, &size);
+    out->size = size;
+    if (rd >= 0) { /* the common named types: contiguous, lower bound 0 */
+        out->ok = 1;
+        out->reduce_dtype = rd;
+        out->contiguous = 1;
+        return;
+    }
+    out->ok = basic_type(type, 0) != MPI_DATATYPE_NULL;
+    PMPI_Type_get_extent_c(type, &lb, &extent);
+    PMPI_Type_get_true_extent_c(type, &true_lb, &true_extent);
+    out->true_lb = (MPI_Aint)true_lb;
+    out->contiguous = extent == size && true_extent == size;
+}

@@ -1,0 +1,116 @@
+/* settings.c: the CXLSIM_MPI_* environment settings, the re-entry guard and messages.
+ *
+ * Every setting is read once, after PMPI_Init. A value that does not parse aborts the job
+ * with a message naming the variable, the value and what was expected: a typo must not
+ * silently run a different configuration. `cxlsim mpi run` checks the same rules before
+ * it launches (cxlsim/mpi/settings.py).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cxlsim_mpi.h"
+
+cxlsim_settings_t cxlsim_settings;
+
+static void bad_setting(const char *name, const char *value, const char *expected)
+{
+    int rank = -1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank <= 0) fprintf(stderr, "cxlsim-mpi: %s: expected %s, got '%s'\n", name, expected, value);
+    PMPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+static double number_setting(const char *name, double fallback, double lo, int lo_open, const char *expected)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) return fallback;
+    char *end;
+    double v = strtod(text, &end);
+    if (*end || end == text || v != v || v > 1e300 || (lo_open ? v <= lo : v < lo)) bad_setting(name, text, expected);
+    return v;
+}
+
+static uint64_t bytes_setting(const char *name, uint64_t fallback, uint64_t lo)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) return fallback;
+    char *end;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end || end == text || text[0] == '-' || v < lo || v > (1ULL << 36)) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "a whole number of bytes from %llu to %llu", (unsigned long long)lo,
+                 1ULL << 36);
+        bad_setting(name, text, expected);
+    }
+    return v;
+}
+
+static int choice_setting(const char *name, int fallback, const char *const *choices, int n, const char *expected)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) return fallback;
+    for (int i = 0; i < n; i++)
+        if (strcmp(text, choices[i]) == 0) return i;
+    bad_setting(name, text, expected);
+    return fallback;
+}
+
+void cxlsim_settings_load(void)
+{
+    static const char *const flags[] = {"0", "1"};
+    static const char *const coherence[] = {"hw", "flush"};
+    static const char *const verbosity[] = {"0", "1", "2"};
+    cxlsim_settings_t *s = &cxlsim_settings;
+    char err[512];
+    const char *pool = getenv("CXLSIM_MPI_POOL");
+    if (cxl_pool_spec_parse(pool && *pool ? pool : "shm", &s->pool, err, sizeof err) != CXL_POOL_OK)
+        bad_setting("CXLSIM_MPI_POOL", pool, "'shm', 'file:PATH', 'dax:PATH' or 'numa:N'");
+    s->flush = choice_setting("CXLSIM_MPI_COHERENCE", cxl_pool_default_flush(&s->pool), coherence, 2, "'hw' or 'flush'");
+    s->slot_bytes = bytes_setting("CXLSIM_MPI_SLOT", 1u << 20, 64);
+    s->large_bytes = bytes_setting("CXLSIM_MPI_ALLREDUCE_LARGE", 64u << 10, 0);
+    s->latency_ns = number_setting("CXLSIM_MPI_LATENCY_NS", 0.0, 0.0, 0, "a number of nanoseconds >= 0 (0 = off)");
+    s->bw_bytes_per_ns = number_setting("CXLSIM_MPI_BANDWIDTH", 0.0, 0.0, 0, "a bandwidth in GB/s >= 0 (0 = off)");
+    s->timeout_s = number_setting("CXLSIM_MPI_TIMEOUT", 60.0, 0.0, 1, "a number of seconds > 0");
+    s->verbose = choice_setting("CXLSIM_MPI_VERBOSE", 1, verbosity, 3, "0, 1 or 2");
+    s->stats = choice_setting("CXLSIM_MPI_STATS", 0, flags, 2, "0 or 1");
+    s->disabled = choice_setting("CXLSIM_MPI_DISABLE", 0, flags, 2, "0 or 1");
+    const char *trace = getenv("CXLSIM_MPI_TRACE");
+    snprintf(s->trace_dir, sizeof s->trace_dir, "%s", trace ? trace : "");
+}
+
+void cxlsim_settings_fingerprint(char *out, size_t n)
+{
+    const cxlsim_settings_t *s = &cxlsim_settings;
+    snprintf(out, n, "pool=%s coherence=%d slot=%llu large=%llu latency=%.17g bw=%.17g", s->pool.text, s->flush,
+             (unsigned long long)s->slot_bytes, (unsigned long long)s->large_bytes, s->latency_ns,
+             s->bw_bytes_per_ns);
+}
+
+static int busy;
+
+int cxlsim_enter(void)
+{
+    if (__atomic_fetch_add(&busy, 1, __ATOMIC_ACQUIRE) == 0) return 1;
+    __atomic_fetch_sub(&busy, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void cxlsim_leave(void)
+{
+    __atomic_fetch_sub(&busy, 1, __ATOMIC_RELEASE);
+}
+
+void cxlsim_log(int level, const char *fmt, ...)
+{
+    if (cxlsim_settings.verbose < level) return;
+    char line[1024];
+    int rank = -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "cxlsim-mpi[%d]: %s\n", rank, line);
+}
