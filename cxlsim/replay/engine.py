@@ -238,12 +238,11 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     except RunError as exc:
         raise RunError(f"{exc}; point-to-point: {matcher.pending()}") from None
     wall = time.perf_counter() - begin
-    for r in range(p):
-        segs = segments[r]
-        for i, (start, end, kind, dep, dep_ns) in enumerate(segs):
+    last_in = [max(range(p), key=times.__getitem__) for times in entered]
+    for segs in segments:
+        for i, (start, end, kind, k, _) in enumerate(segs):
             if kind in COLLECTIVES:
-                last = max(range(p), key=entered[dep].__getitem__)
-                segs[i] = (start, end, kind, last, entered[dep][last])
+                segs[i] = (start, end, kind, last_in[k], entered[k][last_in[k]])
     notes, algorithms = [], defaultdict(set)
     for pl in plans:
         algorithms[pl.kind].add(pl.algorithm)

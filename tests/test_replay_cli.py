@@ -1,0 +1,128 @@
+"""`cxlsim replay`: the command (built from its own `register`), its outputs, its refusals, the fabric
+specs and placements, and the generated stencil trace."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+
+import pytest
+
+from cxlsim.errors import InputError
+from cxlsim.replay import cli, engine, fabrics, simgrid, stencil
+
+TRACES = os.path.join(os.path.dirname(__file__), "data", "traces")
+HALO = os.path.join(TRACES, "halo", "halo.txt")
+P2P = os.path.join(TRACES, "p2p", "p2p.txt")
+
+
+def run(argv):
+    parser = argparse.ArgumentParser(prog="cxlsim")
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["replay", *argv])
+    return args.func(args)
+
+
+def test_replay_on_two_fabrics_writes_tables_and_plots(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run([HALO, "--fabric", "eth-100g-tcp", "--fabric", "ib-hdr", "--output", str(out),
+                "--timeline-ms", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "eth-100g-tcp" in text and "ib-hdr" in text and "allreduce recursive_doubling" in text
+    totals = json.loads((out / "totals.json").read_text())
+    assert [t["fabric"] for t in totals] == ["eth-100g-tcp", "ib-hdr"]
+    speedup = list(csv.DictReader((out / "speedup.csv").open()))
+    assert float(speedup[0]["speedup"]) == 1.0
+    assert float(speedup[1]["speedup"]) == pytest.approx(totals[0]["total_s"] / totals[1]["total_s"])
+    assert float(speedup[1]["speedup"]) > 1.0  # InfiniBand beats TCP on the same trace
+    calls = json.loads((out / "calls.json").read_text())
+    assert {c["kind"] for c in calls} >= {"compute", "waitall", "allreduce", "isend", "irecv"}
+    for name in ("totals.png", "calls.png", "timeline-eth-100g-tcp.png", "timeline-ib-hdr.png", "ranks.csv",
+                 "notes.json", "config.yaml", "provenance.json"):
+        assert (out / name).is_file(), name
+    ranks = list(csv.DictReader((out / "ranks.csv").open()))
+    assert len(ranks) == 8
+    # the compute itself is the same on both fabrics (overheads landing during it are 'progress')
+    compute = {t["fabric"]: t["compute_share"] * t["total_s"] for t in totals}
+    assert compute["eth-100g-tcp"] == pytest.approx(compute["ib-hdr"], rel=1e-12)
+
+
+def test_replay_without_a_host_speed_is_refused(tmp_path):
+    with pytest.raises(InputError, match=r"--trace-host-speed: .*smpi/host-speed"):
+        run([P2P, "--fabric", "ib-hdr", "--output", str(tmp_path), "--no-plots"])
+    assert run([P2P, "--fabric", "ib-hdr", "--trace-host-speed", "20kf", "--output", str(tmp_path),
+                "--no-plots"]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--compute-scale", "fast"], r"--compute-scale file 'fast'"),
+    (["--compute-scale", "-1"], r"--compute-scale: expected a factor >= 0"),
+    (["--timeline-ms", "0"], r"--timeline-ms: expected a time > 0 ms"),
+    (["--trace-host-speed", "quick"], r"--trace-host-speed: expected a speed"),
+    (["--placement", "scattered"], r"--placement file 'scattered'"),
+])
+def test_bad_options_are_refused_naming_them(tmp_path, argv, message):
+    with pytest.raises(InputError, match=message):
+        run([HALO, "--fabric", "ib-hdr", "--output", str(tmp_path), "--no-plots", *argv])
+
+
+def test_a_calibration_profile_and_workload_keys_are_refused(tmp_path):
+    with pytest.raises(InputError, match=r"--fabric x\.json: a calibration profile projects one collective"):
+        fabrics.resolve("x.json", 4)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("fabric:\n  preset: ib-hdr\nworkload:\n  collective: allreduce\n")
+    with pytest.raises(InputError, match=r"workload\.collective: the trace is the workload"):
+        fabrics.resolve(str(scenario), 4)
+    with pytest.raises(InputError, match="unknown preset|no-such"):
+        fabrics.resolve("no-such-preset", 4)
+
+
+def test_compute_scale_file_gives_per_rank_factors(tmp_path):
+    factors = tmp_path / "scale.txt"
+    factors.write_text("# one factor per rank\n1\n1\n1\n3\n")
+    assert cli.compute_scale(str(factors), 4) == [1.0, 1.0, 1.0, 3.0]
+    with pytest.raises(InputError, match="lists 4 factors, the trace has 5 ranks"):
+        cli.compute_scale(str(factors), 5)
+    factors.write_text("1\nfast\n")
+    with pytest.raises(InputError, match=r"scale\.txt:2: expected a compute factor"):
+        cli.compute_scale(str(factors), 2)
+
+
+def test_placements_and_a_scenario_fabric(tmp_path):
+    trace = simgrid.read(HALO)
+    two_per_host = fabrics.resolve("ib-hdr", 4, "block", ranks_per_node=2)
+    assert two_per_host.groups == ((0, 1), (2, 3))
+    robin = fabrics.resolve("ib-hdr", 4, "round_robin", ranks_per_node=2)
+    assert robin.groups == ((0, 2), (1, 3))
+    mapping = tmp_path / "hosts.txt"
+    mapping.write_text("1\n0\n1\n0\n")
+    by_file = fabrics.resolve("ib-hdr", 4, str(mapping), ranks_per_node=2)
+    assert by_file.groups == ((1, 3), (0, 2))
+    mapping.write_text("1\n0\n5\n0\n")
+    with pytest.raises(InputError, match=r"hosts\.txt:3: host 5 of rank 2: the fabric has hosts 0\.\.1"):
+        fabrics.resolve("ib-hdr", 4, str(mapping), ranks_per_node=2)
+    shared = engine.replay(trace, two_per_host.make())
+    alone = engine.replay(trace, fabrics.resolve("ib-hdr", 4).make())
+    assert shared.total_ns != alone.total_ns  # two ranks share a NIC and talk through shared memory
+    scenario = tmp_path / "tree.yaml"
+    scenario.write_text("fabric:\n  preset: eth-100g-roce\n  topology: fat_tree\n  hosts_per_leaf: 2\n"
+                        "workload:\n  chunk: 16 KiB\n")
+    tree = fabrics.resolve(str(scenario), 4)
+    assert tree.label == "tree" and "fat_tree" in tree.describe
+    assert engine.replay(trace, tree.make()).total_ns > 0
+
+
+def test_the_generated_stencil_trace(tmp_path):
+    index = stencil.write_stencil(str(tmp_path), dims=(2, 2, 3), halo_bytes=1024, iterations=2,
+                                  compute_flops=1e4)
+    trace = simgrid.read(index)
+    assert trace.size == 12 and trace.host_speed_flops_per_s == 1e9
+    assert stencil.neighbours(0, (2, 2, 3)) == [1, 1, 2, 2, 4, 8]
+    sends = [c for c in trace.ranks[5] if c.kind == "isend"]
+    assert len(sends) == 12 and {c.size_bytes for c in sends} == {1024}
+    assert sorted(c.peer for c in sends[:6]) == sorted(stencil.neighbours(5, (2, 2, 3)))
+    timeline = engine.replay(trace, fabrics.resolve("ib-hdr", 12).make())
+    assert timeline.total_ns > 2 * 1e4  # two compute gaps of 10 us at 1 Gflop/s, plus the exchanges
+    with pytest.raises(InputError, match="halo_bytes"):
+        stencil.write_stencil(str(tmp_path / "x"), halo_bytes=7)
