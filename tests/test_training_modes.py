@@ -68,6 +68,27 @@ def test_hybrid_staleness_bound_is_respected(s):
     assert loose.throughput_samples_per_s >= r.throughput_samples_per_s
 
 
+def test_hybrid_counter_takes_its_latencies_from_the_cxl_preset():
+    import dataclasses
+
+    spec = spec_of([{"gpu": "v100", "repeat": 4}])
+    job = core.make_job(spec, "resnet50")
+    cxl3 = get_cxl_preset("cxl3-pool")
+    # The preset's figures: 2 x (host port 25 + link 2.5 + switch 50 + link 2.5) + media 90 = 250 ns.
+    assert hybrid.CounterCosts.of_pool(cxl3) == hybrid.CounterCosts(cxl_load_ns=250.0, device_atomic_service_ns=90.0)
+    r = hybrid.run_hybrid(spec, job, steps=2, counter="cxl-device", seed=0)
+    assert r.params["counter_pool"] == "cxl3-pool" and r.params["counter_costs"] == {"cxl_load_ns": 250.0,
+                                                                                     "device_atomic_service_ns": 90.0}
+    # A slower switch and media move the counter's atomic with them.
+    slow = dataclasses.replace(cxl3, switch=dataclasses.replace(cxl3.switch, hop_latency_ns=100.0),
+                               device=dataclasses.replace(cxl3.device, media_latency_ns=150.0))
+    costs = hybrid.CounterCosts.of_pool(slow)
+    assert (costs.cxl_load_ns, costs.device_atomic_service_ns) == (2 * (25 + 2.5 + 100 + 2.5) + 150, 150.0)
+    r = hybrid.run_hybrid(spec, job, steps=2, counter="cxl-device", counter_costs=costs, seed=0)
+    assert r.extra["atomic_min_ns"] == pytest.approx(costs.cxl_load_ns + costs.device_atomic_service_ns)
+    assert r.params["counter_pool"] is None  # the figures were given, not a preset's
+
+
 def test_hybrid_counter_atomic_costs_by_placement():
     spec = spec_of([{"gpu": "v100", "repeat": 4}])
     job = core.make_job(spec, "resnet50")

@@ -124,11 +124,8 @@ class CounterCosts:
 
     @classmethod
     def of_pool(cls, preset) -> "CounterCosts":
-        """The figures of a CXLPoolPreset: host port, link, one switch hop and link each way, plus the media."""
-        link = preset.link.traversal_ns
-        path = preset.host_path.port_latency_ns + link + preset.switch.hop_latency_ns + link
-        media = preset.device.media_latency_ns
-        return cls(cxl_load_ns=2 * path + media, device_atomic_service_ns=media)
+        """The figures of a CXLPoolPreset: its unloaded load through one switch level, and its media latency."""
+        return cls(cxl_load_ns=preset.load_latency_ns(1), device_atomic_service_ns=preset.device.media_latency_ns)
 
     def __post_init__(self):
         for key in ("cxl_load_ns", "device_atomic_service_ns"):
