@@ -100,10 +100,10 @@ def _pass_curves(sizes, nranks: int, repeats: int = 5) -> tuple[dict, dict]:
         rows = np.lib.stride_tricks.as_strided(pool, shape=(nranks, n), strides=(stride, 1))
         calls = max(20, min(20000, int(2e6 / (n + 200))))
 
-        def store():
+        def store(block=block, send=send):
             primitives.write_block(block, send)
         write[str(n)] = steady([_mean_call_ns(store, calls) for _ in range(repeats)])
-        read[str(n)] = steady([_mean_call_ns(lambda: primitives.read_pass(rows), calls) for _ in range(repeats)])
+        read[str(n)] = steady([_mean_call_ns(lambda rows=rows: primitives.read_pass(rows), calls) for _ in range(repeats)])
     return write, read
 
 
@@ -175,11 +175,11 @@ def _remote_rank(comm, sizes, repeats: int):
                     if kind == "copy":
                         ns = primitives.memcpy_ns(local, theirs, 1)
                     elif kind == "read":
-                        ns = timed(lambda: primitives.read_pass(theirs)) - zero["read"]
+                        ns = timed(lambda theirs=theirs: primitives.read_pass(theirs)) - zero["read"]
                     elif kind == "copyin":
                         ns = primitives.memcpy_ns(mine, local, 1)
                     else:
-                        ns = timed(lambda: primitives.write_block(mine, local)) - zero["store"]
+                        ns = timed(lambda mine=mine, local=local: primitives.write_block(mine, local)) - zero["store"]
                     if i >= REMOTE_WARMUP:
                         samples.append(max(ns, 0.0))
                 comm.barrier()

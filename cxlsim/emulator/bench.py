@@ -170,18 +170,18 @@ def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:
             rows.append(dict(side=name, np=comm.size, size_bytes=n, avg_us=float(means.mean() * 1e6),
                              min_us=float(means.min() * 1e6), max_us=float(means.max() * 1e6),
                              iterations=iterations))
+            del side  # free its buffers before the next side's are allocated
         if progress is not None:
             progress(n)
     return rows
 
 
 def rank_buffer_bytes(plan: BenchPlan, nranks: int) -> int:
-    """Bytes of private buffers one rank holds at most while running `plan` on `nranks` ranks: a side's
-    send and receive buffers (and with validation its comparison array), two sides alive at once while
-    the next is built, plus the delivered-bandwidth probe's two buffers."""
+    """Bytes of private buffers one rank holds at most while running `plan` on `nranks` ranks: the largest
+    side's send and receive buffers (with validation, also its two comparison arrays), plus the
+    delivered-bandwidth probe's two buffers."""
     n = max(plan.sizes, default=0)
-    side = (nranks + 1) * n + (nranks * n if plan.validate else 0)
-    return 2 * side + 2 * probe_bytes(plan.sizes)
+    return (nranks + 1) * n + (2 * nranks * n if plan.validate else 0) + 2 * probe_bytes(plan.sizes)
 
 
 def run_rounds(comm, plan: BenchPlan, repeat: int, mpi=None, progress=None) -> list[list[dict]]:
@@ -239,21 +239,24 @@ def delivered_timing(comm, nbytes: int, calls: int = 200) -> dict:
     """What the emulated CXL timing delivers on this run's ranks; every rank calls it at the same point.
 
     latency_ns: (zero-copy call of 64 B with the latency on - the same call with it off) / L's count
-    in such a call (one per wait for flags when np > 1, one per block read: np), the mean of `calls`
-    calls each way. bw_bytes_per_ns: `nbytes` / the median of 5 paced copies (the kernels' own pacing
-    at the asked bandwidth), every rank copying at once. Both are the ranks' mean; None where that
-    timing is off.
+    in such a call (one per wait for flags when np > 1, one per block read: np); the median over 5
+    alternating pairs of batches of `calls` calls each. bw_bytes_per_ns: `nbytes` / the median of 5
+    paced copies (the kernels' own pacing at the asked bandwidth), every rank copying at once. Both
+    are the ranks' mean; None where that timing is off.
     """
     asked_latency, asked_bw = comm.pool_latency_ns, comm.pool_bw_bytes_per_ns
     got = np.array([math.nan, math.nan])
     if asked_latency:
         def in_place():
             comm.allgather_in_place(64)
-        on = min(_mean_ns(in_place, calls) for _ in range(3))
-        comm.set_timing(0.0, asked_bw)
-        off = min(_mean_ns(in_place, calls) for _ in range(3))
-        comm.set_timing(asked_latency, asked_bw)
-        got[0] = (on - off) / (comm.size + (comm.size > 1))
+        differences = []
+        for _ in range(5):
+            on = _mean_ns(in_place, calls)
+            comm.set_timing(0.0, asked_bw)
+            off = _mean_ns(in_place, calls)
+            comm.set_timing(asked_latency, asked_bw)
+            differences.append(on - off)
+        got[0] = statistics.median(differences) / (comm.size + (comm.size > 1))
     if asked_bw:
         src, dst = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
         _kernels.paced_copy_ns(dst, src, asked_bw)
