@@ -17,39 +17,54 @@ max(arrival_k, end_{k-1}); with the arrivals sorted, in closed form
     end_k = S_k + max_{j <= k} (arrival_j - S_{j-1}),   S_k = the service times up to k.
 
 A read's data is back at its last chunk's end + media + path; a streamed
-write is acknowledged at end + path. Each rank's protocol (see
-`cxlsim.models.collectives.cxl_pool`) makes its accesses at times that follow
-from the ends of its earlier ones (max-plus), so the whole call is the least
-fixed point of "arrivals from ends, ends from arrivals", reached by iterating
-from the unloaded times (each pass moves every time up; it stops when no time
-moves). With P*b <= B and one switch no chunk ever queues and this is today's
-algebraic form (`one_switch_form`, which the tests pin), e.g. in hw mode
+write (or write-back) is acknowledged at max(end + path, its start +
+writeback_ns). Each rank's protocol (`cxlsim.models.collectives.cxl_pool`)
+makes its accesses at times that follow from the ends of its earlier ones
+(max-plus), so the call is the fixed point of "arrivals from ends, ends from
+arrivals", reached by passes from the unloaded times; it stops when no time
+moves by 1e-6 ns (RunError if it has not after 200 passes). Equal times go
+in the DES's event order (by the previous server's arrival, then program
+order). The result equals the DES to rounding (1e-12 relative, in the tests
+from 1 to 128 hosts, one switch and trees, 1-4 devices).
 
-    write + fence + (X + L) + ((P-1)*X + L + 2*path) + (L + P*D)
+With one switch and P*b <= B no chunk ever queues and the fixed point is the
+algebraic form (X = 64/b, W = 64*ceil(m/64), D = W/b, L = 2*path + media), e.g.
 
-At scale the flags' traffic is what the algebraic form misses: P*(P-1)
-polls and P flag stores queue at the device with the blocks, the polls
-start when each rank's flag store returns, and every rank waits for the
-first poller's recalls (the first read of a Modified flag line recalls it,
-+2*path, and every later read of that line waits for it).
+    hw: (2*path + D) + fence + (X + L) + ((P-1)*X + L + 2*path) + (L + P*D)
 
-hw mode, per rank r (the rules of the transport and its snoop filter):
-- copy: stream the slot (up); ack = max(end + path, writeback floor);
-  f_r = max(issue end, ack) + fence. Zero-copy: f_r = fence.
+At scale the flags' traffic is what that form misses: P*(P-1) polls and P
+flag stores queue at the device with the blocks, each rank's polls start
+when its own flag store returns (spread by the device's queue), and in hw
+mode every rank waits for the first poller's recalls.
+
+hw mode, per rank r (the transport's rules and its snoop filter's):
+- copy: stream the slot (up); f_r = max(issue end, ack) + fence.
+  Zero-copy: f_r = fence.
 - the flag store at f_r is a one-line read for ownership (down); it holds the
-  line Modified from f_r and completes at T_r = its data + (2*path if another
+  line Modified from f_r and completes at T_r = its data (+2*path if another
   rank read the flag before f_r: the device collects their BISnp responses).
-- T_r: one read per other flag, issued together (in flag order on the host).
+- at T_r: one read per other flag, called together (issued in flag order).
   A read called at or after f_w recalls flag w if it is the first such call
   (done at max(data + 2*path, T_w)); later calls until that recall is done
   wait for it; calls after it are plain. A read called before f_w is plain:
-  it sees the flag if T_w <= its data; else it reads again at its data (if the
-  BISnp from f_w already took its copy) or at f_w + 2*path (woken by it).
+  it sees the flag if T_w <= its data; else it reads again at its data (if
+  the BISnp from f_w already took its copy) or at f_w + 2*path (woken by it).
 - copy: at its last flag, read the P slots (down); done at the last data.
 
-flush mode keeps the algebraic form: it is exact with one switch and P*b <= B
-and, on switch trees and at scale, within `FLUSH_TREE_BOUND` of the DES on the
-grid of experiments/verify_simulator.py (see `form_error_bound`).
+flush mode, per rank r (no snoop filter; clflushopt F per line, on the CPU):
+- copy: stream the slot, then clflushopt it (no dirty lines); zero-copy: its
+  clflushopt write the dirty block back (up) from 0. A fence ends at
+  max(now, every earlier acknowledgement, last clflushopt + invalidate_ns) + fence.
+- the flag store: a one-line read into the cache (down), then its clflushopt
+  writes it back (up); the flag is in the pool at that write-back's end.
+- the polls, one flag at a time: clflushopt, fence, load (down); the load
+  sees the flag if it was in the pool by the load's data, else it repeats.
+- clflushopt the others' slots, fence; copy: read the P slots (down).
+These programs are sequential, so each pass walks them with every access's
+queueing delay from the previous pass.
+
+Cost: a few passes over P*(P-1) polls and P*P slot reads (in chunks); at 128
+hosts about 0.1 s (hw) and 2 s (flush, a Python walk) per size.
 """
 from __future__ import annotations
 
@@ -61,14 +76,16 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 
-__all__ = ["PoolGeometry", "pool_closed_form", "one_switch_form", "form_error_bound", "FLUSH_TREE_BOUND"]
+__all__ = ["PoolGeometry", "pool_closed_form"]
 
 LINE = CACHE_LINE_BYTES
-FLUSH_TREE_BOUND = 0.01
-"""Largest |DES / form - 1| of the flush-mode form where it is not exact (the verified grid)."""
 _MAX_PASSES = 200
 _EPS = 1e-6
 """Times closer than this (ns) are equal: the DES's sums and these round differently."""
+
+
+def _close(a, b) -> bool:
+    return bool(np.allclose(a, b, rtol=0, atol=_EPS))
 
 
 def _key(times):
@@ -119,14 +136,6 @@ class PoolGeometry:
                    fence_ns=hp.fence_ns, writeback_ns=hp.writeback_ns, invalidate_ns=hp.invalidate_ns,
                    flush_ns_per_line=hp.flush_ns_per_line)
 
-    @property
-    def load_ns(self) -> float:
-        return 2 * self.path_ns + self.media_ns
-
-    @property
-    def leaf_hosts(self) -> int:
-        """Most hosts under one leaf (0 with one switch)."""
-        return max(self.leaf_of.count(k) for k in set(self.leaf_of)) if self.leaf_of else 0
 
 
 def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
@@ -135,62 +144,7 @@ def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = Fal
     mode = Coherence.parse(coherence, "coherence")
     if not isinstance(m, int) or m < 0:
         raise InputError(f"size: expected an integer >= 0 bytes, got {m!r}")
-    if mode is Coherence.HW:
-        return _hw(geo, m, zero_copy)
-    return one_switch_form(geo, m, mode, zero_copy)
-
-
-def form_error_bound(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
-    """Bound on |DES / pool_closed_form - 1| (0: exact by the transport's rules).
-
-    hw mode is exact. flush mode is exact with one switch while the hosts together stay within the
-    devices' bandwidth (P*b <= B); elsewhere it is within `FLUSH_TREE_BOUND` on the verified grid.
-    """
-    mode = Coherence.parse(coherence, "coherence")
-    if mode is Coherence.HW or (not geo.leaf_of and geo.hosts * geo.host_bw <= geo.devices * geo.device_bw):
-        return 0.0
-    return FLUSH_TREE_BOUND
-
-
-def one_switch_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
-    """The algebraic form (ns): exact with one switch and P*b <= B, where no chunk queues.
-
-        X = 64/b, W = 64*ceil(m/64), D = W/b, L = 2*path + media, F = clflushopt per line, f = fence,
-        I = a clflushopt's acknowledgement (invalidate_ns), K = a write's least time to acknowledgement
-        write  = max(2*path + max(D, P*W/B, k*W/U), K)        streamed, until acknowledged
-        read   = L + max(P*D, P*P*W/B, k*P*W/U)               P slots; P hosts share the device(s)
-        hw:    write + f + (X + L) + ((P-1)*X + L + 2*path) + read
-        flush: max(D + lines*F + I, write) + f + (X + L)
-               + max(2F + I, X + 2*path, K) + f + X + L + (P-2)*(F + I + f + X + L)
-               + (P-1)*lines*F + I + f + read                (I only if lines > 0)
-
-    k hosts under the fullest leaf of a tree share its uplink U (the max() terms are the device
-    and uplink bottlenecks, which this form takes as if they were the only queue). Zero-copy
-    has no write and no read; in flush mode its slot's clflushopt write the block back.
-    """
-    mode = Coherence.parse(coherence, "coherence")
-    p = geo.hosts
-    lines = -(-m // LINE)
-    w = lines * LINE
-    b, big_b = geo.host_bw, geo.device_bw * geo.devices
-    x, d = LINE / b, w / b
-    path, load, fence, flush = geo.path_ns, geo.load_ns, geo.fence_ns, geo.flush_ns_per_line
-    inv, ack = geo.invalidate_ns, geo.writeback_ns
-    leaf = geo.leaf_hosts / geo.uplink_bw if geo.leaf_of else 0.0
-    write = max(2 * path + max(d, p * w / big_b, w * leaf), ack) if lines else 0.0
-    read = load + max(p * d, p * p * w / big_b, p * w * leaf) if lines and not zero_copy else 0.0
-    flag = x + load  # the flag store's read for ownership
-    if mode is Coherence.HW:
-        start = fence if zero_copy else write + fence
-        sync = (p - 1) * x + load + 2 * path if p > 1 else 0.0
-        return start + flag + sync + read
-    slot_inv = inv if lines else 0.0
-    start = max((0.0 if zero_copy else d) + lines * flush + slot_inv, write) + fence
-    if p == 1:  # no polls: the final fence waits for the flag line's write-back
-        return start + flag + max(flush + inv, x + 2 * path, ack) + fence + read
-    # first poll: its fence waits for the flag's write-back, started with the flag's clflushopt
-    polls = max(2 * flush + inv, x + 2 * path, ack) + fence + x + load + (p - 2) * (flush + inv + fence + x + load)
-    return start + flag + polls + (p - 1) * lines * flush + slot_inv + fence + read
+    return (_hw if mode is Coherence.HW else _flush)(geo, m, zero_copy)
 
 
 # ---------------------------------------------------------------------- the FIFO chain
@@ -205,8 +159,8 @@ class _Accesses:
 
     def add(self, hosts, ready, offsets, size: int, up: bool) -> np.ndarray:
         """Accesses of `size` bytes (> 0) at pool `offsets`, by `hosts`, called at `ready`; returns their ids."""
-        hosts, ready, offsets = np.broadcast_arrays(np.asarray(hosts), np.asarray(ready, dtype=float),
-                                                    np.asarray(offsets))
+        hosts, ready, offsets = np.broadcast_arrays(np.atleast_1d(hosts), np.atleast_1d(np.asarray(ready, float)),
+                                                    np.atleast_1d(offsets))
         c = self.geo.chunk_bytes // LINE
         first = offsets // LINE
         stop = (offsets + size - 1) // LINE + 1
@@ -319,9 +273,9 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
             np.maximum.at(end, reader, last[did] + data)
         else:
             end = new_sync
-        same = (np.array_equal(new_f, f) and np.array_equal(new_flag_done, flag_done)
-                and np.array_equal(new_sync, sync) and np.array_equal(np.isnan(new_again), np.isnan(again))
-                and np.allclose(np.nan_to_num(new_again), np.nan_to_num(again), rtol=0, atol=0))
+        same = (_close(new_f, f) and _close(new_flag_done, flag_done) and _close(new_sync, sync)
+                and np.array_equal(np.isnan(new_again), np.isnan(again))
+                and _close(np.nan_to_num(new_again), np.nan_to_num(again)))
         f, flag_done, sync, again = new_f, new_flag_done, new_sync, new_again
         if same:
             return float(end.max())
@@ -358,3 +312,116 @@ def _polls(poll_w, call, first_data, second_data, early, f, flag_done, path, aga
     r_done = recall[w]
     done[idx] = np.where(head, r_done, np.where(c < r_done - _EPS, np.maximum(d, r_done), d))
     return done
+
+
+# ---------------------------------------------------------------------- flush mode
+
+def _flush(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
+    """flush mode: each pass walks the ranks' programs with every access's queueing delay from the
+    last pass (0 at first), until no delay and no poll's number of loads changes."""
+    ranks = _FlushPrograms(geo, m, zero_copy)
+    for _ in range(_MAX_PASSES):
+        booked, ends, polls = ranks.walk()
+        acc = _Accesses(geo)
+        keys = [b[0] for b in booked]
+        host, ready, offset, size, up = (np.array(col) for col in list(zip(*booked))[1:])
+        ids = np.empty(len(booked), int)
+        for n in np.unique(size):
+            for u in (False, True):
+                sel = np.flatnonzero((size == n) & (up == u))
+                if len(sel):
+                    ids[sel] = acc.add(host[sel], ready[sel], offset[sel], int(n), bool(u))
+        issue, last = acc.ends()
+        issue0 = ready + size / geo.host_bw
+        delay = dict(zip(keys, zip((issue[ids] - issue0).tolist(), (last[ids] - issue0 - geo.path_ns).tolist())))
+        if polls == ranks.polls and delay.keys() == ranks.delay.keys() and \
+                _close(np.array(list(delay.values())), np.array([ranks.delay[k] for k in delay])):
+            return float(ends.max())
+        ranks.delay, ranks.polls = delay, polls
+    raise RunError(f"pool closed form: the flush-mode fixed point for P={geo.hosts}, m={m} did not settle "
+                   f"in {_MAX_PASSES} passes")
+
+
+class _FlushPrograms:
+    """The ranks' flush-mode programs, walked with given queueing delays per access."""
+
+    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool):
+        self.geo = geo
+        self.lines = -(-m // LINE)
+        self.w_bytes = self.lines * LINE
+        self.slots = geo.hosts * LINE + (geo.hosts + np.arange(geo.hosts)) * max(LINE, self.w_bytes)
+        self.copy = self.lines > 0 and not zero_copy
+        self.delay = {}     # access key -> (issue delay, end delay) of the last pass
+        self.polls = None   # loads per poll of the last pass
+        self.booked = []
+
+    def access(self, key, host, ready, offset, size, up):
+        """Book one access; returns (issue end, device end) with the last pass's delays."""
+        n = -(-size // LINE) * LINE
+        self.booked.append((key, host, ready, offset, n, up))
+        di, de = self.delay.get(key, (0.0, 0.0))
+        issue = ready + n / self.geo.host_bw
+        return issue + di, issue + self.geo.path_ns + de
+
+    def walk(self):
+        """(booked accesses, each rank's end, loads per poll) of one pass."""
+        p = self.geo.hosts
+        self.booked = []
+        flags = [self._publish(r) for r in range(p)]
+        visible = [v for v, _, _ in flags]
+        ends, polls = np.zeros(p), []
+        for r in range(p):
+            ends[r] = self._gather(r, visible, *flags[r][1:], polls)
+        return self.booked, ends, polls
+
+    def _fence(self, now, acks):
+        return max(now, max(acks)) + self.geo.fence_ns
+
+    def _clflushopt(self, now, lines, acks):
+        """clflushopt of `lines` lines from `now` (CPU); a fence also waits for invalidate_ns after it."""
+        now += lines * self.geo.flush_ns_per_line
+        if lines and self.geo.invalidate_ns > 0:
+            acks.append(now + self.geo.invalidate_ns)
+        return now
+
+    def _publish(self, r):
+        """Block, fence, flag store and its clflushopt: (flag in the pool, its acknowledgement, CPU time)."""
+        geo, path = self.geo, self.geo.path_ns
+        acks, t = [0.0], 0.0
+        if self.lines:  # streamed (copy), or written back by the slot's clflushopt from 0 (zero-copy)
+            issued, end = self.access(("w", r), r, 0.0, int(self.slots[r]), self.w_bytes, True)
+            acks.append(max(end + path, geo.writeback_ns))
+            t = issued if self.copy else 0.0
+        t = self._fence(self._clflushopt(t, self.lines, acks), acks)
+        _, end = self.access(("s", r), r, t, r * LINE, LINE, False)   # the store's read into the cache
+        stored = end + geo.media_ns + path
+        _, end = self.access(("b", r), r, stored, r * LINE, LINE, True)  # the flag's write-back
+        acks = [max(end + path, stored + geo.writeback_ns)]
+        return end, acks, self._clflushopt(stored, 1, acks)
+
+    def _gather(self, r, visible, acks, t, polls):
+        """Poll the other flags one at a time, drop the others' slots, fence, read: the rank's end."""
+        geo, p = self.geo, self.geo.hosts
+        loads = 0
+        for w in range(p):
+            if w == r:
+                continue
+            tries = 0
+            while True:  # clflushopt, mfence, load until the flag is in the pool by the load's data
+                t = self._fence(self._clflushopt(t, 1, acks), acks)
+                _, end = self.access(("p", r, loads), r, t, w * LINE, LINE, False)
+                loads += 1
+                tries += 1
+                t = end + geo.media_ns + geo.path_ns
+                if visible[w] <= t + _EPS:
+                    break
+                if tries > 10000:
+                    raise RunError(f"pool closed form: rank {r} never sees flag {w} (P={p})")
+            polls.append(tries)
+        for _w in range(p - 1):
+            t = self._clflushopt(t, self.lines, acks)
+        t = self._fence(t, acks)
+        if self.copy:
+            t = max(self.access(("r", r, w), r, t, int(self.slots[w]), self.w_bytes, False)[1]
+                    for w in range(p)) + geo.media_ns + geo.path_ns
+        return t
