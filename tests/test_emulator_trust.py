@@ -91,12 +91,14 @@ def test_a_real_run_asking_a_hundred_times_the_native_bandwidth_is_flagged():
 def test_delivered_timing_measures_both_figures_on_every_rank():
     def body(comm):
         comm.set_timing(300.0, 4.0)
-        return bench.delivered_timing(comm, 64 << 10, calls=20)
-    results = run_local(2, body, slot_bytes=64)
+        return bench.delivered_timing(comm, 64 << 10, calls=20, batch_ns=2e6)
+    results = run_local(2, body, slot_bytes=64 << 10)
     assert results[0] == results[1]  # the ranks' mean, the same on both
     got = results[0]
     # what is delivered depends on the machine's load (no bound asserted), but both are measured
-    assert got["probe_bytes"] == 64 << 10 and math.isfinite(got["latency_ns"]) and 0 < got["bw_bytes_per_ns"] < math.inf
+    assert got["probe_bytes"] == 64 << 10 and math.isfinite(got["latency_ns"]) and got["bw_bytes_per_ns"] > 0
+    with pytest.raises(RankFailure, match="pool slots hold 64"):  # the probe's blocks must fit the slots
+        run_local(1, body, slot_bytes=64)
 
 
 # -- case 3: repeats and their spread ------------------------------------------------------------------

@@ -34,7 +34,7 @@ CI_FROM_ROUNDS = 5  # from this many rounds the spread is a 95% confidence inter
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
         2.045, 2.042)
-PROBE_MIN_BYTES, PROBE_MAX_BYTES = 64 << 10, 4 << 20  # the delivered-bandwidth probe's copy size bounds
+PROBE_MIN_BYTES, PROBE_MAX_BYTES = 64 << 10, 4 << 20  # the delivered-bandwidth probe's block size bounds
 
 
 class ValidationError(RunError):
@@ -178,10 +178,10 @@ def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:
 
 def rank_buffer_bytes(plan: BenchPlan, nranks: int) -> int:
     """Bytes of private buffers one rank holds at most while running `plan` on `nranks` ranks: the largest
-    side's send and receive buffers (with validation, also its two comparison arrays), plus the
-    delivered-bandwidth probe's two buffers."""
+    side's send and receive buffers (with validation, also its two comparison arrays), plus those of
+    the delivered-bandwidth probe."""
     n = max(plan.sizes, default=0)
-    return (nranks + 1) * n + (2 * nranks * n if plan.validate else 0) + 2 * probe_bytes(plan.sizes)
+    return (nranks + 1) * (n + probe_bytes(plan.sizes)) + (2 * nranks * n if plan.validate else 0)
 
 
 def run_rounds(comm, plan: BenchPlan, repeat: int, mpi=None, progress=None) -> list[list[dict]]:
@@ -224,7 +224,8 @@ def summarize(rounds: list[list[dict]]) -> list[dict]:
 
 
 def probe_bytes(sizes) -> int:
-    """The delivered-bandwidth probe's copy size: the largest bench size, within 64 KiB..4 MiB."""
+    """The delivered-bandwidth probe's block size per rank: the largest bench size, within 64 KiB..4 MiB
+    (below 64 KiB a copy's time is mostly the call's own cost, not the bandwidth's)."""
     return min(max(max(sizes, default=0), PROBE_MIN_BYTES), PROBE_MAX_BYTES)
 
 
@@ -235,16 +236,20 @@ def _mean_ns(op, calls: int) -> float:
     return (time.perf_counter_ns() - t0) / calls
 
 
-def delivered_timing(comm, nbytes: int, calls: int = 200) -> dict:
+def delivered_timing(comm, nbytes: int, calls: int = 200, batch_ns: float = 20e6) -> dict:
     """What the emulated CXL timing delivers on this run's ranks; every rank calls it at the same point.
 
     latency_ns: (zero-copy call of 64 B with the latency on - the same call with it off) / L's count
     in such a call (one per wait for flags when np > 1, one per block read: np); the median over 5
-    alternating pairs of batches of `calls` calls each. bw_bytes_per_ns: `nbytes` / the median of 5
-    paced copies (the kernels' own pacing at the asked bandwidth), every rank copying at once. Both
-    are the ranks' mean; None where that timing is off.
+    alternating pairs of batches of `calls` calls each.
+    bw_bytes_per_ns: what the pool allgather's copies deliver at the asked bandwidth (latency off):
+    a copy call of `nbytes` per rank moves (np + 1) x nbytes through the pool (its block in, every
+    block out), so (np + 1) x nbytes / (copy call - bare sync), the median over 5 alternating pairs
+    of batches of about `batch_ns` each. Above what the machine's copies reach, that is the native
+    rate, not the asked one. Both are the ranks' mean; None where that timing is off.
     """
     asked_latency, asked_bw = comm.pool_latency_ns, comm.pool_bw_bytes_per_ns
+    size = comm.size
     got = np.array([math.nan, math.nan])
     if asked_latency:
         def in_place():
@@ -256,15 +261,29 @@ def delivered_timing(comm, nbytes: int, calls: int = 200) -> dict:
             off = _mean_ns(in_place, calls)
             comm.set_timing(asked_latency, asked_bw)
             differences.append(on - off)
-        got[0] = statistics.median(differences) / (comm.size + (comm.size > 1))
+        got[0] = statistics.median(differences) / (size + (size > 1))
     if asked_bw:
-        src, dst = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)
-        _kernels.paced_copy_ns(dst, src, asked_bw)
-        comm.barrier()
-        got[1] = nbytes / statistics.median(_kernels.paced_copy_ns(dst, src, asked_bw) for _ in range(5))
-    everyone = np.empty(2 * comm.size)
+        if nbytes > comm.slot_bytes:
+            raise InputError(f"delivered_timing: {nbytes} bytes per rank but pool slots hold {comm.slot_bytes}")
+        send, recv = np.ones(nbytes, np.uint8), np.empty(size * nbytes, np.uint8)
+        moved = (size + 1) * nbytes
+        # The same count on every rank (it depends on the arguments only): each batch is ~batch_ns at
+        # the asked bandwidth or at 10 GB/s, whichever is slower.
+        copies = max(3, min(200, int(batch_ns / (moved / min(asked_bw, 10.0) + 10e3))))
+
+        def copy():
+            comm.allgather(send, recv)
+        comm.set_timing(0.0, asked_bw)
+        copy()
+        differences = []
+        for _ in range(5):
+            differences.append(_mean_ns(copy, copies) - _mean_ns(comm.barrier, copies))
+        comm.set_timing(asked_latency, asked_bw)
+        spent = statistics.median(differences)
+        got[1] = moved / spent if spent > 0 else math.inf
+    everyone = np.empty(2 * size)
     comm.allgather(got, everyone)
-    mean = everyone.reshape(comm.size, 2).mean(axis=0)
+    mean = everyone.reshape(size, 2).mean(axis=0)
     return dict(latency_ns=float(mean[0]) if asked_latency else None,
                 bw_bytes_per_ns=float(mean[1]) if asked_bw else None, probe_bytes=nbytes)
 
@@ -279,7 +298,7 @@ def timing_warnings(asked: dict, delivered: dict | None, tolerance: float = 0.10
     out = []
     checks = (("latency", "pool_latency_ns", "latency_ns", format_time, "per pool access"),
               ("bandwidth", "pool_bw_bytes_per_ns", "bw_bytes_per_ns", format_bandwidth,
-               f"paced copies of {format_size(delivered.get('probe_bytes', 0))}"))
+               f"the pool allgather's copies at {format_size(delivered.get('probe_bytes', 0))} per rank"))
     for what, asked_key, got_key, fmt, how in checks:
         want, got = asked.get(asked_key) or 0.0, delivered.get(got_key)
         if not want or got is None:

@@ -132,7 +132,7 @@ def bench_allgather(args) -> int:
         print("cxlsim bench: note: --pool-bandwidth paces the kernel's copies; in --zero-copy mode the reads "
               "and writes of the slots are the caller's and run unpaced (only --pool-latency applies)",
               file=sys.stderr)
-    slot_bytes = max(max(sizes), 64)
+    slot_bytes = max(max(sizes), 64, probe_bytes(sizes) if timing["pool_bw_bytes_per_ns"] else 0)
     options = dict(pool=spec, slot_bytes=slot_bytes, coherence=args.coherence, timeout_s=args.timeout, **timing)
     launcher = args.launcher
     if launcher == "auto":
