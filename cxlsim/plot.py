@@ -6,9 +6,13 @@ A sweep's `sweep.csv` (cxlsim.sweep_workspace) has one row per point: the axis c
 of the `--hue` axis. A *heatmap* (`--kind heatmap --x KEY --y KEY2 --z METRIC`)
 colours a grid of two axes by METRIC. Every other axis that the sweep varied
 must be pinned with `--where KEY=VALUE` (or the plot would silently mix
-points); the error says which. Failed points (an `error` in the CSV) are left
-out. The PNG goes into the workspace, written atomically
-(`Workspace.save_plot`), with the matplotlib Agg backend.
+points); the error says which. A `--where` value is read as `--vary` reads it
+(YAML in the key's units, '1 MiB'), and the pins are part of the PNG's default
+name, so plots of other slices never overwrite each other. Points whose preset
+does not use the `--hue` axis (an empty cell) are drawn as one line, "not used".
+Failed points (an `error` in the CSV) are left out. The PNG goes into the
+workspace, written atomically (`Workspace.save_plot`), with the matplotlib Agg
+backend.
 
 Axis labels carry the unit of the scenario field (`fabric.links.latency [ns]`).
 Scales are linear unless the values are positive and span 100x or more
@@ -136,6 +140,23 @@ def _unique(frame, by: list[str], flags: str) -> None:
                      f"pin them (e.g. {pins}) or pass one as --hue")
 
 
+NOT_USED = "not used"
+"""The legend entry of the points whose preset does not use the --hue axis (an empty CSV cell)."""
+
+
+def _hue_order(group):
+    value = group[0]
+    return (1, "") if value != value else (0, value)  # NaN (axis not used) last
+
+
+def _hue_label(value, column) -> str:
+    if value != value:
+        return NOT_USED
+    if column.isna().any() and isinstance(value, float) and value.is_integer():
+        return str(int(value))  # an integer column with empty cells is read as floats: 2.0 was written as 2
+    return f"{value}"
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
@@ -170,11 +191,11 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
     title = ", ".join(where) if where else None
     if kind == "line":
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
-        groups = [(None, frame)] if hue is None else sorted(frame.groupby(hue), key=lambda g: g[0])
+        groups = [(None, frame)] if hue is None else sorted(frame.groupby(hue, dropna=False), key=_hue_order)
         for value, group in groups:
             group = group.sort_values(x) if _numeric(frame[x]) else group
             ax.plot(group[x].tolist(), group[y].tolist(), marker="o",
-                    label=None if hue is None else f"{value}")
+                    label=None if hue is None else _hue_label(value, frame[hue]))
         ax.set_xscale(_scale(frame[x], xscale))
         ax.set_yscale(_scale(frame[y], yscale))
         ax.set_xlabel(_label(x))

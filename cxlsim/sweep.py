@@ -36,7 +36,7 @@ from cxlsim import config
 from cxlsim.errors import InputError, RunError
 from cxlsim.results import Workspace
 from cxlsim.sweep_definition import (Point, SweepConfig, SweepScenario, base_scenario, expand, leaf_keys, load,
-                                     parse_vary, point_seed)
+                                     parse_vary, point_seed, unused_notes)
 from cxlsim.sweep_executors import cpus, make_executor, run_point
 from cxlsim.sweep_workspace import CSV_NAME, Lock, SweepWorkspace, read_csv_rows
 
@@ -66,6 +66,8 @@ class Sweep:
         self.extend = extend
         self.results: dict[int, dict] = {}  # point index -> point record
         self.run_number = 0  # how many runs of this sweep the workspace saw before this one
+        self.notes = unused_notes(self.points)
+        """What the sweep did about axes that some points do not use (one line each)."""
 
     def csv_rows(self) -> tuple[list[str], list[dict]]:
         """The tidy table of the finished points, in factorial order."""
@@ -98,6 +100,7 @@ class Sweep:
                                             workers=workers, axes=[k for k, _ in self.points[0].values],
                                             seed_rule="per point: SHA-256 of the point's canonical values "
                                                       "(and the base seed if set), top 63 bits",
+                                            unused_axes=self.notes,
                                             resumed=self.resume, extended=self.extend, pid=os.getpid(),
                                             run=self.run_number, earlier_runs=earlier)
             if self.resume:
@@ -212,6 +215,8 @@ def main(args) -> int:
         print("# sweep interrupted; the finished points are saved, run again with --resume", file=sys.stderr)
         raise
     ws = sweep.workspace.path
+    for note in sweep.notes:
+        print(f"# sweep: {note}")
     print(f"# sweep: {counts['points']} points, {counts['skipped']} already finished, {counts['ran']} run, "
           f"{counts['failed']} failed")
     print(f"# csv: {sweep.workspace.file(CSV_NAME + '.csv')}")

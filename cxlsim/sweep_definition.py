@@ -22,8 +22,25 @@ is the innermost. An unknown key is an error that lists the valid ones; a value
 the key does not accept is an error naming the key, the value and the
 expectation, before anything runs. `seed` and `output.*` cannot be varied.
 
+>>> base = config.from_dict({"engine": "analytic", "fabric": {"preset": "ib-hdr", "nodes": 4},
+...                          "workload": {"algorithm": "ring", "sizes": ["1 KiB", "1 MiB"]}})
+>>> [dict(p.values) for p in expand(base, [parse_vary("fabric.nodes=2,8")])][:3]
+[{'fabric.nodes': 2, 'workload.sizes': 1024}, {'fabric.nodes': 2, 'workload.sizes': 1048576}, \
+{'fabric.nodes': 8, 'workload.sizes': 1024}]
+>>> points = expand(base, [("fabric.preset", ("ib-hdr", "cxl3-pool")), ("fabric.cxl.switch_levels", (1, 2))])
+>>> len(points), points[0].unused, dict(points[0].values)   # 2 sizes x (ib-hdr once + cxl3-pool twice)
+(6, ('fabric.cxl.switch_levels',), {'fabric.preset': 'ib-hdr', 'fabric.cxl.switch_levels': None, \
+'workload.sizes': 1024})
+
+**Axes that do not apply.** An axis that a point's preset does not use (for
+example `fabric.cxl.switch_levels` on a network preset, as
+`cxlsim.simulate.unused_keys` tells) is left unset on that point, whose value
+for it is None (an empty CSV cell); the combinations that differ only in such
+axes are one point, run once. `unused_notes` says which axes, on how many
+points and presets, and `cxlsim sweep` prints it.
+
 **Seeds.** A point's seed is a stable hash (SHA-256) of its canonical key: the
-varied keys with their validated internal values (ns, bytes, bytes/ns), plus
+varied keys that apply to it with their validated internal values (ns, bytes, bytes/ns), plus
 the base seed if the scenario sets one. Neither the order of the points, nor
 resuming, nor the executor changes a point's seed or its result.
 
@@ -46,9 +63,10 @@ import yaml
 
 from cxlsim import config
 from cxlsim.errors import InputError
+from cxlsim.simulate import unused_keys
 
 __all__ = ["SIZE_KEY", "SweepConfig", "SweepScenario", "Point", "load", "base_scenario", "leaf_keys", "parse_vary",
-           "check_axes", "axis_value", "expand", "point_seed", "point_id", "flatten", "definition", "redefinition"]
+           "check_axes", "axis_value", "unused_axes", "expand", "unused_notes", "point_seed", "point_id", "flatten", "definition", "redefinition"]
 
 SIZE_KEY = "workload.sizes"
 FORBIDDEN_PREFIXES = ("seed", "output.")
@@ -158,9 +176,11 @@ class Point:
     seed: int
     """The point's seed (63 bits), a stable hash of its canonical key."""
     values: tuple
-    """(dotted key, canonical internal value) per axis, in axis order."""
+    """(dotted key, canonical internal value) per axis, in axis order; None for an axis in `unused`."""
     scenario: config.Scenario
     """The base scenario with the values and the seed set (one message size)."""
+    unused: tuple = ()
+    """The axes this point's preset does not use: left unset, so the point is run once for all their values."""
 
 
 def _canonical(value):
@@ -242,20 +262,75 @@ def check_axes(base: config.Scenario, axes) -> list[tuple[str, list[tuple]]]:
     return checked
 
 
+def _nested(dotted: dict) -> dict:
+    out: dict = {}
+    for key, value in dotted.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def unused_axes(preset: str, overrides: dict, cache: dict | None = None) -> list[str]:
+    """The axis keys of `overrides` ({dotted key: YAML value}) that `preset` does not use
+    (`cxlsim.simulate.unused_keys`); `cache` remembers the answer per preset and set keys."""
+    keys = tuple(k for k, v in overrides.items() if v is not None and k not in ("fabric.preset", SIZE_KEY))
+    memo = (preset, keys)
+    if cache is None or memo not in cache:
+        raw = _nested({"fabric.preset": preset, **{k: overrides[k] for k in keys}})
+        found = set(unused_keys(raw))
+        answer = [k for k in keys if k in found]
+        if cache is None:
+            return answer
+        cache[memo] = answer
+    return cache[memo]
+
+
 def expand(base: config.Scenario, axes) -> list[Point]:
-    """The factorial product of `axes` ((key, YAML values) pairs) over `base`, validated (see `check_axes`)."""
+    """The factorial product of `axes` ((key, YAML values) pairs) over `base`, validated (see `check_axes`).
+
+    An axis that a point's preset does not use (`fabric.cxl.switch_levels` on a network
+    preset) is left unset on that point and listed in its `unused`; the combinations that
+    differ only there are one point, run once, in the place of the first of them.
+    """
     checked = check_axes(base, axes)
     keys = [key for key, _ in checked]
-    points = []
-    for index, combo in enumerate(itertools.product(*(pairs for _, pairs in checked))):
-        values = tuple((key, c) for key, (_, c) in zip(keys, combo))
-        seed = point_seed(values, base.seed)
+    points: list[Point] = []
+    seen: set[str] = set()
+    cache: dict = {}
+    for combo in itertools.product(*(pairs for _, pairs in checked)):
         overrides = {key: y for key, (y, _) in zip(keys, combo)}
+        unused = unused_axes(overrides.get("fabric.preset", base.fabric.preset), overrides, cache)
+        values = tuple((key, None if key in unused else c) for key, (_, c) in zip(keys, combo))
+        identity = tuple((k, c) for k, c in values if k not in unused)
+        pid = point_id(identity)
+        if pid in seen:
+            continue
+        seen.add(pid)
+        seed = point_seed(identity, base.seed)
+        for key in unused:
+            del overrides[key]
         overrides[SIZE_KEY] = [overrides[SIZE_KEY]]
         overrides["seed"] = seed
-        scenario = _validated(base, overrides, "sweep point " + ", ".join(f"{k}={c!r}" for k, c in values))
-        points.append(Point(index=index, point_id=point_id(values), seed=seed, values=values, scenario=scenario))
+        scenario = _validated(base, overrides, "sweep point " + ", ".join(f"{k}={c!r}" for k, c in identity))
+        points.append(Point(index=len(points), point_id=pid, seed=seed, values=values, scenario=scenario,
+                            unused=tuple(unused)))
     return points
+
+
+def unused_notes(points: list[Point]) -> list[str]:
+    """One line per axis that some points do not use: how many, on which presets, and what the sweep did."""
+    notes = []
+    axes = [k for k, _ in points[0].values] if points else []
+    for key in axes:
+        skipped = [p for p in points if key in p.unused]
+        if skipped:
+            presets = ", ".join(dict.fromkeys(p.scenario.fabric.preset for p in skipped))
+            notes.append(f"{key} does not apply to {len(skipped)} of {len(points)} points (fabric.preset {presets}): "
+                         f"each of them runs once, with an empty {key} column")
+    return notes
 
 
 # ---------------------------------------------------------------- definitions

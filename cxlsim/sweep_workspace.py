@@ -155,7 +155,7 @@ class SweepWorkspace:
         if out["rows"] is not None:
             row = {k: v for k, v in out["rows"][0].items() if k != "wall_s"}
         return {"index": point.index, "point_id": point.point_id, "seed": point.seed,
-                "values": dict(point.values), "scenario": _jsonable(config.to_dict(point.scenario)),
+                "values": dict(point.values), "unused": list(point.unused), "scenario": _jsonable(config.to_dict(point.scenario)),
                 "resolved": out["resolved"], "row": row, "error": out["error"],
                 "wall_s": out["wall_s"], "host": out["host"], "pid": out["pid"], "run": run}
 

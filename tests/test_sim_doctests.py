@@ -5,9 +5,10 @@ import pytest
 
 import cxlsim.config
 import cxlsim.fabric
+import cxlsim.sweep_definition
 
 
-@pytest.mark.parametrize("module", [cxlsim.fabric, cxlsim.config])
+@pytest.mark.parametrize("module", [cxlsim.fabric, cxlsim.config, cxlsim.sweep_definition])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

@@ -116,6 +116,61 @@ def test_resume_may_change_how_points_run(finished, capsys):
     assert "6 points, 6 already finished, 0 run" in capsys.readouterr().out
 
 
+# ---------------------------------------------------------------- case 5: an axis that does not apply
+
+MIXED = """\
+name: m
+engine: analytic
+fabric: {preset: ib-hdr, nodes: 4}
+workload: {algorithm: auto, sizes: [1 MiB]}
+"""
+
+
+def test_an_axis_a_preset_does_not_use_is_said_and_each_distinct_point_runs_once(tmp_path, capsys):
+    import pandas as pd
+
+    from cxlsim import config, simulate
+
+    path = write(tmp_path, MIXED)
+    ws = tmp_path / "w"
+    assert cli_main(["sweep", path, "--output", str(ws), "--vary", "fabric.nodes=2,4",
+                     "--vary", "fabric.preset=ib-hdr,cxl3-pool", "--vary", "fabric.cxl.switch_levels=1,2"]) == 0
+    out = capsys.readouterr().out
+    assert ("fabric.cxl.switch_levels does not apply to 2 of 6 points (fabric.preset ib-hdr): "
+            "each of them runs once") in out
+    assert "6 points, 0 already finished, 6 run, 0 failed" in out
+    frame = pd.read_csv(ws / "sweep.csv")
+    network = frame[frame["fabric.preset"] == "ib-hdr"]
+    pool = frame[frame["fabric.preset"] == "cxl3-pool"]
+    assert len(network) == 2 and network["fabric.cxl.switch_levels"].isna().all()
+    assert sorted(pool["fabric.cxl.switch_levels"]) == [1, 1, 2, 2]
+    assert frame["point"].tolist() == list(range(6)) and frame["point_id"].is_unique
+    # Each row is the simulation of its own scenario, the unused key left unset.
+    for _, row in network.iterrows():
+        scenario = config.from_dict({"engine": "analytic", "fabric": {"preset": "ib-hdr", "nodes": int(row["fabric.nodes"])},
+                                     "workload": {"algorithm": "auto", "sizes": [1 << 20]}})
+        assert simulate.run(simulate.resolved(scenario))[0]["latency_us"] == row["latency_us"]
+    assert cli_main(["sweep", str(ws), "--resume"]) == 0
+    assert "6 points, 6 already finished, 0 run" in capsys.readouterr().out
+
+
+def test_plot_hue_on_an_axis_some_points_do_not_use(tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
+    from cxlsim import plot
+
+    path = write(tmp_path, MIXED)
+    ws = tmp_path / "w"
+    assert cli_main(["sweep", path, "--output", str(ws), "--vary", "fabric.nodes=2,4",
+                     "--vary", "fabric.preset=ib-hdr,cxl3-pool", "--vary", "fabric.cxl.switch_levels=1,2"]) == 0
+    _, fig, ax = plot.plot(str(ws), "fabric.nodes", "latency_us", hue="fabric.cxl.switch_levels")
+    try:
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1", "2", plot.NOT_USED]
+        assert all(list(line.get_xdata()) == [2, 4] for line in ax.get_lines())
+    finally:
+        plt.close(fig)
+
+
 # ---------------------------------------------------------------- case 9: plot --where
 
 @pytest.fixture
