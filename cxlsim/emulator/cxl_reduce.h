@@ -70,43 +70,49 @@ typedef void (*cxl_fold_fn)(char *out, const char *const *blocks, int nblocks, u
         }                                                                                           \
     }
 
-#define CXL_DEFINE_INT_FOLDS(S, T, U)                          \
-    CXL_DEFINE_FOLD(cxl_fold_sum_##S, T, U, CXL_C_SUM)        \
-    CXL_DEFINE_FOLD(cxl_fold_prod_##S, T, U, CXL_C_PROD)      \
-    CXL_DEFINE_FOLD(cxl_fold_min_##S, T, U, CXL_C_MIN)        \
-    CXL_DEFINE_FOLD(cxl_fold_max_##S, T, U, CXL_C_MAX)        \
-    CXL_DEFINE_FOLD(cxl_fold_band_##S, T, U, CXL_C_BAND)      \
-    CXL_DEFINE_FOLD(cxl_fold_bor_##S, T, U, CXL_C_BOR)        \
-    CXL_DEFINE_FOLD(cxl_fold_bxor_##S, T, U, CXL_C_BXOR)      \
-    CXL_DEFINE_FOLD(cxl_fold_land_##S, T, U, CXL_C_LAND)      \
-    CXL_DEFINE_FOLD(cxl_fold_lor_##S, T, U, CXL_C_LOR)        \
-    CXL_DEFINE_FOLD(cxl_fold_lxor_##S, T, U, CXL_C_LXOR)
+/* Sum, product, bitwise and logical ops give the same bits on a signed type as on the unsigned
+ * type of its width (two's complement, wrapping): one fold per width serves both. */
+#define CXL_DEFINE_WIDTH_FOLDS(S, U)                           \
+    CXL_DEFINE_FOLD(cxl_fold_sum_##S, U, U, CXL_C_SUM)        \
+    CXL_DEFINE_FOLD(cxl_fold_prod_##S, U, U, CXL_C_PROD)      \
+    CXL_DEFINE_FOLD(cxl_fold_band_##S, U, U, CXL_C_BAND)      \
+    CXL_DEFINE_FOLD(cxl_fold_bor_##S, U, U, CXL_C_BOR)        \
+    CXL_DEFINE_FOLD(cxl_fold_bxor_##S, U, U, CXL_C_BXOR)      \
+    CXL_DEFINE_FOLD(cxl_fold_land_##S, U, U, CXL_C_LAND)      \
+    CXL_DEFINE_FOLD(cxl_fold_lor_##S, U, U, CXL_C_LOR)        \
+    CXL_DEFINE_FOLD(cxl_fold_lxor_##S, U, U, CXL_C_LXOR)
 
-#define CXL_DEFINE_FLOAT_FOLDS(S, T)                           \
-    CXL_DEFINE_FOLD(cxl_fold_sum_##S, T, T, CXL_C_FSUM)       \
-    CXL_DEFINE_FOLD(cxl_fold_prod_##S, T, T, CXL_C_FPROD)     \
-    CXL_DEFINE_FOLD(cxl_fold_min_##S, T, T, CXL_C_FMIN)       \
-    CXL_DEFINE_FOLD(cxl_fold_max_##S, T, T, CXL_C_FMAX)
+#define CXL_DEFINE_ORDER_FOLDS(S, T, U, MIN, MAX)              \
+    CXL_DEFINE_FOLD(cxl_fold_min_##S, T, U, MIN)              \
+    CXL_DEFINE_FOLD(cxl_fold_max_##S, T, U, MAX)
 
-CXL_DEFINE_INT_FOLDS(i8, int8_t, uint8_t)
-CXL_DEFINE_INT_FOLDS(i16, int16_t, uint16_t)
-CXL_DEFINE_INT_FOLDS(i32, int32_t, uint32_t)
-CXL_DEFINE_INT_FOLDS(i64, int64_t, uint64_t)
-CXL_DEFINE_INT_FOLDS(u8, uint8_t, uint8_t)
-CXL_DEFINE_INT_FOLDS(u16, uint16_t, uint16_t)
-CXL_DEFINE_INT_FOLDS(u32, uint32_t, uint32_t)
-CXL_DEFINE_INT_FOLDS(u64, uint64_t, uint64_t)
-CXL_DEFINE_FLOAT_FOLDS(f32, float)
-CXL_DEFINE_FLOAT_FOLDS(f64, double)
+CXL_DEFINE_WIDTH_FOLDS(w8, uint8_t)
+CXL_DEFINE_WIDTH_FOLDS(w16, uint16_t)
+CXL_DEFINE_WIDTH_FOLDS(w32, uint32_t)
+CXL_DEFINE_WIDTH_FOLDS(w64, uint64_t)
+CXL_DEFINE_ORDER_FOLDS(i8, int8_t, uint8_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(i16, int16_t, uint16_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(i32, int32_t, uint32_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(i64, int64_t, uint64_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(u8, uint8_t, uint8_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(u16, uint16_t, uint16_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(u32, uint32_t, uint32_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_ORDER_FOLDS(u64, uint64_t, uint64_t, CXL_C_MIN, CXL_C_MAX)
+CXL_DEFINE_FOLD(cxl_fold_sum_f32, float, float, CXL_C_FSUM)
+CXL_DEFINE_FOLD(cxl_fold_prod_f32, float, float, CXL_C_FPROD)
+CXL_DEFINE_ORDER_FOLDS(f32, float, float, CXL_C_FMIN, CXL_C_FMAX)
+CXL_DEFINE_FOLD(cxl_fold_sum_f64, double, double, CXL_C_FSUM)
+CXL_DEFINE_FOLD(cxl_fold_prod_f64, double, double, CXL_C_FPROD)
+CXL_DEFINE_ORDER_FOLDS(f64, double, double, CXL_C_FMIN, CXL_C_FMAX)
 
-#define CXL_INT_ROW(S)                                                                               \
-    {cxl_fold_sum_##S, cxl_fold_prod_##S, cxl_fold_min_##S, cxl_fold_max_##S, cxl_fold_band_##S,   \
-     cxl_fold_bor_##S, cxl_fold_bxor_##S, cxl_fold_land_##S, cxl_fold_lor_##S, cxl_fold_lxor_##S}
+#define CXL_INT_ROW(S, W)                                                                            \
+    {cxl_fold_sum_##W, cxl_fold_prod_##W, cxl_fold_min_##S, cxl_fold_max_##S, cxl_fold_band_##W,   \
+     cxl_fold_bor_##W, cxl_fold_bxor_##W, cxl_fold_land_##W, cxl_fold_lor_##W, cxl_fold_lxor_##W}
 #define CXL_FLOAT_ROW(S) {cxl_fold_sum_##S, cxl_fold_prod_##S, cxl_fold_min_##S, cxl_fold_max_##S, 0, 0, 0, 0, 0, 0}
 
 static const cxl_fold_fn cxl_fold_table[CXL_NDTYPES][CXL_NOPS] = {
-    CXL_INT_ROW(i8), CXL_INT_ROW(i16), CXL_INT_ROW(i32), CXL_INT_ROW(i64),
-    CXL_INT_ROW(u8), CXL_INT_ROW(u16), CXL_INT_ROW(u32), CXL_INT_ROW(u64),
+    CXL_INT_ROW(i8, w8), CXL_INT_ROW(i16, w16), CXL_INT_ROW(i32, w32), CXL_INT_ROW(i64, w64),
+    CXL_INT_ROW(u8, w8), CXL_INT_ROW(u16, w16), CXL_INT_ROW(u32, w32), CXL_INT_ROW(u64, w64),
     CXL_FLOAT_ROW(f32), CXL_FLOAT_ROW(f64),
 };
 

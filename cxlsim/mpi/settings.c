@@ -14,6 +14,14 @@
 
 cxlsim_settings_t cxlsim_settings;
 
+extern char **environ;
+
+static const char *const known[] = {
+    "CXLSIM_MPI_POOL", "CXLSIM_MPI_COHERENCE", "CXLSIM_MPI_SLOT", "CXLSIM_MPI_ALLREDUCE_LARGE",
+    "CXLSIM_MPI_LATENCY_NS", "CXLSIM_MPI_BANDWIDTH", "CXLSIM_MPI_TIMEOUT", "CXLSIM_MPI_VERBOSE",
+    "CXLSIM_MPI_STATS", "CXLSIM_MPI_DISABLE", "CXLSIM_MPI_TRACE",
+};
+
 static void bad_setting(const char *name, const char *value, const char *expected)
 {
     int rank = -1;
@@ -57,6 +65,23 @@ static int choice_setting(const char *name, int fallback, const char *const *cho
     return fallback;
 }
 
+/* Refuse a CXLSIM_MPI_* variable the library does not read (a typo, or a feature it lacks). */
+static void refuse_unknown(void)
+{
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, "CXLSIM_MPI_", 11) != 0) continue;
+        size_t len = strcspn(*e, "=");
+        int found = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strlen(known[i]) == len && strncmp(*e, known[i], len) == 0) found = 1;
+        if (!found && (*e)[len] == '=' && (*e)[len + 1]) {
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(len < 127 ? len : 127), *e);
+            bad_setting(name, *e + len + 1, "no such setting (see docs/mpi.md)");
+        }
+    }
+}
+
 void cxlsim_settings_load(void)
 {
     static const char *const flags[] = {"0", "1"};
@@ -64,6 +89,7 @@ void cxlsim_settings_load(void)
     static const char *const verbosity[] = {"0", "1", "2"};
     cxlsim_settings_t *s = &cxlsim_settings;
     char err[512];
+    refuse_unknown();
     const char *pool = getenv("CXLSIM_MPI_POOL");
     if (cxl_pool_spec_parse(pool && *pool ? pool : "shm", &s->pool, err, sizeof err) != CXL_POOL_OK)
         bad_setting("CXLSIM_MPI_POOL", pool, "'shm', 'file:PATH', 'dax:PATH' or 'numa:N'");
