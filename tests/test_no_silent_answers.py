@@ -10,17 +10,25 @@ Each test here failed on the code before its fix:
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
 import pytest
 
+from cxlsim import calibrate as cal
 from cxlsim import config, simulate
 from cxlsim.cli import main as cli_main
 from cxlsim.errors import InputError
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.models.collectives import analytic, registry
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHIPPED_OSU = os.path.join(HERE, "..", "cxlsim", "data", "osu")
+LOCAL_PROFILE = os.path.join(HERE, "data", "local_host_profile_np2.json")
+"""A local-host profile measured by `cxlsim calibrate --sizes 1KiB,64KiB,1MiB --rounds 2 --timing --no-mpi`
+on the project's shared 2-vCPU machine while it was loaded (most batches in the slow placement): a fixed,
+real model to project, not an accurate one."""
 
 
 @dataclass
@@ -39,6 +47,55 @@ def cxlsim(capsys):
         out = capsys.readouterr()
         return Outcome(code, out.out, out.err)
     return run
+
+
+# ---------------------------------------------------------------- case 1: a profile follows the rank count
+
+def _pool_form_ns(profile, n, size, coherence, algorithm, side):
+    """The pool allgather's closed form on the profile's local-host pool at n ranks, plus what the bench adds
+    around the call (its per-call overhead; zero-copy: the application's write and read passes)."""
+    model = dataclasses.replace(cal.LocalModel.from_dict(profile["model"]), np=n)
+    preset = cal.local_preset(model, size, model.path_ns[coherence], coherence)
+    figures = CXLPoolTransport(preset, n, coherence=coherence, pool_bytes=cal.GiB).figures()
+    form = analytic.closed_form(registry.algorithm("allgather", algorithm), figures, n, size)
+    return form + model.overhead_ns[side] + (model.app_ns(size, coherence) if side == "zero-copy" else 0.0)
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+@pytest.mark.parametrize("algorithm, side", [("cxl_pool", "copy"), ("cxl_pool_zero_copy", "zero-copy")])
+def test_a_local_host_profile_projection_grows_with_the_ranks_as_the_closed_form(coherence, algorithm, side):
+    profile = cal.load_profile(LOCAL_PROFILE)
+    size = 65536
+    got = []
+    for n in (2, 3, 5, 16):  # 16 and more hosts built no pool before (switch ports)
+        scenario = config.from_dict({"fabric": {"preset": LOCAL_PROFILE, "nodes": n, "cxl": {"coherence": coherence}},
+                                     "workload": {"algorithm": algorithm, "sizes": [size]}})
+        ns = simulate.run(scenario)[0]["latency_us"] * 1e3
+        assert ns == pytest.approx(_pool_form_ns(profile, n, size, coherence, algorithm, side), rel=1e-5), n
+        got.append(ns)
+    assert got == sorted(got) and got[-1] > 1.5 * got[0]  # every rank copies (or reads) all P blocks
+
+
+def test_the_output_says_where_the_profile_was_fitted_and_what_a_projection_assumes(cxlsim, tmp_path):
+    out = cxlsim("simulate", "--quiet", "--preset", LOCAL_PROFILE, "--nodes", "4", "--sizes", "64KiB",
+                 "--output", str(tmp_path / "w"))
+    assert out.returncode == 0, out.stderr
+    assert "(local-host, fitted at np 2)" in out.stdout
+    assert "at np 4 every rank copies or reads all 4 blocks at the fitted copy bandwidth" in out.stdout
+    out = cxlsim("calibrate", "--profile", LOCAL_PROFILE, "--np", "4", "--sizes", "64KiB")
+    assert out.returncode == 0, out.stderr
+    assert "local-host profile fitted at np 2; at np 4 every rank copies" in out.stdout
+    at4 = [float(line.split()[-1]) for line in out.stdout.splitlines() if line.startswith("hw copy")]
+    out2 = cxlsim("calibrate", "--profile", LOCAL_PROFILE, "--np", "2", "--sizes", "64KiB")
+    at2 = [float(line.split()[-1]) for line in out2.stdout.splitlines() if line.startswith("hw copy")]
+    assert at4[0] > 1.5 * at2[0]
+
+
+def test_a_cxl_preset_rank_count_it_cannot_build_names_fabric_nodes_and_the_limit(cxlsim, tmp_path):
+    out = cxlsim("simulate", "--quiet", "--preset", "cxl2-pool", "--nodes", "16", "--sizes", "1",
+                 "--output", str(tmp_path / "w"))
+    assert out.returncode == 2
+    assert "fabric.nodes: 16 on 1 switch level(s)" in out.stderr and "use at most 15 hosts per switch" in out.stderr
 
 
 # ---------------------------------------------------------------- case 5: an option is used or refused
@@ -169,3 +226,29 @@ def test_calibrate_names_a_binary_file_instead_of_crashing(cxlsim, tmp_path, com
     out = cxlsim(*command, str(path), "--output", str(tmp_path / "w"))
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert "UTF-16" in out.stderr and str(path) in out.stderr
+
+
+# ---------------------------------------------------------------- case 9: --from-osu needs no allgather file
+
+def test_from_osu_fits_from_latency_and_bandwidth_alone(cxlsim, tmp_path):
+    files = [os.path.join(SHIPPED_OSU, f) for f in sorted(os.listdir(SHIPPED_OSU)) if "allgather" not in f]
+    out = cxlsim("calibrate", "--from-osu", *files, "--memcpy-bandwidth", "20GB/s", "--sizes", "1,1024,65536",
+                 "--output", str(tmp_path / "w"))
+    assert out.returncode == 0, out.stderr
+    assert "not validated: no osu_allgather file was given" in out.stdout
+    assert "collective-call overhead 0 ns (not measured (no osu_allgather file): taken as 0)" in out.stdout
+    rows = [line.split() for line in out.stdout.splitlines() if line and not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [1, 1024, 65536]
+    # The fit is the same with or without the allgather file; that file only validates it.
+    with_ag = cal.from_osu(files + [os.path.join(SHIPPED_OSU, f) for f in os.listdir(SHIPPED_OSU) if "allgather" in f],
+                           memcpy_bw_bytes_per_ns=20.0)
+    alone = cal.from_osu(files, memcpy_bw_bytes_per_ns=20.0, sizes=[1, 1024, 65536])
+    assert alone["model"]["loggp"] == with_ag["model"]["loggp"]
+    pure = {r["size_bytes"]: r["pure_ns"] for r in with_ag["rows"]}
+    assert [r["pure_ns"] for r in alone["rows"]] == pytest.approx([pure[s] for s in (1, 1024, 65536)], rel=1e-12)
+    # The profile it writes projects in simulate like any network profile.
+    profile = str(tmp_path / "w" / "profile.json")
+    run = cxlsim("simulate", "--quiet", "--preset", profile, "--nodes", "2", "--sizes", "1024",
+                 "--output", str(tmp_path / "s"))
+    assert run.returncode == 0, run.stderr
+    assert cxlsim("calibrate", "--validate-only", profile).returncode == 0
