@@ -43,6 +43,7 @@ COMMANDS = {
                      help="measure the emulated pool on this machine"),
     "calibrate": Command(module="cxlsim.calibrate.cli",
                          help="measure this machine (or read OSU files), fit the simulator, report its error"),
+    "mpi": Command(module="cxlsim.mpi.cli", help="run unmodified MPI programs with their collectives on the pool"),
 }
 
 
