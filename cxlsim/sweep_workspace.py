@@ -62,10 +62,11 @@ def _jsonable(obj):
 
 
 def _read_json(path: str, what: str):
+    """A workspace's JSON file; a damaged one (binary, another encoding, not JSON) is an InputError naming it."""
+    text = config.read_text(path, what)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
         raise InputError(f"{what} {path!r}: not a JSON file written by cxlsim sweep ({exc}); "
                          "remove it or use another --output") from None
 
