@@ -16,6 +16,10 @@ Traced kinds and what runs them:
   to r+i and receives from r-i), here, for every size (noted);
 - scatter: the binomial scatter (`cxlsim.models.collectives.trees`).
 
+On a CXL pool fabric, allgather runs the pool allgather (`cxl_pool`), barrier
+its flags alone, and the other collectives their network algorithm over the
+pool's send/recv protocol (`cxlsim.replay.pool_messages`).
+
 The closed forms of the three algorithms defined here (`reduce_binomial_ns`,
 `alltoall_pairwise_ns`) follow the network cost model's LogGP rules
 (`cxlsim.models.collectives.analytic.CostModel`), as the registry's do.
@@ -106,6 +110,8 @@ class Plan:
     size_bytes: int
     ctx: runner.Context
     note: str = ""
+    on_pool: bool = False
+    """Runs on the pool's own operations (a pool algorithm), not on messages."""
 
     def run(self, ep, tag: int):
         """Generator: rank `ep.rank`'s part; `tag` keeps it apart from collectives in flight."""
@@ -121,22 +127,36 @@ class Plan:
         # reductions get a one-element zero vector, which costs nothing to add.
         reduction = self.collective in ("allreduce", "reduce_scatter")
         data = (0,) if reduction else runner.initial(self.collective, ep.rank, ep.size, self.ctx)
-        return (yield from runner.call(ep, self.collective, self.algorithm, self.size_bytes, data, self.ctx, tag))
+        # a pool algorithm talks through pool memory, not tagged messages: it runs on the plain endpoint
+        return (yield from runner.call(ep, self.collective, self.algorithm, self.size_bytes, data, self.ctx,
+                                       0 if self.on_pool else tag))
 
 
-def plan(call, p: int, library: str, ctx: runner.Context) -> Plan:
-    """The Plan of traced collective `call` on `p` ranks with the `library` selector ('mpich' or 'ompi')."""
+def plan(call, p: int, library: str, ctx: runner.Context, pool: bool = False) -> Plan:
+    """The Plan of traced collective `call` on `p` ranks with the `library` selector ('mpich' or 'ompi').
+
+    On a pool fabric (`pool`), allgather runs the pool allgather (`cxl_pool`) and barrier its flags
+    alone (a 0-byte `cxl_pool`); every other collective runs its network algorithm over the pool's
+    send/recv protocol (cxlsim.replay.pool_messages), and the note says so.
+    """
     kind = call.kind
     ctx = replace(ctx, root=call.root, elements=1)
+    if pool and kind in ("allgather", "barrier"):
+        size = call.size_bytes if kind == "allgather" else 0
+        note = "barrier: the pool allgather's flags (0 B)" if kind == "barrier" else ""
+        return Plan(kind, "allgather", "cxl_pool", size, ctx, note, on_pool=True)
+    over = f"{kind}: a network algorithm over the pool's send/recv protocol" if pool else ""
     if kind == "barrier":
-        return Plan(kind, "allgather", "bruck", 0, ctx, "barrier: dissemination (Bruck's pattern, 0-byte blocks)")
+        return Plan(kind, "allgather", "bruck", 0, ctx,
+                    "; ".join(filter(None, ["barrier: dissemination (Bruck's pattern, 0-byte blocks)", over])))
     if kind == "reduce":
-        return Plan(kind, "reduce", "binomial", call.size_bytes, ctx)
+        return Plan(kind, "reduce", "binomial", call.size_bytes, ctx, over)
     if kind == "alltoall":
         return Plan(kind, "alltoall", "pairwise", call.size_bytes, ctx,
-                    "alltoall: pairwise exchange at every size (MPICH's long-message algorithm)")
+                    "; ".join(filter(None, ["alltoall: pairwise exchange at every size (MPICH's long-message "
+                                            "algorithm)", over])))
     if kind == "scatter":
-        return Plan(kind, "scatter", "binomial", call.size_bytes, ctx)
+        return Plan(kind, "scatter", "binomial", call.size_bytes, ctx, over)
     if kind not in _REGISTRY:
         raise InputError(f"{call.where}: {kind} is not a collective the replay runs")
     collective = _REGISTRY[kind]
@@ -144,4 +164,6 @@ def plan(call, p: int, library: str, ctx: runner.Context) -> Plan:
     notes = [note] if note else []
     if kind == "reducescatter" and len(set(call.counts)) > 1:
         notes.append(f"reducescatter with uneven counts ({call.where}) runs as equal segments of the total")
+    if over:
+        notes.append(over)
     return Plan(kind, collective, name, call.size_bytes, ctx, "; ".join(notes))

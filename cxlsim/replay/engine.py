@@ -18,6 +18,11 @@
 - collectives run their `Plan` (cxlsim.replay.collectives); each gets its own
   tag range, so collectives in flight at once never take each other's messages.
 
+On a CXL pool fabric (a transport of kind 'pool', one rank per host) the
+messages go through the pool's send/recv protocol with flags
+(cxlsim.replay.pool_messages), whose mailboxes sit above the pool
+collectives' flags and slots.
+
 Every call is recorded as a segment (start_ns, end_ns, kind, dep_rank,
 dep_ns): `dep` names what the call may have waited for, the rank and time at
 which the last message it received was sent (receives), or the last rank to
@@ -34,7 +39,10 @@ import simpy
 
 from cxlsim.errors import InputError, RunError
 from cxlsim.models.collectives import runner
+from cxlsim.models.collectives.base import POOL
+from cxlsim.models.collectives.cxl_pool import PoolLayout
 from cxlsim.replay.collectives import plan
+from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.simgrid import request_key
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
 
@@ -157,9 +165,15 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     scales = _scales(compute_scale, p)
     check_collectives(trace)
     ctx = context or runner.Context()
-    plans = [plan(c, p, library, ctx) for c in trace.ranks[0] if c.kind in COLLECTIVES]
+    on_pool = transport.kind == POOL
+    plans = [plan(c, p, library, ctx, on_pool) for c in trace.ranks[0] if c.kind in COLLECTIVES]
+    if on_pool:
+        pool_layout = max((PoolLayout(p, pl.size_bytes).total_bytes for pl in plans if pl.on_pool), default=0)
+        messages = PoolMessages(transport, low_bytes=pool_layout)
+    else:
+        messages = transport
     env = transport.env
-    matcher = Matcher(transport)
+    matcher = Matcher(messages)
     segments = [[] for _ in range(p)]
     entered = [[0.0] * p for _ in plans]
     finish = [0.0] * p
@@ -224,7 +238,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                     requests.clear()
             else:  # a collective
                 entered[k][r] = start
-                yield from plans[k].run(transport.endpoint(r), (k + 1) * COLLECTIVE_TAG_STRIDE)
+                this = plans[k]
+                ep = transport.endpoint(r) if this.on_pool else messages.endpoint(r)
+                yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
                 if c.amount:
                     yield transport.compute(r, c.amount * ns_per_flop * scales[r])
                 dep_rank = k  # resolved to the last rank in once every rank has entered

@@ -1,0 +1,96 @@
+"""Replay on CXL pool fabrics: the pool send/recv protocol delivers every message (the network
+collectives' labels check out over it), the pool allgather equals its closed form, traces replay."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+from cxlsim.models.collectives import runner
+from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
+from cxlsim.replay import engine, fabrics, simgrid
+from cxlsim.replay.pool_messages import PoolMessages
+
+TRACES = os.path.join(os.path.dirname(__file__), "data", "traces")
+
+
+def write_trace(directory, p, lines) -> str:
+    os.makedirs(directory, exist_ok=True)
+    for r in range(p):
+        with open(os.path.join(directory, f"t_rank-{r + 1}.txt"), "w") as fh:
+            fh.write("".join(f"{r} {line}\n" for line in ["init", *lines, "finalize"]))
+    return str(directory)
+
+
+@pytest.mark.parametrize("spec", ["cxl3-pool", "cxl2-pool"])
+@pytest.mark.parametrize("collective, name, size", [
+    ("allreduce", "ring", 4096),
+    ("allreduce", "recursive_doubling", 300_000),   # 5 pieces of 64 KiB through 4 slots: acks are waited for
+    ("broadcast", "binomial", 100),
+    ("gather", "binomial", 70_000),
+    ("reduce_scatter", "ring", 8192),
+])
+def test_network_collectives_run_over_the_pool_messages_with_correct_labels(spec, collective, name, size):
+    pool = fabrics.resolve(spec, 4).make()
+    messages = PoolMessages(pool)
+    assert (pool.coherence == Coherence.FLUSH) == (spec == "cxl2-pool")
+    ctx = runner.Context(root=1)
+    outcome = runner.run(messages, collective, name, size, ctx)
+    runner.verify(collective, 4, ctx, outcome.results)
+    assert outcome.latency_ns > 0
+
+
+def test_a_longer_message_costs_more_and_pieces_pipeline():
+    def one(size):
+        messages = PoolMessages(fabrics.resolve("cxl3-pool", 2).make())
+
+        def a(t):
+            yield t.send(0, 1, size, payload="x")
+
+        def b(t):
+            return (yield t.recv(1, 0))
+
+        assert messages.run({0: a(messages), 1: b(messages)})[1] == "x"
+        return messages.now()
+    small, slot, four = one(64), one(64 * 1024), one(4 * 64 * 1024)
+    assert small < slot < four < 4 * slot  # four pieces overlap (write the next while the last is read)
+
+
+def test_the_mailboxes_must_fit_the_pool():
+    pool = fabrics.resolve("cxl3-pool", 4).make()
+    with pytest.raises(InputError, match=r"pool_bytes: the point-to-point mailboxes of 4 ranks"):
+        PoolMessages(pool, low_bytes=pool.pool_bytes)
+
+
+@pytest.mark.parametrize("spec, sizes", [("cxl3-pool", (2, 4, 8)), ("cxl2-pool", (2, 4))])
+def test_the_traced_allgather_on_a_pool_equals_the_pool_closed_form(tmp_path, spec, sizes):
+    for p in sizes:
+        path = write_trace(tmp_path / f"{p}", p, ["compute 1000", "allgather 512 512 0 0"])
+        pool = fabrics.resolve(spec, p).make()
+        timeline = engine.replay(simgrid.read(path, 1e9), pool)
+        assert timeline.algorithms == {"allgather": ["cxl_pool"]}
+        expect = cxl_pool_closed_form(pool.figures(), p, 4096, pool.coherence)
+        assert timeline.total_ns - 1000 == pytest.approx(expect, rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["cxl3-pool", "cxl2-pool"])
+def test_real_traces_replay_on_pools(spec):
+    for name, speed in (("p2p", 20000.0), ("halo", None), ("colls", None)):
+        trace = simgrid.read(os.path.join(TRACES, name, f"{name}.txt"), speed)
+        timeline = engine.replay(trace, fabrics.resolve(spec, 4).make())
+        compute = max(sum(c.amount for c in calls if c.kind == "compute") for calls in trace.ranks)
+        assert timeline.total_ns > compute / (speed or 1e9) * 1e9
+        if name == "colls":
+            assert timeline.algorithms["barrier"] == ["cxl_pool"]
+            assert any("over the pool's send/recv protocol" in note for note in timeline.notes)
+
+
+def test_a_pool_runs_one_rank_per_host(tmp_path):
+    with pytest.raises(InputError, match=r"--ranks-per-node .*cxl3-pool does not use it"):
+        fabrics.resolve("cxl3-pool", 4, "block", ranks_per_node=2)
+    mapping = tmp_path / "hosts.txt"
+    mapping.write_text("0\n1\n2\n3\n")
+    with pytest.raises(InputError, match="a CXL pool runs one rank per host"):
+        fabrics.resolve("cxl3-pool", 4, str(mapping))
