@@ -25,7 +25,7 @@ import simpy
 from cxlsim import config
 from cxlsim.fabric.engine import Environment
 from cxlsim.models.collectives import runner
-from cxlsim.simulate import DEFAULT_SCENARIO, build_transport, run
+from cxlsim.simulate import DEFAULT_SCENARIO, elaborate, run
 from cxlsim.units import format_size, parse_size
 
 
@@ -48,7 +48,7 @@ def ring(ranks: int, size: int, chunk: int, nodes: int | None = None) -> tuple[f
     """(wall s, events, simulated latency ns) of one ring allgather on an ib-hdr star."""
     cfg = config.with_overrides(config.from_dict(DEFAULT_SCENARIO),
                                 {"fabric.nodes": nodes or ranks, "workload.chunk": chunk})
-    t = build_transport(cfg)
+    t = elaborate(cfg)[1].new_transport(cfg.workload.chunk_bytes)
     start = time.perf_counter()
     out = runner.run(t, "allgather", "ring", size)
     wall = time.perf_counter() - start

@@ -1,4 +1,4 @@
-"""A collective projected on a network fabric: one latency per message size, by the DES or the closed forms.
+"""A collective projected on an elaborated fabric: one latency per message size, by the DES or the closed forms.
 
 `run_network(scenario, setup)` takes a validated scenario and its elaborated network
 (`cxlsim.fabric.network_setup.NetworkSetup`). Per size it picks the algorithm
@@ -7,7 +7,10 @@ either evaluates its closed form (`engine: analytic`, on the network's LogGP fig
 or simulates it on a freshly built network (`engine: des`), checking every rank's
 payload labels. A row says which algorithm ran, and why when it is not the one asked
 for (the selector's reason, a fallback, the leaders' algorithm of a hierarchical one).
-Units: ns inside, us in the rows.
+
+`run_pool(scenario, setup)` does the same on a CXL pool (`cxlsim.fabric.cxl_setup.CXLSetup`):
+its pool algorithms only, one rank per host, each record's closed form evaluated on the
+pool transport's figures. Units: ns inside, us in the rows.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
-__all__ = ["context", "run_network"]
+__all__ = ["context", "run_network", "run_pool"]
 
 
 def context(scenario, placement) -> runner.Context:
@@ -63,6 +66,45 @@ def run_network(scenario, setup, bar=None) -> list[dict]:
         notes = "; ".join(n for n in (note, fallback, inter_note and f"leaders: {inter_note}") if n)
         rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": used,
                      "note": notes, "engine": scenario.engine, "events": events,
+                     "wall_s": time.perf_counter() - start})
+        if bar:
+            bar.update(1)
+    return rows
+
+
+def run_pool(scenario, setup, bar=None) -> list[dict]:
+    """One row per size (size_bytes, latency_us, algorithm, note, engine, events, wall_s) on a CXL pool.
+
+    The pool algorithms only ('auto' means `cxl_pool`), one rank per host: the DES on a fresh
+    `CXLPoolTransport` per size, or the algorithm record's closed form on that transport's figures.
+    """
+    wl = scenario.workload
+    p = scenario.fabric.nodes
+    if wl.collective != "allgather":
+        raise InputError(f"workload.collective: a CXL pool runs only allgather (cxl_pool, cxl_pool_zero_copy), "
+                         f"got {wl.collective!r}")
+    name = "cxl_pool" if wl.algorithm == "auto" else wl.algorithm
+    algo, fallback = lookup(wl.collective, name, p)
+    check_transport(algo, "pool")
+    figures = None
+    rows = []
+    for size in wl.sizes_bytes:
+        start = time.perf_counter()
+        if scenario.engine == "analytic":
+            if figures is None:
+                figures = setup.new_transport(p).figures()
+            latency_ns = analytic.closed_form(algo, figures, p, size)
+            events = 0
+        else:
+            outcome = runner.run(setup.new_transport(p), wl.collective, algo.name, size,
+                                 iterations=wl.iterations, warmup=wl.warmup)
+            try:
+                runner.verify(wl.collective, p, runner.Context(), outcome.results)
+            except AssertionError as exc:
+                raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
+            latency_ns, events = outcome.latency_ns, outcome.events
+        rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": algo.name,
+                     "note": fallback or "", "engine": scenario.engine, "events": events,
                      "wall_s": time.perf_counter() - start})
         if bar:
             bar.update(1)

@@ -26,20 +26,17 @@ from __future__ import annotations
 
 import copy
 import sys
-import time
 
 from cxlsim import config
 from cxlsim.calibrate.project import PROFILE_KEYS, ProfilePreset, ProfileSetup, is_profile, run_profile
 from cxlsim.coherence import Coherence
-from cxlsim.errors import InputError, RunError
+from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_setup import CXLSetup
 from cxlsim.fabric.cxl_presets import BUILTIN_CXL_PRESETS
 from cxlsim.fabric.network_setup import NetworkSetup
 from cxlsim.fabric.preset import COMMON_KEYS, Preset, covers, find, presets, unused, uses
 from cxlsim.fabric.presets import BUILTIN_NETWORK_PRESETS
-from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.registry import check_transport, lookup
-from cxlsim.projection import run_network
+from cxlsim.projection import run_network, run_pool
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_sizes
 
@@ -140,41 +137,7 @@ def _used_only(data: dict, preset: Preset, path: str = "") -> dict:
     return out
 
 
-def _run_pool(scenario: config.Scenario, setup: CXLSetup, bar) -> list[dict]:
-    wl = scenario.workload
-    p = scenario.fabric.nodes
-    if wl.collective != "allgather":
-        raise InputError(f"workload.collective: a CXL pool runs only allgather (cxl_pool, cxl_pool_zero_copy), "
-                         f"got {wl.collective!r}")
-    name = "cxl_pool" if wl.algorithm == "auto" else wl.algorithm
-    algo, fallback = lookup(wl.collective, name, p)
-    check_transport(algo, "pool")
-    figures = None
-    rows = []
-    for size in wl.sizes_bytes:
-        start = time.perf_counter()
-        if scenario.engine == "analytic":
-            if figures is None:
-                figures = setup.new_transport(p).figures()
-            latency_ns = analytic.closed_form(algo, figures, p, size)
-            events = 0
-        else:
-            outcome = runner.run(setup.new_transport(p), wl.collective, algo.name, size,
-                                 iterations=wl.iterations, warmup=wl.warmup)
-            try:
-                runner.verify(wl.collective, p, runner.Context(), outcome.results)
-            except AssertionError as exc:
-                raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
-            latency_ns, events = outcome.latency_ns, outcome.events
-        rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": algo.name,
-                     "note": fallback or "", "engine": scenario.engine, "events": events,
-                     "wall_s": time.perf_counter() - start})
-        if bar:
-            bar.update(1)
-    return rows
-
-
-RUNNERS = {NetworkSetup: run_network, CXLSetup: _run_pool, ProfileSetup: run_profile}
+RUNNERS = {NetworkSetup: run_network, CXLSetup: run_pool, ProfileSetup: run_profile}
 """How each kind of elaborated fabric projects a scenario: runner(scenario, setup, bar) -> rows."""
 
 

@@ -10,7 +10,6 @@ import pytest
 from cxlsim import config
 from cxlsim.coherence import PoolEvent
 from cxlsim.cli import main as cli_main
-from cxlsim.emulator import reference as emu
 from cxlsim.emulator.launch import run_local
 from cxlsim.errors import InputError
 from cxlsim.fabric import Environment, NetworkTransport, Placement, build, get_preset, star
