@@ -17,9 +17,11 @@ slots padded to 64 B, used by odd and even data rounds (calls that carry data;
 double buffering), so a call never overwrites a slot someone may still read
 from the previous call, and a barrier between calls does not flip the buffer.
 
-`cxl_pool_closed_form` is the cost of one call that every rank starts at the
-same time on a fresh pool, by the transport's own rules (the tests check the
-DES against it):
+The records `CXL_POOL` and `CXL_POOL_ZERO_COPY` (`transport="pool"`) carry
+`cxl_pool_closed_form` as their cost, on the pool's `PoolFigures` (whose
+coherence mode picks the form): the cost of one call that every rank starts at
+the same time on a fresh pool, by the transport's own rules (the tests check
+the DES against it):
 
     X = 64/b  (one line through a host's issue server), W = 64*ceil(m/64),
     D = W/b,  L = 2*path + media,  F = clflushopt per line,  f = fence,
