@@ -46,6 +46,9 @@ What this script does, with every assumption stated and nothing tuned:
 7. DDP validation: ResNet-50, batch 32, 16 V100 against PyTorch's published
    0.104 s/iter (0.097 s/iter on one GPU).
 
+A run whose memory-server store cannot keep up with its GPUs (store_load.py)
+is marked STORE-BOUND in the log and `store_bound` in results.csv.
+
 Outputs in a run workspace (cxlsim.results): results.csv / results.json (one
 row per run), summary.json (the headline ratios against the published ones,
 the implied heterogeneity), speedups.png, spread.png, interconnect.png and
@@ -113,12 +116,15 @@ def one_run(spec, job, label, steps, part, rows, extra_row=None, ref=None):
            "time_to_target_h_ESTIMATE": (est["time_to_target_s"] / 3600 if est["time_to_target_s"] else ""),
            "dropped": result.extra.get("dropped", ""), "atomic_mean_ns": result.extra.get("atomic_mean_ns", ""),
            "horovod_defaults": result.params.get("horovod_defaults", ""), "wall_s": wall,
-           "params": json.dumps({k: v for k, v in result.params.items() if v is not None}, sort_keys=True)}
+           "params": json.dumps({k: v for k, v in result.params.items() if v is not None}, sort_keys=True),
+           "store_bound": result.extra.get("store_bound", "")}
     row.update(extra_row or {})
     rows.append(row)
     print(f"  {part:12s} {job.model:8s} {label:26s} {row['interconnect']:14s} {str(row['spread']):4s} {row['store']:4s} "
           f"{row['throughput_samples_per_s']:9.1f} samples/s  {row['speedup_over_reference']:6.2f}x  "
-          f"[ESTIMATE progress {est['progress_factor']:.2f}]  ({wall:.1f} s)", flush=True)
+          f"[ESTIMATE progress {est['progress_factor']:.2f}]  ({wall:.1f} s)"
+          + ("  STORE-BOUND (the store cannot keep up with the GPUs)" if row["store_bound"] is True else ""),
+          flush=True)
     return result, row
 
 
