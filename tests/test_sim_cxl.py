@@ -477,3 +477,20 @@ def test_event_log_holds_the_emulators_codes_in_protocol_order(coherence):
         [(PoolEvent.READ, slot[0], 100), (PoolEvent.READ, slot[1], 100)]
     assert [(op, off, arg) for r, op, off, arg in log if r == 0] == expect
     assert all(isinstance(op, PoolEvent) for _, op, _, _ in log)
+
+
+def test_extra_charges_hook_adds_cpu_time_where_it_says():
+    from cxlsim.fabric.pool_transport import ExtraCharges
+
+    class AfterWait(ExtraCharges):
+        def after_wait(self, rank):
+            return 100.0
+
+    for coherence in Coherence:
+        plain = runner.run(pool(3, coherence=coherence), "allgather", "cxl_pool", 1000).latency_ns
+        t = pool(3, coherence=coherence)
+        t.charges = AfterWait()
+        assert runner.run(t, "allgather", "cxl_pool", 1000).latency_ns == pytest.approx(plain + 100.0, rel=1e-12)
+        t = pool(3, coherence=coherence)
+        t.charges = ExtraCharges()  # the base adds nothing
+        assert runner.run(t, "allgather", "cxl_pool", 1000).latency_ns == pytest.approx(plain, rel=1e-12)
