@@ -1,0 +1,331 @@
+"""libcxlsim_mpi.so under the mpich wheel's mpiexec: every replaced collective against MPICH's own,
+the fallbacks, mpi4py's large-count calls, failures that end the job, traces, settings, the build.
+
+The C programs (mpi_interpose_check.c, mpi_interpose_apps.c beside this file) are compiled at
+test time with the environment's mpicc. The check program compares each MPI_* call (through the
+library) with the PMPI_* call (MPICH itself) on the same data; the stats printed at MPI_Finalize
+show which calls ran on the pool.
+"""
+from __future__ import annotations
+
+import os
+import re
+import runpy
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from cxlsim.errors import InputError
+from cxlsim.mpi import build as mpibuild
+from cxlsim.mpi.settings import check_environment, environment
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def _beside_python(name: str) -> str | None:
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.access(path, os.X_OK) else shutil.which(name)
+
+
+MPIEXEC = _beside_python("mpiexec")
+MPICC = _beside_python("mpicc")
+pytestmark = [pytest.mark.mpi,
+              pytest.mark.skipif(MPIEXEC is None or MPICC is None, reason="no mpiexec/mpicc (install cxlsim[mpi])")]
+COLLECTIVES = ("MPI_Allgather", "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall",
+               "MPI_Barrier")
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    return mpibuild.build()
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("mpi_programs")
+    built = {}
+    for name in ("mpi_interpose_check", "mpi_interpose_apps"):
+        built[name] = out / name
+        subprocess.run([MPICC, "-O2", "-Wall", str(HERE / f"{name}.c"), "-o", str(built[name])], check=True,
+                       timeout=120)
+    return built
+
+
+def run_mpi(library: Path, np: int, argv: list[str], timeout: float = 120, **settings: str):
+    """Run argv under mpiexec -n np with the library preloaded; kill the whole session on a timeout."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
+    env.update(settings)
+    env["LD_PRELOAD"] = str(library)
+    proc = subprocess.Popen([MPIEXEC, "-n", str(np), *argv], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # mpiexec and its ranks: the session this test started
+        proc.communicate()
+        raise
+    return proc.returncode, out, err
+
+
+def parse_stats(text: str) -> dict[str, dict]:
+    """The stats table printed at MPI_Finalize: collective -> its counters and fallback reasons."""
+    rows = {}
+    for line in text.splitlines():
+        m = re.match(r"^(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*(.*)$", line)
+        if m and m.group(1) in COLLECTIVES:
+            reasons = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(7)))
+            rows[m.group(1)] = dict(calls=int(m.group(2)), c_calls=int(m.group(3)), bytes=int(m.group(4)),
+                                    pool=int(m.group(5)), fallback=int(m.group(6)), reasons=reasons)
+    return rows
+
+
+def cxlsim_segments() -> set[str]:
+    try:
+        return {n for n in os.listdir("/dev/shm") if n.startswith("cxlsim-")}
+    except OSError:
+        return set()
+
+
+def leaked(before: set[str]) -> list[str]:
+    """Segments that appeared since `before` and whose owner process is gone."""
+    out = []
+    for name in cxlsim_segments() - before:
+        pid = int(name.split("-")[1])
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            out.append(name)
+        except PermissionError:
+            pass
+    return out
+
+
+# np, coherence, slot bytes, allreduce large-algorithm threshold, quick: small slots make calls
+# go through in chunks, a small threshold takes reduce-scatter + allgather.
+CASES = [
+    pytest.param(1, "hw", 1 << 20, 65536, False, id="np1-hw"),
+    pytest.param(2, "hw", 1 << 20, 65536, False, id="np2-hw"),
+    pytest.param(2, "flush", 1024, 256, True, id="np2-flush-chunked-large"),
+    pytest.param(3, "hw", 4096, 1024, True, id="np3-hw-chunked", marks=pytest.mark.slow),
+    pytest.param(4, "flush", 1 << 20, 0, True, id="np4-flush-large", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("np, coherence, slot, large, quick", CASES)
+def test_collectives_match_mpich(library, programs, np, coherence, slot, large, quick):
+    before = cxlsim_segments()
+    rc, out, err = run_mpi(library, np, [str(programs["mpi_interpose_check"])] + (["quick"] if quick else []),
+                           CXLSIM_MPI_STATS="1", CXLSIM_MPI_COHERENCE=coherence, CXLSIM_MPI_SLOT=str(slot),
+                           CXLSIM_MPI_ALLREDUCE_LARGE=str(large))
+    assert rc == 0, err
+    checks, failures = map(int, re.search(r"checks (\d+) failures (\d+)", out).groups())
+    assert failures == 0 and checks > 500, out + err
+    stats = parse_stats(err)
+    assert set(stats) == set(COLLECTIVES), err
+    assert f"coherence {coherence}, slot {slot} B" in err
+    for name, row in stats.items():
+        assert row["pool"] > 0, (name, row)
+        assert row["pool"] + row["fallback"] == row["calls"] and row["c_calls"] == 0
+    # the only fallbacks: types with two basic types (MPI_2INT and a struct) and a user-defined op
+    nsizes = 3 if quick else 7
+    assert stats["MPI_Allgather"]["reasons"] == {"datatype": np * (2 * 2 * nsizes + 1)}
+    assert stats["MPI_Allreduce"]["reasons"] == {"op": np}
+    assert set(stats["MPI_Bcast"]["reasons"]) == {"datatype"} == set(stats["MPI_Alltoall"]["reasons"])
+    assert stats["MPI_Reduce_scatter_block"]["fallback"] == 0 == stats["MPI_Barrier"]["fallback"]
+    assert not leaked(before)
+
+
+MPI4PY_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    r, P = comm.rank, comm.size
+    a = np.arange(5, dtype=np.float64) + r
+    out = np.empty(5 * P)
+    comm.Allgather(a, out)
+    assert (out.reshape(P, 5) == np.arange(5) + np.arange(P)[:, None]).all()
+    s = np.empty(5)
+    comm.Allreduce(a, s, op=MPI.SUM)
+    assert (s == P * np.arange(5) + P * (P - 1) / 2).all()
+    i = np.array([r, -r, 7], dtype=np.int32)
+    comm.Allreduce(MPI.IN_PLACE, i, op=MPI.MAX)
+    assert list(i) == [P - 1, 0, 7]
+    b = np.arange(7, dtype=np.int64) if r == 0 else np.zeros(7, dtype=np.int64)
+    comm.Bcast(b, root=0)
+    assert (b == np.arange(7)).all()
+    x = np.arange(3 * P, dtype=np.int32) + 100 * r
+    y = np.empty_like(x)
+    comm.Alltoall(x, y)
+    assert (y.reshape(P, 3) == 100 * np.arange(P)[:, None] + np.arange(3 * r, 3 * r + 3)).all()
+    z = np.empty(3, dtype=np.float32)
+    comm.Reduce_scatter_block(np.full(3 * P, r + 1, dtype=np.float32), z, op=MPI.SUM)
+    assert (z == P * (P + 1) / 2).all()
+    comm.Barrier()
+    print("mpi4py ok", r, flush=True)
+""")
+
+
+def test_mpi4py_buffer_api_runs_on_the_pool(library, tmp_path):
+    script = tmp_path / "app.py"
+    script.write_text(MPI4PY_SCRIPT)
+    rc, out, err = run_mpi(library, 2, [sys.executable, str(script)], CXLSIM_MPI_STATS="1")
+    assert rc == 0, err
+    assert sorted(out.split("\n")[:2]) == ["mpi4py ok 0", "mpi4py ok 1"]
+    stats = parse_stats(err)
+    for name in COLLECTIVES:
+        row = stats[name]
+        assert row["pool"] == row["calls"] >= 2, (name, row)
+        if name != "MPI_Barrier":
+            assert row["c_calls"] == row["calls"], (name, row)  # mpi4py 4 calls the _c forms
+
+
+@pytest.mark.slow
+def test_killed_rank_fails_the_job_and_leaves_no_segment(library, programs):
+    before = cxlsim_segments()
+    t0 = time.monotonic()
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "kill"], timeout=90,
+                           CXLSIM_MPI_TIMEOUT="20")
+    assert rc != 0
+    assert time.monotonic() - t0 < 80
+    assert not leaked(before)
+
+
+def test_timeout_aborts_naming_the_missing_rank(library, programs):
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "late", "6"], timeout=90,
+                           CXLSIM_MPI_TIMEOUT="1")
+    assert rc != 0
+    assert "cxlsim-mpi: MPI_Allreduce timed out: rank 0 (world 0)" in err, err
+    assert "for rank 1 (world 1)" in err, err
+
+
+TRACE_LINE = re.compile(r"^(\d+) (init|finalize|barrier|wait|waitall \d+|compute \d+|(send|recv|isend|irecv) \d+ \d+|"
+                        r"sendrecv \d+ \d+ \d+ \d+|allreduce \d+ 0|bcast \d+ \d+|allgather \d+ \d+)$")
+
+
+def test_trace_has_every_call_in_the_time_independent_format(library, programs, tmp_path):
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "trace"],
+                           CXLSIM_MPI_TRACE=str(tmp_path / "trace"))
+    assert rc == 0, err
+    for rank in (0, 1):
+        lines = (tmp_path / "trace" / f"rank{rank}.txt").read_text().splitlines()
+        assert lines[0] == f"{rank} init" and lines[-1] == f"{rank} finalize"
+        bad = [line for line in lines if not TRACE_LINE.match(line) or not line.startswith(f"{rank} ")]
+        assert not bad, bad
+        actions = [line.split(" ", 1)[1] for line in lines if " compute " not in f" {line.split(' ', 1)[1]}"]
+        peer = 1 - rank
+        p2p = ["send 1 64"] if rank == 0 else ["recv 0 64"]
+        expected = ["init"] + p2p + [f"isend {peer} 32", f"irecv {peer} 32", "waitall 2",
+                                     f"sendrecv 16 {peer} 16 {peer}", "allreduce 64 0", "bcast 64 0", "barrier",
+                                     "finalize"]
+        assert actions == expected
+        computes = [int(line.split()[2]) for line in lines if line.split()[1] == "compute"]
+        assert max(computes) > 100_000  # the 2e6-iteration loop before the allreduce (ns)
+
+
+def test_bad_setting_aborts_naming_the_variable(library, programs):
+    rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_COHERENCE="fast")
+    assert rc != 0
+    assert "cxlsim-mpi: CXLSIM_MPI_COHERENCE: expected 'hw' or 'flush', got 'fast'" in err
+    rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_FAKE_NODES="2")
+    assert rc != 0 and "CXLSIM_MPI_FAKE_NODES: expected no such setting" in err
+
+
+def test_settings_from_options_with_units():
+    env = environment(pool="shm", coherence="flush", slot="64KiB", allreduce_large="4KiB", pool_latency="250ns",
+                      pool_bandwidth="32GB/s", timeout=5, verbose=2, stats=True, trace="t", disable=True)
+    assert env["CXLSIM_MPI_SLOT"] == "65536" and env["CXLSIM_MPI_ALLREDUCE_LARGE"] == "4096"
+    assert float(env["CXLSIM_MPI_LATENCY_NS"]) == 250.0 and float(env["CXLSIM_MPI_BANDWIDTH"]) == 32.0
+    assert env["CXLSIM_MPI_COHERENCE"] == "flush" and env["CXLSIM_MPI_TRACE"] == os.path.abspath("t")
+    check_environment(env)
+    for kwargs, message in (({"slot": "8"}, "--slot"), ({"slot": "lots"}, "--slot"),
+                            ({"pool_latency": "250"}, "--pool-latency"), ({"coherence": "fast"}, "--coherence"),
+                            ({"pool": "ram"}, "--pool"), ({"timeout": 0}, "--timeout")):
+        with pytest.raises(InputError, match=message):
+            environment(**kwargs)
+    with pytest.raises(InputError, match="CXLSIM_MPI_SLOTS: not a setting"):
+        check_environment({"CXLSIM_MPI_SLOTS": "4096"})
+    with pytest.raises(InputError, match="CXLSIM_MPI_TIMEOUT: expected a number > 0"):
+        check_environment({"CXLSIM_MPI_TIMEOUT": "-1"})
+
+
+def test_cli_run_sets_the_library_and_settings(library, programs):
+    cmd = [sys.executable, "-m", "cxlsim.mpi.cli", "mpi", "run", "--stats", "--slot", "4KiB", "--",
+           MPIEXEC, "-n", "2", str(programs["mpi_interpose_check"]), "quick"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "failures 0" in done.stdout and "slot 4096 B" in done.stderr
+    built = subprocess.run([sys.executable, "-m", "cxlsim.mpi.cli", "mpi", "build"], capture_output=True, text=True,
+                           timeout=180)
+    assert built.returncode == 0 and built.stdout.strip() == str(library)
+    empty = subprocess.run([sys.executable, "-m", "cxlsim.mpi.cli", "mpi", "run", "--"], capture_output=True,
+                           text=True, timeout=60)
+    assert empty.returncode == 2 and "give the command after --" in empty.stderr
+
+
+def test_build_key_follows_sources_and_mpi(library):
+    tools = mpibuild.toolchain()
+    files = mpibuild.sources()
+    key = mpibuild.build_key(tools, files)
+    assert library.parent.name == key
+    assert tools.library_version.startswith("MPICH")
+    other_mpi = mpibuild.Toolchain(mpicc=tools.mpicc, show=tools.show, library_version=tools.library_version + "x")
+    other_flags = mpibuild.Toolchain(mpicc=tools.mpicc, show=tools.show + " -DX", library_version=tools.library_version)
+    assert len({key, mpibuild.build_key(other_mpi, files), mpibuild.build_key(other_flags, files)}) == 3
+    assert mpibuild.build_key(tools, files[:-1]) != key
+    mtime = library.stat().st_mtime_ns
+    assert mpibuild.build() == library and library.stat().st_mtime_ns == mtime  # a cache hit compiles nothing
+
+
+def installed_tree(dest: Path, setup_py: Path = ROOT / "setup.py") -> Path:
+    """The files a non-editable install puts in site-packages, from setup.py's own packages,
+    package_dir and package_data (setup() is captured, nothing is compiled)."""
+    import setuptools
+    import Cython.Build
+
+    captured = {}
+    saved = setuptools.setup, Cython.Build.cythonize, os.getcwd()
+    setuptools.setup, Cython.Build.cythonize = (lambda **kw: captured.update(kw)), (lambda *a, **kw: [])
+    try:
+        os.chdir(ROOT)
+        runpy.run_path(str(setup_py))
+    finally:
+        setuptools.setup, Cython.Build.cythonize = saved[0], saved[1]
+        os.chdir(saved[2])
+    package_dir, package_data = captured["package_dir"], captured.get("package_data", {})
+    for package in captured["packages"]:
+        parts = package.split(".")
+        k = next(k for k in range(len(parts), -1, -1) if ".".join(parts[:k]) in package_dir or k == 0)
+        source = ROOT / package_dir.get(".".join(parts[:k]), "") / Path(*parts[k:])
+        target = dest / Path(*parts)
+        target.mkdir(parents=True, exist_ok=True)
+        for pattern in ["*.py"] + package_data.get(package, []):
+            for f in source.glob(pattern):
+                (target / f.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(f, target / f.relative_to(source))
+    return dest
+
+
+def test_non_editable_install_ships_the_sources(tmp_path):
+    """setup.py must install cxlsim.mpi with its C files (pip install -e would hide a gap)."""
+    tree = installed_tree(tmp_path / "site")
+    shipped = sorted(p.name for p in (tree / "cxlsim" / "mpi").glob("*.[ch]"))
+    assert "collectives.c" in shipped and "cxlsim_mpi.h" in shipped and (tree / "cxlsim/emulator/cxl_coll.h").exists(), (
+        "setup.py does not install the library's sources: it needs 'cxlsim.mpi' in packages and "
+        "'cxlsim.mpi': ['*.c', '*.h'] in package_data")
+    code = ("from cxlsim.mpi import build as b; t = b.toolchain(); "
+            "print(b.MPI_DIR); print(b.build_key(t, b.sources()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    where, key = done.stdout.split()
+    assert Path(where) == tree / "cxlsim" / "mpi"
+    assert key == mpibuild.build_key(mpibuild.toolchain(), mpibuild.sources())  # the same bytes: the same library
