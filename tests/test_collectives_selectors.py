@@ -2,6 +2,7 @@
 import pytest
 
 from cxlsim.errors import InputError
+from cxlsim.models.collectives import registry
 from cxlsim.models.collectives.selectors import select
 
 
@@ -62,3 +63,13 @@ def test_other_collectives():
         select("intel", "allgather", 8, 1)
     with pytest.raises(InputError, match="workload.collective"):
         select("mpich", "alltoall", 8, 1)
+
+
+def test_every_choice_is_a_network_algorithm_in_the_registry():
+    for library in ("mpich", "ompi"):
+        for collective in ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather"):
+            for p in (2, 3, 8, 16, 33, 64, 300):
+                for size in (1, 1024, 65536, 1 << 20):
+                    name, _ = select(library, collective, p, size)
+                    algo, _ = registry.lookup(collective, name, p)
+                    assert algo.transport == "network", (library, collective, p, size, name)
