@@ -289,7 +289,7 @@ def delivered_timing(comm, nbytes: int, calls: int = 200, batch_ns: float = 20e6
 
 
 def timing_warnings(asked: dict, delivered: dict | None, tolerance: float = 0.10) -> list[str]:
-    """Warning lines for each emulated-timing figure delivered more than `tolerance` off the asked one.
+    """One line for each emulated-timing figure delivered more than `tolerance` off the asked one.
 
     asked: pool_latency_ns, pool_bw_bytes_per_ns (0 = off); delivered: `delivered_timing`'s dict.
     """
@@ -305,7 +305,6 @@ def timing_warnings(asked: dict, delivered: dict | None, tolerance: float = 0.10
             continue
         if not math.isfinite(got) or abs(got - want) > tolerance * want:
             shown = fmt(got) if math.isfinite(got) else "unmeasurable"
-            out.append(f"WARNING: emulated pool {what} not delivered: asked {fmt(want)}, delivered {shown} "
-                       f"({how}, the ranks' mean, more than {tolerance:.0%} off): the figures below ran at the "
-                       "delivered timing, not the asked one")
+            out.append(f"emulated pool {what} not delivered: asked {fmt(want)}, delivered {shown} "
+                       f"({how}, the ranks' mean, more than {tolerance:.0%} off)")
     return out
