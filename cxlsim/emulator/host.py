@@ -28,7 +28,7 @@ from cxlsim.coherence import Coherence
 
 SLOW_ROUNDTRIP_NS = 200.0  # hw flag round trip above which the host is disturbed or in its slow placement
 LOCK_PREFIX = "cxlsim-bench-"
-PROBE_CALLS = 200
+PROBE_WARMUP, PROBE_CALLS = 50, 100  # round trips: ~10 us on a quiet host, ~0.2 s when ranks take turns
 
 
 def lock_dir() -> str:
@@ -122,7 +122,7 @@ def probe_roundtrip_ns() -> float:
     from cxlsim.emulator.launch import run_local
 
     def pingpong(comm):
-        comm.flag_pingpong(PROBE_CALLS)
+        comm.flag_pingpong(PROBE_WARMUP)
         return min(comm.flag_pingpong(PROBE_CALLS) for _ in range(3))
     return run_local(2, pingpong, coherence=Coherence.HW, slot_bytes=64, timeout_s=10.0)[0]
 
