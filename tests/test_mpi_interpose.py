@@ -187,6 +187,44 @@ def test_mpi4py_buffer_api_runs_on_the_pool(library, tmp_path):
             assert row["c_calls"] == row["calls"], (name, row)  # mpi4py 4 calls the _c forms
 
 
+THREADS_SCRIPT = textwrap.dedent("""
+    import threading
+    import numpy as np
+    from mpi4py import MPI
+
+    assert MPI.Query_thread() == MPI.THREAD_MULTIPLE
+    comms = [MPI.COMM_WORLD.Dup() for _ in range(2)]
+    P, errors = MPI.COMM_WORLD.size, []
+
+    def work(k):
+        comm = comms[k]
+        for i in range(300):
+            a = np.full(33, comm.rank + i + k, dtype=np.int64)
+            out = np.empty_like(a)
+            comm.Allreduce(a, out, op=MPI.SUM)
+            if not (out == P * (i + k) + P * (P - 1) // 2).all():
+                errors.append((k, i))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    print("threads ok", flush=True)
+""")
+
+
+def test_threads_on_two_communicators_run_at_once_on_their_pools(library, tmp_path):
+    script = tmp_path / "threads.py"
+    script.write_text(THREADS_SCRIPT)
+    rc, out, err = run_mpi(library, 2, [sys.executable, str(script)], CXLSIM_MPI_STATS="1")
+    assert rc == 0, err
+    assert out.count("threads ok") == 2
+    row = parse_stats(err)["MPI_Allreduce"]
+    assert row["calls"] == 2 * 2 * 300 and row["pool"] == row["calls"], row  # each dup has its own pool
+
+
 @pytest.mark.slow
 def test_killed_rank_fails_the_job_and_leaves_no_segment(library, programs):
     before = cxlsim_segments()

@@ -79,15 +79,19 @@ static void unstage(void *tmp, void *buf, MPI_Count count, MPI_Datatype t, uint6
     free(tmp);
 }
 
-/* The checks every pool call shares; returns the pool, or NULL with *why set. */
-static cxlsim_pool_t *pool_for(MPI_Comm comm, int entered, int *why)
+/* The checks every pool call shares; returns the pool, entered by this thread (release it with
+ * cxlsim_pool_leave), or NULL with *why set (*why already set: NULL at once). */
+static cxlsim_pool_t *pool_for(MPI_Comm comm, int *why)
 {
     load();
+    if (*why < 0 && cxlsim_settings.disabled) *why = CXLSIM_WHY_DISABLED;
     if (*why >= 0) return NULL;
-    if (!entered) *why = CXLSIM_WHY_THREAD;
-    else if (cxlsim_settings.disabled) *why = CXLSIM_WHY_DISABLED;
-    if (*why >= 0) return NULL;
-    return cxlsim_pool_of(comm, why);
+    cxlsim_pool_t *pool = cxlsim_pool_of(comm, why);
+    if (pool && !cxlsim_pool_enter(pool)) {
+        *why = CXLSIM_WHY_THREAD;
+        return NULL;
+    }
+    return pool;
 }
 
 static void finish(cxlsim_pool_t *pool, int coll, int large, uint64_t bytes, int why, int kernel_rc)
@@ -102,7 +106,7 @@ static int allgather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, 
                      MPI_Datatype rtype, MPI_Comm comm, int large)
 {
     double t = cxlsim_trace_begin();
-    int entered = cxlsim_enter(), why = -1, rc = MPI_SUCCESS, krc = 0, inplace = sendbuf == MPI_IN_PLACE;
+    int why = -1, rc = MPI_SUCCESS, krc = 0, inplace = sendbuf == MPI_IN_PLACE;
     cxlsim_type_t st, rt;
     cxlsim_type_info(rtype, &rt);
     uint64_t bytes = rcount > 0 ? (uint64_t)rcount * (uint64_t)rt.size : 0;
@@ -113,7 +117,7 @@ static int allgather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, 
         if (!st.ok) why = CXLSIM_WHY_DATATYPE;
         else if (scount < 0 || (uint64_t)scount * (uint64_t)st.size != bytes) why = CXLSIM_WHY_ARGS;
     }
-    cxlsim_pool_t *pool = pool_for(comm, entered, &why);
+    cxlsim_pool_t *pool = pool_for(comm, &why);
     if (why >= 0) {
         rc = large ? PMPI_Allgather_c(sendbuf, scount, stype, recvbuf, rcount, rtype, comm)
                    : PMPI_Allgather(sendbuf, (int)scount, stype, recvbuf, (int)rcount, rtype, comm);
@@ -128,7 +132,7 @@ static int allgather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, 
     }
     finish(pool, CXLSIM_ALLGATHER, large, bytes, why, krc);
     cxlsim_trace_line(t, "allgather %llu %llu", (unsigned long long)bytes, (unsigned long long)bytes);
-    if (entered) cxlsim_leave();
+    if (pool) cxlsim_pool_leave(pool);
     return rc;
 }
 
@@ -161,12 +165,12 @@ static int allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
                      MPI_Comm comm, int large)
 {
     double t = cxlsim_trace_begin();
-    int entered = cxlsim_enter(), rc = MPI_SUCCESS, krc = 0, kop;
+    int rc = MPI_SUCCESS, krc = 0, kop;
     cxlsim_type_t info;
     cxlsim_type_info(type, &info);
     uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size : 0;
     int why = reduce_why(count, &info, type, op, &kop);
-    cxlsim_pool_t *pool = pool_for(comm, entered, &why);
+    cxlsim_pool_t *pool = pool_for(comm, &why);
     if (why >= 0) {
         rc = large ? PMPI_Allreduce_c(sendbuf, recvbuf, count, type, op, comm)
                    : PMPI_Allreduce(sendbuf, recvbuf, (int)count, type, op, comm);
@@ -177,7 +181,7 @@ static int allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
     }
     finish(pool, CXLSIM_ALLREDUCE, large, bytes, why, krc);
     cxlsim_trace_line(t, "allreduce %llu 0", (unsigned long long)bytes);
-    if (entered) cxlsim_leave();
+    if (pool) cxlsim_pool_leave(pool);
     return rc;
 }
 
@@ -195,11 +199,11 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
                                 MPI_Comm comm, int large)
 {
     double t = cxlsim_trace_begin();
-    int entered = cxlsim_enter(), rc = MPI_SUCCESS, krc = 0, kop;
+    int rc = MPI_SUCCESS, krc = 0, kop;
     cxlsim_type_t info;
     cxlsim_type_info(type, &info);
     int why = reduce_why(count, &info, type, op, &kop);
-    cxlsim_pool_t *pool = pool_for(comm, entered, &why);
+    cxlsim_pool_t *pool = pool_for(comm, &why);
     uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size * (uint64_t)(pool ? pool->size : 1) : 0;
     if (why < 0 && count && cxlsim_settings.slot_bytes < (uint64_t)pool->size * info.size) why = CXLSIM_WHY_SLOT;
     if (why >= 0) {
@@ -212,7 +216,7 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
     }
     finish(pool, CXLSIM_REDUCE_SCATTER_BLOCK, large, bytes, why, krc);
     cxlsim_trace_line(t, "reducescatterblock %llu 0", (unsigned long long)(count > 0 ? count * info.size : 0));
-    if (entered) cxlsim_leave();
+    if (pool) cxlsim_pool_leave(pool);
     return rc;
 }
 
@@ -232,13 +236,13 @@ int MPI_Reduce_scatter_block_c(const void *sendbuf, void *recvbuf, MPI_Count cou
 static int bcast(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Comm comm, int large)
 {
     double t = cxlsim_trace_begin();
-    int entered = cxlsim_enter(), why = -1, rc = MPI_SUCCESS, krc = 0;
+    int why = -1, rc = MPI_SUCCESS, krc = 0;
     cxlsim_type_t info;
     cxlsim_type_info(type, &info);
     uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size : 0;
     if (count < 0) why = CXLSIM_WHY_ARGS;
     else if (!info.ok) why = CXLSIM_WHY_DATATYPE;
-    cxlsim_pool_t *pool = pool_for(comm, entered, &why);
+    cxlsim_pool_t *pool = pool_for(comm, &why);
     if (why < 0 && (root < 0 || root >= pool->size)) why = CXLSIM_WHY_ARGS;
     if (why >= 0) {
         rc = large ? PMPI_Bcast_c(buf, count, type, root, comm) : PMPI_Bcast(buf, (int)count, type, root, comm);
@@ -251,7 +255,7 @@ static int bcast(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Co
     }
     finish(pool, CXLSIM_BCAST, large, bytes, why, krc);
     cxlsim_trace_line(t, "bcast %llu %d", (unsigned long long)bytes, root);
-    if (entered) cxlsim_leave();
+    if (pool) cxlsim_pool_leave(pool);
     return rc;
 }
 
@@ -270,7 +274,7 @@ static int alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, v
                     MPI_Datatype rtype, MPI_Comm comm, int large)
 {
     double t = cxlsim_trace_begin();
-    int entered = cxlsim_enter(), why = -1, rc = MPI_SUCCESS, krc = 0, inplace = sendbuf == MPI_IN_PLACE;
+    int why = -1, rc = MPI_SUCCESS, krc = 0, inplace = sendbuf == MPI_IN_PLACE;
     cxlsim_type_t st, rt;
     cxlsim_type_info(rtype, &rt);
     uint64_t block = rcount > 0 ? (uint64_t)rcount * (uint64_t)rt.size : 0;
@@ -281,7 +285,7 @@ static int alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, v
         if (!st.ok) why = CXLSIM_WHY_DATATYPE;
         else if (scount < 0 || (uint64_t)scount * (uint64_t)st.size != block) why = CXLSIM_WHY_ARGS;
     }
-    cxlsim_pool_t *pool = pool_for(comm, entered, &why);
+    cxlsim_pool_t *pool = pool_for(comm, &why);
     uint64_t P = pool ? (uint64_t)pool->size : 1;
     if (why < 0 && block && cxlsim_settings.slot_bytes < P) why = CXLSIM_WHY_SLOT;
     if (why >= 0) {
@@ -298,7 +302,7 @@ static int alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, v
     }
     finish(pool, CXLSIM_ALLTOALL, large, block * P, why, krc);
     cxlsim_trace_line(t, "alltoall %llu %llu", (unsigned long long)block, (unsigned long long)block);
-    if (entered) cxlsim_leave();
+    if (pool) cxlsim_pool_leave(pool);
     return rc;
 }
 
@@ -318,12 +322,12 @@ int MPI_Alltoall_c(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, vo
 int MPI_Barrier(MPI_Comm comm)
 {
     double t = cxlsim_trace_begin();
-    int entered = cxlsim_enter(), why = -1, rc = MPI_SUCCESS, krc = 0;
-    cxlsim_pool_t *pool = pool_for(comm, entered, &why);
+    int why = -1, rc = MPI_SUCCESS, krc = 0;
+    cxlsim_pool_t *pool = pool_for(comm, &why);
     if (why >= 0) rc = PMPI_Barrier(comm);
     else krc = cxl_coll_barrier(&pool->coll);
     finish(pool, CXLSIM_BARRIER, 0, 0, why, krc);
     cxlsim_trace_line(t, "barrier");
-    if (entered) cxlsim_leave();
+    if (pool) cxlsim_pool_leave(pool);
     return rc;
 }

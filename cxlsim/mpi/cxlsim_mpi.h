@@ -66,6 +66,7 @@ typedef struct cxlsim_pool {
     int *world_ranks;        /* world rank of each rank of comm, for messages */
     cxl_segment_t segment;
     cxl_coll_t coll;
+    int busy;                /* a thread is in one of its collectives */
     struct cxlsim_pool *next;
 } cxlsim_pool_t;
 
@@ -98,9 +99,12 @@ void cxlsim_trace_line(double begin, const char *fmt, ...) __attribute__((format
 void cxlsim_trace_open(void);
 void cxlsim_trace_close(void);
 
-/* ---- re-entry guard (MPI_THREAD_MULTIPLE) ---- */
-int cxlsim_enter(void);  /* 1 if this thread is alone in the library, else 0 (fall back: "thread") */
-void cxlsim_leave(void);
+/* ---- the per-pool guard (MPI_THREAD_MULTIPLE) ----
+ * Threads may run collectives on different communicators at once (their pools are separate).
+ * Two threads in one communicator's collectives at once is outside MPI's rules; the second
+ * falls back (reason "thread") instead of corrupting the pool's epochs. */
+int cxlsim_pool_enter(cxlsim_pool_t *pool); /* 1 if this thread now owns the pool, else 0 */
+void cxlsim_pool_leave(cxlsim_pool_t *pool);
 
 void cxlsim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

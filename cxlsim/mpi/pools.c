@@ -13,6 +13,7 @@
  * deletes every pool still alive before PMPI_Finalize, relying on no attribute deletion.
  */
 #define _GNU_SOURCE 1 /* sched_getaffinity, CPU_COUNT */
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +25,18 @@ enum { SPIN_ITERS = 4096, OVERSUBSCRIBED_SPIN_ITERS = 8 };
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cxlsim_pool_t *pools; /* every live pool */
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* guards pools and keyval */
 static double spin_overhead_ns = -1.0;
 
 static void pool_free(cxlsim_pool_t *pool)
 {
+    pthread_mutex_lock(&pools_lock);
     for (cxlsim_pool_t **at = &pools; *at; at = &(*at)->next)
         if (*at == pool) {
             *at = pool->next;
             break;
         }
+    pthread_mutex_unlock(&pools_lock);
     cxl_segment_unmap(&pool->segment);
     free(pool->world_ranks);
     free(pool);
@@ -173,8 +177,10 @@ static cxlsim_pool_t *pool_setup(MPI_Comm comm)
     } else {
         pool->why = CXLSIM_WHY_SETUP;
     }
+    pthread_mutex_lock(&pools_lock);
     pool->next = pools;
     pools = pool;
+    pthread_mutex_unlock(&pools_lock);
     return pool;
 }
 
@@ -186,7 +192,9 @@ cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why)
         *why = CXLSIM_WHY_COMM;
         return NULL;
     }
+    pthread_mutex_lock(&pools_lock);
     if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_pool, &keyval, NULL);
+    pthread_mutex_unlock(&pools_lock);
     PMPI_Comm_get_attr(comm, keyval, &value, &found);
     cxlsim_pool_t *pool = found ? (cxlsim_pool_t *)value : NULL;
     if (!pool) {
@@ -203,6 +211,17 @@ cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why)
         return NULL;
     }
     return pool;
+}
+
+int cxlsim_pool_enter(cxlsim_pool_t *pool)
+{
+    int expected = 0;
+    return __atomic_compare_exchange_n(&pool->busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+void cxlsim_pool_leave(cxlsim_pool_t *pool)
+{
+    __atomic_store_n(&pool->busy, 0, __ATOMIC_RELEASE);
 }
 
 void cxlsim_pool_abort(cxlsim_pool_t *pool, const char *call)

@@ -1,4 +1,4 @@
-/* settings.c: the CXLSIM_MPI_* environment settings, the re-entry guard and messages.
+/* settings.c: the CXLSIM_MPI_* environment settings, and messages.
  *
  * Every setting is read once, after PMPI_Init. A value that does not parse aborts the job
  * with a message naming the variable, the value and what was expected: a typo must not
@@ -112,20 +112,6 @@ void cxlsim_settings_fingerprint(char *out, size_t n)
     snprintf(out, n, "pool=%s coherence=%d slot=%llu large=%llu latency=%.17g bw=%.17g", s->pool.text, s->flush,
              (unsigned long long)s->slot_bytes, (unsigned long long)s->large_bytes, s->latency_ns,
              s->bw_bytes_per_ns);
-}
-
-static int busy;
-
-int cxlsim_enter(void)
-{
-    if (__atomic_fetch_add(&busy, 1, __ATOMIC_ACQUIRE) == 0) return 1;
-    __atomic_fetch_sub(&busy, 1, __ATOMIC_RELEASE);
-    return 0;
-}
-
-void cxlsim_leave(void)
-{
-    __atomic_fetch_sub(&busy, 1, __ATOMIC_RELEASE);
 }
 
 void cxlsim_log(int level, const char *fmt, ...)
