@@ -10,6 +10,7 @@ from cxlsim.calibrate.project import predict_profile, projection_note
 from cxlsim.calibrate.profile import SCHEMA, VERSION, load_profile, make_profile, save_profile
 from cxlsim.calibrate.validation import (TARGET_INJECTED, comparable, format_validation, plot_validation,
                                          summarize)
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
 
@@ -60,14 +61,15 @@ def report_local(args, result) -> int:
     """Print a local calibration's fit and validation, and write its workspace (profile.json, CSV, PNG)."""
     model, fit, prims = result["model"], result["fit"], result["primitives"]
     print(f"# local-host model from primitives (np {result['np']}, {result['cores']} cores)")
-    for mode in ("hw", "flush"):
+    for mode in Coherence:
         f = fit[f"path_{mode}"]
-        print(f"#   {mode}: flag round trip {f['measured_roundtrip_ns']:.0f} ns -> path {f['path_ns']:.1f} ns "
+        print(f"#   {mode.value}: flag round trip {f['measured_roundtrip_ns']:.0f} ns -> path {f['path_ns']:.1f} ns "
               f"(rule {f['rule']}: DES {f['des_roundtrip_ns']:.0f} ns, {f['residual'] * 100:+.1f}%; "
               f"the DES's own ping-pong at this path {f['des_pingpong_ns']:.0f} ns)")
-    print(f"#   flush: {prims['flush']['writeback_op']} {fit['flush_writeback']['per_line_ns']:.2f} ns/line + sfence "
+    line_ops = prims[Coherence.FLUSH]
+    print(f"#   flush: {line_ops['writeback_op']} {fit['flush_writeback']['per_line_ns']:.2f} ns/line + sfence "
           f"{fit['flush_writeback']['fence_ns']:.1f} ns (rms {fit['flush_writeback']['rms'] * 100:.1f}%); "
-          f"{prims['flush']['invalidate_op']} {fit['flush_invalidate']['per_line_ns']:.2f} ns/line + mfence "
+          f"{line_ops['invalidate_op']} {fit['flush_invalidate']['per_line_ns']:.2f} ns/line + mfence "
           f"{fit['flush_invalidate']['fence_ns']:.1f} ns (rms {fit['flush_invalidate']['rms'] * 100:.1f}%)")
     if "flush_ack" in fit:
         ack = fit["flush_ack"]

@@ -12,6 +12,7 @@ import numpy as np
 
 from cxlsim.calibrate.des import AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, solve_path_ns
 from cxlsim.calibrate.local_model import LocalModel, local_preset
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
 
@@ -58,17 +59,17 @@ def fit_local(primitives: dict, sizes, path_rule: str = "auto") -> tuple[LocalMo
     if path_rule != "auto" and path_rule not in PATH_RULES:
         raise InputError(f"path rule: expected 'auto' or one of {PATH_RULES}, got {path_rule!r}")
     clock = primitives["clock_read_ns"]
-    wb = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["writeback_sfence_ns"], clock)
-    inv = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["invalidate_mfence_ns"], clock)
+    wb = fit_flush_line(primitives[Coherence.FLUSH]["lines"], primitives[Coherence.FLUSH]["writeback_sfence_ns"], clock)
+    inv = fit_flush_line(primitives[Coherence.FLUSH]["lines"], primitives[Coherence.FLUSH]["invalidate_mfence_ns"], clock)
     report = {"flush_writeback": wb, "flush_invalidate": inv}
-    fence = {"hw": wb["fence_ns"], "flush": inv["fence_ns"]}
+    fence = {Coherence.HW: wb["fence_ns"], Coherence.FLUSH: inv["fence_ns"]}
     per_line = (wb["per_line_ns"] + inv["per_line_ns"]) / 2
     ack = {}
-    if "writeback_mfence_ns" in primitives["flush"]:  # acknowledgements apart from the fence
-        wbm = fit_flush_line(primitives["flush"]["lines"], primitives["flush"]["writeback_mfence_ns"], clock)
-        bare = max(primitives["flush"]["mfence_ns"] - clock, 0.0)
+    if "writeback_mfence_ns" in primitives[Coherence.FLUSH]:  # acknowledgements apart from the fence
+        wbm = fit_flush_line(primitives[Coherence.FLUSH]["lines"], primitives[Coherence.FLUSH]["writeback_mfence_ns"], clock)
+        bare = max(primitives[Coherence.FLUSH]["mfence_ns"] - clock, 0.0)
         report["flush_writeback_mfence"] = wbm
-        fence["flush"] = bare
+        fence[Coherence.FLUSH] = bare
         ack = {"invalidate": max(inv["fence_ns"] - bare, 0.0), "writeback": max(wbm["fence_ns"] - bare, 0.0)}
         per_line = (wbm["per_line_ns"] + inv["per_line_ns"]) / 2
         report["flush_ack"] = dict(ack, mfence_ns=bare)
@@ -77,7 +78,7 @@ def fit_local(primitives: dict, sizes, path_rule: str = "auto") -> tuple[LocalMo
         xs = [int(k) for k in curve if int(k) > 0]
         a, b, rms = fit_line(xs, [max(curve[str(x)], 1e-3) for x in xs])
         report[name] = {"fixed_ns": a, "bw_bytes_per_ns": 1.0 / b if b > 0 else float("inf"), "rms": rms}
-    base = LocalModel(np=primitives["np"], path_ns={"hw": 0.0, "flush": 0.0}, roundtrip_ns=dict(primitives["roundtrip_ns"]),
+    base = LocalModel(np=primitives["np"], path_ns={mode: 0.0 for mode in Coherence}, roundtrip_ns=dict(primitives["roundtrip_ns"]),
                       flush_ns_per_line=per_line, fence_ns=fence, flush_ack_ns=ack,
                       overhead_ns=dict(primitives["overhead_ns"]),
                       copy_bw_curve=_pos_curve(primitives["copy_ns"]),
@@ -90,7 +91,7 @@ def fit_local(primitives: dict, sizes, path_rule: str = "auto") -> tuple[LocalMo
                       if primitives["np"] == 2 else {})  # measured at np = 2 only
     paths = {}
     ref = max(int(s) for s in sizes) if sizes else 64
-    for mode in ("hw", "flush"):
+    for mode in Coherence:
         rule = AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule
         path, des_rt = solve_path_ns(base, 64, mode, base.roundtrip_ns[mode], rule)
         paths[mode] = path

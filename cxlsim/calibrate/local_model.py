@@ -111,7 +111,7 @@ class LocalModel:
         curve = self.concurrent_curves.get(coherence, {}).get(kind)
         return max(_curve(curve)(size_bytes), 0.0) if curve else None
 
-    def flush_line_ns(self, size_bytes: int, coherence: str = "flush") -> float:
+    def flush_line_ns(self, size_bytes: int, coherence: Coherence = Coherence.FLUSH) -> float:
         """clflushopt per line for an n-byte call: the one-process line fit, or, if larger, the
         concurrent primitive's write-back of the own slot plus invalidation of the other's, less
         what the DES charges around them anyway (a fence each, and the acknowledgements of
@@ -120,14 +120,14 @@ class LocalModel:
         invalidated right after, cost more than a lone core's flush loop over its cache."""
         wb = self.concurrent_ns("writeback", size_bytes, coherence)
         inv = self.concurrent_ns("invalidate", size_bytes, coherence)
-        if coherence != "flush" or wb is None or inv is None or size_bytes <= 0:
+        if coherence != Coherence.FLUSH or wb is None or inv is None or size_bytes <= 0:
             return self.flush_ns_per_line
         lines = -(-int(size_bytes) // 64)
         fixed = 2 * self.fence_ns[coherence] + self.flush_ack_ns.get("writeback", 0.0) \
             + self.flush_ack_ns.get("invalidate", 0.0)
         return max(self.flush_ns_per_line, (wb + inv - fixed) / (PRIMITIVE_RANKS * lines))
 
-    def host_bw(self, size_bytes: int, coherence: str = "hw", path_ns: float = 0.0) -> float:
+    def host_bw(self, size_bytes: int, coherence: Coherence = Coherence.HW, path_ns: float = 0.0) -> float:
         """Host bandwidth for an n-byte call, bytes/ns, so that the DES's copies of a call (the block
         in, np blocks out, each W = 64 ceil(n/64) bytes at this bandwidth) take what the measured
         copies take.
@@ -147,14 +147,14 @@ class LocalModel:
         cin = self.concurrent_ns("copyin", size_bytes, coherence)
         cout = self.concurrent_ns("copyout", size_bytes, coherence)
         if cin is not None and cout is not None:
-            charged = 2 * path_ns if coherence == "flush" and self.flush_ack_ns else 4 * path_ns
+            charged = 2 * path_ns if coherence == Coherence.FLUSH and self.flush_ack_ns else 4 * path_ns
             return (1 + PRIMITIVE_RANKS) * lines * 64 / max(cin + cout - charged, 1e-3)
         local = self.copy_ns(size_bytes)
         total = (self.remote_ns("copyin", size_bytes, coherence, local) + local
                  + (self.np - 1) * self.remote_ns("copy", size_bytes, coherence, local))
         return (1 + self.np) * lines * 64 / total
 
-    def app_ns(self, size_bytes: int, coherence: str = "hw") -> float:
+    def app_ns(self, size_bytes: int, coherence: Coherence = Coherence.HW) -> float:
         """The zero-copy bench's own work beyond a 0-byte call: write pass of n, read pass of the np
         blocks (own block at the local read-pass time, the others' at the remote one; the measured
         read of `PRIMITIVE_RANKS` blocks scaled to np).
@@ -186,7 +186,7 @@ def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: 
     from cxlsim.fabric.host import HostParams
 
     bw = model.host_bw(size_bytes, coherence, max(path_ns, MIN_PATH_NS))
-    flush = coherence == "flush"  # only flush mode's writes and clflushopts wait for memory
+    flush = coherence == Coherence.FLUSH  # only flush mode's writes and clflushopts wait for memory
     if bw_cap_bytes_per_ns > 0:
         bw = min(bw, bw_cap_bytes_per_ns)
     return CXLPoolPreset(

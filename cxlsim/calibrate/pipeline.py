@@ -16,6 +16,7 @@ from cxlsim.calibrate.local_model import LocalModel
 from cxlsim.calibrate.measure import (concurrent_curves, measure_allgather, measure_mpi, measure_primitives,
                                       steady)
 from cxlsim.calibrate.validation import validate
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.units import UnitError, parse_bandwidth, parse_time
 
@@ -78,8 +79,8 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     injected = []
     for label, lat, bw in settings:
         m = measure_allgather(sizes, nranks, max(1, rounds - 1), iterations, best_roundtrip_ns=meas["best_roundtrip_ns"],
-                              timing=(lat, bw), progress=step, modes=("hw",))
-        hw_rows = [dict(r, setting=label) for r in m["rows"] if r["coherence"] == "hw"]
+                              timing=(lat, bw), progress=step, modes=(Coherence.HW,))
+        hw_rows = [dict(r, setting=label) for r in m["rows"] if r["coherence"] == Coherence.HW]
         injected += validate(model, hw_rows, lambda r, lat=lat, bw=bw: predict_injected(
             model, r["coherence"], r["side"], r["size_bytes"], lat, bw))
     mpi_rows = measure_mpi(sizes, nranks) if mpi else None

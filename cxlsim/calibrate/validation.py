@@ -9,10 +9,11 @@ import statistics
 
 from cxlsim.calibrate.des import predict_local
 from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.coherence import Coherence
 from cxlsim.results import atomic_write
 
 TARGET_MEDIAN, TARGET_WORST, TARGET_INJECTED = 0.10, 0.25, 0.15
-MODES = (("hw", "copy"), ("hw", "zero-copy"), ("flush", "copy"), ("flush", "zero-copy"))
+MODES = tuple((mode, side) for mode in Coherence for side in ("copy", "zero-copy"))
 
 
 def validate(model: LocalModel, measured: list[dict], predict=None) -> list[dict]:
