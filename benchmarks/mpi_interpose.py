@@ -1,0 +1,169 @@
+"""libcxlsim_mpi.so against MPICH's own collectives: an OSU-style C loop, np=2, both coherence modes.
+
+    python benchmarks/mpi_interpose.py [--rounds 3] [--sizes 1B:1MiB] [--python-harness]
+
+Builds the library (cxlsim mpi build) and a C program with mpicc. The program times
+MPI_Allgather (MPI_CHAR, as osu_allgather) and MPI_Allreduce (MPI_FLOAT sum, from 4 B, as
+osu_allreduce) through the library, i.e. on the pool, and the same calls as PMPI_* (MPICH's
+own, which the library does not intercept), alternating which goes first, per size, in the
+same job: OSU's loop (warm-up, barrier, timed iterations; the per-rank mean, averaged over
+ranks). Each round runs one job per coherence mode (hw, then flush), so the machine's drift
+hits both sides alike; the table gives the median over rounds of each side and their ratio
+(MPI time / pool time: above 1 the pool is faster). Results are validated against MPICH's
+outside the timed spans. Each job also reports the pool barrier (one flag round trip at
+np=2), which tells this machine's fast host placement (< 200 ns) from its slow one.
+Targets (issue 15): pool >= 2x MPI up to 4 KiB, >= 1x at every size.
+With --python-harness it also runs `cxlsim bench allgather` (the Python harness's pool) in
+each mode and prints its per-call time beside the C loop's.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from cxlsim.mpi.build import build, find_mpicc
+from cxlsim.units import format_size, parse_sizes
+
+PROGRAM = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*gather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+typedef int (*reduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+
+static int rank, size;
+
+/* The mean seconds per call of `iters` calls after `warm` warm-up calls, averaged over ranks. */
+static double osu_loop(int kind, void *fn, char *s, char *r, int n, int iters, int warm)
+{
+    double t0 = 0, sum;
+    for (int i = 0; i < warm + iters; i++) {
+        if (i == warm) { PMPI_Barrier(MPI_COMM_WORLD); t0 = MPI_Wtime(); }
+        if (kind == 0) ((gather_fn)fn)(s, n, MPI_CHAR, r, n, MPI_CHAR, MPI_COMM_WORLD);
+        else ((reduce_fn)fn)(s, r, n / 4, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    double t = (MPI_Wtime() - t0) / iters;
+    PMPI_Allreduce(&t, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    return sum / size;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long max = atol(argv[1]);
+    int small_iters = atoi(argv[2]), large_iters = atoi(argv[3]), failures = 0;
+    char *s = malloc(max * size), *r = malloc(max * size), *w = malloc(max * size);
+    double t0 = MPI_Wtime(); /* the pool barrier: one flag round trip at np = 2 */
+    for (int i = 0; i < 2000; i++) MPI_Barrier(MPI_COMM_WORLD);
+    double barrier = (MPI_Wtime() - t0) / 2000;
+    if (rank == 0) printf("BARRIER %.1f\n", barrier * 1e9);
+    for (int arg = 4; arg < argc; arg++) {
+        long n = atol(argv[arg]);
+        int iters = n <= 8192 ? small_iters : large_iters, warm = n <= 8192 ? small_iters / 5 : 2;
+        for (int kind = 0; kind < 2; kind++) {
+            if (kind == 1 && n < 4) continue;
+            for (long i = 0; i < n * size; i++) s[i] = (char)(kind ? 0 : (rank * 31 + i) & 0x7f);
+            if (kind) for (long i = 0; i < n / 4; i++) ((float *)s)[i] = (float)(rank + i % 7);
+            void *pool = kind ? (void *)MPI_Allreduce : (void *)MPI_Allgather;
+            void *mpi = kind ? (void *)PMPI_Allreduce : (void *)PMPI_Allgather;
+            double tp, tm;
+            if (arg % 2) { tp = osu_loop(kind, pool, s, r, n, iters, warm); tm = osu_loop(kind, mpi, s, w, n, iters, warm); }
+            else { tm = osu_loop(kind, mpi, s, w, n, iters, warm); tp = osu_loop(kind, pool, s, r, n, iters, warm); }
+            long bytes = kind ? (n / 4) * 4 : n * size;
+            if (memcmp(r, w, bytes)) failures++;
+            if (rank == 0) printf("RESULT %s %ld %.4f %.4f\n", kind ? "allreduce" : "allgather", n, tp * 1e6, tm * 1e6);
+        }
+    }
+    int all;
+    PMPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0 && all) printf("VALIDATION FAILED %d\n", all);
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
+"""
+MODES = ("hw", "flush")
+
+
+def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, large: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
+    env.update(LD_PRELOAD=library, CXLSIM_MPI_COHERENCE=mode)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    cmd = [mpiexec, "-n", "2", exe, str(max(sizes)), str(small), str(large), *map(str, sizes)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode}: the job failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    out = {"barrier_ns": float(re.search(r"BARRIER (\S+)", done.stdout).group(1)), "rows": {}}
+    for kind, n, tp, tm in re.findall(r"RESULT (\w+) (\d+) (\S+) (\S+)", done.stdout):
+        out["rows"][(kind, int(n))] = (float(tp), float(tm))
+    return out
+
+
+def python_harness(mode: str, sizes: list[int]) -> dict[int, float]:
+    """Avg latency (us) per size of `cxlsim bench allgather` (the Python harness's pool), copy mode."""
+    cmd = [sys.executable, "-m", "cxlsim", "bench", "allgather", "--np", "2", "--coherence", mode,
+           "--sizes", ",".join(map(str, sizes))]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise SystemExit(f"cxlsim bench allgather failed:\n{done.stderr}")
+    return {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^(\d+)\s+(\S+)", done.stdout, re.M)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", default="1B:1MiB")
+    parser.add_argument("--iterations", type=int, nargs=2, default=(1000, 100), metavar=("SMALL", "LARGE"),
+                        help="timed iterations up to 8 KiB and above (OMB's: 1000 and 100)")
+    parser.add_argument("--python-harness", action="store_true")
+    args = parser.parse_args()
+    sizes = parse_sizes(args.sizes)
+    library = str(build())
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "osu_loop")
+        src = exe + ".c"
+        with open(src, "w") as f:
+            f.write(PROGRAM)
+        subprocess.run([find_mpicc(), "-O2", src, "-o", exe], check=True)
+        jobs = {mode: [] for mode in MODES}
+        for _ in range(args.rounds):
+            for mode in MODES:
+                jobs[mode].append(run_job(exe, library, mode, sizes, *args.iterations))
+    print(f"# libcxlsim_mpi vs MPICH (PMPI), np=2, OSU loop, median of {args.rounds} rounds per mode; "
+          f"ratio = MPI time / pool time (> 1: the pool is faster). The machine is shared: see the barrier.")
+    for mode in MODES:
+        trips = [j["barrier_ns"] for j in jobs[mode]]
+        placement = "fast" if statistics.median(trips) < 200 else "slow or disturbed"
+        print(f"# {mode}: pool barrier (flag round trip) {', '.join(f'{t:.0f}' for t in trips)} ns: {placement} placement")
+    harness = {mode: python_harness(mode, sizes) for mode in MODES} if args.python_harness else {}
+    print(f"{'collective':<10} {'size':>8} " + " ".join(
+        f"{m + ' pool us':>13} {m + ' MPI us':>12} {m + ' ratio':>9} {m + ' target':>10}" for m in MODES)
+        + ("  " + " ".join(f"{m + ' py pool us':>14}" for m in MODES) if harness else ""))
+    for kind in ("allgather", "allreduce"):
+        for n in sizes:
+            if (kind, n) not in jobs[MODES[0]][0]["rows"]:
+                continue
+            cells = []
+            for mode in MODES:
+                pool = statistics.median(j["rows"][(kind, n)][0] for j in jobs[mode])
+                mpi = statistics.median(j["rows"][(kind, n)][1] for j in jobs[mode])
+                ratio = mpi / pool if pool > 0 else float("inf")
+                need = 2.0 if n <= 4096 else 1.0
+                cells.append(f"{pool:13.2f} {mpi:12.2f} {ratio:9.2f} {'met' if ratio >= need else 'MISS':>10}")
+            extra = ""
+            if harness and kind == "allgather":
+                extra = "  " + " ".join(f"{harness[m].get(n, float('nan')):14.2f}" for m in MODES)
+            print(f"{kind:<10} {format_size(n):>8} " + " ".join(cells) + extra)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
