@@ -116,8 +116,8 @@ class CXLPoolTransport(PoolTransport):
         self.leaf_of = self.path.leaf_of
         self.memory = PoolMemory()
         lines = preset.snoop_filter_lines if snoop_filter_lines is None else snoop_filter_lines
-        self.mode = MODELS[coherence](self, self.path, self.memory, lines)
-        self.snoop_filter = self.mode.snoop_filter
+        self.coherence_model = MODELS[coherence](self, self.path, self.memory, lines)
+        self.snoop_filter = self.coherence_model.snoop_filter
         """The device's snoop filter (hw mode; None in flush mode)."""
         self.charges: ExtraCharges | None = None
         self.polls = 0
@@ -179,7 +179,7 @@ class CXLPoolTransport(PoolTransport):
         if streaming is None:
             streaming = size_bytes >= LINE
         if streaming:
-            extra = self.mode.before_stream(rank, offset_bytes, size_bytes, first, count)
+            extra = self.coherence_model.before_stream(rank, offset_bytes, size_bytes, first, count)
             issued = path.write_back(rank, first, count, path.start(rank), extra,
                                      lambda _e: memory.store(offset_bytes, size_bytes, payload))
             path.hold_cpu(rank, issued)
@@ -187,7 +187,7 @@ class CXLPoolTransport(PoolTransport):
         if count != 1:
             raise RunError(f"pool_write: rank {rank}: an ordinary store of {size_bytes} B at {offset_bytes} "
                            "spans two lines; stream it (streaming=True) or align it")
-        return self.mode.store_line(rank, offset_bytes, size_bytes, payload, first, done)
+        return self.coherence_model.store_line(rank, offset_bytes, size_bytes, payload, first, done)
 
     def place(self, rank, offset_bytes, size_bytes, payload=None):
         """The rank's application stored `payload` at the range before the timed region (no time passes).
@@ -198,7 +198,7 @@ class CXLPoolTransport(PoolTransport):
         """
         self._check(self.place, rank, offset_bytes, size_bytes)
         self._record(rank, PoolEvent.WRITE, offset_bytes, size_bytes)
-        self.mode.place(rank, offset_bytes, size_bytes, payload, *line_span(offset_bytes, size_bytes))
+        self.coherence_model.place(rank, offset_bytes, size_bytes, payload, *line_span(offset_bytes, size_bytes))
 
     def view(self, rank, offset_bytes, size_bytes):
         """What the rank's loads of the range would return now, without moving time (a zero-copy result):
@@ -206,7 +206,7 @@ class CXLPoolTransport(PoolTransport):
         else the pool's."""
         self._check(self.view, rank, offset_bytes, size_bytes)
         self._record(rank, PoolEvent.READ, offset_bytes, size_bytes)
-        return self.mode.view(rank, offset_bytes, size_bytes)
+        return self.coherence_model.view(rank, offset_bytes, size_bytes)
 
     def pool_read(self, rank, offset_bytes, size_bytes):
         self._check(self.pool_read, rank, offset_bytes, size_bytes)
@@ -224,7 +224,7 @@ class CXLPoolTransport(PoolTransport):
             done = path.at(start, done, self.memory.value(offset_bytes, 0))
         else:
             local = self.preset.host_path.hit_latency_ns + size_bytes / self.preset.host.memcpy_bw_bytes_per_ns
-            done = self.mode.read(rank, offset_bytes, size_bytes, first, count, start, local, done)
+            done = self.coherence_model.read(rank, offset_bytes, size_bytes, first, count, start, local, done)
         if after:
             path.cpu(rank, after)
         return done
@@ -243,7 +243,7 @@ class CXLPoolTransport(PoolTransport):
         path = self.path
         start = path.start(rank)
         issued = path.cpu(rank, count * self.preset.host_path.flush_ns_per_line)
-        self.mode.flush(rank, offset_bytes, size_bytes, first, count, start)
+        self.coherence_model.flush(rank, offset_bytes, size_bytes, first, count, start)
         path.hold_fences(rank, issued, count)
         return path.at(issued, simpy.Event(self.env))
 
@@ -264,7 +264,7 @@ class CXLPoolTransport(PoolTransport):
         logging = self.log is not None
         if logging:
             self._polling[rank] += 1
-        waiting = self.mode.wait_flags(rank, flags, value)
+        waiting = self.coherence_model.wait_flags(rank, flags, value)
         if logging:
             waiting = self.env.process(self._logged_wait(rank, flags, value, waiting))
         if self.charges is not None:
@@ -275,7 +275,7 @@ class CXLPoolTransport(PoolTransport):
         yield waiting
         self._polling[rank] -= 1
         for f in flags:
-            self._record(rank, self.mode.poll_event, f, value)
+            self._record(rank, self.coherence_model.poll_event, f, value)
 
     def _charged_wait(self, rank, waiting, extra_ns):
         yield waiting
@@ -300,4 +300,4 @@ class CXLPoolTransport(PoolTransport):
                                    "(pool_write, pool_read, flush, fence, wait_flags)")
 
     def _waiting(self) -> str:
-        return self.mode.waiting()
+        return self.coherence_model.waiting()
