@@ -76,7 +76,7 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 
-__all__ = ["PoolGeometry", "pool_closed_form"]
+__all__ = ["PoolGeometry", "geometry_of", "pool_closed_form"]
 
 LINE = CACHE_LINE_BYTES
 _MAX_PASSES = 200
@@ -136,6 +136,12 @@ class PoolGeometry:
                    fence_ns=hp.fence_ns, writeback_ns=hp.writeback_ns, invalidate_ns=hp.invalidate_ns,
                    flush_ns_per_line=hp.flush_ns_per_line)
 
+
+def geometry_of(pool) -> PoolGeometry:
+    """The geometry of a built pool transport (`CXLPoolTransport`): its preset, hosts, devices, chunk, tree."""
+    path = pool.path
+    return PoolGeometry.build(pool.preset, pool.size, devices=len(path.devices), chunk_bytes=path.chunk_lines * LINE,
+                              switch_levels=2 if path.leaves else 1)
 
 
 def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
