@@ -13,6 +13,7 @@
  *   Reduce_scatter_block the input is all P x recvcount elements of recvbuf, the result its first recvcount;
  *   Alltoall             recvbuf is the input and is replaced.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -215,7 +216,15 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
                                             kop);
     }
     finish(pool, CXLSIM_REDUCE_SCATTER_BLOCK, large, bytes, why, krc);
-    cxlsim_trace_line(t, "reducescatterblock %llu 0", (unsigned long long)(count > 0 ? count * info.size : 0));
+    if (cxlsim_trace_on()) {
+        char counts[4096] = "";
+        int P = 1, used = 0;
+        PMPI_Comm_size(comm, &P);
+        for (int r = 0; r < P && used < (int)sizeof counts - 24; r++)
+            used += snprintf(counts + used, sizeof counts - used, "%llu ",
+                             (unsigned long long)(count > 0 ? count * info.size : 0));
+        cxlsim_trace_line(t, "reducescatter %s0", counts);
+    }
     if (pool) cxlsim_pool_leave(pool);
     return rc;
 }
@@ -254,7 +263,7 @@ static int bcast(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Co
         unstage(tmp, buf, count, type, bytes, !is_root);
     }
     finish(pool, CXLSIM_BCAST, large, bytes, why, krc);
-    cxlsim_trace_line(t, "bcast %llu %d", (unsigned long long)bytes, root);
+    cxlsim_trace_line(t, "bcast %llu %d", (unsigned long long)bytes, cxlsim_trace_on() ? cxlsim_trace_world_rank(comm, root) : 0);
     if (pool) cxlsim_pool_leave(pool);
     return rc;
 }

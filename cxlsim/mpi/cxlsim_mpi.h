@@ -98,6 +98,9 @@ double cxlsim_trace_begin(void);                          /* call entry time; re
 void cxlsim_trace_line(double begin, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cxlsim_trace_open(void);
 void cxlsim_trace_close(void);
+int cxlsim_trace_world_rank(MPI_Comm comm, int rank);  /* rank of comm in MPI_COMM_WORLD */
+void cxlsim_trace_request_posted(MPI_Request req, int src, int dst, int tag);  /* world ranks */
+int cxlsim_trace_request_done(MPI_Request req, int *src, int *dst, int *tag); /* 1 if it was posted */
 
 /* ---- the per-pool guard (MPI_THREAD_MULTIPLE) ----
  * Threads may run collectives on different communicators at once (their pools are separate).

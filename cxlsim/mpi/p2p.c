@@ -1,8 +1,10 @@
 /* p2p.c: point-to-point calls, passed to PMPI unchanged and traced (trace.c) when
- * CXLSIM_MPI_TRACE is set: MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv, MPI_Wait, MPI_Waitall,
- * MPI_Sendrecv, and the large-count _c forms of those that have one (mpi4py 4 calls those).
- * Sizes are bytes; peers are ranks of the call's communicator. */
+ * CXLSIM_MPI_TRACE is set: MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv, MPI_Sendrecv and their
+ * large-count _c forms (mpi4py 4 calls those), MPI_Wait and MPI_Waitall. Sizes are bytes,
+ * peers world ranks, in SimGrid's time-independent format. */
 #include "cxlsim_mpi.h"
+
+enum { SIMGRID_ANY_SOURCE = -333, SIMGRID_ANY_TAG = -444 };
 
 static unsigned long long bytes_of(MPI_Count count, MPI_Datatype type)
 {
@@ -12,48 +14,117 @@ static unsigned long long bytes_of(MPI_Count count, MPI_Datatype type)
     return (unsigned long long)(count * size);
 }
 
-int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+static int me(void)
 {
-    if (!cxlsim_trace_on()) return PMPI_Send(buf, count, type, dest, tag, comm);
+    int rank;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+
+static int peer(MPI_Comm comm, int rank)
+{
+    return rank == MPI_ANY_SOURCE ? SIMGRID_ANY_SOURCE : cxlsim_trace_world_rank(comm, rank);
+}
+
+static int traced_send(int blocking, const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag,
+                       MPI_Comm comm, MPI_Request *req, int large)
+{
     double t = cxlsim_trace_begin();
-    int rc = PMPI_Send(buf, count, type, dest, tag, comm);
-    cxlsim_trace_line(t, "send %d %llu", dest, bytes_of(count, type));
+    int rc;
+    if (blocking) rc = large ? PMPI_Send_c(buf, count, type, dest, tag, comm) : PMPI_Send(buf, (int)count, type, dest, tag, comm);
+    else rc = large ? PMPI_Isend_c(buf, count, type, dest, tag, comm, req)
+                    : PMPI_Isend(buf, (int)count, type, dest, tag, comm, req);
+    int dst = peer(comm, dest);
+    if (!blocking) cxlsim_trace_request_posted(*req, me(), dst, tag);
+    cxlsim_trace_line(t, "%s %d %d %llu", blocking ? "send" : "isend", dst, tag, bytes_of(count, type));
     return rc;
 }
 
-int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status)
+static int traced_recv(int blocking, void *buf, MPI_Count count, MPI_Datatype type, int source, int tag,
+                       MPI_Comm comm, MPI_Status *status, MPI_Request *req, int large)
 {
-    if (!cxlsim_trace_on()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
     double t = cxlsim_trace_begin();
-    int rc = PMPI_Recv(buf, count, type, source, tag, comm, status);
-    cxlsim_trace_line(t, "recv %d %llu", source, bytes_of(count, type));
+    MPI_Status local;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
+    int rc, src, tg = tag == MPI_ANY_TAG ? SIMGRID_ANY_TAG : tag;
+    if (blocking) {
+        rc = large ? PMPI_Recv_c(buf, count, type, source, tag, comm, st)
+                   : PMPI_Recv(buf, (int)count, type, source, tag, comm, st);
+        src = peer(comm, st->MPI_SOURCE);
+        tg = st->MPI_TAG;
+    } else {
+        rc = large ? PMPI_Irecv_c(buf, count, type, source, tag, comm, req)
+                   : PMPI_Irecv(buf, (int)count, type, source, tag, comm, req);
+        src = peer(comm, source);
+        cxlsim_trace_request_posted(*req, src, me(), tg);
+    }
+    cxlsim_trace_line(t, "%s %d %d %llu", blocking ? "recv" : "irecv", src, tg, bytes_of(count, type));
     return rc;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    if (!cxlsim_trace_on()) return PMPI_Send(buf, count, type, dest, tag, comm);
+    return traced_send(1, buf, count, type, dest, tag, comm, NULL, 0);
+}
+
+int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
+{
+    if (!cxlsim_trace_on()) return PMPI_Send_c(buf, count, type, dest, tag, comm);
+    return traced_send(1, buf, count, type, dest, tag, comm, NULL, 1);
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req)
 {
     if (!cxlsim_trace_on()) return PMPI_Isend(buf, count, type, dest, tag, comm, req);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
-    cxlsim_trace_line(t, "isend %d %llu", dest, bytes_of(count, type));
-    return rc;
+    return traced_send(0, buf, count, type, dest, tag, comm, req, 0);
+}
+
+int MPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                MPI_Request *req)
+{
+    if (!cxlsim_trace_on()) return PMPI_Isend_c(buf, count, type, dest, tag, comm, req);
+    return traced_send(0, buf, count, type, dest, tag, comm, req, 1);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    if (!cxlsim_trace_on()) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+    return traced_recv(1, buf, count, type, source, tag, comm, status, NULL, 0);
+}
+
+int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    if (!cxlsim_trace_on()) return PMPI_Recv_c(buf, count, type, source, tag, comm, status);
+    return traced_recv(1, buf, count, type, source, tag, comm, status, NULL, 1);
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req)
 {
     if (!cxlsim_trace_on()) return PMPI_Irecv(buf, count, type, source, tag, comm, req);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Irecv(buf, count, type, source, tag, comm, req);
-    cxlsim_trace_line(t, "irecv %d %llu", source, bytes_of(count, type));
-    return rc;
+    return traced_recv(0, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, 0);
+}
+
+int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    if (!cxlsim_trace_on()) return PMPI_Irecv_c(buf, count, type, source, tag, comm, req);
+    return traced_recv(0, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, 1);
+}
+
+/* Write the wait line of a request the trace saw posted (nothing for others). */
+static void trace_wait(double t, MPI_Request req)
+{
+    int src, dst, tag;
+    if (cxlsim_trace_request_done(req, &src, &dst, &tag)) cxlsim_trace_line(t, "wait %d %d %d", src, dst, tag);
 }
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
     if (!cxlsim_trace_on()) return PMPI_Wait(req, status);
     double t = cxlsim_trace_begin();
+    MPI_Request posted = *req;
     int rc = PMPI_Wait(req, status);
-    cxlsim_trace_line(t, "wait");
+    trace_wait(t, posted);
     return rc;
 }
 
@@ -61,8 +132,25 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
     if (!cxlsim_trace_on()) return PMPI_Waitall(count, reqs, statuses);
     double t = cxlsim_trace_begin();
+    MPI_Request posted[count > 0 ? count : 1];
+    for (int i = 0; i < count; i++) posted[i] = reqs[i];
     int rc = PMPI_Waitall(count, reqs, statuses);
-    cxlsim_trace_line(t, "waitall %d", count);
+    for (int i = 0; i < count; i++) trace_wait(t, posted[i]);
+    return rc;
+}
+
+static int traced_sendrecv(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, int dest, int stag,
+                           void *recvbuf, MPI_Count rcount, MPI_Datatype rtype, int source, int rtag, MPI_Comm comm,
+                           MPI_Status *status, int large)
+{
+    double t = cxlsim_trace_begin();
+    MPI_Status local;
+    MPI_Status *st = status == MPI_STATUS_IGNORE ? &local : status;
+    int rc = large ? PMPI_Sendrecv_c(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, st)
+                   : PMPI_Sendrecv(sendbuf, (int)scount, stype, dest, stag, recvbuf, (int)rcount, rtype, source, rtag,
+                                   comm, st);
+    cxlsim_trace_line(t, "sendRecv %llu %d %llu %d", bytes_of(scount, stype), peer(comm, dest),
+                      bytes_of(rcount, rtype), peer(comm, st->MPI_SOURCE));
     return rc;
 }
 
@@ -71,47 +159,7 @@ int MPI_Sendrecv(const void *sendbuf, int scount, MPI_Datatype stype, int dest, 
 {
     if (!cxlsim_trace_on())
         return PMPI_Sendrecv(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, status);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Sendrecv(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, status);
-    cxlsim_trace_line(t, "sendrecv %llu %d %llu %d", bytes_of(scount, stype), dest, bytes_of(rcount, rtype), source);
-    return rc;
-}
-
-int MPI_Send_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)
-{
-    if (!cxlsim_trace_on()) return PMPI_Send_c(buf, count, type, dest, tag, comm);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Send_c(buf, count, type, dest, tag, comm);
-    cxlsim_trace_line(t, "send %d %llu", dest, bytes_of(count, type));
-    return rc;
-}
-
-int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Status *status)
-{
-    if (!cxlsim_trace_on()) return PMPI_Recv_c(buf, count, type, source, tag, comm, status);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Recv_c(buf, count, type, source, tag, comm, status);
-    cxlsim_trace_line(t, "recv %d %llu", source, bytes_of(count, type));
-    return rc;
-}
-
-int MPI_Isend_c(const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                MPI_Request *req)
-{
-    if (!cxlsim_trace_on()) return PMPI_Isend_c(buf, count, type, dest, tag, comm, req);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Isend_c(buf, count, type, dest, tag, comm, req);
-    cxlsim_trace_line(t, "isend %d %llu", dest, bytes_of(count, type));
-    return rc;
-}
-
-int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request *req)
-{
-    if (!cxlsim_trace_on()) return PMPI_Irecv_c(buf, count, type, source, tag, comm, req);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Irecv_c(buf, count, type, source, tag, comm, req);
-    cxlsim_trace_line(t, "irecv %d %llu", source, bytes_of(count, type));
-    return rc;
+    return traced_sendrecv(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, status, 0);
 }
 
 int MPI_Sendrecv_c(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, int dest, int stag, void *recvbuf,
@@ -119,8 +167,5 @@ int MPI_Sendrecv_c(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, in
 {
     if (!cxlsim_trace_on())
         return PMPI_Sendrecv_c(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, status);
-    double t = cxlsim_trace_begin();
-    int rc = PMPI_Sendrecv_c(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, status);
-    cxlsim_trace_line(t, "sendrecv %llu %d %llu %d", bytes_of(scount, stype), dest, bytes_of(rcount, rtype), source);
-    return rc;
+    return traced_sendrecv(sendbuf, scount, stype, dest, stag, recvbuf, rcount, rtype, source, rtag, comm, status, 1);
 }

@@ -1,27 +1,28 @@
 /* trace.c: one trace per rank of every MPI call the library sees (CXLSIM_MPI_TRACE=DIR).
  *
- * The format is SimGrid's time-independent trace format, one action per line, the rank first:
+ * The format is SimGrid 3.32's time-independent trace format, one action per line, the rank
+ * first, so `cxlsim replay DIR` and SimGrid's replay both read it:
  *
- *   0 init
- *   0 compute 1520          the time since the previous call returned, in ns (see below)
- *   0 allgather 4096 4096   send and receive bytes per rank
- *   0 allreduce 8 0         bytes, then the computation SimGrid should charge (0: the pool's is in its own time)
- *   0 bcast 1024 0          bytes, root
- *   0 alltoall 64 64        bytes per destination, sent and received
- *   0 reducescatterblock 64 0   bytes each rank receives, computation
- *   0 barrier
- *   0 send 1 64 / 0 recv 1 64 / 0 isend 1 64 / 0 irecv 1 64 / 0 wait / 0 waitall 3
- *   0 sendrecv 64 1 64 1    bytes sent, destination, bytes received, source
- *   0 finalize
+ *   0 init                      no argument: counts are in the default type, MPI_BYTE
+ *   0 compute 1520              the time since the previous call returned, as flops at 1 Gf/s (= ns);
+ *                               DIR/trace.meta.json says {"host_speed_flops_per_s": 1e9}
+ *   0 send 1 7 64               dst, tag, bytes (isend likewise; recv and irecv: src, tag, bytes)
+ *   0 wait 0 1 7                src, dst, tag of the request it completes (MPI_Waitall: one per request)
+ *   0 sendRecv 64 1 64 1        bytes sent, dst, bytes received, src
+ *   0 allgather 4096 4096       bytes per rank sent and received (alltoall: per destination)
+ *   0 allreduce 8 0             bytes, then the computation SimGrid should charge (0: it is in the time)
+ *   0 bcast 1024 0              bytes, root
+ *   0 reducescatter 64 64 0     MPI_Reduce_scatter_block: each rank's bytes, P of them, then 0
+ *   0 barrier / 0 finalize
  *
- * It is a documented superset: sizes are bytes (SimGrid's actions take element counts of a
- * default datatype, so replay it with a one-byte default type), compute is in ns (SimGrid
- * reads flops: a host speed of 1 Gf/s replays the same time), peers are ranks of the
- * communicator the call used, and reducescatterblock is an action SimGrid does not have (its
- * reducescatter takes one count per rank: P equal counts). The file is DIR/rank<world rank>.txt,
- * written through a stdio buffer and closed at MPI_Finalize.
+ * Ranks and peers are MPI_COMM_WORLD ranks; as in SimGrid's own traces, a collective on a
+ * sub-communicator is not marked as such. A blocking receive records the source and tag it
+ * matched; irecv records MPI_ANY_SOURCE and MPI_ANY_TAG as SimGrid's -333 and -444. Waits on
+ * requests the trace did not see post (collectives' or persistent ones) are not written.
+ * The file is DIR/rank<world rank>.txt, closed at MPI_Finalize.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +64,14 @@ void cxlsim_trace_open(void)
         PMPI_Abort(MPI_COMM_WORLD, 2);
     }
     fprintf(trace, "%d init\n", trace_rank);
+    if (trace_rank == 0) {
+        snprintf(path, sizeof path, "%s/trace.meta.json", cxlsim_settings.trace_dir);
+        FILE *meta = fopen(path, "w");
+        if (meta) {
+            fputs("{\"host_speed_flops_per_s\": 1e9}\n", meta);
+            fclose(meta);
+        }
+    }
     last_end_ns = now_ns();
 }
 
@@ -92,4 +101,53 @@ void cxlsim_trace_close(void)
     if (!trace) return;
     fclose(trace);
     trace = NULL;
+}
+
+int cxlsim_trace_world_rank(MPI_Comm comm, int rank)
+{
+    if (comm == MPI_COMM_WORLD || rank < 0) return rank;
+    MPI_Group group, world;
+    int out = rank;
+    PMPI_Comm_group(comm, &group);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world);
+    PMPI_Group_translate_ranks(group, 1, &rank, world, &out);
+    PMPI_Group_free(&group);
+    PMPI_Group_free(&world);
+    return out;
+}
+
+/* The requests posted by traced isend/irecv calls and not yet completed: what a wait names. */
+enum { MAX_REQUESTS = 4096 };
+static struct { MPI_Request req; int src, dst, tag; } requests[MAX_REQUESTS];
+static int nrequests;
+static pthread_mutex_t requests_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cxlsim_trace_request_posted(MPI_Request req, int src, int dst, int tag)
+{
+    pthread_mutex_lock(&requests_lock);
+    if (nrequests < MAX_REQUESTS) {
+        requests[nrequests].req = req;
+        requests[nrequests].src = src;
+        requests[nrequests].dst = dst;
+        requests[nrequests].tag = tag;
+        nrequests++;
+    }
+    pthread_mutex_unlock(&requests_lock);
+}
+
+int cxlsim_trace_request_done(MPI_Request req, int *src, int *dst, int *tag)
+{
+    int found = 0;
+    pthread_mutex_lock(&requests_lock);
+    for (int i = 0; i < nrequests; i++)
+        if (requests[i].req == req) {
+            *src = requests[i].src;
+            *dst = requests[i].dst;
+            *tag = requests[i].tag;
+            requests[i] = requests[--nrequests];
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&requests_lock);
+    return found;
 }
