@@ -367,10 +367,10 @@ class HostConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CXLConfig:
-    """CXL pool settings, used when `fabric.preset` names a CXL pool preset (cxl2-pool, cxl3-pool).
+    """CXL pool settings, used when `fabric.preset` names a CXL pool preset (cxl2-pool, cxl3-pool, plug-ins).
 
     Unset values come from the preset (cxlsim.fabric.cxl_presets), or are
-    chosen by `cxlsim.simulate.resolve_cxl` and written out in the run's config.
+    chosen when it is elaborated (`cxlsim.fabric.cxl_setup`) and written out in the run's config.
     """
 
     coherence: str | None = option("coherence", choice("hw", "flush"), "'hw' or 'flush'", None)

@@ -1,4 +1,5 @@
 """`cxlsim simulate` end to end, run as a user would (`python -m cxlsim`)."""
+import os
 import subprocess
 import sys
 
@@ -97,3 +98,29 @@ def test_hierarchical_reports_the_leaders_fallback():
     for engine in ("des", "analytic"):
         (row,) = run(config.with_overrides(cfg, {"engine": engine}))
         assert row["algorithm"] == "hierarchical" and "leaders: recursive_doubling" in row["note"]
+
+
+BLOCK_KERNELS = """# cxlsim simulate with the compiled emulator (and its primitives) unimportable
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("cxlsim.emulator._") or name.startswith("cxlsim.emulator.primitives"):
+            raise ImportError(f"blocked: {name}")
+sys.meta_path.insert(0, Block())
+from cxlsim.cli import main
+code = main(sys.argv[1:])
+loaded = sorted(m for m in sys.modules if m.startswith("cxlsim.emulator"))
+print("emulator modules:", loaded)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("preset", ["cxl3-pool", "profile"])
+def test_simulate_runs_without_the_compiled_extension(tmp_path, preset):
+    if preset == "profile":
+        preset = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "local_host_profile_np2.json")
+    out = subprocess.run([sys.executable, "-c", BLOCK_KERNELS, "simulate", "--quiet", "--preset", preset,
+                          "--nodes", "2", "--sizes", "1,64", "--output", str(tmp_path / "w")],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "emulator modules:" in out.stdout and "_kernels" not in out.stdout

@@ -80,7 +80,7 @@ class LocalModel:
     """Flush mode's clflushopt acknowledgements, ns from the last one's issue until a fence may pass:
     'invalidate' (clean lines: the intercept of clflushopt + mfence over clean lines, less a bare
     mfence) and 'writeback' (dirty lines: the same over just-stored lines); the DES's fences wait
-    for them (CXLHostParams.invalidate_ns / writeback_ns). {} = none (older profiles)."""
+    for them (CXLHostParams.invalidate_ns / writeback_ns). {} = none (not measured)."""
     concurrent_curves: dict = dataclasses.field(default_factory=dict)
     """Per mode, {kind: {size: ns}} of the concurrent-copy primitive (`PoolKernel.concurrent_copy`:
     both ranks at once write their block, then copy out / read in place every block of the round),
@@ -141,7 +141,7 @@ class LocalModel:
         counted twice. In flush mode with `flush_ack_ns` only the load's 2 x path: there the
         write is acknowledged no sooner than the write-back's `writeback_ns`, which is measured
         in its own phase and outlasts the write's 2 x path.
-        Without it (older profiles) the blend of one-process figures: own block in and out at
+        Without it (np != 2, or not measured) the blend of one-process figures: own block in and out at
         the local memcpy time of n bytes, the np - 1 others' blocks at the remote-copy time."""
         lines = max(-(-int(size_bytes) // 64), 1)
         cin = self.concurrent_ns("copyin", size_bytes, coherence)
