@@ -223,7 +223,7 @@ def test_loaders_refuse_what_is_not_a_utf8_file(tmp_path):
 def test_calibrate_names_a_binary_file_instead_of_crashing(cxlsim, tmp_path, command):
     path = tmp_path / "junk.json"
     path.write_bytes(BAD_FILES["utf16"])
-    out = cxlsim(*command, str(path), "--output", str(tmp_path / "w"))
+    out = cxlsim(*command, str(path))
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
     assert "UTF-16" in out.stderr and str(path) in out.stderr
 
@@ -252,3 +252,15 @@ def test_from_osu_fits_from_latency_and_bandwidth_alone(cxlsim, tmp_path):
                  "--output", str(tmp_path / "s"))
     assert run.returncode == 0, run.stderr
     assert cxlsim("calibrate", "--validate-only", profile).returncode == 0
+
+
+def test_calibrate_refuses_an_option_its_way_of_running_does_not_use(cxlsim, tmp_path):
+    files = [os.path.join(SHIPPED_OSU, f) for f in sorted(os.listdir(SHIPPED_OSU))]
+    out = cxlsim("calibrate", "--from-osu", *files, "--rounds", "5", "--no-mpi", "--output", str(tmp_path / "w"))
+    assert out.returncode == 2 and not (tmp_path / "w").exists()
+    assert "--no-mpi, --rounds: --from-osu does not use them (--no-mpi applies to a local calibration; " \
+           "--rounds applies to a local calibration)" in out.stderr
+    out = cxlsim("calibrate", "--profile", LOCAL_PROFILE, "--preset", "ib-ndr")
+    assert out.returncode == 2 and "--preset: --profile does not use it (--preset applies to --from-osu)" in out.stderr
+    out = cxlsim("calibrate", "--profile", LOCAL_PROFILE, "--validate-only", LOCAL_PROFILE)
+    assert out.returncode == 2 and "give one of --validate-only, --profile, --from-osu" in out.stderr

@@ -17,6 +17,39 @@ from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
 
 DEFAULT_SIZES = "1B:1MiB"
 
+MODES = {  # how `cxlsim calibrate` runs -> the options it uses (--quiet: any)
+    "a local calibration": ("np", "sizes", "rounds", "iterations", "no_mpi", "timing", "output"),
+    "--from-osu": ("from_osu", "np", "preset", "memcpy_bandwidth", "sizes", "output"),
+    "--profile": ("profile", "np", "sizes"),
+    "--validate-only": ("validate_only",),
+}
+"""The one table of which `cxlsim calibrate` option applies to which way of running it."""
+DEFAULTS = {"np": 2, "preset": "ib-hdr", "rounds": 3}
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+def _checked_mode(args) -> str:
+    """The way `args` asks calibrate to run; InputError for two at once, or an option that one does not use.
+    Fills in the defaults of the options it uses."""
+    chosen = [m for m in ("--validate-only", "--profile", "--from-osu") if getattr(args, MODES[m][0]) is not None]
+    if len(chosen) > 1:
+        raise InputError(f"{chosen[0]}: give one of --validate-only, --profile, --from-osu, got {', '.join(chosen)}")
+    mode = chosen[0] if chosen else "a local calibration"
+    given = [o for o in sorted({o for options in MODES.values() for o in options})
+             if getattr(args, o, None) not in (None, False) and o not in MODES[mode]]
+    if given:
+        flags = ", ".join(_flag(o) for o in given)
+        why = "; ".join(f"{_flag(o)} applies to {' and '.join(m for m, opts in MODES.items() if o in opts)}"
+                        for o in given)
+        raise InputError(f"{flags}: {mode} does not use {'it' if len(given) == 1 else 'them'} ({why})")
+    for option, value in DEFAULTS.items():
+        if getattr(args, option, None) is None:
+            setattr(args, option, value)
+    return mode
+
 
 def _sizes(args, default: str | None = DEFAULT_SIZES) -> list[int] | None:
     """--sizes parsed (`default` when not given; None if that is None)."""
@@ -123,21 +156,22 @@ def register(subparsers) -> None:
                     "from them alone, measure the emulator's np=2 pool allgather (copy, zero-copy; hw, flush) "
                     "as held-out data, and print measured vs DES-predicted per size (times in us, sizes in "
                     "bytes per rank). With --from-osu: fit LogGP from osu_latency/osu_bw files and re-predict "
-                    "the osu_allgather file. Either way a calibration profile (JSON) is written.")
+                    "the osu_allgather file. Either way a calibration profile (JSON) is written. An option "
+                    "the chosen way of running does not use is an error.")
     p.add_argument("--from-osu", nargs="+", metavar="FILE", default=None,
                    help="OSU output files, any order: osu_latency (required) and osu_bw fit LogGP; an "
                         "osu_allgather file, if given, validates the fit")
-    p.add_argument("--np", type=int, default=2, help="ranks (default 2): the emulator's np, or the "
-                                                     "simulated nodes for --from-osu")
-    p.add_argument("--preset", default="ib-hdr", help="--from-osu: network preset whose other figures are kept "
-                                                      "(default ib-hdr; LogGP and link latency are replaced)")
+    p.add_argument("--np", type=int, default=None, help="ranks (default 2): the emulator's np, or the "
+                                                        "simulated nodes for --from-osu and --profile")
+    p.add_argument("--preset", default=None, help="--from-osu: network preset whose other figures are kept "
+                                                  "(default ib-hdr; LogGP and link latency are replaced)")
     p.add_argument("--memcpy-bandwidth", default=None, metavar="BW",
                    help="--from-osu: the host's copy bandwidth for MPICH's own-block copy, e.g. 12GB/s "
                         "(default: measure this machine's by size)")
     p.add_argument("--sizes", default=None, help="bytes per rank, LO:HI doubling or a list: local and --profile "
                                                  "(default 1B:1MiB), --from-osu without an osu_allgather file "
                                                  "(default: the osu_latency sizes)")
-    p.add_argument("--rounds", type=int, default=3, help="local: interleaved rounds of allgather batches "
+    p.add_argument("--rounds", type=int, default=None, help="local: interleaved rounds of allgather batches "
                                                          "(default 3; more on a noisy machine)")
     p.add_argument("--iterations", type=int, default=None,
                    help="local: timed iterations per size (default OMB's: 1000 up to 8 KiB, 100 above)")
@@ -146,7 +180,7 @@ def register(subparsers) -> None:
                    help="local: also predict the emulator under injected CXL timing, e.g. 250ns/32GB/s "
                         "600ns/16GB/s (default: those two; give none to skip)")
     p.add_argument("--output", default=None, metavar="DIR",
-                   help="workspace directory (default runs/calibrate-TIMESTAMP): profile.json, validation "
+                   help="local and --from-osu: workspace directory (default runs/calibrate-TIMESTAMP): profile.json, validation "
                         "CSV/JSON and PNG")
     p.add_argument("--validate-only", default=None, metavar="PROFILE",
                    help="check a profile file and print its validation table, measuring nothing")
@@ -171,6 +205,7 @@ def _print_validation(profile: dict) -> None:
 
 
 def main(args) -> int:
+    _checked_mode(args)
     if args.validate_only:
         profile = load_profile(args.validate_only)
         print(f"# {args.validate_only}: a valid {profile['kind']} profile (schema {SCHEMA} v{VERSION}), "
