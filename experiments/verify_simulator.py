@@ -11,11 +11,30 @@ Run: python experiments/verify_simulator.py
    leaves, so the ratio grows with the oversubscription. (With chunks as large
    as the messages, a fast uplink must wait for each whole chunk to arrive
    before it can send it, which the closed form does not model.)
+3. The pool allgather (cxl_pool, cxl_pool_zero_copy) on cxl3-pool, hw and
+   flush coherence, one device, one switch up to 15 hosts and a two-level
+   tree above (as the CLI picks): the largest |DES / closed form - 1| of
+   models/collectives/pool_forms.py per (hosts, coherence, algorithm), over
+   1 B..1 MiB at 16 and 32 hosts, 1 B, 4 KiB, 64 KiB and 1 MiB at 64 hosts and
+   1 B, 4 KiB and 64 KiB at 128 (expected: rounding, ~1e-12; the form follows
+   the transport's FIFO chain and snoop-filter rules). 128 hosts at 1 MiB is
+   left out: its DES call needs several GB. A 64-host 1 MiB DES call takes
+   about 20 s and 650 MB; the section takes a few minutes.
 """
 from __future__ import annotations
 
+from cxlsim.coherence import Coherence
 from cxlsim.fabric import Environment, NetworkTransport, Placement, build, fat_tree, get_preset, star
-from cxlsim.models.collectives import analytic, base, runner
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.models.collectives import analytic, registry, runner
+from cxlsim.models.collectives.pool_forms import geometry_of, pool_closed_form
+
+KiB, MiB = 1 << 10, 1 << 20
+POOL_GRID = {16: (1, 64, KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB),
+             32: (1, 64, KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB),
+             64: (1, 4 * KiB, 64 * KiB, MiB),
+             128: (1, 4 * KiB, 64 * KiB)}
 
 
 def ratio(graph, nodes, name, size, chunk=1 << 20):
@@ -30,10 +49,10 @@ def ratio(graph, nodes, name, size, chunk=1 << 20):
 
 def main() -> None:
     print("1. uncongested star, max |DES / closed form - 1| over P and sizes")
-    for name in base.names("allgather", "network"):
+    for name in registry.names("allgather", "network"):
         worst = 0.0
         for p in (2, 3, 4, 7, 8, 16, 64):
-            algo = base.ALGORITHMS[("allgather", name)]
+            algo = registry.algorithm("allgather", name)
             if algo.check and algo.check(p) and not algo.fallback:
                 continue
             for size in (1, 1024, 65536, 1 << 20, 16 << 20 if p < 64 else 4 << 20):
@@ -43,6 +62,20 @@ def main() -> None:
     for oversub in (1.0, 2.0, 4.0):
         r = ratio(fat_tree(8, 4, oversub, spines=1), 8, "recursive_doubling", 1 << 20, chunk=16384)
         print(f"   {oversub:.0f}:1  {r:.3f}")
+    print("3. pool allgather on cxl3-pool, max |DES / closed form - 1| over sizes")
+    preset = get_cxl_preset("cxl3-pool")
+    for hosts, sizes in POOL_GRID.items():
+        levels = 1 if hosts + 1 <= preset.switch.max_ports else 2
+        for coherence in Coherence:
+            for name in registry.names("allgather", "pool"):
+                worst = 0.0
+                for size in sizes:
+                    t = CXLPoolTransport(preset, hosts, coherence=coherence, switch_levels=levels)
+                    out = runner.run(t, "allgather", name, size)
+                    runner.verify("allgather", hosts, runner.Context(), out.results)
+                    form = pool_closed_form(geometry_of(t), size, coherence, zero_copy=name == "cxl_pool_zero_copy")
+                    worst = max(worst, abs(out.latency_ns / form - 1))
+                print(f"   {hosts:3d} hosts  {coherence.value:5s}  {name:20s} {worst:.2e}", flush=True)
 
 
 if __name__ == "__main__":
