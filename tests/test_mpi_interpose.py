@@ -78,11 +78,12 @@ def parse_stats(text: str) -> dict[str, dict]:
     """The stats table printed at MPI_Finalize: collective -> its counters and fallback reasons."""
     rows = {}
     for line in text.splitlines():
-        m = re.match(r"^(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*(.*)$", line)
+        m = re.match(r"^(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*(.*)$", line)
         if m and m.group(1) in COLLECTIVES:
-            reasons = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(7)))
+            reasons = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", m.group(8)))
             rows[m.group(1)] = dict(calls=int(m.group(2)), c_calls=int(m.group(3)), bytes=int(m.group(4)),
-                                    pool=int(m.group(5)), fallback=int(m.group(6)), reasons=reasons)
+                                    pool=int(m.group(5)), hier=int(m.group(6)), fallback=int(m.group(7)),
+                                    reasons=reasons)
     return rows
 
 
@@ -131,7 +132,7 @@ def test_collectives_match_mpich(library, programs, np, coherence, slot, large, 
     assert set(stats) == set(COLLECTIVES), err
     assert f"coherence {coherence}, slot {slot} B" in err
     for name, row in stats.items():
-        assert row["pool"] > 0, (name, row)
+        assert row["pool"] > 0 and row["hier"] == 0, (name, row)
         assert row["pool"] + row["fallback"] == row["calls"] and row["c_calls"] == 0
     # the only fallbacks: types with two basic types (MPI_2INT and a struct) and a user-defined op
     nsizes = 3 if quick else 7
@@ -140,6 +141,24 @@ def test_collectives_match_mpich(library, programs, np, coherence, slot, large, 
     assert set(stats["MPI_Bcast"]["reasons"]) == {"datatype"} == set(stats["MPI_Alltoall"]["reasons"])
     assert stats["MPI_Reduce_scatter_block"]["fallback"] == 0 == stats["MPI_Barrier"]["fallback"]
     assert not leaked(before)
+
+
+@pytest.mark.parametrize("np", [3, pytest.param(4, marks=pytest.mark.slow)])
+def test_fake_nodes_take_the_hierarchical_path(library, programs, np):
+    """CXLSIM_MPI_FAKE_NODES=2: rank r on node r % 2 (not contiguous); allgather and allreduce run
+    pool-in-node + PMPI-between-leaders, the rest falls back with reason node."""
+    rc, out, err = run_mpi(library, np, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
+                           CXLSIM_MPI_FAKE_NODES="2", CXLSIM_MPI_ALLREDUCE_LARGE="1024", CXLSIM_MPI_SLOT="4096")
+    assert rc == 0, err
+    assert re.search(r"checks \d+ failures 0", out), out + err
+    stats = parse_stats(err)
+    for name in ("MPI_Allgather", "MPI_Allreduce"):
+        # every call but those of a one-rank split communicator (np 3: rank 1 alone), which is flat
+        assert 0 < stats[name]["hier"] <= stats[name]["pool"], stats[name]
+        assert stats[name]["hier"] == stats[name]["pool"] or np % 2, stats[name]
+        assert set(stats[name]["reasons"]) <= {"datatype", "op"}
+    for name in ("MPI_Bcast", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Barrier"):
+        assert stats[name]["hier"] == 0 and stats[name]["reasons"].get("node", 0) > 0, stats[name]
 
 
 MPI4PY_SCRIPT = textwrap.dedent("""
@@ -272,20 +291,21 @@ def test_bad_setting_aborts_naming_the_variable(library, programs):
     rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_COHERENCE="fast")
     assert rc != 0
     assert "cxlsim-mpi: CXLSIM_MPI_COHERENCE: expected 'hw' or 'flush', got 'fast'" in err
-    rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_FAKE_NODES="2")
-    assert rc != 0 and "CXLSIM_MPI_FAKE_NODES: expected no such setting" in err
+    rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_FAKE_NODE="2")
+    assert rc != 0 and "CXLSIM_MPI_FAKE_NODE: expected no such setting" in err
 
 
 def test_settings_from_options_with_units():
     env = environment(pool="shm", coherence="flush", slot="64KiB", allreduce_large="4KiB", pool_latency="250ns",
-                      pool_bandwidth="32GB/s", timeout=5, verbose=2, stats=True, trace="t", disable=True)
+                      pool_bandwidth="32GB/s", timeout=5, verbose=2, stats=True, trace="t", disable=True, fake_nodes=3)
     assert env["CXLSIM_MPI_SLOT"] == "65536" and env["CXLSIM_MPI_ALLREDUCE_LARGE"] == "4096"
     assert float(env["CXLSIM_MPI_LATENCY_NS"]) == 250.0 and float(env["CXLSIM_MPI_BANDWIDTH"]) == 32.0
     assert env["CXLSIM_MPI_COHERENCE"] == "flush" and env["CXLSIM_MPI_TRACE"] == os.path.abspath("t")
     check_environment(env)
     for kwargs, message in (({"slot": "8"}, "--slot"), ({"slot": "lots"}, "--slot"),
                             ({"pool_latency": "250"}, "--pool-latency"), ({"coherence": "fast"}, "--coherence"),
-                            ({"pool": "ram"}, "--pool"), ({"timeout": 0}, "--timeout")):
+                            ({"pool": "ram"}, "--pool"), ({"timeout": 0}, "--timeout"),
+                            ({"fake_nodes": -1}, "--fake-nodes")):
         with pytest.raises(InputError, match=message):
             environment(**kwargs)
     with pytest.raises(InputError, match="CXLSIM_MPI_SLOTS: not a setting"):
@@ -295,16 +315,16 @@ def test_settings_from_options_with_units():
 
 
 def test_cli_run_sets_the_library_and_settings(library, programs):
-    cmd = [sys.executable, "-m", "cxlsim.mpi.cli", "mpi", "run", "--stats", "--slot", "4KiB", "--",
+    cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--slot", "4KiB", "--",
            MPIEXEC, "-n", "2", str(programs["mpi_interpose_check"]), "quick"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr
     assert "failures 0" in done.stdout and "slot 4096 B" in done.stderr
-    built = subprocess.run([sys.executable, "-m", "cxlsim.mpi.cli", "mpi", "build"], capture_output=True, text=True,
+    built = subprocess.run([sys.executable, "-m", "cxlsim", "mpi", "build"], capture_output=True, text=True,
                            timeout=180)
     assert built.returncode == 0 and built.stdout.strip() == str(library)
-    empty = subprocess.run([sys.executable, "-m", "cxlsim.mpi.cli", "mpi", "run", "--"], capture_output=True,
+    empty = subprocess.run([sys.executable, "-m", "cxlsim", "mpi", "run", "--"], capture_output=True,
                            text=True, timeout=60)
     assert empty.returncode == 2 and "give the command after --" in empty.stderr
 

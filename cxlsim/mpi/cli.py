@@ -48,6 +48,9 @@ def register(subparsers) -> None:
     r.add_argument("--trace", default=None, metavar="DIR", help="write one SimGrid time-independent trace per rank")
     r.add_argument("--verbose", type=int, choices=(0, 1, 2), default=None,
                    help="0 silent, 1 warnings (default), 2 also every pool set-up")
+    r.add_argument("--fake-nodes", type=int, default=None, metavar="K",
+                   help="pretend each communicator's rank r is on node r %% K, to exercise the hierarchical path "
+                        "(pool in each node, MPI between nodes) on one machine")
     r.add_argument("--disable", action="store_true", help="load the library but send every call to MPI (the "
                                                         "library's own overhead)")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command, e.g. -- mpiexec -n 2 ./app")
@@ -68,7 +71,7 @@ def run_command(args) -> int:
     settings = environment(pool=args.pool, coherence=args.coherence, slot=args.slot,
                            allreduce_large=args.allreduce_large, pool_latency=args.pool_latency,
                            pool_bandwidth=args.pool_bandwidth, timeout=args.timeout, verbose=args.verbose,
-                           stats=args.stats, trace=args.trace, disable=args.disable)
+                           stats=args.stats, trace=args.trace, disable=args.disable, fake_nodes=args.fake_nodes)
     env = dict(os.environ)
     env.update(settings)
     check_environment(env)

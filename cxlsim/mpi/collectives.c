@@ -95,11 +95,20 @@ static cxlsim_pool_t *pool_for(MPI_Comm comm, int *why)
     return pool;
 }
 
+/* A collective without a hierarchical path on a pool that spans nodes falls back ("node"). */
+static cxlsim_pool_t *flat_only(cxlsim_pool_t *pool, int *why)
+{
+    if (!pool || !pool->nodes) return pool;
+    cxlsim_pool_leave(pool);
+    *why = CXLSIM_WHY_NODE;
+    return NULL;
+}
+
 static void finish(cxlsim_pool_t *pool, int coll, int large, uint64_t bytes, int why, int kernel_rc)
 {
     if (kernel_rc == CXL_COLL_TIMEOUT) cxlsim_pool_abort(pool, cxlsim_coll_names[coll]);
     if (why >= 0) cxlsim_stats_fallback(coll, large, bytes, why);
-    else cxlsim_stats_pool(coll, large, bytes);
+    else cxlsim_stats_pool(coll, large, bytes, pool && pool->nodes);
 }
 
 /* ---- allgather ---- */
@@ -127,7 +136,10 @@ static int allgather(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, 
         MPI_Count total = rcount * pool->size;
         char *recv = stage(recvbuf, total, rtype, &rt, bytes * pool->size, inplace, &rtmp);
         const char *send = inplace ? recv + (uint64_t)pool->rank * bytes : stage(sendbuf, scount, stype, &st, bytes, 1, &stmp);
-        krc = cxl_coll_allgather(&pool->coll, send, recv, bytes);
+        cxlsim_pool_t *waited = pool;
+        krc = pool->nodes ? cxlsim_nodes_allgather(pool->nodes, send, recv, bytes, &waited)
+                          : cxl_coll_allgather(&pool->coll, send, recv, bytes);
+        if (krc) cxlsim_pool_abort(waited, "MPI_Allgather");
         unstage(stmp, NULL, 0, stype, 0, 0);
         unstage(rtmp, recvbuf, total, rtype, bytes * pool->size, 1);
     }
@@ -177,8 +189,12 @@ static int allreduce(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Da
                    : PMPI_Allreduce(sendbuf, recvbuf, (int)count, type, op, comm);
     } else if (count) {
         const char *send = sendbuf == MPI_IN_PLACE ? (const char *)recvbuf : (const char *)sendbuf;
-        krc = cxl_coll_allreduce(&pool->coll, send, (char *)recvbuf, (uint64_t)count, info.reduce_dtype, kop,
-                                 cxlsim_settings.large_bytes);
+        cxlsim_pool_t *waited = pool;
+        krc = pool->nodes ? cxlsim_nodes_allreduce(pool->nodes, send, (char *)recvbuf, count, info.reduce_dtype, kop,
+                                                   type, op, &waited)
+                          : cxl_coll_allreduce(&pool->coll, send, (char *)recvbuf, (uint64_t)count, info.reduce_dtype,
+                                               kop, cxlsim_settings.large_bytes);
+        if (krc) cxlsim_pool_abort(waited, "MPI_Allreduce");
     }
     finish(pool, CXLSIM_ALLREDUCE, large, bytes, why, krc);
     cxlsim_trace_line(t, "allreduce %llu 0", (unsigned long long)bytes);
@@ -204,7 +220,7 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
     cxlsim_type_t info;
     cxlsim_type_info(type, &info);
     int why = reduce_why(count, &info, type, op, &kop);
-    cxlsim_pool_t *pool = pool_for(comm, &why);
+    cxlsim_pool_t *pool = flat_only(pool_for(comm, &why), &why);
     uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size * (uint64_t)(pool ? pool->size : 1) : 0;
     if (why < 0 && count && cxlsim_settings.slot_bytes < (uint64_t)pool->size * info.size) why = CXLSIM_WHY_SLOT;
     if (why >= 0) {
@@ -251,7 +267,7 @@ static int bcast(void *buf, MPI_Count count, MPI_Datatype type, int root, MPI_Co
     uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size : 0;
     if (count < 0) why = CXLSIM_WHY_ARGS;
     else if (!info.ok) why = CXLSIM_WHY_DATATYPE;
-    cxlsim_pool_t *pool = pool_for(comm, &why);
+    cxlsim_pool_t *pool = flat_only(pool_for(comm, &why), &why);
     if (why < 0 && (root < 0 || root >= pool->size)) why = CXLSIM_WHY_ARGS;
     if (why >= 0) {
         rc = large ? PMPI_Bcast_c(buf, count, type, root, comm) : PMPI_Bcast(buf, (int)count, type, root, comm);
@@ -294,7 +310,7 @@ static int alltoall(const void *sendbuf, MPI_Count scount, MPI_Datatype stype, v
         if (!st.ok) why = CXLSIM_WHY_DATATYPE;
         else if (scount < 0 || (uint64_t)scount * (uint64_t)st.size != block) why = CXLSIM_WHY_ARGS;
     }
-    cxlsim_pool_t *pool = pool_for(comm, &why);
+    cxlsim_pool_t *pool = flat_only(pool_for(comm, &why), &why);
     uint64_t P = pool ? (uint64_t)pool->size : 1;
     if (why < 0 && block && cxlsim_settings.slot_bytes < P) why = CXLSIM_WHY_SLOT;
     if (why >= 0) {
@@ -332,7 +348,7 @@ int MPI_Barrier(MPI_Comm comm)
 {
     double t = cxlsim_trace_begin();
     int why = -1, rc = MPI_SUCCESS, krc = 0;
-    cxlsim_pool_t *pool = pool_for(comm, &why);
+    cxlsim_pool_t *pool = flat_only(pool_for(comm, &why), &why);
     if (why >= 0) rc = PMPI_Barrier(comm);
     else krc = cxl_coll_barrier(&pool->coll);
     finish(pool, CXLSIM_BARRIER, 0, 0, why, krc);

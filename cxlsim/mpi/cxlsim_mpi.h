@@ -29,6 +29,7 @@ typedef struct {
     int verbose;              /* CXLSIM_MPI_VERBOSE: 0 silent, 1 warnings (default), 2 every pool set-up */
     int stats;                /* CXLSIM_MPI_STATS: 1 = print the stats at MPI_Finalize */
     int disabled;             /* CXLSIM_MPI_DISABLE: 1 = every call falls back (reason "disabled") */
+    int fake_nodes;           /* CXLSIM_MPI_FAKE_NODES: k > 1 puts rank r of each communicator on fake node r % k */
     char trace_dir[CXL_POOL_PATH_MAX]; /* CXLSIM_MPI_TRACE: write one trace per rank here ("" = off) */
 } cxlsim_settings_t;
 
@@ -52,7 +53,7 @@ extern const char *const cxlsim_coll_names[CXLSIM_NCOLL];
 extern const char *const cxlsim_why_names[CXLSIM_NWHY];
 
 /* ---- stats ---- */
-void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes);
+void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes, int hierarchical);
 void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why);
 /* Sum the counters over MPI_COMM_WORLD and print them on its rank 0 (collective on the world). */
 void cxlsim_stats_report(void);
@@ -67,6 +68,7 @@ typedef struct cxlsim_pool {
     cxl_segment_t segment;
     cxl_coll_t coll;
     int busy;                /* a thread is in one of its collectives */
+    struct cxlsim_nodes *nodes; /* ranks on several nodes: the hierarchical path (nodes.c); else NULL */
     struct cxlsim_pool *next;
 } cxlsim_pool_t;
 
@@ -78,6 +80,34 @@ cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why);
 void cxlsim_pools_free_all(void);
 /* A pool call timed out: print which ranks never arrived, then PMPI_Abort. Does not return. */
 void cxlsim_pool_abort(cxlsim_pool_t *pool, const char *call);
+
+/* A flat pool for comm, whose ranks all share one node (not cached, not listed: the caller owns it). */
+cxlsim_pool_t *cxlsim_pool_flat(MPI_Comm comm);
+void cxlsim_pool_destroy(cxlsim_pool_t *pool);
+
+/* ---- many nodes (nodes.c) ----
+ * A communicator whose ranks span nodes (or CXLSIM_MPI_FAKE_NODES=k: rank r on fake node r % k)
+ * runs allgather and allreduce hierarchically: the pool inside each node, PMPI between the node
+ * leaders (each node's lowest rank), the pool again to spread the result. */
+typedef struct cxlsim_nodes {
+    MPI_Comm node_comm;       /* this rank's node */
+    MPI_Comm leader_comm;     /* the leaders, by node; MPI_COMM_NULL on the other ranks */
+    cxlsim_pool_t *node_pool; /* the flat pool of node_comm */
+    int nnodes;
+    int *order;               /* comm ranks node by node, each node's in node-rank order */
+    MPI_Count *counts;        /* ranks per node */
+    MPI_Count *first;         /* index in order of each node's first rank */
+} cxlsim_nodes_t;
+
+/* Set up the hierarchy of pool (collective on pool->comm; node_comm is adopted). 1 on success. */
+int cxlsim_nodes_setup(cxlsim_pool_t *pool, MPI_Comm node_comm);
+void cxlsim_nodes_free(cxlsim_nodes_t *nodes);
+/* The hierarchical collectives; return CXL_COLL_OK, or CXL_COLL_TIMEOUT after aborting nothing
+ * (the caller aborts naming the node pool's missing ranks: *timed_out is that pool). */
+int cxlsim_nodes_allgather(cxlsim_nodes_t *nodes, const char *send, char *recv, uint64_t nbytes,
+                           cxlsim_pool_t **timed_out);
+int cxlsim_nodes_allreduce(cxlsim_nodes_t *nodes, const char *send, char *recv, MPI_Count count, int dtype, int op,
+                           MPI_Datatype type, MPI_Op mpi_op, cxlsim_pool_t **timed_out);
 
 /* ---- datatypes ---- */
 typedef struct {

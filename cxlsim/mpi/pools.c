@@ -3,8 +3,9 @@
  * A communicator gets its pool at its first collective that passes the per-call checks
  * (datatype, op, arguments: all of them match on every rank, so every rank sets up in the
  * same call). Set-up, collective on the communicator:
- *   1. MPI_Comm_split_type(SHARED): if the ranks do not all share this node, no pool (every
- *      rank sees the same answer: its node's group is smaller than the communicator);
+ *   1. MPI_Comm_split_type(SHARED): if the ranks do not all share this node (every rank sees
+ *      the same answer: its node's group is smaller than the communicator), the communicator
+ *      gets the hierarchical path of nodes.c instead (one flat pool per node);
  *   2. rank 0 creates the segment (cxl_pool.h) and broadcasts its path, its status and the
  *      settings that shape it; every other rank attaches (the last to count in unlinks it);
  *   3. one PMPI_Allreduce(MIN) agrees on whether every rank got there with the same settings.
@@ -37,9 +38,7 @@ static void pool_free(cxlsim_pool_t *pool)
             break;
         }
     pthread_mutex_unlock(&pools_lock);
-    cxl_segment_unmap(&pool->segment);
-    free(pool->world_ranks);
-    free(pool);
+    cxlsim_pool_destroy(pool);
 }
 
 static int delete_pool(MPI_Comm comm, int key, void *value, void *extra)
@@ -145,7 +144,8 @@ static int pool_attach_all(cxlsim_pool_t *pool)
     return 1;
 }
 
-static cxlsim_pool_t *pool_setup(MPI_Comm comm)
+/* A pool struct for comm with its size, rank and world ranks, nothing mapped yet. */
+static cxlsim_pool_t *pool_new(MPI_Comm comm)
 {
     cxlsim_pool_t *pool = calloc(1, sizeof *pool);
     pool->comm = comm;
@@ -161,19 +161,50 @@ static cxlsim_pool_t *pool_setup(MPI_Comm comm)
     free(ranks);
     PMPI_Group_free(&group);
     PMPI_Group_free(&world);
+    return pool;
+}
 
-    MPI_Comm node;
-    int node_size = 0;
-    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    PMPI_Comm_size(node, &node_size);
-    PMPI_Comm_free(&node);
-    if (node_size != pool->size) {
-        pool->why = CXLSIM_WHY_NODE;
-    } else if (pool_attach_all(pool)) {
+static void pool_map_all(cxlsim_pool_t *pool)
+{
+    if (pool_attach_all(pool)) {
         pool_kernel(pool);
         pool->usable = 1;
         cxlsim_log(2, "pool for a communicator of %d ranks: %s, %llu B slots, %s", pool->size, cxlsim_settings.pool.text,
                    (unsigned long long)cxlsim_settings.slot_bytes, cxlsim_settings.flush ? "flush" : "hw");
+    } else {
+        pool->why = CXLSIM_WHY_SETUP;
+    }
+}
+
+cxlsim_pool_t *cxlsim_pool_flat(MPI_Comm comm)
+{
+    cxlsim_pool_t *pool = pool_new(comm);
+    pool_map_all(pool);
+    return pool;
+}
+
+void cxlsim_pool_destroy(cxlsim_pool_t *pool)
+{
+    if (pool->nodes) cxlsim_nodes_free(pool->nodes);
+    cxl_segment_unmap(&pool->segment);
+    free(pool->world_ranks);
+    free(pool);
+}
+
+/* The pool of a communicator: flat if its ranks share one node, else hierarchical (nodes.c). */
+static cxlsim_pool_t *pool_setup(MPI_Comm comm)
+{
+    cxlsim_pool_t *pool = pool_new(comm);
+    MPI_Comm node;
+    int node_size = 0, fake = cxlsim_settings.fake_nodes;
+    if (fake > 1) PMPI_Comm_split(comm, pool->rank % fake, pool->rank, &node);
+    else PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_size(node, &node_size);
+    if (node_size == pool->size) {
+        PMPI_Comm_free(&node);
+        pool_map_all(pool);
+    } else if (cxlsim_nodes_setup(pool, node)) {
+        pool->usable = 1;
     } else {
         pool->why = CXLSIM_WHY_SETUP;
     }

@@ -19,7 +19,7 @@ extern char **environ;
 static const char *const known[] = {
     "CXLSIM_MPI_POOL", "CXLSIM_MPI_COHERENCE", "CXLSIM_MPI_SLOT", "CXLSIM_MPI_ALLREDUCE_LARGE",
     "CXLSIM_MPI_LATENCY_NS", "CXLSIM_MPI_BANDWIDTH", "CXLSIM_MPI_TIMEOUT", "CXLSIM_MPI_VERBOSE",
-    "CXLSIM_MPI_STATS", "CXLSIM_MPI_DISABLE", "CXLSIM_MPI_TRACE",
+    "CXLSIM_MPI_STATS", "CXLSIM_MPI_DISABLE", "CXLSIM_MPI_TRACE", "CXLSIM_MPI_FAKE_NODES",
 };
 
 static void bad_setting(const char *name, const char *value, const char *expected)
@@ -53,6 +53,17 @@ static uint64_t bytes_setting(const char *name, uint64_t fallback, uint64_t lo)
         bad_setting(name, text, expected);
     }
     return v;
+}
+
+static int count_setting(const char *name, int fallback, int hi)
+{
+    const char *text = getenv(name);
+    if (!text || !*text) return fallback;
+    char *end, expected[64];
+    long v = strtol(text, &end, 10);
+    snprintf(expected, sizeof expected, "a whole number from 0 to %d", hi);
+    if (*end || end == text || v < 0 || v > hi) bad_setting(name, text, expected);
+    return (int)v;
 }
 
 static int choice_setting(const char *name, int fallback, const char *const *choices, int n, const char *expected)
@@ -102,6 +113,7 @@ void cxlsim_settings_load(void)
     s->verbose = choice_setting("CXLSIM_MPI_VERBOSE", 1, verbosity, 3, "0, 1 or 2");
     s->stats = choice_setting("CXLSIM_MPI_STATS", 0, flags, 2, "0 or 1");
     s->disabled = choice_setting("CXLSIM_MPI_DISABLE", 0, flags, 2, "0 or 1");
+    s->fake_nodes = count_setting("CXLSIM_MPI_FAKE_NODES", 0, 4096);
     const char *trace = getenv("CXLSIM_MPI_TRACE");
     snprintf(s->trace_dir, sizeof s->trace_dir, "%s", trace ? trace : "");
 }
@@ -109,9 +121,9 @@ void cxlsim_settings_load(void)
 void cxlsim_settings_fingerprint(char *out, size_t n)
 {
     const cxlsim_settings_t *s = &cxlsim_settings;
-    snprintf(out, n, "pool=%s coherence=%d slot=%llu large=%llu latency=%.17g bw=%.17g", s->pool.text, s->flush,
-             (unsigned long long)s->slot_bytes, (unsigned long long)s->large_bytes, s->latency_ns,
-             s->bw_bytes_per_ns);
+    snprintf(out, n, "pool=%s coherence=%d slot=%llu large=%llu latency=%.17g bw=%.17g fake_nodes=%d", s->pool.text,
+             s->flush, (unsigned long long)s->slot_bytes, (unsigned long long)s->large_bytes, s->latency_ns,
+             s->bw_bytes_per_ns, s->fake_nodes);
 }
 
 void cxlsim_log(int level, const char *fmt, ...)

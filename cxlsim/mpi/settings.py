@@ -35,6 +35,11 @@ def _bytes(name: str, text: str, lo: int) -> None:
         raise InputError(f"{name}: expected a whole number of bytes from {lo} to {MAX_BYTES}, got {text!r}")
 
 
+def _count(name: str, text: str, hi: int) -> None:
+    if not text.isdigit() or int(text) > hi:
+        raise InputError(f"{name}: expected a whole number from 0 to {hi}, got {text!r}")
+
+
 def _choice(name: str, text: str, choices: tuple[str, ...]) -> None:
     if text not in choices:
         raise InputError(f"{name}: expected one of {', '.join(choices)}, got {text!r}")
@@ -60,6 +65,7 @@ CHECKS = {
     "CXLSIM_MPI_STATS": lambda n, t: _choice(n, t, ("0", "1")),
     "CXLSIM_MPI_DISABLE": lambda n, t: _choice(n, t, ("0", "1")),
     "CXLSIM_MPI_TRACE": lambda n, t: None,
+    "CXLSIM_MPI_FAKE_NODES": lambda n, t: _count(n, t, 4096),
 }
 
 
@@ -77,7 +83,8 @@ def check_environment(env: dict[str, str]) -> None:
 def environment(*, pool: str | None = None, coherence: str | None = None, slot: str | None = None,
                 allreduce_large: str | None = None, pool_latency: str | None = None,
                 pool_bandwidth: str | None = None, timeout: float | None = None, verbose: int | None = None,
-                stats: bool = False, trace: str | None = None, disable: bool = False) -> dict[str, str]:
+                stats: bool = False, trace: str | None = None, disable: bool = False,
+                fake_nodes: int | None = None) -> dict[str, str]:
     """The CXLSIM_MPI_* variables for these `cxlsim mpi run` options (None = leave unset)."""
     env: dict[str, str] = {}
     if pool is not None:
@@ -111,8 +118,11 @@ def environment(*, pool: str | None = None, coherence: str | None = None, slot: 
         env["CXLSIM_MPI_TRACE"] = os.path.abspath(trace)
     if disable:
         env["CXLSIM_MPI_DISABLE"] = "1"
+    if fake_nodes is not None:
+        env["CXLSIM_MPI_FAKE_NODES"] = str(fake_nodes)
     option_names = {"CXLSIM_MPI_SLOT": "--slot", "CXLSIM_MPI_ALLREDUCE_LARGE": "--allreduce-large",
-                    "CXLSIM_MPI_TIMEOUT": "--timeout", "CXLSIM_MPI_VERBOSE": "--verbose"}
+                    "CXLSIM_MPI_TIMEOUT": "--timeout", "CXLSIM_MPI_VERBOSE": "--verbose",
+                    "CXLSIM_MPI_FAKE_NODES": "--fake-nodes"}
     for name, text in env.items():
         try:
             CHECKS[name](name, text)

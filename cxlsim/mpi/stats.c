@@ -1,14 +1,15 @@
 /* stats.c: per-collective counters of this rank, and their report at MPI_Finalize.
  *
  * For each collective: calls, large-count (_c) calls among them, bytes (this rank's
- * contribution: its block, its vector, its P blocks), calls on the pool, and fallbacks by
- * reason. With CXLSIM_MPI_STATS=1, MPI_Finalize sums them over MPI_COMM_WORLD and world
+ * contribution: its block, its vector, its P blocks), calls on the pool, those among them on
+ * the hierarchical path (ranks on several nodes: pool in each node, PMPI between them), and
+ * fallbacks by reason. With CXLSIM_MPI_STATS=1, MPI_Finalize sums them over MPI_COMM_WORLD and world
  * rank 0 prints one table on stderr:
  *
  *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B
- *   collective                calls    c_calls          bytes       pool   fallback  reasons
- *   MPI_Allgather                10          0          40960         10          0
- *   MPI_Allreduce                 4          0            160          2          2  op=2
+ *   collective                calls    c_calls          bytes       pool       hier   fallback  reasons
+ *   MPI_Allgather                10          0          40960         10          0          0
+ *   MPI_Allreduce                 4          0            160          2          0          2  op=2
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +23,7 @@ const char *const cxlsim_why_names[CXLSIM_NWHY] = {
     "disabled", "thread", "comm", "node", "setup", "datatype", "op", "args", "slot",
 };
 
-enum { CALLS, C_CALLS, BYTES, POOL, FALLBACK, WHY0, NCOUNTERS = WHY0 + CXLSIM_NWHY };
+enum { CALLS, C_CALLS, BYTES, POOL, HIER, FALLBACK, WHY0, NCOUNTERS = WHY0 + CXLSIM_NWHY };
 
 static unsigned long long counters[CXLSIM_NCOLL][NCOUNTERS];
 
@@ -33,10 +34,11 @@ static void count(int coll, int large_count, uint64_t bytes)
     __atomic_fetch_add(&counters[coll][BYTES], bytes, __ATOMIC_RELAXED);
 }
 
-void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes)
+void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes, int hierarchical)
 {
     count(coll, large_count, bytes);
     __atomic_fetch_add(&counters[coll][POOL], 1, __ATOMIC_RELAXED);
+    if (hierarchical) __atomic_fetch_add(&counters[coll][HIER], 1, __ATOMIC_RELAXED);
 }
 
 void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why)
@@ -59,13 +61,13 @@ void cxlsim_stats_report(void)
     size_t used = 0;
     used += snprintf(out + used, sizeof out - used,
                      "cxlsim-mpi stats: %d ranks, sums over ranks; pool %s, coherence %s, slot %llu B\n"
-                     "%-26s %10s %10s %14s %10s %10s  %s\n",
+                     "%-26s %10s %10s %14s %10s %10s %10s  %s\n",
                      size, s->pool.text, s->flush ? "flush" : "hw", (unsigned long long)s->slot_bytes, "collective",
-                     "calls", "c_calls", "bytes", "pool", "fallback", "reasons");
+                     "calls", "c_calls", "bytes", "pool", "hier", "fallback", "reasons");
     for (int c = 0; c < CXLSIM_NCOLL; c++) {
         unsigned long long *v = sums[c];
-        used += snprintf(out + used, sizeof out - used, "%-26s %10llu %10llu %14llu %10llu %10llu ",
-                         cxlsim_coll_names[c], v[CALLS], v[C_CALLS], v[BYTES], v[POOL], v[FALLBACK]);
+        used += snprintf(out + used, sizeof out - used, "%-26s %10llu %10llu %14llu %10llu %10llu %10llu ",
+                         cxlsim_coll_names[c], v[CALLS], v[C_CALLS], v[BYTES], v[POOL], v[HIER], v[FALLBACK]);
         for (int w = 0; w < CXLSIM_NWHY; w++)
             if (v[WHY0 + w]) used += snprintf(out + used, sizeof out - used, " %s=%llu", cxlsim_why_names[w], v[WHY0 + w]);
         used += snprintf(out + used, sizeof out - used, "\n");
