@@ -37,7 +37,8 @@ example `fabric.cxl.switch_levels` on a network preset, as
 `cxlsim.simulate.unused_keys` tells) is left unset on that point, whose value
 for it is None (an empty CSV cell); the combinations that differ only in such
 axes are one point, run once. `unused_notes` says which axes, on how many
-points and presets, and `cxlsim sweep` prints it.
+points and presets, and `cxlsim sweep` prints it. An axis that no point uses is
+an error naming it, as `cxlsim simulate` refuses an option its preset does not use.
 
 **Seeds.** A point's seed is a stable hash (SHA-256) of its canonical key: the
 varied keys that apply to it with their validated internal values (ns, bytes, bytes/ns), plus
@@ -63,7 +64,7 @@ import yaml
 
 from cxlsim import config
 from cxlsim.errors import InputError
-from cxlsim.simulate import unused_keys
+from cxlsim.simulate import applies_to, unused_keys
 
 __all__ = ["SIZE_KEY", "SweepConfig", "SweepScenario", "Point", "load", "base_scenario", "leaf_keys", "parse_vary",
            "check_axes", "axis_value", "unused_axes", "expand", "unused_notes", "point_seed", "point_id", "flatten", "definition", "redefinition"]
@@ -293,7 +294,8 @@ def expand(base: config.Scenario, axes) -> list[Point]:
 
     An axis that a point's preset does not use (`fabric.cxl.switch_levels` on a network
     preset) is left unset on that point and listed in its `unused`; the combinations that
-    differ only there are one point, run once, in the place of the first of them.
+    differ only there are one point, run once, in the place of the first of them. An axis
+    that no point uses is an InputError naming it.
     """
     checked = check_axes(base, axes)
     keys = [key for key, _ in checked]
@@ -317,6 +319,11 @@ def expand(base: config.Scenario, axes) -> list[Point]:
         scenario = _validated(base, overrides, "sweep point " + ", ".join(f"{k}={c!r}" for k, c in identity))
         points.append(Point(index=len(points), point_id=pid, seed=seed, values=values, scenario=scenario,
                             unused=tuple(unused)))
+    for key in keys:
+        if points and all(key in p.unused for p in points):
+            presets = ", ".join(dict.fromkeys(p.scenario.fabric.preset for p in points))
+            raise InputError(f"sweep {key}: no point uses it (fabric.preset {presets} does not; it applies to "
+                             f"{' and '.join(applies_to(key)) or 'no preset'}); remove the axis")
     return points
 
 

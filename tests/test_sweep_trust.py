@@ -154,6 +154,15 @@ def test_an_axis_a_preset_does_not_use_is_said_and_each_distinct_point_runs_once
     assert "6 points, 6 already finished, 0 run" in capsys.readouterr().out
 
 
+def test_an_axis_no_point_uses_is_refused(tmp_path, capsys):
+    path = write(tmp_path, MIXED)
+    assert cli_main(["sweep", path, "--output", str(tmp_path / "w"), "--vary", "fabric.cxl.switch_levels=1,2"]) == 2
+    err = capsys.readouterr().err
+    assert ("sweep fabric.cxl.switch_levels: no point uses it (fabric.preset ib-hdr does not; "
+            "it applies to CXL pool presets); remove the axis") in err
+    assert not os.path.exists(tmp_path / "w" / "sweep.csv")
+
+
 def test_plot_hue_on_an_axis_some_points_do_not_use(tmp_path, capsys):
     import matplotlib.pyplot as plt
 
