@@ -291,8 +291,8 @@ def test_flag_pingpong_runs_both_ranks_to_the_same_epoch(coherence):
         rt = comm.flag_pingpong(500)
         return rt, comm.epoch, comm.flag_epochs()
     if coherence == "flush":
-        from cxlsim.emulator import _kernels
-        if not {"clflushopt", "clflush"} & _kernels.cpu_features():
+        from cxlsim.emulator import primitives
+        if not {"clflushopt", "clflush"} & primitives.cpu_features():
             pytest.skip("no clflush on this CPU")
     out = run_local(2, rank, coherence=coherence, slot_bytes=64)
     for rt, epoch, flags in out:
@@ -302,10 +302,10 @@ def test_flag_pingpong_runs_both_ranks_to_the_same_epoch(coherence):
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
 def test_concurrent_copy_times_every_phase_and_keeps_the_protocol_in_step(coherence):
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
     from cxlsim.emulator.launch import run_local
 
-    if coherence == "flush" and not {"clflushopt", "clflush"} & _kernels.cpu_features():
+    if coherence == "flush" and not {"clflushopt", "clflush"} & primitives.cpu_features():
         pytest.skip("no clflush on this CPU")
 
     def rank(comm):
@@ -430,20 +430,20 @@ def test_flag_pingpong_needs_two_ranks():
 
 
 def test_line_op_and_clock_microbenchmarks_are_positive_and_check_input():
-    from cxlsim.emulator import _kernels
+    from cxlsim.emulator import primitives
     from cxlsim.emulator.comm import choose_line_ops
 
     writer, reader = choose_line_ops("auto")
     buf = np.zeros(4096, np.uint8)
     for op, dirty, fence in ((writer, True, "sfence"), (reader, False, "mfence"), (reader, False, "none")):
-        ns = _kernels.line_op_ns(buf, op, dirty, fence, 20)
+        ns = primitives.line_op_ns(buf, op, dirty, fence, 20)
         assert math.isfinite(ns) and ns > 0
     assert buf[0] == 19  # the dirty pass stored (iteration & 255) into every byte
-    assert _kernels.clock_read_ns(100) > 0
+    assert primitives.clock_read_ns(100) > 0
     with pytest.raises(InputError, match="fence: expected"):
-        _kernels.line_op_ns(buf, writer, True, "lfence")
+        primitives.line_op_ns(buf, writer, True, "lfence")
     with pytest.raises(InputError, match="op: expected"):
-        _kernels.line_op_ns(buf, 0, True)
+        primitives.line_op_ns(buf, 0, True)
 
 
 def test_measured_primitives_are_positive():
