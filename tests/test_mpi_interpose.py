@@ -197,7 +197,7 @@ def test_mpi4py_buffer_api_runs_on_the_pool(library, tmp_path):
     script.write_text(MPI4PY_SCRIPT)
     rc, out, err = run_mpi(library, 2, [sys.executable, str(script)], CXLSIM_MPI_STATS="1")
     assert rc == 0, err
-    assert sorted(out.split("\n")[:2]) == ["mpi4py ok 0", "mpi4py ok 1"]
+    assert out.count("mpi4py ok") == 2  # (the two ranks' lines may interleave)
     stats = parse_stats(err)
     for name in COLLECTIVES:
         row = stats[name]
