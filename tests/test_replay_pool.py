@@ -11,7 +11,7 @@ from cxlsim.errors import InputError
 from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.replay import engine, fabrics, simgrid
-from cxlsim.replay.pool_messages import PoolMessages
+from cxlsim.replay.pool_messages import PoolMessages, message_ns
 
 TRACES = os.path.join(os.path.dirname(__file__), "data", "traces")
 
@@ -94,3 +94,25 @@ def test_a_pool_runs_one_rank_per_host(tmp_path):
     mapping.write_text("0\n1\n2\n3\n")
     with pytest.raises(InputError, match="a CXL pool runs one rank per host"):
         fabrics.resolve("cxl3-pool", 4, str(mapping))
+
+
+@pytest.mark.parametrize("spec", ["cxl3-pool", "cxl2-pool"])
+@pytest.mark.parametrize("size", [8, 64, 100, 4096, 65536])
+def test_one_message_over_the_pool_equals_its_closed_form(spec, size):
+    pool = fabrics.resolve(spec, 2).make()
+    messages = PoolMessages(pool)
+    times = {}
+
+    def sender(t):
+        yield t.send(0, 1, size, payload="x")
+        times["sent"] = t.now()
+
+    def receiver(t):
+        got = yield t.recv(1, 0)
+        times["received"] = t.now()
+        return got
+
+    assert messages.run({0: sender(messages), 1: receiver(messages)})[1] == "x"
+    sent, received = message_ns(pool.figures(), size)
+    assert times["sent"] == pytest.approx(sent, rel=1e-12)
+    assert times["received"] == pytest.approx(received, rel=1e-12)

@@ -25,6 +25,23 @@ Messages of one pair are sent and received in order; the last piece carries
 the payload, which is then matched by (dst, src, tag) in arrival order.
 Every cost is the pool transport's own (stores, loads, flushes, fences and
 polls on the ranks' CPUs and the pool's paths and devices).
+
+Closed form (`message_ns`) of one message of one piece on an idle pool, from
+the pool's figures (`PoolFigures`): X = 64/b (a line through the host's issue
+server), W = 64*ceil(m/64), D = W/b, S = max(D, W/B), L = 2*path + media,
+F = clflushopt per line, f = fence, I = a flush's acknowledgement, K = a
+write's least time to acknowledgement, n = W/64 lines:
+
+    hw:    sent = max(2*path + S, K) + f + (X + L)            write, fence, flag store (read for ownership)
+           received = sent + (X + L + 2*path)                 the poll recalls the Modified flag line
+                      + (L + S) + (X + L)                     read the slot, store the ack
+    flush: sent = max(D + n*F + I, 2*path + S, K) + f + (X + L) + F     ... and clflushopt the flag line
+           received = sent + (F + I + f + X + L)              the first poll (invalidate, mfence, load)
+                      + (n*F + I + f) + (L + S) + (X + L) + F  drop stale lines, read, store and flush the ack
+
+(in flush mode the first poll finds the flag when the flag's write-back
+reaches the device before the poll's load, which holds for I = K = 0, as in
+the CXL presets).
 """
 from __future__ import annotations
 
@@ -36,7 +53,7 @@ from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.transport import Transport
 
-__all__ = ["PoolMessages", "LINE_BYTES", "DEFAULT_SLOT_BYTES", "DEFAULT_SLOTS"]
+__all__ = ["PoolMessages", "message_ns", "LINE_BYTES", "DEFAULT_SLOT_BYTES", "DEFAULT_SLOTS"]
 
 LINE_BYTES = 64
 DEFAULT_SLOT_BYTES = 64 * 1024
@@ -47,6 +64,23 @@ DEFAULT_SLOTS = 4
 
 def _lines(size_bytes: int) -> int:
     return max(LINE_BYTES, -(-size_bytes // LINE_BYTES) * LINE_BYTES)
+
+
+def message_ns(fig, size_bytes: int) -> tuple[float, float]:
+    """(sent, received) ns of one message of at most one slot on an idle pool with figures `fig`
+    (see the module docstring): when the send completes and when the receive does."""
+    x = LINE_BYTES / fig.host_bw_bytes_per_ns
+    w = _lines(size_bytes)
+    d = w / fig.host_bw_bytes_per_ns
+    stream = max(d, w / fig.device_bw_bytes_per_ns)
+    path, load, f, fence = fig.path_ns, fig.load_ns, fig.flush_ns_per_line, fig.fence_ns
+    i, k, lines = fig.invalidate_ns, fig.writeback_ns, w // LINE_BYTES
+    if fig.coherence == Coherence.HW:
+        sent = max(2 * path + stream, k) + fence + (x + load)
+        return sent, sent + (x + load + 2 * path) + (load + stream) + (x + load)
+    sent = max(d + lines * f + i, 2 * path + stream, k) + fence + (x + load) + f
+    received = sent + (f + i + fence + x + load) + (lines * f + i + fence) + (load + stream) + (x + load) + f
+    return sent, received
 
 
 class PoolMessages(Transport):
