@@ -14,6 +14,8 @@ Backends (the `--pool` argument):
 - ``numa:N``: an shm segment whose pages are bound to NUMA node N with mbind: CXL
   memory onlined as system RAM shows up as a CPU-less NUMA node.
 
+(The dax and numa checks and the mbind call are in `pool_devices`.)
+
 Segments we create are unlinked as soon as every rank has attached (the last one to
 attach does it), so even a SIGKILLed run leaves nothing behind once it is running.
 `sweep_stale` removes segments whose owner process is dead, never a live run's.
@@ -27,7 +29,6 @@ Layout (bytes from the start; every flag and slot on its own 64-byte lines)::
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import errno
 import mmap
@@ -39,6 +40,7 @@ import struct
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator import _kernels
+from cxlsim.emulator.pool_devices import check_dax, check_numa_node, dax_device_size, mbind
 from cxlsim.errors import InputError, RunError
 
 MAGIC = 0x43584C53494D5031  # "CXLSIMP1"
@@ -151,7 +153,7 @@ class Pool:
             sweep_stale()
             layout = SegmentLayout.plan(nranks, slot_bytes)
             if spec.kind == "numa":
-                _check_numa_node(spec.numa_node)
+                check_numa_node(spec.numa_node)
             path = os.path.join(SHM_DIR, f"{SEGMENT_PREFIX}{os.getpid()}-{secrets.token_hex(6)}")
             fd = _open_new(path, spec)
             temporary = True
@@ -163,7 +165,7 @@ class Pool:
         else:
             layout = SegmentLayout.plan(nranks, slot_bytes, align=DAX_ALIGN)
             path = os.path.abspath(spec.path)
-            _check_dax(path)
+            check_dax(path)
             temporary = False
             fd = _open_existing(path, spec, layout.total_bytes)
         mapping = None
@@ -172,7 +174,7 @@ class Pool:
                 os.ftruncate(fd, layout.total_bytes)
             mapping = mmap.mmap(fd, layout.total_bytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             if spec.kind == "numa":  # bind before any page exists, so reserving places them on the node
-                _mbind(mapping, layout.total_bytes, spec.numa_node)
+                mbind(mapping, layout.total_bytes, spec.numa_node)
             if temporary:
                 _reserve(fd, path, layout.total_bytes, spec)
         except BaseException:
@@ -305,7 +307,7 @@ def _open_existing(path: str, spec: PoolSpec, total_bytes: int) -> int:
     except OSError as exc:
         raise InputError(f"--pool {spec}: cannot open {path}: {exc.strerror}") from None
     st = os.fstat(fd)
-    size = st.st_size if stat.S_ISREG(st.st_mode) else _dax_device_size(path)
+    size = st.st_size if stat.S_ISREG(st.st_mode) else dax_device_size(path)
     if size is not None and size < total_bytes:
         if stat.S_ISREG(st.st_mode) and spec.kind == "file":
             try:
@@ -379,92 +381,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-# -- dax ---------------------------------------------------------------------------
-def _dax_device_size(path: str) -> int | None:
-    """Size of a devdax character device from sysfs, or None if it is not one."""
-    st = os.stat(path)
-    if not stat.S_ISCHR(st.st_mode):
-        return None
-    sysdir = f"/sys/dev/char/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
-    try:
-        with open(os.path.join(sysdir, "size")) as f:
-            return int(f.read())
-    except OSError:
-        return None
-
-
-def _check_dax(path: str) -> None:
-    """Accept a devdax device or a file on a filesystem mounted with the dax option."""
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise InputError(f"--pool dax:{path}: {exc.strerror}") from None
-    if stat.S_ISCHR(st.st_mode):
-        subsystem = os.path.realpath(f"/sys/dev/char/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}/subsystem")
-        if os.path.basename(subsystem) != "dax":
-            raise InputError(f"--pool dax:{path}: a character device, but not a devdax device "
-                             f"(its sysfs subsystem is {os.path.basename(subsystem) or 'unknown'})")
-        return
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"--pool dax:{path}: expected a devdax device (/dev/daxX.Y) or a file on a DAX filesystem")
-    mount = _mount_of(path)
-    if mount is None or "dax" not in mount[1]:
-        raise InputError(f"--pool dax:{path}: the file is not on a filesystem mounted with 'dax' "
-                         f"(mount {mount[0] if mount else '?'} has options {mount[1] if mount else '?'}); "
-                         f"use --pool file:{path} to map it as an ordinary file")
-
-
-def _mount_of(path: str) -> tuple[str, str] | None:
-    """(mount point, options) of the mount holding `path`, from /proc/mounts."""
-    path = os.path.realpath(path)
-    best = None
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 4 and (path == parts[1] or path.startswith(parts[1].rstrip("/") + "/")):
-                    if best is None or len(parts[1]) > len(best[0]):
-                        best = (parts[1], parts[3])
-    except OSError:
-        return None
-    return best
-
-
-# -- numa --------------------------------------------------------------------------
-NODE_DIR = "/sys/devices/system/node"
-_MPOL_BIND = 2
-_MPOL_MF_STRICT = 1
-_MPOL_MF_MOVE = 2
-
-
-def _online_nodes() -> list[int]:
-    try:
-        return sorted(int(n[4:]) for n in os.listdir(NODE_DIR) if n.startswith("node") and n[4:].isdigit())
-    except OSError:
-        return []
-
-
-def _check_numa_node(node: int) -> None:
-    nodes = _online_nodes()
-    if node not in nodes:
-        raise InputError(f"--pool numa:{node}: no NUMA node {node} on this machine (nodes: {nodes or 'none found'})")
-
-
-def _mbind(mapping: mmap.mmap, length: int, node: int) -> None:
-    """Bind the pages of `mapping` to NUMA node `node` (MPOL_BIND, moving pages already there)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    nr_mbind = {"x86_64": 237, "aarch64": 235}.get(os.uname().machine)
-    if nr_mbind is None:
-        raise RunError(f"--pool numa:{node}: mbind is not wired for {os.uname().machine}")
-    mask_words = node // 64 + 1
-    nodemask = (ctypes.c_ulong * mask_words)()
-    nodemask[node // 64] = 1 << (node % 64)
-    addr = _kernels.buffer_address(mapping)
-    rc = libc.syscall(ctypes.c_long(nr_mbind), ctypes.c_void_p(addr), ctypes.c_ulong(length),
-                      ctypes.c_int(_MPOL_BIND), nodemask, ctypes.c_ulong(mask_words * 64 + 1),
-                      ctypes.c_uint(_MPOL_MF_STRICT | _MPOL_MF_MOVE))
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise RunError(f"--pool numa:{node}: mbind failed: {os.strerror(err)}")
