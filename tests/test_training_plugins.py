@@ -92,3 +92,25 @@ def test_records_are_checked():
         core.Option(name="x", flag="-x", parse=int, help="x")
     with pytest.raises(InputError, match="options must be distinct Option records"):
         core.Mode(name="twice", run=print, options=(core.CHUNK, core.CHUNK))
+
+
+def test_hybrid_prices_its_counter_with_a_plugin_cxl_preset(tmp_path, monkeypatch, capsys):
+    import json
+
+    (tmp_path / "slow_pool_preset.py").write_text(textwrap.dedent("""
+        import dataclasses
+        from cxlsim.fabric.cxl_presets import get_cxl_preset
+
+        base = get_cxl_preset("cxl3-pool")
+        PRESETS = [dataclasses.replace(base, name="slow-pool",
+                                       switch=dataclasses.replace(base.switch, hop_latency_ns=100.0))]
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("CXLSIM_PLUGINS", "slow_pool_preset")
+    code, out = _train(tmp_path, capsys, "--mode", "hybrid", "--steps", "2", "--seed", "0", "--counter", "cxl-device",
+                       "--counter-pool", "slow-pool")
+    assert code == 0, out
+    head = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert head["params"]["counter_pool"] == "slow-pool"
+    assert head["params"]["counter_costs"] == {"cxl_load_ns": 2 * (25 + 2.5 + 100 + 2.5) + 90, "device_atomic_service_ns": 90}
+    assert head["atomic_min_ns"] == pytest.approx(350.0 + 90.0)
