@@ -23,7 +23,7 @@ from cxlsim.coherence import Coherence
 from cxlsim.emulator import bench
 from cxlsim.emulator.bench import BenchPlan, probe_bytes, rank_buffer_bytes, run_rounds, summarize, timing_warnings
 from cxlsim.emulator.host import (BenchLock, concurrency_warning, cores_warning, placement_warning,
-                                  probe_roundtrip_ns)
+                                  probe_roundtrip_ns, roundtrip_ns)
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
 from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu
 from cxlsim.emulator.pool import check_room, parse_pool_spec
@@ -156,7 +156,7 @@ def bench_allgather(args) -> int:
         finally:
             if lock:
                 lock.release()
-        nranks, roundtrips = result["rounds"][0][0]["np"], None
+        nranks, roundtrips = result["rounds"][0][0]["np"], result["roundtrips"]
     else:
         if args.baseline:
             raise InputError("--baseline mpi needs MPI ranks: use --launcher auto or mpi (or run under mpiexec)")
@@ -177,7 +177,8 @@ def bench_allgather(args) -> int:
                 + [f"WARNING: {p}: the figures below ran at the delivered timing, not the asked one"
                    for p in timing_problems]
                 + (placement_warning(roundtrips) if roundtrips else
-                   ["note: the host placement is not probed under mpiexec (the probe forks two processes)"]))
+                   ["note: the host placement is probed under mpiexec only at np 2 in hw mode (on the run's own "
+                    "pool; a probe of two fresh processes would fork MPI processes)"]))
     rows = summarize(result["rounds"])
     coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
     print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy,
@@ -241,7 +242,11 @@ def _local_rank(comm, plan, repeat, timed):
 
 def _mpi_rank(comm, world, plan, repeat, timed):
     cores = len(set().union(*world.allgather(os.sched_getaffinity(0))))
-    return (_measure(comm, plan, repeat, timed, mpi=world), cores), world.rank
+    probe = world.size == 2 and comm.coherence is Coherence.HW  # the hw flag round trip, on the run's own pool
+    before = roundtrip_ns(comm) if probe else None
+    result = _measure(comm, plan, repeat, timed, mpi=world)
+    result["roundtrips"] = [before, roundtrip_ns(comm)] if probe else None
+    return (result, cores), world.rank
 
 
 def _relaunch_under_mpiexec(nranks: int) -> int:

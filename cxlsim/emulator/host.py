@@ -13,7 +13,8 @@ the bench change what it measures, often by several times:
 - the host's slow placement or a disturbance: this machine's vCPUs sometimes sit where a
   flag round trip between two processes takes ~450 ns instead of 55-110 ns. `probe_roundtrip_ns`
   measures the hw flag round trip between two fresh processes (as benchmarks/calibration_error.py
-  does); above SLOW_ROUNDTRIP_NS the run was disturbed or in the slow placement.
+  does; under mpiexec, `roundtrip_ns` on the run's own pool); above SLOW_ROUNDTRIP_NS the run was
+  disturbed or in the slow placement.
 
 Each check returns warning lines for the table header; none of them stops a run.
 """
@@ -117,14 +118,17 @@ def cores_warning(nranks: int, cores: int | None = None) -> list[str]:
             "every wait for another rank lasts until it is scheduled; these figures measure the scheduler"]
 
 
+def roundtrip_ns(comm) -> float:
+    """The flag round trip on `comm`'s pool now (ns; np = 2, both ranks call it): the best of 3 short ping-pongs."""
+    comm.flag_pingpong(PROBE_WARMUP)
+    return min(comm.flag_pingpong(PROBE_CALLS) for _ in range(3))
+
+
 def probe_roundtrip_ns() -> float:
-    """The hw flag round trip now (ns): the best of 3 short ping-pongs between two fresh processes."""
+    """The hw flag round trip now (ns), between two fresh processes (`roundtrip_ns` on a pool of their own)."""
     from cxlsim.emulator.launch import run_local
 
-    def pingpong(comm):
-        comm.flag_pingpong(PROBE_WARMUP)
-        return min(comm.flag_pingpong(PROBE_CALLS) for _ in range(3))
-    return run_local(2, pingpong, coherence=Coherence.HW, slot_bytes=64, timeout_s=10.0)[0]
+    return run_local(2, roundtrip_ns, coherence=Coherence.HW, slot_bytes=64, timeout_s=10.0)[0]
 
 
 def placement_warning(roundtrips_ns) -> list[str]:
