@@ -2,7 +2,7 @@
 
 Run: python benchmarks/replay_speed.py [--dims 8x8x16] [--halo 64KiB] [--iterations 10] [--repeats 1]
 
-The trace (cxlsim.replay.stencil): 8 x 8 x 16 = 1024 ranks, each iteration a
+The trace (cxlsim.replay.generate): 8 x 8 x 16 = 1024 ranks, each iteration a
 1 ms compute gap (1e6 flops at 1 Gflop/s), six 64 KiB halo exchanges with the
 periodic neighbours (irecv x 6, isend x 6, waitall) and an 8-byte allreduce;
 10 iterations. The fabric: ib-hdr on a two-level fat tree, 32 hosts per leaf,
@@ -19,7 +19,7 @@ import statistics
 import tempfile
 import time
 
-from cxlsim.replay import analysis, engine, fabrics, simgrid, stencil
+from cxlsim.replay import analysis, engine, fabrics, generate, simgrid
 from cxlsim.units import format_size, parse_size
 
 TARGET_S = 60.0
@@ -37,7 +37,7 @@ def main() -> None:
     ranks = dims[0] * dims[1] * dims[2]
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        index = stencil.write_stencil(os.path.join(tmp, "trace"), dims, parse_size(args.halo), args.iterations)
+        index = generate.write_stencil(os.path.join(tmp, "trace"), dims, parse_size(args.halo), args.iterations)
         written = time.perf_counter()
         trace = simgrid.read(index)
         read = time.perf_counter()

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from cxlsim.errors import InputError
-from cxlsim.replay import cli, engine, fabrics, simgrid, stencil
+from cxlsim.replay import cli, engine, fabrics, generate, simgrid
 
 TRACES = os.path.join(os.path.dirname(__file__), "data", "traces")
 HALO = os.path.join(TRACES, "halo", "halo.txt")
@@ -114,15 +114,36 @@ def test_placements_and_a_scenario_fabric(tmp_path):
 
 
 def test_the_generated_stencil_trace(tmp_path):
-    index = stencil.write_stencil(str(tmp_path), dims=(2, 2, 3), halo_bytes=1024, iterations=2,
+    index = generate.write_stencil(str(tmp_path), dims=(2, 2, 3), halo_bytes=1024, iterations=2,
                                   compute_flops=1e4)
     trace = simgrid.read(index)
     assert trace.size == 12 and trace.host_speed_flops_per_s == 1e9
-    assert stencil.neighbours(0, (2, 2, 3)) == [1, 1, 2, 2, 4, 8]
+    assert generate.neighbours(0, (2, 2, 3)) == [1, 1, 2, 2, 4, 8]
     sends = [c for c in trace.ranks[5] if c.kind == "isend"]
     assert len(sends) == 12 and {c.size_bytes for c in sends} == {1024}
-    assert sorted(c.peer for c in sends[:6]) == sorted(stencil.neighbours(5, (2, 2, 3)))
+    assert sorted(c.peer for c in sends[:6]) == sorted(generate.neighbours(5, (2, 2, 3)))
     timeline = engine.replay(trace, fabrics.resolve("ib-hdr", 12).make())
     assert timeline.total_ns > 2 * 1e4  # two compute gaps of 10 us at 1 Gflop/s, plus the exchanges
     with pytest.raises(InputError, match="halo_bytes"):
-        stencil.write_stencil(str(tmp_path / "x"), halo_bytes=7)
+        generate.write_stencil(str(tmp_path / "x"), halo_bytes=7)
+
+
+@pytest.mark.parametrize("ranks, dims", [(16, (2, 2, 4)), (64, (4, 4, 4)), (1024, (8, 8, 16)), (7, (1, 1, 7)),
+                                         (12, (2, 2, 3))])
+def test_grid_is_the_most_cubic(ranks, dims):
+    assert generate.grid(ranks) == dims
+
+
+def test_the_generated_cg_and_training_traces(tmp_path):
+    cg = simgrid.read(generate.write_cg(str(tmp_path / "cg"), (2, 2, 2), halo_bytes=64, iterations=3,
+                                        spmv_flops=1000, update_flops=100))
+    kinds = [c.kind for c in cg.ranks[3]]
+    assert kinds.count("allreduce") == 6 and kinds.count("isend") == 18 and kinds.count("waitall") == 3
+    timeline = engine.replay(cg, fabrics.resolve("ib-hdr", 8).make())
+    assert timeline.total_ns > 3 * (1000 + 2 * 100)
+    training = simgrid.read(generate.write_training(str(tmp_path / "dp"), 4, gradient_bytes=8 * 1024, buckets=4,
+                                                    forward_flops=1000, backward_flops=4000, steps=2))
+    assert [c.size_bytes for c in training.ranks[0] if c.kind == "allreduce"] == [2048] * 8
+    assert sum(c.amount for c in training.ranks[2] if c.kind == "compute") == 2 * (1000 + 4000)
+    with pytest.raises(InputError, match="not 3 equal buckets"):
+        generate.write_training(str(tmp_path / "x"), 4, gradient_bytes=8 * 1024, buckets=3)
