@@ -88,6 +88,17 @@ def test_a_real_run_asking_a_hundred_times_the_native_bandwidth_is_flagged():
     assert f"asked {format_bandwidth(parse_bandwidth(asked))}" in warning
 
 
+def test_zero_copy_says_the_bandwidth_does_not_apply_and_strict_fails(monkeypatch, capsys):
+    _stub_delivered(monkeypatch, bw=32.0)  # the kernels' copies deliver it; zero-copy's own loads do not use them
+    args = ["bench", "allgather", "--np", "1", "--sizes", "4KiB", "--repeat", "1", *QUICK, "--zero-copy",
+            "--pool-bandwidth", "32GB/s"]
+    assert cli.main(args) == 0
+    [warning] = warnings_of(capsys.readouterr().out)[:1]
+    assert "asked 32 GB/s, but --zero-copy" in warning and "cannot pace" in warning
+    assert cli.main(args + ["--strict"]) == 1
+    assert "--zero-copy" in capsys.readouterr().err
+
+
 def test_delivered_timing_measures_both_figures_on_every_rank():
     def body(comm):
         comm.set_timing(300.0, 4.0)
