@@ -199,6 +199,14 @@ def test_the_lock_is_seen_by_another_bench_while_held(tmp_path):
         assert mine.others() == []
 
 
+def test_a_lock_that_cannot_be_taken_is_warned_not_fatal(tmp_path):
+    lock = host.BenchLock(str(tmp_path / "missing")).acquire()
+    [warning] = lock.warnings()
+    assert "no bench lock could be taken" in warning and str(tmp_path / "missing") in warning
+    assert lock.others() == []
+    lock.release()
+
+
 def test_a_slow_host_placement_is_warned(monkeypatch, capsys):
     [warning] = host.placement_warning([450.0, 90.0])
     assert "slow placement" in warning and "450" in warning

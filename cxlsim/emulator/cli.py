@@ -149,6 +149,7 @@ def bench_allgather(args) -> int:
             if rank != 0:
                 return 0
             others |= set(lock.others())
+            lock_warnings = lock.warnings()
         finally:
             if lock:
                 lock.release()
@@ -165,6 +166,7 @@ def bench_allgather(args) -> int:
             result = run_local(nranks, _local_rank, job, **options)[0]
             roundtrips.append(probe_roundtrip_ns())
             others |= set(lock.others())
+        lock_warnings = lock.warnings()
         cores = len(os.sched_getaffinity(0))
     timing_problems = timing_warnings(timing, result["delivered"])
     if args.zero_copy and timing["pool_bw_bytes_per_ns"]:
@@ -174,7 +176,7 @@ def bench_allgather(args) -> int:
                                "(only --pool-latency applies)")
     if timing_problems and args.strict:
         raise RunError("--strict: " + "; ".join(timing_problems))
-    warnings = (cores_warning(nranks, cores) + concurrency_warning(others)
+    warnings = (cores_warning(nranks, cores) + concurrency_warning(others) + lock_warnings
                 + [f"WARNING: {p}: the figures below ran at the delivered timing, not the asked one"
                    for p in timing_problems]
                 + (placement_warning(roundtrips) if roundtrips else

@@ -48,14 +48,28 @@ class BenchLock:
         self.directory = directory or lock_dir()
         self.path = os.path.join(self.directory, f"{LOCK_PREFIX}{os.getpid()}.lock")
         self.fd = None
+        self.error = None  # why the lock could not be taken, if it could not
 
     def acquire(self) -> "BenchLock":
         # Locked under a name no other bench looks at, then renamed: another bench never sees the file unlocked.
         hidden = self.path + ".new"
-        self.fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.rename(hidden, self.path)
+        try:
+            self.fd = os.open(hidden, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(hidden, self.path)
+        except OSError as exc:
+            self.error = f"{hidden}: {exc.strerror}"
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
         return self
+
+    def warnings(self) -> list[str]:
+        """A warning when this bench could not take its lock (then other benches cannot see it)."""
+        if self.error is None:
+            return []
+        return [f"WARNING: no bench lock could be taken ({self.error}): a cxlsim bench running at the same time "
+                "would go unnoticed by both"]
 
     def release(self) -> None:
         if self.fd is not None:
