@@ -221,3 +221,13 @@ def test_a_binary_rank_file_is_refused(tmp_path):
 
 def test_an_empty_directory_is_refused(tmp_path):
     refused(tmp_path, "no per-rank .txt files")
+
+
+@pytest.mark.parametrize("raw, pattern", [
+    ("0", r"t_rank-1\.txt:2: line: field 'action' \(field 2\): expected 'RANK ACTION FIELDS\.\.\.'"),
+    ("x compute 1", r"t_rank-1\.txt:2: compute: field 'rank' \(field 1\): expected an integer"),
+    ("5 compute 1", r"t_rank-1\.txt:2: compute: field 'rank' \(field 1\): expected a rank below 1"),
+])
+def test_a_line_without_an_action_or_with_a_bad_rank_is_refused(tmp_path, raw, pattern):
+    (tmp_path / "t_rank-1.txt").write_text(f"0 init\n{raw}\n")
+    refused(tmp_path, pattern)
