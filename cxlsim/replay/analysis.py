@@ -91,14 +91,15 @@ def summary(label: str, timeline) -> dict:
     path_total = path["compute_s"] + path["communication_s"] or 1.0
     return {"fabric": label, "ranks": p, "total_s": total / 1e9,
             "compute_share": compute / rank_time, "communication_share": comm / rank_time,
-            "idle_share": max(0.0, 1.0 - (compute + comm) / rank_time),
+            "idle_share": max(0.0, 1.0 - (compute + comm) / rank_time) if total > 0 else 0.0,
             "critical_compute_share": path["compute_s"] / path_total,
             "critical_communication_share": path["communication_s"] / path_total,
             "events": timeline.events, "wall_s": timeline.wall_s}
 
 
 def speedups(rows: list[dict]) -> list[dict]:
-    """Speedup of every fabric over the first (the reference): total(reference) / total(fabric)."""
+    """Speedup of every fabric over the first (the reference): total(reference) / total(fabric);
+    None where the fabric's total is 0 (a trace that takes no time)."""
     if not rows:
         return []
     ref = rows[0]["total_s"]

@@ -43,7 +43,8 @@ def table(res: dict) -> str:
            f"# {'fabric':<22} {'total (ms)':>12} {'speedup':>8} {'compute':>8} {'comm':>8} {'idle':>6} "
            f"{'critical path: compute / comm':>30}"]
     for row, sp in zip(res["totals"], res["speedup"]):
-        out.append(f"  {row['fabric']:<22} {row['total_s'] * 1e3:>12.4f} {sp['speedup']:>8.3f} "
+        speedup = "n/a" if sp["speedup"] is None else f"{sp['speedup']:.3f}"
+        out.append(f"  {row['fabric']:<22} {row['total_s'] * 1e3:>12.4f} {speedup:>8} "
                    f"{row['compute_share']:>8.1%} {row['communication_share']:>8.1%} {row['idle_share']:>6.1%} "
                    f"{row['critical_compute_share']:>14.1%} / {row['critical_communication_share']:.1%}")
     out.append("# shares are of rank-time (ranks x total); speedup = total(first fabric) / total(fabric)")
@@ -112,7 +113,8 @@ def _bars(workspace, res):
     ax.bar(labels, compute, label="compute (critical path)", color="0.7")
     ax.bar(labels, comm, bottom=compute, label="communication (critical path)", color="tab:blue")
     for i, sp in enumerate(res["speedup"]):
-        ax.text(i, compute[i] + comm[i], f"{sp['speedup']:.2f}x", ha="center", va="bottom", fontsize=8)
+        if sp["speedup"] is not None:
+            ax.text(i, compute[i] + comm[i], f"{sp['speedup']:.2f}x", ha="center", va="bottom", fontsize=8)
     ax.set_ylabel("projected total time (ms)")
     ax.set_title("replay: total time per fabric (speedup over the first)")
     ax.legend(fontsize=8)
