@@ -147,3 +147,17 @@ def test_the_generated_cg_and_training_traces(tmp_path):
     assert sum(c.amount for c in training.ranks[2] if c.kind == "compute") == 2 * (1000 + 4000)
     with pytest.raises(InputError, match="not 3 equal buckets"):
         generate.write_training(str(tmp_path / "x"), 4, gradient_bytes=8 * 1024, buckets=3)
+
+
+def test_a_fabric_given_twice_gets_its_own_label_and_pools_run_from_the_command(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run([HALO, "--fabric", "ib-hdr", "--fabric", "ib-hdr", "--fabric", "cxl3-pool", "--output", str(out),
+                "--no-plots", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert "# cxl3-pool: cxl3-pool, hw coherence" in captured.err
+    speedup = json.loads((out / "speedup.json").read_text())
+    assert [s["fabric"] for s in speedup] == ["ib-hdr", "ib-hdr#2", "cxl3-pool"]
+    assert speedup[1]["speedup"] == 1.0  # the DES is deterministic
+    assert not list(out.glob("*.png"))
+    notes = json.loads((out / "notes.json").read_text())
+    assert notes["cxl3-pool"]["notes"] == ["allreduce: a network algorithm over the pool's send/recv protocol"]
