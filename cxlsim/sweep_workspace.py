@@ -143,7 +143,7 @@ class SweepWorkspace:
                 continue
             record = _read_json(path, "point file")
             if record.get("error") is None and record.get("scenario") == _jsonable(config.to_dict(point.scenario)):
-                results[point.index] = record
+                results[point.index] = {**record, "index": point.index}  # an extension may move it
         return results
 
     @staticmethod
