@@ -185,3 +185,55 @@ def test_port_reservations_match_the_simpy_resource_twin_under_contention(mode):
         assert fast[i] == pytest.approx(slow[i], rel=1e-12), i
     alone = _arrivals("fast", graph, preset, [transfers[1]], 8192)[0]
     assert fast[1] > alone * 1.5  # the incast really queued
+
+
+# ---------------------------------------------------------------- the preset registry
+
+def _plugin(tmp_path, monkeypatch, name, body):
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("CXLSIM_PLUGINS", name)
+
+
+def test_the_registry_lists_every_builtin_preset_and_finds_them_by_name():
+    from cxlsim.fabric import preset
+    from cxlsim.fabric.cxl_presets import CXL_PRESETS
+
+    known = preset.presets()
+    assert set(known) == set(PRESETS) | set(CXL_PRESETS)
+    assert preset.find("ib-hdr") is PRESETS["ib-hdr"] and preset.find("cxl3-pool").kind == "CXL pool preset"
+    for p in known.values():
+        assert isinstance(p, preset.Preset) and p.source
+    with pytest.raises(InputError, match="fabric.preset: unknown preset 'ib-xdr'; expected one of cxl2-pool"):
+        preset.find("ib-xdr")
+    assert preset.uses(known["ib-hdr"], "fabric.links.latency") and not preset.uses(known["ib-hdr"], "fabric.cxl.chunk")
+    assert preset.unused(known["cxl3-pool"], ["fabric.nodes", "fabric.nic.gap", "fabric.cxl.chunk"]) == \
+        ["fabric.nic.gap"]
+
+
+def test_a_plugin_network_preset_is_usable_by_name(tmp_path, monkeypatch):
+    from cxlsim import config, simulate
+
+    _plugin(tmp_path, monkeypatch, "slow_ib", (
+        "import dataclasses\n"
+        "from cxlsim.fabric.presets import get_preset\n"
+        "PRESETS = [dataclasses.replace(get_preset('ib-hdr'), name='ib-slow', source='test: ib-hdr at 2x o')]\n"
+        "PRESETS[0] = dataclasses.replace(PRESETS[0], nic=dataclasses.replace(PRESETS[0].nic, overhead_ns=700.0))\n"))
+    scenario = config.from_dict({"fabric": {"preset": "ib-slow", "nodes": 2}, "workload": {"sizes": [1]},
+                                 "engine": "analytic"})
+    base = config.with_overrides(scenario, {"fabric.preset": "ib-hdr"})
+    # one message of 1 B: 2 o more than ib-hdr's (o: 350 -> 700 ns on each side)
+    assert simulate.run(scenario)[0]["latency_us"] - simulate.run(base)[0]["latency_us"] == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize("module, body, message", [
+    ("not_a_preset", "PRESETS = [object()]\n", "a PRESETS record must be a preset"),
+    ("twice_a_preset", "from cxlsim.fabric.presets import get_preset\nPRESETS = [get_preset('ib-hdr')]\n",
+     "preset 'ib-hdr' is declared twice"),
+])
+def test_bad_plugin_presets_are_named(tmp_path, monkeypatch, module, body, message):
+    from cxlsim.fabric import preset
+
+    _plugin(tmp_path, monkeypatch, module, body)
+    with pytest.raises(InputError, match=message):
+        preset.presets()
