@@ -163,10 +163,13 @@ class _Accesses:
         self.cols = []
         self.count = 0
 
-    def add(self, hosts, ready, offsets, size: int, up: bool) -> np.ndarray:
-        """Accesses of `size` bytes (> 0) at pool `offsets`, by `hosts`, called at `ready`; returns their ids."""
-        hosts, ready, offsets = np.broadcast_arrays(np.atleast_1d(hosts), np.atleast_1d(np.asarray(ready, float)),
-                                                    np.atleast_1d(offsets))
+    def add(self, hosts, ready, offsets, size: int, up: bool, tie=0) -> np.ndarray:
+        """Accesses of `size` bytes (> 0) at pool `offsets`, by `hosts`, called at `ready`; returns their ids.
+
+        Accesses called at the same time are called in the order of `tie`, then of their adding.
+        """
+        hosts, ready, offsets, tie = np.broadcast_arrays(np.atleast_1d(hosts), np.atleast_1d(np.asarray(ready, float)),
+                                                         np.atleast_1d(offsets), np.atleast_1d(tie))
         c = self.geo.chunk_bytes // LINE
         first = offsets // LINE
         stop = (offsets + size - 1) // LINE + 1
@@ -178,41 +181,49 @@ class _Accesses:
         lo = np.maximum(first[each], chunk * c)
         hi = np.minimum(stop[each], (chunk + 1) * c)
         self.cols.append((hosts[each], ready[each], (hi - lo) * LINE, np.full(len(each), up),
-                          chunk % self.geo.devices, ids[each]))
+                          chunk % self.geo.devices, ids[each], tie[each]))
         return ids
 
     def ends(self):
-        """(issue end, end at the device) of every access, arrays by access id."""
+        """(issue end, end at the device, order of arrival at the devices) of every access, by access id."""
         geo = self.geo
-        host, ready, nbytes, up, device, ident = (np.concatenate(col) for col in zip(*self.cols))
-        seq = np.arange(len(host))
-        start, end = _fifo(host, ready, seq, nbytes / geo.host_bw)
+        host, ready, nbytes, up, device, ident, tie = (np.concatenate(col) for col in zip(*self.cols))
+        seq = np.empty(len(host), int)
+        seq[np.lexsort((np.arange(len(host)), tie))] = np.arange(len(host))
+        # equal arrivals go in the DES's event order: by when the arrival was scheduled (the arrival
+        # at the previous server, or the call), then by the order of those events
+        start, end = _fifo(host, ready, [seq], nbytes / geo.host_bw)
         issue = np.full(self.count, -np.inf)
         np.maximum.at(issue, ident, end)
         if geo.leaf_of:
             leaf = np.asarray(geo.leaf_of)[host] * 2 + up
             arrive, tail = start + geo.to_leaf_uplink_ns, end + geo.to_leaf_uplink_ns
-            s2, served = _fifo(leaf, arrive, seq, nbytes / geo.uplink_bw, ready)
+            s2, served = _fifo(leaf, arrive, [ready, seq], nbytes / geo.uplink_bw)
             rest = geo.path_ns - geo.to_leaf_uplink_ns
+            ties = [arrive, ready, seq]
             arrive, tail = s2 + rest, np.maximum(served, tail) + rest
-            prior = s2 - geo.to_leaf_uplink_ns
         else:
+            ties = [ready, seq]
             arrive, tail = start + geo.path_ns, end + geo.path_ns
-            prior = ready
-        _, served = _fifo(device, arrive, seq, nbytes / geo.device_bw, prior)
+        _, served = _fifo(device, arrive, ties, nbytes / geo.device_bw)
         last = np.full(self.count, -np.inf)
         np.maximum.at(last, ident, np.maximum(served, tail))
-        return issue, last
+        rank = np.empty(len(host), int)
+        rank[_order(arrive, ties)] = np.arange(len(host))
+        order = np.full(self.count, -1)
+        np.maximum.at(order, ident, rank)  # an access ends (and its successors are called) at its last chunk
+        return issue, last, order
 
 
-def _fifo(server, arrival, seq, service, prior=None):
-    """(start, end) of every item at FIFO servers (`server` ids), served in order of arrival.
+def _order(arrival, ties, server=None):
+    """Indices in order of (server,) arrival, then `ties` (most significant first); times to `_EPS`."""
+    keys = [k if k.dtype.kind in "iu" else _key(k) for k in reversed(ties)] + [_key(arrival)]
+    return np.lexsort(keys + ([server] if server is not None else []))
 
-    Ties go by `prior` (the arrival at the previous server, which ordered the events), then `seq`.
-    """
-    # times that are equal in the DES differ here by rounding: order by times to 1e-6 ns
-    keys = (seq, _key(arrival), server) if prior is None else (seq, _key(prior), _key(arrival), server)
-    order = np.lexsort(keys)
+
+def _fifo(server, arrival, ties, service):
+    """(start, end) of every item at FIFO servers (`server` ids), served in order of arrival, then `ties`."""
+    order = _order(arrival, ties, server)
     srv, arr, svc = server[order], arrival[order], service[order]
     total = np.cumsum(svc)
     slack = arr - (total - svc)
@@ -243,19 +254,26 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
     flag_done = np.zeros(p)
     sync = np.zeros(p)
     again = np.full(len(poll_r), np.nan)                  # second read's call time, where there is one
+    turn = ranks.copy()                                    # each flag store's place in the device's order
+    acked = ranks.copy()                                   # each block write's place in the device's order
     data = geo.media_ns + path
     for _ in range(_MAX_PASSES):
         acc = _Accesses(geo)
         if copy:
             wid = acc.add(ranks, 0.0, slots, w_bytes, up=True)
-        sid = acc.add(ranks, f, ranks * LINE, LINE, up=False)
-        pid = acc.add(poll_r, flag_done[poll_r], poll_w * LINE, LINE, up=False) if p > 1 else None
+        # ranks whose fences end together store their flags in the order their acknowledgements came
+        sid = acc.add(ranks, f, ranks * LINE, LINE, up=False, tie=acked)
+        # the ranks whose flag stores return together start polling in their stores' device order
+        pid = acc.add(poll_r, flag_done[poll_r], poll_w * LINE, LINE, up=False, tie=turn[poll_r]) if p > 1 else None
         redo = np.flatnonzero(~np.isnan(again))
-        rid = acc.add(poll_r[redo], again[redo], poll_w[redo] * LINE, LINE, up=False) if len(redo) else None
+        rid = (acc.add(poll_r[redo], again[redo], poll_w[redo] * LINE, LINE, up=False, tie=turn[poll_r[redo]])
+               if len(redo) else None)
         if copy:
             reader = np.repeat(ranks, p)
-            did = acc.add(reader, sync[reader], slots[np.tile(ranks, p)], w_bytes, up=False)
-        issue, last = acc.ends()
+            did = acc.add(reader, sync[reader], slots[np.tile(ranks, p)], w_bytes, up=False, tie=turn[reader])
+        issue, last, order = acc.ends()
+        new_turn = order[sid]
+        new_acked = order[wid] if copy else acked
         new_f = (np.maximum(issue[wid], np.maximum(last[wid] + path, geo.writeback_ns)) + geo.fence_ns
                  if copy else f)
         stored = last[sid] + data                          # the flag store's data (its ownership)
@@ -269,7 +287,8 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
             early = call < f[poll_w] - _EPS
             snooped[np.unique(poll_w[early])] = True
             new_flag_done = stored + 2 * path * snooped
-            done = _polls(poll_w, call, first_data, second_data, early, f, new_flag_done, path, new_again)
+            done = _polls(poll_w, call, turn[poll_r], first_data, second_data, early, f, new_flag_done, path,
+                          new_again)
             np.maximum.at(new_sync, poll_r, done)
         else:
             new_flag_done = stored
@@ -281,18 +300,20 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
             end = new_sync
         same = (_close(new_f, f) and _close(new_flag_done, flag_done) and _close(new_sync, sync)
                 and np.array_equal(np.isnan(new_again), np.isnan(again))
-                and _close(np.nan_to_num(new_again), np.nan_to_num(again)))
-        f, flag_done, sync, again = new_f, new_flag_done, new_sync, new_again
+                and _close(np.nan_to_num(new_again), np.nan_to_num(again)) and np.array_equal(new_turn, turn)
+                and np.array_equal(new_acked, acked))
+        f, flag_done, sync, again, turn, acked = new_f, new_flag_done, new_sync, new_again, new_turn, new_acked
         if same:
             return float(end.max())
     raise RunError(f"pool closed form: the hw-mode fixed point for P={p}, m={m} did not settle "
                    f"in {_MAX_PASSES} passes")
 
 
-def _polls(poll_w, call, first_data, second_data, early, f, flag_done, path, again):
+def _polls(poll_w, call, turn, first_data, second_data, early, f, flag_done, path, again):
     """When each poll (r, w) sees the epoch; sets `again` (a second read's call time) where one is needed.
 
-    `poll_w`: the flag of each poll; `call`: its first read's call time; `first_data`, `second_data`:
+    `poll_w`: the flag of each poll; `call`: its first read's call time (`turn`: the caller's place
+    among ranks calling at the same time); `first_data`, `second_data`:
     when its reads' data is back (nan: no second read yet); `early`: its first read was called
     before the flag's store (f_w).
     """
@@ -309,7 +330,7 @@ def _polls(poll_w, call, first_data, second_data, early, f, flag_done, path, aga
     d = np.where(early, second_data, first_data)[idx]
     d = np.where(np.isnan(d), c, d)
     w = poll_w[idx]
-    order = np.lexsort((idx, _key(c), w))
+    order = np.lexsort((idx, turn[idx], _key(c), w))
     c, d, w, idx = c[order], d[order], w[order], idx[order]
     head = np.ones(len(w), bool)
     head[1:] = w[1:] != w[:-1]
@@ -330,26 +351,31 @@ def _flush(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
         booked, ends, polls = ranks.walk()
         acc = _Accesses(geo)
         keys = [b[0] for b in booked]
-        host, ready, offset, size, up = (np.array(col) for col in list(zip(*booked))[1:])
+        host, ready, offset, size, up, tie = (np.array(col) for col in list(zip(*booked))[1:])
         ids = np.empty(len(booked), int)
         for n in np.unique(size):
             for u in (False, True):
                 sel = np.flatnonzero((size == n) & (up == u))
                 if len(sel):
-                    ids[sel] = acc.add(host[sel], ready[sel], offset[sel], int(n), bool(u))
-        issue, last = acc.ends()
+                    ids[sel] = acc.add(host[sel], ready[sel], offset[sel], int(n), bool(u), tie[sel])
+        issue, last, order = acc.ends()
         issue0 = ready + size / geo.host_bw
         delay = dict(zip(keys, zip((issue[ids] - issue0).tolist(), (last[ids] - issue0 - geo.path_ns).tolist())))
+        order = dict(zip(keys, order[ids].tolist()))
         if polls == ranks.polls and delay.keys() == ranks.delay.keys() and \
                 _close(np.array(list(delay.values())), np.array([ranks.delay[k] for k in delay])):
             return float(ends.max())
-        ranks.delay, ranks.polls = delay, polls
+        ranks.delay, ranks.polls, ranks.order = delay, polls, order
     raise RunError(f"pool closed form: the flush-mode fixed point for P={geo.hosts}, m={m} did not settle "
                    f"in {_MAX_PASSES} passes")
 
 
 class _FlushPrograms:
-    """The ranks' flush-mode programs, walked with given queueing delays per access."""
+    """The ranks' flush-mode programs, walked with given queueing delays per access.
+
+    Times go with their cause (the access whose end they follow, or None for the CPU's own):
+    ranks calling at the same time call in the order their causes reached the devices.
+    """
 
     def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool):
         self.geo = geo
@@ -358,13 +384,14 @@ class _FlushPrograms:
         self.slots = geo.hosts * LINE + (geo.hosts + np.arange(geo.hosts)) * max(LINE, self.w_bytes)
         self.copy = self.lines > 0 and not zero_copy
         self.delay = {}     # access key -> (issue delay, end delay) of the last pass
+        self.order = {}     # access key -> its place in the devices' order of the last pass
         self.polls = None   # loads per poll of the last pass
         self.booked = []
 
-    def access(self, key, host, ready, offset, size, up):
-        """Book one access; returns (issue end, device end) with the last pass's delays."""
+    def access(self, key, host, ready, cause, offset, size, up):
+        """Book one access called at `ready` (after `cause`); returns (issue end, device end)."""
         n = -(-size // LINE) * LINE
-        self.booked.append((key, host, ready, offset, n, up))
+        self.booked.append((key, host, ready, offset, n, up, self.order.get(cause, -1)))
         di, de = self.delay.get(key, (0.0, 0.0))
         issue = ready + n / self.geo.host_bw
         return issue + di, issue + self.geo.path_ns + de
@@ -381,28 +408,30 @@ class _FlushPrograms:
         return self.booked, ends, polls
 
     def _fence(self, now, acks):
-        return max(now, max(acks)) + self.geo.fence_ns
+        """(end, cause) of a fence called at `now` = (time, cause): it waits for every (time, cause) in `acks`."""
+        t, cause = max([now] + acks, key=lambda a: (a[0], a[1] is not None))
+        return t + self.geo.fence_ns, cause
 
     def _clflushopt(self, now, lines, acks):
         """clflushopt of `lines` lines from `now` (CPU); a fence also waits for invalidate_ns after it."""
-        now += lines * self.geo.flush_ns_per_line
+        t = now[0] + lines * self.geo.flush_ns_per_line
         if lines and self.geo.invalidate_ns > 0:
-            acks.append(now + self.geo.invalidate_ns)
-        return now
+            acks.append((t + self.geo.invalidate_ns, None))
+        return t, now[1]
 
     def _publish(self, r):
         """Block, fence, flag store and its clflushopt: (flag in the pool, its acknowledgement, CPU time)."""
         geo, path = self.geo, self.geo.path_ns
-        acks, t = [0.0], 0.0
+        acks, t = [(0.0, None)], (0.0, None)
         if self.lines:  # streamed (copy), or written back by the slot's clflushopt from 0 (zero-copy)
-            issued, end = self.access(("w", r), r, 0.0, int(self.slots[r]), self.w_bytes, True)
-            acks.append(max(end + path, geo.writeback_ns))
-            t = issued if self.copy else 0.0
+            issued, end = self.access(("w", r), r, 0.0, None, int(self.slots[r]), self.w_bytes, True)
+            acks.append((max(end + path, geo.writeback_ns), ("w", r)))
+            t = (issued if self.copy else 0.0, None)
         t = self._fence(self._clflushopt(t, self.lines, acks), acks)
-        _, end = self.access(("s", r), r, t, r * LINE, LINE, False)   # the store's read into the cache
-        stored = end + geo.media_ns + path
-        _, end = self.access(("b", r), r, stored, r * LINE, LINE, True)  # the flag's write-back
-        acks = [max(end + path, stored + geo.writeback_ns)]
+        _, end = self.access(("s", r), r, *t, r * LINE, LINE, False)   # the store's read into the cache
+        stored = (end + geo.media_ns + path, ("s", r))
+        _, end = self.access(("b", r), r, *stored, r * LINE, LINE, True)  # the flag's write-back
+        acks = [(max(end + path, stored[0] + geo.writeback_ns), ("b", r))]
         return end, acks, self._clflushopt(stored, 1, acks)
 
     def _gather(self, r, visible, acks, t, polls):
@@ -415,11 +444,12 @@ class _FlushPrograms:
             tries = 0
             while True:  # clflushopt, mfence, load until the flag is in the pool by the load's data
                 t = self._fence(self._clflushopt(t, 1, acks), acks)
-                _, end = self.access(("p", r, loads), r, t, w * LINE, LINE, False)
+                key = ("p", r, loads)
+                _, end = self.access(key, r, *t, w * LINE, LINE, False)
                 loads += 1
                 tries += 1
-                t = end + geo.media_ns + geo.path_ns
-                if visible[w] <= t + _EPS:
+                t = (end + geo.media_ns + geo.path_ns, key)
+                if visible[w] <= t[0] + _EPS:
                     break
                 if tries > 10000:
                     raise RunError(f"pool closed form: rank {r} never sees flag {w} (P={p})")
@@ -427,7 +457,7 @@ class _FlushPrograms:
         for _w in range(p - 1):
             t = self._clflushopt(t, self.lines, acks)
         t = self._fence(t, acks)
-        if self.copy:
-            t = max(self.access(("r", r, w), r, t, int(self.slots[w]), self.w_bytes, False)[1]
-                    for w in range(p)) + geo.media_ns + geo.path_ns
-        return t
+        if not self.copy:
+            return t[0]
+        return max(self.access(("r", r, w), r, *t, int(self.slots[w]), self.w_bytes, False)[1]
+                   for w in range(p)) + geo.media_ns + geo.path_ns
