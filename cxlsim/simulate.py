@@ -152,13 +152,17 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
         raise InputError(f"workload.iterations: the closed forms cost one call on a fresh fabric; back-to-back "
                          f"calls (iterations {wl.iterations}, warmup {wl.warmup}) need engine: des")
     _, setup = elaborate(scenario)
+    runner = next((r for kind, r in RUNNERS.items() if isinstance(setup, kind)), None)
+    if runner is None:
+        raise InputError(f"fabric.preset: {scenario.fabric.preset} elaborates to a {type(setup).__name__}, which no "
+                         f"runner projects; expected one of {', '.join(k.__name__ for k in RUNNERS)}")
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=len(scenario.workload.sizes_bytes), desc="simulate", unit="size", file=sys.stderr,
                    leave=False)
     try:
-        return RUNNERS[type(setup)](scenario, setup, bar)
+        return runner(scenario, setup, bar)
     finally:
         if bar:
             bar.close()
