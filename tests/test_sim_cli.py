@@ -1,5 +1,6 @@
 """`cxlsim simulate` end to end, run as a user would (`python -m cxlsim`)."""
 import os
+from pathlib import Path
 import subprocess
 import sys
 
@@ -124,3 +125,38 @@ def test_simulate_runs_without_the_compiled_extension(tmp_path, preset):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "emulator modules:" in out.stdout and "_kernels" not in out.stdout
+
+
+def test_the_docs_table_of_keys_is_the_presets_declarations():
+    """docs/simulator.md shows which scenario keys each preset kind uses; it must say what the records declare."""
+    import dataclasses
+    import re
+
+    from cxlsim.simulate import applies_to
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "simulator.md").read_text(encoding="utf-8")
+    lines = [line for line in doc.splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    kinds = [f"{k}s" for k in header[1:]]
+    checked = set()
+    for line in lines[1:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if not cells[0].startswith("`"):
+            continue
+        marked = {kind for kind, cell in zip(kinds, cells[1:]) if cell == "yes"}
+        for pattern in re.findall(r"`([^`]+)`", cells[0]):
+            key = pattern
+            if pattern.endswith(".*"):  # a section: check one of its keys
+                section = config.get(config.from_dict({"fabric": {"preset": "x", "nodes": 1}}), pattern[:-2])
+                key = pattern[:-1] + dataclasses.fields(section)[0].metadata["key"]
+            want = {"every preset"} if marked == set(kinds) else marked
+            assert set(applies_to(key)) == want, (pattern, applies_to(key), want)
+            checked.add(pattern)
+    # and every scenario key is in it
+    def leaves(cls, path=""):
+        for f in dataclasses.fields(cls):
+            key = f"{path}.{f.metadata['key']}" if path else f.metadata["key"]
+            yield from leaves(f.metadata["section"], key) if "section" in f.metadata else [key]
+    missing = [k for k in leaves(config.Scenario)
+               if not any(k == p or p.endswith(".*") and k.startswith(p[:-1]) for p in checked)]
+    assert not missing, missing
