@@ -21,12 +21,21 @@ from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
-__all__ = ["context", "run_network", "run_pool"]
+__all__ = ["ROOTED", "context", "run_network", "run_pool"]
+
+ROOTED = ("broadcast", "gather")
+"""The collectives that take `workload.root`."""
 
 
 def context(scenario, placement) -> runner.Context:
     """The call context of the scenario's workload on `placement`: host groups, leaders' algorithm, root."""
     wl = scenario.workload
+    if wl.root != 0 and wl.collective not in ROOTED:
+        raise InputError(f"workload.root: applies to the rooted collectives ({', '.join(ROOTED)}), not "
+                         f"{wl.collective}; remove it")
+    if wl.inter_algorithm != "ring" and wl.algorithm != "hierarchical":
+        raise InputError(f"workload.inter_algorithm: applies to algorithm hierarchical (its leaders' allgather), "
+                         f"not {wl.algorithm}; remove it")
     if wl.root >= placement.size:
         raise InputError(f"workload.root: expected a rank below P={placement.size}, got {wl.root}")
     if wl.inter_algorithm == "hierarchical":

@@ -43,8 +43,18 @@ def apply_overrides(preset, fabric):
     )
 
 
+FAT_TREE_KEYS = {"hosts_per_leaf": None, "oversubscription": 1.0, "spines": None}
+"""The fabric keys only a fat tree uses, and their unset values."""
+
+
 def build_graph(fabric):
-    """The topology graph the scenario names (star, fat_tree or a file)."""
+    """The topology graph the scenario names (star, fat_tree or a file); InputError for a fat tree's key
+    set on another topology."""
+    if fabric.topology != "fat_tree":
+        given = [k for k, unset in FAT_TREE_KEYS.items() if getattr(fabric, k) != unset]
+        if given:
+            raise InputError(f"fabric.{given[0]}: applies to topology fat_tree, not {fabric.topology!r}; "
+                             f"remove {', '.join('fabric.' + k for k in given)}")
     if fabric.topology == "star":
         return topology.star(fabric.nodes)
     if fabric.topology == "fat_tree":

@@ -134,6 +134,19 @@ def test_scenario_file_keys_the_preset_ignores_are_errors(cxlsim, tmp_path):
         in out.stderr
 
 
+@pytest.mark.parametrize("extra, message", [
+    ({"fabric": {"hosts_per_leaf": 4}}, "fabric.hosts_per_leaf: applies to topology fat_tree, not 'star'"),
+    ({"fabric": {"oversubscription": 2.0}}, "fabric.oversubscription: applies to topology fat_tree"),
+    ({"workload": {"root": 1}}, r"workload.root: applies to the rooted collectives \(broadcast, gather\), not allgather"),
+    ({"workload": {"inter_algorithm": "bruck"}}, "workload.inter_algorithm: applies to algorithm hierarchical"),
+])
+def test_a_network_key_its_topology_or_collective_does_not_use_is_an_error(extra, message):
+    data = {"fabric": {"preset": "ib-hdr", "nodes": 4, **extra.get("fabric", {})},
+            "workload": {"sizes": [1], **extra.get("workload", {})}}
+    with pytest.raises(InputError, match=message):
+        simulate.run(config.from_dict(data))
+
+
 def test_unused_keys_of_a_raw_scenario():
     assert simulate.unused_keys({"fabric": {"preset": "ib-hdr", "nodes": 4, "cxl": {"switch_levels": 2}}}) \
         == ["fabric.cxl.switch_levels"]
