@@ -272,8 +272,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "simulate", help="project a collective's latency on a simulated network fabric",
         description="Project the latency of a collective (default: allgather) on a simulated fabric. "
-                    "Without SCENARIO.yaml the defaults are: preset ib-hdr, 8 nodes, 1 rank per node, "
-                    "star topology, sizes 1B:1MiB, algorithm auto (MPICH's selector), DES engine.")
+                    "The defaults, which a SCENARIO.yaml's keys and then the options override: preset ib-hdr, "
+                    "8 nodes, 1 rank per node, star topology, sizes 1B:1MiB, algorithm auto (MPICH's "
+                    "selector), DES engine. A key or option the preset does not use is an error.")
     p.add_argument("scenario", nargs="?", help="scenario YAML file (optional)")
     p.add_argument("--nodes", type=int, help="number of hosts (default 8)")
     p.add_argument("--ranks-per-node", type=int, help="ranks on each host (default 1)")
