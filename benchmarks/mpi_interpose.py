@@ -1,6 +1,7 @@
 """libcxlsim_mpi.so against MPICH's own collectives: an OSU-style C loop, np=2, both coherence modes.
 
-    python benchmarks/mpi_interpose.py [--rounds 3] [--sizes 1B:1MiB] [--python-harness]
+    python benchmarks/mpi_interpose.py [--rounds 3] [--sizes 1B:1MiB] [--python-harness] [--modes hw flush]
+                                       [--set CXLSIM_MPI_ALLREDUCE_LARGE=0]
 
 Builds the library (cxlsim mpi build) and a C program with mpicc. The program times
 MPI_Allgather (MPI_CHAR, as osu_allgather) and MPI_Allreduce (MPI_FLOAT sum, from 4 B, as
@@ -26,7 +27,9 @@ import subprocess
 import sys
 import tempfile
 
+from cxlsim.coherence import Coherence
 from cxlsim.mpi.build import build, find_mpicc
+from cxlsim.mpi.settings import check_environment
 from cxlsim.units import format_size, parse_sizes
 
 PROGRAM = r"""
@@ -90,12 +93,13 @@ int main(int argc, char **argv)
     return all ? 1 : 0;
 }
 """
-MODES = ("hw", "flush")
+MODES = Coherence.names()
 
 
-def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, large: int) -> dict:
+def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, large: int,
+            settings: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
-    env.update(LD_PRELOAD=library, CXLSIM_MPI_COHERENCE=mode)
+    env.update(settings, LD_PRELOAD=library, CXLSIM_MPI_COHERENCE=mode)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     cmd = [mpiexec, "-n", "2", exe, str(max(sizes)), str(small), str(large), *map(str, sizes)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
@@ -124,7 +128,13 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, nargs=2, default=(1000, 100), metavar=("SMALL", "LARGE"),
                         help="timed iterations up to 8 KiB and above (OMB's: 1000 and 100)")
     parser.add_argument("--python-harness", action="store_true")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--set", action="append", default=[], metavar="CXLSIM_MPI_NAME=VALUE",
+                        help="a library setting for every job, e.g. CXLSIM_MPI_ALLREDUCE_LARGE=0")
     args = parser.parse_args()
+    settings = dict(item.split("=", 1) for item in args.set)
+    check_environment(settings)
+    modes = tuple(args.modes)
     sizes = parse_sizes(args.sizes)
     library = str(build())
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,26 +143,27 @@ def main() -> int:
         with open(src, "w") as f:
             f.write(PROGRAM)
         subprocess.run([find_mpicc(), "-O2", src, "-o", exe], check=True)
-        jobs = {mode: [] for mode in MODES}
+        jobs = {mode: [] for mode in modes}
         for _ in range(args.rounds):
-            for mode in MODES:
-                jobs[mode].append(run_job(exe, library, mode, sizes, *args.iterations))
+            for mode in modes:
+                jobs[mode].append(run_job(exe, library, mode, sizes, *args.iterations, settings))
     print(f"# libcxlsim_mpi vs MPICH (PMPI), np=2, OSU loop, median of {args.rounds} rounds per mode; "
-          f"ratio = MPI time / pool time (> 1: the pool is faster). The machine is shared: see the barrier.")
-    for mode in MODES:
+          f"ratio = MPI time / pool time (> 1: the pool is faster). The machine is shared: see the barrier."
+          + (f" Settings: {settings}" if settings else ""))
+    for mode in modes:
         trips = [j["barrier_ns"] for j in jobs[mode]]
         placement = "fast" if statistics.median(trips) < 200 else "slow or disturbed"
         print(f"# {mode}: pool barrier (flag round trip) {', '.join(f'{t:.0f}' for t in trips)} ns: {placement} placement")
-    harness = {mode: python_harness(mode, sizes) for mode in MODES} if args.python_harness else {}
+    harness = {mode: python_harness(mode, sizes) for mode in modes} if args.python_harness else {}
     print(f"{'collective':<10} {'size':>8} " + " ".join(
-        f"{m + ' pool us':>13} {m + ' MPI us':>12} {m + ' ratio':>9} {m + ' target':>10}" for m in MODES)
-        + ("  " + " ".join(f"{m + ' py pool us':>14}" for m in MODES) if harness else ""))
+        f"{m + ' pool us':>13} {m + ' MPI us':>12} {m + ' ratio':>9} {m + ' target':>10}" for m in modes)
+        + ("  " + " ".join(f"{m + ' py pool us':>14}" for m in modes) if harness else ""))
     for kind in ("allgather", "allreduce"):
         for n in sizes:
-            if (kind, n) not in jobs[MODES[0]][0]["rows"]:
+            if (kind, n) not in jobs[modes[0]][0]["rows"]:
                 continue
             cells = []
-            for mode in MODES:
+            for mode in modes:
                 pool = statistics.median(j["rows"][(kind, n)][0] for j in jobs[mode])
                 mpi = statistics.median(j["rows"][(kind, n)][1] for j in jobs[mode])
                 ratio = mpi / pool if pool > 0 else float("inf")
@@ -160,7 +171,7 @@ def main() -> int:
                 cells.append(f"{pool:13.2f} {mpi:12.2f} {ratio:9.2f} {'met' if ratio >= need else 'MISS':>10}")
             extra = ""
             if harness and kind == "allgather":
-                extra = "  " + " ".join(f"{harness[m].get(n, float('nan')):14.2f}" for m in MODES)
+                extra = "  " + " ".join(f"{harness[m].get(n, float('nan')):14.2f}" for m in modes)
             print(f"{kind:<10} {format_size(n):>8} " + " ".join(cells) + extra)
     return 0
 

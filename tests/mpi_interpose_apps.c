@@ -3,6 +3,10 @@
  *   trace  point-to-point calls (send, recv, isend, irecv, waitall, sendrecv) and collectives
  *   kill   allreduces in a loop; world rank 1 SIGKILLs itself before its 50th
  *   late   world rank 1 enters its first allreduce after argv[2] seconds (the others time out)
+ *   stress 400 back-to-back collectives of mixed kinds (bcast from rotating roots, allreduce small
+ *          and large, allgather, alltoall, reduce_scatter_block) with no barrier between them and
+ *          a random delay per rank before some, each result checked: slot reuse across calls
+ *          and the broadcast acknowledgements are what is under test
  */
 #include <mpi.h>
 #include <signal.h>
@@ -32,6 +36,69 @@ static int trace_calls(int rank, int size)
     return y[0] == size * (size - 1) / 2.0 ? 0 : 1;
 }
 
+/* Element i of rank r's input to call k. */
+static long value(int r, long i, int k)
+{
+    return (r * 131 + i * 7 + k * 3) % 1000;
+}
+
+static int stress(int rank, int size)
+{
+    enum { CALLS = 400, BIG = 262147 };
+    unsigned seed = 12345u + (unsigned)rank * 7919u;
+    long *in = malloc(sizeof(long) * BIG * (size_t)size), *out = malloc(sizeof(long) * BIG * (size_t)size);
+    double *din = malloc(sizeof(double) * BIG), *dout = malloc(sizeof(double) * BIG);
+    int bad = 0;
+    for (int k = 0; k < CALLS; k++) {
+        seed = seed * 1103515245u + 12345u;
+        if ((seed >> 16) % 4 == 0) usleep((seed >> 8) % 200); /* this rank arrives late */
+        long n = 1 + (long)((k * 2654435761u) % 300); /* the same on every rank */
+        int kind = k % 6;
+        if (kind == 0 || kind == 5) { /* bcast from a rotating root */
+            int root = (k / 6) % size;
+            for (long i = 0; i < n; i++) in[i] = rank == root ? value(root, i, k) : -1;
+            MPI_Bcast(in, (int)n, MPI_LONG, root, MPI_COMM_WORLD);
+            for (long i = 0; i < n; i++) bad += in[i] != value(root, i, k);
+        } else if (kind == 1) { /* allreduce, sometimes large (chunked, reduce-scatter + allgather) */
+            long m = k % 60 == 1 ? BIG : n;
+            for (long i = 0; i < m; i++) din[i] = (double)value(rank, i, k);
+            MPI_Allreduce(din, dout, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+            for (long i = 0; i < m; i++) {
+                double want = 0;
+                for (int r = 0; r < size; r++) want += (double)value(r, i, k);
+                bad += dout[i] != want;
+            }
+        } else if (kind == 2) {
+            for (long i = 0; i < n; i++) in[i] = value(rank, i, k);
+            MPI_Allgather(in, (int)n, MPI_LONG, out, (int)n, MPI_LONG, MPI_COMM_WORLD);
+            for (int r = 0; r < size; r++)
+                for (long i = 0; i < n; i++) bad += out[r * n + i] != value(r, i, k);
+        } else if (kind == 3) {
+            for (int d = 0; d < size; d++)
+                for (long i = 0; i < n; i++) in[d * n + i] = value(rank, d * n + i, k);
+            MPI_Alltoall(in, (int)n, MPI_LONG, out, (int)n, MPI_LONG, MPI_COMM_WORLD);
+            for (int r = 0; r < size; r++)
+                for (long i = 0; i < n; i++) bad += out[r * n + i] != value(r, rank * n + i, k);
+        } else {
+            for (long i = 0; i < n * size; i++) in[i] = value(rank, i, k);
+            MPI_Reduce_scatter_block(in, out, (int)n, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+            for (long i = 0; i < n; i++) {
+                long want = 0;
+                for (int r = 0; r < size; r++) want += value(r, rank * n + i, k);
+                bad += out[i] != want;
+            }
+        }
+    }
+    free(in);
+    free(out);
+    free(din);
+    free(dout);
+    int all = 0;
+    PMPI_Allreduce(&bad, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) printf("stress wrong elements %d\n", all);
+    return all ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -47,12 +114,14 @@ int main(int argc, char **argv)
             if (rank == 1 && i == 49) raise(SIGKILL);
             MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
         }
+    } else if (strcmp(mode, "stress") == 0) {
+        rc = stress(rank, size);
     } else if (strcmp(mode, "late") == 0) {
         MPI_Barrier(MPI_COMM_WORLD); /* sets the pool up */
         if (rank == 1) sleep((unsigned)atoi(argc > 2 ? argv[2] : "5"));
         MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     } else {
-        if (rank == 0) fprintf(stderr, "usage: %s trace|kill|late [seconds]\n", argv[0]);
+        if (rank == 0) fprintf(stderr, "usage: %s trace|kill|late [seconds]|stress\n", argv[0]);
         rc = 2;
     }
     MPI_Finalize();

@@ -143,6 +143,17 @@ def test_collectives_match_mpich(library, programs, np, coherence, slot, large, 
     assert not leaked(before)
 
 
+@pytest.mark.parametrize("coherence", ["hw", pytest.param("flush", marks=pytest.mark.slow)])
+def test_back_to_back_mixed_collectives_with_late_ranks(library, programs, coherence):
+    """400 collectives of every kind, no barrier between them, random delays per rank, small slots:
+    catches a rank writing a buffer another rank still reads (a broken reuse wait fails it at np 3)."""
+    rc, out, err = run_mpi(library, 3, [str(programs["mpi_interpose_apps"]), "stress"], CXLSIM_MPI_SLOT="8192",
+                           CXLSIM_MPI_COHERENCE=coherence, CXLSIM_MPI_STATS="1")
+    assert rc == 0 and "stress wrong elements 0" in out, out + err
+    stats = parse_stats(err)
+    assert all(stats[name]["fallback"] == 0 for name in COLLECTIVES if name != "MPI_Barrier")
+
+
 @pytest.mark.parametrize("np", [3, pytest.param(4, marks=pytest.mark.slow)])
 def test_fake_nodes_take_the_hierarchical_path(library, programs, np):
     """CXLSIM_MPI_FAKE_NODES=2: rank r on node r % 2 (not contiguous); allgather and allreduce run
