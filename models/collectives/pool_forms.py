@@ -225,12 +225,11 @@ def _fifo(server, arrival, ties, service):
     """(start, end) of every item at FIFO servers (`server` ids), served in order of arrival, then `ties`."""
     order = _order(arrival, ties, server)
     srv, arr, svc = server[order], arrival[order], service[order]
-    total = np.cumsum(svc)
-    slack = arr - (total - svc)
+    end_sorted = np.empty_like(arr)
     bounds = np.flatnonzero(np.diff(srv)) + 1
     for lo, hi in zip(np.concatenate(([0], bounds)), np.concatenate((bounds, [len(srv)]))):
-        slack[lo:hi] = np.maximum.accumulate(slack[lo:hi])
-    end_sorted = total + slack
+        total = np.cumsum(svc[lo:hi])  # per server, so that servers with equal loads get equal times
+        end_sorted[lo:hi] = total + np.maximum.accumulate(arr[lo:hi] - (total - svc[lo:hi]))
     start_sorted = end_sorted - svc
     start, end = np.empty_like(start_sorted), np.empty_like(end_sorted)
     start[order], end[order] = start_sorted, end_sorted
