@@ -7,6 +7,7 @@ rules, so it equals the DES to rounding; the grid tests ask for 1%, as the issue
 pins the exactness.
 """
 import dataclasses
+import random
 
 import pytest
 
@@ -100,6 +101,25 @@ def test_a_tree_with_several_devices_and_a_busy_uplink():
         assert form == pytest.approx(des, rel=1e-9), coherence
     des, form = des_and_form(17, 100, Coherence.HW, "cxl_pool", devices=2, switch_levels=2)
     assert form == pytest.approx(des, rel=1e-9)
+
+
+def test_random_pools_equal_the_des():
+    # Presets, modes, one switch or a tree, 1-4 devices, chunks of 64 B-6.4 KiB, the host-path knobs
+    # and outstanding lines drawn at random (seeded): ties between ranks, re-polls, busy uplinks.
+    rng = random.Random(12)
+    for _ in range(100):
+        preset = get_cxl_preset(rng.choice(["cxl2-pool", "cxl3-pool"]))
+        levels = rng.choice([1, 2]) if preset.max_switch_levels > 1 else 1
+        devices = rng.choice([1, 1, 2, 3, 4])
+        hosts = rng.randint(1, 15 - devices if levels == 1 else 24)
+        preset = dataclasses.replace(preset, host_path=dataclasses.replace(
+            preset.host_path, invalidate_ns=rng.choice([0.0, 0.0, 50.0, 300.0]),
+            writeback_ns=rng.choice([0.0, 0.0, 100.0, 900.0]), outstanding_lines=rng.choice([8, 48, 96, 400])))
+        kw = {"switch_levels": levels, "devices": devices, "chunk_bytes": 64 * rng.choice([1, 4, 16, 64, 100])}
+        m = rng.choice([0, 1, 63, 65, 500, 4096, 5000, 20000])
+        coherence, algorithm = rng.choice(preset.coherence_modes), rng.choice(ALGORITHMS)
+        des, form = des_and_form(hosts, m, coherence, algorithm, preset, **kw)
+        assert form == pytest.approx(des, rel=1e-9), (preset.name, coherence, algorithm, hosts, m, kw)
 
 
 def test_the_geometry_is_the_transports():

@@ -23,9 +23,12 @@ makes its accesses at times that follow from the ends of its earlier ones
 (max-plus), so the call is the fixed point of "arrivals from ends, ends from
 arrivals", reached by passes from the unloaded times; it stops when no time
 moves by 1e-6 ns (RunError if it has not after 200 passes). Equal times go
-in the DES's event order (by the previous server's arrival, then program
-order). The result equals the DES to rounding (1e-12 relative, in the tests
-from 1 to 128 hosts, one switch and trees, 1-4 devices).
+in the DES's event order: by when each arrival was scheduled (its arrival at
+the previous server, or its call), then by the order of the events that
+caused the call (a rank's flag store follows its block's acknowledgement, its
+polls its flag store's return). The result equals the DES to rounding (at
+most 6e-12 relative over 1 to 128 hosts, one switch and trees, 1-4 devices,
+chunks of 64 B-6.4 KiB and the host-path knobs; tests/test_pool_closed_form.py).
 
 With one switch and P*b <= B no chunk ever queues and the fixed point is the
 algebraic form (X = 64/b, W = 64*ceil(m/64), D = W/b, L = 2*path + media), e.g.
