@@ -35,6 +35,7 @@ import sys
 import time
 
 from cxlsim import calibrate as cal
+from cxlsim.coherence import Coherence
 from cxlsim.results import Workspace
 from cxlsim.units import parse_sizes
 
@@ -54,7 +55,7 @@ def probe_roundtrip_ns() -> float:
     def job(comm):
         comm.flag_pingpong(2000)
         return min(comm.flag_pingpong(2000) for _ in range(3))
-    return max(run_local(2, job, coherence="hw", slot_bytes=64))
+    return max(run_local(2, job, coherence=Coherence.HW, slot_bytes=64))
 
 
 def wait_for_fast_placement(limit_ns: float, wait_s: float, step) -> float:
@@ -104,7 +105,7 @@ def main() -> int:
             wait_for_fast_placement(args.fast_roundtrip, args.wait, step)
         result = cal.calibrate_local(sizes, args.np, args.rounds, None, cal.parse_settings(args.settings),
                                      not args.no_mpi, step, args.path_rule, profile)
-        rt_hw = result["model"].roundtrip_ns["hw"]
+        rt_hw = result["model"].roundtrip_ns[Coherence.HW]
         if not args.fast_roundtrip or rt_hw <= args.fast_roundtrip:
             break
         print(f"# attempt {attempt}: made in the slow host placement (hw flag round trip {rt_hw:.0f} ns > "
@@ -115,9 +116,9 @@ def main() -> int:
     cal.report_local(Args, result)
     ok_all = True
     rt = result["model"].roundtrip_ns
-    slow = args.fast_roundtrip > 0 and rt["hw"] > args.fast_roundtrip
+    slow = args.fast_roundtrip > 0 and rt[Coherence.HW] > args.fast_roundtrip
     print("\n# targets (np = %d, %s; host placement: flag round trip hw %.0f ns, flush %.0f ns%s)"
-          % (args.np, args.sizes, rt["hw"], rt["flush"], ": the SLOW placement" if slow else ""))
+          % (args.np, args.sizes, rt[Coherence.HW], rt[Coherence.FLUSH], ": the SLOW placement" if slow else ""))
     for key, s in cal.summarize(result["validation"]).items():
         ok = s["n"] > 0 and s["median"] <= cal.TARGET_MEDIAN and s["worst"] <= cal.TARGET_WORST
         ok_all &= ok

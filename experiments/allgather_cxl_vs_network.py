@@ -62,6 +62,7 @@ import sys
 import time
 
 from cxlsim import config
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.models.collectives.selectors import select
@@ -72,9 +73,9 @@ from cxlsim.units import format_size, parse_size
 NETWORK_PRESETS = ("eth-10g-tcp", "eth-25g-tcp", "eth-100g-tcp", "eth-100g-roce", "ib-hdr", "ib-ndr")
 BASELINES = ("ring", "recursive_doubling", "bruck")
 CXL_VARIANTS = (  # (label, preset, coherence)
-    ("cxl3-hw", "cxl3-pool", "hw"),
-    ("cxl3-flush", "cxl3-pool", "flush"),
-    ("cxl2-flush", "cxl2-pool", "flush"),
+    ("cxl3-hw", "cxl3-pool", Coherence.HW.value),
+    ("cxl3-flush", "cxl3-pool", Coherence.FLUSH.value),
+    ("cxl2-flush", "cxl2-pool", Coherence.FLUSH.value),
 )
 DEFAULT_NODES = (2, 4, 8, 16)
 COLUMNS = ["side", "fabric", "variant", "algorithm", "coherence", "switch_levels", "nodes", "size_bytes",
