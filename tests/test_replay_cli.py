@@ -161,3 +161,20 @@ def test_a_fabric_given_twice_gets_its_own_label_and_pools_run_from_the_command(
     assert not list(out.glob("*.png"))
     notes = json.loads((out / "notes.json").read_text())
     assert notes["cxl3-pool"]["notes"] == ["allreduce: a network algorithm over the pool's send/recv protocol"]
+
+
+def test_a_trace_of_the_interposition_library_replays_on_several_fabrics(tmp_path):
+    library = os.path.join(TRACES, "library")  # rank0.txt, rank1.txt, trace.meta.json (make_library_trace.sh)
+    trace = simgrid.read(library)
+    assert trace.size == 2 and trace.host_speed_flops_per_s == 1e9  # compute in ns
+    kinds = {c.kind for calls in trace.ranks for c in calls}
+    assert kinds == {"compute", "barrier", "irecv", "isend", "wait", "allreduce"}
+    compute_ns = [sum(c.amount for c in calls if c.kind == "compute") for calls in trace.ranks]
+    one_host = tmp_path / "one-host.yaml"
+    one_host.write_text("fabric:\n  preset: ib-hdr\n  nodes: 1\n  ranks_per_node: 2\n")
+    totals = {}
+    for spec in ("ib-hdr", "eth-100g-tcp", "cxl3-pool", str(one_host)):
+        timeline = engine.replay(trace, fabrics.resolve(spec, 2).make())
+        totals[spec] = timeline.total_ns
+        assert timeline.total_ns > max(compute_ns)
+    assert totals["ib-hdr"] < totals["eth-100g-tcp"]
