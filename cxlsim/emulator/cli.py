@@ -136,39 +136,11 @@ def bench_allgather(args) -> int:
     if launcher == "relaunch":
         return _relaunch_under_mpiexec(check_np(args.np if args.np is not None else 2))
     job = (plan, args.repeat, bool(timing["pool_latency_ns"] or timing["pool_bw_bytes_per_ns"]))
-    if launcher == "mpi":
-        from mpi4py import MPI
-
-        if args.np is not None and args.np != MPI.COMM_WORLD.size:
-            raise InputError(f"--np {args.np} differs from the MPI job's size {MPI.COMM_WORLD.size}")
-        _check_room_on_rank0(MPI.COMM_WORLD, spec, slot_bytes, plan)
-        lock = BenchLock().acquire() if MPI.COMM_WORLD.rank == 0 else None
-        try:
-            others = set(lock.others()) if lock else set()
-            (result, cores), rank = run_mpi(_mpi_rank, job, **options)
-            if rank != 0:
-                return 0
-            others |= set(lock.others())
-            lock_warnings = lock.warnings()
-        finally:
-            if lock:
-                lock.release()
-        nranks, roundtrips = result["rounds"][0][0]["np"], result["roundtrips"]
-    else:
-        if args.baseline:
-            raise InputError("--baseline mpi needs MPI ranks: use --launcher auto or mpi (or run under mpiexec)")
-        nranks = check_np(args.np if args.np is not None else 2)
-        check_room(spec, nranks, slot_bytes, rank_buffer_bytes(plan, nranks),
-                   asked=f"--sizes {format_size(max(sizes))} at --np {nranks}")
-        with BenchLock() as lock:
-            others = set(lock.others())
-            roundtrips = [probe_roundtrip_ns()]
-            result = run_local(nranks, _local_rank, job, **options)[0]
-            roundtrips.append(probe_roundtrip_ns())
-            others |= set(lock.others())
-        lock_warnings = lock.warnings()
-        cores = len(os.sched_getaffinity(0))
-    timing_problems = timing_warnings(timing, result["delivered"])
+    runner = _run_under_mpi if launcher == "mpi" else _run_local
+    run = runner(args, spec, plan, job, options)
+    if run is None:  # an MPI rank other than 0: rank 0 reports
+        return 0
+    timing_problems = timing_warnings(timing, run["delivered"])
     if args.zero_copy and timing["pool_bw_bytes_per_ns"]:
         timing_problems.append(f"emulated pool bandwidth not delivered: asked "
                                f"{format_bandwidth(timing['pool_bw_bytes_per_ns'])}, but --zero-copy reads and writes "
@@ -176,13 +148,13 @@ def bench_allgather(args) -> int:
                                "(only --pool-latency applies)")
     if timing_problems and args.strict:
         raise RunError("--strict: " + "; ".join(timing_problems))
-    warnings = (cores_warning(nranks, cores) + concurrency_warning(others) + lock_warnings
+    warnings = (cores_warning(run["nranks"], run["cores"]) + concurrency_warning(run["others"]) + run["lock_warnings"]
                 + [f"WARNING: {p}: the figures below ran at the delivered timing, not the asked one"
                    for p in timing_problems]
-                + (placement_warning(roundtrips) if roundtrips else
+                + (placement_warning(run["roundtrips"]) if run["roundtrips"] else
                    ["note: the host placement is probed under mpiexec only at np 2 in hw mode (on the run's own "
                     "pool; a probe of two fresh processes would fork MPI processes)"]))
-    rows = summarize(result["rounds"])
+    rows = summarize(run["rounds"])
     coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
     print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy,
                  warnings=warnings), end="")
@@ -190,10 +162,50 @@ def bench_allgather(args) -> int:
         atomic_write(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
         sidecar = os.path.splitext(args.output)[0] + ".provenance.json"
         info = dict(bench_provenance(args, spec, coherence), repeat=args.repeat, warnings=warnings,
-                    delivered_timing=result["delivered"], host_roundtrip_ns=roundtrips)
+                    delivered_timing=run["delivered"], host_roundtrip_ns=run["roundtrips"])
         atomic_write(sidecar, json.dumps(info, indent=2) + "\n")
         print(f"# wrote {args.output} and {sidecar}")
     return 0
+
+
+def _run_local(args, spec, plan, job, options) -> dict:
+    """The bench on local ranks, its lock held and the host probed before and after: `_measure`'s dict plus
+    nranks, cores (this process's), others (pids of other benches seen), lock_warnings, roundtrips (ns)."""
+    if args.baseline:
+        raise InputError("--baseline mpi needs MPI ranks: use --launcher auto or mpi (or run under mpiexec)")
+    nranks = check_np(args.np if args.np is not None else 2)
+    check_room(spec, nranks, options["slot_bytes"], rank_buffer_bytes(plan, nranks),
+               asked=f"--sizes {format_size(max(plan.sizes))} at --np {nranks}")
+    with BenchLock() as lock:
+        others = set(lock.others())
+        roundtrips = [probe_roundtrip_ns()]
+        result = run_local(nranks, _local_rank, job, **options)[0]
+        roundtrips.append(probe_roundtrip_ns())
+        others |= set(lock.others())
+    return dict(result, nranks=nranks, cores=len(os.sched_getaffinity(0)), others=others,
+                lock_warnings=lock.warnings(), roundtrips=roundtrips)
+
+
+def _run_under_mpi(args, spec, plan, job, options) -> dict | None:
+    """The bench on the ranks of this MPI job (rank 0 holds the lock): as `_run_local`'s dict on rank 0
+    (cores: those of every rank; roundtrips: None unless np 2 in hw mode), None on the other ranks."""
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    if args.np is not None and args.np != world.size:
+        raise InputError(f"--np {args.np} differs from the MPI job's size {world.size}")
+    _check_room_on_rank0(world, spec, options["slot_bytes"], plan)
+    lock = BenchLock().acquire() if world.rank == 0 else None
+    try:
+        others = set(lock.others()) if lock else set()
+        (result, cores), rank = run_mpi(_mpi_rank, job, **options)
+        if rank != 0:
+            return None
+        others |= set(lock.others())
+    finally:
+        if lock:
+            lock.release()
+    return dict(result, nranks=world.size, cores=cores, others=others, lock_warnings=lock.warnings())
 
 
 def _check_room_on_rank0(world, spec, slot_bytes, plan) -> None:
