@@ -189,15 +189,19 @@ def test_another_bench_running_is_warned_and_a_stale_lock_is_removed(tmp_path):
     assert out.returncode == 0, out.stderr
     assert any("other cxlsim bench(es) ran at the same time (pid 999999)" in w for w in warnings_of(out.stdout))
     assert not stale.exists()  # nobody held it: its bench was gone
+    left = held.read_text().split()  # the bench left its pid with the running one, which learns of it so
+    assert len(left) >= 1 and all(word.isdigit() for word in left)
     assert sorted(p.name for p in tmp_path.glob("cxlsim-bench-*")) == [held.name]  # it removed its own lock
 
 
-def test_the_lock_is_seen_by_another_bench_while_held(tmp_path):
+def test_the_lock_is_seen_by_another_bench_while_held_and_keeps_its_visitors(tmp_path):
     with host.BenchLock(str(tmp_path)) as mine:
         other = host.BenchLock(str(tmp_path))
         other.path = str(tmp_path / "cxlsim-bench-1.lock")  # a second bench (another pid)
         with other:
-            assert mine.others() == [1] and other.others() == [os.getpid()]
+            assert mine.visitors() == [] and other.others() == [os.getpid()]
+            assert mine.visitors() == [os.getpid()]  # the other bench left its pid (here the same process's)
+            assert mine.others() == [1]
         assert mine.others() == []
 
 

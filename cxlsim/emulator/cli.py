@@ -181,7 +181,7 @@ def _run_local(args, spec, plan, job, options) -> dict:
         roundtrips = [probe_roundtrip_ns()]
         result = run_local(nranks, _local_rank, job, **options)[0]
         roundtrips.append(probe_roundtrip_ns())
-        others |= set(lock.others())
+        others |= set(lock.others()) | set(lock.visitors())
     return dict(result, nranks=nranks, cores=len(os.sched_getaffinity(0)), others=others,
                 lock_warnings=lock.warnings(), roundtrips=roundtrips)
 
@@ -201,7 +201,7 @@ def _run_under_mpi(args, spec, plan, job, options) -> dict | None:
         (result, cores), rank = run_mpi(_mpi_rank, job, **options)
         if rank != 0:
             return None
-        others |= set(lock.others())
+        others |= set(lock.others()) | set(lock.visitors())
     finally:
         if lock:
             lock.release()

@@ -8,8 +8,9 @@ the bench change what it measures, often by several times:
 - another cxlsim bench at the same time: both compete for the cores and the caches (runs
   were seen to slow down up to 10x). Pool segments are unlinked once attached, so /dev/shm
   cannot show a running bench; instead every bench holds a lock file for its lifetime
-  (`BenchLock`: flock'ed, so the kernel releases it when the bench dies) and looks for the
-  others' held locks when it starts and when it ends;
+  (`BenchLock`: flock'ed, so the kernel releases it when the bench dies), looks for the
+  others' held locks when it starts and when it ends, and writes its pid into each one it
+  finds, so a bench that came and went in between is known too;
 - the host's slow placement or a disturbance: this machine's vCPUs sometimes sit where a
   flag round trip between two processes takes ~450 ns instead of 55-110 ns. `probe_roundtrip_ns`
   measures the hw flag round trip between two fresh processes (as benchmarks/calibration_error.py
@@ -100,6 +101,7 @@ class BenchLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 running.append(_pid_of(path))
+                self._visit(path)
             else:
                 try:
                     os.unlink(path)  # nobody holds it: its bench is gone
@@ -108,6 +110,26 @@ class BenchLock:
             finally:
                 os.close(fd)
         return running
+
+
+    def _visit(self, path: str) -> None:
+        """Leave this bench's pid in a running bench's lock file, so that it learns of this one even if
+        this one starts and ends between its own two looks."""
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            return
+        try:
+            os.write(fd, f"{os.getpid()}\n".encode())
+        finally:
+            os.close(fd)
+
+    def visitors(self) -> list[int]:
+        """Pids of the benches that found this one running (they wrote them into its lock file)."""
+        if self.fd is None:
+            return []
+        text = os.pread(self.fd, os.fstat(self.fd).st_size, 0).decode(errors="replace")
+        return sorted({int(word) for word in text.split() if word.isdigit()})
 
 
 def _pid_of(path: str) -> int:
