@@ -3,7 +3,7 @@
  * take the call; MPI_Init, MPI_Init_thread and MPI_Finalize.
  *
  * A call runs on the pool when the communicator has a usable pool (intracommunicator, one
- * node, set up; pools.c), the datatypes' signatures are one basic type (a non-contiguous
+ * node, set up; pools.c; allgather and allreduce also across nodes: nodes.c), the datatypes' signatures are one basic type (a non-contiguous
  * layout is packed; reductions need a predefined type the kernels fold) and the op is
  * predefined. Every test depends only on arguments MPI requires to match on every rank, so
  * all ranks take the same path. Otherwise the call goes to PMPI_* and the fallback is counted
@@ -221,7 +221,9 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
     cxlsim_type_info(type, &info);
     int why = reduce_why(count, &info, type, op, &kop);
     cxlsim_pool_t *pool = flat_only(pool_for(comm, &why), &why);
-    uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size * (uint64_t)(pool ? pool->size : 1) : 0;
+    int P = 1;
+    if (comm != MPI_COMM_NULL) PMPI_Comm_size(comm, &P);
+    uint64_t bytes = count > 0 ? (uint64_t)count * (uint64_t)info.size * (uint64_t)P : 0;
     if (why < 0 && count && cxlsim_settings.slot_bytes < (uint64_t)pool->size * info.size) why = CXLSIM_WHY_SLOT;
     if (why >= 0) {
         rc = large ? PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, count, type, op, comm)
@@ -234,8 +236,7 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
     finish(pool, CXLSIM_REDUCE_SCATTER_BLOCK, large, bytes, why, krc);
     if (cxlsim_trace_on()) {
         char counts[4096] = "";
-        int P = 1, used = 0;
-        PMPI_Comm_size(comm, &P);
+        int used = 0;
         for (int r = 0; r < P && used < (int)sizeof counts - 24; r++)
             used += snprintf(counts + used, sizeof counts - used, "%llu ",
                              (unsigned long long)(count > 0 ? count * info.size : 0));
