@@ -143,6 +143,30 @@ def test_collectives_match_mpich(library, programs, np, coherence, slot, large, 
     assert not leaked(before)
 
 
+HAS_NODE0 = os.path.isdir("/sys/devices/system/node/node0")
+
+
+@pytest.mark.parametrize("backend", ["file", pytest.param("numa:0", marks=pytest.mark.skipif(
+    not HAS_NODE0, reason="no NUMA node 0")), "dax"])
+def test_pool_backends(library, programs, tmp_path, backend):
+    """file: creates and removes its file; numa:0 binds the pages; dax: on an ordinary file is refused
+    at set-up, every rank says why and every call falls back (reason setup), still right."""
+    path = tmp_path / "pool.bin"
+    if backend == "dax":
+        path.write_bytes(b"")
+    spec = f"{backend}:{path}" if backend in ("file", "dax") else backend
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_POOL=spec,
+                           CXLSIM_MPI_STATS="1")
+    assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
+    stats = parse_stats(err)
+    if backend == "dax":
+        assert "the file is not on a filesystem mounted with 'dax'" in err
+        assert all(stats[name]["pool"] == 0 and stats[name]["reasons"].get("setup", 0) > 0 for name in COLLECTIVES)
+    else:
+        assert all(stats[name]["pool"] > 0 for name in COLLECTIVES)
+        assert not path.exists()  # the library created it, so it removed it once both ranks were in
+
+
 @pytest.mark.parametrize("coherence", ["hw", pytest.param("flush", marks=pytest.mark.slow)])
 def test_back_to_back_mixed_collectives_with_late_ranks(library, programs, coherence):
     """400 collectives of every kind, no barrier between them, random delays per rank, small slots:
@@ -319,6 +343,8 @@ def test_settings_from_options_with_units():
                             ({"fake_nodes": -1}, "--fake-nodes")):
         with pytest.raises(InputError, match=message):
             environment(**kwargs)
+    with pytest.raises(InputError, match="CXLSIM_MPI_POOL: --pool numa:4095: no NUMA node 4095"):
+        check_environment({"CXLSIM_MPI_POOL": "numa:4095"})
     with pytest.raises(InputError, match="CXLSIM_MPI_SLOTS: not a setting"):
         check_environment({"CXLSIM_MPI_SLOTS": "4096"})
     with pytest.raises(InputError, match="CXLSIM_MPI_TIMEOUT: expected a number > 0"):

@@ -4,7 +4,8 @@ The C library reads the variables at MPI_Init and aborts the job on a value it c
 parse (cxlsim/mpi/settings.c). `environment()` turns command-line values (with units:
 '1MiB', '250ns', '32GB/s') into those variables, and `check_environment()` applies the C
 library's own rules before launching, so a typo is an error naming the variable here
-rather than an aborted job.
+rather than an aborted job; it also checks that a numa: node or a dax: device exists, which
+the library would only warn about (and fall back, reason setup).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.pool import parse_pool_spec
+from cxlsim.emulator.pool_devices import check_dax, check_numa_node
 from cxlsim.errors import InputError
 from cxlsim.units import parse_bandwidth, parse_size, parse_time
 
@@ -46,8 +48,13 @@ def _choice(name: str, text: str, choices: tuple[str, ...]) -> None:
 
 
 def _pool(name: str, text: str) -> None:
+    """A pool spec whose device exists (numa: the node is online; dax: a devdax device or DAX file)."""
     try:
-        parse_pool_spec(text)
+        spec = parse_pool_spec(text)
+        if spec.kind == "numa":
+            check_numa_node(spec.numa_node)
+        elif spec.kind == "dax":
+            check_dax(spec.path)
     except InputError as exc:
         raise InputError(f"{name}: {exc}") from None
 
