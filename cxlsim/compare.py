@@ -29,7 +29,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from cxlsim import config, simulate
+from cxlsim import simulate
 from cxlsim.errors import InputError
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_sizes
@@ -39,13 +39,13 @@ __all__ = ["Fabric", "parse_fabric", "compare", "crossovers", "table", "register
 
 @dataclass(frozen=True)
 class Fabric:
-    """One side of a comparison: a label and the scenario overrides (dotted keys) that select it."""
+    """One side of a comparison: a label, the scenario file it starts from (or none) and its preset key."""
 
     label: str
-    base: dict
-    """The scenario to start from (a scenario file's contents, or the default scenario)."""
+    path: str | None
+    """A scenario file whose keys are layered over the default scenario, as `cxlsim simulate FILE` does."""
     overrides: dict
-    """Dotted keys applied on top of `base` before the workload's own keys."""
+    """Dotted keys applied on top of the file before the workload's own keys."""
 
 
 def parse_fabric(spec: str) -> Fabric:
@@ -53,13 +53,12 @@ def parse_fabric(spec: str) -> Fabric:
     if spec.endswith((".yaml", ".yml")):
         if not os.path.isfile(spec):
             raise InputError(f"--fabric: no scenario file {spec!r}")
-        scenario = config.load(spec)
-        return Fabric(label=os.path.splitext(os.path.basename(spec))[0], base=config.to_dict(scenario),
-                      overrides={})
+        simulate.scenario_from(spec, {})  # a bad file is an error before anything runs
+        return Fabric(label=os.path.splitext(os.path.basename(spec))[0], path=spec, overrides={})
     if spec.endswith(".json") and not os.path.isfile(spec):
         raise InputError(f"--fabric: no calibration profile {spec!r}")
     label = os.path.splitext(os.path.basename(spec))[0] if spec.endswith(".json") else spec
-    return Fabric(label=label, base=dict(simulate.DEFAULT_SCENARIO), overrides={"fabric.preset": spec})
+    return Fabric(label=label, path=None, overrides={"fabric.preset": spec})
 
 
 def _unique_labels(fabrics: list[Fabric]) -> list[Fabric]:
@@ -68,7 +67,7 @@ def _unique_labels(fabrics: list[Fabric]) -> list[Fabric]:
     for f in fabrics:
         n = seen.get(f.label, 0)
         seen[f.label] = n + 1
-        out.append(f if n == 0 else Fabric(f"{f.label}#{n + 1}", f.base, f.overrides))
+        out.append(f if n == 0 else Fabric(f"{f.label}#{n + 1}", f.path, f.overrides))
     return out
 
 
@@ -78,7 +77,8 @@ def _scenario(fabric: Fabric, nodes: int, workload: dict, engine: str | None):
     keys.update(workload)
     if engine:
         keys["engine"] = engine
-    return simulate.resolved(config.with_overrides(config.from_dict(fabric.base), keys))
+    scenario, _ = simulate.scenario_from(fabric.path, keys)
+    return simulate.resolved(scenario)
 
 
 def compare(fabrics: list[Fabric], nodes: list[int], workload: dict, engine: str | None = None,
