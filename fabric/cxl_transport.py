@@ -149,7 +149,10 @@ class CXLPoolTransport(PoolTransport):
                            flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns,
                            invalidate_ns=hp.invalidate_ns, writeback_ns=hp.writeback_ns,
                            leaf_hosts=max(self.leaf_of.count(k) for k in set(self.leaf_of)) if path.leaves else 0,
-                           uplink_bw_bytes_per_ns=self.preset.switch.port_bw_bytes_per_ns if path.leaves else 0.0)
+                           uplink_bw_bytes_per_ns=self.preset.switch.port_bw_bytes_per_ns if path.leaves else 0.0,
+                           devices=len(path.devices), one_device_bw_bytes_per_ns=self.device_bw_bytes_per_ns,
+                           chunk_bytes=path.chunk_lines * LINE, leaf_of=tuple(self.leaf_of) if path.leaves else (),
+                           to_leaf_uplink_ns=path.to_leaf_uplink_ns)
 
     def _check(self, method, rank, offset_bytes, size_bytes):
         """RunError, naming the operation `method`, unless the rank and byte range are in the pool."""

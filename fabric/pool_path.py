@@ -64,8 +64,10 @@ class PoolPath:
         # The stages a chunk queues at after its host, each (server, ns from the previous stage's
         # start), for data going up (writes) and down (reads); None is the chunk's device.
         self.leaves = leaves
+        self.to_leaf_uplink_ns = 0.0
+        """Core to the leaf's uplink on a two-level tree (0 with one switch), ns."""
         if leaves:
-            to_leaf_uplink = hp.port_latency_ns + link + sw.hop_latency_ns
+            to_leaf_uplink = self.to_leaf_uplink_ns = hp.port_latency_ns + link + sw.hop_latency_ns
             self.leaf_of = [h * leaves // hosts for h in range(hosts)]
             up = [Port(f"leaf{k}->root", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
             down = [Port(f"root->leaf{k}", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]

@@ -68,6 +68,16 @@ class PoolFigures:
     """A clflushopt's acknowledgement after its issue, which a fence waits for, ns (0: none)."""
     writeback_ns: float = 0.0
     """Least time from a write's start to its acknowledgement, ns (0: the path's own)."""
+    devices: int = 1
+    """Pool devices, interleaved by chunk."""
+    one_device_bw_bytes_per_ns: float = 0.0
+    """One device's bandwidth, bytes/ns."""
+    chunk_bytes: int = 4096
+    """The interleaving granule: a transfer is cut into chunks of this many bytes."""
+    leaf_of: tuple = ()
+    """Leaf switch of each host on a two-level tree; () with one switch."""
+    to_leaf_uplink_ns: float = 0.0
+    """Core to the leaf's uplink on a two-level tree (0 with one switch), ns."""
 
 
 class ExtraCharges:

@@ -20,38 +20,16 @@ from the previous call, and a barrier between calls does not flip the buffer.
 The records `CXL_POOL` and `CXL_POOL_ZERO_COPY` (`transport="pool"`) carry
 `cxl_pool_closed_form` as their cost, on the pool's `PoolFigures` (whose
 coherence mode picks the form): the cost of one call that every rank starts at
-the same time on a fresh pool, by the transport's own rules (the tests check
-the DES against it):
-
-    X = 64/b  (one line through a host's issue server), W = 64*ceil(m/64),
-    D = W/b,  L = 2*path + media,  F = clflushopt per line,  f = fence,
-    I = a clflushopt's acknowledgement (host path invalidate_ns; 0 in the CXL presets),
-    K = a write's least time to acknowledgement (host path writeback_ns; 0 in the presets)
-    write  = max(2*path + max(D, P*W/B), K)    streamed, until acknowledged
-    read   = L + max(P*D, P*P*W/B)             P slots; P hosts share the device(s)
-    hw:    write + f + (X + L)                 fence, flag store (read for ownership)
-           + ((P-1)*X + L + 2*path)            P-1 flag loads in flight; recalls
-           + read
-    flush: max(D + lines*F + I, write) + f     flush the slot, fence
-           + (X + L)                           flag store
-           + max(2F + I, X + 2*path, K)        flush the flag line; the first poll's fence waits
-             + f + X + L                       for its write-back and the poll's own clflushopt
-           + (P-2)*(F + I + f + X + L)         the other polls
-           + (P-1)*lines*F + I + f + read      drop the others' slots, mfence, read
-                                               (I only if lines > 0)
+the same time on a fresh pool, by the transport's own rules, on one switch or
+a two-level tree, with any number of devices
+(`cxlsim.models.collectives.pool_forms` derives it; the tests hold it equal to
+the DES to rounding).
 
 Zero-copy (`cxl_pool_zero_copy`, the emulator's send == NULL and recv == NULL):
 the block was stored in the slot before the call (`place`: Modified in hw
 mode, dirty in flush mode) and the result is read in place afterwards
 (`view`), so there is no write and no read phase; in flush mode the slot's
-clflushopt write the block back (start = max(lines*F, write) + f).
-
-b is the host bandwidth, B the devices' total bandwidth. With P*b <= B the
-devices never delay a chunk and the DES equals the form; with P*b > B the max()
-terms are the device-port bottleneck, P*P*W/B: P readers each pulling P*W bytes
-through the same devices. In a two-level switch tree `path` includes the second
-hop, and a leaf's uplink adds a third bound: its k hosts pull k*P*W bytes
-through it (k*W going up for the write).
+clflushopt write the block back.
 """
 from __future__ import annotations
 
@@ -60,6 +38,7 @@ from cxlsim.errors import InputError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.fabric.pool_transport import PoolTransport
 from cxlsim.models.collectives.base import POOL, Algorithm
+from cxlsim.models.collectives.pool_forms import geometry_from_figures, pool_closed_form
 
 __all__ = ["cxl_pool", "cxl_pool_zero_copy", "PoolLayout", "cxl_pool_closed_form", "CXL_POOL", "CXL_POOL_ZERO_COPY"]
 
@@ -139,40 +118,10 @@ def cxl_pool_zero_copy(g, m, mine, ctx=None):
     return (yield from _allgather(g, m, mine, zero_copy=True))
 
 
-def cxl_pool_closed_form(fig, p: int, m: int, coherence: str, zero_copy: bool = False) -> float:
-    """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather, all ranks starting together
-    on a fresh pool.
-
-    `fig` is `CXLPoolTransport.figures()`; see the module docstring for the terms.
-    """
-    if coherence not in ("hw", "flush"):
-        raise InputError(f"coherence: expected 'hw' or 'flush', got {coherence!r}")
-    line = CACHE_LINE_BYTES
-    lines = -(-m // line)
-    w = lines * line
-    b, big_b = fig.host_bw_bytes_per_ns, fig.device_bw_bytes_per_ns
-    x, d = line / b, w / b
-    path, load, fence, flush = fig.path_ns, fig.load_ns, fig.fence_ns, fig.flush_ns_per_line
-    inv, ack = fig.invalidate_ns, fig.writeback_ns
-    # A leaf's uplink (two-level trees) carries its hosts' share: k hosts x (W up, P*W down).
-    k, up = fig.leaf_hosts, fig.uplink_bw_bytes_per_ns
-    leaf = k / up if k else 0.0
-    write = max(2 * path + max(d, p * w / big_b, w * leaf), ack) if lines else 0.0  # streamed (or written back) until acked
-    read = load + max(p * d, p * p * w / big_b, p * w * leaf) if lines and not zero_copy else 0.0
-    flag = x + load  # the flag store's read for ownership
-    if coherence == "hw":
-        start = fence if zero_copy else write + fence
-        sync = (p - 1) * x + load + 2 * path if p > 1 else 0.0
-        return start + flag + sync + read
-    # flush mode: the slot's clflushopt run from the write's issue end (copy) or from 0 (zero-copy,
-    # where they also write the dirty block back)
-    slot_inv = inv if lines else 0.0
-    start = max((0.0 if zero_copy else d) + lines * flush + slot_inv, write) + fence
-    if p == 1:  # no polls: the final fence waits for the flag line's write-back
-        return start + flag + max(flush + inv, x + 2 * path, ack) + fence + read
-    # first poll: its fence waits for the flag's write-back, started with the flag's clflushopt
-    polls = max(2 * flush + inv, x + 2 * path, ack) + fence + x + load + (p - 2) * (flush + inv + fence + x + load)
-    return start + flag + polls + (p - 1) * lines * flush + slot_inv + fence + read
+def cxl_pool_closed_form(fig, p: int, m: int, coherence, zero_copy: bool = False) -> float:
+    """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on P hosts,
+    all ranks starting together on a fresh pool; `fig` is `CXLPoolTransport.figures()`."""
+    return pool_closed_form(geometry_from_figures(fig, p), m, Coherence.parse(coherence), zero_copy)
 
 
 def _copy_cost(fig, p: int, m: int, ctx=None) -> float:

@@ -79,7 +79,7 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 
-__all__ = ["PoolGeometry", "geometry_of", "pool_closed_form"]
+__all__ = ["PoolGeometry", "geometry_of", "geometry_from_figures", "pool_closed_form"]
 
 LINE = CACHE_LINE_BYTES
 _MAX_PASSES = 200
@@ -138,6 +138,16 @@ class PoolGeometry:
                    uplink_bw=sw.port_bw_bytes_per_ns, chunk_bytes=chunk_bytes, leaf_of=leaf_of,
                    fence_ns=hp.fence_ns, writeback_ns=hp.writeback_ns, invalidate_ns=hp.invalidate_ns,
                    flush_ns_per_line=hp.flush_ns_per_line)
+
+
+def geometry_from_figures(fig, hosts: int) -> PoolGeometry:
+    """The geometry of a pool of `hosts` hosts from its `PoolFigures` (what a record's cost receives)."""
+    return PoolGeometry(hosts=hosts, path_ns=fig.path_ns, to_leaf_uplink_ns=fig.to_leaf_uplink_ns,
+                        media_ns=fig.media_ns, host_bw=fig.host_bw_bytes_per_ns,
+                        device_bw=fig.one_device_bw_bytes_per_ns, devices=fig.devices,
+                        uplink_bw=fig.uplink_bw_bytes_per_ns, chunk_bytes=fig.chunk_bytes, leaf_of=fig.leaf_of,
+                        fence_ns=fig.fence_ns, writeback_ns=fig.writeback_ns, invalidate_ns=fig.invalidate_ns,
+                        flush_ns_per_line=fig.flush_ns_per_line)
 
 
 def geometry_of(pool) -> PoolGeometry:
