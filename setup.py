@@ -37,6 +37,8 @@ setup(
         "cxlsim",
         "cxlsim.calibrate",
         "cxlsim.emulator",
+        "cxlsim.mpi",
+        "cxlsim.replay",
         "cxlsim.fabric",
         "cxlsim.models",
         "cxlsim.models.collectives",
@@ -45,6 +47,7 @@ setup(
     package_data={
         "cxlsim": ["py.typed", "data/*.yaml", "data/*.txt", "data/osu/*.txt"],
         "cxlsim.emulator": ["*.pyx", "*.pxd", "*.h", "*.pyi"],
+        "cxlsim.mpi": ["*.c", "*.h"],
         "cxlsim.models.training": ["*.yaml"],
     },
     ext_modules=cythonize(

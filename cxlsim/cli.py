@@ -44,6 +44,10 @@ COMMANDS = {
     "calibrate": Command(module="cxlsim.calibrate.cli",
                          help="measure this machine (or read OSU files), fit the simulator, report its error"),
     "mpi": Command(module="cxlsim.mpi.cli", help="run unmodified MPI programs with their collectives on the pool"),
+    "compare": Command(module="cxlsim.compare",
+                       help="one collective on two or more fabrics, side by side, with ratios and crossovers"),
+    "replay": Command(module="cxlsim.replay.cli",
+                      help="project a traced MPI application (SimGrid TI trace) onto network and pool fabrics"),
 }
 
 
