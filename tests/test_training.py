@@ -86,7 +86,7 @@ def test_unknown_names_list_the_valid_ones():
 
 
 def test_bad_profile_yaml_names_the_key():
-    good = {"name": "X", "architecture": "volta", "memory_bw_bytes_per_ns": 900.0,
+    good = {"name": "X", "architecture": "volta", "memory_bw_bytes_per_ns": 900.0, "memory_bytes": 1 << 35,
             "resnet50": {"batch": 32, "fp32_img_per_s": 300, "amp_img_per_s": 600}}
     assert profiles._parse_gpus({"x": good})["x"].reference_batch == 32
     bad = dict(good, resnet50={"batch": 0, "fp32_img_per_s": 300, "amp_img_per_s": 600})

@@ -83,7 +83,8 @@ def make_job(spec, model: str, *, batch: int | None = None, precision: str | Non
     precision: default the spec's (which is required there). batch: default the
     model's reference batch. iteration_ns: per-worker measured times (ns; one
     number for all, or one per worker) that replace the profile's, e.g. a
-    published single-GPU figure.
+    published single-GPU figure. A model whose training state does not fit a
+    worker's GPU is an InputError naming both figures (profiles.check_fits).
     """
     m = profiles.dnn(model)
     precision = spec.precision if precision is None else precision
@@ -91,6 +92,8 @@ def make_job(spec, model: str, *, batch: int | None = None, precision: str | Non
         raise InputError(f"precision: expected one of {', '.join(profiles.PRECISIONS)}, got {precision!r}")
     batch = m.reference_batch if batch is None else batch
     workers = spec.workers()
+    for gpu_name in dict.fromkeys(w.gpu for w in workers):
+        profiles.check_fits(gpu_name, m.key)  # every worker holds the whole training state
     if iteration_ns is None:
         times = tuple(profiles.iteration_ns(w.gpu, m.key, batch, precision) for w in workers)
     else:
