@@ -33,7 +33,7 @@ __all__ = [
     "ConfigError", "option", "section", "choice", "integer", "text", "read_text", "load_yaml", "load", "from_dict",
     "to_dict", "get", "with_overrides", "set_keys", "changed_keys",
     "Scenario", "FabricConfig", "WorkloadConfig", "OutputConfig",
-    "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig",
+    "LinkConfig", "SwitchConfig", "NicConfig", "HostConfig", "CXLConfig", "PodsConfig",
 ]
 
 
@@ -391,6 +391,21 @@ class CXLConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class PodsConfig:
+    """Hybrid fabrics (`fabric.preset: cxl-pods`): pods of hosts on a CXL pool, joined by a network.
+
+    Every pod has `hosts` hosts on its own pool (`pool`, a CXL pool preset, with the `fabric.cxl`
+    settings); the pods' hosts all have a NIC on the `network` preset's fabric (`fabric.topology`
+    and the `fabric.links`/`switch`/`nic` overrides). See `cxlsim.fabric.pod_setup`.
+    """
+
+    pool: str = option("pool", text, "a CXL pool preset like 'cxl3-pool'", "cxl3-pool")
+    hosts: int = option("hosts", integer(1), "an integer >= 1 (hosts per pod)", 16)
+    kind: str = option("kind", choice("switch"), "'switch' (hosts around a CXL switch or switch tree)", "switch")
+    network: str = option("network", text, "a network preset like 'eth-100g-roce'", "eth-100g-roce")
+
+
+@dataclass(frozen=True, kw_only=True)
 class FabricConfig:
     """Which fabric: a preset, a topology, the rank layout and per-component overrides."""
 
@@ -407,6 +422,7 @@ class FabricConfig:
     nic: NicConfig = section("nic", NicConfig)
     host: HostConfig = section("host", HostConfig)
     cxl: CXLConfig = section("cxl", CXLConfig)
+    pods: PodsConfig = section("pods", PodsConfig)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,8 +34,10 @@ from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_setup import CXLSetup
 from cxlsim.fabric.cxl_presets import BUILTIN_CXL_PRESETS
 from cxlsim.fabric.network_setup import NetworkSetup
+from cxlsim.fabric.pod_setup import PodsSetup
 from cxlsim.fabric.preset import COMMON_KEYS, Preset, covers, find, presets, unused, uses
 from cxlsim.fabric.presets import BUILTIN_NETWORK_PRESETS
+from cxlsim.hybrid_projection import run_hybrid
 from cxlsim.projection import run_network, run_pool
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import UnitError, format_size, parse_sizes
@@ -137,7 +139,7 @@ def _used_only(data: dict, preset: Preset, path: str = "") -> dict:
     return out
 
 
-RUNNERS = {NetworkSetup: run_network, CXLSetup: run_pool, ProfileSetup: run_profile}
+RUNNERS = {NetworkSetup: run_network, CXLSetup: run_pool, PodsSetup: run_hybrid, ProfileSetup: run_profile}
 """How each kind of elaborated fabric projects a scenario: runner(scenario, setup, bar) -> rows."""
 
 

@@ -18,11 +18,13 @@ The kinds:
   switches on a topology, elaborated by `cxlsim.fabric.network_setup`;
 - CXL pool presets (`cxlsim.fabric.cxl_presets.CXLPoolPreset`): hosts sharing
   pool devices on a CXL switch or switch tree (`cxlsim.fabric.cxl_setup`);
+- the hybrid pod fabric (`cxlsim.fabric.pod_setup.PodsPreset`, `cxl-pods`):
+  pods of hosts on CXL pools joined by a network, described in `fabric.pods`;
 - calibration profiles (`cxlsim.calibrate.project.ProfilePreset`), named by
   their file path (PATH.json) rather than registered.
 
-The registry (`presets()`, `find(name)`) lists the built-in network and CXL
-presets explicitly and appends the `PRESETS` records of plug-in modules
+The registry (`presets()`, `find(name)`) lists the built-in network, CXL and
+hybrid pod presets explicitly and appends the `PRESETS` records of plug-in modules
 (`cxlsim.plugins`), so a plug-in preset is usable by name wherever a built-in is.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Protocol, runtime_checkable
 from cxlsim import plugins
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_presets import BUILTIN_CXL_PRESETS
+from cxlsim.fabric.pod_setup import CXL_PODS
 from cxlsim.fabric.presets import BUILTIN_NETWORK_PRESETS
 
 __all__ = ["COMMON_KEYS", "Preset", "Setup", "presets", "find", "covers", "uses", "unused"]
@@ -94,7 +97,7 @@ def presets() -> dict:
     A plug-in record that is not a Preset, or a name given twice, is an InputError naming it.
     """
     found = {}
-    for record in list(BUILTIN_NETWORK_PRESETS) + list(BUILTIN_CXL_PRESETS) + plugins.records("PRESETS"):
+    for record in [*BUILTIN_NETWORK_PRESETS, *BUILTIN_CXL_PRESETS, CXL_PODS, *plugins.records("PRESETS")]:
         if not isinstance(record, Preset):
             raise InputError(f"{plugins.ENV_VAR}: a PRESETS record must be a preset (name, kind, source, "
                              f"scenario_keys, elaborate), got {type(record).__name__}")

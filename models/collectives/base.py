@@ -29,7 +29,7 @@ from typing import Callable
 
 from cxlsim.errors import InputError
 
-__all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "flat_exact",
+__all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "HYBRID", "flat_exact",
            "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "split", "is_pow2"]
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather")
@@ -38,7 +38,9 @@ NETWORK = "network"
 """Transport kind: messages (`Transport.kind`); network algorithms run on any fabric with messages."""
 POOL = "pool"
 """Transport kind: a shared CXL pool only (`PoolTransport.kind`)."""
-TRANSPORTS = (NETWORK, POOL)
+HYBRID = "hybrid"
+"""Transport kind: pods on CXL pools joined by a network (`cxlsim.fabric.pods.PodsTransport.kind`)."""
+TRANSPORTS = (NETWORK, POOL, HYBRID)
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from types import MappingProxyType
 
 from cxlsim import plugins
 from cxlsim.errors import InputError
-from cxlsim.models.collectives import allgather, cxl_pool, reductions, rooted
-from cxlsim.models.collectives.base import COLLECTIVES, NETWORK, POOL, Algorithm
+from cxlsim.models.collectives import allgather, cxl_pool, hierarchical_pods, reductions, rooted
+from cxlsim.models.collectives.base import COLLECTIVES, HYBRID, NETWORK, POOL, Algorithm
 
 __all__ = ["BUILTIN", "algorithms", "algorithm", "lookup", "names", "network_algorithms", "check_transport"]
 
@@ -47,7 +47,7 @@ def lookup(collective: str, name: str, ranks: int) -> tuple[Algorithm, str | Non
 BUILTIN = (
     allgather.RING, allgather.RECURSIVE_DOUBLING, allgather.BRUCK, allgather.NEIGHBOR_EXCHANGE, allgather.TWO_PROC,
     allgather.hierarchical_algorithm(lookup),
-    cxl_pool.CXL_POOL, cxl_pool.CXL_POOL_ZERO_COPY,
+    cxl_pool.CXL_POOL, cxl_pool.CXL_POOL_ZERO_COPY, hierarchical_pods.pods_allgather_algorithm(lookup),
     reductions.ALLREDUCE_RING, reductions.ALLREDUCE_RECURSIVE_DOUBLING, reductions.ALLREDUCE_RABENSEIFNER,
     reductions.REDUCE_SCATTER_RING,
     rooted.BROADCAST_BINOMIAL, rooted.SCATTER_RING_ALLGATHER, rooted.SCATTER_RECURSIVE_DOUBLING_ALLGATHER,
@@ -100,6 +100,9 @@ def check_transport(algo: Algorithm, kind: str, where: str = "workload.algorithm
     """InputError if `algo` cannot run on a transport of `kind` ('network' or 'pool')."""
     if algo.transport == kind:
         return
+    if algo.transport == HYBRID:
+        raise InputError(f"{where}: {algo.name} needs a hybrid pod fabric (fabric.preset: cxl-pods), "
+                         f"but the fabric is a {kind}")
     if algo.transport == POOL:
         raise InputError(f"{where}: {algo.name} needs a CXL pool transport (a CXL preset such as cxl3-pool), "
                          f"but the fabric is a {kind}")

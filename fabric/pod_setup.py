@@ -1,0 +1,135 @@
+"""Hybrid pod fabrics: the `cxl-pods` preset and its elaboration into pods on CXL pools plus a network.
+
+A scenario picks it with `fabric.preset: cxl-pods` and describes it in `fabric.pods`:
+
+    fabric:
+      preset: cxl-pods
+      nodes: 64                 # every host, all pods together
+      pods: {pool: cxl3-pool, hosts: 16, kind: switch, network: eth-100g-roce}
+      cxl: {switch_levels: 2}   # each pod's pool (optional; as for a CXL pool preset)
+      topology: star            # the network between pods (and its links/switch/nic overrides)
+
+`fabric.nodes / fabric.pods.hosts` pods (it must divide) each put `hosts` hosts on their
+own pool, elaborated as the CXL preset `pool` would be on `hosts` nodes
+(`cxlsim.fabric.cxl_setup`: `fabric.cxl` settings, the coherence mode, the switch levels:
+one level if the hosts and device ports fit one switch, pods of 8 and 15 hosts on the
+16-port switch, else two, pods of 16 and 32). Every host also has a NIC on the network
+preset `network` over all `fabric.nodes` hosts (`cxlsim.fabric.network_setup`), one rank
+per host. `fabric.host` applies to both. Pod kind `switch` is the only one modelled
+(switchless multi-headed devices, as in Octopus, are not).
+
+`PodsSetup.new_transport` builds one `cxlsim.fabric.pods.PodsTransport` (the pools and the
+network in one SimPy environment) per simulated call; `pool_figures` gives one pod's pool
+figures for the closed forms of `cxlsim.models.collectives.hierarchical_pods`.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from cxlsim import plugins
+from cxlsim.errors import InputError
+from cxlsim.fabric import cxl_setup, network_setup
+from cxlsim.fabric.cxl_presets import CXLPoolPreset, cxl_presets
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.network import build
+from cxlsim.fabric.pods import PodsTransport
+from cxlsim.fabric.pool_transport import PoolFigures
+from cxlsim.fabric.presets import PRESETS as NETWORK_PRESETS
+from cxlsim.fabric.presets import NetworkPreset
+from cxlsim.fabric.transport import NetworkTransport
+
+__all__ = ["PODS_KEYS", "PodsPreset", "PodsSetup", "CXL_PODS"]
+
+PODS_KEYS = ("fabric.pods.*", "fabric.cxl.*", "fabric.topology", "fabric.hosts_per_leaf", "fabric.oversubscription",
+             "fabric.spines", "fabric.links.*", "fabric.switch.*", "fabric.nic.*", "fabric.host.*",
+             "workload.selector", "workload.chunk", "workload.iterations", "workload.warmup")
+"""Scenario keys the hybrid pod preset uses beyond `cxlsim.fabric.preset.COMMON_KEYS`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PodsSetup:
+    """A scenario's hybrid fabric: the pods' pool, the network between them, the pod size and count."""
+
+    pool: cxl_setup.CXLSetup
+    """Each pod's pool (elaborated for `hosts` hosts)."""
+    network: network_setup.NetworkSetup
+    """The network over every host."""
+    hosts: int
+    pods: int
+    topology_uncongested: bool
+    """True when the network is a star: the pods' concurrent exchanges share no link (the forms are exact)."""
+
+    def _pool(self, env) -> CXLPoolTransport:
+        s = self.pool
+        return CXLPoolTransport(s.preset, self.hosts, coherence=s.coherence, env=env, devices=s.devices,
+                                chunk_bytes=s.chunk_bytes, switch_levels=s.switch_levels)
+
+    def new_transport(self, chunk_bytes: int) -> PodsTransport:
+        """A fresh environment holding every pod's pool and the network (messages pipelined in `chunk_bytes`)."""
+        env = Environment()
+        pools = [self._pool(env) for _ in range(self.pods)]
+        net = NetworkTransport(build(self.network.graph, self.network.preset, env), self.network.placement, chunk_bytes)
+        return PodsTransport(pools, net, self.hosts)
+
+    def network_transport(self, chunk_bytes: int) -> NetworkTransport:
+        """The network alone over every host, for plain network algorithms."""
+        return self.network.new_transport(chunk_bytes)
+
+    def pool_figures(self) -> PoolFigures:
+        """One pod's pool figures (`CXLPoolTransport.figures()` on `hosts` hosts), for the closed forms."""
+        return self._pool(Environment()).figures()
+
+    def written_out(self) -> dict:
+        out = {f"fabric.pods.{k}": v for k, v in (("pool", self.pool.preset.name), ("hosts", self.hosts),
+                                                  ("kind", "switch"), ("network", self.network.preset.name))}
+        pool, net = self.pool.written_out(), self.network.written_out()
+        out.update({k: v for k, v in pool.items() if k.startswith("fabric.cxl.")})
+        out.update({k: v for k, v in net.items() if not k.startswith("fabric.host.")})
+        # fabric.host applies to both parts: write it out only where the two presets agree
+        out.update({k: v for k, v in net.items() if k.startswith("fabric.host.") and pool.get(k) == v})
+        return out
+
+    def describe(self, nodes: int) -> str:
+        return (f"{self.pods} pods x {self.hosts} hosts, each on {self.pool.describe(self.hosts)}; "
+                f"between pods {self.network.describe(nodes)}")
+
+
+def _named(kind, name: str, known: dict, key: str):
+    found = known.get(name)
+    if not isinstance(found, kind):
+        raise InputError(f"{key}: expected one of {', '.join(sorted(known))}, got {name!r}")
+    return found
+
+
+@dataclasses.dataclass(frozen=True)
+class PodsPreset:
+    """The hybrid pod fabric preset (`fabric.preset: cxl-pods`): its figures are the named pool and network's."""
+
+    kind: ClassVar[str] = "hybrid pod fabric"
+    scenario_keys: ClassVar[tuple[str, ...]] = PODS_KEYS
+
+    name: str = "cxl-pods"
+    source: str = "the CXL pool preset fabric.pods.pool and the network preset fabric.pods.network"
+
+    def elaborate(self, fabric) -> PodsSetup:
+        """The `PodsSetup` of a scenario's fabric section (`cxlsim.config.FabricConfig`)."""
+        pods = fabric.pods
+        if fabric.nodes % pods.hosts:
+            raise InputError(f"fabric.nodes: {fabric.nodes} hosts do not make whole pods of fabric.pods.hosts = "
+                             f"{pods.hosts}; use a multiple of {pods.hosts}")
+        pool_preset = _named(CXLPoolPreset, pods.pool, cxl_presets(), "fabric.pods.pool")
+        network_known = dict(NETWORK_PRESETS)
+        network_known.update({p.name: p for p in plugins.records("PRESETS") if isinstance(p, NetworkPreset)})
+        net_preset = _named(NetworkPreset, pods.network, network_known, "fabric.pods.network")
+        try:
+            pool = cxl_setup.elaborate(pool_preset, dataclasses.replace(fabric, nodes=pods.hosts))
+        except InputError as exc:
+            raise InputError(str(exc).replace("fabric.nodes:", "fabric.pods.hosts:", 1)) from None
+        network = network_setup.elaborate(net_preset, fabric)
+        return PodsSetup(pool, network, pods.hosts, fabric.nodes // pods.hosts, fabric.topology == "star")
+
+
+CXL_PODS = PodsPreset()
+"""The built-in hybrid pod preset (registered in `cxlsim.fabric.preset`)."""
