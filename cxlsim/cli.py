@@ -46,6 +46,8 @@ COMMANDS = {
     "mpi": Command(module="cxlsim.mpi.cli", help="run unmodified MPI programs with their collectives on the pool"),
     "compare": Command(module="cxlsim.compare",
                        help="one collective on two or more fabrics, side by side, with ratios and crossovers"),
+    "list": Command(module="cxlsim.catalog",
+                    help="list the presets, algorithms, GPUs, DNNs or training modes, with their key figures and sources"),
     "replay": Command(module="cxlsim.replay.cli",
                       help="project a traced MPI application (SimGrid TI trace) onto network and pool fabrics"),
 }
