@@ -268,7 +268,7 @@ def test_every_record_is_listed_once_with_a_closed_form_and_a_source():
 
 
 def test_a_bad_record_is_refused_by_name():
-    with pytest.raises(InputError, match="algorithm allgather/x: transport: expected one of network, pool, got 'pigeon'"):
+    with pytest.raises(InputError, match="algorithm allgather/x: transport: expected one of network, pool, hybrid, got 'pigeon'"):
         base.Algorithm("allgather", "x", ring_like, base.NoClosedForm("toy"), transport="pigeon")
     with pytest.raises(InputError, match="algorithm alltoall/x: collective: expected one of allgather"):
         base.Algorithm("alltoall", "x", ring_like, base.NoClosedForm("toy"))

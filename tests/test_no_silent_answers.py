@@ -130,7 +130,8 @@ def test_scenario_file_keys_the_preset_ignores_are_errors(cxlsim, tmp_path):
     path.write_text("fabric: {preset: cxl3-pool, nodes: 4, links: {latency: 1 us}}\n")
     out = cxlsim("simulate", "--quiet", str(path), "--output", str(tmp_path / "w"))
     assert out.returncode == 2
-    assert "fabric.links.latency: the CXL pool preset cxl3-pool does not use it (it applies to network presets)" \
+    assert "fabric.links.latency: the CXL pool preset cxl3-pool does not use it (it applies to network presets and hybrid "\
+        "pod fabrics)" \
         in out.stderr
 
 
