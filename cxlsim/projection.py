@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 
 from cxlsim.errors import InputError, RunError
+from cxlsim.fabric import stats as fabric_stats
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
@@ -43,8 +44,10 @@ def context(scenario, placement) -> runner.Context:
     return runner.Context(groups=tuple(map(tuple, placement.groups())), inter=wl.inter_algorithm, root=wl.root)
 
 
-def run_network(scenario, setup, bar=None) -> list[dict]:
-    """One row per size (size_bytes, latency_us, algorithm, note, engine, events, wall_s) on a network."""
+def run_network(scenario, setup, bar=None, stats: list | None = None) -> list[dict]:
+    """One row per size (size_bytes, latency_us, algorithm, note, engine, events, wall_s) on a network.
+
+    stats: a list to append (size_bytes, `cxlsim.fabric.stats.RunStats`) to for every DES run."""
     wl = scenario.workload
     ctx = context(scenario, setup.placement)
     p = setup.placement.size
@@ -62,8 +65,10 @@ def run_network(scenario, setup, bar=None) -> list[dict]:
             latency_ns, used, fallback = analytic.cost(wl.collective, name, p, size, cost_model, ctx)
             events = 0
         else:
-            outcome = runner.run(setup.new_transport(wl.chunk_bytes), wl.collective, name, size, ctx,
-                                 wl.iterations, wl.warmup)
+            transport = setup.new_transport(wl.chunk_bytes)
+            outcome = runner.run(transport, wl.collective, name, size, ctx, wl.iterations, wl.warmup)
+            if stats is not None:
+                stats.append((size, fabric_stats.collect(transport)))
             try:
                 runner.verify(wl.collective, p, ctx, outcome.results)
             except AssertionError as exc:
@@ -81,11 +86,12 @@ def run_network(scenario, setup, bar=None) -> list[dict]:
     return rows
 
 
-def run_pool(scenario, setup, bar=None) -> list[dict]:
+def run_pool(scenario, setup, bar=None, stats: list | None = None) -> list[dict]:
     """One row per size (size_bytes, latency_us, algorithm, note, engine, events, wall_s) on a CXL pool.
 
     The pool algorithms only ('auto' means `cxl_pool`), one rank per host: the DES on a fresh
     `CXLPoolTransport` per size, or the algorithm record's closed form on that transport's figures.
+    stats: as for `run_network`.
     """
     wl = scenario.workload
     p = scenario.fabric.nodes
@@ -105,8 +111,11 @@ def run_pool(scenario, setup, bar=None) -> list[dict]:
             latency_ns = analytic.closed_form(algo, figures, p, size)
             events = 0
         else:
-            outcome = runner.run(setup.new_transport(p), wl.collective, algo.name, size,
-                                 iterations=wl.iterations, warmup=wl.warmup)
+            transport = setup.new_transport(p)
+            outcome = runner.run(transport, wl.collective, algo.name, size, iterations=wl.iterations,
+                                 warmup=wl.warmup)
+            if stats is not None:
+                stats.append((size, fabric_stats.collect(transport)))
             try:
                 runner.verify(wl.collective, p, runner.Context(), outcome.results)
             except AssertionError as exc:

@@ -25,6 +25,7 @@ like its key.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 
 from cxlsim import config
@@ -32,6 +33,7 @@ from cxlsim.calibrate.project import PROFILE_KEYS, ProfilePreset, ProfileSetup, 
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_setup import CXLSetup
+from cxlsim.fabric import stats as fabric_stats
 from cxlsim.fabric.cxl_presets import BUILTIN_CXL_PRESETS
 from cxlsim.fabric.network_setup import NetworkSetup
 from cxlsim.fabric.pod_setup import PodsSetup
@@ -143,11 +145,17 @@ RUNNERS = {NetworkSetup: run_network, CXLSetup: run_pool, PodsSetup: run_hybrid,
 """How each kind of elaborated fabric projects a scenario: runner(scenario, setup, bar) -> rows."""
 
 
-def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
+STATS_RUNNERS = (run_network, run_pool)
+"""The runners that count per-port and pool statistics (`stats=`)."""
+
+
+def run(scenario: config.Scenario, progress: bool = False, stats: list | None = None) -> list[dict]:
     """One row per size: size_bytes, latency_us, algorithm, note, engine, events, wall_s.
 
     With `workload.iterations` (and `warmup`) the DES makes back-to-back calls and
     latency_us is the time per timed call; the closed forms cost one call only.
+    stats: a list that gets (size_bytes, `cxlsim.fabric.stats.RunStats`) per size; DES runs on a
+    network or CXL pool only (InputError otherwise).
     """
     wl = scenario.workload
     if scenario.engine == "analytic" and (wl.iterations, wl.warmup) != (1, 0):
@@ -158,13 +166,22 @@ def run(scenario: config.Scenario, progress: bool = False) -> list[dict]:
     if runner is None:
         raise InputError(f"fabric.preset: {scenario.fabric.preset} elaborates to a {type(setup).__name__}, which no "
                          f"runner projects; expected one of {', '.join(k.__name__ for k in RUNNERS)}")
+    extra = {}
+    if stats is not None:
+        if scenario.engine != "des":
+            raise InputError("--stats: the statistics count what the DES did on each port; engine analytic "
+                             "evaluates closed forms and runs no fabric (use --engine des)")
+        if runner not in STATS_RUNNERS:
+            raise InputError(f"--stats: counted on network and CXL pool fabrics; {scenario.fabric.preset} "
+                             f"elaborates to a {type(setup).__name__}")
+        extra["stats"] = stats
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=len(scenario.workload.sizes_bytes), desc="simulate", unit="size", file=sys.stderr,
                    leave=False)
     try:
-        return runner(scenario, setup, bar)
+        return runner(scenario, setup, bar, **extra)
     finally:
         if bar:
             bar.close()
@@ -253,10 +270,13 @@ def main(args) -> int:
     scenario, preset = scenario_from(args.scenario, _overrides(args))
     _, seed = make_rng(scenario.seed)  # the DES is deterministic; the seed is recorded for provenance
     scenario = resolved(config.with_overrides(scenario, {"seed": seed}))
-    rows = run(scenario, progress=not args.quiet and sys.stderr.isatty())
+    stats = [] if args.stats else None
+    rows = run(scenario, progress=not args.quiet and sys.stderr.isatty(), stats=stats)
     sys.stdout.write(osu_table(scenario, rows))
     for note in sorted({r["note"] for r in rows if r["note"]}):
         print(f"# note: {note}")
+    if stats:
+        print("\n".join(fabric_stats.summary(stats)))
     out = scenario.output.dir
     workspace = Workspace(out) if out else Workspace.new("runs", scenario.name)
     workspace.write_config(_used_only(config.to_dict(scenario), preset))
@@ -264,6 +284,12 @@ def main(args) -> int:
     columns = ["size_bytes", "latency_us", "algorithm", "note", "engine", "events"]
     workspace.write_csv("latency", rows, columns)
     workspace.write_json("latency", [{k: r[k] for k in columns + ["wall_s"]} for r in rows])
+    if stats:
+        workspace.write_csv("stats", [{"size_bytes": size, **row} for size, s in stats for row in s.rows()],
+                            ["size_bytes", *fabric_stats.PORT_COLUMNS])
+        workspace.write_json("stats", [{"size_bytes": size, "elapsed_ns": s.elapsed_ns,
+                                        "pool": dataclasses.asdict(s.pool) if s.pool else None,
+                                        "ports": s.rows()} for size, s in stats])
     if scenario.output.plot:
         _plot(workspace, scenario, rows)
     print(f"# workspace: {workspace.path}")
@@ -308,4 +334,8 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, help="random seed to record (drawn if not given)")
     p.add_argument("--output", help="workspace directory (default runs/NAME-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--stats", action="store_true",
+                   help="DES: print per size the busiest port (utilisation, bytes, peak queue) and a pool's "
+                        "back-invalidation snoops, recalls and snoop-filter evictions; every port's figures go "
+                        "to stats.csv and stats.json in the workspace")
     p.set_defaults(func=main)

@@ -11,6 +11,11 @@ per chunk it keeps the time at which it falls free (`free_at_ns`) and a chunk
 reserves it when it reaches the port, so a chunk costs no extra events. The
 slow twin in `cxlsim.fabric.reference` drives real `simpy.Resource` objects and
 the tests check both give identical timings under contention.
+
+A port counts what went through it (`bytes`, `chunks`, `busy_ns`) and the
+longest wait of a chunk before its serialisation started (`peak_wait_ns`):
+the work queued ahead of it, which is `peak_wait_ns / ns_per_byte` bytes
+(`cxlsim.fabric.stats` reports these per run).
 """
 from __future__ import annotations
 
@@ -38,7 +43,7 @@ class LinkParams:
 class Port:
     """One direction of a link: a FIFO server that serialises chunks (times in ns)."""
 
-    __slots__ = ("name", "ns_per_byte", "latency_ns", "free_at_ns", "busy_ns", "chunks")
+    __slots__ = ("name", "ns_per_byte", "latency_ns", "free_at_ns", "busy_ns", "chunks", "bytes", "peak_wait_ns")
 
     def __init__(self, name: str, bw_bytes_per_ns: float, latency_ns: float):
         self.name = name
@@ -47,14 +52,21 @@ class Port:
         self.free_at_ns = 0.0
         self.busy_ns = 0.0
         self.chunks = 0
+        self.bytes = 0
+        self.peak_wait_ns = 0.0
 
     def reserve(self, ready_ns: float, size_bytes: int) -> tuple[float, float]:
         """Queue a chunk that is ready to go at `ready_ns`; return its (start, end) of serialisation."""
-        start = ready_ns if ready_ns > self.free_at_ns else self.free_at_ns
+        start = ready_ns
+        if self.free_at_ns > ready_ns:
+            start = self.free_at_ns
+            if start - ready_ns > self.peak_wait_ns:
+                self.peak_wait_ns = start - ready_ns
         duration = size_bytes * self.ns_per_byte
         self.free_at_ns = start + duration
         self.busy_ns += duration
         self.chunks += 1
+        self.bytes += size_bytes
         return start, start + duration
 
 

@@ -64,6 +64,8 @@ class PoolPath:
         # The stages a chunk queues at after its host, each (server, ns from the previous stage's
         # start), for data going up (writes) and down (reads); None is the chunk's device.
         self.leaves = leaves
+        self.uplinks: list = []
+        """A two-level tree's leaf uplink ports, up then down (empty with one switch)."""
         self.to_leaf_uplink_ns = 0.0
         """Core to the leaf's uplink on a two-level tree (0 with one switch), ns."""
         if leaves:
@@ -71,6 +73,7 @@ class PoolPath:
             self.leaf_of = [h * leaves // hosts for h in range(hosts)]
             up = [Port(f"leaf{k}->root", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
             down = [Port(f"root->leaf{k}", sw.port_bw_bytes_per_ns, 0.0) for k in range(leaves)]
+            self.uplinks = up + down
             self._stages = [(((up[k], to_leaf_uplink), (None, self.path_ns - to_leaf_uplink)),
                              ((down[k], to_leaf_uplink), (None, self.path_ns - to_leaf_uplink)))
                             for k in self.leaf_of]
@@ -83,6 +86,12 @@ class PoolPath:
         self._fences = [[] for _ in range(hosts)]
         self.device_bytes = 0
         """Bytes the devices served (reads, streamed writes, write-backs)."""
+
+    def ports(self) -> list:
+        """(component, port) of every FIFO server a chunk queues at: each host's issue port ('host port'),
+        each leaf uplink direction ('leaf uplink'), each device ('device')."""
+        return ([("host port", p) for p in self._host_ports] + [("leaf uplink", p) for p in self.uplinks]
+                + [("device", p) for p in self.devices])
 
     # ------------------------------------------------------------------ the CPU timeline
     def start(self, rank) -> float:
