@@ -5,7 +5,8 @@ Read after the run from the counters the components keep (`cxlsim.fabric.link.Po
 snoop filter); nothing is sampled. Per port (one direction of a link, or a FIFO server of a pool):
 
 - `bytes`: bytes serialised through it; `chunks`: how many pieces;
-- `utilisation`: busy time / the run's elapsed time (time 0 to the last event), 0..1;
+- `utilisation`: busy time / the run's elapsed time (time 0 to the last event, warm-up calls
+  included), 0..1;
 - `peak_queue_bytes`: the most work queued ahead of a chunk when it reached the port, in bytes at
   the port's rate (its longest wait, `peak_wait_ns`, times its bandwidth).
 
