@@ -64,9 +64,9 @@ setup(
     ],
     extras_require={
         "mpi": ["mpi4py>=4.0", "mpich"],
-        "test": ["pytest>=7", "hypothesis>=6", "pandas>=1.5"],
+        "test": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "scipy>=1.9"],
         # what a contributor and CI need: the test dependencies and the linter (.ci/run runs both)
-        "dev": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "ruff>=0.6"],
+        "dev": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "scipy>=1.9", "ruff>=0.6"],
     },
     entry_points={"console_scripts": ["cxlsim = cxlsim.cli:main"]},
     zip_safe=False,

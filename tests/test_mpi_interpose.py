@@ -383,18 +383,25 @@ def test_build_key_follows_sources_and_mpi(library):
 def installed_tree(dest: Path, setup_py: Path = ROOT / "setup.py") -> Path:
     """The files a non-editable install puts in site-packages, from setup.py's own packages,
     package_dir and package_data (setup() is captured, nothing is compiled)."""
+    import types
+    from unittest import mock
+
     import setuptools
-    import Cython.Build
 
     captured = {}
-    saved = setuptools.setup, Cython.Build.cythonize, os.getcwd()
-    setuptools.setup, Cython.Build.cythonize = (lambda **kw: captured.update(kw)), (lambda *a, **kw: [])
+    # Cython is a build requirement only (pip's isolated build environment): stand in for it.
+    cython, cython_build = types.ModuleType("Cython"), types.ModuleType("Cython.Build")
+    cython_build.cythonize = lambda *a, **kw: []
+    cython.Build = cython_build
+    saved = setuptools.setup, os.getcwd()
+    setuptools.setup = lambda **kw: captured.update(kw)
     try:
         os.chdir(ROOT)
-        runpy.run_path(str(setup_py))
+        with mock.patch.dict(sys.modules, {"Cython": cython, "Cython.Build": cython_build}):
+            runpy.run_path(str(setup_py))
     finally:
-        setuptools.setup, Cython.Build.cythonize = saved[0], saved[1]
-        os.chdir(saved[2])
+        setuptools.setup = saved[0]
+        os.chdir(saved[1])
     package_dir, package_data = captured["package_dir"], captured.get("package_data", {})
     for package in captured["packages"]:
         parts = package.split(".")
