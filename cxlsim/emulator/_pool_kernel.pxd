@@ -1,17 +1,20 @@
 # The rank kernel's C-level attributes, for the compiled modules that drive it (_probes).
 from libc.stdint cimport uint64_t
 
-from cxlsim.emulator.cxl_ops cimport cxl_pool_t
+from cxlsim.emulator.cxl_coll cimport cxl_allreduce_t, cxl_coll_t
 
 
 cdef class PoolKernel:
-    cdef cxl_pool_t pool
+    # The pool (coll.pool) and the step state every call goes through (cxl_coll.h): epoch = the
+    # last step, round = the last data round, and what the buffer-reuse waits need.
+    cdef cxl_coll_t coll
     cdef Py_buffer mapping
     cdef bint has_mapping
-    cdef readonly uint64_t epoch
-    cdef readonly uint64_t data_round
     cdef readonly uint64_t slot_bytes
-    cdef public double timeout_ns
+    # The split-phase allreduce in flight (between allreduce_start and allreduce_wait).
+    cdef cxl_allreduce_t pending
+    cdef Py_buffer pending_send, pending_recv
+    cdef bint has_pending
     cdef object log_array
     # Zero-copy fast path: the views of the last (count, dtype) that send_view was asked for, per
     # buffer (data round % 2), so send_view and allgather_zero_copy skip the view dictionary.
@@ -21,4 +24,5 @@ cdef class PoolKernel:
     cdef object zc_send0, zc_send1, zc_all0, zc_all1
     cdef void check_open(self) except *
     cdef object _zc_all_view(self)
-    cdef raise_timeout(self)
+    cdef raise_timeout(self, str what=*)
+    cdef void check_idle(self) except *

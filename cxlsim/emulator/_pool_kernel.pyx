@@ -15,6 +15,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE
 from libc.stdint cimport int64_t, uint64_t
 
 from cxlsim.emulator.cxl_ops cimport *
+from cxlsim.emulator.cxl_coll cimport *
 
 import numpy as np
 
@@ -120,50 +121,75 @@ cdef class PoolKernel:
         if coherence is Coherence.FLUSH and (writeback_op == CXL_OP_NONE or invalidate_op not in (CXL_OP_CLFLUSH, CXL_OP_CLFLUSHOPT)):
             self.close()
             raise InputError("coherence 'flush' needs a write-back op and an invalidating op (clflush or clflushopt)")
-        self.pool.base = <char *>self.mapping.buf
-        self.pool.flags_offset = flags_offset
-        self.pool.data_offset = data_offset
-        self.pool.slot_stride = slot_stride
-        self.pool.nranks = nranks
-        self.pool.rank = rank
-        self.pool.flush_mode = coherence is Coherence.FLUSH
-        self.pool.writeback_op = writeback_op
-        self.pool.invalidate_op = invalidate_op
-        self.pool.spin_iters = spin_iters
-        self.pool.log = NULL
-        self.pool.log_capacity = 0
-        self.pool.log_length = 0
+        self.coll.pool.base = <char *>self.mapping.buf
+        self.coll.pool.flags_offset = flags_offset
+        self.coll.pool.data_offset = data_offset
+        self.coll.pool.slot_stride = slot_stride
+        self.coll.pool.nranks = nranks
+        self.coll.pool.rank = rank
+        self.coll.pool.flush_mode = coherence is Coherence.FLUSH
+        self.coll.pool.writeback_op = writeback_op
+        self.coll.pool.invalidate_op = invalidate_op
+        self.coll.pool.spin_iters = spin_iters
+        self.coll.pool.log = NULL
+        self.coll.pool.log_capacity = 0
+        self.coll.pool.log_length = 0
         self.set_timing(pool_latency_ns, pool_bw_bytes_per_ns)
         self.slot_bytes = slot_bytes
-        self.timeout_ns = timeout_ns
-        self.epoch = 0
-        self.data_round = 0
+        self.coll.slot_bytes = slot_bytes
+        self.coll.timeout_ns = timeout_ns
+        self.coll.epoch = 0
+        self.coll.round = 0
+        self.coll.buffer_epoch[0] = self.coll.buffer_epoch[1] = 0
+        self.coll.known_done = 0
+        self.coll.missing = -1
 
     def __dealloc__(self):
+        self._release_pending()
         if self.has_mapping:
             PyBuffer_Release(&self.mapping)
             self.has_mapping = False
 
     def close(self):
         """Release the pool mapping; the kernel can no longer be used."""
+        self._release_pending()
         if self.has_mapping:
             PyBuffer_Release(&self.mapping)
             self.has_mapping = False
-        self.pool.base = NULL
+        self.coll.pool.base = NULL
         self.zc_count = self.zc_dtype = None
         self.zc_send0 = self.zc_send1 = self.zc_all0 = self.zc_all1 = None
 
     @property
     def rank(self):
-        return self.pool.rank
+        return self.coll.pool.rank
+
+    @property
+    def epoch(self):
+        """The last step's number (1, 2, ...): its flag values are 2 x epoch and 2 x epoch + 1 (cxl_coll.h)."""
+        return self.coll.epoch
+
+    @property
+    def data_round(self):
+        """The last data round (steps that carry data; the buffer of round k is k % 2)."""
+        return self.coll.round
+
+    @property
+    def timeout_ns(self):
+        """The longest wait for another rank, ns, before a call raises CollectiveTimeout."""
+        return self.coll.timeout_ns
+
+    @timeout_ns.setter
+    def timeout_ns(self, double value):
+        self.coll.timeout_ns = value
 
     @property
     def size(self):
-        return self.pool.nranks
+        return self.coll.pool.nranks
 
     @property
     def coherence(self):
-        return Coherence.FLUSH if self.pool.flush_mode else Coherence.HW
+        return Coherence.FLUSH if self.coll.pool.flush_mode else Coherence.HW
 
     def set_timing(self, double pool_latency_ns=0.0, double pool_bw_bytes_per_ns=0.0):
         """Change this rank's emulated CXL timing between calls (as the constructor's keywords; 0 = off).
@@ -172,20 +198,20 @@ cdef class PoolKernel:
         (benchmarks use it to interleave settings within one run).
         """
         check_timing(pool_latency_ns, pool_bw_bytes_per_ns)
-        self.pool.latency_ns = pool_latency_ns
-        self.pool.bw_bytes_per_ns = pool_bw_bytes_per_ns
-        self.pool.timed = pool_latency_ns > 0 or pool_bw_bytes_per_ns > 0
-        self.pool.spin_overhead_ns = spin_overhead_ns() if self.pool.timed else 0.0
+        self.coll.pool.latency_ns = pool_latency_ns
+        self.coll.pool.bw_bytes_per_ns = pool_bw_bytes_per_ns
+        self.coll.pool.timed = pool_latency_ns > 0 or pool_bw_bytes_per_ns > 0
+        self.coll.pool.spin_overhead_ns = spin_overhead_ns() if self.coll.pool.timed else 0.0
 
     @property
     def pool_latency_ns(self):
         """Injected pool access latency in ns (0 = none)."""
-        return self.pool.latency_ns
+        return self.coll.pool.latency_ns
 
     @property
     def pool_bw_bytes_per_ns(self):
         """Pacing bandwidth of copies into and out of the pool, bytes/ns = GB/s (0 = not paced)."""
-        return self.pool.bw_bytes_per_ns
+        return self.coll.pool.bw_bytes_per_ns
 
     cdef void check_open(self) except *:
         if not self.has_mapping:
@@ -208,18 +234,16 @@ cdef class PoolKernel:
                 n = <uint64_t>s.len
                 if n > self.slot_bytes:
                     raise InputError(f"allgather: sendbuf has {n} bytes but pool slots hold {self.slot_bytes}")
-                if <uint64_t>r.len != n * <uint64_t>self.pool.nranks:
-                    raise InputError(f"allgather: recvbuf has {r.len} bytes, expected {self.pool.nranks} x {n}")
-                self.epoch += 1
-                self.data_round += n > 0
+                if <uint64_t>r.len != n * <uint64_t>self.coll.pool.nranks:
+                    raise InputError(f"allgather: recvbuf has {r.len} bytes, expected {self.coll.pool.nranks} x {n}")
+                self.check_idle()
                 with nogil:
-                    missing = cxl_allgather(&self.pool, self.epoch, self.data_round, <char *>s.buf, <char *>r.buf,
-                                            n, self.timeout_ns)
+                    missing = cxl_coll_allgather_step(&self.coll, <char *>s.buf, <char *>r.buf, n)
             finally:
                 PyBuffer_Release(&r)
         finally:
             PyBuffer_Release(&s)
-        if missing >= 0:
+        if missing:
             self.raise_timeout()
 
     def allgather_in_place(self, uint64_t nbytes):
@@ -228,11 +252,10 @@ cdef class PoolKernel:
         self.check_open()
         if nbytes > self.slot_bytes:
             raise InputError(f"allgather: {nbytes} bytes per rank but pool slots hold {self.slot_bytes}")
-        self.epoch += 1
-        self.data_round += nbytes > 0
+        self.check_idle()
         with nogil:
-            missing = cxl_allgather(&self.pool, self.epoch, self.data_round, NULL, NULL, nbytes, self.timeout_ns)
-        if missing >= 0:
+            missing = cxl_coll_allgather_step(&self.coll, NULL, NULL, nbytes)
+        if missing:
             self.raise_timeout()
 
     def send_view(self, count, dtype=np.uint8):
@@ -242,13 +265,15 @@ cdef class PoolKernel:
         repeated call returns its prebuilt array after one identity and one int comparison; any
         other key goes through CommMixin's view dictionary (which builds and validates views).
         """
-        cdef uint64_t parity = (self.data_round + 1) & 1
+        cdef uint64_t parity = (self.coll.round + 1) & 1
         self.check_open()
+        if self.coll.buffer_epoch[parity] > self.coll.known_done:
+            self.prepare_write()
         if dtype is self.zc_dtype and type(count) is int and count == self.zc_count:
             view = self.zc_send1 if parity else self.zc_send0
             if view is not None:
                 return view
-        view = self._slot_array(self.data_round + 1, count, dtype, False)
+        view = self._slot_array(self.coll.round + 1, count, dtype, False)
         if type(count) is int:
             if not (dtype is self.zc_dtype and count == self.zc_count):
                 self.zc_count, self.zc_dtype, self.zc_nbytes = count, dtype, view.nbytes
@@ -261,10 +286,10 @@ cdef class PoolKernel:
 
     cdef object _zc_all_view(self):
         """The read-only (size, count) view of the current round's buffer for the cached (count, dtype)."""
-        cdef bint odd = self.data_round & 1
+        cdef bint odd = self.coll.round & 1
         view = self.zc_all1 if odd else self.zc_all0
         if view is None:
-            view = self._slot_array(self.data_round, self.zc_count, self.zc_dtype, True)
+            view = self._slot_array(self.coll.round, self.zc_count, self.zc_dtype, True)
             if odd:
                 self.zc_all1 = view
             else:
@@ -280,7 +305,7 @@ cdef class PoolKernel:
         """
         cdef int missing
         cdef uint64_t nbytes
-        cdef object sent = self.zc_send1 if (self.data_round + 1) & 1 else self.zc_send0
+        cdef object sent = self.zc_send1 if (self.coll.round + 1) & 1 else self.zc_send0
         cdef bint cached = sent is not None and block is sent
         self.check_open()
         if cached:
@@ -291,40 +316,59 @@ cdef class PoolKernel:
                 count, dtype = block.shape[0], block.dtype
             except (AttributeError, IndexError):
                 count = dtype = None
-            sent = views.get(((self.data_round + 1) & 1, False, count, dtype))
+            sent = views.get(((self.coll.round + 1) & 1, False, count, dtype))
             if sent is None or sent is not block:
                 raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
             nbytes = block.nbytes
-        self.epoch += 1
-        self.data_round += nbytes > 0
+        self.check_idle()
         with nogil:
-            missing = cxl_allgather(&self.pool, self.epoch, self.data_round, NULL, NULL, nbytes, self.timeout_ns)
-        if missing >= 0:
+            missing = cxl_coll_allgather_step(&self.coll, NULL, NULL, nbytes)
+        if missing:
             self.raise_timeout()
         if cached:
             view = self._zc_all_view()
         else:
-            view = views.get((self.data_round & 1, True, count, dtype))
+            view = views.get((self.coll.round & 1, True, count, dtype))
             if view is None:
-                view = self._slot_array(self.data_round, count, dtype, True)
-        return _zero_copy_result(self, self.epoch, view)
+                view = self._slot_array(self.coll.round, count, dtype, True)
+        return _zero_copy_result(self, self.coll.epoch, view)
+
+    def prepare_write(self):
+        """Wait until this rank may write into its slot of the next data round (zero-copy calls).
+
+        After steps in which ranks do not wait for each other (a broadcast), another rank may
+        still be reading that buffer; send_view calls this, so a view it returns is free to write.
+        """
+        cdef int status
+        self.check_open()
+        self.check_idle()
+        with nogil:
+            status = cxl_coll_prepare_write(&self.coll)
+        if status:
+            self.raise_timeout("zero-copy buffer reuse")
 
     def slot_offset(self, uint64_t round, int rank):
         """Byte offset in the pool of `rank`'s slot in data round `round` (its buffer is round % 2)."""
-        return <uint64_t>(cxl_slot(&self.pool, round, rank) - self.pool.base)
+        return <uint64_t>(cxl_slot(&self.coll.pool, round, rank) - self.coll.pool.base)
+
+    def flag_values(self):
+        """Each rank's flag as stored (2e: its data of step e is published; 2e + 1: it finished reading step e)."""
+        self.check_open()
+        return [(<uint64_t *>(self.coll.pool.base + self.coll.pool.flags_offset + i * CXL_LINE))[0]
+                for i in range(self.coll.pool.nranks)]
 
     def flag_epochs(self):
-        """The epoch each rank last published (a plain read of every flag line)."""
-        self.check_open()
-        return [(<uint64_t *>(self.pool.base + self.pool.flags_offset + i * CXL_LINE))[0]
-                for i in range(self.pool.nranks)]
+        """The step each rank last published (its flag // 2; a plain read of every flag line)."""
+        return [v // 2 for v in self.flag_values()]
 
-    cdef raise_timeout(self):
+    cdef raise_timeout(self, str what="allgather"):
+        cdef int out[1024]
+        cdef int n = cxl_coll_missing(&self.coll, out, 1024)
         epochs = self.flag_epochs()
-        missing = [i for i, e in enumerate(epochs) if e < self.epoch]
+        missing = [out[i] for i in range(n)] or [self.coll.missing]
         raise CollectiveTimeout(
-            f"rank {self.pool.rank}: allgather epoch {self.epoch} timed out after "
-            f"{self.timeout_ns / 1e9:g} s waiting for rank(s) {missing} "
+            f"rank {self.coll.pool.rank}: {what} epoch {self.coll.epoch} timed out after "
+            f"{self.coll.timeout_ns / 1e9:g} s waiting for rank(s) {missing} "
             f"(they last published epoch(s) {[epochs[i] for i in missing]})", missing)
 
     def enable_log(self, Py_ssize_t capacity=100000):
@@ -332,14 +376,187 @@ cdef class PoolKernel:
         cdef int64_t[:, ::1] view
         self.log_array = np.zeros((capacity, 3), dtype=np.int64)
         view = self.log_array
-        self.pool.log = &view[0, 0]
-        self.pool.log_capacity = capacity
-        self.pool.log_length = 0
+        self.coll.pool.log = &view[0, 0]
+        self.coll.pool.log_capacity = capacity
+        self.coll.pool.log_length = 0
 
     def log_events(self):
         """The logged events as an (n, 3) int64 array of (op, offset, argument)."""
         if self.log_array is None:
             raise RunError("the event log is off; call enable_log() first")
-        if self.pool.log_length > self.pool.log_capacity:
-            raise RunError(f"the event log overflowed ({self.pool.log_length} events, capacity {self.pool.log_capacity})")
-        return self.log_array[: self.pool.log_length].copy()
+        if self.coll.pool.log_length > self.coll.pool.log_capacity:
+            raise RunError(f"the event log overflowed ({self.coll.pool.log_length} events, capacity {self.coll.pool.log_capacity})")
+        return self.log_array[: self.coll.pool.log_length].copy()
+
+    # -- the other pool collectives (cxl_coll.h) ------------------------------------------
+    cdef void check_idle(self) except *:
+        if self.has_pending:
+            raise RunError("a split-phase allreduce is in flight: call allreduce_wait() before the next collective")
+
+    def _release_pending(self):
+        if self.has_pending:
+            PyBuffer_Release(&self.pending_send)
+            PyBuffer_Release(&self.pending_recv)
+            self.has_pending = False
+
+    def _status(self, int status, str what):
+        if status == CXL_COLL_TIMEOUT:
+            self.raise_timeout(what)
+        if status == CXL_COLL_TOO_SMALL:
+            raise InputError(f"{what}: the pool's {self.slot_bytes}-byte slots cannot hold one element per rank "
+                             f"for {self.coll.pool.nranks} ranks")
+
+    def barrier(self):
+        """Wait until every rank reaches its barrier (one step without data: cxl_coll_barrier)."""
+        cdef int status
+        self.check_open()
+        self.check_idle()
+        with nogil:
+            status = cxl_coll_barrier(&self.coll)
+        self._status(status, "barrier")
+
+    def broadcast(self, buf, int root=0):
+        """Root's `buf` (any writable contiguous buffer) reaches every rank's `buf`; the same size on every rank."""
+        cdef Py_buffer b
+        cdef int status
+        self.check_open()
+        self.check_idle()
+        if not 0 <= root < self.coll.pool.nranks:
+            raise InputError(f"broadcast: root {root} is outside 0..{self.coll.pool.nranks - 1}")
+        PyObject_GetBuffer(buf, &b, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+        try:
+            with nogil:
+                status = cxl_coll_broadcast(&self.coll, <char *>b.buf, <uint64_t>b.len, root)
+        finally:
+            PyBuffer_Release(&b)
+        self._status(status, "broadcast")
+
+    def alltoall(self, sendbuf, recvbuf):
+        """Block d of `sendbuf` (size equal blocks) goes to rank d, which gets it as block `rank` of `recvbuf`."""
+        cdef Py_buffer s, r
+        cdef int status
+        cdef uint64_t P = <uint64_t>self.coll.pool.nranks
+        self.check_open()
+        self.check_idle()
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(recvbuf, &r, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+            try:
+                if <uint64_t>s.len % P or r.len != s.len:
+                    raise InputError(f"alltoall: sendbuf has {s.len} bytes and recvbuf {r.len}; both must hold "
+                                     f"the same {P} equal blocks")
+                with nogil:
+                    status = cxl_coll_alltoall(&self.coll, <char *>s.buf, <char *>r.buf, <uint64_t>s.len // P)
+            finally:
+                PyBuffer_Release(&r)
+        finally:
+            PyBuffer_Release(&s)
+        self._status(status, "alltoall")
+
+    def reduce_scatter(self, sendbuf, recvbuf, op="sum"):
+        """Block reduce-scatter: `sendbuf` holds size blocks of recvbuf.size elements; rank r's `recvbuf`
+        gets the left fold over ranks 0..P-1 of every rank's block r (numpy arrays of one dtype)."""
+        cdef Py_buffer s, r
+        cdef int status, dt, code
+        cdef uint64_t count
+        self.check_open()
+        self.check_idle()
+        dt, code = reduction_codes(sendbuf, recvbuf, op, "reduce_scatter")
+        if sendbuf.size != recvbuf.size * self.coll.pool.nranks:
+            raise InputError(f"reduce_scatter: sendbuf has {sendbuf.size} elements, expected "
+                             f"{self.coll.pool.nranks} x recvbuf's {recvbuf.size}")
+        count = recvbuf.size
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(recvbuf, &r, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+            try:
+                with nogil:
+                    status = cxl_coll_reduce_scatter_block(&self.coll, <char *>s.buf, <char *>r.buf, count, dt, code)
+            finally:
+                PyBuffer_Release(&r)
+        finally:
+            PyBuffer_Release(&s)
+        self._status(status, "reduce_scatter")
+
+    def allreduce_start(self, sendbuf, recvbuf, op="sum", large_bytes=None):
+        """Begin an allreduce of `sendbuf` into `recvbuf` (numpy arrays of one dtype and size; they may be
+        the same array): its first chunk is in the pool and published on return. Until allreduce_wait()
+        the caller may compute, but must not change either array or make another collective call.
+        large_bytes: chunks of at least this many bytes use reduce-scatter + allgather (default: the
+        communicator's `allreduce_large_bytes`)."""
+        cdef int status, dt, code
+        cdef uint64_t count, large
+        self.check_open()
+        self.check_idle()
+        dt, code = reduction_codes(sendbuf, recvbuf, op, "allreduce")
+        if sendbuf.size != recvbuf.size:
+            raise InputError(f"allreduce: sendbuf has {sendbuf.size} elements and recvbuf {recvbuf.size}")
+        if large_bytes is None:
+            large_bytes = getattr(self, "allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
+        large = check_large_bytes(large_bytes)
+        count = recvbuf.size
+        PyObject_GetBuffer(recvbuf, &self.pending_recv, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(sendbuf, &self.pending_send, PyBUF_ANY_CONTIGUOUS)
+        except BaseException:
+            PyBuffer_Release(&self.pending_recv)
+            raise
+        self.has_pending = True
+        with nogil:
+            status = cxl_coll_allreduce_start(&self.coll, &self.pending, <char *>self.pending_send.buf,
+                                              <char *>self.pending_recv.buf, count, dt, code, large)
+        if status:
+            self._release_pending()
+            self._status(status, "allreduce")
+
+    def allreduce_wait(self):
+        """Complete the allreduce begun by allreduce_start (the remaining chunks run here)."""
+        cdef int status
+        self.check_open()
+        if not self.has_pending:
+            raise RunError("allreduce_wait: no allreduce was started")
+        with nogil:
+            status = cxl_coll_allreduce_wait(&self.coll, &self.pending)
+        self._release_pending()
+        self._status(status, "allreduce")
+
+    def allreduce(self, sendbuf, recvbuf, op="sum", large_bytes=None):
+        """Allreduce (start, then wait): every rank's `recvbuf` gets the element-wise left fold over ranks
+        0..P-1 of every rank's `sendbuf` under op (sum, prod, min, max; on integers also band, bor,
+        bxor, land, lor, lxor). Bitwise the same result on every rank, in both pool algorithms."""
+        self.allreduce_start(sendbuf, recvbuf, op, large_bytes)
+        self.allreduce_wait()
+
+
+# The reductions the kernels fold (cxl_reduce.h): numpy dtype -> CXL_* code, op name -> CXL_* code.
+REDUCE_DTYPES = {np.dtype(np.int8): CXL_I8, np.dtype(np.int16): CXL_I16, np.dtype(np.int32): CXL_I32,
+                 np.dtype(np.int64): CXL_I64, np.dtype(np.uint8): CXL_U8, np.dtype(np.uint16): CXL_U16,
+                 np.dtype(np.uint32): CXL_U32, np.dtype(np.uint64): CXL_U64, np.dtype(np.float32): CXL_F32,
+                 np.dtype(np.float64): CXL_F64}
+REDUCE_OPS = {"sum": CXL_SUM, "prod": CXL_PROD, "min": CXL_MIN, "max": CXL_MAX, "band": CXL_BAND,
+              "bor": CXL_BOR, "bxor": CXL_BXOR, "land": CXL_LAND, "lor": CXL_LOR, "lxor": CXL_LXOR}
+FLOAT_OPS = ("sum", "prod", "min", "max")
+ALLREDUCE_LARGE_BYTES = 65536  # the default threshold of the large allreduce (the MPI library's too)
+
+
+def reduction_codes(sendbuf, recvbuf, op, where):
+    """The (dtype, op) codes of a reduction of numpy array sendbuf into recvbuf; InputError naming `where`."""
+    if not isinstance(sendbuf, np.ndarray) or not isinstance(recvbuf, np.ndarray):
+        raise InputError(f"{where}: sendbuf and recvbuf must be numpy arrays (their dtype names the reduction)")
+    if sendbuf.dtype != recvbuf.dtype:
+        raise InputError(f"{where}: sendbuf is {sendbuf.dtype} but recvbuf {recvbuf.dtype}")
+    dtype = REDUCE_DTYPES.get(sendbuf.dtype.newbyteorder("=") if sendbuf.dtype.isnative else None)
+    if dtype is None:
+        raise InputError(f"{where}: dtype {sendbuf.dtype} is not reduced on the pool; expected one of "
+                         f"{sorted(str(d) for d in REDUCE_DTYPES)}")
+    if op not in REDUCE_OPS or (sendbuf.dtype.kind == "f" and op not in FLOAT_OPS):
+        allowed = FLOAT_OPS if sendbuf.dtype.kind == "f" else tuple(REDUCE_OPS)
+        raise InputError(f"{where}: op {op!r} is not defined on {sendbuf.dtype}; expected one of {list(allowed)}")
+    return dtype, REDUCE_OPS[op]
+
+
+def check_large_bytes(value):
+    """The large-allreduce threshold in bytes (an int >= 0); InputError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise InputError(f"allreduce_large_bytes: expected a number of bytes >= 0, got {value!r}")
+    return int(value)

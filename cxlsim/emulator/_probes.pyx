@@ -15,6 +15,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 
 from cxlsim.emulator.cxl_ops cimport *
+from cxlsim.emulator.cxl_coll cimport cxl_coll_written
 from cxlsim.emulator._pool_kernel cimport PoolKernel
 
 import numpy as np
@@ -35,27 +36,29 @@ def flag_pingpong(PoolKernel kernel, uint64_t iterations):
     cdef int missing = -1
     cdef uint64_t i, e
     cdef double t0, t1
-    cdef int first = kernel.pool.rank == 0
+    cdef int first = kernel.coll.pool.rank == 0
     kernel.check_open()
-    if kernel.pool.nranks != 2:
-        raise InputError(f"flag_pingpong: needs exactly 2 ranks, the pool has {kernel.pool.nranks}")
+    if kernel.coll.pool.nranks != 2:
+        raise InputError(f"flag_pingpong: needs exactly 2 ranks, the pool has {kernel.coll.pool.nranks}")
     if iterations < 1:
         raise InputError(f"flag_pingpong: iterations: expected >= 1, got {iterations}")
-    e = kernel.epoch
+    e = kernel.coll.epoch
     with nogil:
         t0 = cxl_now_ns()
         for i in range(iterations):
             e += 1
             if first:
-                cxl_publish(&kernel.pool, e, kernel.data_round, 0)
-                missing = cxl_wait_all(&kernel.pool, e, kernel.timeout_ns)
+                cxl_publish(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.round, 0)
+                missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
             else:
-                missing = cxl_wait_all(&kernel.pool, e, kernel.timeout_ns)
-                cxl_publish(&kernel.pool, e, kernel.data_round, 0)
+                missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
+                cxl_publish(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.round, 0)
             if missing >= 0:
                 break
         t1 = cxl_now_ns()
-    kernel.epoch = e
+    kernel.coll.epoch = e
+    if missing < 0 and e > kernel.coll.known_done + 1:  # each round trip proved the steps before it
+        kernel.coll.known_done = e - 1
     if missing >= 0:
         kernel.raise_timeout()
     return (t1 - t0) / iterations
@@ -107,14 +110,14 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
         raise InputError(f"concurrent_copy: iterations: expected >= 1, got {iterations}")
     out = np.zeros((iterations, 4), np.float64)
     cdef double[:, ::1] times = out
-    send = np.full(max(nbytes, 1), (kernel.pool.rank + 1) & 255, np.uint8)
-    recv = np.zeros(max(nbytes, 1) * kernel.pool.nranks, np.uint8)
+    send = np.full(max(nbytes, 1), (kernel.coll.pool.rank + 1) & 255, np.uint8)
+    recv = np.zeros(max(nbytes, 1) * kernel.coll.pool.nranks, np.uint8)
     cdef unsigned char[::1] sv = send
     cdef unsigned char[::1] rv = recv
     src = <char *>&sv[0]
     dst = <char *>&rv[0]
-    e = kernel.epoch
-    rnd = kernel.data_round
+    e = kernel.coll.epoch
+    rnd = kernel.coll.round
     with nogil:
         for i in range(64):
             t0 = cxl_now_ns()
@@ -128,41 +131,44 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
                 fenced = t1 - t0
         for i in range(iterations):
             e += 1
-            cxl_publish(&kernel.pool, e, rnd, 0)
-            missing = cxl_wait_all(&kernel.pool, e, kernel.timeout_ns)
+            cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)
+            missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
             if missing >= 0:
                 break
             rnd += nbytes > 0
             t0 = cxl_now_ns()
             if nbytes:
-                memcpy(cxl_slot(&kernel.pool, rnd, kernel.pool.rank), src, nbytes)
+                memcpy(cxl_slot(&kernel.coll.pool, rnd, kernel.coll.pool.rank), src, nbytes)
             cxl_mfence()
             t1 = cxl_now_ns()
-            if kernel.pool.flush_mode:
-                cxl_range_op(&kernel.pool, kernel.pool.writeback_op, cxl_slot(&kernel.pool, rnd, kernel.pool.rank), nbytes)
+            if kernel.coll.pool.flush_mode:
+                cxl_range_op(&kernel.coll.pool, kernel.coll.pool.writeback_op, cxl_slot(&kernel.coll.pool, rnd, kernel.coll.pool.rank), nbytes)
                 cxl_mfence()
             t4 = cxl_now_ns()
             e += 1
-            cxl_publish(&kernel.pool, e, rnd, 0)  # the slot is written back already
-            missing = cxl_wait_all(&kernel.pool, e, kernel.timeout_ns)
+            cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)  # the slot is written back already
+            missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
             if missing >= 0:
                 break
             t5 = cxl_now_ns()
-            cxl_acquire_slots(&kernel.pool, rnd, nbytes)
+            cxl_acquire_slots(&kernel.coll.pool, rnd, nbytes)
             t2 = cxl_now_ns()
-            for r in range(kernel.pool.nranks):
+            for r in range(kernel.coll.pool.nranks):
                 if read:
-                    sink += cxl_read_pass(cxl_slot(&kernel.pool, rnd, r), nbytes)
+                    sink += cxl_read_pass(cxl_slot(&kernel.coll.pool, rnd, r), nbytes)
                 elif nbytes:
-                    memcpy(dst + <uint64_t>r * nbytes, cxl_slot(&kernel.pool, rnd, r), nbytes)
+                    memcpy(dst + <uint64_t>r * nbytes, cxl_slot(&kernel.coll.pool, rnd, r), nbytes)
             t3 = cxl_now_ns()
             times[i, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
             times[i, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
-            if kernel.pool.flush_mode:
+            if kernel.coll.pool.flush_mode:
                 times[i, 2] = t4 - t1 - fenced if t4 - t1 > fenced else 0.0
                 times[i, 3] = t2 - t5 - clock if t2 - t5 > clock else 0.0
-    kernel.epoch = e
-    kernel.data_round = rnd
+    kernel.coll.epoch = e
+    kernel.coll.round = rnd
+    if missing < 0 and iterations:  # every step waited for all; the last round's buffer is read in step e
+        kernel.coll.known_done = e - 1
+        kernel.coll.buffer_epoch[rnd & 1] = e
     if missing >= 0:
         kernel.raise_timeout()
     if read and sink == 1:  # keeps the loads; never true in practice

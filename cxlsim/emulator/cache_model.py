@@ -94,6 +94,7 @@ class _Rank:
     state: str = "run"        # run | fence | blocked | done
     poll_issued: bool = False
     waiting: str = ""         # why it is blocked (for the deadlock message)
+    known: dict = dataclasses.field(default_factory=dict)      # rank -> the flag value this rank knows it reached
 
 
 def _tag_text(tag) -> str:
@@ -156,30 +157,53 @@ class NonCoherentCacheModel:
         if len(logs) != self.nranks:
             raise _Violation(f"got {len(logs)} logs for a {self.nranks}-rank layout")
         self.memory: dict = {}      # line -> tag; absent = never written (data None, flag 0)
-        self.writes: dict = {}      # (rank, epoch) -> set of lines it wrote
+        self.published: dict = {}   # (rank, buffer) -> [(flag value, lines written), ...] in program order
         self.seq = 0
         self.ranks = []
         for rank, log in enumerate(logs):
             log = np.asarray(log, dtype=np.int64).reshape(-1, 3)
-            stores = log[log[:, 0] == PoolEvent.FLAG_STORE]
-            epoch = int(stores[0, 2]) - 1 if len(stores) else 0  # the epoch before the first logged call
-            events = []
-            for op, offset, arg in log.tolist():
+            rows = log.tolist()
+            for op, offset, _ in rows:
                 if op not in EVENT_CODES:
                     raise _Violation(f"rank {rank}: unknown event op {op} at offset {offset}")
-                if op == PoolEvent.WRITE:  # every call logs its WRITE first
-                    epoch += 1
-                    slots = (self._slot(0, rank), self._slot(1, rank))  # the buffer follows data rounds
-                    if offset not in slots or not 0 <= arg <= self.slot_stride:
-                        raise _Violation(f"rank {rank}, epoch {epoch}: WRITE of {arg} bytes at pool offset {offset}, "
-                                         f"but its slots are at {slots} and each holds {self.slot_stride}")
-                    self.writes[rank, epoch] = set(self._lines(offset, arg))
-                elif op == PoolEvent.FLAG_STORE and (offset != self.flags_offset + rank * LINE or arg != epoch):
-                    own_flag = self.flags_offset + rank * LINE
-                    raise _Violation(f"rank {rank}, epoch {epoch}: FLAG_STORE of {arg} at pool offset {offset}, "
-                                     f"but its flag line is at {own_flag} and the call's epoch is {epoch}")
-                events.append((op, offset, arg, epoch))
+            # A WRITE belongs to the flag value its rank stores next (the publish that makes it visible).
+            next_flag, upcoming = [0] * len(rows), None
+            for i in range(len(rows) - 1, -1, -1):
+                if rows[i][0] == PoolEvent.FLAG_STORE:
+                    upcoming = rows[i][2]
+                next_flag[i] = upcoming
+            own_flag, last, events = self.flags_offset + rank * LINE, 0, []
+            for i, (op, offset, arg) in enumerate(rows):
+                value = last
+                if op == PoolEvent.WRITE:
+                    value = next_flag[i] if next_flag[i] is not None else last + 1
+                    self._record_write(rank, offset, arg, value)
+                elif op == PoolEvent.FLAG_STORE:
+                    if offset != own_flag or arg < last:
+                        raise _Violation(f"rank {rank}, epoch {last}: FLAG_STORE of {arg} at pool offset {offset}, "
+                                         f"but its flag line is at {own_flag} and its flag holds {last} "
+                                         "(flags only grow)")
+                    last = value = arg
+                events.append((op, offset, arg, value))
             self.ranks.append(_Rank(rank=rank, events=events, state="run" if events else "done"))
+
+    def _record_write(self, rank: int, offset: int, length: int, value: int) -> None:
+        """Note that `rank` wrote [offset, offset + length), published with flag `value`; it must be its own slot."""
+        for buffer in (0, 1):
+            slot = self._slot(buffer, rank)
+            if slot <= offset and offset + length <= slot + self.slot_stride and length >= 0:
+                break
+        else:
+            slots = (self._slot(0, rank), self._slot(1, rank))
+            raise _Violation(f"rank {rank}, epoch {value}: WRITE of {length} bytes at pool offset {offset}, "
+                             f"but its slots are at {slots} and each holds {self.slot_stride}")
+        if length == 0:
+            return
+        steps = self.published.setdefault((rank, buffer), [])
+        if steps and steps[-1][0] == value:
+            steps[-1][1].update(self._lines(offset, length))
+        else:
+            steps.append((value, set(self._lines(offset, length))))
 
     def _schedule(self) -> None:
         while True:
@@ -220,6 +244,7 @@ class NonCoherentCacheModel:
                 self._store(st, line, (st.rank, epoch), False)
         elif op == PoolEvent.FLAG_STORE:
             self._store(st, offset // LINE, arg, True)
+            st.known[st.rank] = arg
         elif op in (PoolEvent.WRITEBACK, PoolEvent.FLUSH):
             self._line_op(st, op, self._lines(offset, arg))
         elif op in (PoolEvent.SFENCE, PoolEvent.MFENCE):
@@ -288,6 +313,7 @@ class NonCoherentCacheModel:
         value = st.cache[line] if line in st.cache else self._memory(line)
         st.cache[line] = value
         if value >= epoch:
+            st.known[owner] = max(st.known.get(owner, 0), epoch)
             return True
         hint = (" (polling without invalidating never sees a newer value)" if op == PoolEvent.POLL_CACHED
                 else f" (rank {owner} never wrote its flag line back)")
@@ -301,7 +327,10 @@ class NonCoherentCacheModel:
         if place is None:
             raise _Violation(f"{where}: READ at pool offset {line * LINE}, outside the data slots")
         buffer, owner, index = place
-        if line not in self.writes.get((owner, epoch), ()):
+        known = st.known.get(owner, 0)
+        steps = [step for step in self.published.get((owner, buffer), ()) if step[0] <= known]
+        epoch = steps[-1][0] if steps else known
+        if not steps or line not in steps[-1][1]:
             raise _Violation(f"{where}: READ of rank {owner}'s slot, line {index} (pool offset {line * LINE}), "
                              f"which rank {owner} did not write in epoch {epoch}")
         if line in st.cache:

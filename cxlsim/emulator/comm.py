@@ -38,6 +38,7 @@ StaleViewError = _pool_kernel.StaleViewError
 ZeroCopyResult = _pool_kernel.ZeroCopyResult
 WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB, "clflush": _kernels.OP_CLFLUSH}
 
+ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES
 SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8
 
@@ -83,9 +84,13 @@ class CommMixin:
 
     @classmethod
     def open(cls, pool: Pool, rank: int, *, coherence: Coherence | str | None = None, timeout_s: float = 10.0,
-             writeback: str = "auto", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> "PoolComm":
+             writeback: str = "auto", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0,
+             allreduce_large_bytes: int = ALLREDUCE_LARGE_BYTES) -> "PoolComm":
         """Attach `rank` to `pool`. coherence: 'hw' or 'flush' (default: the backend's).
         timeout_s: how long any wait may take before CollectiveTimeout names the missing ranks.
+        allreduce_large_bytes: allreduce chunks of at least this many bytes use the large pool
+        algorithm (reduce-scatter + allgather), smaller ones the small one (every rank folds every
+        block); every rank must pass the same value.
 
         Emulated CXL device timing (Cython kernels only; 0, the default, is off and costs one
         branch per call), with L = pool_latency_ns and B = pool_bw_bytes_per_ns (bytes/ns = GB/s),
@@ -122,6 +127,7 @@ class CommMixin:
                    coherence=coherence, writeback_op=writer, invalidate_op=reader, timeout_ns=timeout_s * 1e9,
                    spin_iters=spin_iters, **timing)
         comm.pool = pool
+        comm.allreduce_large_bytes = _pool_kernel.check_large_bytes(allreduce_large_bytes)
         # Views are built on one array that holds a buffer export of the mapping: while any view
         # lives it pins the mapping, so closing never leaves a view over unmapped memory.
         comm._pool_view = np.frombuffer(pool.mapping, dtype=np.uint8)  # holds a buffer export
@@ -165,6 +171,7 @@ class CommMixin:
         each call costs one lookup (in the Cython kernel, an identity and an int comparison).
         """
         self._check_views()
+        self.prepare_write()
         return self._slot_array(self.data_round + 1, count, dtype, False)
 
     def allgather_zero_copy(self, block: np.ndarray) -> ZeroCopyResult:
@@ -179,10 +186,6 @@ class CommMixin:
             raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
         self.allgather_in_place(block.nbytes)
         return ZeroCopyResult(self, self.epoch, self._slot_array(self.data_round, count, dtype, True))
-
-    def barrier(self) -> None:
-        """Wait until every rank reaches this point (a zero-byte allgather)."""
-        self.allgather_in_place(0)
 
     def close(self) -> None:
         """Drop views and the kernel's mapping, then unmap the pool."""

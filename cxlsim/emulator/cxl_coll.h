@@ -272,6 +272,38 @@ static int cxl_coll_allgather(cxl_coll_t *c, const char *send, char *recv, uint6
     return 0;
 }
 
+/* Before a zero-copy call's caller writes into this rank's slot of the next data round: wait
+ * until every rank finished the step that last used that buffer (the wait cxl_coll_claim would
+ * make, made early, since the caller writes before the call). */
+static int cxl_coll_prepare_write(cxl_coll_t *c)
+{
+    uint64_t last = c->buffer_epoch[(c->round + 1) & 1];
+    if (last <= c->known_done) return 0;
+    int missing = cxl_wait_all(&c->pool, cxl_coll_done(last), c->timeout_ns);
+    if (missing >= 0) return cxl_coll_timed_out(c, missing, cxl_coll_done(last));
+    c->known_done = last;
+    return 0;
+}
+
+/* One allgather step of nbytes <= slot_bytes per rank through cxl_allgather itself: send NULL =
+ * zero-copy (the block is already in the slot: call cxl_coll_prepare_write before writing it),
+ * recv NULL = the caller reads the slots in place. A zero-byte call takes no data round (a bare
+ * synchronisation), so the buffers keep alternating over calls that carry data. */
+static int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, uint64_t nbytes)
+{
+    uint64_t round = c->round;
+    if (nbytes) {
+        if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
+    } else {
+        c->epoch++;
+    }
+    uint64_t flag = cxl_coll_written(c->epoch);
+    int missing = cxl_allgather(&c->pool, flag, round, send, recv, nbytes, c->timeout_ns);
+    if (missing >= 0) return cxl_coll_timed_out(c, missing, flag);
+    cxl_coll_note_all_written(c, c->epoch);
+    return 0;
+}
+
 /* ---- broadcast -------------------------------------------------------------------------- */
 
 /* The root's nbytes at buf reach every rank's buf. The root writes each chunk once and does not

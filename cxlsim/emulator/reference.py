@@ -79,8 +79,11 @@ class ReferenceKernel:
         self._spin_iters = int(spin_iters)
         self._slot_bytes = int(slot_bytes)
         self.timeout_ns = float(timeout_ns)
-        self._epoch = 0
-        self._round = 0  # data rounds: calls with at least one byte (their buffer is round % 2)
+        self._epoch = 0  # steps (cxl_coll.h): step e publishes flag 2e (data in) or 2e + 1 (done reading)
+        self._round = 0  # data rounds: steps that carry data (their buffer is round % 2)
+        self._buffer_epoch = [0, 0]  # the step that last used buffer b
+        self._known_done = 0  # every rank finished every step up to this one
+        self._missing_flag = 0
         self._log = None
         self._log_length = 0
 
@@ -169,6 +172,43 @@ class ReferenceKernel:
             self._log_event(PoolEvent.POLL_FLUSHED if self._flush_mode else PoolEvent.POLL_CACHED, self._flag(r), epoch)
         return -1
 
+    # -- the step state of cxl_coll.h ---------------------------------------------------
+    def _wait_or_raise(self, value: int, what: str) -> None:
+        if self._wait_all(value) >= 0:
+            self._missing_flag = value
+            self._raise_timeout(what)
+
+    def _claim(self, will_write: bool, what: str) -> int:
+        """cxl_coll_claim: take the next step and data round; wait for the buffer's last step first if writing."""
+        nxt = self._round + 1
+        last = self._buffer_epoch[nxt & 1]
+        if will_write and last > self._known_done:
+            self._wait_or_raise(2 * last + 1, what)
+            self._known_done = last
+        self._round = nxt
+        self._epoch += 1
+        self._buffer_epoch[nxt & 1] = self._epoch
+        return nxt
+
+    def _note_all_written(self, epoch: int) -> None:
+        self._known_done = max(self._known_done, epoch - 1)
+
+    def prepare_write(self) -> None:
+        """cxl_coll_prepare_write: wait until this rank may write its slot of the next data round."""
+        self._check_open()
+        last = self._buffer_epoch[(self._round + 1) & 1]
+        if last > self._known_done:
+            self._wait_or_raise(2 * last + 1, "zero-copy buffer reuse")
+            self._known_done = last
+
+    def barrier(self) -> None:
+        """cxl_coll_barrier: one step without data."""
+        self._check_open()
+        self._epoch += 1
+        self._publish(2 * self._epoch, self._round, 0)
+        self._wait_or_raise(2 * self._epoch, "barrier")
+        self._note_all_written(self._epoch)
+
     def _acquire_slots(self, round: int, nbytes: int) -> None:
         if not self._flush_mode:
             return
@@ -178,16 +218,19 @@ class ReferenceKernel:
         self._log_event(PoolEvent.MFENCE, 0, 0)
 
     def _allgather(self, send: np.ndarray | None, recv: np.ndarray | None, nbytes: int) -> None:
-        """cxl_allgather: send None = zero-copy (already in the slot), recv None = read in place."""
-        self._epoch += 1
-        self._round += nbytes > 0
-        epoch, round = self._epoch, self._round
+        """cxl_coll_allgather_step: send None = zero-copy (already in the slot), recv None = read in place."""
+        if nbytes:
+            round = self._claim(True, "allgather")
+        else:
+            self._epoch += 1
+            round = self._round
+        flag = 2 * self._epoch
         if send is not None and nbytes:
             own = self._slot(round, self._rank)
             self._mem[own: own + nbytes] = send
-        self._publish(epoch, round, nbytes)
-        if self._wait_all(epoch) >= 0:
-            self._raise_timeout()
+        self._publish(flag, round, nbytes)
+        self._wait_or_raise(flag, "allgather")
+        self._note_all_written(self._epoch)
         self._acquire_slots(round, nbytes)
         for r in range(self._nranks):
             slot = self._slot(round, r)
@@ -226,16 +269,21 @@ class ReferenceKernel:
         """Byte offset in the pool of `rank`'s slot in data round `round` (its buffer is round % 2)."""
         return self._slot(int(round), int(rank))
 
-    def flag_epochs(self) -> list[int]:
-        """The epoch each rank last published (a plain read of every flag line)."""
+    def flag_values(self) -> list[int]:
+        """Each rank's flag as stored (2e: its data of step e is published; 2e + 1: it finished reading step e)."""
         self._check_open()
         return [int(e) for e in self._flags]
 
-    def _raise_timeout(self):
-        epochs = self.flag_epochs()
-        missing = [i for i, e in enumerate(epochs) if e < self._epoch]
+    def flag_epochs(self) -> list[int]:
+        """The step each rank last published (its flag // 2; a plain read of every flag line)."""
+        return [v // 2 for v in self.flag_values()]
+
+    def _raise_timeout(self, what: str = "allgather"):
+        values = self.flag_values()
+        epochs = [v // 2 for v in values]
+        missing = [i for i, v in enumerate(values) if i != self._rank and v < self._missing_flag]
         raise _pool_kernel.CollectiveTimeout(
-            f"rank {self._rank}: allgather epoch {self._epoch} timed out after "
+            f"rank {self._rank}: {what} epoch {self._epoch} timed out after "
             f"{self.timeout_ns / 1e9:g} s waiting for rank(s) {missing} "
             f"(they last published epoch(s) {[epochs[i] for i in missing]})", missing)
 
