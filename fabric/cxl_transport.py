@@ -146,6 +146,7 @@ class CXLPoolTransport(PoolTransport):
                            media_ns=self.media_ns, host_bw_bytes_per_ns=self.host_bw_bytes_per_ns,
                            device_bw_bytes_per_ns=self.device_bw_bytes_per_ns * len(path.devices),
                            hit_ns=hp.hit_latency_ns, copy_bw_bytes_per_ns=self.preset.host.memcpy_bw_bytes_per_ns,
+                           reduce_bw_bytes_per_ns=self.preset.host.reduce_bw_bytes_per_ns,
                            flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns,
                            invalidate_ns=hp.invalidate_ns, writeback_ns=hp.writeback_ns,
                            leaf_hosts=max(self.leaf_of.count(k) for k in set(self.leaf_of)) if path.leaves else 0,

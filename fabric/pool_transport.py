@@ -56,6 +56,8 @@ class PoolFigures:
     """A cache hit, ns."""
     copy_bw_bytes_per_ns: float
     """Local copy bandwidth, bytes/ns."""
+    reduce_bw_bytes_per_ns: float
+    """Local reduction bandwidth (bytes of one operand folded per ns), as `Transport.reduce` charges it."""
     flush_ns_per_line: float
     """clflushopt issue per line, ns."""
     fence_ns: float

@@ -79,7 +79,7 @@ def test_neighbor_exchange_needs_even_p_and_unknown_names_fail():
     with pytest.raises(InputError, match="unknown allgather algorithm 'tree'; expected one of .*ring"):
         registry.lookup("allgather", "tree", 4)
     with pytest.raises(InputError, match="workload.collective"):
-        registry.lookup("alltoall", "ring", 4)
+        registry.lookup("scan", "ring", 4)
 
 
 # The closed forms: on an uncongested star with one rank per host the DES equals them.
@@ -270,8 +270,8 @@ def test_every_record_is_listed_once_with_a_closed_form_and_a_source():
 def test_a_bad_record_is_refused_by_name():
     with pytest.raises(InputError, match="algorithm allgather/x: transport: expected one of network, pool, hybrid, got 'pigeon'"):
         base.Algorithm("allgather", "x", ring_like, base.NoClosedForm("toy"), transport="pigeon")
-    with pytest.raises(InputError, match="algorithm alltoall/x: collective: expected one of allgather"):
-        base.Algorithm("alltoall", "x", ring_like, base.NoClosedForm("toy"))
+    with pytest.raises(InputError, match="algorithm scan/x: collective: expected one of allgather"):
+        base.Algorithm("scan", "x", ring_like, base.NoClosedForm("toy"))
     with pytest.raises(InputError, match="algorithm allgather/x: cost: expected a closed form or NoClosedForm"):
         base.Algorithm("allgather", "x", ring_like, None)
 

@@ -13,8 +13,10 @@ Inside a longer workload (e.g. a training step), a rank's own process calls
 collectives in flight at the same time need different `tag`s.
 
 Size convention (as in OSU): for allgather and gather `size_bytes` is the
-block per rank; for allreduce, reduce_scatter and broadcast it is the whole
-vector per rank.
+block per rank, for alltoall the block per destination; for allreduce,
+reduce_scatter and broadcast it is the whole vector per rank; a barrier moves
+no data. Labels: an alltoall rank r sends block (r, d) to rank d; a barrier
+rank ends with the ranks it saw arrive.
 """
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ def _elements(ctx, p):
 
 def initial(collective: str, rank: int, p: int, ctx: Context):
     """Rank `rank`'s input label."""
-    if collective in ("allgather", "gather"):
+    if collective in ("allgather", "gather", "barrier"):
         return rank
+    if collective == "alltoall":
+        return [(rank, d) for d in range(p)]
     if collective == "broadcast":
         return ("data-from", ctx.root) if rank == ctx.root else None
     return vector_of(rank, _elements(ctx, p))
@@ -51,8 +55,10 @@ def initial(collective: str, rank: int, p: int, ctx: Context):
 
 def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
     """Raise AssertionError naming the first rank whose result is wrong."""
-    if collective == "allgather":
+    if collective in ("allgather", "barrier"):
         expect = {r: list(range(p)) for r in range(p)}
+    elif collective == "alltoall":
+        expect = {r: [(s, r) for s in range(p)] for r in range(p)}
     elif collective == "gather":
         expect = {r: (list(range(p)) if r == ctx.root else None) for r in range(p)}
     elif collective == "broadcast":

@@ -1,0 +1,300 @@
+"""The pool collectives beyond allgather, as DES workloads: allreduce, reduce_scatter, broadcast, alltoall, barrier.
+
+Each is the protocol of the emulator's C kernel (cxlsim/emulator/cxl_coll.h) on
+a pool transport (`cxlsim.fabric.pool_transport.PoolTransport`), one rank per
+host. A step takes the next epoch e (`next_epoch`) and, if it carries data, the
+next data round; the rank's flag of step e then holds written(e) = 2e ("my data
+of step e is in my slot") or, for a broadcast reader, done(e) = 2e + 1 ("I have
+read step e"). Layout (`StepLayout`): two flag lines per rank from offset 0, then
+two buffers of P slots, used by odd and even data rounds.
+
+Publishing (`_publish`) is `cxl_publish`: flush mode clflushopt the written
+range; sfence; store the flag; flush mode clflushopt the flag line. Acquiring
+(`_acquire`) is flush mode's clflushopt of the ranges about to be read (stale
+copies) and an mfence. The steps:
+
+- `barrier`: publish written(e) without data, wait for every other flag.
+- `allreduce` `cxl_pool` (small): write the vector into the slot, publish, wait,
+  acquire, read every slot (the rank's own included), fold ranks 0..P-1 left to
+  right ((P-1) x s bytes of reduction).
+- `allreduce` `cxl_pool_large`: that step, but each rank reads and folds only its
+  share (1/P of the vector, share boundaries on 64-byte lines, `share_bytes`) of
+  every slot, then a second step in the other buffer: write the folded share
+  into the slot, publish, wait, acquire the other shares, read every share.
+- `reduce_scatter` `cxl_pool` (block): rank r writes its P blocks (its row,
+  ceil(s/P) bytes each, unpadded) into its slot; every rank reads and folds its
+  column (block r of every row).
+- `alltoall` `cxl_pool`: the same row and column with m bytes per destination,
+  and no fold.
+- `broadcast` `cxl_pool`: the root writes into its slot and publishes; it does
+  not wait for the readers. A reader waits for the root's flag alone, acquires,
+  reads the root's slot and publishes done(e).
+
+Where the DES differs from the C kernel: a call is one step however large (the
+DES pool has no slot limit below its size, checked); the large allreduce's fold
+streams its share into the pool (the C kernel folds with ordinary stores into the
+slot and writes them back); and `wait_flags` waits for a flag to *equal* a value
+(the C kernels wait for >=), so a rank has two flag lines, one per epoch parity
+(the C kernels one): a rank cannot store step e + 2's flag before every rank has
+stored step e + 1's, which it does only after seeing step e's, so a value waited
+for is never overwritten before it is seen. A broadcast root, before writing step
+e > 2, waits for every reader's done(e - 2) (the step that last used the buffer,
+as the C root's claim); it expects step e - 2 to have been a broadcast from the
+same root (after another collective its wait runs into the poll limit).
+
+Payload labels: a row is one region whose label is ("row", writer, blocks); a
+reader of a block within it gets that label and takes its block, so a read of the
+wrong slot or row shows in `runner.verify`.
+"""
+from __future__ import annotations
+
+from cxlsim.coherence import Coherence, PoolEvent
+from cxlsim.errors import InputError
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES
+from cxlsim.fabric.pool_transport import PoolTransport
+from cxlsim.models.collectives.base import add_vectors, split
+
+__all__ = ["StepLayout", "written", "done", "share_bytes", "block_bytes", "barrier", "allreduce_small", "allreduce_large",
+           "reduce_scatter", "alltoall", "broadcast"]
+
+LINE = CACHE_LINE_BYTES
+
+
+def written(epoch: int) -> int:
+    """Flag value: my data of step `epoch` is in my slot."""
+    return 2 * epoch
+
+
+def done(epoch: int) -> int:
+    """Flag value: I have read step `epoch` (a broadcast reader's acknowledgement)."""
+    return 2 * epoch + 1
+
+
+def share_bytes(s: int, p: int, r: int) -> tuple[int, int]:
+    """Rank r's share [lo, hi) of an s-byte vector over p ranks, boundaries on 64-byte lines (bytes)."""
+    lines = -(-s // LINE)
+    return min(lines * r // p * LINE, s), min(lines * (r + 1) // p * LINE, s)
+
+
+def block_bytes(s: int, p: int) -> int:
+    """Bytes of one reduce_scatter block of an s-byte vector over p ranks: ceil(s/p)."""
+    return -(-s // p)
+
+
+class StepLayout:
+    """Flags and slots of the pool collectives for P ranks and slots of `slot_bytes` (bytes)."""
+
+    __slots__ = ("ranks", "slot_bytes", "stride_bytes", "data_offset", "total_bytes")
+
+    def __init__(self, ranks: int, slot_bytes: int):
+        self.ranks, self.slot_bytes = ranks, slot_bytes
+        self.stride_bytes = max(LINE, -(-slot_bytes // LINE) * LINE)
+        self.data_offset = 2 * ranks * LINE
+        self.total_bytes = self.data_offset + 2 * ranks * self.stride_bytes
+
+    def flag(self, rank: int, epoch: int) -> int:
+        """Rank `rank`'s flag line for step `epoch` (one per epoch parity)."""
+        return (2 * rank + (epoch & 1)) * LINE
+
+    def slot(self, round: int, rank: int) -> int:
+        """Rank `rank`'s slot in data round `round` (buffer round % 2)."""
+        return self.data_offset + ((round & 1) * self.ranks + rank) * self.stride_bytes
+
+
+def _pool(g, name) -> PoolTransport:
+    t = getattr(g, "transport", None)
+    if not isinstance(t, PoolTransport):
+        raise InputError(f"{name}: needs a CXL pool transport on the whole communicator "
+                         "(a cxlsim.fabric.pool_transport.PoolTransport such as CXLPoolTransport)")
+    return t
+
+
+def _layout(t, p, slot_bytes, name) -> StepLayout:
+    layout = StepLayout(p, slot_bytes)
+    if layout.total_bytes > t.pool_bytes:
+        raise InputError(f"pool_bytes: the pool {name} on P={p} needs {layout.total_bytes} B (P flag lines + "
+                         f"2 x P slots of {layout.stride_bytes} B), but the pool has {t.pool_bytes} B")
+    return layout
+
+
+def _publish(t, r, layout, offset, size, epoch, value):
+    """cxl_publish: write back [offset, offset + size) (flush mode), sfence, store `value` in the flag of
+    step `epoch`, write it back (flush mode)."""
+    flush = t.coherence == Coherence.FLUSH
+    if flush and size:
+        yield t.flush(r, offset, size)
+    yield t.fence(r, PoolEvent.SFENCE)
+    flag = layout.flag(r, epoch)
+    yield t.pool_write(r, flag, 8, value, streaming=False)
+    if flush:
+        yield t.flush(r, flag, 8)
+
+
+def _wait_all(t, r, p, layout, epoch, value):
+    """Poll every other rank's flag of step `epoch` until it holds `value`."""
+    others = [layout.flag(w, epoch) for w in range(p) if w != r]
+    if others:
+        yield t.wait_flags(r, others, value)
+
+
+def _acquire(t, r, ranges):
+    """Flush mode: drop stale copies of the (offset, size) ranges, then mfence."""
+    if t.coherence != Coherence.FLUSH:
+        return
+    for offset, size in ranges:
+        yield t.flush(r, offset, size)
+    yield t.fence(r, PoolEvent.MFENCE)
+
+
+def _read_all(t, r, ranges):
+    """Load the (offset, size) ranges together; their labels in order."""
+    reads = [t.pool_read(r, offset, size) for offset, size in ranges]
+    got = yield t.all_of(reads)
+    return [got[ev] for ev in reads]
+
+
+def _row_block(label, writer, index):
+    """Block `index` of writer's row, from the label a read within the row returned (None if it is not that row)."""
+    if isinstance(label, tuple) and len(label) == 1:
+        label = label[0]
+    if isinstance(label, tuple) and len(label) == 3 and label[0] == "row" and label[1] == writer:
+        return label[2][index]
+    return None
+
+
+def _fold(vectors):
+    """Left fold over ranks 0..P-1 (labels add); None if a contribution is missing."""
+    if any(v is None or not isinstance(v, tuple) for v in vectors):
+        return None
+    out = vectors[0]
+    for v in vectors[1:]:
+        out = add_vectors(out, v)
+    return out
+
+
+def barrier(g, size_bytes, mine, ctx=None):
+    """Every rank publishes written(e) without data and waits for every other rank's; returns the ranks seen."""
+    t = _pool(g, "barrier")
+    p, r = g.size, g.rank
+    layout = StepLayout(p, 0)
+    e = t.next_epoch(r)
+    yield from _publish(t, r, layout, 0, 0, e, written(e))
+    yield from _wait_all(t, r, p, layout, e, written(e))
+    return list(range(p))
+
+
+def _input_step(t, r, p, s, vec, name):
+    """Write the s-byte vector into this rank's slot of a new step, publish it and wait for every rank's."""
+    layout = _layout(t, p, s, name)
+    e = t.next_epoch(r)
+    rnd = t.next_round(r, s) if s else e
+    yield t.pool_write(r, layout.slot(rnd, r), s, vec, streaming=True)
+    yield from _publish(t, r, layout, layout.slot(rnd, r), s, e, written(e))
+    yield from _wait_all(t, r, p, layout, e, written(e))
+    return layout, rnd
+
+
+def allreduce_small(g, s, vec, ctx=None):
+    """Every rank reads every rank's vector and folds them (one step)."""
+    t = _pool(g, "allreduce cxl_pool")
+    p, r = g.size, g.rank
+    layout, rnd = yield from _input_step(t, r, p, s, vec, "allreduce cxl_pool")
+    yield from _acquire(t, r, [(layout.slot(rnd, w), s) for w in range(p) if w != r])
+    vectors = yield from _read_all(t, r, [(layout.slot(rnd, w), s) for w in range(p)])
+    if p > 1:
+        yield g.reduce((p - 1) * s)
+    return _fold(vectors)
+
+
+def allreduce_large(g, s, vec, ctx=None):
+    """Reduce-scatter through the pool (each rank folds its share of every vector), then an allgather of the shares."""
+    t = _pool(g, "allreduce cxl_pool_large")
+    p, r = g.size, g.rank
+    layout, rnd = yield from _input_step(t, r, p, s, vec, "allreduce cxl_pool_large")
+    lo, hi = share_bytes(s, p, r)
+    yield from _acquire(t, r, [(layout.slot(rnd, w) + lo, hi - lo) for w in range(p) if w != r])
+    if hi > lo:
+        got = yield from _read_all(t, r, [(layout.slot(rnd, w) + lo, hi - lo) for w in range(p)])
+    else:  # an empty share of bytes still carries its label elements; a zero-byte read takes no time
+        got = [t.view(r, layout.slot(rnd, w), s) for w in range(p)]
+    labels = [_share_of(label, p, r) for label in got]
+    if p > 1:
+        yield g.reduce((p - 1) * (hi - lo))
+    share = _fold(labels)
+    e2 = t.next_epoch(r)
+    rnd2 = t.next_round(r, s) if s else e2
+    mine = layout.slot(rnd2, r) + lo
+    yield t.pool_write(r, mine, hi - lo, share, streaming=True)
+    yield from _publish(t, r, layout, mine, hi - lo, e2, written(e2))
+    yield from _wait_all(t, r, p, layout, e2, written(e2))
+    ranges = [(layout.slot(rnd2, w) + a, b - a) for w, (a, b) in ((w, share_bytes(s, p, w)) for w in range(p))]
+    yield from _acquire(t, r, [rg for w, rg in enumerate(ranges) if w != r])
+    shares = yield from _read_all(t, r, ranges)
+    if any(x is None for x in shares):
+        return None
+    return tuple(x for sh in shares for x in sh)
+
+
+def _share_of(label, p, r):
+    """Share r of a whole vector's label, as a read within the vector's region returned it."""
+    if isinstance(label, tuple) and len(label) == 1 and isinstance(label[0], tuple):
+        label = label[0]
+    if not isinstance(label, tuple):
+        return None
+    return split(label, p)[r]
+
+
+def _row_step(t, g, block, blocks, name):
+    """Write this rank's row of P blocks (block bytes each) into a new step, publish, wait, acquire its column,
+    read it; returns the P blocks of the column in writer order."""
+    p, r = g.size, g.rank
+    layout = _layout(t, p, p * block, name)
+    e = t.next_epoch(r)
+    row = p * block
+    rnd = t.next_round(r, row) if row else e
+    yield t.pool_write(r, layout.slot(rnd, r), row, ("row", r, tuple(blocks)), streaming=True)
+    yield from _publish(t, r, layout, layout.slot(rnd, r), row, e, written(e))
+    yield from _wait_all(t, r, p, layout, e, written(e))
+    column = [(layout.slot(rnd, w) + r * block, block) for w in range(p)]
+    yield from _acquire(t, r, [c for w, c in enumerate(column) if w != r])
+    got = yield from _read_all(t, r, column)
+    return [_row_block(label, w, r) for w, label in enumerate(got)]
+
+
+def reduce_scatter(g, s, vec, ctx=None):
+    """Rank r writes its P blocks (its row); every rank folds its column (block r of every row)."""
+    t = _pool(g, "reduce_scatter cxl_pool")
+    p = g.size
+    seg = block_bytes(s, p)
+    column = yield from _row_step(t, g, seg, split(vec, p), "reduce_scatter cxl_pool")
+    if p > 1:
+        yield g.reduce((p - 1) * seg)
+    return _fold(column)
+
+
+def alltoall(g, m, blocks, ctx=None):
+    """Rank r writes its P blocks of m bytes (block d for rank d) as its row; every rank reads its column."""
+    t = _pool(g, "alltoall cxl_pool")
+    return (yield from _row_step(t, g, m, blocks, "alltoall cxl_pool"))
+
+
+def broadcast(g, s, data, ctx=None):
+    """The root writes once and publishes; each reader waits for the root, reads and publishes done(e)."""
+    t = _pool(g, "broadcast cxl_pool")
+    p, r = g.size, g.rank
+    root = ctx.root if ctx is not None else 0
+    layout = _layout(t, p, s, "broadcast cxl_pool")
+    e = t.next_epoch(r)
+    rnd = t.next_round(r, s) if s else e
+    slot = layout.slot(rnd, root)
+    if r == root:
+        if e > 2:  # every reader has read step e - 2, the last to use this buffer
+            yield from _wait_all(t, r, p, layout, e - 2, done(e - 2))
+        yield t.pool_write(r, slot, s, data, streaming=True)
+        yield from _publish(t, r, layout, slot, s, e, written(e))
+        return data
+    yield t.wait_flags(r, [layout.flag(root, e)], written(e))
+    yield from _acquire(t, r, [(slot, s)])
+    (label,) = yield from _read_all(t, r, [(slot, s)])
+    yield from _publish(t, r, layout, 0, 0, e, done(e))
+    return label
