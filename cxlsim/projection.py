@@ -9,8 +9,9 @@ payload labels. A row says which algorithm ran, and why when it is not the one a
 for (the selector's reason, a fallback, the leaders' algorithm of a hierarchical one).
 
 `run_pool(scenario, setup)` does the same on a CXL pool (`cxlsim.fabric.cxl_setup.CXLSetup`):
-its pool algorithms only, one rank per host, each record's closed form evaluated on the
-pool transport's figures. Units: ns inside, us in the rows.
+its pool algorithms only (every collective has one; allreduce two), one rank per host, each
+record's closed form evaluated on the pool transport's figures, with its caveat in the row's
+note where the form is not exact. Units: ns inside, us in the rows.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import time
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import stats as fabric_stats
 from cxlsim.models.collectives import analytic, runner
+from cxlsim.models.collectives import pool_collective_forms as pool_forms
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
@@ -89,40 +91,48 @@ def run_network(scenario, setup, bar=None, stats: list | None = None) -> list[di
 def run_pool(scenario, setup, bar=None, stats: list | None = None) -> list[dict]:
     """One row per size (size_bytes, latency_us, algorithm, note, engine, events, wall_s) on a CXL pool.
 
-    The pool algorithms only ('auto' means `cxl_pool`), one rank per host: the DES on a fresh
-    `CXLPoolTransport` per size, or the algorithm record's closed form on that transport's figures.
-    stats: as for `run_network`.
+    The pool algorithms only, one rank per host: 'auto' is `pool_collective_forms.select_pool`'s choice
+    (`cxl_pool`; for allreduce the cheaper of `cxl_pool` and `cxl_pool_large` by their closed forms).
+    The DES runs on a fresh `CXLPoolTransport` per size; the analytic engine evaluates the record's
+    closed form on that transport's figures, and the row's note carries the form's caveat where it is
+    not exact (`form_note`). stats: as for `run_network`.
     """
     wl = scenario.workload
     p = scenario.fabric.nodes
-    if wl.collective != "allgather":
-        raise InputError(f"workload.collective: a CXL pool runs only allgather (cxl_pool, cxl_pool_zero_copy), "
-                         f"got {wl.collective!r}")
-    name = "cxl_pool" if wl.algorithm == "auto" else wl.algorithm
-    algo, fallback = lookup(wl.collective, name, p)
-    check_transport(algo, "pool")
-    figures = None
+    if wl.root != 0 and wl.collective not in ROOTED:
+        raise InputError(f"workload.root: applies to the rooted collectives ({', '.join(ROOTED)}), not "
+                         f"{wl.collective}; remove it")
+    if wl.root >= p:
+        raise InputError(f"workload.root: expected a rank below P={p}, got {wl.root}")
+    ctx = runner.Context(root=wl.root)
+    figures = setup.new_transport(p).figures()
     rows = []
     for size in wl.sizes_bytes:
         start = time.perf_counter()
+        name, why = (wl.algorithm, None)
+        if name == "auto":
+            name, why = pool_forms.select_pool(wl.collective, figures, p, size)
+        algo, fallback = lookup(wl.collective, name, p)
+        check_transport(algo, "pool")
+        caveat = None
         if scenario.engine == "analytic":
-            if figures is None:
-                figures = setup.new_transport(p).figures()
-            latency_ns = analytic.closed_form(algo, figures, p, size)
+            latency_ns = analytic.closed_form(algo, figures, p, size, ctx)
+            caveat = pool_forms.form_note(algo, figures, p, size)
             events = 0
         else:
             transport = setup.new_transport(p)
-            outcome = runner.run(transport, wl.collective, algo.name, size, iterations=wl.iterations,
-                                 warmup=wl.warmup)
+            outcome = runner.run_algorithm(transport, algo, size, ctx, iterations=wl.iterations, warmup=wl.warmup)
             if stats is not None:
                 stats.append((size, fabric_stats.collect(transport)))
             try:
-                runner.verify(wl.collective, p, runner.Context(), outcome.results)
+                runner.verify(wl.collective, p, ctx, outcome.results)
             except AssertionError as exc:
                 raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
             latency_ns, events = outcome.latency_ns, outcome.events
+        unused = "a barrier moves no data: the size is not used" if wl.collective == "barrier" else None
+        notes = "; ".join(n for n in (why, fallback, caveat, unused) if n)
         rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": algo.name,
-                     "note": fallback or "", "engine": scenario.engine, "events": events,
+                     "note": notes, "engine": scenario.engine, "events": events,
                      "wall_s": time.perf_counter() - start})
         if bar:
             bar.update(1)
