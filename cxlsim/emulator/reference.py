@@ -25,6 +25,7 @@ import numpy as np
 from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.emulator import _kernels, _pool_kernel
 from cxlsim.emulator.comm import CommMixin
+from cxlsim.emulator.reference_collectives import ReferenceCollectives
 from cxlsim.errors import InputError, RunError
 
 LINE = _kernels.LINE_BYTES
@@ -84,6 +85,7 @@ class ReferenceKernel:
         self._buffer_epoch = [0, 0]  # the step that last used buffer b
         self._known_done = 0  # every rank finished every step up to this one
         self._missing_flag = 0
+        self._pending = None  # a split-phase allreduce in flight (reference_collectives)
         self._log = None
         self._log_length = 0
 
@@ -193,9 +195,14 @@ class ReferenceKernel:
     def _note_all_written(self, epoch: int) -> None:
         self._known_done = max(self._known_done, epoch - 1)
 
+    def _check_idle(self) -> None:
+        if self._pending is not None:
+            raise RunError("a split-phase allreduce is in flight: call allreduce_wait() before the next collective")
+
     def prepare_write(self) -> None:
         """cxl_coll_prepare_write: wait until this rank may write its slot of the next data round."""
         self._check_open()
+        self._check_idle()
         last = self._buffer_epoch[(self._round + 1) & 1]
         if last > self._known_done:
             self._wait_or_raise(2 * last + 1, "zero-copy buffer reuse")
@@ -204,6 +211,7 @@ class ReferenceKernel:
     def barrier(self) -> None:
         """cxl_coll_barrier: one step without data."""
         self._check_open()
+        self._check_idle()
         self._epoch += 1
         self._publish(2 * self._epoch, self._round, 0)
         self._wait_or_raise(2 * self._epoch, "barrier")
@@ -219,6 +227,7 @@ class ReferenceKernel:
 
     def _allgather(self, send: np.ndarray | None, recv: np.ndarray | None, nbytes: int) -> None:
         """cxl_coll_allgather_step: send None = zero-copy (already in the slot), recv None = read in place."""
+        self._check_idle()
         if nbytes:
             round = self._claim(True, "allgather")
         else:
@@ -301,5 +310,5 @@ class ReferenceKernel:
         return self._log[: self._log_length].copy()
 
 
-class ReferenceComm(CommMixin, ReferenceKernel):
+class ReferenceComm(CommMixin, ReferenceCollectives, ReferenceKernel):
     """A rank's communicator on the pure-Python twin; build it with `ReferenceComm.open(pool, rank)`."""
