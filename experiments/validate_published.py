@@ -46,6 +46,7 @@ import time
 
 
 from cxlsim import config
+from cxlsim.coherence import Coherence
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.analytic import closed_form
@@ -79,7 +80,7 @@ FAB = load_descriptions()
 def pool_call_ns(preset, hosts: int, size: int, *, devices: int = 1, engine: str = "analytic",
                  collective: str = "allgather", name: str = "cxl_pool") -> float:
     """One pool collective call on a fresh pool, ns: the DES or the algorithm's closed form."""
-    transport = CXLPoolTransport(preset, hosts, coherence="flush", devices=devices)
+    transport = CXLPoolTransport(preset, hosts, coherence=Coherence.FLUSH, devices=devices)
     if engine == "des":
         return runner.run(transport, collective, name, size).latency_ns
     return closed_form(algorithm(collective, name), transport.figures(), hosts, size)
@@ -91,7 +92,7 @@ def stream_bandwidth(preset, read_ranks: int, write_ranks: int, bytes_per_rank: 
     The closed form is min(device bandwidth, sum of the hosts' bandwidths) (the first request's latency
     is left out: under 0.1% at MiB sizes)."""
     hosts = read_ranks + write_ranks
-    t = CXLPoolTransport(preset, hosts, coherence="flush")
+    t = CXLPoolTransport(preset, hosts, coherence=Coherence.FLUSH)
     done = []
 
     def rank(r):
@@ -114,7 +115,7 @@ def stream_bandwidth(preset, read_ranks: int, write_ranks: int, bytes_per_rank: 
 
 def des_load_ns(preset) -> float:
     """A 64-B load on a fresh one-host pool by the DES, ns (one switch level)."""
-    t = CXLPoolTransport(preset, 1, coherence="flush")
+    t = CXLPoolTransport(preset, 1, coherence=Coherence.FLUSH)
     start = t.env.now
     ev = t.pool_read(0, 4096, 64)
     t.env.run(ev)
