@@ -189,18 +189,25 @@ def _with_gpu_link(pre, bw):
     return replace(pre, switch=replace(pre.switch, port_bw_bytes_per_ns=bw))
 
 
-def _cccl_ratio(d, pre, cuda_us: float, curve_rows=None) -> float | None:
-    """Geometric mean over the sizes of network latency / pool latency; None if no pool algorithm exists."""
-    p, devices = d.fabric["hosts"], d.fabric["devices"]
+def _cccl_pool_algorithm(d) -> tuple[str, str | None]:
+    """(collective, the pool algorithm's name or None if none is registered) of a CCCL row."""
     collective = "allgather" if d.key == "cccl-allgather" else "broadcast"
     pool_names = names(collective, POOL)
     if not pool_names:
+        return collective, None
+    return collective, "cxl_pool" if "cxl_pool" in pool_names else pool_names[0]
+
+
+def _cccl_ratio(d, pre, cuda_us: float, curve_rows=None, network_algorithm=None) -> float | None:
+    """Geometric mean over the sizes of network latency / pool latency; None if no pool algorithm exists."""
+    p, devices = d.fabric["hosts"], d.fabric["devices"]
+    collective, name = _cccl_pool_algorithm(d)
+    if name is None:
         return None
-    name = "cxl_pool" if collective == "allgather" else pool_names[0]
     ratios = []
     for m in parse_sizes(d.workload["sizes"]):
         cxl = pool_call_ns(pre, p, m, devices=devices, collective=collective, name=name) + 2 * cuda_us * 1e3
-        net = network_ns(d.fabric["network"], p, m, collective, d.fabric["network_algorithm"])
+        net = network_ns(d.fabric["network"], p, m, collective, network_algorithm or d.fabric["network_algorithm"])
         ratios.append(net / cxl)
         if curve_rows is not None:
             curve_rows.append({"key": d.key, "size_bytes": m, "latency_us": cxl / 1e3, "value": net / cxl,
@@ -221,11 +228,14 @@ def predict_cccl(d, sweep_rows, curve_rows):
     for us in d.sweep.get("A-CUDA", []):
         sweep_rows.append({"key": d.key, "assumption": "A-CUDA (us per cudaMemcpy)", "value": us,
                            "predicted": _cccl_ratio(d, pre, us), "unit": "x"})
-    m = 1 << 20
-    des = pool_call_ns(pre, d.fabric["hosts"], m, devices=d.fabric["devices"], engine="des")
-    form = pool_call_ns(pre, d.fabric["hosts"], m, devices=d.fabric["devices"])
-    return ratio, None, (f"network ib-hdr {d.fabric['network_algorithm']} / pool cxl_pool, geometric mean over "
-                         f"{d.workload['sizes']}; DES = closed form at 1 MiB to {abs(des - form) / form:.1e}")
+    collective, name = _cccl_pool_algorithm(d)
+    gaps = []
+    for m in (1 << 16, 1 << 20):
+        des, form = (pool_call_ns(pre, d.fabric["hosts"], m, devices=d.fabric["devices"], engine=engine,
+                                  collective=collective, name=name) for engine in ("des", "analytic"))
+        gaps.append(f"{(des - form) / form:+.1e} at {m >> 10} KiB")
+    return ratio, None, (f"network ib-hdr {d.fabric['network_algorithm']} / pool {collective} {name} (closed form), "
+                         f"geometric mean over {d.workload['sizes']}; DES - closed form: {', '.join(gaps)}")
 
 
 def _media(pre, fraction):
@@ -285,6 +295,9 @@ POST_RUN_SWEEPS = {
     "media latency, ns (cMPI 8 B, direct)": [90.0, 120.0, 150.0, 200.0],
     "switch hop, ns per traversal (Octopus ratio)": [50.0, 75.0, 100.0, 150.0],
     "CZ120 media, x 38.4 GB/s (CCCL AllGather)": [0.82, 0.9, 1.0],
+    "IB broadcast algorithm (CCCL Broadcast)": ["binomial", "scatter_ring_allgather",
+                                                "scatter_recursive_doubling_allgather"],
+    "GPU link, GB/s (CCCL Broadcast)": [32.0, 48.0, 64.0],
 }
 """Sensitivities added after the first run (the write-up says so): they explain errors, they tune nothing."""
 
@@ -309,6 +322,15 @@ def post_run_sensitivity() -> list[dict]:
         rows.append({"key": cccl.key, "assumption": label[2], "value": fraction,
                      "predicted": _cccl_ratio(cccl, _media(FAB.preset(cccl.fabric["preset"]), fraction), 0.0),
                      "unit": "x"})
+    bcast = next(d for d in FAB.DESCRIPTIONS if d.key == "cccl-broadcast")
+    if _cccl_pool_algorithm(bcast)[1] is not None:
+        pre = FAB.preset(bcast.fabric["preset"])
+        for algo in POST_RUN_SWEEPS[label[3]]:
+            rows.append({"key": bcast.key, "assumption": label[3], "value": algo,
+                         "predicted": _cccl_ratio(bcast, pre, 0.0, network_algorithm=algo), "unit": "x"})
+        for bw in POST_RUN_SWEEPS[label[4]]:
+            rows.append({"key": bcast.key, "assumption": label[4], "value": bw,
+                         "predicted": _cccl_ratio(bcast, _with_gpu_link(pre, bw), 0.0), "unit": "x"})
     for row in rows:
         row["added_after_first_run"] = True
     return rows
