@@ -311,7 +311,8 @@ def register(subparsers) -> None:
     p.add_argument("--preset", help="fabric preset (default ib-hdr): a network preset "
                                     f"({', '.join(p.name for p in BUILTIN_NETWORK_PRESETS)}), a CXL pool preset "
                                     f"({', '.join(p.name for p in BUILTIN_CXL_PRESETS)}; algorithm cxl_pool or "
-                                    "cxl_pool_zero_copy), a plug-in's preset (CXLSIM_PLUGINS), or a calibration "
+                                    "cxl_pool_zero_copy), the hybrid pod fabric cxl-pods (fabric.pods in a scenario file; "
+                                    "docs/hybrid.md), a plug-in's preset (CXLSIM_PLUGINS), or a calibration "
                                     "profile PATH.json written by 'cxlsim calibrate'; an option the preset does "
                                     "not use is an error")
     p.add_argument("--coherence", choices=list(Coherence.names()),
