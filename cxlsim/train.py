@@ -205,7 +205,14 @@ def main(args) -> int:
     spec = cluster.load(args.cluster)
     if args.precision is not None:
         spec = dataclasses.replace(spec, precision=args.precision)
+    for gpu in dict.fromkeys(w.gpu for w in spec.workers()):
+        profiles.check_fits(gpu, args.model)  # every data-parallel worker holds the whole training state
     # Check the speedup's reference before the run: e.g. fp32 has no figure on Ampere GPUs.
+    try:
+        profiles.check_fits(args.reference_gpu, args.model)
+    except InputError as exc:
+        raise InputError(f"--reference-gpu {args.reference_gpu}: the speedup's reference trains the model on this "
+                         f"GPU alone, and {exc}; pick a larger --reference-gpu") from None
     profiles.iteration_ns(args.reference_gpu, args.model, args.batch or profiles.dnn(args.model).reference_batch,
                           spec.precision)
     params["cv"] = args.cv

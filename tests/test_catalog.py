@@ -162,3 +162,20 @@ def test_the_check_is_exact_at_the_boundary(monkeypatch):
     assert profiles.iteration_ns("exact", "vgg16", 1, "amp") > 0
     with pytest.raises(InputError, match=f"vgg16 does not fit one short .* {state:,} B .* {state - 1:,} B"):
         profiles.check_fits("short", "vgg16")
+
+
+def test_the_reference_gpu_must_hold_the_model_too(tmp_path, capsys, monkeypatch):
+    """A model that fits the cluster's GPUs but not the speedup's reference GPU is refused naming --reference-gpu."""
+    real = profiles.dnn_catalog()
+    mid = dataclasses.replace(real.entries["bert-base"], key="mid-3b", parameters=3_000_000_000)  # 48 GB of state
+    entries = {**real.entries, "mid-3b": mid}
+    monkeypatch.setattr(profiles, "dnn_catalog", lambda: profiles.Catalog(entries=entries, sources={}, left_out={}))
+    assert profiles.gpu("v100").memory_bytes < mid.state_bytes <= profiles.gpu("a100-sxm4-80gb").memory_bytes
+    code = cli.main(["train", _cluster(tmp_path, "a100-sxm4-80gb"), "--model", "mid-3b", "--mode", "ddp",
+                     "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--reference-gpu v100: the speedup's reference trains the model on this GPU alone" in err
+    assert f"{mid.state_bytes:,} B" in err and f"{profiles.gpu('v100').memory_bytes:,} B" in err
+    code = cli.main(["train", _cluster(tmp_path, "a100-sxm4-80gb"), "--model", "mid-3b", "--mode", "ddp",
+                     "--steps", "1", "--reference-gpu", "a100-sxm4-80gb", "--output", str(tmp_path / "out")])
+    assert code == 0, capsys.readouterr().err
