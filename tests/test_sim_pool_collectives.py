@@ -1,0 +1,148 @@
+"""The pool collectives beyond allgather in the DES: payload labels, DES = closed form, the selector, the CLI."""
+import subprocess
+import sys
+
+import pytest
+
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.models.collectives import analytic, registry, runner
+from cxlsim.models.collectives import pool_collective_forms as forms
+from cxlsim.models.collectives.base import NO_CONTEXT, Context
+
+MODES = ("hw", "flush")
+RECORDS = forms.RECORDS
+BOUND = {"within 0.5%": 5e-3, "within 0.2%": 2e-3, "within 0.1%": 1e-3, "within 7%": 0.07}
+"""The error each caveat of `form_note` states, by its words."""
+
+
+def pool(p, mode, **kw):
+    return CXLPoolTransport(get_cxl_preset("cxl3-pool"), p, coherence=mode, **kw)
+
+
+def des(algo, p, size, mode, ctx=NO_CONTEXT, iterations=1, **kw):
+    t = pool(p, mode, **kw)
+    out = runner.run_algorithm(t, algo, size, ctx, iterations=iterations)
+    runner.verify(algo.collective, p, ctx, out.results)
+    return out.latency_ns, t.figures()
+
+
+def allowed(note):
+    """The relative error a form with caveat `note` may have (1e-9 without one)."""
+    if note is None:
+        return 1e-9
+    return next(bound for words, bound in BOUND.items() if words in note)
+
+
+def test_every_collective_has_its_pool_records():
+    for collective in ("allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier"):
+        assert "cxl_pool" in registry.names(collective, "pool")
+    assert registry.names("allreduce", "pool") == ["cxl_pool", "cxl_pool_large"]
+    assert all(r.source.startswith("cxlsim emulator cxl_coll.h") for r in RECORDS)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_des_equals_the_closed_form_on_an_uncongested_pool(mode):
+    """One switch, P x host bandwidth within the device's (cxl3-pool: up to 10 hosts): exact, or within the
+    bound the form's note states."""
+    worst = {}
+    for algo in RECORDS:
+        for p in (2, 3, 8, 10):
+            for size in (0, 1, 100, 4096, 65536):
+                latency, fig = des(algo, p, size, mode)
+                assert forms.uncongested(fig, p)
+                form = analytic.closed_form(algo, fig, p, size)
+                note = forms.form_note(algo, fig, p, size)
+                err = abs(form / latency - 1)
+                assert err <= allowed(note), (algo.collective, algo.name, p, size, latency, form, note)
+                worst[algo.name, algo.collective] = max(err, worst.get((algo.name, algo.collective), 0))
+    # The exact ones are exact to rounding.
+    for key in (("cxl_pool", "barrier"), ("cxl_pool", "allreduce"), ("cxl_pool", "broadcast")):
+        assert worst[key] < 2e-3, key
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_large_allreduce_is_exact_when_the_shares_are_equal(mode):
+    algo = forms.ALLREDUCE_LARGE
+    for p in (2, 5, 10):
+        for size in (64 * p, 64 * p * 16, 64 * p * 256):
+            latency, fig = des(algo, p, size, mode)
+            assert forms.form_note(algo, fig, p, size) is None
+            assert analytic.closed_form(algo, fig, p, size) == pytest.approx(latency, rel=1e-9)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_barrier_and_small_allreduce_follow_the_allgather_form_on_a_64_host_tree(mode):
+    for algo in (forms.BARRIER, forms.ALLREDUCE_SMALL):
+        latency, fig = des(algo, 64, 1, mode, switch_levels=2)
+        note = forms.form_note(algo, fig, 64, 1)
+        assert "within 0.1%" in note
+        assert analytic.closed_form(algo, fig, 64, 1) == pytest.approx(latency, rel=1e-3)
+
+
+def test_a_congested_pool_marks_the_algebraic_forms_approximate():
+    t = pool(32, "hw", switch_levels=2)
+    fig = t.figures()
+    for algo in (forms.REDUCE_SCATTER, forms.ALLTOALL, forms.BROADCAST, forms.ALLREDUCE_LARGE):
+        assert "approximate" in forms.form_note(algo, fig, 32, 1024)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_back_to_back_calls_and_a_broadcast_root_other_than_zero(mode):
+    for algo in RECORDS:
+        ctx = Context(root=2) if algo.collective == "broadcast" else Context()
+        des(algo, 5, 1000, mode, ctx, iterations=5)
+
+
+def test_verify_catches_a_wrong_alltoall_or_barrier_result():
+    good = {r: [(s, r) for s in range(3)] for r in range(3)}
+    runner.verify("alltoall", 3, Context(), good)
+    bad = dict(good)
+    bad[1] = [(0, 1), (1, 1), (2, 0)]
+    with pytest.raises(AssertionError, match="rank 1"):
+        runner.verify("alltoall", 3, Context(), bad)
+    with pytest.raises(AssertionError, match="rank 0"):
+        runner.verify("barrier", 2, Context(), {0: [0], 1: [0, 1]})
+
+
+def test_the_selector_picks_the_large_allreduce_above_the_crossover():
+    fig = pool(8, "hw").figures()
+    assert forms.select_pool("allreduce", fig, 8, 64) == ("cxl_pool", None)
+    name, why = forms.select_pool("allreduce", fig, 8, 1 << 20)
+    assert name == "cxl_pool_large" and "closed form" in why
+    for collective in ("reduce_scatter", "broadcast", "alltoall", "barrier", "allgather"):
+        assert forms.select_pool(collective, fig, 8, 1 << 20)[0] == "cxl_pool"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "cxlsim", "simulate", "--quiet", "--preset", "cxl3-pool", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def _table(out):
+    return [line.split() for line in out.stdout.splitlines() if line and not line.startswith("#")]
+
+
+def test_cli_runs_each_pool_collective_by_name_and_by_auto(tmp_path):
+    for i, (collective, name) in enumerate((("alltoall", "cxl_pool"), ("allreduce", "auto"),
+                                            ("broadcast", "cxl_pool"))):
+        rows = {}
+        for engine in ("des", "analytic"):
+            out = cli("--collective", collective, "--algorithm", name, "--nodes", "4", "--sizes", "64:1MiB",
+                      "--engine", engine, "--output", str(tmp_path / f"{i}{engine}"))
+            assert out.returncode == 0, out.stderr
+            rows[engine] = {int(r[0]): float(r[1]) for r in _table(out)}
+        assert rows["des"].keys() == rows["analytic"].keys()
+        for size, latency in rows["des"].items():
+            assert rows["analytic"][size] == pytest.approx(latency, rel=2e-3, abs=0.01), (collective, size)
+    out = cli("--collective", "allreduce", "--nodes", "4", "--sizes", "1MiB", "--engine", "analytic",
+              "--output", str(tmp_path / "auto"))
+    assert "cxl_pool_large" in out.stdout
+
+
+def test_cli_refuses_a_network_algorithm_on_the_pool_and_says_a_barrier_has_no_size(tmp_path):
+    out = cli("--collective", "allreduce", "--algorithm", "ring", "--nodes", "4", "--output", str(tmp_path / "a"))
+    assert out.returncode == 2 and "exchanges messages" in out.stderr and "cxl_pool_large" in out.stderr
+    out = cli("--collective", "barrier", "--algorithm", "cxl_pool", "--nodes", "4", "--sizes", "1",
+              "--output", str(tmp_path / "b"))
+    assert out.returncode == 0 and "the size is not used" in out.stdout
