@@ -104,6 +104,9 @@ def test_prediction_rows_have_their_structure(exp, fab):
     from cxlsim.models.collectives.registry import names
     if not names("broadcast", POOL):
         assert by["cccl-broadcast"]["predicted"] is None and "not yet predictable" in by["cccl-broadcast"]["how"]
+    else:
+        assert by["cccl-broadcast"]["predicted"] > 0 and by["cccl-broadcast"]["error"] is not None
+        assert "DES - closed form" in by["cccl-broadcast"]["how"]
 
 
 def test_stream_bandwidth_des_against_its_closed_form(exp, fab):
@@ -124,3 +127,9 @@ def test_main_writes_the_workspace(exp, fab, tmp_path):
     assert set(data) == {"rows", "sensitivity", "curves"}
     assert (out / "validation.png").stat().st_size > 0
     assert (out / "validation.md").read_text().startswith("| result |")
+    with open(out / "sensitivity.csv") as fh:
+        sweeps = list(csv.DictReader(fh))
+    # the sweeps committed with the descriptions, and those added after the first run, each marked
+    assert {r["added_after_first_run"] for r in sweeps} == {"True", "False"}
+    assert {r["assumption"] for r in sweeps if r["added_after_first_run"] == "True"} >= set(exp.POST_RUN_SWEEPS) - {
+        "IB broadcast algorithm (CCCL Broadcast)", "GPU link, GB/s (CCCL Broadcast)"}
