@@ -16,8 +16,8 @@
 `engine: analytic` evaluates the closed forms; `engine: des` simulates the chosen algorithm
 (the pods in one SimPy environment with the network, `cxlsim.fabric.pods.PodsTransport`) and
 checks every rank's payload labels. The `pods` form is exact on a star network (the tests
-hold DES = form); on a fat tree the pods' concurrent exchanges may share uplinks and the row
-notes the form as a lower bound. Units: ns inside, us in the rows.
+hold DES = form); on a fat tree the row notes the form as approximate (it charges every
+network message the longest route, and the pods' concurrent exchanges may share uplinks). Units: ns inside, us in the rows.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ __all__ = ["PODS", "run_hybrid", "choose"]
 PODS = "pods"
 """The hierarchical pods allgather's name."""
 
-_LOWER_BOUND = ("lower bound: the pods' network exchanges may share fat-tree uplinks, which the closed form "
-                "does not charge (use the DES)")
+_FAT_TREE = ("approximate: on a fat tree the closed form charges every network message the longest route and "
+             "no shared uplinks (use the DES)")
 
 
 class _Forms:
@@ -89,7 +89,7 @@ def run_hybrid(scenario, setup, bar=None) -> list[dict]:
             if scenario.engine == "analytic":
                 latency_ns, used, events = forms.pods(size, inter), PODS, 0
                 if not setup.topology_uncongested:
-                    notes.append(_LOWER_BOUND)
+                    notes.append(_FAT_TREE)
             else:
                 outcome = runner.run_algorithm(setup.new_transport(wl.chunk_bytes), algorithm("allgather", PODS),
                                                size, ctx, wl.iterations, wl.warmup)

@@ -163,3 +163,14 @@ def test_compare_runs_a_hybrid_scenario_file(tmp_path):
         assert float(r["pods_latency_us"]) == pytest.approx(direct[0]["latency_us"])
         assert float(r["ratio_eth-100g-roce/pods"]) == pytest.approx(
             float(r["eth-100g-roce_latency_us"]) / float(r["pods_latency_us"]))
+
+
+def test_on_an_oversubscribed_fat_tree_the_form_is_noted_and_the_des_is_slower():
+    fabric = {"preset": "cxl-pods", "nodes": 16, "topology": "fat_tree", "hosts_per_leaf": 4, "oversubscription": 4.0,
+              "pods": {"hosts": 4}}
+    workload = {"algorithm": "pods", "sizes": [64, 65536]}
+    des = simulate.run(config.from_dict({"fabric": fabric, "workload": workload}))
+    ana = simulate.run(config.from_dict({"engine": "analytic", "fabric": fabric, "workload": workload}))
+    assert all("approximate: on a fat tree" in r["note"] for r in ana)
+    assert des[0]["latency_us"] == pytest.approx(ana[0]["latency_us"])  # one message per link at a time
+    assert des[1]["latency_us"] > 1.2 * ana[1]["latency_us"]  # four pods' exchanges share each leaf's uplink

@@ -18,7 +18,8 @@ and m bytes (`network_forms`) plus the pool allgather's exact form on q hosts an
 (a star: every host has its own link to the switch) and every rank ends the network phase
 at the same time (the symmetric algorithms: ring, recursive doubling, Bruck), so the pool
 phase starts together as its form assumes; the tests hold DES = form there. On a fat tree
-with oversubscription the exchanges share uplinks and the form is a lower bound.
+the form is approximate: it charges every message the longest route (`CostModel.from_network`),
+and with oversubscription the exchanges share uplinks, which it does not charge.
 """
 from __future__ import annotations
 
