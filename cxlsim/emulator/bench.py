@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from cxlsim.emulator import _kernels
-from cxlsim.errors import InputError, RunError
+from cxlsim.emulator.bench_collectives import COLLECTIVES, CollectiveSide, ValidationError, pattern
+from cxlsim.errors import InputError
 from cxlsim.units import format_bandwidth, format_size, format_time
 
 LARGE_MESSAGE_BYTES = 8192  # OMB's LARGE_MESSAGE_SIZE
@@ -35,10 +36,6 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
         2.045, 2.042)
 PROBE_MIN_BYTES, PROBE_MAX_BYTES = 64 << 10, 4 << 20  # the delivered-bandwidth probe's block size bounds
-
-
-class ValidationError(RunError):
-    """A rank received wrong or stale data."""
 
 
 def osu_counts(size_bytes: int, iterations: int | None = None, warmup: int | None = None) -> tuple[int, int]:
@@ -52,27 +49,28 @@ def osu_counts(size_bytes: int, iterations: int | None = None, warmup: int | Non
 class BenchPlan:
     """What to measure. sizes: bytes per rank. sides: any of SIDES, run in this order per size.
     iterations/warmup: None for OMB's defaults. validate: check contents every iteration
-    (the contents change every iteration, so a stale epoch is caught)."""
+    (the contents change every iteration, so a stale epoch is caught). collective: one of
+    bench_collectives.COLLECTIVES; all but allgather have the sides 'copy' (the pool) and 'mpi'."""
 
     sizes: tuple[int, ...]
     sides: tuple[str, ...] = ("copy",)
     iterations: int | None = None
     warmup: int | None = None
     validate: bool = False
+    collective: str = "allgather"
 
     def __post_init__(self):
+        if self.collective not in COLLECTIVES:
+            raise InputError(f"collective: expected one of {COLLECTIVES}, got {self.collective!r}")
         for side in self.sides:
             if side not in SIDES:
                 raise InputError(f"side: expected one of {SIDES}, got {side!r}")
+            if self.collective != "allgather" and side not in ("copy", "mpi"):
+                raise InputError(f"side {side!r}: {self.collective} runs on the pool ('copy') or MPI ('mpi') only")
         for name in ("iterations", "warmup"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < (1 if name == "iterations" else 0)):
                 raise InputError(f"--{name}: expected a whole number {'>= 1' if name == 'iterations' else '>= 0'}, got {value!r}")
-
-
-def pattern(rank: int, iteration: int) -> int:
-    """The byte every element of `rank`'s block holds in `iteration` (changes every iteration)."""
-    return (rank * 37 + iteration * 11 + 1) % 256
 
 
 def time_loop(op, barrier, warmup: int, iterations: int, before=None, after=None) -> float:
@@ -148,6 +146,10 @@ class _Side:
                                   f"(stale or torn data)")
 
 
+def _no_sync() -> None:
+    """Nothing between iterations (osu_barrier's loop times back-to-back barriers)."""
+
+
 def side_op(name: str, comm, n: int, mpi=None):
     """The operation the bench times for side `name` at n bytes per rank (no validation): what
     the calibration's per-call overhead measures at np = 1, 0 B, so it is the same code."""
@@ -163,8 +165,10 @@ def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:
     for n in plan.sizes:
         warmup, iterations = osu_counts(n, plan.iterations, plan.warmup)
         for name in plan.sides:
-            side = _Side(name, comm, mpi, n, plan.validate)
-            mean_s = time_loop(side.op, comm.barrier, warmup, iterations, side.before, side.after)
+            side = (_Side(name, comm, mpi, n, plan.validate) if plan.collective == "allgather" else
+                    CollectiveSide(plan.collective, name, comm, mpi, n, plan.validate))
+            between = comm.barrier if plan.collective != "barrier" else _no_sync  # osu_barrier: no extra barrier
+            mean_s = time_loop(side.op, between, warmup, iterations, side.before, side.after)
             means = np.empty(comm.size, dtype=np.float64)
             comm.allgather(np.array([mean_s]), means)
             rows.append(dict(side=name, np=comm.size, size_bytes=n, avg_us=float(means.mean() * 1e6),
@@ -181,7 +185,8 @@ def rank_buffer_bytes(plan: BenchPlan, nranks: int) -> int:
     side's send and receive buffers (with validation, also its two comparison arrays), plus those of
     the delivered-bandwidth probe."""
     n = max(plan.sizes, default=0)
-    return (nranks + 1) * (n + probe_bytes(plan.sizes)) + (2 * nranks * n if plan.validate else 0)
+    return ((nranks + 1) * (n + probe_bytes(plan.sizes)) + (2 * nranks * n if plan.validate else 0)
+            + (nranks * n if plan.collective == "alltoall" else 0))
 
 
 def run_rounds(comm, plan: BenchPlan, repeat: int, mpi=None, progress=None) -> list[list[dict]]:

@@ -1,4 +1,5 @@
-"""`cxlsim bench allgather`: the pool allgather measured OSU-style, optionally beside MPI_Allgather.
+"""`cxlsim bench allgather|allreduce|reduce_scatter|broadcast|alltoall|barrier`: a pool collective
+measured OSU-style (the loop of osu_allgather, osu_allreduce, ...), optionally beside its MPI call.
 
 With no MPI launch, ranks are local processes (`--np`, default 2). Under
 ``mpiexec -n N python -m cxlsim bench allgather`` MPI gives rank and size. Asking
@@ -22,6 +23,7 @@ from cxlsim import __version__
 from cxlsim.coherence import Coherence
 from cxlsim.emulator import bench
 from cxlsim.emulator.bench import BenchPlan, probe_bytes, rank_buffer_bytes, run_rounds, summarize, timing_warnings
+from cxlsim.emulator.bench_collectives import COLLECTIVES, MPI_NAMES, check_size, slot_bytes_for
 from cxlsim.emulator.host import (BenchLock, concurrency_warning, cores_warning, placement_warning,
                                   probe_roundtrip_ns, roundtrip_ns)
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
@@ -32,17 +34,33 @@ from cxlsim.results import atomic_write, provenance
 from cxlsim.units import UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_sizes, parse_time
 
 MPI_ENV_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+OSU_LOOPS = {c: "osu_" + {"broadcast": "bcast"}.get(c, c) for c in COLLECTIVES}
+DEFAULT_SIZES = {"allreduce": "4B:1MiB", "reduce_scatter": None}  # OMB's reductions start at 4 B
+SIZE_MEANING = {"allgather": "sizes in bytes per rank", "allreduce": "sizes in bytes of each rank's float vector",
+                "reduce_scatter": "sizes in bytes of each rank's float vector (1/np of it reaches each rank)",
+                "broadcast": "sizes in bytes broadcast from rank 0", "alltoall": "sizes in bytes per destination",
+                "barrier": "no sizes (one row, size 0)"}
 
 
 def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="measure the emulated pool on this machine")
     kinds = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for collective in COLLECTIVES:
+        _add_bench(kinds, collective)
+
+
+def _add_bench(kinds, collective: str) -> None:
+    mpi_name, loop = MPI_NAMES[collective], OSU_LOOPS[collective]
     p = kinds.add_parser(
-        "allgather", help="OSU-style allgather latency on the pool (and MPI_Allgather with --baseline mpi)",
-        description="Measure the pool allgather OSU-style (osu_allgather's loop and iteration counts); "
-                    "latencies in microseconds, sizes in bytes per rank.")
+        collective, help=f"OSU-style {collective} latency on the pool (and {mpi_name} with --baseline mpi)",
+        description=f"Measure the pool {collective} OSU-style ({loop}'s loop and iteration counts); "
+                    f"latencies in microseconds, {SIZE_MEANING[collective]}.")
     p.add_argument("--np", type=_int_arg("--np"), default=None, help="local ranks (default 2; under mpiexec: the MPI size)")
-    p.add_argument("--sizes", default="1B:1MiB", help="bytes per rank: LO:HI doubling, or a list like 1,4KiB (default 1B:1MiB)")
+    if collective != "barrier":
+        default = DEFAULT_SIZES.get(collective, "1B:1MiB")
+        p.add_argument("--sizes", default=default,
+                       help=f"{SIZE_MEANING[collective]}: LO:HI doubling, or a list like 4,4KiB "
+                            f"(default {default or '4 x np B:1MiB, one float per rank first'})")
     p.add_argument("--iterations", type=_int_arg("--iterations"), default=None,
                    help="timed iterations per size (default OMB's: 1000 up to 8 KiB, 100 above)")
     p.add_argument("--warmup", type=_int_arg("--warmup"), default=None,
@@ -51,8 +69,9 @@ def register(subparsers) -> None:
     p.add_argument("--coherence", choices=Coherence.names(), default=None,
                    help="hw: plain stores (CXL 3.x back-invalidation); flush: clflushopt/clwb + fences "
                         "(default: hw, but flush on dax)")
-    p.add_argument("--zero-copy", action="store_true", help="write into the pool slot and read the result in place")
-    p.add_argument("--baseline", choices=("mpi",), default=None, help="also time MPI_Allgather on the same ranks")
+    if collective == "allgather":
+        p.add_argument("--zero-copy", action="store_true", help="write into the pool slot and read the result in place")
+    p.add_argument("--baseline", choices=("mpi",), default=None, help=f"also time {mpi_name} on the same ranks")
     p.add_argument("--validate", action="store_true", help="check received contents every iteration (OSU -c)")
     p.add_argument("--output", default=None, metavar="FILE.csv", help="also write the rows as CSV (atomically)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a rank waits for the others before failing (default 10)")
@@ -70,7 +89,7 @@ def register(subparsers) -> None:
                         "(default: a warning in the table header)")
     p.add_argument("--launcher", choices=("auto", "local", "mpi"), default="auto",
                    help="auto: MPI if started by mpiexec or --baseline mpi, else local processes")
-    p.set_defaults(func=bench_allgather)
+    p.set_defaults(func=bench_collective, collective=collective)
 
 
 def _int_arg(flag):
@@ -118,17 +137,28 @@ def find_mpiexec() -> str:
     return found
 
 
-def bench_allgather(args) -> int:
-    sizes = tuple(parse_sizes(args.sizes))
+def bench_collective(args) -> int:
+    collective = args.collective
+    args.zero_copy = getattr(args, "zero_copy", False)
+    nranks = args.np if args.np is not None else int(os.environ.get("PMI_SIZE") or
+                                                      os.environ.get("OMPI_COMM_WORLD_SIZE") or 2)
+    if collective == "barrier":
+        sizes = (0,)
+    else:
+        sizes = tuple(parse_sizes(args.sizes or f"{4 * nranks}B:1MiB"))
     spec = parse_pool_spec(args.pool)
     if not args.timeout > 0:
         raise InputError(f"--timeout: expected a positive number of seconds, got {args.timeout}")
     if args.repeat < 1:
         raise InputError(f"--repeat: expected a whole number >= 1, got {args.repeat}")
     sides = ("zero-copy" if args.zero_copy else "copy",) + (("mpi",) if args.baseline else ())
-    plan = BenchPlan(sizes=sizes, sides=sides, iterations=args.iterations, warmup=args.warmup, validate=args.validate)
+    plan = BenchPlan(sizes=sizes, sides=sides, iterations=args.iterations, warmup=args.warmup, validate=args.validate,
+                     collective=collective)
     timing = pool_timing(args)
-    slot_bytes = max(max(sizes), 64, probe_bytes(sizes) if timing["pool_bw_bytes_per_ns"] else 0)
+    for size in sizes:
+        check_size(collective, size, nranks)
+    slot_bytes = max(max(slot_bytes_for(collective, n, nranks) for n in sizes), 64,
+                     probe_bytes(sizes) if timing["pool_bw_bytes_per_ns"] else 0)
     options = dict(pool=spec, slot_bytes=slot_bytes, coherence=args.coherence, timeout_s=args.timeout, **timing)
     launcher = args.launcher
     if launcher == "auto":
@@ -157,7 +187,7 @@ def bench_allgather(args) -> int:
     rows = summarize(run["rounds"])
     coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
     print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy,
-                 warnings=warnings), end="")
+                 warnings=warnings, collective=collective), end="")
     if args.output:
         atomic_write(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
         sidecar = os.path.splitext(args.output)[0] + ".provenance.json"
@@ -228,7 +258,8 @@ def bench_provenance(args, spec, coherence) -> dict:
     """What the bench ran with: versions, machine, CPU line ops, MPI library (no random draws: seed None)."""
     from cxlsim.emulator._kernels import cpu_features
 
-    info = {**provenance(None), "pool": str(spec), "coherence": coherence, "zero_copy": args.zero_copy,
+    info = {**provenance(None), "collective": args.collective, "pool": str(spec), "coherence": coherence,
+            "zero_copy": args.zero_copy,
             "cpu_line_ops": sorted(cpu_features()), "cores": len(os.sched_getaffinity(0))}
     if args.baseline:
         from mpi4py import MPI
@@ -240,7 +271,7 @@ def bench_provenance(args, spec, coherence) -> dict:
 def _progress(comm, plan, repeat):
     if comm.rank != 0 or not sys.stderr.isatty():
         return None
-    bar = tqdm(total=repeat * len(plan.sizes), desc="allgather sizes", unit="size", leave=False, file=sys.stderr)
+    bar = tqdm(total=repeat * len(plan.sizes), desc=f"{plan.collective} sizes", unit="size", leave=False, file=sys.stderr)
     return lambda n: (bar.update(1), bar.set_postfix_str(format_size(n)))
 
 
@@ -276,7 +307,8 @@ def _relaunch_under_mpiexec(nranks: int) -> int:
 SPREAD_COLUMNS = {"min-max": ("Round Min(us)", "Round Max(us)"), "95% CI": ("95% CI Lo(us)", "95% CI Hi(us)")}
 
 
-def render(rows: list[dict], *, pool: str, coherence: str, zero_copy: bool, warnings=()) -> str:
+def render(rows: list[dict], *, pool: str, coherence: str, zero_copy: bool, warnings=(),
+           collective: str = "allgather") -> str:
     """OSU-format tables: the pool side (with an MPI/pool ratio column if MPI ran), then MPI.
 
     After OSU's columns come the spread of the round means (see `bench.summarize`); the header
@@ -290,9 +322,9 @@ def render(rows: list[dict], *, pool: str, coherence: str, zero_copy: bool, warn
     for side, side_rows in by_side.items():
         np_, rounds, kind = side_rows[0]["np"], side_rows[0]["rounds"], side_rows[0]["spread"]
         if side == "mpi":
-            title = f"MPI_Allgather through mpi4py (np {np_}), same ranks and run, cxlsim v{__version__}"
+            title = f"{MPI_NAMES[collective]} through mpi4py (np {np_}), same ranks and run, cxlsim v{__version__}"
         else:
-            title = (f"cxlsim pool allgather v{__version__} (pool {pool}, coherence {coherence}, "
+            title = (f"cxlsim pool {collective} v{__version__} (pool {pool}, coherence {coherence}, "
                      f"{side}, np {np_})")
         columns = ALLGATHER_COLUMNS + SPREAD_COLUMNS[kind] + (("MPI/pool",) if side != "mpi" and mpi else ())
         spread_text = ("the lowest and highest round mean" if kind == "min-max" else

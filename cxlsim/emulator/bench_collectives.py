@@ -1,0 +1,108 @@
+"""The timed operations of the OSU-style collective benchmarks other than allgather.
+
+Each follows its OMB 5.3 benchmark: osu_allreduce and osu_reduce_scatter (MPI_FLOAT,
+MPI_SUM; the size is the whole vector in bytes, and osu_reduce_scatter gives each rank
+size / 4 / P floats), osu_bcast (MPI_CHAR from root 0), osu_alltoall (size bytes per
+destination) and osu_barrier (no data). A side is the pool ("copy") or MPI through mpi4py
+("mpi"), timed in the same loop as allgather's (`bench.time_loop`). With validation every
+iteration's inputs change (`pattern`), so stale or misplaced data is caught.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cxlsim.errors import InputError, RunError
+
+COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
+FLOAT_BYTES = 4  # osu_allreduce and osu_reduce_scatter reduce MPI_FLOAT
+MPI_NAMES = {"allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce", "reduce_scatter": "MPI_Reduce_scatter_block",
+             "broadcast": "MPI_Bcast", "alltoall": "MPI_Alltoall", "barrier": "MPI_Barrier"}
+
+
+class ValidationError(RunError):
+    """A rank received wrong or stale data."""
+
+
+def pattern(rank: int, iteration: int) -> int:
+    """The value every element of `rank`'s data holds in `iteration` (changes every iteration; < 256)."""
+    return (rank * 37 + iteration * 11 + 1) % 256
+
+
+def check_size(collective: str, size: int, nranks: int) -> None:
+    """Refuse a message size the collective's OSU loop cannot run (InputError naming --sizes)."""
+    if collective == "allreduce" and size % FLOAT_BYTES:
+        raise InputError(f"--sizes: allreduce reduces floats, so each size must be a multiple of 4 bytes, got {size}")
+    if collective == "reduce_scatter" and size < FLOAT_BYTES * nranks:
+        raise InputError(f"--sizes: reduce_scatter of {size} B gives no float to each of {nranks} ranks "
+                         f"(at least {FLOAT_BYTES * nranks} B)")
+
+
+def slot_bytes_for(collective: str, size: int, nranks: int) -> int:
+    """The pool slot that holds one call of `size` (alltoall: P blocks of size; the others: size)."""
+    return size * nranks if collective == "alltoall" else size
+
+
+class CollectiveSide:
+    """Buffers and the timed operation of one side ('copy' = the pool, 'mpi') of a collective at one size."""
+
+    def __init__(self, collective: str, name: str, comm, mpi, n: int, validate: bool):
+        self.collective, self.name, self.comm, self.n = collective, name, comm, n
+        P, me = comm.size, comm.rank
+        if name not in ("copy", "mpi"):
+            raise InputError(f"side {name!r}: {collective} runs on the pool ('copy') or MPI ('mpi') only")
+        op_sum = None
+        if name == "mpi":
+            from mpi4py import MPI
+
+            op_sum = MPI.SUM
+        if collective == "allreduce":
+            self.send, self.recv = np.zeros(n // FLOAT_BYTES, np.float32), np.zeros(n // FLOAT_BYTES, np.float32)
+            self.op = (lambda: comm.allreduce(self.send, self.recv, "sum")) if name == "copy" else \
+                (lambda: mpi.Allreduce(self.send, self.recv, op=op_sum))
+        elif collective == "reduce_scatter":
+            count = n // FLOAT_BYTES // P
+            self.send, self.recv = np.zeros(count * P, np.float32), np.zeros(count, np.float32)
+            self.op = (lambda: comm.reduce_scatter(self.send, self.recv, "sum")) if name == "copy" else \
+                (lambda: mpi.Reduce_scatter_block(self.send, self.recv, op=op_sum))
+        elif collective == "broadcast":
+            self.send = self.recv = np.zeros(n, np.uint8)
+            self.op = (lambda: comm.broadcast(self.recv, 0)) if name == "copy" else (lambda: mpi.Bcast(self.recv, root=0))
+        elif collective == "alltoall":
+            self.send, self.recv = np.zeros(n * P, np.uint8), np.zeros(n * P, np.uint8)
+            self.op = (lambda: comm.alltoall(self.send, self.recv)) if name == "copy" else \
+                (lambda: mpi.Alltoall(self.send, self.recv))
+        elif collective == "barrier":
+            self.send = self.recv = np.zeros(0, np.uint8)
+            self.op = comm.barrier if name == "copy" else mpi.Barrier
+        else:
+            raise InputError(f"collective: expected one of {COLLECTIVES[1:]}, got {collective!r}")
+        self.before = self.after = None
+        if validate and collective != "barrier":
+            self.before, self.after = self._fill, self._check
+        self.me = me
+
+    def _fill(self, i: int) -> None:
+        P, me = self.comm.size, self.me
+        if self.collective == "alltoall":  # block d of rank me: pattern(me + 7 d, i), so a misplaced block shows
+            self.send.reshape(P, self.n)[:] = np.array([pattern(me + 7 * d, i) for d in range(P)], np.uint8)[:, None]
+        elif self.collective == "broadcast":
+            self.send.fill(pattern(0, i) if me == 0 else pattern(me + 1, i + 1))
+        else:
+            self.send.fill(pattern(me, i))
+
+    def _check(self, i: int) -> None:
+        P, me = self.comm.size, self.me
+        if self.collective in ("allreduce", "reduce_scatter"):
+            want = np.float32(sum(pattern(r, i) for r in range(P)))  # small integers: exact in float32
+            got = self.recv
+        elif self.collective == "broadcast":
+            want, got = np.uint8(pattern(0, i)), self.recv
+        else:
+            want = np.repeat(np.array([pattern(s + 7 * me, i) for s in range(P)], np.uint8), self.n)
+            got = self.recv
+        bad = np.nonzero(got != want)[0]
+        if bad.size:
+            at = int(bad[0])
+            shown = want if np.ndim(want) == 0 else want[at]
+            raise ValidationError(f"rank {me}, {self.name} {self.collective} of {self.n} B, iteration {i}: element "
+                                  f"{at} holds {got[at]}, expected {shown} (stale or misplaced data)")

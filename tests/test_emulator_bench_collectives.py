@@ -1,0 +1,88 @@
+"""`cxlsim bench allreduce|reduce_scatter|broadcast|alltoall|barrier`: OSU tables, validation, refusals, MPI."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cxlsim.emulator.bench import BenchPlan, run_plan
+from cxlsim.emulator.bench_collectives import CollectiveSide
+from cxlsim.emulator.launch import RankFailure, run_local
+from cxlsim.emulator.osu import parse_osu
+from cxlsim.errors import InputError
+
+
+def cxlsim(*args, timeout=180):
+    return subprocess.run([sys.executable, "-m", "cxlsim", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("collective, sizes, rows", [
+    ("allreduce", "4:64", [4, 8, 16, 32, 64]), ("reduce_scatter", "8,4KiB", [8, 4096]),
+    ("broadcast", "1,8KiB", [1, 8192]), ("alltoall", "1:4", [1, 2, 4]), ("barrier", None, [0])])
+def test_each_collective_prints_an_osu_table_with_the_round_spread(collective, sizes, rows):
+    args = ["bench", collective, "--np", "2", "--repeat", "2", "--iterations", "10", "--warmup", "1", "--validate"]
+    out = cxlsim(*args, *(["--sizes", sizes] if sizes else []))
+    assert out.returncode == 0, out.stderr
+    (table,) = parse_osu(out.stdout)
+    assert table.title.startswith(f"cxlsim pool {collective} ") and "np 2" in table.title
+    assert table.sizes == rows
+    assert "Round Min(us)" in table.columns and all(v > 0 for v in table.column("Avg Latency(us)"))
+    assert "2 interleaved round(s)" in out.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["allreduce", "--sizes", "6"], "multiple of 4 bytes"),
+    (["reduce_scatter", "--np", "2", "--sizes", "4"], "gives no float to each of 2 ranks"),
+    (["broadcast", "--zero-copy"], "unrecognized arguments: --zero-copy"),
+    (["barrier", "--sizes", "4"], "unrecognized arguments: --sizes"),
+])
+def test_bad_arguments_exit_2_naming_them(args, needle):
+    out = cxlsim("bench", *args, "--repeat", "1")
+    assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
+def test_plans_refuse_sides_a_collective_does_not_have():
+    with pytest.raises(InputError, match="'zero-copy': alltoall runs on the pool"):
+        BenchPlan(sizes=(8,), sides=("zero-copy",), collective="alltoall")
+    with pytest.raises(InputError, match="collective: expected one of"):
+        BenchPlan(sizes=(8,), collective="gather")
+
+
+def _stale_broadcast(comm):
+    """The broadcast side with a check that runs without the call: validation must catch the stale buffer."""
+    side = CollectiveSide("broadcast", "copy", comm, None, 64, True)
+    side.before(0)
+    side.op()
+    side.after(0)
+    side.before(1)
+    side.after(1)  # no call in between: rank 1 still holds iteration 0's data
+
+
+def test_validation_catches_data_a_call_did_not_deliver():
+    with pytest.raises(RankFailure, match="copy broadcast of 64 B, iteration 1: element 0 holds"):
+        run_local(2, _stale_broadcast, slot_bytes=256, timeout_s=20)
+
+
+def _rows(comm):
+    plan = BenchPlan(sizes=(64, 4096), iterations=5, warmup=1, validate=True, collective="alltoall")
+    return run_plan(comm, plan)
+
+
+def test_run_plan_rows_are_the_same_on_every_rank():
+    rows = run_local(3, _rows, slot_bytes=3 * 4096, timeout_s=30)
+    assert rows[0] == rows[1] == rows[2] and [r["size_bytes"] for r in rows[0]] == [64, 4096]
+    assert all(np.isfinite(r["avg_us"]) and r["avg_us"] > 0 for r in rows[0])
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(shutil.which("mpiexec") is None and not os.path.exists(
+    os.path.join(os.path.dirname(sys.executable), "mpiexec")), reason="no mpiexec (install cxlsim[mpi])")
+def test_the_mpi_baseline_adds_a_ratio_column_and_the_mpi_table():
+    out = cxlsim("bench", "allreduce", "--np", "2", "--baseline", "mpi", "--sizes", "4,4KiB", "--iterations", "10",
+                 "--warmup", "1", "--repeat", "1", "--validate", timeout=300)
+    assert out.returncode == 0, out.stderr + out.stdout
+    pool, mpi = parse_osu(out.stdout)
+    assert "MPI/pool" in pool.columns and all(v > 0 for v in pool.column("MPI/pool"))
+    assert mpi.title.startswith("MPI_Allreduce through mpi4py") and mpi.sizes == [4, 4096]
