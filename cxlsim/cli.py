@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import os
 import sys
 
 from cxlsim import __version__
@@ -103,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         print(f"cxlsim {args.command}: failed: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # the reader of our output went away (e.g. `| head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print(f"cxlsim {args.command}: interrupted", file=sys.stderr)
         return 130
