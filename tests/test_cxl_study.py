@@ -40,7 +40,7 @@ def test_pool_algorithms_are_always_registered_and_marked():
     assert "cxl_pool" in registry.names("allgather") and "cxl_pool" not in registry.names("allgather", "network")
     assert registry.names("allgather", "pool") == ["cxl_pool", "cxl_pool_zero_copy"]
     ring = registry.algorithm("allgather", "ring")
-    with pytest.raises(InputError, match="transport: expected one of network, pool, got 'carrier-pigeon'"):
+    with pytest.raises(InputError, match="transport: expected one of network, pool, hybrid, got 'carrier-pigeon'"):
         base.Algorithm("allgather", "x", ring.run, ring.cost, transport="carrier-pigeon")
 
 
