@@ -1,0 +1,115 @@
+"""Issue 14's np=2 target: every pool collective against its MPI call, in one run, on the same ranks.
+
+    python benchmarks/pool_collectives_vs_mpi.py [--rounds 1] [--sizes 1B:1MiB] [--iterations 200]
+        [--collectives allreduce broadcast ...] [--coherence hw]
+
+Relaunches itself under the mpich wheel's mpiexec at np 2. Inside the job, per round, per
+collective and per size, it times the pool collective and the MPI call (mpi4py buffer API)
+with the same OSU loop (`cxlsim.emulator.bench.run_plan`, contents validated every
+iteration), one right after the other, so the machine's drift hits both. Reductions are
+MPI_FLOAT sums from 4 B (osu_allreduce's start; reduce_scatter from one float per rank).
+The host placement is told by the hw flag round trip on the run's own pool, probed before
+and after (below 200 ns: the fast placement, as calibration_error.py's threshold; above:
+the slow placement or a disturbed host). It prints, per collective, the medians over rounds
+and the ratio MPI time / pool time per size, and the targets: >= 1x at every size from
+1 B to 1 MiB, >= 2x up to 4 KiB. A placement not seen in the run is "not observed".
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+from cxlsim.coherence import Coherence
+
+COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
+FAST_ROUNDTRIP_NS = 200.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--sizes", default="1B:1MiB")
+    parser.add_argument("--iterations", type=int, default=200, help="timed iterations per size and side")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(COLLECTIVES))
+    parser.add_argument("--coherence", choices=Coherence.names(), default=Coherence.HW.value)
+    parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.inside:
+        return inside_mpi(args)
+    from cxlsim.emulator.cli import find_mpiexec
+
+    command = [find_mpiexec(), "-n", "2", sys.executable, os.path.abspath(__file__), "--inside", *sys.argv[1:]]
+    return subprocess.run(command).returncode
+
+
+def sizes_for(collective: str, sizes: tuple[int, ...], nranks: int) -> tuple[int, ...]:
+    """The sizes the collective's OSU loop runs: reductions in whole floats (reduce_scatter: one per rank)."""
+    if collective == "barrier":
+        return (0,)
+    if collective == "allreduce":
+        return tuple(n for n in sizes if n >= 4 and n % 4 == 0)
+    if collective == "reduce_scatter":
+        return tuple(n for n in sizes if n >= 4 * nranks and n % (4 * nranks) == 0)
+    return sizes
+
+
+def inside_mpi(args) -> int:
+    from cxlsim.emulator.launch import run_mpi
+    from cxlsim.units import parse_sizes
+
+    sizes = tuple(parse_sizes(args.sizes))
+    return run_mpi(_measure, (sizes, args), slot_bytes=2 * max(sizes), coherence=args.coherence, timeout_s=120.0)
+
+
+def _measure(comm, world, sizes, args):
+    from cxlsim.emulator.bench import BenchPlan, run_plan
+    from cxlsim.emulator.host import roundtrip_ns
+
+    probe = comm.coherence is Coherence.HW
+    roundtrips = [roundtrip_ns(comm)] if probe else []
+    samples: dict[tuple[str, str, int], list[float]] = {}
+    for _ in range(args.rounds):
+        for collective in args.collectives:
+            for n in sizes_for(collective, sizes, world.size):
+                plan = BenchPlan(sizes=(n,), sides=("copy", "mpi"), iterations=args.iterations, warmup=args.warmup,
+                                 validate=True, collective=collective)
+                for row in run_plan(comm, plan, mpi=world):
+                    samples.setdefault((collective, row["side"], n), []).append(row["avg_us"])
+        if probe:
+            roundtrips.append(roundtrip_ns(comm))
+    if world.rank != 0:
+        return 0
+    load = os.getloadavg()
+    fast = [r for r in roundtrips if r < FAST_ROUNDTRIP_NS]
+    placement = ("fast" if len(fast) == len(roundtrips) else "slow or disturbed" if not fast else "mixed") \
+        if roundtrips else "not probed (flush mode)"
+    print(f"# pool_collectives_vs_mpi: np {world.size}, coherence {args.coherence}, rounds {args.rounds}, "
+          f"{args.iterations} iterations per size, medians in us; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    unseen = {"fast": "the slow placement", "slow or disturbed": "the fast placement"}.get(placement)
+    print(f"# host placement: {placement}; hw flag round trips "
+          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns)"
+          + (f"; {unseen}: not observed" if unseen else ""))
+    misses = []
+    for collective in args.collectives:
+        print(f"\n# {collective}")
+        print(f"{'size':>8} {'pool':>10} {'MPI':>10} {'MPI/pool':>9}")
+        for n in sizes_for(collective, sizes, world.size):
+            pool = statistics.median(samples[(collective, "copy", n)])
+            mpi = statistics.median(samples[(collective, "mpi", n)])
+            ratio = mpi / pool if pool > 0 else float("nan")
+            print(f"{n:>8} {pool:10.2f} {mpi:10.2f} {ratio:9.2f}")
+            if ratio < 1.0:
+                misses.append(f"{collective} {n} B: {ratio:.2f}x (below 1x)")
+            elif n <= 4096 and ratio < 2.0:
+                misses.append(f"{collective} {n} B: {ratio:.2f}x (below 2x up to 4 KiB)")
+    print(f"\n# targets in this placement ({placement}): " +
+          ("all met" if not misses else f"{len(misses)} missed:\n#   " + "\n#   ".join(misses)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
