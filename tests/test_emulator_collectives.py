@@ -269,7 +269,9 @@ def _schedule_workload(comm):
     for large in (0, 1 << 30):
         comm.allreduce(data(me, 10, 100, np.float64), np.empty(100), "sum", large_bytes=large)
     comm.barrier()
-    view = comm.send_view(16, np.int32)  # zero-copy right after a broadcast: the reuse wait
+    comm.broadcast(np.full(40, 1.0 * me), 0)
+    comm.broadcast(np.full(40, 2.0 * me), 0)
+    view = comm.send_view(16, np.int32)  # zero-copy right after two broadcasts: rank 0 waits for the readers
     view[:] = me
     comm.allgather_zero_copy(view)
     comm.broadcast(np.zeros(30), 0)
@@ -348,3 +350,14 @@ def test_a_missing_rank_times_out_naming_it():
             comm.broadcast(np.zeros(4), 1)
     with pytest.raises(RankFailure, match=r"broadcast epoch 1 timed out after 0.5 s waiting for rank\(s\) \[1\]"):
         run_local(2, fn, slot_bytes=256, timeout_s=0.5)
+
+
+def test_a_root_that_skips_the_buffer_reuse_wait_overwrites_data_being_read():
+    logs = run_local(2, _schedule_workload, slot_bytes=512, coherence="flush", timeout_s=60)
+    lay = SegmentLayout.plan(2, 512)
+    root = logs[0].tolist()
+    waits = [i for i, e in enumerate(root) if e[0] in (PoolEvent.POLL_FLUSHED, PoolEvent.POLL_CACHED) and e[2] % 2]
+    assert waits, "the root never waited for a reader's acknowledgement"
+    mutated = [np.array([e for i, e in enumerate(root) if i not in waits], dtype=np.int64), logs[1]]
+    problems = replay(mutated, lay)
+    assert problems and any("stale READ" in p for p in problems)
