@@ -37,6 +37,8 @@ def test_each_collective_prints_an_osu_table_with_the_round_spread(collective, s
     (["reduce_scatter", "--np", "2", "--sizes", "4"], "gives no float to each of 2 ranks"),
     (["broadcast", "--zero-copy"], "unrecognized arguments: --zero-copy"),
     (["barrier", "--sizes", "4"], "unrecognized arguments: --sizes"),
+    (["allreduce", "--allreduce-large", "1x"], "--allreduce-large: expected one size"),
+    (["alltoall", "--allreduce-large", "0"], "unrecognized arguments: --allreduce-large"),
 ])
 def test_bad_arguments_exit_2_naming_them(args, needle):
     out = cxlsim("bench", *args, "--repeat", "1")
@@ -86,3 +88,22 @@ def test_the_mpi_baseline_adds_a_ratio_column_and_the_mpi_table():
     pool, mpi = parse_osu(out.stdout)
     assert "MPI/pool" in pool.columns and all(v > 0 for v in pool.column("MPI/pool"))
     assert mpi.title.startswith("MPI_Allreduce through mpi4py") and mpi.sizes == [4, 4096]
+
+
+def test_the_allreduce_threshold_is_an_option_and_the_header_says_it():
+    out = cxlsim("bench", "allreduce", "--np", "2", "--sizes", "4KiB", "--iterations", "5", "--warmup", "1",
+                 "--repeat", "1", "--validate", "--allreduce-large", "2KiB")
+    assert out.returncode == 0, out.stderr
+    assert "# large algorithm (reduce-scatter + allgather) from 2 KiB per chunk" in out.stdout
+
+
+def _steps_per_allreduce(comm, count):
+    before = comm.epoch
+    comm.allreduce(np.ones(count, np.float64), np.empty(count), "sum")
+    return comm.epoch - before
+
+
+@pytest.mark.parametrize("large, steps", [(0, 2), (1 << 20, 1)])
+def test_the_communicators_threshold_picks_the_algorithm(large, steps):
+    out = run_local(2, _steps_per_allreduce, (512,), slot_bytes=8192, allreduce_large_bytes=large, timeout_s=20)
+    assert out == [steps, steps]  # the large algorithm is two steps (reduce-scatter, then allgather), the small one

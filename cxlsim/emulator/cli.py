@@ -23,6 +23,7 @@ from cxlsim import __version__
 from cxlsim.coherence import Coherence
 from cxlsim.emulator import bench
 from cxlsim.emulator.bench import BenchPlan, probe_bytes, rank_buffer_bytes, run_rounds, summarize, timing_warnings
+from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
 from cxlsim.emulator.bench_collectives import COLLECTIVES, MPI_NAMES, check_size, slot_bytes_for
 from cxlsim.emulator.host import (BenchLock, concurrency_warning, cores_warning, placement_warning,
                                   probe_roundtrip_ns, roundtrip_ns)
@@ -69,6 +70,10 @@ def _add_bench(kinds, collective: str) -> None:
     p.add_argument("--coherence", choices=Coherence.names(), default=None,
                    help="hw: plain stores (CXL 3.x back-invalidation); flush: clflushopt/clwb + fences "
                         "(default: hw, but flush on dax)")
+    if collective == "allreduce":
+        p.add_argument("--allreduce-large", default=None, metavar="SIZE",
+                       help="chunks of at least SIZE bytes use the large pool algorithm (reduce-scatter + allgather), "
+                            "smaller ones the small one (every rank folds every block); default 64KiB; 0: always large")
     if collective == "allgather":
         p.add_argument("--zero-copy", action="store_true", help="write into the pool slot and read the result in place")
     p.add_argument("--baseline", choices=("mpi",), default=None, help=f"also time {mpi_name} on the same ranks")
@@ -99,6 +104,14 @@ def _int_arg(flag):
         except ValueError:
             raise InputError(f"{flag}: expected a whole number, got {text!r}") from None
     return parse
+
+
+def _size_arg(flag: str, text: str) -> int:
+    try:
+        (value,) = parse_sizes(text)
+    except (InputError, UnitError, ValueError) as exc:
+        raise InputError(f"{flag}: expected one size such as 64KiB, got {text!r} ({exc})") from None
+    return value
 
 
 def pool_timing(args) -> dict:
@@ -160,6 +173,9 @@ def bench_collective(args) -> int:
     slot_bytes = max(max(slot_bytes_for(collective, n, nranks) for n in sizes), 64,
                      probe_bytes(sizes) if timing["pool_bw_bytes_per_ns"] else 0)
     options = dict(pool=spec, slot_bytes=slot_bytes, coherence=args.coherence, timeout_s=args.timeout, **timing)
+    large = getattr(args, "allreduce_large", None)
+    if large is not None:
+        options["allreduce_large_bytes"] = _size_arg("--allreduce-large", large)
     launcher = args.launcher
     if launcher == "auto":
         launcher = "mpi" if inside_mpi() else ("relaunch" if args.baseline else "local")
@@ -186,6 +202,10 @@ def bench_collective(args) -> int:
                     "pool; a probe of two fresh processes would fork MPI processes)"]))
     rows = summarize(run["rounds"])
     coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
+    if collective == "allreduce":
+        threshold = options.get("allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
+        warnings = [f"large algorithm (reduce-scatter + allgather) from {format_size(threshold)} per chunk, "
+                    "the small one (every rank folds every block) below"] + warnings
     print(render(rows, pool=str(spec) + timing_label(timing), coherence=coherence, zero_copy=args.zero_copy,
                  warnings=warnings, collective=collective), end="")
     if args.output:

@@ -23,6 +23,7 @@ import traceback
 from multiprocessing.connection import wait
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator._pool_kernel import ALLREDUCE_LARGE_BYTES, check_large_bytes
 from cxlsim.emulator.comm import PoolComm, timing_options
 from cxlsim.emulator.pool import Pool, PoolSpec, parse_pool_spec
 from cxlsim.emulator.reference import ReferenceComm
@@ -94,19 +95,22 @@ def _rank_main(rank, handle, fn, args, options, conn, launcher_pid):
 
 def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
               coherence: Coherence | str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
-              kernel: str = "cython", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0) -> list:
+              kernel: str = "cython", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0,
+              allreduce_large_bytes: int = ALLREDUCE_LARGE_BYTES) -> list:
     """Run ``fn(comm, *args)`` on `nranks` forked processes sharing one pool; return their results.
 
     slot_bytes: the largest block a rank may send. timeout_s: per wait inside the ranks.
     kernel: 'cython' or 'reference' (the pure-Python twin, for tests).
     pool_latency_ns, pool_bw_bytes_per_ns: emulated CXL timing, see `PoolComm.open` (0 = off).
+    allreduce_large_bytes: the allreduce algorithms' threshold, see `PoolComm.open`.
     """
     check_np(nranks)
     spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
     Coherence.parse(coherence or spec.default_coherence, "--coherence")
     timing_options(comm_class(kernel), pool_latency_ns, pool_bw_bytes_per_ns)  # check before forking
     options = dict(coherence=coherence, timeout_s=timeout_s, writeback=writeback, kernel=kernel,
-                   pool_latency_ns=pool_latency_ns, pool_bw_bytes_per_ns=pool_bw_bytes_per_ns)
+                   pool_latency_ns=pool_latency_ns, pool_bw_bytes_per_ns=pool_bw_bytes_per_ns,
+                   allreduce_large_bytes=check_large_bytes(allreduce_large_bytes))
     ctx = multiprocessing.get_context("fork")
     created = Pool.create(spec, nranks, slot_bytes)
     handle = created.handle
@@ -192,10 +196,12 @@ def _death_message(exitcode) -> str:
 
 def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
             coherence: Coherence | str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
-            pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0):
+            pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0,
+            allreduce_large_bytes: int = ALLREDUCE_LARGE_BYTES):
     """Inside an MPI job: build a pool over MPI.COMM_WORLD and return ``fn(comm, mpi_comm, *args)`` on every rank.
 
     pool_latency_ns, pool_bw_bytes_per_ns: emulated CXL timing, see `PoolComm.open` (0 = off).
+    allreduce_large_bytes: the allreduce algorithms' threshold, see `PoolComm.open`.
     """
     from mpi4py import MPI
 
@@ -214,7 +220,8 @@ def run_mpi(fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 <<
     try:
         comm = comm_class("cython").open(Pool.attach(handle), world.rank, coherence=coherence, timeout_s=timeout_s,
                                          writeback=writeback, pool_latency_ns=pool_latency_ns,
-                                         pool_bw_bytes_per_ns=pool_bw_bytes_per_ns)
+                                         pool_bw_bytes_per_ns=pool_bw_bytes_per_ns,
+                                         allreduce_large_bytes=allreduce_large_bytes)
         world.Barrier()
         try:
             return fn(comm, world, *args)
