@@ -179,7 +179,11 @@ def _describe(spec, result) -> str:
         store = f"{p['memory_servers']} memory server(s) x {p['server_cores']} core(s)"
     else:
         store = p.get("store", "no store")
-    return f"{spec.name}: {spec.size} GPUs on {spec.worker_hosts} nodes ({gpus}), {spec.interconnect}; store: {store}"
+    fabric = spec.interconnect
+    if p.get("pool") and "store" not in p:  # ddp, horovod: the all-reduces run on the pool
+        fabric = (f"all-reduce on CXL pool {p['pool']} ({p['coherence']}, {p['allreduce']}; "
+                  f"{spec.interconnect} unused)")
+    return f"{spec.name}: {spec.size} GPUs on {spec.worker_hosts} nodes ({gpus}), {fabric}; store: {store}"
 
 
 def _store_line(result) -> str | None:

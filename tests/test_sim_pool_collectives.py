@@ -1,4 +1,5 @@
 """The pool collectives beyond allgather in the DES: payload labels, DES = closed form, the selector, the CLI."""
+import dataclasses
 import subprocess
 import sys
 
@@ -146,3 +147,40 @@ def test_cli_refuses_a_network_algorithm_on_the_pool_and_says_a_barrier_has_no_s
     out = cli("--collective", "barrier", "--algorithm", "cxl_pool", "--nodes", "4", "--sizes", "1",
               "--output", str(tmp_path / "b"))
     assert out.returncode == 0 and "the size is not used" in out.stdout
+
+
+# ---------------------------------------------------------------- training: ddp and horovod with --pool
+
+def _cluster4():
+    from cxlsim.models.training import cluster, core
+    spec = cluster.from_dict({"interconnect": "ib-hdr", "precision": "amp", "nodes": [{"gpu": "v100", "repeat": 4}]})
+    return spec, core.make_job(spec, "resnet50")
+
+
+def test_ddp_on_a_pool_all_reduces_each_bucket_with_the_pool_algorithm():
+    """Without overlap a step is the compute plus one pool all-reduce per bucket, each near its closed form
+    with the GPU's reduction bandwidth (later calls find earlier calls' lines cached, which the fresh-pool
+    form leaves out)."""
+    from cxlsim.models.training import ddp
+    from cxlsim.models.training.pool_allreduce import PoolAllreduce
+    spec, job = _cluster4()
+    result = ddp.run_ddp(spec, job, steps=2, pool="cxl3-pool", overlap=False)
+    assert result.params["pool"] == "cxl3-pool" and result.params["collective"] == "des"
+    assert result.params["allreduce"] == "cxl_pool_large" and result.params["coherence"] == "hw"
+    on_pool = PoolAllreduce(spec, "cxl3-pool")
+    gpu = dataclasses.replace(on_pool.figures, reduce_bw_bytes_per_ns=job.reduce_bw_bytes_per_ns[0])  # folds on the GPU
+    forms_ns = sum(analytic.closed_form(on_pool.algorithm(b), gpu, 4, b) for b in ddp.ddp_buckets(job.gradient_bytes))
+    comm_ns = result.elapsed_ns / 2 - job.iteration_ns[0]
+    assert comm_ns == pytest.approx(forms_ns, rel=0.01)
+
+
+def test_horovod_on_a_pool_and_the_refusals():
+    from cxlsim.errors import InputError
+    from cxlsim.models.training import ddp, horovod
+    spec, job = _cluster4()
+    result = horovod.run_horovod(spec, job, steps=2, pool="cxl3-pool")
+    assert result.params["pool"] == "cxl3-pool" and result.params["allreduce"].startswith("cxl_pool")
+    with pytest.raises(InputError, match="collective: the all-reduce on a CXL pool .* runs in the DES only"):
+        ddp.run_ddp(spec, job, steps=1, pool="cxl3-pool", collective="flow")
+    with pytest.raises(InputError, match="unknown CXL preset|cxl9"):
+        horovod.run_horovod(spec, job, steps=1, pool="cxl9")

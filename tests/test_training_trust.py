@@ -30,8 +30,8 @@ def test_ddp_refuses_the_options_of_other_modes_naming_them_and_where_they_apply
     code, _, err = _train(tmp_path, capsys, path, "--mode", "ddp", "--tau", "5", "--counter", "cxl-device")
     assert code == 2
     assert "--mode ddp does not take --tau (applies to async); --counter (applies to hybrid)" in err
-    code, _, err = _train(tmp_path, capsys, path, "--mode", "ddp", "--pool", "cxl3-pool")
-    assert code == 2 and "--pool (applies to sync)" in err
+    code, _, err = _train(tmp_path, capsys, path, "--mode", "ddp", "--pool-devices", "2")
+    assert code == 2 and "--pool-devices (applies to sync)" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -13,7 +13,9 @@ done; with `overlap=False` all buckets start after the backward pass.
 ring recurrence (flow.py), tested equal to the DES within 2% (to rounding on
 the training star); `collective="des"` runs every ring message on the
 transport (a 16-node, 200-step run takes about 9-11 s on the development
-machine, the flow about 0.2 s). A failed worker stalls the run (RunError).
+machine, the flow about 0.2 s). With `pool="cxl3-pool"` (a CXL pool preset) the
+buckets are all-reduced on a CXL pool instead, in the DES (pool_allreduce.py).
+A failed worker stalls the run (RunError).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, MI
                                          StepLog, TrainingResult, check_backward_fraction, check_run, describe,
                                          network_transport, run_to_end, size_text, synchronous_result)
 from cxlsim.models.training.flow import COLLECTIVE, check_collective, cost_model, ring_allreduce, run_steps
+from cxlsim.models.training.pool_allreduce import POOL, PoolAllreduce, resolve_collective
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
@@ -49,11 +52,14 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
             bucket_cap_bytes: int = 25 * MIB, first_bucket_bytes: int = MIB, overlap: bool = True,
             backward_fraction: float = 2.0 / 3.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
             slowdown: Slowdown | None = None, failure: Failure | None = None,
-            collective: str = "flow") -> TrainingResult:
-    """PyTorch DDP: bucketed ring all-reduce, overlapped with the backward pass when `overlap`."""
+            collective: str | None = None, pool: str | None = None) -> TrainingResult:
+    """PyTorch DDP: bucketed ring all-reduce (or, with `pool`, the pool all-reduce), overlapped with the
+    backward pass when `overlap`. collective: 'flow' (default without a pool) or 'des' (the only one with)."""
     check_run(spec, job, steps)
     check_backward_fraction(backward_fraction)
+    collective = resolve_collective(collective, pool)
     check_collective(collective)
+    on_pool = PoolAllreduce(spec, pool) if pool is not None else None
     W, G = spec.size, job.gradient_bytes
     buckets = ddp_buckets(G, first_bucket_bytes, bucket_cap_bytes)
     ends = [sum(buckets[:i + 1]) for i in range(len(buckets))]
@@ -64,12 +70,12 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
                                 failure), 0
     else:
         log, events = _ddp_des(spec, job, steps, J, buckets, ends, overlap, backward_fraction, chunk_bytes,
-                               failure)
+                               failure, on_pool)
     return synchronous_result("ddp", spec, job, steps, log, {
         "bucket_cap_bytes": bucket_cap_bytes, "first_bucket_bytes": first_bucket_bytes, "buckets": len(buckets),
         "overlap": overlap, "backward_fraction": backward_fraction, "allreduce": "ring",
         "collective": collective, "cv": cv, "slowdown": describe(slowdown), "failure": describe(failure),
-        "chunk_bytes": chunk_bytes}, seed, events)
+        "chunk_bytes": chunk_bytes, **(on_pool.details() if on_pool else {})}, seed, events)
 
 
 def _ddp_flow(spec, job, steps, J, buckets, ends, overlap, backward_fraction, chunk_bytes, failure):
@@ -89,10 +95,10 @@ def _ddp_flow(spec, job, steps, J, buckets, ends, overlap, backward_fraction, ch
     return run_steps(spec, job, steps, J, backward_fraction, failure, schedule)
 
 
-def _ddp_des(spec, job, steps, J, buckets, ends, overlap, backward_fraction, chunk_bytes, failure):
-    """The DDP schedule with every ring message on the transport: (StepLog, events)."""
+def _ddp_des(spec, job, steps, J, buckets, ends, overlap, backward_fraction, chunk_bytes, failure, on_pool):
+    """The DDP schedule with every ring message (or pool access, `on_pool`) on the transport: (StepLog, events)."""
     W, G = spec.size, job.gradient_bytes
-    tr = network_transport(spec, 0, chunk_bytes)
+    tr = on_pool.transport if on_pool else network_transport(spec, 0, chunk_bytes)
     env = tr.env
     log = StepLog(W)
     expect = reduced_vector(W, W)
@@ -103,8 +109,11 @@ def _ddp_des(spec, job, steps, J, buckets, ends, overlap, backward_fraction, chu
                 ready = bstart + bwd * (end / G)
                 if ready > env.now:
                     yield env.timeout(ready - env.now)
-            group = Group(ep, range(W), tag=1 + s * len(buckets) + i)
-            out = yield from allreduce_ring(group, size, vector_of(ep.rank, W))
+            if on_pool:
+                out = yield from on_pool.allreduce(ep, size, vector_of(ep.rank, W))
+            else:
+                out = yield from allreduce_ring(Group(ep, range(W), tag=1 + s * len(buckets) + i), size,
+                                                vector_of(ep.rank, W))
             if out != expect:
                 raise RunError(f"ddp: worker {ep.rank} got a wrong all-reduce of bucket {i} in step {s}")
 
@@ -140,6 +149,6 @@ MODE = Mode(
                help="first bucket size (default 1MiB)"),
         Option(name="overlap", flag="--no-overlap", switch=False,
                help="start the all-reduces only after the backward pass"),
-        COLLECTIVE, CHUNK),
+        COLLECTIVE, CHUNK, POOL),
 )
 """The ddp mode's record (modes.py lists it)."""

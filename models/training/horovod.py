@@ -52,6 +52,7 @@ from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, MI
                                          StepLog, TrainingResult, check_backward_fraction, check_run, describe,
                                          network_transport, run_to_end, size_text, synchronous_result, time_text)
 from cxlsim.models.training.flow import COLLECTIVE, check_collective, cost_model, ring_allreduce, run_steps
+from cxlsim.models.training.pool_allreduce import POOL, PoolAllreduce, resolve_collective
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
@@ -89,11 +90,14 @@ def fusion_plan(bstart_ns, bwd_ns, gradient_bytes: int, *, cycle_ns: float, thre
 def run_horovod(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
                 defaults: str = "v0.21+", fusion_threshold_bytes: int | None = None,
                 cycle_time_ns: float | None = None, backward_fraction: float = 2.0 / 3.0,
-                collective: str = "flow", chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
-                slowdown: Slowdown | None = None, failure: Failure | None = None) -> TrainingResult:
-    """Horovod: tensor fusion every cycle, fused buffers all-reduced by the ring, one at a time."""
+                collective: str | None = None, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
+                slowdown: Slowdown | None = None, failure: Failure | None = None,
+                pool: str | None = None) -> TrainingResult:
+    """Horovod: tensor fusion every cycle, fused buffers all-reduced by the ring (or, with `pool`, the pool
+    all-reduce in the DES), one at a time. collective: 'flow' (default without a pool) or 'des'."""
     check_run(spec, job, steps)
     check_backward_fraction(backward_fraction)
+    collective = resolve_collective(collective, pool)
     check_collective(collective)
     if defaults not in HOROVOD_DEFAULTS:
         raise InputError(f"defaults: expected one of {', '.join(HOROVOD_DEFAULTS)}, got {defaults!r}")
@@ -118,6 +122,7 @@ def run_horovod(spec, job: Job, *, steps: int, seed: int | None = None, cv: floa
         buffers.append(len(plan))
         return plan
 
+    on_pool = PoolAllreduce(spec, pool) if pool is not None else None
     if collective == "flow":
         cm = cost_model(spec, chunk_bytes)
 
@@ -129,19 +134,20 @@ def run_horovod(spec, job: Job, *, steps: int, seed: int | None = None, cv: floa
 
         rec = run_steps(spec, job, steps, J, backward_fraction, failure, schedule)
     else:
-        rec, events = _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, plan_of)
+        rec, events = _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, plan_of, on_pool)
     return synchronous_result(
         "horovod", spec, job, steps, rec,
         {"horovod_defaults": named, "fusion_threshold_bytes": threshold, "cycle_time_ns": cycle,
          "backward_fraction": backward_fraction, "allreduce": "ring", "collective": collective,
-         "cv": cv, "slowdown": describe(slowdown), "failure": describe(failure), "chunk_bytes": chunk_bytes},
+         "cv": cv, "slowdown": describe(slowdown), "failure": describe(failure), "chunk_bytes": chunk_bytes,
+         **(on_pool.details() if on_pool else {})},
         seed, events, {"fusion_buffers_per_step": sum(buffers) / len(buffers) if buffers else 0.0})
 
 
-def _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, plan_of):
-    """The same schedule with every ring message on the transport."""
+def _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, plan_of, on_pool):
+    """The same schedule with every ring message (or pool access, `on_pool`) on the transport."""
     W = spec.size
-    tr = network_transport(spec, 0, chunk_bytes)
+    tr = on_pool.transport if on_pool else network_transport(spec, 0, chunk_bytes)
     env = tr.env
     rec = StepLog(W)
     expect = reduced_vector(W, W)
@@ -173,7 +179,11 @@ def _horovod_des(spec, job, steps, J, backward_fraction, chunk_bytes, failure, p
         for i, (tick, size) in enumerate(plans[s]):
             if tick > env.now:
                 yield env.timeout(tick - env.now)
-            out = yield from allreduce_ring(Group(ep, range(W), tag=1 + s * 100000 + i), size, vector_of(ep.rank, W))
+            if on_pool:
+                out = yield from on_pool.allreduce(ep, size, vector_of(ep.rank, W))
+            else:
+                out = yield from allreduce_ring(Group(ep, range(W), tag=1 + s * 100000 + i), size,
+                                                vector_of(ep.rank, W))
             if out != expect:
                 raise RunError(f"horovod: worker {ep.rank} got a wrong all-reduce of buffer {i} in step {s}")
 
@@ -193,6 +203,6 @@ MODE = Mode(
                help="override the fusion threshold (a size, e.g. 64MiB)"),
         Option(name="cycle_time_ns", flag="--cycle-time", parse=time_text,
                help="override the cycle time (a time, e.g. '5 ms')"),
-        COLLECTIVE, CHUNK),
+        COLLECTIVE, CHUNK, POOL),
 )
 """The horovod mode's record (modes.py lists it)."""

@@ -49,6 +49,7 @@ from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, ST
                                          Mode, Option, StepLog, TrainingResult, check_run, describe,
                                          integer_at_least, network_transport, run_to_end, synchronous_result,
                                          with_store)
+from cxlsim.models.training.pool_allreduce import POOL
 from cxlsim.models.training.pool_store import run_sync_on_pool
 from cxlsim.models.training.store_load import StoreLoad, gpu_bound_samples_per_s
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
@@ -243,9 +244,7 @@ MODE = Mode(
         Option(name="aggregation", flag="--aggregation", parse=str, choices=AGGREGATIONS,
                help="who reduces the gradients: the memory servers (servers, default) or the workers over the "
                     "shared region (workers)"),
-        Option(name="pool", flag="--pool", parse=str,
-               help="with --aggregation workers: put the store on this CXL pool preset (e.g. cxl3-pool) "
-                    "instead of the memory servers"),
+        POOL,
         Option(name="coherence", flag="--coherence", parse=Coherence.parse, choices=Coherence.names(),
                help="with --pool: CXL 3.x hardware coherence (hw, default) or software flushes (flush)"),
         Option(name="pool_devices", flag="--pool-devices", parse=integer_at_least(1),

@@ -1,0 +1,80 @@
+"""Data-parallel all-reduces on a CXL pool: what ddp and horovod run with `pool=` (a CXL pool preset).
+
+Every node has one worker, a rank of the CXL pool transport (one rank per
+host; a two-level switch tree when one switch has too few ports and the preset
+allows it), in hw coherence (CXL 3.x back-invalidation: a worker waiting for a
+slower one sleeps instead of polling). Each bucket or fused buffer is one pool
+all-reduce (models/collectives/pool_collectives.py): `cxl_pool` (every worker
+folds every block) or `cxl_pool_large` (reduce-scatter through the pool, then an
+allgather of the shares), whichever has the lower closed form on this pool at
+that size (`pool_collective_forms.select_pool`). Its fold runs on the GPU (the
+worker's endpoint). Pool transfers move in chunks of `POOL_CHUNK_BYTES`, as the
+pool store's.
+"""
+from __future__ import annotations
+
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.models.collectives import pool_collective_forms
+from cxlsim.models.collectives.registry import algorithm
+from cxlsim.models.training.core import Option
+from cxlsim.models.training.pool_store import POOL_CHUNK_BYTES
+
+__all__ = ["POOL", "PoolAllreduce", "resolve_collective"]
+
+POOL = Option(name="pool", flag="--pool", parse=str,
+              help="put the store (sync, with --aggregation workers) or the all-reduces (ddp, horovod) on this CXL "
+                   "pool preset, e.g. cxl3-pool")
+"""The --pool option, shared by the modes that can use a CXL pool."""
+
+
+def resolve_collective(collective: str | None, pool: str | None) -> str:
+    """The collective engine of a ddp or horovod run: 'flow' by default, 'des' (the only one) with a pool."""
+    if pool is None:
+        return "flow" if collective is None else collective
+    if collective not in (None, "des"):
+        raise InputError(f"collective: the all-reduce on a CXL pool (pool={pool!r}) runs in the DES only; "
+                         f"expected 'des', got {collective!r}")
+    return "des"
+
+
+class PoolAllreduce:
+    """The pool transport of a training cluster and the pool all-reduce each size runs on it."""
+
+    def __init__(self, spec, pool: str):
+        if spec.size != spec.worker_hosts:
+            raise InputError(f"pool: a CXL pool runs one worker per node; the cluster has {spec.size} GPUs on "
+                             f"{spec.worker_hosts} nodes")
+        preset = get_cxl_preset(pool)
+        self.pool = pool
+        kw = dict(coherence=Coherence.HW, chunk_bytes=POOL_CHUNK_BYTES)
+        try:
+            self.transport = CXLPoolTransport(preset, spec.size, **kw)
+        except InputError as exc:
+            if "switch tree" not in str(exc) or preset.max_switch_levels < 2:
+                raise
+            self.transport = CXLPoolTransport(preset, spec.size, switch_levels=2, **kw)
+        self.figures = self.transport.figures()
+        self._chosen = {}
+        self.used = set()
+        """Names of the pool algorithms that ran."""
+
+    def algorithm(self, size_bytes: int):
+        """The pool all-reduce record for a buffer of `size_bytes`."""
+        algo = self._chosen.get(size_bytes)
+        if algo is None:
+            name, _ = pool_collective_forms.select_pool("allreduce", self.figures, self.transport.size, size_bytes)
+            algo = self._chosen[size_bytes] = algorithm("allreduce", name)
+        self.used.add(algo.name)
+        return algo
+
+    def allreduce(self, ep, size_bytes: int, vector):
+        """Generator: one worker's part of the all-reduce of `size_bytes`; returns the reduced labels."""
+        return (yield from self.algorithm(size_bytes).run(ep, size_bytes, vector, None))
+
+    def details(self) -> dict:
+        fig = self.figures
+        return {"pool": self.pool, "coherence": Coherence.HW.value, "switch_levels": 2 if fig.leaf_hosts else 1,
+                "allreduce": "/".join(sorted(self.used)) or "none", "pool_chunk_bytes": POOL_CHUNK_BYTES}
