@@ -118,9 +118,11 @@ def test_cxl_settings_are_resolved_and_checked():
     ({"fabric": {"preset": "cxl3-pool", "nodes": 4, "ranks_per_node": 2}},
      r"fabric.ranks_per_node: the CXL pool preset cxl3-pool does not use it \(it applies to network presets\)"),
     ({"fabric": {"preset": "cxl3-pool", "nodes": 4, "links": {"bandwidth": "25 GB/s"}}},
-     r"fabric.links.bandwidth: the CXL pool preset cxl3-pool does not use it \(it applies to network presets\)"),
+     r"fabric.links.bandwidth: the CXL pool preset cxl3-pool does not use it \(it applies to network presets and "
+     r"hybrid pod fabrics\)"),
     ({"fabric": {"preset": "cxl3-pool", "nodes": 4, "topology": "fat_tree"}},
-     r"fabric.topology: the CXL pool preset cxl3-pool does not use it \(it applies to network presets\)"),
+     r"fabric.topology: the CXL pool preset cxl3-pool does not use it \(it applies to network presets and "
+     r"hybrid pod fabrics\)"),
     ({"fabric": {"preset": "cxl3-pool", "nodes": 4}, "workload": {"algorithm": "bruck"}},
      "workload.algorithm: bruck exchanges messages and needs a network"),
     ({"fabric": {"preset": "cxl3-pool", "nodes": 4}, "workload": {"collective": "allreduce"}},
@@ -128,7 +130,7 @@ def test_cxl_settings_are_resolved_and_checked():
     ({"fabric": {"preset": "ib-hdr", "nodes": 4}, "workload": {"algorithm": "cxl_pool"}},
      "workload.algorithm: cxl_pool needs a CXL pool transport"),
     ({"fabric": {"preset": "cxl9-pool", "nodes": 4}},
-     "fabric.preset: unknown preset 'cxl9-pool'; expected one of cxl2-pool, cxl3-pool, .*ib-ndr"),
+     "fabric.preset: unknown preset 'cxl9-pool'; expected one of cxl-pods, cxl2-pool, cxl3-pool, .*ib-ndr"),
 ])
 def test_bad_cxl_scenarios_name_the_key(data, message):
     with pytest.raises(InputError, match=message):

@@ -65,9 +65,9 @@ def test_a_network_profile_projects_its_validation_curve(network_profile):
 
 @pytest.mark.parametrize("fabric,match", [
     ({"links": {"latency": "1 us"}}, "fabric.links.latency: the local-host calibration profile .* does not use it "
-                                     r"\(it applies to network presets\)"),
+                                     r"\(it applies to network presets and hybrid pod fabrics\)"),
     ({"cxl": {"devices": 2}}, "fabric.cxl.devices: the local-host calibration profile .* does not use it "
-                              r"\(it applies to CXL pool presets\)"),
+                              r"\(it applies to CXL pool presets and hybrid pod fabrics\)"),
     ({"ranks_per_node": 2}, "fabric.ranks_per_node: "),
     ({"workload": {"algorithm": "ring"}}, "workload.algorithm: a local-host profile runs one of"),
     ({"workload": {"collective": "allreduce"}}, "workload.collective: a calibration profile projects the allgather"),
@@ -80,7 +80,7 @@ def test_what_a_profile_fixes_cannot_be_set(local_profile, fabric, match):
 
 def test_a_network_profile_takes_no_pool_setting_and_only_mpichs_choice(network_profile):
     with pytest.raises(InputError, match="fabric.cxl.coherence: the network calibration profile .* does not use it "
-                                         r"\(it applies to CXL pool presets and local-host calibration profiles\)"):
+                                         r"\(it applies to CXL pool presets and hybrid pod fabrics and local-host calibration profiles\)"):
         simulate.run(scenario(network_profile, cxl={"coherence": "hw"}))
     with pytest.raises(InputError, match="workload.algorithm: a network profile projects MPICH's choice"):
         simulate.run(scenario(network_profile, workload={"algorithm": "ring"}))

@@ -200,11 +200,12 @@ def test_the_registry_lists_every_builtin_preset_and_finds_them_by_name():
     from cxlsim.fabric.cxl_presets import CXL_PRESETS
 
     known = preset.presets()
-    assert set(known) == set(PRESETS) | set(CXL_PRESETS)
+    assert set(known) == set(PRESETS) | set(CXL_PRESETS) | {"cxl-pods"}
+    assert preset.find("cxl-pods").kind == "hybrid pod fabric"
     assert preset.find("ib-hdr") is PRESETS["ib-hdr"] and preset.find("cxl3-pool").kind == "CXL pool preset"
     for p in known.values():
         assert isinstance(p, preset.Preset) and p.source
-    with pytest.raises(InputError, match="fabric.preset: unknown preset 'ib-xdr'; expected one of cxl2-pool"):
+    with pytest.raises(InputError, match="fabric.preset: unknown preset 'ib-xdr'; expected one of cxl-pods, cxl2-pool"):
         preset.find("ib-xdr")
     assert preset.uses(known["ib-hdr"], "fabric.links.latency") and not preset.uses(known["ib-hdr"], "fabric.cxl.chunk")
     assert preset.unused(known["cxl3-pool"], ["fabric.nodes", "fabric.nic.gap", "fabric.cxl.chunk"]) == \

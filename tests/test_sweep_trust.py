@@ -159,7 +159,7 @@ def test_an_axis_no_point_uses_is_refused(tmp_path, capsys):
     assert cli_main(["sweep", path, "--output", str(tmp_path / "w"), "--vary", "fabric.cxl.switch_levels=1,2"]) == 2
     err = capsys.readouterr().err
     assert ("sweep fabric.cxl.switch_levels: no point uses it (fabric.preset ib-hdr does not; "
-            "it applies to CXL pool presets); remove the axis") in err
+            "it applies to CXL pool presets and hybrid pod fabrics); remove the axis") in err
     assert not os.path.exists(tmp_path / "w" / "sweep.csv")
 
 
