@@ -62,11 +62,13 @@ class _Forms:
         return analytic.cost("allgather", name, self.p, size, self.cm, self.net_ctx)
 
 
-def choose(forms: _Forms, size: int) -> str:
-    """'pods' or the selector's network algorithm on every host, whichever is faster by closed form."""
+def choose(forms: _Forms, size: int) -> tuple[str, str]:
+    """('pods' or the selector's network algorithm on every host, whichever is faster by closed form; a note)."""
     inter, _ = forms.inter(size)
     name, _ = select(forms.wl.selector, "allgather", forms.p, size)
-    return PODS if forms.pods(size, inter) < forms.network(name, size)[0] else name
+    if forms.pods(size, inter) < forms.network(name, size)[0]:
+        return PODS, f"auto: pods, faster than the network's {name} by closed form"
+    return name, f"auto: the network's {name}, faster than pods by closed form"
 
 
 def run_hybrid(scenario, setup, bar=None) -> list[dict]:
@@ -80,8 +82,8 @@ def run_hybrid(scenario, setup, bar=None) -> list[dict]:
     rows = []
     for size in wl.sizes_bytes:
         start = time.perf_counter()
-        name = choose(forms, size) if wl.algorithm == "auto" else wl.algorithm
-        notes = ["auto: the faster of pods and the network by closed form"] if wl.algorithm == "auto" else []
+        name, why = choose(forms, size) if wl.algorithm == "auto" else (wl.algorithm, None)
+        notes = [why] if why else []
         if name == PODS:
             inter, fallback = forms.inter(size)
             notes += [f"between pods: {inter}" + (f" ({fallback})" if fallback else "")]
