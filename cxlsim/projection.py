@@ -21,7 +21,7 @@ from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import stats as fabric_stats
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives import pool_collective_forms as pool_forms
-from cxlsim.models.collectives.registry import check_transport, lookup
+from cxlsim.models.collectives.registry import algorithms, check_transport, lookup, names
 from cxlsim.models.collectives.selectors import select
 
 __all__ = ["ROOTED", "context", "run_network", "run_pool"]
@@ -104,6 +104,11 @@ def run_pool(scenario, setup, bar=None, stats: list | None = None) -> list[dict]
                          f"{wl.collective}; remove it")
     if wl.root >= p:
         raise InputError(f"workload.root: expected a rank below P={p}, got {wl.root}")
+    pool_names = names(wl.collective, "pool")
+    if not pool_names:
+        with_pool = sorted({c for c, _ in algorithms() if names(c, "pool")})
+        raise InputError(f"workload.collective: a CXL pool has no {wl.collective} algorithm; it runs "
+                         f"{', '.join(with_pool)}")
     ctx = runner.Context(root=wl.root)
     figures = setup.new_transport(p).figures()
     rows = []
