@@ -436,8 +436,8 @@ def flag_and_its_write_back_before_data_write_back(log, rank, lay):
 
 MUTATIONS = {  # mutation: (policy that must catch it, what its message must say)
     drop_reader_invalidation: ("lazy", "stale READ of rank {other}'s slot, line 0"
-                               " (pool offset {offset}): saw rank {other}'s epoch 2 data from its own cache: "
-                               "a copy it never invalidated; expected rank {other}'s epoch 6 data"),
+                               " (pool offset {offset}): saw rank {other}'s epoch 1 data from its own cache: "
+                               "a copy it never invalidated; expected rank {other}'s epoch 3 data"),
     reader_uses_clwb: ("lazy", "from its own cache: a copy it never invalidated"),
     drop_mfence: ("lazy", "from its own cache: its invalidation was still pending (no MFENCE before the read)"),
     drop_writer_write_backs: ("lazy", "saw no data (nothing was ever written back there) from pool memory"),
@@ -445,7 +445,7 @@ MUTATIONS = {  # mutation: (policy that must catch it, what its message must say
     flag_store_before_data_write_back: ("flags-early", "from pool memory: rank {other}'s write-back had not reached"),
     flag_and_its_write_back_before_data_write_back: ("lazy", "from pool memory: rank {other}'s write-back had not"),
     drop_flag_write_back: ("lazy", "deadlock, no rank can make progress: rank 0 waits in POLL_FLUSHED for rank 1's "
-                                   "flag to reach epoch 2, but pool memory holds 0 "
+                                   "flag to reach epoch 1, but pool memory holds 0 "
                                    "(rank 1 never wrote its flag line back)"),
     poll_without_invalidating: ("lazy", "deadlock, no rank can make progress"),
 }

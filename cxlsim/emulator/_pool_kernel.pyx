@@ -166,7 +166,7 @@ cdef class PoolKernel:
 
     @property
     def epoch(self):
-        """The last step's number (1, 2, ...): its flag values are 2 x epoch and 2 x epoch + 1 (cxl_coll.h)."""
+        """The last flag value this rank's steps took (1, 2, ...; a broadcast step takes two, see cxl_coll.h)."""
         return self.coll.epoch
 
     @property
@@ -351,15 +351,12 @@ cdef class PoolKernel:
         """Byte offset in the pool of `rank`'s slot in data round `round` (its buffer is round % 2)."""
         return <uint64_t>(cxl_slot(&self.coll.pool, round, rank) - self.coll.pool.base)
 
-    def flag_values(self):
-        """Each rank's flag as stored (2e: its data of step e is published; 2e + 1: it finished reading step e)."""
+    def flag_epochs(self):
+        """Each rank's flag as stored: e once its data of step e is published, e + 1 once it finished reading it
+        (a plain read of every flag line; see cxl_coll.h)."""
         self.check_open()
         return [(<uint64_t *>(self.coll.pool.base + self.coll.pool.flags_offset + i * CXL_LINE))[0]
                 for i in range(self.coll.pool.nranks)]
-
-    def flag_epochs(self):
-        """The step each rank last published (its flag // 2; a plain read of every flag line)."""
-        return [v // 2 for v in self.flag_values()]
 
     cdef raise_timeout(self, str what="allgather"):
         cdef int out[1024]

@@ -1,12 +1,15 @@
 /* cxl_coll.h: the pool collectives (allgather, barrier, broadcast, allreduce, reduce_scatter
  * block, alltoall) for one rank, on the primitives of cxl_ops.h, in both coherence modes.
  *
- * Steps. A collective is a sequence of steps, numbered by epoch (1, 2, ...) on every rank
- * alike; a step that carries data also takes the next data round, whose buffer is
- * round % 2 (cxl_slot). A rank's flag holds one of two values per step e:
- *   written(e) = 2e     - "my data of step e is in my slot" (and I finished every step < e);
- *   done(e)    = 2e + 1 - "I finished reading step e" (a broadcast reader's acknowledgement).
- * Flags only grow. A rank may write into buffer b only once every rank finished the step
+ * Steps. A collective is a sequence of steps, numbered by epoch on every rank alike; a
+ * step that carries data also takes the next data round, whose buffer is round % 2
+ * (cxl_slot). A step e takes the flag value e, and a broadcast step also e + 1:
+ *   written(e) = e     - "my data of step e is in my slot" (and I finished every step < e);
+ *   done(e)    = e + 1 - "I finished reading step e": a broadcast reader's acknowledgement, or
+ *                        any later step's written value (a step after e starts at e + 1, or
+ *                        e + 2 after a broadcast, and is published only once e is finished).
+ * So a run of allgathers and barriers numbers its steps 1, 2, 3, ... (the allgather protocol
+ * of cxl_ops.h), and each broadcast step moves the epoch on by 2. Flags only grow. A rank may write into buffer b only once every rank finished the step
  * that last used b (every flag >= done(that step)); `known_done` remembers how far that is
  * known, so the wait is skipped when an earlier wait already proved it. Steps in which
  * every rank writes and then waits for every rank's written(e) (allgather, allreduce,
@@ -56,8 +59,8 @@ typedef struct {
     uint64_t missing_flag;     /* after a timeout: the flag value awaited */
 } cxl_coll_t;
 
-static inline uint64_t cxl_coll_written(uint64_t epoch) { return 2 * epoch; }
-static inline uint64_t cxl_coll_done(uint64_t epoch) { return 2 * epoch + 1; }
+static inline uint64_t cxl_coll_written(uint64_t epoch) { return epoch; }
+static inline uint64_t cxl_coll_done(uint64_t epoch) { return epoch + 1; }
 
 /* Set up c over an initialised cxl_pool_t (epochs start at 1: a zeroed pool has every flag 0). */
 static void cxl_coll_init(cxl_coll_t *c, const cxl_pool_t *pool, uint64_t slot_bytes, double timeout_ns)
@@ -321,6 +324,7 @@ static int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int roo
         if (is_root) {
             cxl_coll_copy_in(c, slot, buf + off, len);
             cxl_publish(p, cxl_coll_written(e), round, len);
+            c->epoch++; /* the acknowledgement's value, done(e), is this step's too */
             continue;
         }
         if (cxl_coll_wait_one(c, root, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
@@ -331,6 +335,7 @@ static int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int roo
         }
         cxl_coll_copy_out(c, buf + off, slot, len);
         cxl_publish(p, cxl_coll_done(e), round, 0);
+        c->epoch++;
     }
     return 0;
 }

@@ -80,7 +80,7 @@ class ReferenceKernel:
         self._spin_iters = int(spin_iters)
         self._slot_bytes = int(slot_bytes)
         self.timeout_ns = float(timeout_ns)
-        self._epoch = 0  # steps (cxl_coll.h): step e publishes flag 2e (data in) or 2e + 1 (done reading)
+        self._epoch = 0  # steps (cxl_coll.h): step e publishes flag e (data in) or e + 1 (a reader's ack)
         self._round = 0  # data rounds: steps that carry data (their buffer is round % 2)
         self._buffer_epoch = [0, 0]  # the step that last used buffer b
         self._known_done = 0  # every rank finished every step up to this one
@@ -185,7 +185,7 @@ class ReferenceKernel:
         nxt = self._round + 1
         last = self._buffer_epoch[nxt & 1]
         if will_write and last > self._known_done:
-            self._wait_or_raise(2 * last + 1, what)
+            self._wait_or_raise(last + 1, what)
             self._known_done = last
         self._round = nxt
         self._epoch += 1
@@ -205,7 +205,7 @@ class ReferenceKernel:
         self._check_idle()
         last = self._buffer_epoch[(self._round + 1) & 1]
         if last > self._known_done:
-            self._wait_or_raise(2 * last + 1, "zero-copy buffer reuse")
+            self._wait_or_raise(last + 1, "zero-copy buffer reuse")
             self._known_done = last
 
     def barrier(self) -> None:
@@ -213,8 +213,8 @@ class ReferenceKernel:
         self._check_open()
         self._check_idle()
         self._epoch += 1
-        self._publish(2 * self._epoch, self._round, 0)
-        self._wait_or_raise(2 * self._epoch, "barrier")
+        self._publish(self._epoch, self._round, 0)
+        self._wait_or_raise(self._epoch, "barrier")
         self._note_all_written(self._epoch)
 
     def _acquire_slots(self, round: int, nbytes: int) -> None:
@@ -233,7 +233,7 @@ class ReferenceKernel:
         else:
             self._epoch += 1
             round = self._round
-        flag = 2 * self._epoch
+        flag = self._epoch
         if send is not None and nbytes:
             own = self._slot(round, self._rank)
             self._mem[own: own + nbytes] = send
@@ -278,18 +278,14 @@ class ReferenceKernel:
         """Byte offset in the pool of `rank`'s slot in data round `round` (its buffer is round % 2)."""
         return self._slot(int(round), int(rank))
 
-    def flag_values(self) -> list[int]:
-        """Each rank's flag as stored (2e: its data of step e is published; 2e + 1: it finished reading step e)."""
+    def flag_epochs(self) -> list[int]:
+        """Each rank's flag as stored: e once its data of step e is published, e + 1 once it finished reading it
+        (a plain read of every flag line; see cxl_coll.h)."""
         self._check_open()
         return [int(e) for e in self._flags]
 
-    def flag_epochs(self) -> list[int]:
-        """The step each rank last published (its flag // 2; a plain read of every flag line)."""
-        return [v // 2 for v in self.flag_values()]
-
     def _raise_timeout(self, what: str = "allgather"):
-        values = self.flag_values()
-        epochs = [v // 2 for v in values]
+        values = epochs = self.flag_epochs()
         missing = [i for i, v in enumerate(values) if i != self._rank and v < self._missing_flag]
         raise _pool_kernel.CollectiveTimeout(
             f"rank {self._rank}: {what} epoch {self._epoch} timed out after "

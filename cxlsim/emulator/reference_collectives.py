@@ -2,8 +2,8 @@
 
 `ReferenceCollectives` adds broadcast, alltoall, reduce_scatter and the (split-phase)
 allreduce to `reference.ReferenceKernel`, each doing what its C kernel in cxl_coll.h does,
-in the same order, with the same flag values (2e: data of step e published, 2e + 1: done
-reading step e) and the same debug event log. The reductions are `left_fold`: an explicit
+in the same order, with the same flag values (e: data of step e published, e + 1: done
+reading step e; a broadcast step takes both) and the same debug event log. The reductions are `left_fold`: an explicit
 loop over ranks 0..P-1, vectorised across elements only, with cxl_reduce.h's rules
 (integer sum and product wrap; a float min or max is NaN if either operand is, as
 numpy.minimum/maximum). Tests compare the Cython kernels with these twins bit for bit.
@@ -146,12 +146,14 @@ class ReferenceCollectives:
             e, slot = self._epoch, self._slot(round, root)
             if is_root:
                 self._mem[slot: slot + n] = data[off: off + n]
-                self._publish(2 * e, round, n)
+                self._publish(e, round, n)
+                self._epoch += 1  # the acknowledgement's value, e + 1, is this step's too
                 continue
-            self._wait_one(root, 2 * e, "broadcast")
+            self._wait_one(root, e, "broadcast")
             self._invalidate_one(slot, n)
             self._copy_out(data[off:], slot, n)
-            self._publish(2 * e + 1, round, 0)
+            self._publish(e + 1, round, 0)
+            self._epoch += 1
 
     def alltoall(self, sendbuf, recvbuf) -> None:
         """cxl_coll_alltoall: block d of sendbuf goes to rank d, as block `rank` of its recvbuf."""
@@ -173,8 +175,8 @@ class ReferenceCollectives:
             e, mine = self._epoch, self._slot(round, me)
             for d in range(P):
                 self._mem[mine + d * n: mine + (d + 1) * n] = send[d * nbytes + off: d * nbytes + off + n]
-            self._publish(2 * e, round, P * n)
-            self._wait_or_raise(2 * e, "alltoall")
+            self._publish(e, round, P * n)
+            self._wait_or_raise(e, "alltoall")
             self._note_all_written(e)
             self._acquire_range(round, me * n, n)
             for r in range(P):
@@ -205,8 +207,8 @@ class ReferenceCollectives:
             for d in range(P):
                 src = (d * count + off) * es
                 self._mem[mine + d * n * es: mine + (d + 1) * n * es] = send[src: src + n * es]
-            self._publish(2 * e, round, P * n * es)
-            self._wait_or_raise(2 * e, "reduce_scatter")
+            self._publish(e, round, P * n * es)
+            self._wait_or_raise(e, "reduce_scatter")
             self._note_all_written(e)
             self._acquire_range(round, me * n * es, n * es)
             self._fold_slots(dtype, op, round, me * n * es, recv[off * es:], n)
@@ -257,13 +259,13 @@ class ReferenceCollectives:
             raise
         mine = self._slot(self._allreduce_round, self._rank)
         self._mem[mine: mine + n * es] = send[off * es: (off + n) * es]
-        self._publish(2 * self._epoch, self._allreduce_round, n * es)
+        self._publish(self._epoch, self._allreduce_round, n * es)
 
     def _allreduce_finish(self, off: int, n: int) -> None:
         _, recv, dtype, op, large, _, _ = self._pending
         es, P, me, e = dtype.itemsize, self._nranks, self._rank, self._epoch
         input_round = self._allreduce_round
-        self._wait_or_raise(2 * e, "allreduce")
+        self._wait_or_raise(e, "allreduce")
         self._note_all_written(e)
         if n * es < large or P == 1:
             self._acquire_range(input_round, 0, n * es)
@@ -275,8 +277,8 @@ class ReferenceCollectives:
         e2 = self._epoch
         mine = self._slot(round, me)
         self._fold_slots(dtype, op, input_round, lo * es, self._mem[mine + lo * es:], hi - lo)
-        self._publish_range(2 * e2, round, lo * es, (hi - lo) * es)
-        self._wait_or_raise(2 * e2, "allreduce")
+        self._publish_range(e2, round, lo * es, (hi - lo) * es)
+        self._wait_or_raise(e2, "allreduce")
         self._note_all_written(e2)
         for r in range(P):
             rlo, rhi = share(n, es, P, r)
