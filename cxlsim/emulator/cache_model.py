@@ -5,7 +5,10 @@ right answers. So the event logs of every rank are replayed against a machine wh
 caches are NOT coherent, where a wrong schedule reads stale data or hangs.
 
 **The model's rules** (lines are 64 B; a cache holds version tags, not bytes: a data
-line's tag is (writer rank, epoch), a flag line's tag is the epoch stored in it):
+line's tag is (writer rank, the flag value that publishes it: the value its rank stores
+next after the WRITE), a flag line's tag is the value stored in it; messages call a flag
+value an "epoch". Flag values are taken as logged, so any protocol whose flags only grow
+replays: cxl_ops.h's allgather and every collective of cxl_coll.h):
 
 1. A rank's stores (WRITE, FLAG_STORE) go to its own cache and make the line dirty.
    Memory changes only when a dirty line is written back.
@@ -31,8 +34,10 @@ before the data's). Dirty lines may also leave a cache at any time (eviction), s
 `replay` runs once per eviction policy: "lazy" (never: catches missing write-backs as
 stale reads or hangs), "flags-early" (a flag store reaches memory at once: catches a flag
 published before its data), "data-early" and "eager". A replay where no rank can move is
-a deadlock. Every READ must see, line by line, the tag of the data its owner wrote into
-that slot in the reader's epoch; the first violation is reported with policy, rank,
+a deadlock. Every READ must see, line by line, the tag of the data of the owner's latest
+publish into that buffer that the reader knows of: the largest flag value of the owner it
+waited for (a poll), or for its own slot the value it stored last; a READ of a line that
+publish did not write is an error too. The first violation is reported with policy, rank,
 epoch, slot, line and where the stale copy came from.
 
 API::
