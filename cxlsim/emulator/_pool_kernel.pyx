@@ -521,8 +521,34 @@ cdef class PoolKernel:
         """Allreduce (start, then wait): every rank's `recvbuf` gets the element-wise left fold over ranks
         0..P-1 of every rank's `sendbuf` under op (sum, prod, min, max; on integers also band, bor,
         bxor, land, lor, lxor). Bitwise the same result on every rank, in both pool algorithms."""
-        self.allreduce_start(sendbuf, recvbuf, op, large_bytes)
-        self.allreduce_wait()
+        cdef Py_buffer s, r
+        cdef cxl_allreduce_t a
+        cdef int status, dt, code
+        cdef uint64_t count, large
+        self.check_open()
+        self.check_idle()
+        dt, code = reduction_codes(sendbuf, recvbuf, op, "allreduce")
+        if sendbuf.size != recvbuf.size:
+            raise InputError(f"allreduce: sendbuf has {sendbuf.size} elements and recvbuf {recvbuf.size}")
+        if large_bytes is None:
+            large_bytes = getattr(self, "allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
+        large = large_bytes if type(large_bytes) is int and large_bytes >= 0 else check_large_bytes(large_bytes)
+        count = recvbuf.size
+        PyObject_GetBuffer(recvbuf, &r, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+            try:
+                with nogil:
+                    status = cxl_coll_allreduce_start(&self.coll, &a, <char *>s.buf, <char *>r.buf, count, dt, code,
+                                                      large)
+                    if status == CXL_COLL_OK:
+                        status = cxl_coll_allreduce_wait(&self.coll, &a)
+            finally:
+                PyBuffer_Release(&s)
+        finally:
+            PyBuffer_Release(&r)
+        if status:
+            self._status(status, "allreduce")
 
 
 # The reductions the kernels fold (cxl_reduce.h): numpy dtype -> CXL_* code, op name -> CXL_* code.
@@ -533,11 +559,18 @@ REDUCE_DTYPES = {np.dtype(np.int8): CXL_I8, np.dtype(np.int16): CXL_I16, np.dtyp
 REDUCE_OPS = {"sum": CXL_SUM, "prod": CXL_PROD, "min": CXL_MIN, "max": CXL_MAX, "band": CXL_BAND,
               "bor": CXL_BOR, "bxor": CXL_BXOR, "land": CXL_LAND, "lor": CXL_LOR, "lxor": CXL_LXOR}
 FLOAT_OPS = ("sum", "prod", "min", "max")
+FLOAT_OP_CODES = {name: REDUCE_OPS[name] for name in FLOAT_OPS}
 ALLREDUCE_LARGE_BYTES = 65536  # the default threshold of the large allreduce (the MPI library's too)
 
 
 def reduction_codes(sendbuf, recvbuf, op, where):
     """The (dtype, op) codes of a reduction of numpy array sendbuf into recvbuf; InputError naming `where`."""
+    if type(sendbuf) is np.ndarray and type(recvbuf) is np.ndarray:  # the fast path: two lookups
+        dtype = sendbuf.dtype
+        if dtype == recvbuf.dtype:
+            code, op_code = REDUCE_DTYPES.get(dtype), (FLOAT_OP_CODES if dtype.kind == "f" else REDUCE_OPS).get(op)
+            if code is not None and op_code is not None:
+                return code, op_code
     if not isinstance(sendbuf, np.ndarray) or not isinstance(recvbuf, np.ndarray):
         raise InputError(f"{where}: sendbuf and recvbuf must be numpy arrays (their dtype names the reduction)")
     if sendbuf.dtype != recvbuf.dtype:
