@@ -13,7 +13,8 @@ here): the tests find them within 1e-3 of the DES at 15-64 hosts.
 
 The other forms are algebraic and exact only *uncongested*: one switch and P x
 host bandwidth within the devices' (`uncongested`); elsewhere they leave out the
-queueing, and `note` says so for the output. With X = 64/b the issue time of a
+queueing, and `form_note` says so for the output (and where they are within a
+bound rather than exact uncongested: the table in docs/collectives.md). With X = 64/b the issue time of a
 line (b the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path + media and
 ack(n) = max(D(n) + 2 path, writeback) the acknowledgement of an n-byte
 streamed write, a step in which every rank writes W bytes, publishes and waits
@@ -26,7 +27,10 @@ the sfence,
 (F the clflushopt issue), since every rank shifts alike; then the rank's reads:
 flush mode's clflushopt of the k other ranges and an mfence, then the loads,
 L + sum D(range) (none for empty ranges), then its fold. The latency is the
-last rank's (column reads of unaligned blocks span more lines for some ranks).
+last rank's (column reads of unaligned blocks span more lines for some ranks);
+the form takes every rank's wait to end with the barrier's, which in hw mode is
+one line's issue late for the rank that polls last when the DES's order of equal
+times makes it so (within 0.5%).
 
 The broadcast and the large allreduce follow from the same rules; their
 docstrings give the steps.
