@@ -165,6 +165,7 @@ def test_pool_backends(library, programs, tmp_path, backend):
     else:
         assert all(stats[name]["pool"] > 0 for name in COLLECTIVES)
         assert not path.exists()  # the library created it, so it removed it once both ranks were in
+        assert not list(tmp_path.glob("pool.bin.*"))  # nor a file beside it that a second communicator took
 
 
 @pytest.mark.parametrize("coherence", ["hw", pytest.param("flush", marks=pytest.mark.slow)])

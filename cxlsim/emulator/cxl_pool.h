@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -86,6 +87,7 @@ typedef struct {
     cxl_layout_t layout;
     char path[CXL_POOL_PATH_MAX];
     int temporary;  /* we created the file: it is unlinked once every rank is in */
+    int lock_fd_plus1; /* file pools: the creator's descriptor holding the file's lock, + 1 (0: none) */
 } cxl_segment_t;
 
 static int cxl_pool_fail(char *err, size_t errlen, int code, const char *fmt, ...)
@@ -360,6 +362,25 @@ static int cxl_pool_open_existing(const cxl_pool_spec_t *spec, const cxl_segment
     return fd;
 }
 
+/* A fresh file beside seg->path (PATH.<pid>-<12 hex digits>), created for this pool alone: a file
+ * pool whose file another live pool holds (its creator keeps a lock on it) gets one instead.
+ * Returns its descriptor, or -1 with errno set. */
+static int cxl_pool_sibling(cxl_segment_t *seg)
+{
+    unsigned char rnd[6];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) return -1;
+    char base[CXL_POOL_PATH_MAX];
+    snprintf(base, sizeof base, "%s", seg->path);
+    int n = snprintf(seg->path, sizeof seg->path, "%s.%ld-%02x%02x%02x%02x%02x%02x", base, (long)getpid(), rnd[0],
+                     rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+    if (n < 0 || (size_t)n >= sizeof seg->path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    seg->temporary = 1;
+    return open(seg->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+}
+
 /* Create, map and initialise a pool for nranks ranks with slot_bytes per slot. The creator is
  * not counted in: every rank (the creator's own rank too) calls cxl_segment_count_in. */
 static int cxl_segment_create(const cxl_pool_spec_t *spec, uint32_t nranks, uint64_t slot_bytes, cxl_segment_t *seg,
@@ -392,20 +413,31 @@ static int cxl_segment_create(const cxl_pool_spec_t *spec, uint32_t nranks, uint
     }
     if (seg->temporary) {
         fd = open(seg->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST && spec->kind == CXL_POOL_FILE) fd = cxl_pool_sibling(seg);
         if (fd < 0)
             return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: cannot create %s: %s", spec->text, seg->path,
                                  strerror(errno));
-        if (ftruncate(fd, (off_t)seg->layout.total_bytes) != 0)
-            rc = cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: cannot size %s: %s", spec->text, seg->path,
-                               strerror(errno));
     } else if ((fd = cxl_pool_open_existing(spec, seg, err, errlen)) < 0) {
         return CXL_POOL_EINPUT;
     }
+    if (spec->kind == CXL_POOL_FILE && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        /* another live pool (another communicator, or another job) holds this file: never share it */
+        close(fd);
+        if ((fd = cxl_pool_sibling(seg)) < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0)
+            return cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: %s is in use, and so is a file beside it: %s",
+                                 spec->text, seg->path, strerror(errno));
+    }
+    if (seg->temporary && ftruncate(fd, (off_t)seg->layout.total_bytes) != 0)
+        rc = cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: cannot size %s: %s", spec->text, seg->path,
+                           strerror(errno));
     if (!rc) rc = cxl_pool_map(seg, fd, err, errlen);
     if (!rc && spec->kind == CXL_POOL_NUMA) /* before any page exists, so reserving places them on the node */
         rc = cxl_pool_mbind(seg->base, seg->layout.total_bytes, spec->numa_node, spec->text, err, errlen);
     if (!rc && seg->temporary) rc = cxl_pool_reserve(fd, seg, spec->text, err, errlen);
-    close(fd);
+    if (!rc && spec->kind == CXL_POOL_FILE)
+        seg->lock_fd_plus1 = fd + 1; /* held until cxl_segment_unmap */
+    else
+        close(fd);
     if (rc) {
         if (seg->base) munmap(seg->base, seg->layout.total_bytes);
         if (seg->temporary) unlink(seg->path);
@@ -464,6 +496,8 @@ static void cxl_segment_unmap(cxl_segment_t *seg)
 {
     if (seg->base) munmap(seg->base, seg->layout.total_bytes);
     seg->base = NULL;
+    if (seg->lock_fd_plus1) close(seg->lock_fd_plus1 - 1);
+    seg->lock_fd_plus1 = 0;
 }
 
 #endif
