@@ -19,7 +19,7 @@ A switch has a lane budget: `lanes` / `lanes_per_port` ports at most
 
 The device-side snoop filter of CXL 3.x HDM-DB memory (back-invalidate snoops
 on writes, recalls of Modified lines, invalidations on eviction) is
-`cxlsim.fabric.coherence.Coherence`. Pools without back-invalidation (CXL 2.0)
+`cxlsim.fabric.snoop_filter.SnoopFilter`. Pools without back-invalidation (CXL 2.0)
 keep no snoop filter: software flushes lines instead (`flush` mode of
 `cxlsim.fabric.cxl_transport`).
 

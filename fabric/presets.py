@@ -35,7 +35,7 @@ from cxlsim.fabric.host import HostParams, NicParams
 from cxlsim.fabric.link import LinkParams
 from cxlsim.fabric.switch import SWITCHES, SwitchParams
 
-__all__ = ["NetworkPreset", "Preset", "NETWORK_KEYS", "BUILTIN_NETWORK_PRESETS", "PRESETS", "get_preset"]
+__all__ = ["NetworkPreset", "NETWORK_KEYS", "BUILTIN_NETWORK_PRESETS", "PRESETS", "get_preset"]
 
 NETWORK_KEYS = ("fabric.topology", "fabric.ranks_per_node", "fabric.placement", "fabric.hosts_per_leaf",
                 "fabric.oversubscription", "fabric.spines", "fabric.links.*", "fabric.switch.*", "fabric.nic.*",
@@ -73,8 +73,6 @@ class NetworkPreset:
         return elaborate(self, fabric)
 
 
-Preset = NetworkPreset
-"""The network preset record (`cxlsim.fabric.preset.Preset` is the protocol every kind satisfies)."""
 
 
 _HOST = HostParams(memcpy_bw_bytes_per_ns=12.0,  # [DEV] 11-16 GB/s

@@ -166,7 +166,7 @@ def test_homogeneous_speedup_is_n_less_the_closed_form_communication(mode, param
 
 # ---------------------------------------------------------------- free communication
 
-FREE = presets.Preset(
+FREE = presets.NetworkPreset(
     name="free", switch_kind="infiniband",
     link=LinkParams(bw_bytes_per_ns=math.inf, latency_ns=0.0),
     switch=SwitchParams(latency_ns=0.0, mode="cut-through"),
