@@ -17,6 +17,10 @@
 #include "cxl_coll.h"
 #include "cxl_pool.h"
 
+/* Before PMPI_Abort, microseconds for mpiexec to forward the rank's last message (hydra's
+ * proxies read the ranks' stderr through pipes, and an abort can end them before they do). */
+#define CXLSIM_ABORT_GRACE_US 200000
+
 /* ---- settings ---- */
 typedef struct {
     cxl_pool_spec_t pool;     /* CXLSIM_MPI_POOL: shm (default), file:PATH, dax:PATH, numa:N */

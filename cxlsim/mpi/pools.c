@@ -267,6 +267,7 @@ void cxlsim_pool_abort(cxlsim_pool_t *pool, const char *call)
             "rank%s %s; aborting the job (CXLSIM_MPI_TIMEOUT)\n", call, pool->rank, pool->world_ranks[pool->rank],
             pool->size, cxlsim_settings.timeout_s, n == 1 ? "" : "s", n ? list : "(they arrived just now)");
     fflush(stderr);
+    usleep(CXLSIM_ABORT_GRACE_US); /* let the process manager forward the message before it ends the job */
     PMPI_Abort(MPI_COMM_WORLD, 1);
     abort();
 }

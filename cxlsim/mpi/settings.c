@@ -27,6 +27,8 @@ static void bad_setting(const char *name, const char *value, const char *expecte
     int rank = -1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank <= 0) fprintf(stderr, "cxlsim-mpi: %s: expected %s, got '%s'\n", name, expected, value);
+    fflush(stderr);
+    usleep(CXLSIM_ABORT_GRACE_US); /* let the process manager forward the message before it ends the job */
     PMPI_Abort(MPI_COMM_WORLD, 2);
 }
 
