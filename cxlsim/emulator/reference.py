@@ -153,25 +153,34 @@ class ReferenceKernel:
         if self._flush_mode:
             self._range_op(self._writeback_op, self._flag(self._rank), 8)
 
+    def _wait_flag(self, r: int, value: int, deadline: float) -> float | None:
+        """Spin (yielding) until rank r's flag holds at least `value`, then log the poll. The timeout
+        starts at the first yield unless `deadline` (monotonic ns, -1: not started) is given; returns
+        the deadline in force, or None if it passed first."""
+        spins = 0
+        while int(self._flags[r]) < value:
+            spins += 1
+            if spins < self._spin_iters:
+                continue
+            os.sched_yield()
+            if spins & 63 == 0:
+                now = time.monotonic_ns()
+                if deadline < 0:
+                    deadline = now + self.timeout_ns
+                elif now > deadline:
+                    return None
+        self._log_event(PoolEvent.POLL_FLUSHED if self._flush_mode else PoolEvent.POLL_CACHED, self._flag(r), value)
+        return deadline
+
     def _wait_all(self, epoch: int) -> int:
         """-1 once every rank published `epoch`, else the first rank still missing at the timeout."""
         deadline = -1.0
         for r in range(self._nranks):
             if r == self._rank:
                 continue
-            spins = 0
-            while int(self._flags[r]) < epoch:
-                spins += 1
-                if spins < self._spin_iters:
-                    continue
-                os.sched_yield()
-                if spins & 63 == 0:
-                    now = time.monotonic_ns()
-                    if deadline < 0:
-                        deadline = now + self.timeout_ns
-                    elif now > deadline:
-                        return r
-            self._log_event(PoolEvent.POLL_FLUSHED if self._flush_mode else PoolEvent.POLL_CACHED, self._flag(r), epoch)
+            deadline = self._wait_flag(r, epoch, deadline)
+            if deadline is None:
+                return r
         return -1
 
     # -- the step state of cxl_coll.h ---------------------------------------------------

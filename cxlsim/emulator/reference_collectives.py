@@ -10,8 +10,6 @@ numpy.minimum/maximum). Tests compare the Cython kernels with these twins bit fo
 """
 from __future__ import annotations
 
-import os
-import time
 
 import numpy as np
 
@@ -76,20 +74,9 @@ class ReferenceCollectives:
     # -- the helpers of cxl_coll.h ----------------------------------------------------------
     def _wait_one(self, r: int, value: int, what: str) -> None:
         """cxl_coll_wait_one: wait for rank r's flag alone."""
-        spins, deadline = 0, -1.0
-        while int(self._flags[r]) < value:
-            spins += 1
-            if spins < self._spin_iters:
-                continue
-            os.sched_yield()
-            if spins & 63 == 0:
-                now = time.monotonic_ns()
-                if deadline < 0:
-                    deadline = now + self.timeout_ns
-                elif now > deadline:
-                    self._missing_flag = value
-                    self._raise_timeout(what)
-        self._log_event(PoolEvent.POLL_FLUSHED if self._flush_mode else PoolEvent.POLL_CACHED, self._flag(r), value)
+        if self._wait_flag(r, value, -1.0) is None:
+            self._missing_flag = value
+            self._raise_timeout(what)
 
     def _copy_out(self, dst: np.ndarray, src: int, n: int) -> None:
         dst[:n] = self._mem[src: src + n]
