@@ -432,3 +432,10 @@ def test_non_editable_install_ships_the_sources(tmp_path):
     where, key = done.stdout.split()
     assert Path(where) == tree / "cxlsim" / "mpi"
     assert key == mpibuild.build_key(mpibuild.toolchain(), mpibuild.sources())  # the same bytes: the same library
+
+
+def test_mpi_run_error_names_the_command_and_the_option(capsys):
+    from cxlsim import cli
+
+    assert cli.main(["mpi", "run", "--pool", "bogus", "--", "true"]) == 2
+    assert capsys.readouterr().err.startswith("cxlsim mpi: error: --pool: expected")

@@ -53,7 +53,7 @@ def register(subparsers) -> None:
                         "(pool in each node, MPI between nodes) on one machine")
     r.add_argument("--disable", action="store_true", help="load the library but send every call to MPI (the "
                                                         "library's own overhead)")
-    r.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command, e.g. -- mpiexec -n 2 ./app")
+    r.add_argument("program", metavar="command", nargs=argparse.REMAINDER, help="-- then the command, e.g. -- mpiexec -n 2 ./app")
     r.set_defaults(func=run_command)
 
 
@@ -63,7 +63,7 @@ def build_command(args) -> int:
 
 
 def run_command(args) -> int:
-    command = list(args.command)
+    command = list(args.program)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
@@ -86,18 +86,10 @@ def run_command(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m cxlsim.mpi.cli ...`: the `cxlsim mpi` command on its own."""
-    parser = argparse.ArgumentParser(prog="cxlsim")
-    register(parser.add_subparsers(dest="command_name", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except InputError as exc:
-        print(f"cxlsim mpi: error: {exc}", file=sys.stderr)
-        return 2
-    except RunError as exc:
-        print(f"cxlsim mpi: failed: {exc}", file=sys.stderr)
-        return 1
+    """`python -m cxlsim.mpi.cli ...`: the `cxlsim mpi` command, with the CLI's own error handling."""
+    from cxlsim import cli
+
+    return cli.main(["mpi", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
