@@ -1,6 +1,8 @@
 /* mpi_interpose_apps.c: small MPI programs for the library's failure and tracing tests.
  *
  *   trace  point-to-point calls (send, recv, isend, irecv, waitall, sendrecv) and collectives
+ *   complete  np=2: requests completed by Waitany, Waitsome, Test, Testall, Testany and Testsome,
+ *          each round separated by a barrier; rank 0 sends after the barrier, rank 1 polls
  *   kill   allreduces in a loop; world rank 1 SIGKILLs itself before its 50th
  *   late   world rank 1 enters its first allreduce after argv[2] seconds (the others time out)
  *   stress 400 back-to-back collectives of mixed kinds (bcast from rotating roots, allreduce small
@@ -34,6 +36,52 @@ static int trace_calls(int rank, int size)
     MPI_Bcast(x, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     return y[0] == size * (size - 1) / 2.0 ? 0 : 1;
+}
+
+/* Rank 1 posts receives and completes them with each completion call; rank 0 sends them with tags
+ * 10.. after a barrier, so rank 1's first tests usually find nothing (they must write no line). */
+static int complete_calls(int rank, int size)
+{
+    int x[4] = {1, 2, 3, 4}, y[4] = {0}, index = -1, flag = 0, outcount = 0, indices[2];
+    MPI_Request reqs[2];
+    if (size != 2) return 2;
+    for (int round = 0; round < 6; round++) {
+        int tag = 10 + 2 * round;
+        if (rank == 0) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Send(x, 4, MPI_INT, 1, tag, MPI_COMM_WORLD);
+            MPI_Send(x, 2, MPI_INT, 1, tag + 1, MPI_COMM_WORLD);
+            continue;
+        }
+        MPI_Irecv(y, 4, MPI_INT, 0, tag, MPI_COMM_WORLD, &reqs[0]);
+        MPI_Irecv(y, 2, MPI_INT, 0, tag + 1, MPI_COMM_WORLD, &reqs[1]);
+        MPI_Barrier(MPI_COMM_WORLD);
+        switch (round) {
+        case 0: /* Waitany twice: one wait line each */
+            MPI_Waitany(2, reqs, &index, MPI_STATUS_IGNORE);
+            MPI_Waitany(2, reqs, &index, MPI_STATUS_IGNORE);
+            break;
+        case 1: /* Waitsome until both are in */
+            for (int done = 0; done < 2; done += outcount) MPI_Waitsome(2, reqs, &outcount, indices, MPI_STATUSES_IGNORE);
+            break;
+        case 2: /* Test each in turn, polling */
+            for (int i = 0; i < 2; i++)
+                for (flag = 0; !flag;) MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+            break;
+        case 3: /* Testall, polling */
+            for (flag = 0; !flag;) MPI_Testall(2, reqs, &flag, MPI_STATUSES_IGNORE);
+            break;
+        case 4: /* Testany until both are in */
+            for (int done = 0; done < 2;) {
+                MPI_Testany(2, reqs, &index, &flag, MPI_STATUS_IGNORE);
+                if (flag && index != MPI_UNDEFINED) done++;
+            }
+            break;
+        default: /* Testsome until both are in */
+            for (int done = 0; done < 2; done += outcount) MPI_Testsome(2, reqs, &outcount, indices, MPI_STATUSES_IGNORE);
+        }
+    }
+    return rank == 1 && (y[0] != 1 || y[1] != 2) ? 1 : 0;
 }
 
 /* Element i of rank r's input to call k. */
@@ -109,6 +157,8 @@ int main(int argc, char **argv)
     long v = rank, s;
     if (strcmp(mode, "trace") == 0) {
         rc = trace_calls(rank, size);
+    } else if (strcmp(mode, "complete") == 0) {
+        rc = complete_calls(rank, size);
     } else if (strcmp(mode, "kill") == 0) {
         for (int i = 0; i < 100000; i++) {
             if (rank == 1 && i == 49) raise(SIGKILL);
@@ -121,7 +171,7 @@ int main(int argc, char **argv)
         if (rank == 1) sleep((unsigned)atoi(argc > 2 ? argv[2] : "5"));
         MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     } else {
-        if (rank == 0) fprintf(stderr, "usage: %s trace|kill|late [seconds]|stress\n", argv[0]);
+        if (rank == 0) fprintf(stderr, "usage: %s trace|complete|kill|late [seconds]|stress\n", argv[0]);
         rc = 2;
     }
     MPI_Finalize();

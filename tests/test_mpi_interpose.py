@@ -323,6 +323,37 @@ def test_trace_is_simgrid_time_independent_and_replay_reads_it(library, programs
     assert [c.size_bytes for c in trace.ranks[0] if c.kind == "allreduce"] == [64]
 
 
+def test_trace_writes_a_wait_per_request_that_waitany_waitsome_and_tests_complete(library, programs, tmp_path):
+    from cxlsim.replay.simgrid import read
+
+    directory = tmp_path / "trace"
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "complete"],
+                           CXLSIM_MPI_TRACE=str(directory))
+    assert rc == 0, err
+    lines = (directory / "rank1.txt").read_text().splitlines()
+    actions = [line.split(" ", 1)[1] for line in lines if line.split()[1] != "compute"]
+    expected = ["init"]
+    for round_ in range(6):
+        tag = 10 + 2 * round_
+        expected += [f"irecv 0 {tag} 16", f"irecv 0 {tag + 1} 8", "barrier"]
+        expected += sorted([f"wait 0 1 {tag}", f"wait 0 1 {tag + 1}"])  # each completed request once
+    expected.append("finalize")
+    # Waitany, Waitsome, Testany and Testsome may complete the two in either order
+    assert [a if not a.startswith("wait") else "wait" for a in actions] == \
+        [a if not a.startswith("wait") else "wait" for a in expected]
+    for round_ in range(6):
+        tag = 10 + 2 * round_
+        assert sum(a in (f"wait 0 1 {tag}", f"wait 0 1 {tag + 1}") for a in actions) == 2
+    # a test that completes nothing writes no line: never two compute lines in a row
+    kinds = [line.split()[1] for line in lines]
+    assert not any(a == b == "compute" for a, b in zip(kinds, kinds[1:]))
+    trace = read(str(directory))
+    assert [c.kind for c in trace.ranks[1]].count("wait") == 12
+    from cxlsim.replay import engine, fabrics
+    timeline = engine.replay(trace, fabrics.resolve("ib-hdr", 2).make())
+    assert timeline.total_ns > 0
+
+
 def test_bad_setting_aborts_naming_the_variable(library, programs):
     rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_COHERENCE="fast")
     assert rc != 0

@@ -129,6 +129,7 @@ int cxlsim_reduce_op(MPI_Op op);
 /* ---- tracing ---- */
 int cxlsim_trace_on(void);
 double cxlsim_trace_begin(void);                          /* call entry time; records compute since the last call */
+void cxlsim_trace_skip(void);                             /* the call since its begin wrote no line and is not compute */
 void cxlsim_trace_line(double begin, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cxlsim_trace_open(void);
 void cxlsim_trace_close(void);

@@ -1,7 +1,11 @@
 /* p2p.c: point-to-point calls, passed to PMPI unchanged and traced (trace.c) when
  * CXLSIM_MPI_TRACE is set: MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv, MPI_Sendrecv and their
- * large-count _c forms (mpi4py 4 calls those), MPI_Wait and MPI_Waitall. Sizes are bytes,
- * peers world ranks, in SimGrid's time-independent format. */
+ * large-count _c forms (mpi4py 4 calls those), and the completion calls MPI_Wait, Waitall,
+ * Waitany, Waitsome, Test, Testall, Testany and Testsome: each request one of them completes
+ * is written as a `wait` line (trace.c). Sizes are bytes, peers world ranks, in SimGrid's
+ * time-independent format. */
+#include <string.h>
+
 #include "cxlsim_mpi.h"
 
 enum { SIMGRID_ANY_SOURCE = -333, SIMGRID_ANY_TAG = -444 };
@@ -111,11 +115,27 @@ int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype type, int source, int t
     return traced_recv(0, buf, count, type, source, tag, comm, MPI_STATUS_IGNORE, req, 1);
 }
 
-/* Write the wait line of a request the trace saw posted (nothing for others). */
-static void trace_wait(double t, MPI_Request req)
+/* Write the wait line of each request that `completed` marks (all when it is NULL) among the
+ * handles the call was given, for those the trace saw posted. No line at all: the call is not
+ * compute either (cxlsim_trace_skip). */
+static void trace_completed(double t, int count, const MPI_Request posted[], const int completed[])
 {
-    int src, dst, tag;
-    if (cxlsim_trace_request_done(req, &src, &dst, &tag)) cxlsim_trace_line(t, "wait %d %d %d", src, dst, tag);
+    int src, dst, tag, written = 0;
+    for (int i = 0; i < count; i++)
+        if ((!completed || completed[i]) && posted[i] != MPI_REQUEST_NULL &&
+            cxlsim_trace_request_done(posted[i], &src, &dst, &tag)) {
+            cxlsim_trace_line(t, "wait %d %d %d", src, dst, tag);
+            written = 1;
+        }
+    if (!written) cxlsim_trace_skip();
+}
+
+/* The completed entries of an index list (Waitsome, Testsome) as flags over `count` requests. */
+static void mark(int count, int outcount, const int indices[], int completed[])
+{
+    for (int i = 0; i < count; i++) completed[i] = 0;
+    for (int k = 0; k < outcount && outcount != MPI_UNDEFINED; k++)
+        if (indices[k] >= 0 && indices[k] < count) completed[indices[k]] = 1;
 }
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status)
@@ -124,18 +144,91 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
     double t = cxlsim_trace_begin();
     MPI_Request posted = *req;
     int rc = PMPI_Wait(req, status);
-    trace_wait(t, posted);
+    trace_completed(t, 1, &posted, NULL);
     return rc;
 }
 
 int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[])
 {
-    if (!cxlsim_trace_on()) return PMPI_Waitall(count, reqs, statuses);
+    if (!cxlsim_trace_on() || count <= 0) return PMPI_Waitall(count, reqs, statuses);
     double t = cxlsim_trace_begin();
-    MPI_Request posted[count > 0 ? count : 1];
-    for (int i = 0; i < count; i++) posted[i] = reqs[i];
+    MPI_Request posted[count];
+    memcpy(posted, reqs, sizeof posted);
     int rc = PMPI_Waitall(count, reqs, statuses);
-    for (int i = 0; i < count; i++) trace_wait(t, posted[i]);
+    trace_completed(t, count, posted, NULL);
+    return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    if (!cxlsim_trace_on() || count <= 0) return PMPI_Waitany(count, reqs, index, status);
+    double t = cxlsim_trace_begin();
+    MPI_Request posted[count];
+    memcpy(posted, reqs, sizeof posted);
+    int rc = PMPI_Waitany(count, reqs, index, status);
+    if (*index == MPI_UNDEFINED || *index < 0 || *index >= count) cxlsim_trace_skip();
+    else trace_completed(t, 1, &posted[*index], NULL);
+    return rc;
+}
+
+int MPI_Waitsome(int count, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    if (!cxlsim_trace_on() || count <= 0) return PMPI_Waitsome(count, reqs, outcount, indices, statuses);
+    double t = cxlsim_trace_begin();
+    MPI_Request posted[count];
+    int completed[count];
+    memcpy(posted, reqs, sizeof posted);
+    int rc = PMPI_Waitsome(count, reqs, outcount, indices, statuses);
+    mark(count, *outcount, indices, completed);
+    trace_completed(t, count, posted, completed);
+    return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
+{
+    if (!cxlsim_trace_on()) return PMPI_Test(req, flag, status);
+    double t = cxlsim_trace_begin();
+    MPI_Request posted = *req;
+    int rc = PMPI_Test(req, flag, status);
+    if (*flag) trace_completed(t, 1, &posted, NULL);
+    else cxlsim_trace_skip();
+    return rc;
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    if (!cxlsim_trace_on() || count <= 0) return PMPI_Testall(count, reqs, flag, statuses);
+    double t = cxlsim_trace_begin();
+    MPI_Request posted[count];
+    memcpy(posted, reqs, sizeof posted);
+    int rc = PMPI_Testall(count, reqs, flag, statuses);
+    if (*flag) trace_completed(t, count, posted, NULL);
+    else cxlsim_trace_skip();
+    return rc;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    if (!cxlsim_trace_on() || count <= 0) return PMPI_Testany(count, reqs, index, flag, status);
+    double t = cxlsim_trace_begin();
+    MPI_Request posted[count];
+    memcpy(posted, reqs, sizeof posted);
+    int rc = PMPI_Testany(count, reqs, index, flag, status);
+    if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count) trace_completed(t, 1, &posted[*index], NULL);
+    else cxlsim_trace_skip();
+    return rc;
+}
+
+int MPI_Testsome(int count, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    if (!cxlsim_trace_on() || count <= 0) return PMPI_Testsome(count, reqs, outcount, indices, statuses);
+    double t = cxlsim_trace_begin();
+    MPI_Request posted[count];
+    int completed[count];
+    memcpy(posted, reqs, sizeof posted);
+    int rc = PMPI_Testsome(count, reqs, outcount, indices, statuses);
+    mark(count, *outcount, indices, completed);
+    trace_completed(t, count, posted, completed);
     return rc;
 }
 

@@ -7,7 +7,10 @@
  *   0 compute 1520              the time since the previous call returned, as flops at 1 Gf/s (= ns);
  *                               DIR/trace.meta.json says {"host_speed_flops_per_s": 1e9}
  *   0 send 1 7 64               dst, tag, bytes (isend likewise; recv and irecv: src, tag, bytes)
- *   0 wait 0 1 7                src, dst, tag of the request it completes (MPI_Waitall: one per request)
+ *   0 wait 0 1 7                src, dst, tag of a request a call completed: MPI_Wait, and one line per
+ *                               request MPI_Waitall, Waitany, Waitsome, Test, Testall, Testany or
+ *                               Testsome completed (SimGrid writes `waitAny N` for Waitany, which
+ *                               names no request and its replay does not read)
  *   0 sendRecv 64 1 64 1        bytes sent, dst, bytes received, src
  *   0 allgather 4096 4096       bytes per rank sent and received (alltoall: per destination)
  *   0 allreduce 8 0             bytes, then the computation SimGrid should charge (0: it is in the time)
@@ -19,6 +22,9 @@
  * sub-communicator is not marked as such. A blocking receive records the source and tag it
  * matched; irecv records MPI_ANY_SOURCE and MPI_ANY_TAG as SimGrid's -333 and -444. Waits on
  * requests the trace did not see post (collectives' or persistent ones) are not written.
+ * A test that completes nothing writes no line, and the time inside it is not compute (a
+ * polling loop's waits are the replay's to project); the time a call spends with no line
+ * written (a wait on an unseen request) is neither compute nor communication in the trace.
  * The file is DIR/rank<world rank>.txt, closed at MPI_Finalize.
  */
 #include <errno.h>
@@ -75,12 +81,22 @@ void cxlsim_trace_open(void)
     last_end_ns = now_ns();
 }
 
+/* The compute since the previous traced call, written before the next action line: polls that
+ * complete nothing (cxlsim_trace_skip) write no line, so their gaps add up into one compute line. */
+static double pending_compute_ns;
+
 double cxlsim_trace_begin(void)
 {
     if (!trace) return 0.0;
     double t = now_ns();
-    if (t > last_end_ns) fprintf(trace, "%d compute %.0f\n", trace_rank, t - last_end_ns);
+    if (t > last_end_ns) pending_compute_ns += t - last_end_ns;
+    last_end_ns = t;
     return t;
+}
+
+void cxlsim_trace_skip(void)
+{
+    if (trace) last_end_ns = now_ns();
 }
 
 void cxlsim_trace_line(double begin, const char *fmt, ...)
@@ -88,6 +104,8 @@ void cxlsim_trace_line(double begin, const char *fmt, ...)
     (void)begin;
     if (!trace) return;
     va_list ap;
+    if (pending_compute_ns > 0) fprintf(trace, "%d compute %.0f\n", trace_rank, pending_compute_ns);
+    pending_compute_ns = 0;
     fprintf(trace, "%d ", trace_rank);
     va_start(ap, fmt);
     vfprintf(trace, fmt, ap);
