@@ -21,7 +21,9 @@
 On a CXL pool fabric (a transport of kind 'pool', one rank per host) the
 messages go through the pool's send/recv protocol with flags
 (cxlsim.replay.pool_messages), whose mailboxes sit above the pool
-collectives' flags and slots.
+collectives' flags and slots. On a hybrid pod fabric (kind 'hybrid') they go
+through the pod's pool inside a pod and over the network between pods, and
+allgather and barrier run the pods allgather (cxlsim.replay.pods).
 
 Every call is recorded as a segment (start_ns, end_ns, kind, dep_rank,
 dep_ns): `dep` names what the call may have waited for, the rank and time at
@@ -39,9 +41,10 @@ import simpy
 
 from cxlsim.errors import InputError, RunError
 from cxlsim.models.collectives import runner
-from cxlsim.models.collectives.base import POOL
+from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.models.collectives.cxl_pool import PoolLayout
 from cxlsim.replay.collectives import plan
+from cxlsim.replay.pods import CPU_NOTE, PodMessages, pods_plan, pool_bytes_needed
 from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.simgrid import request_key
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
@@ -166,11 +169,18 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     check_collectives(trace)
     ctx = context or runner.Context()
     on_pool = transport.kind == POOL
-    plans = [plan(c, p, library, ctx, on_pool) for c in trace.ranks[0] if c.kind in COLLECTIVES]
-    if on_pool:
+    collectives = [c for c in trace.ranks[0] if c.kind in COLLECTIVES]
+    extra_notes = []
+    if transport.kind == HYBRID:
+        plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx) for c in collectives]
+        messages = PodMessages(transport, low_bytes=pool_bytes_needed(plans, transport.pods, transport.hosts))
+        extra_notes.append(CPU_NOTE)
+    elif on_pool:
+        plans = [plan(c, p, library, ctx, True) for c in collectives]
         pool_layout = max((PoolLayout(p, pl.size_bytes).total_bytes for pl in plans if pl.on_pool), default=0)
         messages = PoolMessages(transport, low_bytes=pool_layout)
     else:
+        plans = [plan(c, p, library, ctx, False) for c in collectives]
         messages = transport
     env = transport.env
     matcher = Matcher(messages)
@@ -259,7 +269,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         for i, (start, end, kind, k, _) in enumerate(segs):
             if kind in COLLECTIVES:
                 segs[i] = (start, end, kind, last_in[k], entered[k][last_in[k]])
-    notes, algorithms = [], defaultdict(set)
+    notes, algorithms = list(extra_notes), defaultdict(set)
     for pl in plans:
         algorithms[pl.kind].add(pl.algorithm)
         if pl.note and pl.note not in notes:

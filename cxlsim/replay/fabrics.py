@@ -1,7 +1,7 @@
 """A `--fabric` spec made into the transport a replay runs on, and `--placement` into a rank map.
 
-A spec is a preset name (a network preset such as `ib-hdr`, or a CXL pool
-preset), or a scenario file `PATH.yaml` whose `fabric:` section is used (the
+A spec is a preset name (a network preset such as `ib-hdr`, a CXL pool
+preset, or `cxl-pods`, the hybrid pod fabric of 16-host pods), or a scenario file `PATH.yaml` whose `fabric:` section is used (the
 topology, overrides and node count; a scenario's `workload:` keys other than
 `chunk` and its `engine` are refused, since the trace is the workload). The
 fabric is elaborated by `cxlsim.simulate` (`scenario_from`, `elaborate`), so
@@ -24,6 +24,7 @@ from typing import Callable
 from cxlsim import config, simulate
 from cxlsim.errors import InputError
 from cxlsim.fabric.placement import Placement
+from cxlsim.fabric.pod_setup import PodsSetup
 from cxlsim.fabric.transport import NetworkTransport
 
 __all__ = ["Fabric", "RankMap", "rank_map", "resolve"]
@@ -73,7 +74,7 @@ class Fabric:
 
     label: str
     kind: str
-    """'network' or 'pool' (the transport's kind)."""
+    """'network', 'pool' or 'hybrid' (the transport's kind)."""
     describe: str
     make: Callable
     """make() -> a fresh transport with one rank per trace rank."""
@@ -109,6 +110,12 @@ def _scenario(spec: str, ranks: int, ranks_per_node: int | None):
     return spec, simulate.scenario_from(None, overrides)[0], rpn
 
 
+def _one_rank_per_host(spec: str, what: str, placement: str, rpn: int) -> None:
+    if placement not in ("block", "round_robin") or rpn != 1:
+        raise InputError(f"--fabric {spec}: {what} runs one rank per host; --placement and --ranks-per-node "
+                         "do not apply")
+
+
 def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int | None = None) -> Fabric:
     """The Fabric of `--fabric spec` for a trace of `ranks` ranks."""
     label, scenario, rpn = _scenario(spec, ranks, ranks_per_node)
@@ -117,14 +124,19 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
     except InputError as exc:
         raise InputError(f"--fabric {spec}: {exc}") from None
     hosts = scenario.fabric.nodes
+    chunk = scenario.workload.chunk_bytes
+    if isinstance(setup, PodsSetup):  # pods of hosts on CXL pools, joined by a network
+        _one_rank_per_host(spec, "a hybrid pod fabric", placement, rpn)
+        if hosts != ranks:
+            raise InputError(f"--fabric {spec}: the pod fabric has {hosts} hosts (fabric.nodes) and runs one rank "
+                             f"per host, but the trace has {ranks} ranks")
+        return Fabric(label, "hybrid", setup.describe(hosts), lambda: setup.new_transport(chunk),
+                      tuple(tuple(range(k * setup.hosts, (k + 1) * setup.hosts)) for k in range(setup.pods)))
     if hasattr(setup, "network"):  # a network: NICs, links and switches
         mapping = rank_map(placement, ranks, hosts, rpn)
-        chunk = scenario.workload.chunk_bytes
         where = f"{setup.describe(hosts)}; placement {mapping.policy}"
         return Fabric(label, "network", where, lambda: NetworkTransport(setup.network(), mapping, chunk),
                       tuple(tuple(g) for g in mapping.groups() if g))
-    if placement not in ("block", "round_robin") or rpn != 1:
-        raise InputError(f"--fabric {spec}: a CXL pool runs one rank per host; --placement and --ranks-per-node "
-                         "do not apply")
+    _one_rank_per_host(spec, "a CXL pool", placement, rpn)
     return Fabric(label, "pool", setup.describe(hosts), lambda: setup.new_transport(ranks),
                   tuple((r,) for r in range(ranks)))
