@@ -20,6 +20,9 @@ extensions = [
     )
     for name in ("_kernels", "_pool_kernel", "_probes")
 ]
+# The training modes' shared state (seqlock slots and the global counter): cxlsim/emulator/cxl_seqlock.h.
+extensions.append(Extension("cxlsim.emulator.training._shared_state", ["cxlsim/emulator/training/_shared_state.pyx"],
+                            include_dirs=["cxlsim/emulator"], extra_compile_args=["-O3"]))
 
 setup(
     name="cxlsim",
