@@ -14,7 +14,7 @@ import sys
 from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import runner
-from cxlsim.replay import engine, fabrics, output, simgrid
+from cxlsim.replay import engine, fabrics, output, simgrid, stragglers
 from cxlsim.results import Workspace, make_rng
 
 __all__ = ["main", "register", "compute_scale"]
@@ -54,6 +54,11 @@ def main(args) -> int:
     speed = simgrid.parse_speed(args.trace_host_speed) if args.trace_host_speed is not None else None
     trace = simgrid.read(args.trace, speed)
     scale = compute_scale(args.compute_scale, trace.size) if args.compute_scale is not None else 1.0
+    slowdown = stragglers.parse_slowdown(args.slowdown) if args.slowdown is not None else None
+    rng, seed = make_rng(args.seed)
+    step_factors = None
+    if args.cv or slowdown is not None:
+        step_factors = stragglers.draw(rng, trace, args.cv, slowdown).tolist()
     specs = args.fabric
     chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node) for spec in specs]
     labels = {}
@@ -63,16 +68,20 @@ def main(args) -> int:
         labels[fab.label] = n + 1
         label = fab.label if n == 0 else f"{fab.label}#{n + 1}"
         timelines[label] = engine.replay(trace, fab.make(), library=args.selector, compute_scale=scale,
-                                         context=runner.Context(groups=fab.groups))
+                                         context=runner.Context(groups=fab.groups), step_factors=step_factors)
         print(f"# {label}: {fab.describe}", file=sys.stderr if args.quiet else sys.stdout)
     res = output.results(timelines)
     sys.stdout.write(output.table(res))
-    _, seed = make_rng(args.seed)  # the replay is deterministic; the seed is recorded for provenance
+    if step_factors is not None:
+        print(f"# stragglers: cv {args.cv}, slowdown {args.slowdown or 'none'}, seed {seed}: one draw of "
+              f"{len(step_factors)} steps x {trace.size} ranks (a step ends at each collective); another seed "
+              "gives another sample")
     workspace = Workspace(args.output) if args.output else Workspace.new("runs", "replay")
     workspace.write_config({"trace": args.trace, "trace_ranks": trace.size, "trace_calls": trace.calls(),
                             "host_speed_flops_per_s": speed or trace.host_speed_flops_per_s,
                             "fabrics": specs, "placement": args.placement, "ranks_per_node": args.ranks_per_node,
                             "selector": args.selector, "compute_scale": args.compute_scale,
+                            "cv": args.cv, "slowdown": args.slowdown,
                             "timeline_ms": args.timeline_ms})
     workspace.write_provenance(seed)
     output.write(workspace, res, timelines, args.timeline_ms or 1.0, plots=not args.no_plots)
@@ -98,12 +107,18 @@ def register(subparsers) -> None:
                    help="library whose collective algorithm choice to mimic (default mpich)")
     p.add_argument("--compute-scale",
                    help="multiply every compute gap by X (0.5: twice as fast), or a file of one factor per rank")
+    p.add_argument("--cv", type=float, default=0.0,
+                   help="stragglers: coefficient of variation of a lognormal compute jitter per rank and step "
+                        "(a step ends at each collective; default 0: none), drawn with --seed")
+    p.add_argument("--slowdown", help="stragglers: transient slowdowns PROBABILITY,FACTOR,STEPS per rank and step, "
+                                      "e.g. 0.05,1.5,10 (the training model's; drawn with --seed)")
     p.add_argument("--trace-host-speed",
                    help="the smpi/host-speed the trace was recorded at, flop/s (e.g. 20kf, SimGrid's default; "
                         "required unless the trace's sidecar TRACE.meta.json gives it)")
     p.add_argument("--timeline-ms", type=float, help="the per-rank timeline plot shows the first N ms (default 1)")
     p.add_argument("--no-plots", action="store_true", help="write the tables only")
-    p.add_argument("--seed", type=int, help="random seed to record (the replay is deterministic)")
+    p.add_argument("--seed", type=int, help="random seed of the stragglers (--cv, --slowdown; drawn and recorded "
+                                            "if not given); without them the replay is deterministic")
     p.add_argument("--output", help="workspace directory (default runs/replay-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="print the fabric descriptions on stderr")
     p.set_defaults(func=main)

@@ -150,12 +150,15 @@ def _scales(compute_scale, p: int) -> list:
 
 
 def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0,
-           host_speed_flops_per_s: float | None = None, context: runner.Context | None = None) -> Timeline:
+           host_speed_flops_per_s: float | None = None, context: runner.Context | None = None,
+           step_factors=None) -> Timeline:
     """Replay `trace` on `transport` (one rank per trace rank); return the Timeline.
 
     `host_speed_flops_per_s` (default: the trace's) converts compute flops to time;
-    `compute_scale` is one factor or one per rank; `context` carries the host groups
-    for hierarchical algorithms.
+    `compute_scale` is one factor or one per rank; `step_factors[k][r]`, if given,
+    multiplies rank r's compute gaps after its k-th collective (stragglers,
+    cxlsim.replay.stragglers); `context` carries the host groups for hierarchical
+    algorithms.
     """
     p = trace.size
     if transport.size != p:
@@ -166,7 +169,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                          "(smpi/host-speed), which no sidecar gives; set it (e.g. --trace-host-speed 20kf)")
     ns_per_flop = 1e9 / speed if speed else 0.0
     scales = _scales(compute_scale, p)
-    check_collectives(trace)
+    steps = check_collectives(trace) + 1
+    if step_factors is not None and (len(step_factors) < steps or any(len(row) != p for row in step_factors)):
+        raise InputError(f"step factors: expected {steps} steps x {p} ranks of compute multipliers")
     ctx = context or runner.Context()
     on_pool = transport.kind == POOL
     collectives = [c for c in trace.ranks[0] if c.kind in COLLECTIVES]
@@ -201,7 +206,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             dep_rank, dep_ns = -1, 0.0
             if kind == "compute":
                 if c.amount:
-                    nominal = c.amount * scale
+                    nominal = c.amount * scale * (step_factors[k][r] if step_factors is not None else 1.0)
                     yield transport.compute(r, nominal)
                     if env.now - start > nominal * (1 + 1e-12):  # the CPU first handled messages that landed
                         record((start, env.now - nominal, "progress", -1, 0.0))
