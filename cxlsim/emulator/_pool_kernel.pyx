@@ -143,6 +143,7 @@ cdef class PoolKernel:
         self.coll.buffer_epoch[0] = self.coll.buffer_epoch[1] = 0
         self.coll.known_done = 0
         self.coll.missing = -1
+        self.coll.pending_ack = self.coll.pending_ack_round = 0
 
     def __dealloc__(self):
         self._release_pending()
@@ -385,6 +386,106 @@ cdef class PoolKernel:
             raise RunError(f"the event log overflowed ({self.coll.pool.log_length} events, capacity {self.coll.pool.log_capacity})")
         return self.log_array[: self.coll.pool.log_length].copy()
 
+    # -- fused zero-copy calls: the kernel puts the data in, the caller reads the result in place --
+    def allgather_view(self, sendbuf):
+        """Zero-copy allgather with the put fused in: the kernel copies `sendbuf` (a numpy array of
+        count items, or this call's `send_view`, which is not copied) into this rank's slot, runs the
+        call, and returns a ZeroCopyResult: the read-only (size, count) view of every rank's block in
+        the pool, valid until this rank's next call. No copy-out: (1 + 0) blocks move, not 1 + P."""
+        cdef Py_buffer s
+        cdef int missing
+        cdef uint64_t n
+        self.check_open()
+        self.check_idle()
+        count, dtype = count_and_dtype(sendbuf)
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            n = <uint64_t>s.len
+            if n > self.slot_bytes:
+                raise InputError(f"allgather_view: sendbuf has {n} bytes but pool slots hold {self.slot_bytes}")
+            with nogil:
+                missing = cxl_coll_allgather_step(&self.coll, <char *>s.buf, NULL, n)
+        finally:
+            PyBuffer_Release(&s)
+        if missing:
+            self.raise_timeout()
+        return _zero_copy_result(self, self.coll.epoch, self._slot_array(self.coll.round, count, dtype, True))
+
+    def broadcast_view(self, count, dtype=np.uint8, int root=0, sendbuf=None):
+        """Zero-copy broadcast of `count` items of `dtype` (at most one slot) from `root`: on the root,
+        the kernel copies `sendbuf` (or nothing: None, or the root's `send_view(count, dtype)`, which it
+        wrote) into its slot; every rank gets a ZeroCopyResult, the read-only 1-D view of the root's
+        slot, valid until this rank's next call (a reader acknowledges when that call starts)."""
+        cdef Py_buffer s
+        cdef int status
+        cdef uint64_t n
+        cdef const char *out = NULL
+        cdef const char *src = NULL
+        cdef bint is_root = self.coll.pool.rank == root
+        self.check_open()
+        self.check_idle()
+        if not 0 <= root < self.coll.pool.nranks:
+            raise InputError(f"broadcast_view: root {root} is outside 0..{self.coll.pool.nranks - 1}")
+        dtype = np.dtype(dtype)
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
+        n = <uint64_t>count * <uint64_t>dtype.itemsize
+        if n > self.slot_bytes:
+            raise InputError(f"broadcast_view: {count} x {dtype} ({n} bytes) do not fit the pool's "
+                             f"{self.slot_bytes}-byte slot (a zero-copy call is one step; broadcast() chunks)")
+        if sendbuf is not None and not is_root:
+            raise InputError(f"broadcast_view: only the root (rank {root}) passes sendbuf")
+        if sendbuf is None:
+            with nogil:
+                status = cxl_coll_broadcast_view(&self.coll, NULL if not is_root else
+                                                 cxl_slot(&self.coll.pool, self.coll.round + 1, root), n, root, &out)
+        else:
+            PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+            try:
+                if <uint64_t>s.len != n:
+                    raise InputError(f"broadcast_view: sendbuf has {s.len} bytes, expected {count} x {dtype} = {n}")
+                src = <const char *>s.buf
+                with nogil:
+                    status = cxl_coll_broadcast_view(&self.coll, src, n, root, &out)
+            finally:
+                PyBuffer_Release(&s)
+        self._status(status, "broadcast_view")
+        view = self._views.get(("broadcast", self.coll.round & 1, root, count, dtype))
+        if view is None:
+            view = self._broadcast_array(self.coll.round, root, count, dtype)
+        return _zero_copy_result(self, self.coll.epoch, view)
+
+    def alltoall_view(self, sendbuf):
+        """Zero-copy alltoall: `sendbuf` holds size blocks of count items (a numpy array, or this call's
+        `send_view(size x count, dtype)`, not copied); the kernel copies it into this rank's row and
+        returns a ZeroCopyResult, the read-only (size, count) view whose row r is the block rank r sent
+        to this rank, in the pool, valid until this rank's next call (one slot: size x block <= slot)."""
+        cdef Py_buffer s
+        cdef int status
+        cdef uint64_t n, P = <uint64_t>self.coll.pool.nranks
+        cdef const char *out = NULL
+        self.check_open()
+        self.check_idle()
+        total, dtype = count_and_dtype(sendbuf)
+        if total % P:
+            raise InputError(f"alltoall_view: sendbuf has {total} items, not {P} equal blocks")
+        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
+        try:
+            if <uint64_t>s.len > self.slot_bytes:
+                raise InputError(f"alltoall_view: sendbuf has {s.len} bytes but pool slots hold {self.slot_bytes} "
+                                 f"(a zero-copy call is one step; alltoall() chunks)")
+            n = <uint64_t>s.len // P
+            with nogil:
+                status = cxl_coll_alltoall_view(&self.coll, <const char *>s.buf, n, &out)
+        finally:
+            PyBuffer_Release(&s)
+        self._status(status, "alltoall_view")
+        count = total // P
+        view = self._views.get(("alltoall", self.coll.round & 1, count, dtype))
+        if view is None:
+            view = self._alltoall_array(self.coll.round, count, dtype)
+        return _zero_copy_result(self, self.coll.epoch, view)
+
     # -- the other pool collectives (cxl_coll.h) ------------------------------------------
     cdef void check_idle(self) except *:
         if self.has_pending:
@@ -583,6 +684,13 @@ def reduction_codes(sendbuf, recvbuf, op, where):
         allowed = FLOAT_OPS if sendbuf.dtype.kind == "f" else tuple(REDUCE_OPS)
         raise InputError(f"{where}: op {op!r} is not defined on {sendbuf.dtype}; expected one of {list(allowed)}")
     return dtype, REDUCE_OPS[op]
+
+
+def count_and_dtype(buf):
+    """(items, dtype) of a send buffer: a numpy array's own, any other buffer's bytes as uint8."""
+    if type(buf) is np.ndarray:
+        return buf.size, buf.dtype
+    return memoryview(buf).nbytes, np.dtype(np.uint8)
 
 
 def check_large_bytes(value):

@@ -36,6 +36,7 @@ from cxlsim.errors import InputError, RunError
 CollectiveTimeout = _pool_kernel.CollectiveTimeout
 StaleViewError = _pool_kernel.StaleViewError
 ZeroCopyResult = _pool_kernel.ZeroCopyResult
+count_and_dtype = _pool_kernel.count_and_dtype
 WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB, "clflush": _kernels.OP_CLFLUSH}
 
 ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES
@@ -187,6 +188,53 @@ class CommMixin:
         self.allgather_in_place(block.nbytes)
         return ZeroCopyResult(self, self.epoch, self._slot_array(self.data_round, count, dtype, True))
 
+    def _broadcast_array(self, round: int, root: int, count: int, dtype) -> np.ndarray:
+        """The read-only 1-D view of `count` items of `dtype` in root's slot of data round `round` (cached)."""
+        dtype = np.dtype(dtype)
+        view = np.ndarray((count,), dtype=dtype, buffer=self._pool_view, offset=self.slot_offset(round, root))
+        view.flags.writeable = False
+        self._views[("broadcast", round & 1, root, count, dtype)] = view
+        return view
+
+    def _alltoall_array(self, round: int, count: int, dtype) -> np.ndarray:
+        """The read-only (size, count) view of this rank's column of data round `round` (cached): row r is
+        the block rank r sent to this rank, at its slot plus rank x block bytes."""
+        dtype = np.dtype(dtype)
+        first = self.slot_offset(round, 0) + self.rank * count * dtype.itemsize
+        view = np.ndarray((self.size, count), dtype=dtype, buffer=self._pool_view, offset=first,
+                          strides=(self.pool.layout.slot_stride, dtype.itemsize))
+        view.flags.writeable = False
+        self._views[("alltoall", round & 1, count, dtype)] = view
+        return view
+
+    def allgather_view(self, sendbuf) -> ZeroCopyResult:
+        """Zero-copy allgather with the put fused in (see PoolKernel.allgather_view)."""
+        self._check_views()
+        count, dtype = count_and_dtype(sendbuf)
+        self.allgather_from(sendbuf)
+        return ZeroCopyResult(self, self.epoch, self._slot_array(self.data_round, count, dtype, True))
+
+    def broadcast_view(self, count, dtype=np.uint8, root: int = 0, sendbuf=None) -> ZeroCopyResult:
+        """Zero-copy broadcast of `count` items of `dtype` from root (see PoolKernel.broadcast_view)."""
+        self._check_views()
+        dtype = np.dtype(dtype)
+        self.broadcast_in_place(count, dtype, root, sendbuf)
+        view = self._views.get(("broadcast", self.data_round & 1, root, count, dtype))
+        if view is None:
+            view = self._broadcast_array(self.data_round, root, count, dtype)
+        return ZeroCopyResult(self, self.epoch, view)
+
+    def alltoall_view(self, sendbuf) -> ZeroCopyResult:
+        """Zero-copy alltoall: row r of the result is the block rank r sent (see PoolKernel.alltoall_view)."""
+        self._check_views()
+        total, dtype = count_and_dtype(sendbuf)
+        self.alltoall_in_place(sendbuf)
+        count = total // self.size
+        view = self._views.get(("alltoall", self.data_round & 1, count, dtype))
+        if view is None:
+            view = self._alltoall_array(self.data_round, count, dtype)
+        return ZeroCopyResult(self, self.epoch, view)
+
     def close(self) -> None:
         """Drop views and the kernel's mapping, then unmap the pool."""
         self._views = {}
@@ -205,6 +253,9 @@ class PoolComm(CommMixin, _pool_kernel.PoolKernel):
     # the views of the last (count, dtype) per buffer, and checks a block by identity against them.
     send_view = _pool_kernel.PoolKernel.send_view
     allgather_zero_copy = _pool_kernel.PoolKernel.allgather_zero_copy
+    allgather_view = _pool_kernel.PoolKernel.allgather_view
+    broadcast_view = _pool_kernel.PoolKernel.broadcast_view
+    alltoall_view = _pool_kernel.PoolKernel.alltoall_view
 
     def flag_pingpong(self, iterations: int) -> float:
         """Calibration probe on this pool (np = 2): mean ns per flag round trip; see `_probes.flag_pingpong`."""

@@ -57,6 +57,8 @@ typedef struct {
     uint64_t known_done;       /* every rank has finished every step up to this epoch */
     int missing;               /* after a timeout: the first rank that did not arrive */
     uint64_t missing_flag;     /* after a timeout: the flag value awaited */
+    uint64_t pending_ack;      /* a zero-copy broadcast reader's done(e), published when its next call starts (0 = none) */
+    uint64_t pending_ack_round;/* that broadcast's data round */
 } cxl_coll_t;
 
 static inline uint64_t cxl_coll_written(uint64_t epoch) { return epoch; }
@@ -133,11 +135,21 @@ static int cxl_coll_wait_one(cxl_coll_t *c, int r, uint64_t value)
     return 0;
 }
 
+/* Publish a zero-copy broadcast reader's deferred acknowledgement (its caller read the root's slot
+ * in place until now): every call starts with this, before it waits for anyone. */
+static inline void cxl_coll_settle(cxl_coll_t *c)
+{
+    if (!c->pending_ack) return;
+    cxl_publish(&c->pool, c->pending_ack, c->pending_ack_round, 0);
+    c->pending_ack = 0;
+}
+
 /* Begin a data step: take the next epoch and round; if this rank will write into the round's
  * buffer, first wait until every rank finished the step that last used it. *round = the round. */
 static int cxl_coll_claim(cxl_coll_t *c, int will_write, uint64_t *round)
 {
     uint64_t next = c->round + 1, last = c->buffer_epoch[next & 1];
+    cxl_coll_settle(c);
     if (will_write && last > c->known_done) {
         int missing = cxl_wait_all(&c->pool, cxl_coll_done(last), c->timeout_ns);
         if (missing >= 0) return cxl_coll_timed_out(c, missing, cxl_coll_done(last));
@@ -238,6 +250,7 @@ static void cxl_coll_fold_slots(cxl_coll_t *c, int dtype, int op, uint64_t round
 /* Wait until every rank reaches its barrier (one step without data). */
 static int cxl_coll_barrier(cxl_coll_t *c)
 {
+    cxl_coll_settle(c);
     uint64_t e = ++c->epoch;
     cxl_publish(&c->pool, cxl_coll_written(e), c->round, 0);
     if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
@@ -281,6 +294,7 @@ static int cxl_coll_allgather(cxl_coll_t *c, const char *send, char *recv, uint6
 static int cxl_coll_prepare_write(cxl_coll_t *c)
 {
     uint64_t last = c->buffer_epoch[(c->round + 1) & 1];
+    cxl_coll_settle(c);
     if (last <= c->known_done) return 0;
     int missing = cxl_wait_all(&c->pool, cxl_coll_done(last), c->timeout_ns);
     if (missing >= 0) return cxl_coll_timed_out(c, missing, cxl_coll_done(last));
@@ -298,9 +312,11 @@ static int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, 
     if (nbytes) {
         if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
     } else {
+        cxl_coll_settle(c);
         c->epoch++;
     }
     uint64_t flag = cxl_coll_written(c->epoch);
+    if (send == cxl_slot(&c->pool, round, c->pool.rank)) send = NULL; /* the caller wrote its slot itself */
     int missing = cxl_allgather(&c->pool, flag, round, send, recv, nbytes, c->timeout_ns);
     if (missing >= 0) return cxl_coll_timed_out(c, missing, flag);
     cxl_coll_note_all_written(c, c->epoch);
@@ -340,6 +356,45 @@ static int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int roo
     return 0;
 }
 
+/* Zero-copy broadcast of nbytes <= slot_bytes from root: on the root, send (copied into its slot of
+ * the next round unless send is that slot) is published; every rank gets *out, the root's slot, to
+ * read in place until its next call. A reader publishes its acknowledgement done(e) only when its
+ * next call starts (cxl_coll_settle), so the root cannot reuse the slot while it is read. Timed: a
+ * reader's wait for the root and its first load of the slot cost one L each, as the copy's. */
+static int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nbytes, int root, const char **out)
+{
+    cxl_pool_t *p = &c->pool;
+    int is_root = p->rank == root;
+    uint64_t round;
+    if (nbytes > c->slot_bytes) return CXL_COLL_TOO_SMALL;
+    if (nbytes == 0) { /* no step, as the copy's */
+        *out = cxl_slot(p, c->round + 1, root);
+        return 0;
+    }
+    if (cxl_coll_claim(c, is_root, &round)) return CXL_COLL_TIMEOUT;
+    uint64_t e = c->epoch;
+    char *slot = cxl_slot(p, round, root);
+    *out = slot;
+    if (is_root) {
+        if (send != slot) cxl_coll_copy_in(c, slot, send, nbytes);
+        cxl_publish(p, cxl_coll_written(e), round, nbytes);
+        c->epoch++; /* the acknowledgement's value, done(e), is this step's too */
+        return 0;
+    }
+    if (cxl_coll_wait_one(c, root, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+    if (p->flush_mode) {
+        cxl_range_op(p, p->invalidate_op, slot, nbytes);
+        cxl_mfence();
+        cxl_log(p, CXL_EV_MFENCE, 0, 0);
+    }
+    if (p->timed) cxl_delay(p, p->latency_ns); /* the caller's first load misses */
+    cxl_log(p, CXL_EV_READ, (int64_t)(slot - p->base), (int64_t)nbytes);
+    c->pending_ack = cxl_coll_done(e);
+    c->pending_ack_round = round;
+    c->epoch++;
+    return 0;
+}
+
 /* ---- alltoall --------------------------------------------------------------------------- */
 
 /* Block d of send (nbytes at send + d x nbytes) goes to rank d, which receives it as block
@@ -356,17 +411,52 @@ static int cxl_coll_alltoall(cxl_coll_t *c, const char *send, char *recv, uint64
         if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
         uint64_t e = c->epoch;
         char *mine = cxl_slot(p, round, p->rank);
-        for (uint64_t d = 0; d < P; d++) cxl_coll_copy_in(c, mine + d * len, send + d * nbytes + off, len);
+        if (len == nbytes) cxl_coll_copy_in(c, mine, send, P * len); /* one chunk: the row is sendbuf as it is */
+        else
+            for (uint64_t d = 0; d < P; d++) cxl_coll_copy_in(c, mine + d * len, send + d * nbytes + off, len);
         cxl_publish(p, cxl_coll_written(e), round, P * len);
+        /* this rank's own block goes straight from send to recv while the others' arrive */
+        if (send != recv) memcpy(recv + me * nbytes + off, send + me * nbytes + off, len);
         if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
         cxl_coll_note_all_written(c, e);
         cxl_coll_acquire(c, round, me * len, len);
         for (uint64_t r = 0; r < P; r++) {
             const char *src = cxl_slot(p, round, (int)r) + me * len;
-            if (r == me) memcpy(recv + r * nbytes + off, src, len);
-            else cxl_coll_copy_out(c, recv + r * nbytes + off, src, len);
+            if (r == me) {
+                if (send == recv) memcpy(recv + r * nbytes + off, src, len);
+            } else {
+                cxl_coll_copy_out(c, recv + r * nbytes + off, src, len);
+            }
         }
     }
+    return 0;
+}
+
+/* Zero-copy alltoall of nbytes per destination, P x nbytes <= slot_bytes: this rank's row (send,
+ * P blocks, copied into its slot unless send is that slot) is published, and *column points at this
+ * rank's block in rank 0's row; block r is at *column + r x slot_stride, to be read in place until
+ * this rank's next call. Timed: one L per other rank's block, as the copy's. */
+static int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbytes, const char **column)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t P = (uint64_t)p->nranks, me = (uint64_t)p->rank, round;
+    if (nbytes * P > c->slot_bytes) return CXL_COLL_TOO_SMALL;
+    if (nbytes == 0) { /* no step, as the copy's */
+        *column = cxl_slot(p, c->round + 1, 0);
+        return 0;
+    }
+    if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
+    uint64_t e = c->epoch;
+    char *mine = cxl_slot(p, round, p->rank);
+    if (send != mine) cxl_coll_copy_in(c, mine, send, P * nbytes);
+    cxl_publish(p, cxl_coll_written(e), round, P * nbytes);
+    if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+    cxl_coll_note_all_written(c, e);
+    cxl_coll_acquire(c, round, me * nbytes, nbytes);
+    if (p->timed && nbytes) cxl_delay(p, (double)(P - 1) * p->latency_ns); /* the caller's first loads miss */
+    for (uint64_t r = 0; r < P; r++)
+        if (r != me) cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, round, (int)r) + me * nbytes - p->base), (int64_t)nbytes);
+    *column = cxl_slot(p, round, 0) + me * nbytes;
     return 0;
 }
 

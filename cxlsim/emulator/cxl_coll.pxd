@@ -23,6 +23,8 @@ cdef extern from "cxl_coll.h" nogil:
         uint64_t known_done
         int missing
         uint64_t missing_flag
+        uint64_t pending_ack
+        uint64_t pending_ack_round
 
     ctypedef struct cxl_allreduce_t:
         uint64_t count
@@ -36,6 +38,8 @@ cdef extern from "cxl_coll.h" nogil:
     int cxl_coll_barrier(cxl_coll_t *c)
     int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int root)
     int cxl_coll_alltoall(cxl_coll_t *c, const char *send, char *recv, uint64_t nbytes)
+    int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nbytes, int root, const char **out)
+    int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbytes, const char **column)
     int cxl_coll_reduce_scatter_block(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int dtype, int op)
     int cxl_coll_allreduce_start(cxl_coll_t *c, cxl_allreduce_t *a, const char *send, char *recv, uint64_t count,
                                  int dtype, int op, uint64_t large_bytes)

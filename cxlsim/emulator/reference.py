@@ -86,6 +86,7 @@ class ReferenceKernel:
         self._known_done = 0  # every rank finished every step up to this one
         self._missing_flag = 0
         self._pending = None  # a split-phase allreduce in flight (reference_collectives)
+        self._pending_ack = None  # (done value, round) of a zero-copy broadcast read: published at the next call
         self._log = None
         self._log_length = 0
 
@@ -193,6 +194,7 @@ class ReferenceKernel:
         """cxl_coll_claim: take the next step and data round; wait for the buffer's last step first if writing."""
         nxt = self._round + 1
         last = self._buffer_epoch[nxt & 1]
+        self._settle()
         if will_write and last > self._known_done:
             self._wait_or_raise(last + 1, what)
             self._known_done = last
@@ -200,6 +202,13 @@ class ReferenceKernel:
         self._epoch += 1
         self._buffer_epoch[nxt & 1] = self._epoch
         return nxt
+
+    def _settle(self) -> None:
+        """cxl_coll_settle: publish a zero-copy broadcast reader's deferred acknowledgement."""
+        if self._pending_ack is not None:
+            value, round = self._pending_ack
+            self._publish(value, round, 0)
+            self._pending_ack = None
 
     def _note_all_written(self, epoch: int) -> None:
         self._known_done = max(self._known_done, epoch - 1)
@@ -213,6 +222,7 @@ class ReferenceKernel:
         self._check_open()
         self._check_idle()
         last = self._buffer_epoch[(self._round + 1) & 1]
+        self._settle()
         if last > self._known_done:
             self._wait_or_raise(last + 1, "zero-copy buffer reuse")
             self._known_done = last
@@ -221,6 +231,7 @@ class ReferenceKernel:
         """cxl_coll_barrier: one step without data."""
         self._check_open()
         self._check_idle()
+        self._settle()
         self._epoch += 1
         self._publish(self._epoch, self._round, 0)
         self._wait_or_raise(self._epoch, "barrier")
@@ -240,11 +251,12 @@ class ReferenceKernel:
         if nbytes:
             round = self._claim(True, "allgather")
         else:
+            self._settle()
             self._epoch += 1
             round = self._round
         flag = self._epoch
-        if send is not None and nbytes:
-            own = self._slot(round, self._rank)
+        own = self._slot(round, self._rank)
+        if send is not None and nbytes and not self._is_at(send, own):
             self._mem[own: own + nbytes] = send
         self._publish(flag, round, nbytes)
         self._wait_or_raise(flag, "allgather")
@@ -272,6 +284,19 @@ class ReferenceKernel:
         if recv.nbytes != n * self._nranks:
             raise InputError(f"allgather: recvbuf has {recv.nbytes} bytes, expected {self._nranks} x {n}")
         self._allgather(send, recv, n)
+
+    def _is_at(self, data: np.ndarray, offset: int) -> bool:
+        """Whether byte array `data` starts at pool byte `offset` (a caller's view of its own slot)."""
+        return data.__array_interface__["data"][0] == self._mem.__array_interface__["data"][0] + offset
+
+    def allgather_from(self, sendbuf) -> None:
+        """The kernel side of allgather_view: copy `sendbuf` into this rank's slot (unless it is that
+        slot) and run the call; the caller reads the slots in place."""
+        self._check_open()
+        send = _byte_view(sendbuf, False, "allgather_view: sendbuf")
+        if send.nbytes > self._slot_bytes:
+            raise InputError(f"allgather_view: sendbuf has {send.nbytes} bytes but pool slots hold {self._slot_bytes}")
+        self._allgather(send, None, send.nbytes)
 
     def allgather_in_place(self, nbytes: int) -> None:
         """Zero-copy allgather of `nbytes` per rank already written into this rank's next slot."""

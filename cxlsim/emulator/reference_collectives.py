@@ -153,6 +153,7 @@ class ReferenceCollectives:
             raise InputError(f"alltoall: sendbuf has {send.nbytes} bytes and recvbuf {recv.nbytes}; both must hold "
                              f"the same {P} equal blocks")
         nbytes = send.nbytes // P
+        in_place = send.__array_interface__["data"][0] == recv.__array_interface__["data"][0]
         chunk = min(nbytes, self._slot_bytes // P)
         if chunk == 0 and nbytes:
             raise self._too_small("alltoall")
@@ -163,15 +164,81 @@ class ReferenceCollectives:
             for d in range(P):
                 self._mem[mine + d * n: mine + (d + 1) * n] = send[d * nbytes + off: d * nbytes + off + n]
             self._publish(e, round, P * n)
+            own = me * nbytes + off  # this rank's own block goes straight from send to recv
+            if not in_place:
+                recv[own: own + n] = send[own: own + n]
             self._wait_or_raise(e, "alltoall")
             self._note_all_written(e)
             self._acquire_range(round, me * n, n)
             for r in range(P):
                 src, dst = self._slot(round, r) + me * n, r * nbytes + off
-                if r == me:
-                    recv[dst: dst + n] = self._mem[src: src + n]
-                else:
+                if r != me:
                     self._copy_out(recv[dst:], src, n)
+                elif in_place:
+                    recv[dst: dst + n] = self._mem[src: src + n]
+
+    def broadcast_in_place(self, count: int, dtype, root: int, sendbuf=None) -> None:
+        """cxl_coll_broadcast_view, the kernel side of broadcast_view: the root puts `sendbuf` (None: its
+        slot is already written) into its slot; readers wait for it and acknowledge at their next call."""
+        self._check_open()
+        self._check_idle()
+        if not 0 <= root < self._nranks:
+            raise InputError(f"broadcast_view: root {root} is outside 0..{self._nranks - 1}")
+        dtype = np.dtype(dtype)
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+            raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
+        nbytes, is_root = int(count) * dtype.itemsize, self._rank == root
+        if nbytes > self._slot_bytes:
+            raise InputError(f"broadcast_view: {count} x {dtype} ({nbytes} bytes) do not fit the pool's "
+                             f"{self._slot_bytes}-byte slot (a zero-copy call is one step; broadcast() chunks)")
+        if sendbuf is not None and not is_root:
+            raise InputError(f"broadcast_view: only the root (rank {root}) passes sendbuf")
+        data = None if sendbuf is None else _bytes_of(sendbuf, False, "broadcast_view: sendbuf")
+        if data is not None and data.nbytes != nbytes:
+            raise InputError(f"broadcast_view: sendbuf has {data.nbytes} bytes, expected {count} x {dtype} = {nbytes}")
+        if nbytes == 0:
+            return
+        round = self._claim(is_root, "broadcast_view")
+        e, slot = self._epoch, self._slot(round, root)
+        if is_root:
+            if data is not None and not self._is_at(data, slot):
+                self._mem[slot: slot + nbytes] = data
+            self._publish(e, round, nbytes)
+            self._epoch += 1
+            return
+        self._wait_one(root, e, "broadcast_view")
+        self._invalidate_one(slot, nbytes)
+        self._log_event(PoolEvent.READ, slot, nbytes)
+        self._pending_ack = (e + 1, round)
+        self._epoch += 1
+
+    def alltoall_in_place(self, sendbuf) -> None:
+        """cxl_coll_alltoall_view, the kernel side of alltoall_view: put `sendbuf` (P blocks) into this
+        rank's row unless it is that row, run the step; the caller reads its column in place."""
+        self._check_open()
+        self._check_idle()
+        send = _bytes_of(sendbuf, False, "alltoall_view: sendbuf")
+        P, me = self._nranks, self._rank
+        total = sendbuf.size if isinstance(sendbuf, np.ndarray) else send.nbytes
+        if total % P:
+            raise InputError(f"alltoall_view: sendbuf has {total} items, not {P} equal blocks")
+        if send.nbytes > self._slot_bytes:
+            raise InputError(f"alltoall_view: sendbuf has {send.nbytes} bytes but pool slots hold {self._slot_bytes} "
+                             f"(a zero-copy call is one step; alltoall() chunks)")
+        n = send.nbytes // P
+        if n == 0:  # no step, as the copy's
+            return
+        round = self._claim(True, "alltoall_view")
+        e, mine = self._epoch, self._slot(round, me)
+        if not self._is_at(send, mine):
+            self._mem[mine: mine + P * n] = send
+        self._publish(e, round, P * n)
+        self._wait_or_raise(e, "alltoall_view")
+        self._note_all_written(e)
+        self._acquire_range(round, me * n, n)
+        for r in range(P):
+            if r != me:
+                self._log_event(PoolEvent.READ, self._slot(round, r) + me * n, n)
 
     def reduce_scatter(self, sendbuf, recvbuf, op: str = "sum") -> None:
         """cxl_coll_reduce_scatter_block: rank r's recvbuf = the left fold over ranks of every block r."""

@@ -1,0 +1,161 @@
+"""Fused zero-copy calls (allgather_view, broadcast_view, alltoall_view): results, twins, reuse, schedules."""
+import random
+import time
+
+import numpy as np
+import pytest
+
+from cxlsim.emulator.cache_model import replay
+from cxlsim.emulator.comm import StaleViewError
+from cxlsim.emulator.launch import run_local
+from cxlsim.emulator.pool import SegmentLayout
+from cxlsim.errors import InputError
+
+SLOT = 512
+
+
+def block(rank, call, count, dtype=np.int64):
+    """What `rank` contributes in `call`: distinct per rank, call and element."""
+    return ((np.arange(count) * 3 + rank * 1009 + call * 17) % 100003).astype(dtype)
+
+
+def _calls(comm, calls, seed, delays):
+    """A seeded sequence of zero-copy and copy calls, the same on every rank; per-rank random delays
+    (no barrier between calls). Returns the calls whose result was wrong, and the event log."""
+    comm.enable_log(200000)
+    plan, rng = random.Random(seed), random.Random(seed * 100 + comm.rank)
+    P, me, bad = comm.size, comm.rank, []
+    for call in range(calls):
+        if delays:
+            time.sleep(rng.random() * 0.002)
+        kind = plan.choice(["bcast_view", "bcast_view_slot", "bcast", "a2a_view", "a2a_view_slot", "ag_view",
+                            "ag_view_slot", "allgather", "barrier"])
+        count = plan.choice([0, 1, 5, 16])
+        if kind.startswith("bcast"):
+            root, want = plan.randrange(P), block(plan.randrange(P), call, count)
+            if kind == "bcast":
+                buf = want.copy() if me == root else np.zeros(count, np.int64)
+                comm.broadcast(buf, root)
+                got = buf
+            elif kind == "bcast_view_slot" and me == root:
+                comm.send_view(count, np.int64)[:] = want
+                got = comm.broadcast_view(count, np.int64, root).array.copy()
+            else:
+                result = comm.broadcast_view(count, np.int64, root, want if me == root else None)
+                if delays:  # read the view late: a root that reused its slot early would show here
+                    time.sleep(rng.random() * 0.002)
+                got = result.array.copy()
+            ok = np.array_equal(got, want)
+        elif kind.startswith("a2a"):
+            sends = [block(r, call, count * P) for r in range(P)]
+            if kind == "a2a_view_slot":
+                view = comm.send_view(count * P, np.int64)
+                view[:] = sends[me]
+                got = comm.alltoall_view(view).array.copy()
+            else:
+                got = comm.alltoall_view(sends[me]).array.copy()
+            ok = np.array_equal(got, np.stack([s[me * count:(me + 1) * count] for s in sends]))
+        elif kind.startswith("ag"):
+            if kind == "ag_view_slot":
+                view = comm.send_view(count, np.int64)
+                view[:] = block(me, call, count)
+                got = comm.allgather_view(view).array.copy()
+            else:
+                got = comm.allgather_view(block(me, call, count)).array.copy()
+            ok = np.array_equal(got, np.stack([block(r, call, count) for r in range(P)]))
+        elif kind == "allgather":
+            recv = np.empty(count * P, np.int64)
+            comm.allgather(block(me, call, count), recv)
+            ok = np.array_equal(recv, np.concatenate([block(r, call, count) for r in range(P)]))
+        else:
+            comm.barrier()
+            ok = True
+        if not ok:
+            bad.append((call, kind, count))
+    return bad, comm.log_events()
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_zero_copy_calls_equal_their_twins_result_for_result_and_event_for_event(coherence):
+    cython = run_local(3, _calls, (60, 3, False), slot_bytes=SLOT, coherence=coherence, timeout_s=60)
+    twin = run_local(3, _calls, (60, 3, False), slot_bytes=SLOT, coherence=coherence, kernel="reference",
+                     timeout_s=60)
+    for rank in range(3):
+        assert cython[rank][0] == [] and twin[rank][0] == []
+        assert np.array_equal(cython[rank][1], twin[rank][1]), f"rank {rank}: event logs differ"
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_back_to_back_zero_copy_calls_with_random_delays_keep_every_view_intact(coherence):
+    # a reader acknowledges a zero-copy broadcast only at its next call: a root that ran ahead
+    # into the same buffer would overwrite a view still being read, and the copies above catch it
+    out = run_local(3, _calls, (150, 11, True), slot_bytes=SLOT, coherence=coherence, timeout_s=120)
+    assert [bad for bad, _ in out] == [[]] * 3
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_zero_copy_flush_schedules_pass_the_cache_model(nranks):
+    logs = [log for _, log in run_local(nranks, _calls, (80, 5, False), slot_bytes=SLOT, coherence="flush",
+                                         timeout_s=60)]
+    lay = SegmentLayout.plan(nranks, SLOT)
+    assert replay(logs, lay) == []
+    hw = [log for _, log in run_local(nranks, _calls, (80, 5, False), slot_bytes=SLOT, coherence="hw", timeout_s=60)]
+    assert replay(hw, lay)  # without flushes the model sees stale data: the check can fail
+
+
+def _root_runs_ahead(comm):
+    """Rank 0 broadcasts three times in a row; rank 1 reads the first view only 50 ms later. The
+    root's third call reuses the first one's buffer, so it must wait for the reader's next call."""
+    if comm.rank == 0:
+        for call in range(3):
+            comm.broadcast_view(8, np.int64, 0, block(0, call, 8))
+        return None
+    first = comm.broadcast_view(8, np.int64, 0)
+    time.sleep(0.05)
+    got = first.array.copy()
+    for call in (1, 2):
+        comm.broadcast_view(8, np.int64, 0)
+    return got.tolist()
+
+
+@pytest.mark.parametrize("kernel", ["cython", "reference"])
+def test_a_root_never_overwrites_a_broadcast_view_that_is_still_being_read(kernel):
+    assert run_local(2, _root_runs_ahead, slot_bytes=64, kernel=kernel)[1] == block(0, 0, 8).tolist()
+
+
+def _read_after_next_call(comm):
+    first = comm.broadcast_view(4, np.int32, 0, np.arange(4, dtype=np.int32) if comm.rank == 0 else None)
+    kept = first.array.copy()
+    comm.barrier()
+    try:
+        first.array
+    except StaleViewError:
+        return kept.tolist(), "stale"
+    return kept.tolist(), "readable"
+
+
+def test_a_zero_copy_broadcast_result_refuses_to_be_read_after_the_next_call():
+    assert run_local(2, _read_after_next_call, slot_bytes=64) == [([0, 1, 2, 3], "stale")] * 2
+
+
+def _errors(comm):
+    seen = []
+    for call in (lambda: comm.broadcast_view(100, np.int64, 0),  # 800 B > the 256 B slot
+                 lambda: comm.broadcast_view(2, np.int64, 5),
+                 lambda: comm.broadcast_view(-1),
+                 lambda: comm.broadcast_view(2, np.int64, 1 - comm.rank, np.zeros(2, np.int64)),
+                 lambda: comm.broadcast_view(3, np.int64, comm.rank, np.zeros(2, np.int64)),
+                 lambda: comm.alltoall_view(np.zeros(3, np.uint8)),
+                 lambda: comm.alltoall_view(np.zeros(64, np.int64)),
+                 lambda: comm.allgather_view(np.zeros(300, np.uint8))):
+        try:
+            call()
+        except InputError as e:
+            seen.append(str(e).split(":")[0])
+    return seen
+
+
+@pytest.mark.parametrize("kernel", ["cython", "reference"])
+def test_bad_zero_copy_arguments_are_input_errors_naming_the_call(kernel):
+    out = run_local(2, _errors, slot_bytes=256, kernel=kernel, timeout_s=30)
+    assert out == [["broadcast_view"] * 5 + ["alltoall_view"] * 2 + ["allgather_view"]] * 2
