@@ -1,5 +1,6 @@
 """`cxlsim bench allgather|allreduce|reduce_scatter|broadcast|alltoall|barrier`: a pool collective
-measured OSU-style (the loop of osu_allgather, osu_allreduce, ...), optionally beside its MPI call.
+measured OSU-style (the loop of osu_allgather, osu_allreduce, ...), optionally beside its MPI call;
+`cxlsim bench train`: data-parallel training on the pool (cxlsim.emulator.training.cli).
 
 With no MPI launch, ranks are local processes (`--np`, default 2). Under
 ``mpiexec -n N python -m cxlsim bench allgather`` MPI gives rank and size. Asking
@@ -30,6 +31,7 @@ from cxlsim.emulator.host import (BenchLock, concurrency_warning, cores_warning,
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
 from cxlsim.emulator.osu import ALLGATHER_COLUMNS, OSUTable, format_osu
 from cxlsim.emulator.pool import check_room, parse_pool_spec
+from cxlsim.emulator.training import cli as train_cli
 from cxlsim.errors import InputError, RunError
 from cxlsim.results import atomic_write, provenance
 from cxlsim.units import UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_sizes, parse_time
@@ -48,6 +50,7 @@ def register(subparsers) -> None:
     kinds = bench.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for collective in COLLECTIVES:
         _add_bench(kinds, collective)
+    train_cli.register(kinds)
 
 
 def _add_bench(kinds, collective: str) -> None:

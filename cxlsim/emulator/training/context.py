@@ -41,6 +41,7 @@ class StepLog:
 
     def __init__(self, clock):
         self.now = clock
+        self.progress = None  # called with 1 after each step (rank 0's progress bar), if set
         self.step_s, self.compute_s, self.comm_s, self.loss, self.t_end_s = [], [], [], [], []
 
     def step(self, start_s: float, compute_s: float, loss: float) -> None:
@@ -51,6 +52,8 @@ class StepLog:
         self.comm_s.append(max(0.0, end - start_s - compute_s))
         self.loss.append(float(loss))
         self.t_end_s.append(end)
+        if self.progress is not None:
+            self.progress(1)
 
     def __len__(self) -> int:
         return len(self.t_end_s)
@@ -108,6 +111,7 @@ class RankContext:
         self.evaluates = self.rank == 0
         self.log = StepLog(self.now)
         self.snapshots = []  # (t_s, global step, params copy)
+        self.final_params = None  # the loop's last parameters (their sha256 goes into train.json)
 
     def now(self) -> float:
         """Seconds since the common start."""

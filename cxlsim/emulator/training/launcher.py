@@ -1,0 +1,160 @@
+"""Run one `cxlsim bench train` job: N local ranks on one pool, then the evaluation and the record.
+
+`train(config)` checks the mode's options, builds the model and the dataset (the same on every
+rank: they are built before the ranks fork), probes the host placement, runs the mode's
+launcher-side hook if it has one, starts the ranks with `cxlsim.emulator.launch.run_local`
+(each rank limits BLAS to one thread, passes one barrier, takes the common start from rank 0
+and runs the mode's loop), evaluates the parameter snapshots on the test set, and returns the
+train.json record (`run_record`). A synchronous mode whose rank fails raises RankFailure (the
+pool segment is gone either way); in async and hybrid a failed rank is listed in failed_ranks.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+from tqdm import tqdm
+
+from cxlsim import results
+from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
+from cxlsim.emulator.launch import run_local
+from cxlsim.emulator.training import data, models, modes, run_record
+from cxlsim.emulator.training.context import RankContext, RankStopped
+from cxlsim.emulator.training.ddp import DEFAULT_BUCKETS
+from cxlsim.errors import InputError
+
+PAGE = 4096
+MAX_SLOT_BYTES = 1 << 20
+PROGRESS_MIN_STEPS = 200  # runs shorter than this get no progress bar
+
+
+def check_options(config, mode: modes.TrainMode) -> None:
+    """InputError for an option the mode does not use (--lockstep is accepted by the modes that always are)."""
+    asked = {"overlap": config.overlap is not None, "buckets": config.buckets is not None,
+             "lockstep": config.lockstep and not mode.always_lockstep}
+    for option, on in asked.items():
+        if on and option not in mode.options:
+            users = [m.name for m in modes.MODES.values() if option in m.options]
+            raise InputError(f"--{option}: mode {mode.name} does not use it (it is an option of {', '.join(users)})")
+
+
+def slot_bytes_for(model) -> int:
+    """The pool's slot size: the parameter vector rounded up to a page, at most 1 MiB (larger vectors go in chunks)."""
+    return min(MAX_SLOT_BYTES, -(-model.nbytes // PAGE) * PAGE)
+
+
+def placement() -> str:
+    """'fast' or 'slow' by the hw flag round trip between two fresh processes (SLOW_ROUNDTRIP_NS)."""
+    try:
+        ns = probe_roundtrip_ns()
+    except Exception:  # a probe that cannot run says nothing about the run
+        return "unknown"
+    return "slow" if ns > SLOW_ROUNDTRIP_NS else "fast"
+
+
+def train(config, progress: bool | None = None) -> dict:
+    """Run `config` (a TrainConfig) and return its train.json record."""
+    mode = modes.mode(config.mode)
+    check_options(config, mode)
+    loop = mode.resolve("loop")
+    model = models.build(config.model)
+    dataset = data.load(config.dataset, config.seed)
+    dataset.batch(0, 0, config.nranks, config.batch_size)  # a batch too large for the set fails here, not in a rank
+    if config.buckets is not None and not 1 <= config.buckets <= model.size:
+        raise InputError(f"--buckets: expected 1..{model.size} (the model's parameters), got {config.buckets}")
+    params0 = model.init(config.seed)
+    multipliers = config.multipliers()
+    where = placement()
+    show = progress if progress is not None else (sys.stderr.isatty() and config.steps >= PROGRESS_MIN_STEPS)
+    hook = mode.resolve("shared")(config, model) if mode.shared else contextlib.nullcontext()
+    with hook as shared:
+        job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show)
+        outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
+                             coherence=config.coherence, timeout_s=config.timeout_s)
+    return build_record(config, mode, model, dataset, outcomes, where)
+
+
+def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers, shared, show):
+    """One rank: one BLAS thread, the common start, the loop; returns its outcome (a dict)."""
+    with threadpool_limits(limits=1):
+        start = np.zeros(1)
+        comm.barrier()
+        if comm.rank == 0:
+            start[0] = time.perf_counter()
+        comm.broadcast(start, root=0)
+        ctx = RankContext(comm=comm, config=config, model=model, data=dataset, params0=params0,
+                          multipliers=multipliers, synchronous=synchronous, shared=shared, t0=float(start[0]))
+        bar = None
+        if show and comm.rank == 0:
+            bar = tqdm(total=config.steps, desc=f"{config.mode} steps (rank 0)", unit="step", leave=False,
+                       file=sys.stderr)
+            ctx.log.progress = bar.update
+        stopped = None
+        try:
+            loop(ctx)
+        except RankStopped as exc:
+            stopped = str(exc)
+        finally:
+            if bar is not None:
+                bar.close()
+        final = getattr(ctx, "final_params", None)
+        log = ctx.log
+        return dict(entry=run_record.rank_entry(ctx.rank, log.step_s, log.compute_s, log.comm_s, log.loss,
+                                                log.t_end_s),
+                    snapshots=ctx.snapshots, stopped=stopped,
+                    digest=hashlib.sha256(final.tobytes()).hexdigest() if final is not None else None)
+
+
+def evaluate(model, dataset, outcomes) -> list[dict]:
+    """Every rank's snapshots on the test set, by wall time: [{t_s, step, loss, accuracy}]."""
+    evals = []
+    with threadpool_limits(limits=1):
+        for outcome in outcomes:
+            for t_s, step, params in outcome["snapshots"]:
+                loss, accuracy = model.evaluate(params, dataset.x_test, dataset.y_test)
+                evals.append({"t_s": t_s, "step": step, "loss": loss, "accuracy": accuracy})
+    return sorted(evals, key=lambda e: (e["t_s"], e["step"]))
+
+
+def build_record(config, mode, model, dataset, outcomes, where: str) -> dict:
+    """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
+    des_mode and cores)."""
+    evals = evaluate(model, dataset, outcomes)
+    ranks = [o["entry"] for o in outcomes]
+    final = max((e for e in evals), key=lambda e: (e["step"], e["t_s"]), default=None)
+    versions = {k: v for k, v in results.provenance(config.seed).items() if k != "seed"}
+    versions["threadpoolctl"] = _version("threadpoolctl")
+    return {
+        "mode": config.mode, "np": config.nranks, "model": config.model, "dataset": config.dataset,
+        "steps": config.steps, "batch_size": config.batch_size, "lr": float(config.lr), "seed": config.seed,
+        "coherence": str(config.coherence.value), "pool": config.pool,
+        "param_count": model.size, "param_bytes": model.nbytes,
+        "overlap": bool(config.overlap) if mode.name == "ddp" else None,
+        "buckets": (config.buckets or DEFAULT_BUCKETS) if mode.name == "ddp" else None,
+        "lockstep": bool(mode.always_lockstep or config.lockstep),
+        "factors": [float(f) for f in config.factors], "gpus": list(config.gpus),
+        "stragglers": config.stragglers, "placement": where,
+        "ranks": ranks, "eval": evals,
+        "throughput_samples_per_s": run_record.throughput_samples_per_s(ranks, config.batch_size),
+        "time_to_accuracy_s": run_record.time_to_accuracy(evals, config.targets),
+        "final_accuracy": final["accuracy"] if final else 0.0,
+        "failed_ranks": [i for i, o in enumerate(outcomes) if o["stopped"]],
+        "failures": {str(i): o["stopped"] for i, o in enumerate(outcomes) if o["stopped"]},
+        "final_param_sha256": [o["digest"] for o in outcomes],
+        "des_mode": mode.des_mode, "cores": len(os.sched_getaffinity(0)),
+        "versions": versions,
+    }
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
