@@ -17,6 +17,12 @@ same way. Bandwidth is limited in three places:
 A switch has a lane budget: `lanes` / `lanes_per_port` ports at most
 (256 lanes = 16 x16 ports). Hosts and device heads must fit (`check_ports`).
 
+Without a switch (switch levels 0, as in Pond's and Octopus's multi-headed
+devices) each host's link goes straight to a head of each device: a load
+crosses the host's port and one link, and a device serves at most `heads`
+hosts (`CXLDeviceParams.check_heads`). The switch record's port bandwidth is
+then each head's link, and its hop latency is not used.
+
 The device-side snoop filter of CXL 3.x HDM-DB memory (back-invalidate snoops
 on writes, recalls of Modified lines, invalidations on eviction) is
 `cxlsim.fabric.snoop_filter.SnoopFilter`. Pools without back-invalidation (CXL 2.0)
@@ -117,7 +123,7 @@ class CXLDeviceParams:
     media_bw_bytes_per_ns: float
     """Media bandwidth, reads and writes together, bytes/ns."""
     heads: int
-    """Ports (heads) of the device, each attached to the switch."""
+    """Ports (heads) of the device: each on a switch port, or with no switch each on one host's link."""
     capacity_bytes: int
     """Memory the device contributes to the pool, bytes."""
 
@@ -126,6 +132,13 @@ class CXLDeviceParams:
         _positive("media_bw_bytes_per_ns", self.media_bw_bytes_per_ns)
         _positive("heads", self.heads, integer=True)
         _positive("capacity_bytes", self.capacity_bytes, integer=True)
+
+    def check_heads(self, hosts: int) -> None:
+        """InputError unless `hosts` hosts fit on the heads: with no switch every host takes a head of every device."""
+        if hosts > self.heads:
+            raise InputError(f"device heads: with no switch every host attaches to a head of every device, so "
+                             f"{hosts} hosts need {hosts} heads, but the device has {self.heads}; use at most "
+                             f"{self.heads} hosts, or a pool with a switch")
 
     def bw_bytes_per_ns(self, port_bw_bytes_per_ns: float) -> float:
         """What the device can serve, bytes/ns: its media, or its heads' ports if they are slower."""

@@ -29,6 +29,14 @@ Sources (../shared/reference/hardware.md):
 - [CAP] Assumption: 256 GiB per device (a figure of the device class; no
   result here depends on it beyond the pool fitting in it).
 - [HEAD] Assumption: single-headed devices, one switch port each.
+- [POND] Pond (ASPLOS'23): multi-headed devices pool memory across 8-16 sockets
+  with no switch, at +70-90 ns over local DRAM. Without the switch the [E2E]
+  figures give 2 x (25 + 2.5) + 90 = 145 ns, +55 ns over 90 ns: a little under.
+- [OCT] Octopus (arXiv 2501.09020): switchless pods whose hosts attach
+  directly to small multi-headed devices (e.g. 4 ports).
+- [MHD16] Assumption: a 16-headed device (Pond's largest pool size), each head
+  a x8 link: 32 GB/s per direction on PCIe 5.0, 64 GB/s on PCIe 6.0 (half of
+  x16 [PCIE5], [PCIE6]). Its media is the same device class's as above.
 
 A `CXLPoolPreset` is the CXL kind of `cxlsim.fabric.preset.Preset`: every figure
 is a field (nothing is filled in behind its back), it uses the scenario keys of
@@ -38,7 +46,7 @@ is a field (nothing is filled in behind its back), it uses the scenario keys of
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from cxlsim import plugins
@@ -76,7 +84,7 @@ class CXLPoolPreset:
     coherence_modes: tuple
     """Coherence modes the generation supports (`Coherence` values)."""
     max_switch_levels: int
-    """1: no cascaded switches."""
+    """1: no cascaded switches; 0: no switch at all (hosts attach to multi-headed devices directly)."""
     snoop_filter_lines: int
     """Capacity of the device's snoop filter, lines (used in hw mode)."""
     source: str
@@ -89,16 +97,22 @@ class CXLPoolPreset:
             raise InputError(f"coherence: {self.name} (CXL {self.generation}) supports only "
                              f"{', '.join(self.coherence_modes)}, got {coherence.value!r}: CXL {self.generation} "
                              "has no multi-host coherent sharing (no back-invalidation)")
-        if not isinstance(switch_levels, int) or switch_levels < 1:
-            raise InputError(f"switch_levels: expected an integer >= 1, got {switch_levels!r}")
+        if not isinstance(switch_levels, int) or isinstance(switch_levels, bool) or switch_levels < 0:
+            raise InputError(f"switch_levels: expected an integer >= 0, got {switch_levels!r}")
+        if self.max_switch_levels == 0 and switch_levels:
+            raise InputError(f"switch_levels: {self.name} has no switch (hosts attach to the devices' heads "
+                             f"directly): expected 0, got {switch_levels}")
         if switch_levels > self.max_switch_levels:
             raise InputError(f"switch_levels: {self.name} (CXL {self.generation}) allows at most "
                              f"{self.max_switch_levels} level(s) of switches, got {switch_levels}: "
                              f"CXL {self.generation} has no cascaded switches")
 
-    def load_latency_ns(self, switch_levels: int = 1) -> float:
-        """Unloaded load latency from a host through `switch_levels` switch levels to the media and back, ns:
-        2 x (core to port + a link per level and the device's + a hop per level) + media."""
+    def load_latency_ns(self, switch_levels: int | None = None) -> float:
+        """Unloaded load latency from a host through `switch_levels` switch levels (default: one, none on a
+        switchless preset) to the media and back, ns: 2 x (core to port + a link per level and the device's
+        + a hop per level) + media."""
+        if switch_levels is None:
+            switch_levels = min(1, self.max_switch_levels)
         link = self.link.traversal_ns
         one_way = self.host_path.port_latency_ns + (switch_levels + 1) * link + switch_levels * self.switch.hop_latency_ns
         return 2 * one_way + self.device.media_latency_ns
@@ -156,6 +170,24 @@ BUILTIN_CXL_PRESETS = (
         source="PCIE6, SW, E2E, RT, DMSIM, LANES, OUT, CPU, SF, DEV, CXL, CAP, HEAD"),
 )
 """The built-in CXL pool presets (the registry of every kind is `cxlsim.fabric.preset`)."""
+
+
+def _switchless(preset: CXLPoolPreset, name: str, head_bw_bytes_per_ns: float, heads: int, source: str):
+    """`preset`'s figures with no switch: `heads`-headed devices, each head a link of `head_bw_bytes_per_ns`."""
+    return replace(preset, name=name,
+                   switch=CXLSwitchParams(hop_latency_ns=0.0,                            # no switch: not crossed
+                                          port_bw_bytes_per_ns=head_bw_bytes_per_ns,     # each head's link
+                                          lanes=8 * heads, lanes_per_port=8),            # x8 heads [MHD16]
+                   device=replace(preset.device, heads=heads), max_switch_levels=0,
+                   source=source)
+
+
+BUILTIN_CXL_PRESETS += (
+    _switchless(BUILTIN_CXL_PRESETS[0], "mhd2-pool", 32.0, 16,
+                "POND, OCT, MHD16, PCIE5, E2E, RT, DMSIM, OUT, CPU, DEV, CXL, CAP"),
+    _switchless(BUILTIN_CXL_PRESETS[1], "mhd3-pool", 64.0, 16,
+                "POND, OCT, MHD16, PCIE6, E2E, RT, DMSIM, OUT, CPU, SF, DEV, CXL, CAP"),
+)
 
 CXL_PRESETS = {p.name: p for p in BUILTIN_CXL_PRESETS}
 """The built-in CXL pool presets by name."""

@@ -11,7 +11,8 @@ settings to a `CXLPoolPreset` and makes the run's choices:
 - the coherence mode is `fabric.cxl.coherence`, or hw if the generation has it,
   else flush;
 - the switch levels are `fabric.cxl.switch_levels`, or one if the hosts and the
-  devices' heads fit on one switch (or the generation has no switch trees), else two.
+  devices' heads fit on one switch (or the generation has no switch trees), else two;
+  none on a switchless preset (multi-headed devices, every host on a head of each).
 
 What the generation cannot run (hw on CXL 2.0, a tree without cascaded switches)
 is an InputError naming the `fabric.cxl` key; hosts that do not fit the switch
@@ -57,9 +58,11 @@ class CXLSetup:
 
     def written_out(self) -> dict:
         p = self.preset
+        # a switchless preset takes no switch levels (0 is its only value, not a fabric.cxl.switch_levels choice)
+        levels = {"fabric.cxl.switch_levels": self.switch_levels} if self.switch_levels else {}
         return {
-            "fabric.cxl.coherence": self.coherence.value, "fabric.cxl.switch_levels": self.switch_levels,
-            "fabric.cxl.load_latency": _ns(p.load_latency_ns(1)),
+            "fabric.cxl.coherence": self.coherence.value, **levels,
+            "fabric.cxl.load_latency": _ns(p.load_latency_ns()),
             "fabric.cxl.outstanding_lines": p.host_path.outstanding_lines,
             "fabric.cxl.device_bandwidth": _gbs(p.device.media_bw_bytes_per_ns),
             "fabric.host.memcpy_bandwidth": _gbs(p.host.memcpy_bw_bytes_per_ns),
@@ -67,13 +70,16 @@ class CXLSetup:
         }
 
     def describe(self, nodes: int) -> str:
+        attach = (f"{self.switch_levels} switch level(s)" if self.switch_levels else
+                  f"no switch ({self.preset.device.heads}-headed devices)")
         return (f"{self.preset.name}, {self.coherence.value} coherence, {self.devices} device(s), "
-                f"{self.switch_levels} switch level(s), {nodes} hosts x 1 rank")
+                f"{attach}, {nodes} hosts x 1 rank")
 
 
 def scale_latency(preset, load_latency_ns: float):
-    """`preset` with every latency figure scaled by one factor so that its one-level load takes `load_latency_ns`."""
-    k = load_latency_ns / preset.load_latency_ns(1)
+    """`preset` with every latency figure scaled by one factor so that its one-level load (no level on a
+    switchless preset) takes `load_latency_ns`."""
+    k = load_latency_ns / preset.load_latency_ns()
     return dataclasses.replace(
         preset,
         host_path=dataclasses.replace(preset.host_path, port_latency_ns=preset.host_path.port_latency_ns * k),
@@ -100,17 +106,23 @@ def elaborate(preset, fabric) -> CXLSetup:
     else:
         coherence = Coherence.HW if Coherence.HW in preset.coherence_modes else Coherence.FLUSH
     ports = cx.devices * preset.device.heads
-    levels = cx.switch_levels or (1 if fabric.nodes + ports <= preset.switch.max_ports
-                                  or preset.max_switch_levels == 1 else 2)
+    if preset.max_switch_levels == 0:
+        levels = 0 if cx.switch_levels is None else cx.switch_levels
+    else:
+        levels = cx.switch_levels or (1 if fabric.nodes + ports <= preset.switch.max_ports
+                                      or preset.max_switch_levels == 1 else 2)
     try:
         preset.check(coherence, levels)
     except InputError as exc:
         raise InputError(f"fabric.cxl.{exc}") from None
     try:
-        if levels == 1:
+        if levels == 0:
+            preset.device.check_heads(fabric.nodes)
+        elif levels == 1:
             preset.switch.check_ports(fabric.nodes, ports)
         else:
             preset.switch.tree_leaves(fabric.nodes, ports)
     except InputError as exc:
-        raise InputError(f"fabric.nodes: {fabric.nodes} on {levels} switch level(s): {exc}") from None
+        where = f"{levels} switch level(s)" if levels else "no switch"
+        raise InputError(f"fabric.nodes: {fabric.nodes} on {where}: {exc}") from None
     return CXLSetup(preset, coherence, levels, cx.devices, cx.chunk_bytes)

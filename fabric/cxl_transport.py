@@ -1,4 +1,4 @@
-"""The CXL pool transport: hosts on a CXL switch (or a two-level tree) sharing pool devices, in SimPy.
+"""The CXL pool transport: hosts sharing pool devices on a CXL switch, a two-level tree or none, in SimPy.
 
 One rank runs on each host. Ranks talk only through the pool, with the
 operations of `cxlsim.fabric.pool_transport.PoolTransport`: loads and stores
@@ -65,8 +65,9 @@ class CXLPoolTransport(PoolTransport):
     """`hosts` hosts (one rank each) on a CXL switch with `devices` interleaved pool devices.
 
     preset: a `CXLPoolPreset`; coherence: a `Coherence` or its name (the preset must allow
-    it); switch_levels: 1 (one switch) or 2 (leaves under a root, if the preset allows
-    cascading); pool_bytes: the pool's size (default: the devices' capacity);
+    it); switch_levels: 0 (no switch: every host on a head of every device, which must
+    have a head per host), 1 (one switch) or 2 (leaves under a root, if the preset allows
+    cascading); default one, or none on a switchless preset; pool_bytes: the pool's size (default: the devices' capacity);
     snoop_filter_lines: overrides the preset's; poll_limit_ns: a poll loop that keeps
     loading a flag gives up with RunError after this long (a hw poller asleep on its cached
     copy costs nothing and is reported as stuck when the run ends). `charges` (default None)
@@ -75,9 +76,11 @@ class CXLPoolTransport(PoolTransport):
 
     def __init__(self, preset, hosts: int, *, coherence: Coherence | str = Coherence.FLUSH,
                  env: simpy.Environment | None = None, devices: int = 1, pool_bytes: int | None = None,
-                 chunk_bytes: int = DEFAULT_POOL_CHUNK_BYTES, switch_levels: int = 1,
+                 chunk_bytes: int = DEFAULT_POOL_CHUNK_BYTES, switch_levels: int | None = None,
                  snoop_filter_lines: int | None = None, poll_limit_ns: float = 1e9):
         coherence = Coherence.parse(coherence)
+        if switch_levels is None:
+            switch_levels = min(1, preset.max_switch_levels)
         preset.check(coherence, switch_levels)
         if switch_levels > 2:
             raise InputError(f"switch_levels: expected 1 or 2 (trees deeper than two levels are not "
@@ -88,7 +91,10 @@ class CXLPoolTransport(PoolTransport):
             raise InputError(f"devices: expected an integer >= 1, got {devices!r}")
         if not isinstance(chunk_bytes, int) or chunk_bytes < LINE or chunk_bytes % LINE:
             raise InputError(f"chunk_bytes: expected a positive multiple of {LINE} B, got {chunk_bytes!r}")
-        if switch_levels == 1:
+        if switch_levels == 0:
+            preset.device.check_heads(hosts)
+            leaves = 0
+        elif switch_levels == 1:
             preset.switch.check_ports(hosts, devices * preset.device.heads)
             leaves = 0
         else:

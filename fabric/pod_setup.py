@@ -15,8 +15,14 @@ own pool, elaborated as the CXL preset `pool` would be on `hosts` nodes
 one level if the hosts and device ports fit one switch, pods of 8 and 15 hosts on the
 16-port switch, else two, pods of 16 and 32). Every host also has a NIC on the network
 preset `network` over all `fabric.nodes` hosts (`cxlsim.fabric.network_setup`), one rank
-per host. `fabric.host` applies to both. Pod kind `switch` is the only one modelled
-(switchless multi-headed devices, as in Octopus, are not).
+per host. `fabric.host` applies to both.
+
+Two pod kinds, chosen by the pool preset: around a switch (`cxl2-pool`, `cxl3-pool`:
+`fabric.pods.kind: switch`), or switchless (`mhd2-pool`, `mhd3-pool`, any preset with
+`max_switch_levels` 0): every host of a pod attaches directly to a head of each of the
+pod's multi-headed devices, as in Pond's and Octopus's dense pods, so a pod has at most
+`device.heads` hosts (the preset's figure). Octopus's sparse pods, where each device
+reaches only some of a pod's hosts, are not modelled.
 
 `PodsSetup.new_transport` builds one `cxlsim.fabric.pods.PodsTransport` (the pools and the
 network in one SimPy environment) per simulated call; `pool_figures` gives one pod's pool
@@ -83,7 +89,9 @@ class PodsSetup:
 
     def written_out(self) -> dict:
         out = {f"fabric.pods.{k}": v for k, v in (("pool", self.pool.preset.name), ("hosts", self.hosts),
-                                                  ("kind", "switch"), ("network", self.network.preset.name))}
+                                                  ("network", self.network.preset.name))}
+        if self.pool.switch_levels:  # a switchless pool's pods are multi-headed by its preset, not a kind choice
+            out["fabric.pods.kind"] = "switch"
         pool, net = self.pool.written_out(), self.network.written_out()
         out.update({k: v for k, v in pool.items() if k.startswith("fabric.cxl.")})
         out.update({k: v for k, v in net.items() if not k.startswith("fabric.host.")})

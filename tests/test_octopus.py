@@ -1,0 +1,100 @@
+"""Switchless pools of multi-headed devices (mhd2-pool, mhd3-pool): the data path, DES = form, heads as data, pods."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from cxlsim import config, simulate
+from cxlsim.errors import InputError
+from cxlsim.fabric.cxl_presets import get_cxl_preset
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.pod_setup import CXL_PODS
+from cxlsim.models.collectives import analytic, runner
+from cxlsim.models.collectives.hierarchical_pods import PodFigures
+from cxlsim.models.collectives.registry import algorithm
+
+
+def test_a_load_crosses_the_host_port_and_one_link_only():
+    for name, switched in (("mhd2-pool", "cxl2-pool"), ("mhd3-pool", "cxl3-pool")):
+        pre, ref = get_cxl_preset(name), get_cxl_preset(switched)
+        t = CXLPoolTransport(pre, 4, coherence=pre.coherence_modes[0])
+        hp, link = pre.host_path.port_latency_ns, pre.link.traversal_ns
+        assert t.path_ns == hp + link and t.load_ns == 2 * (hp + link) + pre.device.media_latency_ns == 145.0
+        # the switch's figures cost a load 2 x (hop + link) on the switched preset
+        assert ref.load_latency_ns(1) - t.load_ns == 2 * (ref.switch.hop_latency_ns + link)
+        assert pre.load_latency_ns() == t.load_ns and t.figures().leaf_hosts == 0
+
+
+@pytest.mark.parametrize("name, coherence", [("mhd2-pool", "flush"), ("mhd3-pool", "hw"), ("mhd3-pool", "flush")])
+@pytest.mark.parametrize("hosts", [2, 5, 16])
+def test_the_pool_allgather_des_equals_its_form_with_no_switch(name, coherence, hosts):
+    pre = get_cxl_preset(name)
+    algo = algorithm("allgather", "cxl_pool")
+    for m in (8, 4096, 20000):
+        t = CXLPoolTransport(pre, hosts, coherence=coherence)
+        outcome = runner.run_algorithm(t, algo, m)
+        runner.verify("allgather", hosts, runner.Context(), outcome.results)
+        assert outcome.latency_ns == pytest.approx(algo.cost(t.figures(), hosts, m), rel=1e-9)
+
+
+def test_heads_are_data_and_bound_the_hosts():
+    pre = get_cxl_preset("mhd3-pool")
+    assert pre.device.heads == 16 and pre.max_switch_levels == 0
+    CXLPoolTransport(pre, 16)
+    with pytest.raises(InputError, match="17 hosts need 17 heads, but the device has 16"):
+        CXLPoolTransport(pre, 17)
+    four = dataclasses.replace(pre, device=dataclasses.replace(pre.device, heads=4))
+    CXLPoolTransport(four, 4)
+    with pytest.raises(InputError, match="device has 4"):
+        CXLPoolTransport(four, 5)
+    with pytest.raises(InputError, match="has no switch"):
+        CXLPoolTransport(pre, 4, switch_levels=1)
+    with pytest.raises(InputError, match="integer >= 0"):
+        get_cxl_preset("cxl3-pool").check("hw", -1)
+
+
+def test_a_scenario_on_a_switchless_preset():
+    rows = simulate.run(config.from_dict({"engine": "des", "fabric": {"preset": "mhd3-pool", "nodes": 8},
+                                          "workload": {"sizes": [64, 4096]}}))
+    ana = simulate.run(config.from_dict({"engine": "analytic", "fabric": {"preset": "mhd3-pool", "nodes": 8},
+                                          "workload": {"sizes": [64, 4096]}}))
+    assert [r["latency_us"] for r in rows] == pytest.approx([r["latency_us"] for r in ana], rel=1e-9)
+    with pytest.raises(InputError, match="fabric.nodes: 17 on no switch"):
+        simulate.run(config.from_dict({"fabric": {"preset": "mhd3-pool", "nodes": 17}, "workload": {"sizes": [64]}}))
+    with pytest.raises(InputError, match="fabric.cxl.switch_levels: mhd3-pool has no switch"):
+        simulate.run(config.from_dict({"fabric": {"preset": "mhd3-pool", "nodes": 4, "cxl": {"switch_levels": 1}},
+                                       "workload": {"sizes": [64]}}))
+
+
+def _pods(pool, nodes=12, hosts=4):
+    scenario = config.from_dict({"engine": "des", "fabric": {"preset": "cxl-pods", "nodes": nodes,
+                                                             "pods": {"hosts": hosts, "pool": pool}}})
+    return scenario, CXL_PODS.elaborate(scenario.fabric)
+
+
+@pytest.mark.parametrize("pool", ["mhd2-pool", "mhd3-pool"])
+def test_switchless_pods_des_equals_the_form(pool):
+    _, setup = _pods(pool)
+    assert setup.pool.switch_levels == 0 and "no switch (16-headed devices)" in setup.describe(12)
+    assert "fabric.pods.kind" not in setup.written_out()
+    fig = PodFigures(setup.pool_figures(), analytic.CostModel.from_network(setup.network.network(), 65536),
+                     setup.hosts, setup.pods)
+    algo, ctx = algorithm("allgather", "pods"), runner.Context(inter="ring")
+    for m in (1, 1000, 8192):
+        outcome = runner.run_algorithm(setup.new_transport(65536), algo, m, ctx)
+        runner.verify("allgather", 12, ctx, outcome.results)
+        assert outcome.latency_ns == pytest.approx(algo.cost(fig, 12, m, ctx), rel=1e-9)
+
+
+def test_a_switchless_pod_has_at_most_a_device_s_heads_of_hosts():
+    with pytest.raises(InputError, match="fabric.pods.hosts: 17 on no switch"):
+        _pods("mhd3-pool", nodes=34, hosts=17)
+
+
+def test_switchless_pods_rerun_from_their_written_out_figures():
+    scenario, _ = _pods("mhd3-pool", nodes=8, hosts=4)
+    scenario = simulate.resolved(dataclasses.replace(scenario, engine="analytic"))
+    rows = simulate.run(scenario)
+    again = simulate.run(config.from_dict(config.to_dict(scenario)))
+    assert [r["latency_us"] for r in again] == [r["latency_us"] for r in rows]
