@@ -64,9 +64,11 @@ setup(
         "matplotlib>=3.6",
         "tqdm>=4.60",
         "PyYAML>=6.0",
+        "threadpoolctl>=3.0",
     ],
     extras_require={
         "mpi": ["mpi4py>=4.0", "mpich"],
+        "digits": ["scikit-learn"],
         "test": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "scipy>=1.9"],
         # what a contributor and CI need: the test dependencies and the linter (.ci/run runs both)
         "dev": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "scipy>=1.9", "ruff>=0.6"],
