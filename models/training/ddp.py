@@ -30,7 +30,7 @@ from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, MI
                                          network_transport, run_to_end, size_text, synchronous_result)
 from cxlsim.models.training.flow import COLLECTIVE, check_collective, cost_model, ring_allreduce, run_steps
 from cxlsim.models.training.pool_allreduce import POOL, PoolAllreduce, resolve_collective
-from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
+from cxlsim.models.training.stragglers import Failure, Slowdown, measured_multipliers, multipliers
 from cxlsim.results import make_rng
 
 __all__ = ["ddp_buckets", "run_ddp", "MODE"]
@@ -52,19 +52,27 @@ def run_ddp(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 
             bucket_cap_bytes: int = 25 * MIB, first_bucket_bytes: int = MIB, overlap: bool = True,
             backward_fraction: float = 2.0 / 3.0, chunk_bytes: int = DEFAULT_TRAINING_CHUNK_BYTES,
             slowdown: Slowdown | None = None, failure: Failure | None = None,
-            collective: str | None = None, pool: str | None = None) -> TrainingResult:
+            collective: str | None = None, pool: str | PoolAllreduce | None = None,
+            compute_ns=None) -> TrainingResult:
     """PyTorch DDP: bucketed ring all-reduce (or, with `pool`, the pool all-reduce), overlapped with the
-    backward pass when `overlap`. collective: 'flow' (default without a pool) or 'des' (the only one with)."""
+    backward pass when `overlap`. collective: 'flow' (default without a pool) or 'des' (the only one with).
+    pool: a CXL pool preset name, or a PoolAllreduce (its own pool, coherence and algorithm rule).
+    compute_ns: steps x workers measured iteration times (ns) replacing iteration_ns x the multipliers."""
     check_run(spec, job, steps)
     check_backward_fraction(backward_fraction)
     collective = resolve_collective(collective, pool)
     check_collective(collective)
-    on_pool = PoolAllreduce(spec, pool) if pool is not None else None
+    on_pool = pool if isinstance(pool, PoolAllreduce) else PoolAllreduce(spec, pool) if pool is not None else None
     W, G = spec.size, job.gradient_bytes
     buckets = ddp_buckets(G, first_bucket_bytes, bucket_cap_bytes)
     ends = [sum(buckets[:i + 1]) for i in range(len(buckets))]
     rng, seed = make_rng(seed)
-    J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
+    if compute_ns is None:
+        J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
+    else:
+        J = measured_multipliers(job.iteration_ns, compute_ns)
+        if len(J) != steps:
+            raise InputError(f"compute_ns: expected {steps} steps of times, got {len(J)}")
     if collective == "flow":
         log, events = _ddp_flow(spec, job, steps, J, buckets, ends, overlap, backward_fraction, chunk_bytes,
                                 failure), 0

@@ -2,14 +2,20 @@
 
 Every node has one worker, a rank of the CXL pool transport (one rank per
 host; a two-level switch tree when one switch has too few ports and the preset
-allows it), in hw coherence (CXL 3.x back-invalidation: a worker waiting for a
-slower one sleeps instead of polling). Each bucket or fused buffer is one pool
-all-reduce (models/collectives/pool_collectives.py): `cxl_pool` (every worker
-folds every block) or `cxl_pool_large` (reduce-scatter through the pool, then an
-allgather of the shares), whichever has the lower closed form on this pool at
-that size (`pool_collective_forms.select_pool`). Its fold runs on the GPU (the
-worker's endpoint). Pool transfers move in chunks of `POOL_CHUNK_BYTES`, as the
-pool store's.
+allows it), in hw coherence by default (CXL 3.x back-invalidation: a worker
+waiting for a slower one sleeps instead of polling). Each bucket or fused buffer
+is one pool all-reduce (models/collectives/pool_collectives.py): `cxl_pool`
+(every worker folds every block) or `cxl_pool_large` (reduce-scatter through the
+pool, then an allgather of the shares), whichever has the lower closed form on
+this pool at that size (`pool_collective_forms.select_pool`), or, given
+`large_bytes`, the emulator's rule (cxlsim/emulator: a buffer of at least
+`large_bytes` bytes takes the large one). Its fold runs on the worker's
+endpoint (a GPU's, or the host's when the job says so). Pool transfers move in
+chunks of `POOL_CHUNK_BYTES`, as the pool store's.
+
+The pool is a preset name (`get_cxl_preset`) or a CXLPoolPreset object, e.g.
+the local-host pool of a calibration profile (cxlsim.calibrate.local_preset),
+which is how cxlsim/train_projection.py projects an emulated run.
 """
 from __future__ import annotations
 
@@ -43,13 +49,27 @@ def resolve_collective(collective: str | None, pool: str | None) -> str:
 class PoolAllreduce:
     """The pool transport of a training cluster and the pool all-reduce each size runs on it."""
 
-    def __init__(self, spec, pool: str):
+    def __init__(self, spec, pool, *, coherence: Coherence | str = Coherence.HW, large_bytes: int | None = None,
+                 slot_bytes: int | None = None):
+        """pool: a CXL pool preset name or a CXLPoolPreset. large_bytes: None picks each size's algorithm by
+        closed form; an integer >= 0 applies the emulator's threshold (cxl_pool_large from that size on).
+        slot_bytes: None runs any size as one call; an integer >= 64 runs a larger buffer as consecutive
+        calls of at most that many bytes, as the emulator does with a buffer larger than its pool slot."""
         if spec.size != spec.worker_hosts:
             raise InputError(f"pool: a CXL pool runs one worker per node; the cluster has {spec.size} GPUs on "
                              f"{spec.worker_hosts} nodes")
-        preset = get_cxl_preset(pool)
-        self.pool = pool
-        kw = dict(coherence=Coherence.HW, chunk_bytes=POOL_CHUNK_BYTES)
+        if large_bytes is not None and (isinstance(large_bytes, bool) or not isinstance(large_bytes, int)
+                                        or large_bytes < 0):
+            raise InputError(f"large_bytes: expected a size >= 0 B or None, got {large_bytes!r}")
+        if slot_bytes is not None and (isinstance(slot_bytes, bool) or not isinstance(slot_bytes, int)
+                                       or slot_bytes < 64):
+            raise InputError(f"slot_bytes: expected a size >= 64 B or None, got {slot_bytes!r}")
+        self.slot_bytes = slot_bytes
+        preset = get_cxl_preset(pool) if isinstance(pool, str) else pool
+        self.pool = pool if isinstance(pool, str) else preset.name
+        self.coherence = Coherence.parse(coherence)
+        self.large_bytes = large_bytes
+        kw = dict(coherence=self.coherence, chunk_bytes=POOL_CHUNK_BYTES)
         try:
             self.transport = CXLPoolTransport(preset, spec.size, **kw)
         except InputError as exc:
@@ -65,16 +85,33 @@ class PoolAllreduce:
         """The pool all-reduce record for a buffer of `size_bytes`."""
         algo = self._chosen.get(size_bytes)
         if algo is None:
-            name, _ = pool_collective_forms.select_pool("allreduce", self.figures, self.transport.size, size_bytes)
+            if self.large_bytes is None:
+                name, _ = pool_collective_forms.select_pool("allreduce", self.figures, self.transport.size,
+                                                            size_bytes)
+            else:
+                name = "cxl_pool_large" if size_bytes >= self.large_bytes else "cxl_pool"
             algo = self._chosen[size_bytes] = algorithm("allreduce", name)
         self.used.add(algo.name)
         return algo
 
     def allreduce(self, ep, size_bytes: int, vector):
-        """Generator: one worker's part of the all-reduce of `size_bytes`; returns the reduced labels."""
-        return (yield from self.algorithm(size_bytes).run(ep, size_bytes, vector, None))
+        """Generator: one worker's part of the all-reduce of `size_bytes` (in slot-sized calls when
+        `slot_bytes` is set); returns the reduced labels (of the last call)."""
+        limit = self.slot_bytes or max(size_bytes, 1)
+        out, left = None, size_bytes
+        while True:
+            part = min(left, limit)
+            out = yield from self.algorithm(part).run(ep, part, vector, None)
+            left -= part
+            if left <= 0:
+                return out
 
     def details(self) -> dict:
         fig = self.figures
-        return {"pool": self.pool, "coherence": Coherence.HW.value, "switch_levels": 2 if fig.leaf_hosts else 1,
-                "allreduce": "/".join(sorted(self.used)) or "none", "pool_chunk_bytes": POOL_CHUNK_BYTES}
+        out = {"pool": self.pool, "coherence": self.coherence.value, "switch_levels": 2 if fig.leaf_hosts else 1,
+               "allreduce": "/".join(sorted(self.used)) or "none", "pool_chunk_bytes": POOL_CHUNK_BYTES}
+        if self.large_bytes is not None:
+            out["allreduce_large_bytes"] = self.large_bytes
+        if self.slot_bytes is not None:
+            out["slot_bytes"] = self.slot_bytes
+        return out

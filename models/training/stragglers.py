@@ -38,7 +38,7 @@ import numpy as np
 
 from cxlsim.errors import InputError
 
-__all__ = ["Slowdown", "Failure", "multipliers", "jitter"]
+__all__ = ["Slowdown", "Failure", "multipliers", "jitter", "measured_multipliers"]
 
 
 def jitter(rng: np.random.Generator, steps: int, workers: int, cv: float) -> np.ndarray:
@@ -106,3 +106,16 @@ def multipliers(rng: np.random.Generator, steps: int, workers: int, cv: float, *
         failure.check(steps, workers)
         m[failure.step:, failure.worker] = math.inf
     return m
+
+
+def measured_multipliers(iteration_ns, compute_ns) -> np.ndarray:
+    """The steps x workers multipliers that make worker w's iteration s take `compute_ns[s][w]` ns
+    (a measured run's times, e.g. an emulated one's), given the job's per-worker `iteration_ns`.
+    A time of +inf stands for a failed worker (as `Failure`); any other value must be > 0."""
+    m = np.asarray(compute_ns, dtype=float)
+    base = np.asarray(iteration_ns, dtype=float)
+    if m.ndim != 2 or m.shape[1] != base.size or m.shape[0] < 1:
+        raise InputError(f"compute_ns: expected steps x {base.size} times (ns), got shape {m.shape}")
+    if not np.all((m > 0) & ~np.isnan(m)):
+        raise InputError("compute_ns: expected times > 0 ns (or inf for a failed worker)")
+    return m / base

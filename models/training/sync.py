@@ -28,7 +28,10 @@ the servers' incast is still modelled, their CPUs are not the bottleneck.
 
 `pool="cxl3-pool"` (a CXL pool preset, with `aggregation="workers"`) puts the
 store on a CXL memory pool instead, on the CXL pool transport (pool_store.py;
-`coherence` and `pool_devices` apply to it only). The pool has no memory
+`coherence` and `pool_devices` apply to it only). `aggregation="allreduce"`
+(with a pool only) has no store at all: every step all-reduces the gradient
+on the pool (pool_sync.py), as `cxlsim bench train --mode sync` does on the
+emulated pool. The pool has no memory
 servers and moves its data in pool chunks, so `memory_servers`,
 `server_cores` and `chunk_bytes` are refused with it.
 
@@ -51,14 +54,16 @@ from cxlsim.models.training.core import (CHUNK, DEFAULT_TRAINING_CHUNK_BYTES, ST
                                          with_store)
 from cxlsim.models.training.pool_allreduce import POOL
 from cxlsim.models.training.pool_store import run_sync_on_pool
+from cxlsim.models.training.pool_sync import run_sync_allreduce
 from cxlsim.models.training.store_load import StoreLoad, gpu_bound_samples_per_s
 from cxlsim.models.training.stragglers import Failure, Slowdown, multipliers
 from cxlsim.results import make_rng
 
 __all__ = ["run_sync", "MODE", "AGGREGATIONS"]
 
-AGGREGATIONS = ("servers", "workers")
-"""Who reduces the gradients: the memory servers' CPUs, or the workers over the shared region."""
+AGGREGATIONS = ("servers", "workers", "allreduce")
+"""Who reduces the gradients: the memory servers' CPUs, the workers over the shared region, or a pool
+all-reduce among the workers (no store)."""
 
 
 def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float = 0.0,
@@ -74,7 +79,11 @@ def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float =
     """
     check_run(spec, job, steps)
     if aggregation not in AGGREGATIONS:
-        raise InputError(f"aggregation: expected 'servers' or 'workers', got {aggregation!r}")
+        raise InputError(f"aggregation: expected 'servers' or 'workers', got {aggregation!r} (or 'allreduce' with "
+                         "a pool)")
+    if aggregation == "allreduce" and pool is None:
+        raise InputError("aggregation: 'allreduce' all-reduces on a CXL pool; give a pool (e.g. cxl3-pool), or use "
+                         "mode ddp or horovod for an all-reduce on the network")
     if pool is None:
         for key, value in (("coherence", coherence), ("pool_devices", pool_devices)):
             if value is not None:
@@ -93,9 +102,14 @@ def run_sync(spec, job: Job, *, steps: int, seed: int | None = None, cv: float =
     J = multipliers(rng, steps, W, cv, slowdown=slowdown, failure=failure)
     noise = {"cv": cv, "slowdown": describe(slowdown), "failure": describe(failure)}
     if pool is not None:
+        if aggregation == "allreduce":
+            if pool_devices is not None:
+                raise InputError(f"pool_devices: the pool all-reduce runs on one device, got {pool_devices!r}")
+            return run_sync_allreduce(spec, job, steps, seed, J, failure, noise, pool=pool,
+                                      coherence=Coherence.HW if coherence is None else coherence)
         if aggregation != "workers":
             raise InputError(f"aggregation: a CXL-pool store has no CPU next to the memory; expected 'workers' "
-                             f"with pool={pool!r}, got {aggregation!r}")
+                             f"or 'allreduce' with pool={pool!r}, got {aggregation!r}")
         return run_sync_on_pool(spec, job, steps, seed, J, failure, noise, pool=pool,
                                 coherence=Coherence.parse(Coherence.HW if coherence is None else coherence),
                                 devices=1 if pool_devices is None else pool_devices)
@@ -242,8 +256,8 @@ MODE = Mode(
     summary="EDDIS synchronous SGD over the SoftMemoryBox store (memory servers, or a CXL pool)",
     options=(
         Option(name="aggregation", flag="--aggregation", parse=str, choices=AGGREGATIONS,
-               help="who reduces the gradients: the memory servers (servers, default) or the workers over the "
-                    "shared region (workers)"),
+               help="who reduces the gradients: the memory servers (servers, default), the workers over the "
+                    "shared region (workers), or a pool all-reduce among the workers (allreduce, with --pool)"),
         POOL,
         Option(name="coherence", flag="--coherence", parse=Coherence.parse, choices=Coherence.names(),
                help="with --pool: CXL 3.x hardware coherence (hw, default) or software flushes (flush)"),

@@ -1,0 +1,221 @@
+"""Async and hybrid SGD through a shared region of a CXL pool: per-worker push slots, no barrier.
+
+What `cxlsim bench train --mode async|hybrid` runs on the emulated pool
+(cxlsim/emulator/training/shared_state.py), as DES workloads on the pool
+transport, so cxlsim/train_projection.py can project such a run. The DES's
+async and hybrid of asynchronous.py / hybrid.py keep their store on memory
+servers over a network; these keep it in the pool, with one worker per host.
+
+The region (one of each per run): a counter line, W flag lines (the counter's
+bakery lock in flush mode) and one slot per worker: a sequence line, a meta
+line and the G-byte vector. Nobody adds into shared memory: worker w alone
+writes slot w, and a reader reads every slot and merges them itself.
+
+- push(w): write the vector and the meta line into slot w (streaming stores),
+  flush mode: clflushopt them; fence; store the sequence line (flush mode:
+  clflushopt it). The emulator's seqlock also stores the sequence once before
+  the data (odd: "being written"); that store is one more line, charged here.
+- merge(w): flush mode: clflushopt the W slots (drop stale copies), fence; read
+  the W sequence lines and vectors (the loads overlap), then fold the W
+  vectors (W - 1 reductions of G bytes at the job's reduction bandwidth).
+  A read that races a push is retried in the emulator; the DES does not
+  model retries (a push takes microseconds against milliseconds of compute).
+- ticket(w) (hybrid): `cxl-device`, one pool round trip on the counter line
+  (a load and a store of it), serialised over the workers (a device executes
+  same-line atomics in order); `cxl-flush-lock` (flush mode), the bakery lock
+  of hybrid.py: write and flush the own flag, read the W - 1 others' (flush,
+  fence, load each), then, serialised, read the counter, write and flush it,
+  clear the flag.
+
+Schedules (measured or profiled local work `local_ns[w][k]` per local step k,
+everything outside the pool calls; cycled if a worker does more steps than
+given):
+
+- async (`run_async_on_pool`): every worker does `steps` local steps; every
+  `tau` of them it merges the slots (the centre is their merge), applies the
+  elastic update (one reduction of G bytes) and pushes its parameters.
+- hybrid (`run_hybrid_on_pool`): each local step takes a ticket, pushes its
+  contribution and merges the slots into its parameters; the run ends when
+  `steps * round_size` tickets are taken (the counter is the clock, so faster
+  workers take more of them).
+
+Throughput: every worker's local steps x batch over the end of the last step.
+No waiting is modelled beyond the pool's own queues and the counter's
+serialisation. Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import math
+
+import simpy
+
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES
+from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.models.training.core import StepLog, TrainingResult, check_run
+from cxlsim.models.training.pool_store import POOL_CHUNK_BYTES
+
+__all__ = ["SharedRegion", "run_async_on_pool", "run_hybrid_on_pool", "COUNTERS"]
+
+LINE = CACHE_LINE_BYTES
+COUNTERS = {Coherence.HW: "cxl-device", Coherence.FLUSH: "cxl-flush-lock"}
+"""The counter scheme per coherence mode (as the emulator's shared_state.DEFAULT_COUNTER)."""
+
+
+class SharedRegion:
+    """The shared region on a pool transport and its operations (generators), see the module docstring."""
+
+    def __init__(self, preset, workers: int, vector_bytes: int, coherence: Coherence | str):
+        self.W, self.G = workers, vector_bytes
+        self.coherence = Coherence.parse(coherence)
+        self.flush = self.coherence is Coherence.FLUSH
+        self.vector = -(-vector_bytes // LINE) * LINE
+        self.slot_stride = 2 * LINE + self.vector
+        self.slots = (1 + workers) * LINE
+        total = self.slots + workers * self.slot_stride
+        self.tr = CXLPoolTransport(preset, workers, coherence=self.coherence, pool_bytes=max(total, LINE),
+                                   chunk_bytes=POOL_CHUNK_BYTES)
+        self.env = self.tr.env
+        self.counter = simpy.Resource(self.env, capacity=1)
+        self.tickets = 0
+
+    def _slot(self, w: int) -> int:
+        return self.slots + w * self.slot_stride
+
+    def push(self, w: int, version):
+        tr, at = self.tr, self._slot(w)
+        yield tr.pool_write(w, at, LINE, ("seq-odd", w), streaming=False)
+        yield tr.pool_write(w, at + LINE, LINE + self.vector, ("push", w, version), streaming=True)
+        if self.flush:
+            yield tr.flush(w, at, 2 * LINE + self.vector)
+        yield tr.fence(w)
+        yield tr.pool_write(w, at, LINE, ("seq", w, version), streaming=False)
+        if self.flush:
+            yield tr.flush(w, at, LINE)
+
+    def merge(self, w: int, reduce_ns_per_byte: float):
+        tr = self.tr
+        if self.flush:
+            yield tr.flush(w, self.slots, self.W * self.slot_stride)
+            yield tr.fence(w)
+        reads = [tr.pool_read(w, self._slot(v), self.slot_stride) for v in range(self.W)]
+        yield self.env.all_of(reads)
+        if self.W > 1:
+            yield self.env.timeout((self.W - 1) * self.G * reduce_ns_per_byte)
+
+    def ticket(self, w: int):
+        """Generator: take the next ticket (returned) by the coherence mode's counter scheme."""
+        tr = self.tr
+        if self.flush:  # bakery: announce, read the others' flags, then the serialised critical section
+            yield tr.pool_write(w, (1 + w) * LINE, 8, ("flag", w), streaming=False)
+            yield tr.flush(w, (1 + w) * LINE, 8)
+            yield tr.fence(w)
+            for v in range(self.W):
+                if v != w:
+                    yield tr.flush(w, (1 + v) * LINE, 8)
+                    yield tr.fence(w)
+                    yield tr.pool_read(w, (1 + v) * LINE, 8)
+        with self.counter.request() as turn:
+            yield turn
+            yield tr.pool_read(w, 0, 8)
+            value = self.tickets
+            self.tickets += 1
+            yield tr.pool_write(w, 0, 8, self.tickets, streaming=False)
+            if self.flush:
+                yield tr.flush(w, 0, 8)
+                yield tr.fence(w)
+        if self.flush:
+            yield tr.pool_write(w, (1 + w) * LINE, 8, None, streaming=False)
+            yield tr.flush(w, (1 + w) * LINE, 8)
+        return value
+
+
+def _check(spec, job, steps, local_ns):
+    check_run(spec, job, steps)
+    if len(local_ns) != spec.size or any(len(x) < 1 for x in local_ns):
+        raise InputError(f"local_ns: expected {spec.size} non-empty lists of local step times (ns)")
+    for x in local_ns:
+        for t in x:
+            if not (t > 0 and math.isfinite(t)):
+                raise InputError(f"local_ns: expected times > 0 ns, got {t!r}")
+
+
+def _local(local_ns, w, k) -> float:
+    seq = local_ns[w]
+    return float(seq[k % len(seq)])
+
+
+def _result(mode, spec, job, steps, log, params, seed, events, extra) -> TrainingResult:
+    stats = log.stats(spec, job, synchronous=False)
+    done = [len(e) for e in log.end]
+    elapsed = max(e[-1] for e in log.end if e)
+    return TrainingResult(mode=mode, model=job.model, precision=job.precision, batch=job.batch, steps=steps,
+                          samples=sum(done) * job.batch, elapsed_ns=elapsed, workers=stats, step_end_ns=(),
+                          params={**params, "gradient_dtype": job.gradient_dtype}, seed=seed, events=events,
+                          extra={"local_steps": done, **extra}, intervals=log.intervals())
+
+
+def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
+                      tau: int = 1, seed: int | None = None) -> TrainingResult:
+    """Async (elastic averaging) through the pool's slots: every worker `steps` local steps, a merge, the
+    elastic update and a push every `tau` of them. pool: a CXLPoolPreset; local_ns: per worker, its
+    local step times (ns)."""
+    _check(spec, job, steps, local_ns)
+    if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
+        raise InputError(f"tau: expected an integer >= 1, got {tau!r}")
+    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
+    env, log = region.env, StepLog(spec.size)
+
+    def worker(w):
+        ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
+        for k in range(steps):
+            start = env.now
+            yield env.timeout(_local(local_ns, w, k))
+            cend = env.now
+            if (k + 1) % tau == 0:
+                yield from region.merge(w, ns_per_byte)
+                yield env.timeout(job.gradient_bytes * ns_per_byte)  # the elastic update
+                yield from region.push(w, k)
+            log.add(w, start, cend, env.now)
+
+    procs = [env.process(worker(w)) for w in range(spec.size)]
+    env.run(until=env.all_of(procs))
+    return _result("async", spec, job, steps, log,
+                   {"tau": tau, "store": "CXL pool slots", "pool": pool.name, "coherence": region.coherence.value},
+                   seed, env.events, {})
+
+
+def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
+                       round_size: int | None = None, seed: int | None = None) -> TrainingResult:
+    """Hybrid through the pool: each local step takes a ticket from the global counter, pushes and merges; the
+    run ends after `steps * round_size` tickets (round_size: default the number of workers)."""
+    _check(spec, job, steps, local_ns)
+    R = spec.size if round_size is None else round_size
+    if isinstance(R, bool) or not isinstance(R, int) or R < 1:
+        raise InputError(f"round_size: expected an integer >= 1, got {round_size!r}")
+    budget = steps * R
+    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
+    env, log = region.env, StepLog(spec.size)
+    claimed = [0]
+
+    def worker(w):
+        ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
+        k = 0
+        while claimed[0] < budget:
+            claimed[0] += 1  # the step is taken when it starts, as the DES's async budget
+            start = env.now
+            yield env.timeout(_local(local_ns, w, k))
+            cend = env.now
+            yield from region.ticket(w)
+            yield from region.push(w, k)
+            yield from region.merge(w, ns_per_byte)
+            log.add(w, start, cend, env.now)
+            k += 1
+
+    procs = [env.process(worker(w)) for w in range(spec.size)]
+    env.run(until=env.all_of(procs))
+    return _result("hybrid", spec, job, steps, log,
+                   {"round_size": R, "counter": COUNTERS[region.coherence], "store": "CXL pool slots",
+                    "pool": pool.name, "coherence": region.coherence.value},
+                   seed, env.events, {"tickets": region.tickets})
