@@ -1,7 +1,9 @@
 /* The 1-D halo exchange of halo.c timed by the program itself (np = 2-4), for the library-trace
- * validation: rank 0 prints the wall time from the first barrier's end to the last barrier's end. */
+ * validation: rank 0 prints the wall time from the first barrier's end to the last barrier's end.
+ *     halo_timed [ITERATIONS [WORK]]     (default 20 iterations of 200000 work steps) */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static void work(long n) { volatile double x = 0; for (long i = 0; i < n; i++) x += i * 0.5; }
 
@@ -11,13 +13,15 @@ int main(int argc, char **argv) {
   double res = 1.0, sum;
   MPI_Request r[4];
   MPI_Init(&argc, &argv);
+  int iterations = argc > 1 ? atoi(argv[1]) : 20;
+  long steps = argc > 2 ? atol(argv[2]) : 200000;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
-  for (int it = 0; it < 20; it++) {
-    work(200000);
+  for (int it = 0; it < iterations; it++) {
+    work(steps);
     MPI_Irecv(halo[0], 4096, MPI_DOUBLE, left, 10, MPI_COMM_WORLD, &r[0]);
     MPI_Irecv(halo[1], 4096, MPI_DOUBLE, right, 11, MPI_COMM_WORLD, &r[1]);
     MPI_Isend(halo[2], 4096, MPI_DOUBLE, right, 10, MPI_COMM_WORLD, &r[2]);
