@@ -44,7 +44,7 @@ import numpy as np
 from cxlsim.calibrate.local_model import LocalModel, local_preset
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.coherence import Coherence
-from cxlsim.config import read_text
+from cxlsim.emulator.training import run_record
 from cxlsim.errors import InputError
 from cxlsim.models.training import cluster
 from cxlsim.models.training.core import Job
@@ -105,11 +105,9 @@ def check_run(run, source: str = "train.json") -> dict:
 
 
 def load_run(path: str) -> dict:
-    """The run record at `path`, checked (`check_run`)."""
-    try:
-        return check_run(json.loads(read_text(path, "train record")), path)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    """The run record at `path` (a train.json or its directory), validated by its schema
+    (cxlsim.emulator.training.run_record) and for what a projection reads (`check_run`)."""
+    return check_run(run_record.read(path), path)
 
 
 def local_work_ns(rank: dict) -> np.ndarray:

@@ -1,0 +1,204 @@
+"""The DES's projection of `cxlsim bench train` runs (cxlsim/train_projection.py) and the DES modes it uses
+(models/training/pool_sync.py, pool_shared.py, ddp on a calibrated pool), on synthetic train.json records."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cxlsim import train_projection as tp
+from cxlsim.coherence import Coherence
+from cxlsim.emulator.training import run_record
+from cxlsim.errors import InputError
+from cxlsim.models.collectives import pool_collective_forms as forms
+from cxlsim.models.training import cluster, core, pool_shared, pool_sync, sync
+from cxlsim.models.training.pool_allreduce import PoolAllreduce
+from cxlsim.models.training.stragglers import measured_multipliers
+
+PROFILE = os.path.join(os.path.dirname(__file__), "data", "local_host_profile_np2.json")
+
+
+@pytest.fixture(scope="module")
+def profile():
+    with open(PROFILE) as fh:
+        return json.load(fh)
+
+
+def record(mode, *, local_s, comm_s, nranks=2, steps=12, G=80000, batch=16, coherence="hw", buckets=None,
+           overlap=None, evals=((0.5, 0.8), (1.0, 0.9))):
+    """A schema-valid train.json: rank r's step s spends local_s[r] (a number or a list per step) outside pool
+    calls and comm_s in them; evals are (fraction of the steps, accuracy)."""
+    ranks = []
+    for r in range(nranks):
+        loc = np.broadcast_to(np.asarray(local_s[r], float), (steps,))
+        step = loc + comm_s
+        ranks.append(run_record.rank_entry(r, step, loc, [comm_s] * steps, [1.0] * steps, np.cumsum(step)))
+    end = max(x["t_end_s"][-1] for x in ranks)
+    ev = [{"t_s": float(ranks[0]["t_end_s"][int(f * steps) - 1]), "step": int(f * steps), "loss": 1 - a,
+           "accuracy": a} for f, a in evals]
+    rec = {"mode": mode, "np": nranks, "model": "mlp", "dataset": "synthetic", "steps": steps, "batch_size": batch,
+           "lr": 0.1, "seed": 1, "coherence": coherence, "pool": "shm", "param_count": G // 8, "param_bytes": G,
+           "overlap": overlap, "buckets": buckets, "lockstep": False, "factors": [1.0] * nranks,
+           "gpus": [None] * nranks, "stragglers": None, "placement": "unknown", "ranks": ranks, "eval": ev,
+           "throughput_samples_per_s": run_record.throughput_samples_per_s(ranks, batch),
+           "time_to_accuracy_s": run_record.time_to_accuracy(ev, [a for _, a in evals]),
+           "final_accuracy": ev[-1]["accuracy"], "failed_ranks": [], "versions": {}}
+    return run_record.validate(rec)
+
+
+def allreduce_form(profile, coherence, G, W, large_bytes=tp.DEFAULT_LARGE_BYTES):
+    """The closed form of the pool all-reduce the projection runs for a G-byte gradient, ns."""
+    preset = tp.pool_preset(profile, coherence, G, W)
+    fig = PoolAllreduce(tp._spec(W), preset, coherence=coherence).figures
+    form = forms.allreduce_large_cost if G >= large_bytes else forms.allreduce_small_cost
+    return form(fig, W, G)
+
+
+@pytest.mark.parametrize("coherence", list(Coherence))
+@pytest.mark.parametrize("G", [4096, 80000, 1 << 20])
+def test_pool_sync_step_is_compute_plus_the_allreduce_closed_form(profile, coherence, G):
+    W, steps, t = 2, 4, 1e6
+    preset = tp.pool_preset(profile, coherence, G, W)
+    spec = tp._spec(W)
+    job = core.Job(model="mlp", batch=8, precision="fp32", gradient_dtype="fp64", gradient_bytes=G,
+                   iteration_ns=(t,) * W, reduce_bw_bytes_per_ns=(preset.host.reduce_bw_bytes_per_ns,) * W)
+    for large in (0, 1 << 30):
+        r = pool_sync.run_sync_allreduce(spec, job, steps, 1, np.ones((steps, W)), None, {}, pool=preset,
+                                         coherence=coherence, large_bytes=large)
+        assert r.params["allreduce"] == ("cxl_pool_large" if large == 0 else "cxl_pool")
+        fig = PoolAllreduce(spec, preset, coherence=coherence).figures
+        form = (forms.allreduce_large_cost if large == 0 else forms.allreduce_small_cost)(fig, W, G)
+        assert r.elapsed_ns == pytest.approx(steps * (t + form), abs=steps * 1.0)  # to 1 ns per step
+
+
+def test_slot_chunking_runs_one_allreduce_per_slot(profile):
+    W, G, slot = 2, 3 * 65536, 65536
+    preset = tp.pool_preset(profile, Coherence.HW, slot, W)
+    spec = tp._spec(W)
+    job = core.Job(model="mlp", batch=8, precision="fp32", gradient_dtype="fp64", gradient_bytes=G,
+                   iteration_ns=(1e5,) * W, reduce_bw_bytes_per_ns=(preset.host.reduce_bw_bytes_per_ns,) * W)
+    whole = pool_sync.run_sync_allreduce(spec, job, 1, 1, np.ones((1, W)), None, {}, pool=preset,
+                                         coherence=Coherence.HW, large_bytes=0)
+    parts = pool_sync.run_sync_allreduce(spec, job, 1, 1, np.ones((1, W)), None, {}, pool=preset,
+                                         coherence=Coherence.HW, large_bytes=0, slot_bytes=slot)
+    fig = PoolAllreduce(spec, preset).figures
+    assert parts.elapsed_ns - 1e5 == pytest.approx(3 * forms.allreduce_large_cost(fig, W, slot), abs=3.0)
+    assert whole.elapsed_ns != parts.elapsed_ns and parts.params["slot_bytes"] == slot
+
+
+def test_cli_sync_allreduce_on_a_pool_preset_and_its_refusals():
+    spec = cluster.from_dict({"interconnect": "ib-hdr", "precision": "amp", "nodes": [{"gpu": "v100", "repeat": 2}]})
+    job = core.make_job(spec, "resnet50")
+    r = sync.run_sync(spec, job, steps=2, seed=1, aggregation="allreduce", pool="cxl3-pool")
+    assert r.params["aggregation"] == "allreduce" and r.params["pool"] == "cxl3-pool"
+    assert r.elapsed_ns > 2 * job.iteration_ns[0]
+    with pytest.raises(InputError, match="'allreduce' all-reduces on a CXL pool"):
+        sync.run_sync(spec, job, steps=1, aggregation="allreduce")
+    with pytest.raises(InputError, match="pool_devices: the pool all-reduce runs on one device"):
+        sync.run_sync(spec, job, steps=1, aggregation="allreduce", pool="cxl3-pool", pool_devices=2)
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_sync_projection_of_a_run_whose_comm_is_the_closed_form_is_exact(profile, coherence):
+    G, W = 80000, 2
+    comm = allreduce_form(profile, Coherence.parse(coherence), G, W) / 1e9
+    run = record("sync", local_s=[2e-3, 2e-3], comm_s=comm, G=G, coherence=coherence)
+    row = tp.project(run, profile)
+    assert row["throughput_error"] == pytest.approx(0.0, abs=1e-6)
+    assert row["des_mode"] == tp.DES_MODES["sync"]
+    for t in row["time_to_accuracy"]:
+        assert t["error"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_sync_projection_waits_for_the_slower_rank(profile):
+    """Rank 1 twice as slow: every step takes the slower rank's local time plus the all-reduce."""
+    G, steps = 80000, 10
+    form = allreduce_form(profile, Coherence.HW, G, 2)
+    local = [1e-3, 2e-3]
+    # the record's comm_s is made up (the projection replaces it); rank 0's wall step is the slower one's
+    ranks = record("sync", local_s=local, comm_s=0.0, G=G, steps=steps)
+    row = tp.project(ranks, profile)
+    assert row["projected_elapsed_s"] == pytest.approx(steps * (2e-3 + form / 1e9), rel=1e-6)
+    assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / row["projected_elapsed_s"], rel=1e-12)
+
+
+def test_measured_multipliers_reproduce_the_times_and_refuse_bad_ones():
+    J = measured_multipliers([2.0, 4.0], [[2.0, 8.0], [6.0, 4.0]])
+    assert J.tolist() == [[1.0, 2.0], [3.0, 1.0]]
+    with pytest.raises(InputError, match="compute_ns: expected steps x 2"):
+        measured_multipliers([2.0, 4.0], [1.0, 2.0])
+    with pytest.raises(InputError, match="compute_ns: expected times > 0"):
+        measured_multipliers([2.0, 4.0], [[0.0, 1.0]])
+
+
+def test_ddp_projection_overlap_hides_buckets_and_off_adds_them(profile):
+    G, steps, local = 4 * 65536, 6, 2e-3
+    on = tp.project(record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=True),
+                    profile)
+    off = tp.project(record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=False),
+                     profile)
+    form = allreduce_form(profile, Coherence.HW, G // 4, 2)
+    assert on["des"]["buckets"] == 4 and off["des"]["overlap"] is False
+    # overlap off: all four buckets after the local work; on: only the last bucket is exposed
+    assert off["projected_elapsed_s"] == pytest.approx(steps * (local + 4 * form / 1e9), rel=1e-6)
+    assert steps * (local + form / 1e9) * (1 - 1e-6) <= on["projected_elapsed_s"] < off["projected_elapsed_s"]
+
+
+def test_async_projection_adds_each_workers_exchanges_and_never_waits(profile):
+    steps, G = 8, 80000
+    run = record("async", local_s=[1e-3, 3e-3], comm_s=0.0, G=G, steps=steps)
+    row = tp.project(run, profile)
+    preset = tp.pool_preset(profile, Coherence.HW, G, 2)
+    spec = tp._spec(2)
+    job = tp._job(run, preset, [tp.local_work_ns(r) for r in run["ranks"]])
+    alone = pool_shared.run_async_on_pool(spec, job, steps=steps, local_ns=[[1e6], [3e6]], pool=preset,
+                                          tau=steps + 1)  # no exchange at all
+    assert [w.finished_ns for w in alone.workers] == pytest.approx([steps * 1e6, steps * 3e6], rel=1e-12)
+    # with an exchange every step each worker's end is its own local time plus its exchanges: the fast one ends first
+    ends = [w.finished_ns for w in tp._run_des(run, profile, 65536, 1 << 20)[0].workers]
+    assert steps * 1e6 < ends[0] < steps * 1.2e6 and steps * 3e6 < ends[1] < steps * 3.1e6
+    assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / (ends[1] / 1e9), rel=1e-9)
+
+
+def test_hybrid_projection_hands_the_faster_worker_more_tickets(profile):
+    steps = 10
+    run = record("hybrid", local_s=[1e-3, 3e-3], comm_s=0.0, steps=steps)
+    result, _ = tp._run_des(run, profile, 65536, 1 << 20)
+    assert result.extra["tickets"] == steps * 2 == sum(result.extra["local_steps"])
+    fast, slow = result.extra["local_steps"]
+    assert fast > slow and fast + slow == 20
+    for coherence in ("hw", "flush"):
+        r, _ = tp._run_des(record("hybrid", local_s=[1e-3, 1e-3], comm_s=0.0, steps=4, coherence=coherence),
+                           profile, 65536, 1 << 20)
+        assert r.params["counter"] == pool_shared.COUNTERS[Coherence.parse(coherence)]
+
+
+def test_bad_records_are_input_errors_naming_the_key(profile, tmp_path):
+    run = record("sync", local_s=[1e-3, 1e-3], comm_s=1e-5)
+    bad = {k: v for k, v in run.items() if k != "param_bytes"}
+    with pytest.raises(InputError, match="missing key"):
+        tp.check_run(bad)
+    with pytest.raises(InputError, match="ranks: expected 3 entries"):
+        tp.check_run({**run, "np": 3})
+    with pytest.raises(InputError, match="profile: the projection needs a local-host profile"):
+        tp.pool_preset({"kind": "network"}, Coherence.HW, 64, 2)
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(bad))
+    env = {**os.environ}
+    out = subprocess.run([sys.executable, "-m", "cxlsim.train_projection", str(path), "--profile", PROFILE],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2 and "param_bytes" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_cli_prints_the_table_and_writes_json(tmp_path):
+    d = tmp_path / "run"
+    run_record.write(str(d), record("sync", local_s=[1e-3, 1e-3], comm_s=1e-4))
+    out_json = tmp_path / "rows.json"
+    out = subprocess.run([sys.executable, "-m", "cxlsim.train_projection", str(d), "--profile", PROFILE,
+                          "--json", str(out_json)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "sync" in out.stdout and "target (issue 19" in out.stdout
+    rows = json.loads(out_json.read_text())
+    assert rows[0]["mode"] == "sync" and rows[0]["throughput_error"] is not None
