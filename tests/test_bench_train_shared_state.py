@@ -1,0 +1,240 @@
+"""The shared training region (cxlsim.emulator.training.shared_state): seqlock slots, merge, the counter."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from cxlsim.coherence import Coherence
+from cxlsim.emulator.training.shared_state import (RegionLayout, SharedState, SharedTimeout, SlotRead, pid_alive,
+                                                    shared_region)
+from cxlsim.errors import InputError
+
+COHERENCES = [Coherence.HW, Coherence.FLUSH]
+FORK = multiprocessing.get_context("fork")
+
+
+def test_layout_puts_every_word_on_its_own_line():
+    lay = RegionLayout.plan(3, 100, base=4096)
+    assert lay.counter_offset == 4096
+    assert [lay.choosing_offset, lay.number_offset, lay.pid_offset, lay.slots_offset] == \
+        [4096 + 64, 4096 + 64 + 3 * 64, 4096 + 64 + 6 * 64, 4096 + 64 + 9 * 64]
+    assert lay.copy_stride == 64 + 64 + 128 and lay.slot_stride == 2 * lay.copy_stride
+    assert lay.end == lay.slots_offset + 3 * lay.slot_stride
+    with pytest.raises(InputError, match="base 100"):
+        RegionLayout.plan(1, 8, base=100)
+
+
+@pytest.mark.parametrize("coherence", COHERENCES)
+def test_push_read_and_merge(coherence):
+    with shared_region(2, 5, coherence=coherence) as handle:
+        a, b = SharedState.attach(handle, 0), SharedState.attach(handle, 1)
+        out = np.full(5, 9.0)
+        assert b.read(0, out) == SlotRead(0, (0,) * 8) and not out.any()  # never pushed: version 0, zeros
+        assert a.push(np.arange(5.0), meta=(7, 3)) == 1
+        assert a.push(np.arange(5.0) * 2, meta=(8,)) == 2
+        got = b.read(0, out)
+        assert got.version == 2 and got.meta[:2] == (8, 0) and out.tolist() == [0, 2, 4, 6, 8]
+        b.push(np.ones(5))
+        merged = np.empty(5)
+        reads = a.merge(merged)
+        assert [r.version for r in reads] == [2, 1] and merged.tolist() == [1, 3, 5, 7, 9]
+        with pytest.raises(InputError, match="vector of 5 float64"):
+            a.push(np.ones(4))
+        with pytest.raises(InputError, match="at most 8 meta words"):
+            a.push(np.ones(5), meta=tuple(range(9)))
+        a.close()
+        b.close()
+
+
+def _pusher(handle, worker, nbytes_fill, ready, stop):
+    """Push vectors whose every item is the push's version (meta word 0 = the version) until told to stop."""
+    state = SharedState.attach(handle, worker)
+    vector = np.empty(handle.nitems)
+    ready.set()
+    while not stop.is_set():
+        vector.fill(state.version + 1)
+        state.push(vector, meta=(state.version + 1,))
+    state.close()
+
+
+@pytest.mark.parametrize("coherence", COHERENCES)
+def test_a_reader_never_sees_a_mix_while_the_writer_pushes(coherence):
+    n = 1 << 17  # 1 MiB of float64: each copy takes long enough to race the reader
+    with shared_region(2, n, coherence=coherence) as handle:
+        ready, stop = FORK.Event(), FORK.Event()
+        writer = FORK.Process(target=_pusher, args=(handle, 0, n, ready, stop), daemon=True)
+        writer.start()
+        reader = SharedState.attach(handle, 1)
+        try:
+            assert ready.wait(10)
+            out = np.empty(n)
+            seen, last = set(), 0
+            deadline = time.monotonic() + 0.5
+            while time.monotonic() < deadline or len(seen) < 3:
+                got = reader.read(0, out)
+                assert out.min() == out.max() == got.version == got.meta[0] or got.version == 0
+                assert got.version >= last
+                last = got.version
+                seen.add(got.version)
+                assert time.monotonic() < deadline + 10
+        finally:
+            stop.set()
+            writer.join(10)
+            reader.close()
+        assert writer.exitcode == 0 and len(seen) >= 3
+
+
+def _raw_sequences(state, worker):
+    """The two sequence words of slot `worker`, read straight from `state`'s mapping (a test-side view)."""
+    lay = state.handle.layout
+    first = lay.slots_offset + worker * lay.slot_stride
+    return [struct.unpack_from("<Q", state.pool.mapping, first + copy * lay.copy_stride)[0] for copy in (0, 1)]
+
+
+@pytest.mark.parametrize("coherence", COHERENCES)
+def test_a_worker_killed_mid_push_leaves_its_last_push_whole(coherence):
+    """SIGKILL a worker that pushes 4 MiB vectors back to back: the kill lands inside a push (a copy's
+    sequence word is left odd), and the reader still gets the last complete push, every item of it."""
+    n = 1 << 19
+    torn = 0
+    for trial in range(6):
+        with shared_region(2, n, coherence=coherence) as handle:
+            ready, stop = FORK.Event(), FORK.Event()
+            writer = FORK.Process(target=_pusher, args=(handle, 0, n, ready, stop), daemon=True)
+            writer.start()
+            reader = SharedState.attach(handle, 1)
+            try:
+                assert ready.wait(10)
+                out = np.empty(n)
+                deadline = time.monotonic() + 10
+                while reader.read(0, out).version < 2 + trial:
+                    assert time.monotonic() < deadline
+                os.kill(writer.pid, signal.SIGKILL)
+                writer.join(10)
+                sequences = _raw_sequences(reader, 0)
+                torn += any(s & 1 for s in sequences)
+                got = reader.read(0, out)
+                complete = max(s for s in sequences if s % 2 == 0) // 2
+                assert got.version == complete >= 2 + trial
+                assert out.min() == out.max() == got.version == got.meta[0]
+            finally:
+                reader.close()
+                if writer.is_alive():
+                    writer.kill()
+    assert torn >= 1, "no kill landed inside a push (each push is ~99% of the writer's loop)"
+
+
+def _take_tickets(handle, worker, count, queue):
+    state = SharedState.attach(handle, worker)
+    queue.put([state.fetch_add() for _ in range(count)])
+    state.close()
+
+
+@pytest.mark.parametrize("coherence,counter", [(Coherence.HW, "cxl-device"), (Coherence.HW, "cxl-flush-lock"),
+                                               (Coherence.FLUSH, "cxl-flush-lock")])
+def test_counter_tickets_are_unique_under_contention(coherence, counter):
+    count, workers = 300, 3
+    with shared_region(workers, 1, coherence=coherence, counter=counter) as handle:
+        queue = FORK.Queue()
+        procs = [FORK.Process(target=_take_tickets, args=(handle, w, count, queue), daemon=True)
+                 for w in range(workers)]
+        for p in procs:
+            p.start()
+        tickets = [queue.get(timeout=30) for _ in procs]
+        for p in procs:
+            p.join(10)
+    assert sorted(t for ts in tickets for t in ts) == list(range(workers * count))
+    assert all(ts == sorted(ts) for ts in tickets)
+
+
+def _doorway_then_wait(handle, die, ready):
+    """Take a bakery number (worker 1) and then hold it: die with it (die=True) or stay alive."""
+    state = SharedState.attach(handle, 1)
+    state.kernel.bakery_doorway(1)
+    ready.set()
+    if die:
+        os._exit(0)
+    time.sleep(30)
+
+
+def test_a_dead_workers_bakery_number_is_skipped():
+    with shared_region(2, 1, coherence=Coherence.FLUSH, timeout_s=5.0) as handle:
+        state = SharedState.attach(handle, 0)
+        ready = FORK.Event()
+        proc = FORK.Process(target=_doorway_then_wait, args=(handle, True, ready), daemon=True)
+        proc.start()
+        assert ready.wait(10)
+        while proc.is_alive():  # dead, but a zombie until joined: liveness must still say dead
+            time.sleep(0.01)
+        assert not state.alive(1)
+        assert state.fetch_add() == 0 and state.fetch_add() == 1
+        assert state.dead.tolist() == [0, 1]
+        proc.join()
+        state.close()
+
+
+def test_a_live_holder_times_out_naming_it():
+    with shared_region(2, 1, coherence=Coherence.FLUSH, timeout_s=0.3) as handle:
+        state = SharedState.attach(handle, 0)
+        ready = FORK.Event()
+        proc = FORK.Process(target=_doorway_then_wait, args=(handle, False, ready), daemon=True)
+        proc.start()
+        try:
+            assert ready.wait(10)
+            with pytest.raises(SharedTimeout, match="for worker 1's bakery lock") as info:
+                state.fetch_add()
+            assert info.value.worker == 1
+            assert state.kernel.load_word(handle.layout.number_offset) == 0  # withdrew its number
+        finally:
+            proc.kill()
+            proc.join()
+            state.close()
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(InputError, match="--counter cxl-device: needs --coherence hw"):
+        with shared_region(2, 4, coherence=Coherence.FLUSH, counter="cxl-device"):
+            pass
+    with pytest.raises(InputError, match="--counter: expected one of cxl-device, cxl-flush-lock"):
+        with shared_region(2, 4, counter="rdma"):
+            pass
+    with pytest.raises(InputError, match="1 or more items"):
+        with shared_region(2, 0):
+            pass
+    with shared_region(2, 4) as handle:
+        with pytest.raises(InputError, match="worker 2 is outside 0..1"):
+            SharedState.attach(handle, 2)
+
+
+def test_the_segment_is_gone_after_the_region_also_on_failure():
+    with shared_region(2, 4) as handle:
+        path = handle.pool.path
+        assert os.path.exists(path)
+    assert not os.path.exists(path)
+    with pytest.raises(RuntimeError):
+        with shared_region(2, 4) as handle:
+            path = handle.pool.path
+            raise RuntimeError("boom")
+    assert not os.path.exists(path)
+    with shared_region(2, 4) as handle:  # every worker attached: the last one removed the file at once
+        states = [SharedState.attach(handle, w) for w in range(2)]
+        assert not os.path.exists(handle.pool.path)
+        for s in states:
+            s.close()
+
+
+def test_pid_alive():
+    assert pid_alive(os.getpid())
+    proc = FORK.Process(target=os._exit, args=(0,))
+    proc.start()
+    while proc.is_alive():
+        time.sleep(0.01)
+    assert not pid_alive(proc.pid)  # a zombie
+    proc.join()
+    assert not pid_alive(proc.pid)
