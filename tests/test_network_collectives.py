@@ -1,0 +1,114 @@
+"""Network alltoall, barrier and reduce-scatter: payloads, DES = closed form on uncongested stars."""
+import dataclasses
+
+import pytest
+
+from cxlsim.fabric import topology
+from cxlsim.fabric.engine import Environment
+from cxlsim.fabric.network import build
+from cxlsim.fabric.placement import Placement
+from cxlsim.fabric.presets import get_preset
+from cxlsim.fabric.switch import SwitchParams
+from cxlsim.fabric.transport import NetworkTransport
+from cxlsim.models.collectives import alltoall, analytic, registry, runner
+
+NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
+      [("barrier", "dissemination"), ("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise")]
+
+
+def transport(nodes, rpn=1, preset="ib-hdr", mode=None, chunk=65536):
+    p = get_preset(preset)
+    if mode:
+        p = dataclasses.replace(p, switch=SwitchParams(latency_ns=p.switch.latency_ns, mode=mode))
+    return NetworkTransport(build(topology.star(nodes), p, Environment()), Placement(nodes, rpn), chunk)
+
+
+EARLY_RETURN = {("alltoall", "bruck"), ("alltoall", "scattered"), ("alltoall", "pairwise"),
+                ("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise")}
+"""MPICH's algorithms that return at once on a 0-byte call (nothing moves, so no label either)."""
+
+
+def tie(collective, name, p):
+    """Recursive halving on P that is not a power of two: the fold message and a partner's first half
+    share a host link, and at a tie of chunk ready times the DES breaks it by rounding."""
+    return (collective, name) == ("reduce_scatter", "recursive_halving") and p & (p - 1)
+
+
+def assert_form(collective, name, p, size, des, form, beta, chunk):
+    if tie(collective, name, p):  # the form takes the fold message first; the DES may serve the other first
+        assert form * (1 - 1e-9) <= des <= form + (min(size, chunk) + p) * beta + 1e-6, (p, size, des, form)
+    else:
+        assert des == pytest.approx(form, rel=1e-9), (p, size, des, form)
+
+
+def des_and_form(collective, name, nodes, size, rpn=1, **kw):
+    t = transport(nodes, rpn, **kw)
+    ctx = runner.Context(groups=tuple(map(tuple, t.placement.groups())))
+    out = runner.run(t, collective, name, size, ctx)
+    if size or (collective, name) not in EARLY_RETURN:
+        runner.verify(collective, t.placement.size, ctx, out.results)
+    cm = analytic.CostModel.from_network(t.network, t.chunk_bytes)
+    form, used, note = analytic.cost(collective, name, t.placement.size, size, cm, ctx)
+    assert used == name and note is None
+    return out.latency_ns, form
+
+
+@pytest.mark.parametrize("collective, name", NEW)
+def test_every_rank_ends_with_the_right_blocks(collective, name):
+    for p in range(1, 18):
+        for size in (0, 1, 1000):
+            des_and_form(collective, name, p, size)
+
+
+@pytest.mark.parametrize("collective, name", NEW)
+@pytest.mark.parametrize("preset", ["ib-hdr", "eth-100g-tcp", "eth-100g-roce"])
+def test_des_equals_the_closed_form_on_an_uncongested_star(collective, name, preset):
+    beta = 1 / get_preset(preset).link.bw_bytes_per_ns
+    for p in (2, 3, 5, 8, 12, 16):
+        for size in (1, 256, 4096, 100_000):
+            des, form = des_and_form(collective, name, p, size, preset=preset)
+            assert_form(collective, name, p, size, des, form, beta, 65536)
+
+
+@pytest.mark.parametrize("collective, name", NEW)
+def test_des_equals_the_closed_form_on_one_host_and_store_and_forward(collective, name):
+    for p in (3, 8):
+        for size in (64, 70_000):
+            des, form = des_and_form(collective, name, 1, size, rpn=p)
+            assert des == pytest.approx(form, rel=1e-9), ("one host", p, size)
+            if tie(collective, name, p):  # the shared-link term follows cut-through switches
+                continue
+            des, form = des_and_form(collective, name, p, size, mode="store-and-forward", chunk=8192)
+            assert des == pytest.approx(form, rel=1e-9), ("store and forward", p, size)
+
+
+def test_scattered_throttles_to_32_peers_and_linear_does_not():
+    cm = analytic.CostModel.from_network(transport(2).network, 65536)
+    for p in (16, 32):  # up to 32 peers one batch: the same requests as linear
+        assert alltoall.scattered_cost(cm, p, 4096) == alltoall.linear_cost(cm, p, 4096)
+    # 41 peers: a second batch waits for the first; at 4 KiB the CPU's o per message bounds both alike
+    assert alltoall.scattered_cost(cm, 41, 4096) == alltoall.linear_cost(cm, 41, 4096)
+    assert alltoall.scattered_cost(cm, 41, 32768) > alltoall.linear_cost(cm, 41, 32768)
+    for size in (4096, 32768):
+        des, form = des_and_form("alltoall", "scattered", 41, size)
+        assert des == pytest.approx(form, rel=1e-9)
+
+
+def test_bruck_exchanges_the_indices_with_each_bit_set():
+    assert alltoall.bruck_counts(8) == [4, 4, 4]
+    assert alltoall.bruck_counts(5) == [2, 2, 1]
+    assert alltoall.bruck_counts(2) == [1]
+
+
+def test_mpich_returns_at_once_on_zero_bytes_and_open_mpi_does_not():
+    for name in ("bruck", "scattered", "pairwise"):
+        assert des_and_form("alltoall", name, 8, 0) == (0.0, 0.0)
+    for name in ("modified_bruck", "linear"):
+        des, form = des_and_form("alltoall", name, 8, 0)
+        assert des > 0 and des == pytest.approx(form, rel=1e-9)
+
+
+def test_every_new_record_is_listed_with_its_source():
+    for collective, name in NEW:
+        algo = registry.algorithm(collective, name)
+        assert algo.transport == "network" and algo.source
