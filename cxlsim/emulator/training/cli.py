@@ -62,6 +62,7 @@ def _whole(flag):
             return int(text)
         except ValueError:
             raise InputError(f"{flag}: expected a whole number, got {text!r}") from None
+    parse.__name__ = "whole number"  # argparse's message: "invalid whole number value: 'x'"
     return parse
 
 
@@ -71,6 +72,7 @@ def _number(flag):
             return float(text)
         except ValueError:
             raise InputError(f"{flag}: expected a number, got {text!r}") from None
+    parse.__name__ = "number"
     return parse
 
 

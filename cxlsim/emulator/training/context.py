@@ -61,14 +61,17 @@ class StepLog:
 
 class Pacer:
     """One step's compute, slowed down by `factor`: each `catch_up` busy-waits until (factor - 1) x the
-    work's CPU time so far has been waited. The wait spins on the monotonic clock (calibrated by
-    construction: it ends at its deadline, whatever the spin costs), so the CPU stays busy, as a
-    slower device would keep the step busy."""
+    work's CPU time so far has been waited (wall time). The wait spins on the monotonic clock
+    (calibrated by construction: it ends at its deadline whatever the spin costs), so the CPU stays
+    busy, as a slower device keeps the step busy. On an idle core the paced step takes factor x the
+    work; `seconds` (the step's compute wall time) is never below factor x `work_cpu_s`."""
 
     def __init__(self, factor: float):
         self.factor = factor
         self.seconds = 0.0
-        self.waited_s = 0.0
+        self.waited_s = 0.0     # wall time spent busy-waiting
+        self.spin_cpu_s = 0.0   # CPU time the busy-waits took (not work)
+        self.work_cpu_s = 0.0   # CPU time of the work itself, at the last catch_up
 
     def __enter__(self) -> "Pacer":
         self.cpu0 = time.thread_time()
@@ -76,14 +79,17 @@ class Pacer:
         return self
 
     def catch_up(self) -> None:
-        work_cpu_s = time.thread_time() - self.cpu0 - self.waited_s
-        owed = (self.factor - 1.0) * work_cpu_s - self.waited_s
+        cpu = time.thread_time()
+        self.work_cpu_s = cpu - self.cpu0 - self.spin_cpu_s
+        owed = (self.factor - 1.0) * self.work_cpu_s - self.waited_s
         if owed > 0:
-            cpu_before = time.thread_time()
-            deadline = time.perf_counter() + owed
-            while time.perf_counter() < deadline:
-                pass
-            self.waited_s += time.thread_time() - cpu_before
+            start = time.perf_counter()
+            deadline = start + owed
+            now = start
+            while now < deadline:
+                now = time.perf_counter()
+            self.waited_s += now - start
+            self.spin_cpu_s += time.thread_time() - cpu
 
     def __exit__(self, kind, value, tb) -> None:
         if kind is None:
