@@ -150,11 +150,12 @@ def async_loop(ctx) -> None:
     try:
         while True:
             start = ctx.now()
+            paced = ctx.pace(local)  # a failed rank stops here, before it takes a ticket it would not use
             ticket = _take_ticket(ctx, shared, local)
             if ticket is None:
                 break
             xb, yb = ctx.batch(local)
-            with ctx.pace(local) as pacer:
+            with paced as pacer:
                 loss = model.loss_grad(x, xb, yb, grad)
             grad *= cfg.lr
             x -= grad
