@@ -1,8 +1,13 @@
 """The async and hybrid modes of `cxlsim bench train` (cxlsim.emulator.training.elastic), run end to end."""
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
+import time
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from cxlsim.coherence import Coherence
@@ -72,4 +77,52 @@ def test_a_failed_rank_leaves_the_others_training(mode, failed):
 def test_lockstep_with_a_failure_is_refused():
     with pytest.raises(InputError, match="--lockstep: cannot be combined with --fail"):
         run("hybrid", lockstep=True, failure=Failure(worker=1, step=5))
+    assert not my_segments()
+
+
+def _worker_that_may_be_killed(mode, handle, rank, config, reached, box):
+    """One rank of `mode` outside the launcher (no pool communicator: the loops without --lockstep use
+    none); rank 1 announces its 10th step and then waits to be killed."""
+    from cxlsim.emulator.training import data, elastic, models
+    from cxlsim.emulator.training.context import RankContext
+
+    model = models.build(config.model)
+    ctx = RankContext(comm=SimpleNamespace(rank=rank, size=2), config=config, model=model,
+                      data=data.load(config.dataset, config.seed), params0=model.init(config.seed),
+                      multipliers=np.ones((config.steps, 2)), synchronous=False, shared=handle)
+    if rank == 1:
+        def progress(_):
+            if len(ctx.log) == 10:
+                reached.set()
+                time.sleep(60)
+        ctx.log.progress = progress
+    getattr(elastic, f"{mode}_loop")(ctx)
+    box.put((len(ctx.log), model.evaluate(ctx.final_params, ctx.data.x_test, ctx.data.y_test)[1]))
+
+
+@pytest.mark.parametrize("mode", ["async", "hybrid"])
+def test_a_killed_worker_leaves_the_others_training(mode):
+    """SIGKILL rank 1 mid-run (a real death, left a zombie while rank 0 finishes): rank 0 takes the rest of
+    the budget, sees rank 1 dead instead of waiting for its done flag, and its merged parameters converge."""
+    from cxlsim.emulator.training.elastic import shared_region
+    from cxlsim.emulator.training.models import build
+
+    config = TrainConfig(mode=mode, nranks=2, steps=STEPS, factors=(1.0, 1.0), gpus=(None, None), timeout_s=20.0)
+    fork = multiprocessing.get_context("fork")
+    with shared_region(config, build(config.model)) as handle:
+        reached, box = fork.Event(), fork.Queue()
+        procs = [fork.Process(target=_worker_that_may_be_killed, args=(mode, handle, r, config, reached, box),
+                              daemon=True) for r in range(2)]
+        for p in procs:
+            p.start()
+        try:
+            assert reached.wait(20)
+            os.kill(procs[1].pid, signal.SIGKILL)
+            steps0, accuracy = box.get(timeout=30)
+        finally:
+            for p in procs:
+                p.kill()
+                p.join()
+    assert steps0 == STEPS * 2 - 10 and accuracy >= ACCURACY  # rank 1 took 10 tickets, rank 0 the rest
+    assert procs[1].exitcode == -signal.SIGKILL
     assert not my_segments()
