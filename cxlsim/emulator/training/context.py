@@ -118,6 +118,7 @@ class RankContext:
         self.log = StepLog(self.now)
         self.snapshots = []  # (t_s, global step, params copy)
         self.final_params = None  # the loop's last parameters (their sha256 goes into train.json)
+        self.mode_stats = None  # a mode's own counts (JSON-ready dict), recorded per rank in train.json
 
     def now(self) -> float:
         """Seconds since the common start."""

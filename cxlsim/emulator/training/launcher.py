@@ -102,11 +102,11 @@ def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers,
         finally:
             if bar is not None:
                 bar.close()
-        final = getattr(ctx, "final_params", None)
+        final = ctx.final_params
         log = ctx.log
         return dict(entry=run_record.rank_entry(ctx.rank, log.step_s, log.compute_s, log.comm_s, log.loss,
                                                 log.t_end_s),
-                    snapshots=ctx.snapshots, stopped=stopped,
+                    snapshots=ctx.snapshots, stopped=stopped, mode_stats=ctx.mode_stats,
                     digest=hashlib.sha256(final.tobytes()).hexdigest() if final is not None else None)
 
 
@@ -123,7 +123,7 @@ def evaluate(model, dataset, outcomes) -> list[dict]:
 
 def build_record(config, mode, model, dataset, outcomes, where: str) -> dict:
     """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
-    des_mode and cores)."""
+    mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores)."""
     evals = evaluate(model, dataset, outcomes)
     ranks = [o["entry"] for o in outcomes]
     final = max((e for e in evals), key=lambda e: (e["step"], e["t_s"]), default=None)
@@ -146,6 +146,7 @@ def build_record(config, mode, model, dataset, outcomes, where: str) -> dict:
         "failed_ranks": [i for i, o in enumerate(outcomes) if o["stopped"]],
         "failures": {str(i): o["stopped"] for i, o in enumerate(outcomes) if o["stopped"]},
         "final_param_sha256": [o["digest"] for o in outcomes],
+        "mode_stats": [o["mode_stats"] for o in outcomes],
         "des_mode": mode.des_mode, "cores": len(os.sched_getaffinity(0)),
         "versions": versions,
     }
