@@ -11,6 +11,7 @@ from cxlsim.fabric.presets import get_preset
 from cxlsim.fabric.switch import SwitchParams
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.models.collectives import alltoall, analytic, registry, runner
+from cxlsim.models.collectives.selectors import select
 
 NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
       [("barrier", "dissemination"), ("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise")]
@@ -112,3 +113,60 @@ def test_every_new_record_is_listed_with_its_source():
     for collective, name in NEW:
         algo = registry.algorithm(collective, name)
         assert algo.transport == "network" and algo.source
+
+
+# ------------------------------------------------------------------ selector rules (sources: selectors.py)
+
+@pytest.mark.parametrize("p, m, expect", [
+    # MPICH alltoall.c / generic.json: m <= 256 and P >= 8 Bruck; m <= 32768 scattered; else pairwise
+    (8, 256, "bruck"), (8, 257, "scattered"), (7, 1, "scattered"), (7, 32768, "scattered"),
+    (7, 32769, "pairwise"), (64, 32768, "scattered"), (1024, 256, "bruck"), (2, 1 << 20, "pairwise"),
+])
+def test_mpich_alltoall(p, m, expect):
+    assert select("mpich", "alltoall", p, m) == (expect, None)
+
+
+@pytest.mark.parametrize("p, m, expect, noted", [
+    # Open MPI 5.0.9 coll_tuned_decision_fixed.c, strict '<' on P then on the bytes per destination
+    (2, 1, "pairwise", False), (2, 2, "pairwise", True),       # id 5 two_proc at 2 <= m < 4
+    (2, 4095, "pairwise", True), (2, 4096, "pairwise", False),
+    (4, 8191, "linear", True), (4, 8192, "linear", False),     # id 4 linear_sync below 8192, then id 1
+    (4, 524288, "pairwise", False), (4, 1 << 20, "linear", False),
+    (20, 511, "modified_bruck", False), (20, 512, "linear", True),
+    (100, 1023, "modified_bruck", False), (100, 262144, "pairwise", False),
+    (5000, 2047, "modified_bruck", False), (5000, 1 << 20, "linear", True),
+])
+def test_ompi_alltoall(p, m, expect, noted):
+    name, note = select("ompi", "alltoall", p, m)
+    assert name == expect and bool(note) == noted
+
+
+def test_barrier_rules():
+    assert select("mpich", "barrier", 5, 0) == ("dissemination", None)
+    assert select("ompi", "barrier", 100, 0) == ("dissemination", None)       # 64 <= P < 256: bruck
+    for p, what in ((3, "recursive-doubling"), (5, "linear"), (300, "tree"), (2000, "tree")):
+        name, note = select("ompi", "barrier", p, 0)
+        assert name == "dissemination" and what in note and "not modelled" in note
+
+
+@pytest.mark.parametrize("library, p, s, expect, noted", [
+    # MPICH reduce_scatter.c / generic.json, commutative: s < 524288 recursive halving, else pairwise
+    ("mpich", 8, 524287, "recursive_halving", False), ("mpich", 8, 524288, "pairwise", False),
+    ("mpich", 3, 1, "recursive_halving", False),
+    # Open MPI: P < 4 ring below 65536, butterfly below 131072, then ring; 4 <= P < 8 ...
+    ("ompi", 3, 65535, "ring", False), ("ompi", 3, 65536, "recursive_halving", True), ("ompi", 3, 131072, "ring", False),
+    ("ompi", 5, 7, "recursive_halving", True), ("ompi", 5, 8, "recursive_halving", False),
+    ("ompi", 5, 262144, "ring", False), ("ompi", 40, 100_000, "recursive_halving", True),
+])
+def test_reduce_scatter_rules(library, p, s, expect, noted):
+    name, note = select(library, "reduce_scatter", p, s)
+    assert name == expect and bool(note) == noted
+
+
+def test_every_choice_is_a_network_record():
+    for library in ("mpich", "ompi"):
+        for collective in ("alltoall", "barrier", "reduce_scatter"):
+            for p in (2, 3, 7, 8, 16, 33, 64, 200, 600, 5000):
+                for size in (0, 1, 256, 4096, 65536, 1 << 20):
+                    name, _ = select(library, collective, p, size)
+                    assert registry.lookup(collective, name, p)[0].transport == "network"

@@ -22,8 +22,33 @@ s < 12288 or P < 8: binomial; s < 524288 and power-of-two P: scatter +
 recursive-doubling allgather; otherwise scatter + ring allgather. These two
 thresholds come from the MPICH source, not from the project's reference
 notes. Open MPI's fixed allreduce and broadcast rules are not in the
-reference, so 'ompi' uses MPICH's and says so. Collectives with one
-implemented algorithm (reduce_scatter ring, gather binomial) always get it.
+reference, so 'ompi' uses MPICH's and says so. Gather (binomial, the
+one implemented) always gets it.
+
+Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0.9):
+- MPICH alltoall (3.3 `src/mpi/coll/alltoall/alltoall.c`; 4.x
+  `maint/tuning/coll/mpir/generic.json`, the same rule), m the bytes per
+  destination: m <= 256 (MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE) and P >= 8:
+  Bruck; m <= 32768 (..._MEDIUM_MSG_SIZE): scattered; otherwise pairwise.
+  (MPI_IN_PLACE runs pairwise_sendrecv_replace, not modelled.)
+- MPICH barrier: dissemination (3.3 `barrier.c`; 4.x k_dissemination, k = 2).
+- MPICH reduce_scatter, commutative op (3.3 `reduce_scatter.c`, 4.x
+  generic.json), s the whole vector: s < 524288
+  (MPIR_CVAR_REDUCE_SCATTER_COMMUTATIVE_LONG_MSG_SIZE): recursive halving;
+  otherwise pairwise.
+- Open MPI alltoall, barrier, reduce_scatter: the rows of
+  `ompi/mca/coll/tuned/coll_tuned_decision_fixed.c` (5.0.9) in `_OMPI_ALLTOALL`,
+  `_OMPI_BARRIER`, `_OMPI_REDUCE_SCATTER`: by P (strict '<'), then by the
+  bytes per destination (alltoall) or of the whole vector (reduce_scatter),
+  strict '<'. Their ids map to the algorithms here: alltoall 1 linear, 2
+  pairwise, 3 modified_bruck, 4 linear_sync -> linear (its default
+  max_requests 0 posts every request at once, as linear), 5 two_proc ->
+  pairwise (one exchange and a local copy: pairwise at P = 2); barrier 4
+  bruck -> dissemination (the same messages); reduce_scatter 2
+  recursive_halving -> MPICH's, 3 ring. Choices not modelled run a
+  substitute and the note names both: barrier 1 linear, 3 recursive_doubling,
+  6 tree -> dissemination; reduce_scatter 1 non-overlapping (reduce, then
+  scatterv) and 4 butterfly -> recursive_halving.
 """
 from __future__ import annotations
 
@@ -38,6 +63,10 @@ MPICH_ALLREDUCE_SHORT = 2048
 MPICH_BCAST_SHORT = 12288
 MPICH_BCAST_LONG = 524288
 MPICH_BCAST_MIN_PROCS = 8
+MPICH_ALLTOALL_SHORT = 256
+MPICH_ALLTOALL_MEDIUM = 32768
+MPICH_ALLTOALL_BRUCK_MIN_PROCS = 8
+MPICH_REDSCAT_LONG = 524288
 
 
 def mpich_allgather(p: int, m: int) -> tuple[str, str | None]:
@@ -99,8 +128,103 @@ def ompi_broadcast(p: int, s: int) -> tuple[str, str | None]:
     return name, "Open MPI's broadcast rule is not in the reference; used MPICH's"
 
 
-_SINGLE = {"reduce_scatter": "ring", "gather": "binomial"}
+def mpich_alltoall(p: int, m: int) -> tuple[str, str | None]:
+    if m <= MPICH_ALLTOALL_SHORT and p >= MPICH_ALLTOALL_BRUCK_MIN_PROCS:
+        return "bruck", None
+    if m <= MPICH_ALLTOALL_MEDIUM:
+        return "scattered", None
+    return "pairwise", None
+
+
+def mpich_barrier(p: int, s: int) -> tuple[str, str | None]:
+    return "dissemination", None
+
+
+def mpich_reduce_scatter(p: int, s: int) -> tuple[str, str | None]:
+    return ("recursive_halving" if s < MPICH_REDSCAT_LONG else "pairwise"), None
+
+
+# Open MPI 5.0.9 coll_tuned_decision_fixed.c: (P below or None, [(bytes below, id), ...], id otherwise)
+_OMPI_ALLTOALL = (
+    (3, [(2, 2), (4, 5), (16, 2), (64, 5), (256, 2), (4096, 5), (32768, 2), (262144, 4), (1048576, 5)], 2),
+    (8, [(8192, 4), (16384, 1), (65536, 4), (524288, 1), (1048576, 2)], 1),
+    (16, [(262144, 4)], 1),
+    (32, [(4, 4), (512, 3), (8192, 4), (32768, 1), (262144, 4), (524288, 1)], 4),
+    (64, [(512, 3), (524288, 1)], 4),
+    (128, [(1024, 3), (2048, 1), (4096, 4), (262144, 1)], 2),
+    (256, [(1024, 3), (2048, 4), (262144, 1)], 2),
+    (512, [(1024, 3), (8192, 4), (32768, 1)], 2),
+    (1024, [(512, 3), (8192, 4), (16384, 1), (131072, 4), (262144, 1)], 2),
+    (2048, [(512, 3), (1024, 4), (2048, 1), (16384, 4), (262144, 1)], 4),
+    (4096, [(1024, 3), (4096, 4), (8192, 1), (131072, 4)], 1),
+    (None, [(2048, 3), (8192, 4), (16384, 1), (32768, 4), (65536, 1)], 4),
+)
+_OMPI_BARRIER = ((4, [], 3), (8, [], 1), (64, [], 3), (256, [], 4), (512, [], 6), (1024, [], 4), (4096, [], 6),
+                 (None, [], 4))
+_OMPI_REDUCE_SCATTER = (
+    (4, [(65536, 3), (131072, 4)], 3),
+    (8, [(8, 1), (262144, 2)], 3),
+    (32, [(262144, 2)], 3),
+    (64, [(64, 1), (2048, 2), (524288, 4)], 3),
+    (128, [(256, 1), (512, 2), (2048, 4), (4096, 2)], 4),
+    (256, [(256, 1), (512, 2)], 4),
+    (512, [(256, 1), (1024, 2)], 4),
+    (1024, [(512, 1), (2048, 2), (8192, 4), (16384, 2)], 4),
+    (2048, [(512, 1), (4096, 2), (16384, 4), (32768, 2)], 4),
+    (4096, [(512, 1), (4096, 2)], 4),
+    (None, [(1024, 1), (8192, 2)], 4),
+)
+
+
+def _not_modelled(what: str, ran: str) -> str:
+    return f"Open MPI picks {what} here, which is not modelled; ran {ran}"
+
+
+_OMPI_IDS = {
+    "alltoall": {1: ("linear", None), 2: ("pairwise", None), 3: ("modified_bruck", None),
+                 4: ("linear", "Open MPI's linear_sync (id 4) with its default max_requests 0 posts every request "
+                               "at once, as linear"),
+                 5: ("pairwise", "Open MPI's two_proc (id 5) is one exchange and a local copy: pairwise at P=2")},
+    "barrier": {1: ("dissemination", _not_modelled("its linear barrier (id 1)", "dissemination")),
+                3: ("dissemination", _not_modelled("its recursive-doubling barrier (id 3)",
+                                                   "dissemination (the same messages for a power-of-two P)")),
+                4: ("dissemination", None),
+                6: ("dissemination", _not_modelled("its tree barrier (id 6)", "dissemination"))},
+    "reduce_scatter": {1: ("recursive_halving", _not_modelled("non-overlapping (id 1: reduce, then scatterv)",
+                                                              "recursive halving")),
+                       2: ("recursive_halving", None),
+                       3: ("ring", None),
+                       4: ("recursive_halving", _not_modelled("butterfly (id 4)", "recursive halving"))},
+}
+
+
+def _ompi_table(collective, rows, p, size):
+    for below, limits, rest in rows:
+        if below is None or p < below:
+            return _OMPI_IDS[collective][next((i for limit, i in limits if size < limit), rest)]
+    raise AssertionError("the last row of an Open MPI table has no bound")
+
+
+def ompi_alltoall(p: int, m: int) -> tuple[str, str | None]:
+    return _ompi_table("alltoall", _OMPI_ALLTOALL, p, m)
+
+
+def ompi_barrier(p: int, s: int) -> tuple[str, str | None]:
+    return _ompi_table("barrier", _OMPI_BARRIER, p, s)
+
+
+def ompi_reduce_scatter(p: int, s: int) -> tuple[str, str | None]:
+    return _ompi_table("reduce_scatter", _OMPI_REDUCE_SCATTER, p, s)
+
+
+_SINGLE = {"gather": "binomial"}
 SELECTORS = {
+    ("mpich", "alltoall"): mpich_alltoall,
+    ("ompi", "alltoall"): ompi_alltoall,
+    ("mpich", "barrier"): mpich_barrier,
+    ("ompi", "barrier"): ompi_barrier,
+    ("mpich", "reduce_scatter"): mpich_reduce_scatter,
+    ("ompi", "reduce_scatter"): ompi_reduce_scatter,
     ("mpich", "allgather"): mpich_allgather,
     ("ompi", "allgather"): ompi_allgather,
     ("mpich", "allreduce"): mpich_allreduce,
@@ -119,5 +243,5 @@ def select(library: str, collective: str, p: int, size_bytes: int) -> tuple[str,
     try:
         return SELECTORS[(library, collective)](p, size_bytes)
     except KeyError:
-        raise InputError(f"workload.collective: expected one of allgather, allreduce, "
-                         f"{', '.join(_SINGLE)}, got {collective!r}") from None
+        known = sorted({c for _, c in SELECTORS} | set(_SINGLE))
+        raise InputError(f"workload.collective: expected one of {', '.join(known)}, got {collective!r}") from None
