@@ -3,8 +3,8 @@
 `train(config)` checks the mode's options, builds the model and the dataset (the same on every
 rank: they are built before the ranks fork), probes the host placement, runs the mode's
 launcher-side hook if it has one, starts the ranks with `cxlsim.emulator.launch.run_local`
-(each rank limits BLAS to one thread, passes one barrier, takes the common start from rank 0
-and runs the mode's loop), evaluates the parameter snapshots on the test set, and returns the
+(each rank limits BLAS to one thread, passes one barrier, takes the common start from rank 0,
+runs the mode's loop, then evaluates its parameter snapshots on the test set), and returns the
 train.json record (`run_record`). A synchronous mode whose rank fails raises RankFailure (the
 pool segment is gone either way); in async and hybrid a failed rank is listed in failed_ranks.
 """
@@ -76,7 +76,7 @@ def train(config, progress: bool | None = None) -> dict:
         job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show)
         outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
                              coherence=config.coherence, timeout_s=config.timeout_s)
-    return build_record(config, mode, model, dataset, outcomes, where)
+    return build_record(config, mode, model, outcomes, where)
 
 
 def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers, shared, show):
@@ -104,27 +104,26 @@ def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers,
                 bar.close()
         final = ctx.final_params
         log = ctx.log
+        evals = evaluate(model, dataset, ctx.snapshots)  # after the loop: evaluation costs the run nothing
         return dict(entry=run_record.rank_entry(ctx.rank, log.step_s, log.compute_s, log.comm_s, log.loss,
                                                 log.t_end_s),
-                    snapshots=ctx.snapshots, stopped=stopped, mode_stats=ctx.mode_stats,
+                    evals=evals, stopped=stopped, mode_stats=ctx.mode_stats,
                     digest=hashlib.sha256(final.tobytes()).hexdigest() if final is not None else None)
 
 
-def evaluate(model, dataset, outcomes) -> list[dict]:
-    """Every rank's snapshots on the test set, by wall time: [{t_s, step, loss, accuracy}]."""
+def evaluate(model, dataset, snapshots) -> list[dict]:
+    """Snapshots (t_s, step, params) on the test set: [{t_s, step, loss, accuracy}]."""
     evals = []
-    with threadpool_limits(limits=1):
-        for outcome in outcomes:
-            for t_s, step, params in outcome["snapshots"]:
-                loss, accuracy = model.evaluate(params, dataset.x_test, dataset.y_test)
-                evals.append({"t_s": t_s, "step": step, "loss": loss, "accuracy": accuracy})
-    return sorted(evals, key=lambda e: (e["t_s"], e["step"]))
+    for t_s, step, params in snapshots:
+        loss, accuracy = model.evaluate(params, dataset.x_test, dataset.y_test)
+        evals.append({"t_s": t_s, "step": step, "loss": loss, "accuracy": accuracy})
+    return evals
 
 
-def build_record(config, mode, model, dataset, outcomes, where: str) -> dict:
+def build_record(config, mode, model, outcomes, where: str) -> dict:
     """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
     mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores)."""
-    evals = evaluate(model, dataset, outcomes)
+    evals = sorted((e for o in outcomes for e in o["evals"]), key=lambda e: (e["t_s"], e["step"]))
     ranks = [o["entry"] for o in outcomes]
     final = max((e for e in evals), key=lambda e: (e["step"], e["t_s"]), default=None)
     versions = {k: v for k, v in results.provenance(config.seed).items() if k != "seed"}
