@@ -46,8 +46,10 @@ def test_bad_arguments_exit_2_naming_them(args, needle):
 
 
 def test_plans_refuse_sides_a_collective_does_not_have():
-    with pytest.raises(InputError, match="'zero-copy': alltoall runs on the pool"):
-        BenchPlan(sizes=(8,), sides=("zero-copy",), collective="alltoall")
+    with pytest.raises(InputError, match="'zero-copy': reduce_scatter runs on the pool"):
+        BenchPlan(sizes=(8,), sides=("zero-copy",), collective="reduce_scatter")
+    with pytest.raises(InputError, match="only allgather has a bare-sync side"):
+        BenchPlan(sizes=(8,), sides=("sync",), collective="broadcast")
     with pytest.raises(InputError, match="collective: expected one of"):
         BenchPlan(sizes=(8,), collective="gather")
 

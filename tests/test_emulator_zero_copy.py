@@ -7,7 +7,9 @@ import pytest
 
 from cxlsim.emulator.cache_model import replay
 from cxlsim.emulator.comm import StaleViewError
-from cxlsim.emulator.launch import run_local
+from cxlsim.emulator.bench import BenchPlan, run_plan
+from cxlsim.emulator.bench_collectives import CollectiveSide
+from cxlsim.emulator.launch import RankFailure, run_local
 from cxlsim.emulator.pool import SegmentLayout
 from cxlsim.errors import InputError
 
@@ -159,3 +161,34 @@ def _errors(comm):
 def test_bad_zero_copy_arguments_are_input_errors_naming_the_call(kernel):
     out = run_local(2, _errors, slot_bytes=256, kernel=kernel, timeout_s=30)
     assert out == [["broadcast_view"] * 5 + ["alltoall_view"] * 2 + ["allgather_view"]] * 2
+
+
+def _bench_zero_copy(comm):
+    plan = BenchPlan(sizes=(0, 8, 4096), sides=("copy", "zero-copy"), iterations=20, warmup=2, validate=True,
+                     collective=comm.collective_under_test)
+    return run_plan(comm, plan)
+
+
+@pytest.mark.parametrize("collective", ["allgather", "broadcast", "alltoall"])
+def test_the_benchs_zero_copy_side_validates_every_iteration(collective):
+    def body(comm):
+        comm.collective_under_test = collective
+        return _bench_zero_copy(comm)
+    rows = run_local(3, body, slot_bytes=3 * 4096, timeout_s=60)[0]
+    assert [(r["side"], r["size_bytes"]) for r in rows] == [(side, n) for n in (0, 8, 4096) for side in ("copy", "zero-copy")]
+
+
+def _stale_zero_copy(comm, collective):
+    """The zero-copy side with a check that runs without the call: the checksum must catch it."""
+    side = CollectiveSide(collective, "zero-copy", comm, None, 64, True)
+    side.before(0)
+    side.op()
+    side.after(0)
+    side.before(1)
+    side.after(1)
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "alltoall"])
+def test_zero_copy_validation_catches_data_a_call_did_not_deliver(collective):
+    with pytest.raises(RankFailure, match=f"zero-copy {collective} of 64 B, iteration 1: element"):
+        run_local(2, _stale_zero_copy, (collective,), slot_bytes=256, timeout_s=20)

@@ -4,6 +4,14 @@ from libc.stdint cimport uint64_t
 from cxlsim.emulator.cxl_coll cimport cxl_allreduce_t, cxl_coll_t
 
 
+cdef class ViewCache:
+    cdef Py_ssize_t count
+    cdef object dtype
+    cdef int root
+    cdef object view0, view1
+    cdef object dtype_arg, dtype_of_arg
+
+
 cdef class PoolKernel:
     # The pool (coll.pool) and the step state every call goes through (cxl_coll.h): epoch = the
     # last step, round = the last data round, and what the buffer-reuse waits need.
@@ -22,6 +30,9 @@ cdef class PoolKernel:
     cdef object zc_dtype
     cdef uint64_t zc_nbytes
     cdef object zc_send0, zc_send1, zc_all0, zc_all1
+    # Fused zero-copy calls: their result views (allgather_view, broadcast_view, alltoall_view).
+    cdef ViewCache vc_allgather, vc_broadcast, vc_alltoall
+    cdef object _view_of(self, ViewCache cache, int kind, Py_ssize_t count, object dtype, int root)
     cdef void check_open(self) except *
     cdef object _zc_all_view(self)
     cdef raise_timeout(self, str what=*)

@@ -90,6 +90,19 @@ cdef inline ZeroCopyResult _zero_copy_result(PoolKernel kernel, uint64_t epoch, 
     return result
 
 
+cdef enum:
+    VIEW_ALLGATHER, VIEW_BROADCAST, VIEW_ALLTOALL
+ndarray = np.ndarray
+
+
+cdef class ViewCache:
+    """The result views of one fused zero-copy call for its last (count, dtype, root), per buffer;
+    and (broadcast) the dtype argument last given with its numpy dtype."""
+
+    def __cinit__(self):
+        self.count = -1
+
+
 cdef class PoolKernel:
     """One rank's handle on a mapped pool: publishes, waits and copies with the GIL released.
 
@@ -144,6 +157,7 @@ cdef class PoolKernel:
         self.coll.known_done = 0
         self.coll.missing = -1
         self.coll.pending_ack = self.coll.pending_ack_round = 0
+        self.vc_allgather, self.vc_broadcast, self.vc_alltoall = ViewCache(), ViewCache(), ViewCache()
 
     def __dealloc__(self):
         self._release_pending()
@@ -160,6 +174,7 @@ cdef class PoolKernel:
         self.coll.pool.base = NULL
         self.zc_count = self.zc_dtype = None
         self.zc_send0 = self.zc_send1 = self.zc_all0 = self.zc_all1 = None
+        self.vc_allgather, self.vc_broadcast, self.vc_alltoall = ViewCache(), ViewCache(), ViewCache()
 
     @property
     def rank(self):
@@ -387,17 +402,42 @@ cdef class PoolKernel:
         return self.log_array[: self.coll.pool.log_length].copy()
 
     # -- fused zero-copy calls: the kernel puts the data in, the caller reads the result in place --
+    cdef object _view_of(self, ViewCache cache, int kind, Py_ssize_t count, object dtype, int root):
+        """The result view of kind VIEW_* for (count, dtype, root) in the current round's buffer: the
+        cache's (one identity and two int comparisons), or built by CommMixin and kept there."""
+        cdef bint odd = self.coll.round & 1
+        if not (cache.dtype is dtype and cache.count == count and cache.root == root):
+            cache.dtype, cache.count, cache.root = dtype, count, root
+            cache.view0 = cache.view1 = None
+        view = cache.view1 if odd else cache.view0
+        if view is None:
+            if kind == VIEW_ALLGATHER:
+                view = self._slot_array(self.coll.round, count, dtype, True)
+            elif kind == VIEW_BROADCAST:
+                view = self._broadcast_array(self.coll.round, root, count, dtype)
+            else:
+                view = self._alltoall_array(self.coll.round, count, dtype)
+            if odd:
+                cache.view1 = view
+            else:
+                cache.view0 = view
+        return view
+
     def allgather_view(self, sendbuf):
         """Zero-copy allgather with the put fused in: the kernel copies `sendbuf` (a numpy array of
         count items, or this call's `send_view`, which is not copied) into this rank's slot, runs the
         call, and returns a ZeroCopyResult: the read-only (size, count) view of every rank's block in
-        the pool, valid until this rank's next call. No copy-out: (1 + 0) blocks move, not 1 + P."""
+        the pool, valid until this rank's next call. No copy-out: one block moves, not 1 + P."""
         cdef Py_buffer s
         cdef int missing
         cdef uint64_t n
+        cdef Py_ssize_t count
         self.check_open()
         self.check_idle()
-        count, dtype = count_and_dtype(sendbuf)
+        if type(sendbuf) is ndarray:
+            count, dtype = sendbuf.size, sendbuf.dtype
+        else:
+            count, dtype = count_and_dtype(sendbuf)
         PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
         try:
             n = <uint64_t>s.len
@@ -409,7 +449,7 @@ cdef class PoolKernel:
             PyBuffer_Release(&s)
         if missing:
             self.raise_timeout()
-        return _zero_copy_result(self, self.coll.epoch, self._slot_array(self.coll.round, count, dtype, True))
+        return _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_allgather, VIEW_ALLGATHER, count, dtype, 0))
 
     def broadcast_view(self, count, dtype=np.uint8, int root=0, sendbuf=None):
         """Zero-copy broadcast of `count` items of `dtype` (at most one slot) from `root`: on the root,
@@ -426,20 +466,22 @@ cdef class PoolKernel:
         self.check_idle()
         if not 0 <= root < self.coll.pool.nranks:
             raise InputError(f"broadcast_view: root {root} is outside 0..{self.coll.pool.nranks - 1}")
-        dtype = np.dtype(dtype)
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
+        if dtype is not self.vc_broadcast.dtype_arg:  # the argument as given (np.uint8, 'f8', a dtype)
+            self.vc_broadcast.dtype_arg, self.vc_broadcast.dtype_of_arg = dtype, np.dtype(dtype)
+        dtype = self.vc_broadcast.dtype_of_arg
+        if type(count) is not int and (isinstance(count, bool) or not isinstance(count, np.integer)) or count < 0:
             raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
         n = <uint64_t>count * <uint64_t>dtype.itemsize
         if n > self.slot_bytes:
             raise InputError(f"broadcast_view: {count} x {dtype} ({n} bytes) do not fit the pool's "
                              f"{self.slot_bytes}-byte slot (a zero-copy call is one step; broadcast() chunks)")
-        if sendbuf is not None and not is_root:
-            raise InputError(f"broadcast_view: only the root (rank {root}) passes sendbuf")
         if sendbuf is None:
             with nogil:
                 status = cxl_coll_broadcast_view(&self.coll, NULL if not is_root else
                                                  cxl_slot(&self.coll.pool, self.coll.round + 1, root), n, root, &out)
         else:
+            if not is_root:
+                raise InputError(f"broadcast_view: only the root (rank {root}) passes sendbuf")
             PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
             try:
                 if <uint64_t>s.len != n:
@@ -449,11 +491,10 @@ cdef class PoolKernel:
                     status = cxl_coll_broadcast_view(&self.coll, src, n, root, &out)
             finally:
                 PyBuffer_Release(&s)
-        self._status(status, "broadcast_view")
-        view = self._views.get(("broadcast", self.coll.round & 1, root, count, dtype))
-        if view is None:
-            view = self._broadcast_array(self.coll.round, root, count, dtype)
-        return _zero_copy_result(self, self.coll.epoch, view)
+        if status:
+            self._status(status, "broadcast_view")
+        return _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_broadcast, VIEW_BROADCAST, count, dtype,
+                                                                      root))
 
     def alltoall_view(self, sendbuf):
         """Zero-copy alltoall: `sendbuf` holds size blocks of count items (a numpy array, or this call's
@@ -463,11 +504,15 @@ cdef class PoolKernel:
         cdef Py_buffer s
         cdef int status
         cdef uint64_t n, P = <uint64_t>self.coll.pool.nranks
+        cdef Py_ssize_t total
         cdef const char *out = NULL
         self.check_open()
         self.check_idle()
-        total, dtype = count_and_dtype(sendbuf)
-        if total % P:
+        if type(sendbuf) is ndarray:
+            total, dtype = sendbuf.size, sendbuf.dtype
+        else:
+            total, dtype = count_and_dtype(sendbuf)
+        if <uint64_t>total % P:
             raise InputError(f"alltoall_view: sendbuf has {total} items, not {P} equal blocks")
         PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
         try:
@@ -479,12 +524,10 @@ cdef class PoolKernel:
                 status = cxl_coll_alltoall_view(&self.coll, <const char *>s.buf, n, &out)
         finally:
             PyBuffer_Release(&s)
-        self._status(status, "alltoall_view")
-        count = total // P
-        view = self._views.get(("alltoall", self.coll.round & 1, count, dtype))
-        if view is None:
-            view = self._alltoall_array(self.coll.round, count, dtype)
-        return _zero_copy_result(self, self.coll.epoch, view)
+        if status:
+            self._status(status, "alltoall_view")
+        return _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_alltoall, VIEW_ALLTOALL,
+                                                                      total // <Py_ssize_t>P, dtype, 0))
 
     # -- the other pool collectives (cxl_coll.h) ------------------------------------------
     cdef void check_idle(self) except *:

@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from cxlsim.emulator import _kernels
-from cxlsim.emulator.bench_collectives import COLLECTIVES, CollectiveSide, ValidationError, pattern
+from cxlsim.emulator.bench_collectives import (COLLECTIVES, ZERO_COPY_COLLECTIVES, CollectiveSide, ValidationError,
+                                               pattern)
 from cxlsim.errors import InputError
 from cxlsim.units import format_bandwidth, format_size, format_time
 
@@ -50,7 +51,8 @@ class BenchPlan:
     """What to measure. sizes: bytes per rank. sides: any of SIDES, run in this order per size.
     iterations/warmup: None for OMB's defaults. validate: check contents every iteration
     (the contents change every iteration, so a stale epoch is caught). collective: one of
-    bench_collectives.COLLECTIVES; all but allgather have the sides 'copy' (the pool) and 'mpi'."""
+    bench_collectives.COLLECTIVES; allgather has every side, broadcast and alltoall also
+    'zero-copy' (their fused view calls), the others 'copy' (the pool) and 'mpi'."""
 
     sizes: tuple[int, ...]
     sides: tuple[str, ...] = ("copy",)
@@ -65,8 +67,10 @@ class BenchPlan:
         for side in self.sides:
             if side not in SIDES:
                 raise InputError(f"side: expected one of {SIDES}, got {side!r}")
-            if self.collective != "allgather" and side not in ("copy", "mpi"):
+            if self.collective not in ZERO_COPY_COLLECTIVES and side not in ("copy", "mpi"):
                 raise InputError(f"side {side!r}: {self.collective} runs on the pool ('copy') or MPI ('mpi') only")
+            if self.collective != "allgather" and side == "sync":
+                raise InputError(f"side 'sync': only allgather has a bare-sync side, not {self.collective}")
         for name in ("iterations", "warmup"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < (1 if name == "iterations" else 0)):
@@ -112,14 +116,14 @@ class _Side:
             self.before, self.after = self._fill, self._check
 
     def _zero_copy_op(self):
-        """What an application does per zero-copy call, with its buffers bound as the copy side's are."""
-        comm, n, send, read_pass, write_block = self.comm, self.n, self.send, _kernels.read_pass, _kernels.write_block
+        """What an application does per zero-copy call, with its buffers bound as the copy side's are:
+        the fused call (the kernel copies the block into the slot, as copy mode's copy-in) and one
+        read pass over every block in place."""
+        comm, send, read_pass = self.comm, self.send, _kernels.read_pass
 
         def zero_copy():
-            block = comm.send_view(n)
-            write_block(block, send)  # write the rank's block into its slot (memcpy, as copy mode's)
-            self.result = result = comm.allgather_zero_copy(block)
-            self.checksum = read_pass(result.array)  # one read pass over all blocks, in place
+            self.result = result = comm.allgather_view(send)
+            self.checksum = read_pass(result.array)
         return zero_copy
 
     def _fill(self, i):

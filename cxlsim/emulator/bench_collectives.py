@@ -3,17 +3,20 @@
 Each follows its OMB 5.3 benchmark: osu_allreduce and osu_reduce_scatter (MPI_FLOAT,
 MPI_SUM; the size is the whole vector in bytes, and osu_reduce_scatter gives each rank
 size / 4 / P floats), osu_bcast (MPI_CHAR from root 0), osu_alltoall (size bytes per
-destination) and osu_barrier (no data). A side is the pool ("copy") or MPI through mpi4py
-("mpi"), timed in the same loop as allgather's (`bench.time_loop`). With validation every
+destination) and osu_barrier (no data). A side is the pool ("copy"), the pool's fused
+zero-copy call plus one read pass over the result in place ("zero-copy": broadcast, alltoall),
+or MPI through mpi4py ("mpi"), timed in the same loop as allgather's (`bench.time_loop`). With validation every
 iteration's inputs change (`pattern`), so stale or misplaced data is caught.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from cxlsim.emulator._kernels import checksum_of_fill, read_pass
 from cxlsim.errors import InputError, RunError
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
+ZERO_COPY_COLLECTIVES = ("allgather", "broadcast", "alltoall")  # those with a fused zero-copy call
 FLOAT_BYTES = 4  # osu_allreduce and osu_reduce_scatter reduce MPI_FLOAT
 MPI_NAMES = {"allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce", "reduce_scatter": "MPI_Reduce_scatter_block",
              "broadcast": "MPI_Bcast", "alltoall": "MPI_Alltoall", "barrier": "MPI_Barrier"}
@@ -48,8 +51,9 @@ class CollectiveSide:
     def __init__(self, collective: str, name: str, comm, mpi, n: int, validate: bool):
         self.collective, self.name, self.comm, self.n = collective, name, comm, n
         P, me = comm.size, comm.rank
-        if name not in ("copy", "mpi"):
+        if name not in ("copy", "mpi") and not (name == "zero-copy" and collective in ZERO_COPY_COLLECTIVES):
             raise InputError(f"side {name!r}: {collective} runs on the pool ('copy') or MPI ('mpi') only")
+        self.result = self.checksum = None
         op_sum = None
         if name == "mpi":
             from mpi4py import MPI
@@ -66,20 +70,33 @@ class CollectiveSide:
                 (lambda: mpi.Reduce_scatter_block(self.send, self.recv, op=op_sum))
         elif collective == "broadcast":
             self.send = self.recv = np.zeros(n, np.uint8)
-            self.op = (lambda: comm.broadcast(self.recv, 0)) if name == "copy" else (lambda: mpi.Bcast(self.recv, root=0))
+            self.op = {"copy": lambda: comm.broadcast(self.recv, 0), "mpi": lambda: mpi.Bcast(self.recv, root=0),
+                       "zero-copy": self._broadcast_view}.get(name)
         elif collective == "alltoall":
             self.send, self.recv = np.zeros(n * P, np.uint8), np.zeros(n * P, np.uint8)
-            self.op = (lambda: comm.alltoall(self.send, self.recv)) if name == "copy" else \
-                (lambda: mpi.Alltoall(self.send, self.recv))
+            self.op = {"copy": lambda: comm.alltoall(self.send, self.recv), "mpi": lambda: mpi.Alltoall(self.send, self.recv),
+                       "zero-copy": self._alltoall_view}.get(name)
         elif collective == "barrier":
             self.send = self.recv = np.zeros(0, np.uint8)
             self.op = comm.barrier if name == "copy" else mpi.Barrier
         else:
             raise InputError(f"collective: expected one of {COLLECTIVES[1:]}, got {collective!r}")
+        if self.op is None:
+            raise InputError(f"side {name!r}: {collective} runs on the pool ('copy') or MPI ('mpi') only")
         self.before = self.after = None
         if validate and collective != "barrier":
             self.before, self.after = self._fill, self._check
         self.me = me
+
+    def _broadcast_view(self) -> None:
+        """The zero-copy broadcast: the fused call (the root's kernel puts its buffer in), one read pass in place."""
+        self.result = self.comm.broadcast_view(self.n, np.uint8, 0, self.send if self.comm.rank == 0 else None)
+        self.checksum = read_pass(self.result.array)
+
+    def _alltoall_view(self) -> None:
+        """The zero-copy alltoall: the fused call (the kernel puts the row in), one read pass over the column."""
+        self.result = self.comm.alltoall_view(self.send)
+        self.checksum = read_pass(self.result.array)
 
     def _fill(self, i: int) -> None:
         P, me = self.comm.size, self.me
@@ -97,9 +114,17 @@ class CollectiveSide:
             got = self.recv
         elif self.collective == "broadcast":
             want, got = np.uint8(pattern(0, i)), self.recv
+            if self.name == "zero-copy":
+                if self.checksum == checksum_of_fill(pattern(0, i), self.n):
+                    return
+                got = np.array(self.result.array)
         else:
             want = np.repeat(np.array([pattern(s + 7 * me, i) for s in range(P)], np.uint8), self.n)
             got = self.recv
+            if self.name == "zero-copy":  # check the read pass, so validation never touches the pool itself
+                if self.checksum == sum(checksum_of_fill(pattern(s + 7 * me, i), self.n) for s in range(P)) % 2**64:
+                    return
+                got = np.array(self.result.array).reshape(-1)
         bad = np.nonzero(got != want)[0]
         if bad.size:
             at = int(bad[0])
