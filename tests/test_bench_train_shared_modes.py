@@ -41,6 +41,13 @@ def test_converges_and_spends_the_counters_budget(mode, coherence):
     assert record["failed_ranks"] == [] and not my_segments()
     assert record["final_param_sha256"][0] is not None  # rank 0 evaluated the merged parameters
     assert max(e["step"] for e in record["eval"]) == STEPS
+    stats = record["mode_stats"]
+    assert {s["counter"] for s in stats} == {"cxl-device" if coherence is Coherence.HW else "cxl-flush-lock"}
+    if mode == "hybrid":  # every ticket below the budget is one contribution, accepted or dropped
+        assert sum(s["accepted"] + s["dropped"] for s in stats) == STEPS * 2
+        assert sum(sum(s["staleness_histogram"].values()) for s in stats) == STEPS * 2
+    else:
+        assert sum(s["exchanges"] for s in stats) == STEPS * 2  # tau = 1
 
 
 @pytest.mark.parametrize("mode", ["async", "hybrid"])
@@ -80,9 +87,9 @@ def test_lockstep_with_a_failure_is_refused():
     assert not my_segments()
 
 
-def _worker_that_may_be_killed(mode, handle, rank, config, reached, box):
-    """One rank of `mode` outside the launcher (no pool communicator: the loops without --lockstep use
-    none); rank 1 announces its 10th step and then waits to be killed."""
+def _rank_outside_the_launcher(mode, handle, rank, config, reached, box):
+    """One rank of `mode` without the launcher (no pool communicator: the loops without --lockstep use
+    none); with `reached`, rank 1 announces its 10th step and then waits to be killed."""
     from cxlsim.emulator.training import data, elastic, models
     from cxlsim.emulator.training.context import RankContext
 
@@ -90,39 +97,71 @@ def _worker_that_may_be_killed(mode, handle, rank, config, reached, box):
     ctx = RankContext(comm=SimpleNamespace(rank=rank, size=2), config=config, model=model,
                       data=data.load(config.dataset, config.seed), params0=model.init(config.seed),
                       multipliers=np.ones((config.steps, 2)), synchronous=False, shared=handle)
-    if rank == 1:
+    if rank == 1 and reached is not None:
         def progress(_):
             if len(ctx.log) == 10:
                 reached.set()
                 time.sleep(60)
         ctx.log.progress = progress
     getattr(elastic, f"{mode}_loop")(ctx)
-    box.put((len(ctx.log), model.evaluate(ctx.final_params, ctx.data.x_test, ctx.data.y_test)[1]))
+    accuracy = model.evaluate(ctx.final_params, ctx.data.x_test, ctx.data.y_test)[1] if rank == 0 else None
+    box.put((rank, len(ctx.log), accuracy, ctx.mode_stats))
+
+
+def _outside_the_launcher(mode, config, kill_rank_1: bool):
+    """Run both ranks of `mode` in forked processes; {rank: (steps, accuracy, mode_stats)} of those that finished."""
+    from cxlsim.emulator.training.elastic import shared_region
+    from cxlsim.emulator.training.models import build
+
+    fork = multiprocessing.get_context("fork")
+    with shared_region(config, build(config.model)) as handle:
+        reached, box = fork.Event() if kill_rank_1 else None, fork.Queue()
+        procs = [fork.Process(target=_rank_outside_the_launcher, args=(mode, handle, r, config, reached, box),
+                              daemon=True) for r in range(2)]
+        for p in procs:
+            p.start()
+        try:
+            if kill_rank_1:
+                assert reached.wait(20)
+                os.kill(procs[1].pid, signal.SIGKILL)
+            got = [box.get(timeout=30) for _ in range(1 if kill_rank_1 else 2)]
+        finally:
+            for p in procs:
+                if kill_rank_1:
+                    p.kill()
+                p.join(10)
+    if kill_rank_1:
+        assert procs[1].exitcode == -signal.SIGKILL
+    return {rank: rest for rank, *rest in got}
 
 
 @pytest.mark.parametrize("mode", ["async", "hybrid"])
 def test_a_killed_worker_leaves_the_others_training(mode):
     """SIGKILL rank 1 mid-run (a real death, left a zombie while rank 0 finishes): rank 0 takes the rest of
     the budget, sees rank 1 dead instead of waiting for its done flag, and its merged parameters converge."""
+    config = TrainConfig(mode=mode, nranks=2, steps=STEPS, factors=(1.0, 1.0), gpus=(None, None), timeout_s=20.0)
+    got = _outside_the_launcher(mode, config, kill_rank_1=True)
+    steps0, accuracy, _ = got[0]
+    assert steps0 == STEPS * 2 - 10 and accuracy >= ACCURACY  # rank 1 took 10 tickets, rank 0 the rest
+    assert not my_segments()
+
+
+def test_hybrid_without_overlap_exchanges_in_line():
+    config = TrainConfig(mode="hybrid", nranks=2, steps=STEPS, factors=(1.0, 1.0), gpus=(None, None), overlap=False)
+    got = _outside_the_launcher("hybrid", config, kill_rank_1=False)
+    assert got[0][1] >= ACCURACY
+    assert sum(steps for steps, _, _ in got.values()) == STEPS * 2
+    stats = [s for _, _, s in got.values()]
+    assert all(s["overlap"] is False for s in stats)
+    assert sum(s["accepted"] + s["dropped"] for s in stats) == STEPS * 2
+
+
+def test_lockstep_with_overlap_is_refused():
     from cxlsim.emulator.training.elastic import shared_region
     from cxlsim.emulator.training.models import build
 
-    config = TrainConfig(mode=mode, nranks=2, steps=STEPS, factors=(1.0, 1.0), gpus=(None, None), timeout_s=20.0)
-    fork = multiprocessing.get_context("fork")
-    with shared_region(config, build(config.model)) as handle:
-        reached, box = fork.Event(), fork.Queue()
-        procs = [fork.Process(target=_worker_that_may_be_killed, args=(mode, handle, r, config, reached, box),
-                              daemon=True) for r in range(2)]
-        for p in procs:
-            p.start()
-        try:
-            assert reached.wait(20)
-            os.kill(procs[1].pid, signal.SIGKILL)
-            steps0, accuracy = box.get(timeout=30)
-        finally:
-            for p in procs:
-                p.kill()
-                p.join()
-    assert steps0 == STEPS * 2 - 10 and accuracy >= ACCURACY  # rank 1 took 10 tickets, rank 0 the rest
-    assert procs[1].exitcode == -signal.SIGKILL
-    assert not my_segments()
+    config = TrainConfig(mode="hybrid", nranks=2, steps=5, factors=(1.0, 1.0), gpus=(None, None), overlap=True,
+                         lockstep=True)
+    with pytest.raises(InputError, match="--overlap on: --lockstep runs hybrid's exchange in line"):
+        with shared_region(config, build("mlp")):
+            pass

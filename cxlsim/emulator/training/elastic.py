@@ -20,8 +20,9 @@ ticket c; its contribution belongs to round k = c // W, staleness d = k - v. Wit
 u = -(lr / W) g to its accumulator (a round of W contributions is one sync step on the mean
 gradient), else it is dropped (wasted work, counted). The push and the pull of the global
 parameters run on a communication thread while the next local step computes on the last pulled
-parameters plus the worker's own update: training overlaps the updates. A worker stops when the
-counter reaches the budget.
+parameters plus the worker's own update: training overlaps the updates (``--overlap off``: the
+exchange runs in line, after the step's compute). A worker stops when the counter reaches the
+budget.
 
 --lockstep (deterministic variants): every rank does `steps` local steps; async exchanges with
 a barrier before the merge (every push is in) and one after it (every merge is done before the
@@ -64,6 +65,8 @@ def shared_region(config, model):
     if config.lockstep and config.failure is not None:
         raise InputError("--lockstep: cannot be combined with --fail (the other ranks would wait for the failed "
                          "one at their next barrier)")
+    if config.lockstep and config.overlap:
+        raise InputError("--overlap on: --lockstep runs hybrid's exchange in line, between two barriers")
     return make_region(config.nranks, model.size, "float64", pool=config.pool, coherence=config.coherence,
                        timeout_s=config.timeout_s)
 
@@ -176,9 +179,17 @@ def async_loop(ctx) -> None:
             ctx.log.step(start, pacer.seconds, loss)
             shared.offer(local if cfg.lockstep else (ticket + 1) // W, centre)
     except RankStopped:
+        _record_async(ctx, shared)
         shared.finish(local, centre)
         raise
+    _record_async(ctx, shared)
     shared.finish(local, centre)
+
+
+def _record_async(ctx, shared) -> None:
+    """async's counts on the context (`mode_stats`, recorded per rank in train.json)."""
+    ctx.mode_stats = {"exchanges": shared.accepted, "tau": TAU, "alpha": BETA / ctx.nranks,
+                      "counter": ctx.shared.counter}
 
 
 class Exchanger:
@@ -230,7 +241,7 @@ def hybrid_loop(ctx) -> None:
     """The hybrid mode's rank loop (global counter, staleness bound, overlapped updates; the contract: `context`)."""
     cfg, model, W = ctx.config, ctx.model, ctx.nranks
     shared = SharedModel(ctx)
-    exchanger = Exchanger(shared, threaded=not cfg.lockstep)
+    exchanger = Exchanger(shared, threaded=not cfg.lockstep and cfg.overlap is not False)
     barrier = ctx.comm.barrier if cfg.lockstep else None
     params, grad = ctx.params0.copy(), np.empty_like(ctx.params0)
     version, local, budget = 0, 0, cfg.steps * W
@@ -265,15 +276,18 @@ def hybrid_loop(ctx) -> None:
             ctx.log.step(start, pacer.seconds, loss)
     except RankStopped:
         exchanger.close()
-        _record(ctx, dropped, staleness)
+        _record_hybrid(ctx, shared, dropped, staleness)
         shared.finish(local, exchanger.theta)
         raise
     exchanger.close()
-    _record(ctx, dropped, staleness)
+    _record_hybrid(ctx, shared, dropped, staleness)
     shared.finish(local, exchanger.theta)
 
 
-def _record(ctx, dropped: int, staleness: dict) -> None:
-    """hybrid's counts on the context (`mode_stats`): dropped contributions and the staleness histogram."""
-    ctx.mode_stats = {"dropped": dropped, "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
-                      "counter": ctx.shared.counter, "staleness_bound": STALENESS}
+def _record_hybrid(ctx, shared, dropped: int, staleness: dict) -> None:
+    """hybrid's counts on the context (`mode_stats`, recorded per rank in train.json): accepted and dropped
+    contributions, the staleness histogram (rounds: count), the bound, the counter scheme, overlap."""
+    ctx.mode_stats = {"accepted": shared.accepted, "dropped": dropped,
+                      "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
+                      "staleness_bound": STALENESS, "counter": ctx.shared.counter,
+                      "overlap": not ctx.config.lockstep and ctx.config.overlap is not False}
