@@ -15,7 +15,7 @@ from cxlsim.emulator.training import config as settings
 from cxlsim.emulator.training import data, models, modes, run_record
 from cxlsim.emulator.training.context import Pacer
 from cxlsim.emulator.training.ddp import bucket_spans
-from cxlsim.emulator.training.launcher import train
+from cxlsim.emulator.training.launcher import check_options, train
 from cxlsim.errors import InputError
 from cxlsim.models.training import profiles, stragglers
 
@@ -200,6 +200,8 @@ def test_sync_converges_and_is_bitwise_identical_across_ranks(sync_run):
     assert [r["steps_done"] for r in sync_run["ranks"]] == [200, 200]
     assert sync_run["time_to_accuracy_s"]["0.9"] is not None and sync_run["throughput_samples_per_s"] > 0
     assert sync_run["eval"][-1]["step"] == 200 and sync_run["failed_ranks"] == []
+    assert len(sync_run["host_roundtrip_ns"]) == 2 and isinstance(sync_run["warnings"], list)
+    assert sync_run["placement"] in ("fast", "slow", "unknown") and sync_run["lockstep"] is True
 
 
 def test_sync_repeats_bitwise_for_one_seed(sync_run):
@@ -250,6 +252,16 @@ def test_cli_writes_the_record(tmp_path, capsys):
     assert record["gpus"] == ["a100-sxm4-80gb", "v100"] and record["factors"][0] == 1.0 < record["factors"][1]
     assert record["overlap"] is False and [e["step"] for e in record["eval"]] == [5, 10, 15, 20]
     assert len(open(out / "steps.csv").read().splitlines()) == 1 + 2 * 20
+
+
+def test_options_a_mode_does_not_use_are_refused():
+    check_options(config("sync", lockstep=True), modes.mode("sync"))  # sync always moves in lockstep
+    check_options(config("async", lockstep=True), modes.mode("async"))
+    with pytest.raises(InputError, match="--overlap: mode async does not use it.*ddp"):
+        check_options(config("async", overlap=True), modes.mode("async"))
+    plain = modes.TrainMode(name="plain", help="", loop="m:f", synchronous=True)  # neither uses nor implies it
+    with pytest.raises(InputError, match="--lockstep: mode plain does not use it"):
+        check_options(config("sync", lockstep=True), plain)
 
 
 def test_modes_name_their_des_mode_and_loops():

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 
 from cxlsim.coherence import Coherence
-from cxlsim.emulator.host import cores_warning
 from cxlsim.emulator.launch import check_np
 from cxlsim.emulator.pool import parse_pool_spec
 from cxlsim.emulator.training import config as settings
@@ -129,7 +128,7 @@ def summary(record: dict) -> str:
         gpus = f" (GPUs {', '.join(str(g) for g in record['gpus'])})" if any(record["gpus"]) else ""
         lines.append(f"# slow-down factors {', '.join(f'{f:.3g}' for f in record['factors'])}{gpus}; "
                      f"stragglers {record['stragglers']}")
-    lines += ["# " + w for w in cores_warning(record["np"], record["cores"])]
+    lines += ["# " + w for w in record.get("warnings", ())]
     lines.append(f"{'rank':>4} {'steps':>6} {'step ms (median)':>17} {'min-max':>17} {'compute ms':>11} "
                  f"{'comm ms':>9} {'last loss':>10}")
     for entry in record["ranks"]:

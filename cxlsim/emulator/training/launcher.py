@@ -1,8 +1,9 @@
 """Run one `cxlsim bench train` job: N local ranks on one pool, then the evaluation and the record.
 
 `train(config)` checks the mode's options, builds the model and the dataset (the same on every
-rank: they are built before the ranks fork), probes the host placement, runs the mode's
-launcher-side hook if it has one, starts the ranks with `cxlsim.emulator.launch.run_local`
+rank: they are built before the ranks fork), holds a bench lock (other cxlsim benches
+running meanwhile are named in the record's warnings), probes the host placement before and
+after the run, runs the mode's launcher-side hook if it has one, starts the ranks with `cxlsim.emulator.launch.run_local`
 (each rank limits BLAS to one thread, passes one barrier, takes the common start from rank 0,
 runs the mode's loop, then evaluates its parameter snapshots on the test set), and returns the
 train.json record (`run_record`). A synchronous mode whose rank fails raises RankFailure (the
@@ -21,7 +22,8 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from cxlsim import results
-from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
+from cxlsim.emulator.host import (SLOW_ROUNDTRIP_NS, BenchLock, concurrency_warning, cores_warning,
+                                  placement_warning, probe_roundtrip_ns)
 from cxlsim.emulator.launch import run_local
 from cxlsim.emulator.training import data, models, modes, run_record
 from cxlsim.emulator.training.context import RankContext, RankStopped
@@ -48,13 +50,20 @@ def slot_bytes_for(model) -> int:
     return min(MAX_SLOT_BYTES, -(-model.nbytes // PAGE) * PAGE)
 
 
-def placement() -> str:
-    """'fast' or 'slow' by the hw flag round trip between two fresh processes (SLOW_ROUNDTRIP_NS)."""
+def roundtrip_or_none() -> float | None:
+    """The hw flag round trip between two fresh processes now (ns), or None if the probe cannot run."""
     try:
-        ns = probe_roundtrip_ns()
+        return probe_roundtrip_ns()
     except Exception:  # a probe that cannot run says nothing about the run
+        return None
+
+
+def placement(roundtrips_ns) -> str:
+    """'slow' if a probe (before, after the run) exceeded SLOW_ROUNDTRIP_NS, 'fast' if none did, else 'unknown'."""
+    known = [ns for ns in roundtrips_ns if ns is not None]
+    if not known:
         return "unknown"
-    return "slow" if ns > SLOW_ROUNDTRIP_NS else "fast"
+    return "slow" if max(known) > SLOW_ROUNDTRIP_NS else "fast"
 
 
 def train(config, progress: bool | None = None) -> dict:
@@ -69,14 +78,22 @@ def train(config, progress: bool | None = None) -> dict:
         raise InputError(f"--buckets: expected 1..{model.size} (the model's parameters), got {config.buckets}")
     params0 = model.init(config.seed)
     multipliers = config.multipliers()
-    where = placement()
     show = progress if progress is not None else (sys.stderr.isatty() and config.steps >= PROGRESS_MIN_STEPS)
     hook = mode.resolve("shared")(config, model) if mode.shared else contextlib.nullcontext()
-    with hook as shared:
-        job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show)
-        outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
-                             coherence=config.coherence, timeout_s=config.timeout_s)
-    return build_record(config, mode, model, outcomes, where)
+    with BenchLock() as lock:
+        others = set(lock.others())
+        roundtrips = [roundtrip_or_none()]
+        with hook as shared:
+            job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show)
+            outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
+                                 coherence=config.coherence, timeout_s=config.timeout_s)
+        roundtrips.append(roundtrip_or_none())
+        others |= set(lock.others()) | set(lock.visitors())
+        warnings = (cores_warning(config.nranks) + concurrency_warning(others) + lock.warnings()
+                    + placement_warning([ns for ns in roundtrips if ns is not None]))
+    record = build_record(config, mode, model, outcomes, placement(roundtrips))
+    record.update(host_roundtrip_ns=roundtrips, warnings=warnings)
+    return record
 
 
 def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers, shared, show):
@@ -122,7 +139,8 @@ def evaluate(model, dataset, snapshots) -> list[dict]:
 
 def build_record(config, mode, model, outcomes, where: str) -> dict:
     """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
-    mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores)."""
+    mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores; `train` adds
+    host_roundtrip_ns (the placement probes before and after, ns or None) and warnings)."""
     evals = sorted((e for o in outcomes for e in o["evals"]), key=lambda e: (e["t_s"], e["step"]))
     ranks = [o["entry"] for o in outcomes]
     final = max((e for e in evals), key=lambda e: (e["step"], e["t_s"]), default=None)
