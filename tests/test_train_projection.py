@@ -105,7 +105,7 @@ def test_sync_projection_of_a_run_whose_comm_is_the_closed_form_is_exact(profile
     G, W = 80000, 2
     comm = allreduce_form(profile, Coherence.parse(coherence), G, W) / 1e9
     run = record("sync", local_s=[2e-3, 2e-3], comm_s=comm, G=G, coherence=coherence)
-    row = tp.project(run, profile)
+    row = tp.project(run, profile, pass_ns=0.0)
     assert row["throughput_error"] == pytest.approx(0.0, abs=1e-6)
     assert row["des_mode"] == tp.DES_MODES["sync"]
     for t in row["time_to_accuracy"]:
@@ -119,7 +119,7 @@ def test_sync_projection_waits_for_the_slower_rank(profile):
     local = [1e-3, 2e-3]
     # the record's comm_s is made up (the projection replaces it); rank 0's wall step is the slower one's
     ranks = record("sync", local_s=local, comm_s=0.0, G=G, steps=steps)
-    row = tp.project(ranks, profile)
+    row = tp.project(ranks, profile, pass_ns=0.0)
     assert row["projected_elapsed_s"] == pytest.approx(steps * (2e-3 + form / 1e9), rel=1e-6)
     assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / row["projected_elapsed_s"], rel=1e-12)
 
@@ -136,9 +136,9 @@ def test_measured_multipliers_reproduce_the_times_and_refuse_bad_ones():
 def test_ddp_projection_overlap_hides_buckets_and_off_adds_them(profile):
     G, steps, local = 4 * 65536, 6, 2e-3
     on = tp.project(record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=True),
-                    profile)
+                    profile, pass_ns=0.0)
     off = tp.project(record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=False),
-                     profile)
+                     profile, pass_ns=0.0)
     form = allreduce_form(profile, Coherence.HW, G // 4, 2)
     assert on["des"]["buckets"] == 4 and off["des"]["overlap"] is False
     # overlap off: all four buckets after the local work; on: only the last bucket is exposed
@@ -146,32 +146,45 @@ def test_ddp_projection_overlap_hides_buckets_and_off_adds_them(profile):
     assert steps * (local + form / 1e9) * (1 - 1e-6) <= on["projected_elapsed_s"] < off["projected_elapsed_s"]
 
 
-def test_async_projection_adds_each_workers_exchanges_and_never_waits(profile):
+def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
     steps, G = 8, 80000
     run = record("async", local_s=[1e-3, 3e-3], comm_s=0.0, G=G, steps=steps)
-    row = tp.project(run, profile)
     preset = tp.pool_preset(profile, Coherence.HW, G, 2)
     spec = tp._spec(2)
     job = tp._job(run, preset, [tp.local_work_ns(r) for r in run["ranks"]])
     alone = pool_shared.run_async_on_pool(spec, job, steps=steps, local_ns=[[1e6], [3e6]], pool=preset,
-                                          tau=steps + 1)  # no exchange at all
-    assert [w.finished_ns for w in alone.workers] == pytest.approx([steps * 1e6, steps * 3e6], rel=1e-12)
-    # with an exchange every step each worker's end is its own local time plus its exchanges: the fast one ends first
-    ends = [w.finished_ns for w in tp._run_des(run, profile, 65536, 1 << 20)[0].workers]
-    assert steps * 1e6 < ends[0] < steps * 1.2e6 and steps * 3e6 < ends[1] < steps * 3.1e6
-    assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / (ends[1] / 1e9), rel=1e-9)
+                                          tau=100)  # no exchange: only the tickets touch the pool
+    fast, slow = alone.extra["local_steps"]
+    assert fast + slow == 2 * steps == alone.extra["tickets"] and (fast, slow) == (12, 4)
+    result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0)
+    assert sum(result.extra["local_steps"]) == 2 * steps
+    # each step of the fast worker: its local time, a ticket, a merge and a push, microseconds on this pool
+    starts, _, ends = zip(*result.intervals[0])
+    steps_ns = np.array(ends) - np.array(starts)
+    assert np.all(steps_ns > 1e6) and np.all(steps_ns < 1.1e6)
+    row = tp.project(run, profile, pass_ns=0.0)
+    assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / (result.elapsed_ns / 1e9), rel=1e-9)
+
+
+def test_vector_passes_add_to_each_step(profile):
+    steps, extra = 6, 5000.0
+    run = record("sync", local_s=[1e-3, 1e-3], comm_s=0.0, steps=steps)
+    base = tp.project(run, profile, pass_ns=0.0)["projected_elapsed_s"]
+    more = tp.project(run, profile, pass_ns=extra)["projected_elapsed_s"]
+    assert (more - base) * 1e9 == pytest.approx(steps * tp.VECTOR_PASSES["sync"][0] * extra, rel=1e-6)
+    assert tp.vector_pass_ns(1000, repeats=2, calls=5) > 0
 
 
 def test_hybrid_projection_hands_the_faster_worker_more_tickets(profile):
     steps = 10
     run = record("hybrid", local_s=[1e-3, 3e-3], comm_s=0.0, steps=steps)
-    result, _ = tp._run_des(run, profile, 65536, 1 << 20)
+    result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0)
     assert result.extra["tickets"] == steps * 2 == sum(result.extra["local_steps"])
     fast, slow = result.extra["local_steps"]
     assert fast > slow and fast + slow == 20
     for coherence in ("hw", "flush"):
         r, _ = tp._run_des(record("hybrid", local_s=[1e-3, 1e-3], comm_s=0.0, steps=4, coherence=coherence),
-                           profile, 65536, 1 << 20)
+                           profile, 65536, 1 << 20, 0.0)
         assert r.params["counter"] == pool_shared.COUNTERS[Coherence.parse(coherence)]
 
 

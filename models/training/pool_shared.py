@@ -20,24 +20,30 @@ writes slot w, and a reader reads every slot and merges them itself.
   vectors (W - 1 reductions of G bytes at the job's reduction bandwidth).
   A read that races a push is retried in the emulator; the DES does not
   model retries (a push takes microseconds against milliseconds of compute).
-- ticket(w) (hybrid): `cxl-device`, one pool round trip on the counter line
+- ticket(w): `cxl-device`, one pool round trip on the counter line
   (a load and a store of it), serialised over the workers (a device executes
   same-line atomics in order); `cxl-flush-lock` (flush mode), the bakery lock
   of hybrid.py: write and flush the own flag, read the W - 1 others' (flush,
   fence, load each), then, serialised, read the counter, write and flush it,
   clear the flag.
 
-Schedules (measured or profiled local work `local_ns[w][k]` per local step k,
-everything outside the pool calls; cycled if a worker does more steps than
-given):
+Schedules (what cxlsim/emulator/training/elastic.py does). `local_ns[w][k]`
+is worker w's local step k's time outside the pool and the vector work
+(measured or profiled; cycled if a worker does more steps than given);
+`vector_ns` is the step's passes over the parameter vector outside the pool
+calls (SGD and elastic updates, the merge's copy and base: cxlsim/train_projection.py
+counts them). The workers share a budget of `steps * W` tickets of the global
+counter, one per local step, so faster workers do more steps and a run ends
+when the budget is spent:
 
-- async (`run_async_on_pool`): every worker does `steps` local steps; every
-  `tau` of them it merges the slots (the centre is their merge), applies the
-  elastic update (one reduction of G bytes) and pushes its parameters.
-- hybrid (`run_hybrid_on_pool`): each local step takes a ticket, pushes its
-  contribution and merges the slots into its parameters; the run ends when
-  `steps * round_size` tickets are taken (the counter is the clock, so faster
-  workers take more of them).
+- async (`run_async_on_pool`): a worker takes a ticket (none left: it
+  stops), computes, and every `tau` local steps merges the slots (the centre
+  is their merge) and pushes its accumulator.
+- hybrid (`run_hybrid_on_pool`): a worker computes, then takes a ticket (none
+  left: that compute is wasted and it stops), waits for its previous exchange,
+  and starts the next one on its communication thread (a DES process): push,
+  a load of the counter, merge (plus `exchange_vector_ns`); the next step
+  computes meanwhile. Its last exchange ends its run.
 
 Throughput: every worker's local steps x batch over the end of the last step.
 No waiting is modelled beyond the pool's own queues and the counter's
@@ -157,65 +163,85 @@ def _result(mode, spec, job, steps, log, params, seed, events, extra) -> Trainin
 
 
 def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
-                      tau: int = 1, seed: int | None = None) -> TrainingResult:
-    """Async (elastic averaging) through the pool's slots: every worker `steps` local steps, a merge, the
-    elastic update and a push every `tau` of them. pool: a CXLPoolPreset; local_ns: per worker, its
-    local step times (ns)."""
+                      tau: int = 1, vector_ns: float = 0.0, seed: int | None = None) -> TrainingResult:
+    """Async (elastic averaging) through the pool's slots, `steps * W` tickets shared by the workers, a merge
+    and a push every `tau` local steps. pool: a CXLPoolPreset; local_ns: per worker, its local step times (ns);
+    vector_ns: each step's vector work outside the pool calls (ns)."""
     _check(spec, job, steps, local_ns)
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
         raise InputError(f"tau: expected an integer >= 1, got {tau!r}")
     region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
-    env, log = region.env, StepLog(spec.size)
+    env, log, budget = region.env, StepLog(spec.size), steps * spec.size
 
     def worker(w):
         ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
-        for k in range(steps):
+        k = 0
+        while True:
             start = env.now
+            ticket = yield from region.ticket(w)
+            if ticket >= budget:
+                return
             yield env.timeout(_local(local_ns, w, k))
             cend = env.now
-            if (k + 1) % tau == 0:
+            k += 1
+            if vector_ns:
+                yield env.timeout(vector_ns)
+            if k % tau == 0:
                 yield from region.merge(w, ns_per_byte)
-                yield env.timeout(job.gradient_bytes * ns_per_byte)  # the elastic update
                 yield from region.push(w, k)
             log.add(w, start, cend, env.now)
 
     procs = [env.process(worker(w)) for w in range(spec.size)]
     env.run(until=env.all_of(procs))
     return _result("async", spec, job, steps, log,
-                   {"tau": tau, "store": "CXL pool slots", "pool": pool.name, "coherence": region.coherence.value},
-                   seed, env.events, {})
+                   {"tau": tau, "counter": COUNTERS[region.coherence], "store": "CXL pool slots", "pool": pool.name,
+                    "coherence": region.coherence.value, "vector_ns": vector_ns},
+                   seed, env.events, {"tickets": min(region.tickets, budget)})
 
 
 def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
-                       round_size: int | None = None, seed: int | None = None) -> TrainingResult:
-    """Hybrid through the pool: each local step takes a ticket from the global counter, pushes and merges; the
-    run ends after `steps * round_size` tickets (round_size: default the number of workers)."""
+                       vector_ns: float = 0.0, exchange_vector_ns: float = 0.0,
+                       seed: int | None = None) -> TrainingResult:
+    """Hybrid through the pool: compute, take a ticket of the `steps * W` budget, start the exchange (push, counter,
+    merge) on the worker's communication thread while the next step computes (see the module docstring)."""
     _check(spec, job, steps, local_ns)
-    R = spec.size if round_size is None else round_size
-    if isinstance(R, bool) or not isinstance(R, int) or R < 1:
-        raise InputError(f"round_size: expected an integer >= 1, got {round_size!r}")
-    budget = steps * R
     region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
-    env, log = region.env, StepLog(spec.size)
-    claimed = [0]
+    env, log, budget = region.env, StepLog(spec.size), steps * spec.size
+    wasted = [0] * spec.size
+
+    def exchange(w, k, ns_per_byte):
+        if exchange_vector_ns:
+            yield env.timeout(exchange_vector_ns)
+        yield from region.push(w, k)
+        yield region.tr.pool_read(w, 0, 8)  # the counter's value: the version of the pull
+        yield from region.merge(w, ns_per_byte)
 
     def worker(w):
         ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
-        k = 0
-        while claimed[0] < budget:
-            claimed[0] += 1  # the step is taken when it starts, as the DES's async budget
+        k, pending = 0, None
+        while region.tickets < budget:
+            yield region.tr.pool_read(w, 0, 8)  # the loop's check of the counter
             start = env.now
             yield env.timeout(_local(local_ns, w, k))
             cend = env.now
-            yield from region.ticket(w)
-            yield from region.push(w, k)
-            yield from region.merge(w, ns_per_byte)
-            log.add(w, start, cend, env.now)
+            ticket = yield from region.ticket(w)
+            if ticket >= budget:
+                wasted[w] += 1
+                break
             k += 1
+            if pending is not None:
+                yield pending
+            if vector_ns:
+                yield env.timeout(vector_ns)
+            pending = env.process(exchange(w, k, ns_per_byte))
+            log.add(w, start, cend, env.now)
+        if pending is not None:
+            yield pending
 
     procs = [env.process(worker(w)) for w in range(spec.size)]
     env.run(until=env.all_of(procs))
     return _result("hybrid", spec, job, steps, log,
-                   {"round_size": R, "counter": COUNTERS[region.coherence], "store": "CXL pool slots",
-                    "pool": pool.name, "coherence": region.coherence.value},
-                   seed, env.events, {"tickets": region.tickets})
+                   {"round_size": spec.size, "counter": COUNTERS[region.coherence], "store": "CXL pool slots",
+                    "pool": pool.name, "coherence": region.coherence.value, "vector_ns": vector_ns,
+                    "exchange_vector_ns": exchange_vector_ns},
+                   seed, env.events, {"tickets": min(region.tickets, budget), "wasted_steps": wasted})
