@@ -69,6 +69,7 @@ setup(
     extras_require={
         "mpi": ["mpi4py>=4.0", "mpich"],
         "digits": ["scikit-learn"],
+        "otf2": ["otf2"],
         "test": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "scipy>=1.9"],
         # what a contributor and CI need: the test dependencies and the linter (.ci/run runs both)
         "dev": ["pytest>=7", "hypothesis>=6", "pandas>=1.5", "scipy>=1.9", "ruff>=0.6"],

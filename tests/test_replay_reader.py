@@ -231,3 +231,18 @@ def test_an_empty_directory_is_refused(tmp_path):
 def test_a_line_without_an_action_or_with_a_bad_rank_is_refused(tmp_path, raw, pattern):
     (tmp_path / "t_rank-1.txt").write_text(f"0 init\n{raw}\n")
     refused(tmp_path, pattern)
+
+
+def test_otf2_without_the_extra_is_a_named_error_and_its_option_is_refused_elsewhere(tmp_path, monkeypatch):
+    import sys
+
+    from cxlsim.replay import cli, otf2_reader
+
+    (tmp_path / "traces.otf2").write_text("")
+    monkeypatch.setitem(sys.modules, "otf2", None)  # import otf2 raises ImportError
+    assert not otf2_reader.available()
+    assert cli.is_otf2(str(tmp_path)) and cli.is_otf2("x/traces.otf2") and not cli.is_otf2(str(tmp_path / "t.txt"))
+    with pytest.raises(InputError, match=r"reading OTF2 needs the otf2 package: pip install 'cxlsim\[otf2\]'"):
+        cli.read_trace(str(tmp_path), None, None)
+    with pytest.raises(InputError, match=r"--otf2-in-place: .* is not an OTF2 archive"):
+        cli.read_trace(os.path.join(TRACES, "halo", "halo.txt"), None, "yes")

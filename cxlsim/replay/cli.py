@@ -1,7 +1,8 @@
 """`cxlsim replay TRACE --fabric F [--fabric F2 ...]`: project a traced MPI application onto fabrics.
 
 TRACE is a SimGrid time-independent trace (`smpirun -trace-ti`'s index file, or
-a directory of per-rank files; cxlsim.replay.simgrid). Each `--fabric` (a
+a directory of per-rank files; cxlsim.replay.simgrid), the interposition
+library's traces (the same format), or an OTF2 archive (cxlsim.replay.otf2_reader). Each `--fabric` (a
 preset, or a scenario file; cxlsim.replay.fabrics) gets its own DES replay
 (cxlsim.replay.engine); the first is the reference of the speedup table.
 Output: the table on stdout and a workspace (cxlsim.replay.output).
@@ -9,15 +10,33 @@ Register with `register(subparsers)`.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import runner
-from cxlsim.replay import engine, fabrics, output, simgrid, stragglers
+from cxlsim.replay import engine, fabrics, otf2_reader, output, simgrid, stragglers
 from cxlsim.results import Workspace, make_rng
 
-__all__ = ["main", "register", "compute_scale"]
+__all__ = ["main", "register", "compute_scale", "read_trace", "is_otf2"]
+
+
+def is_otf2(path: str) -> bool:
+    """An OTF2 archive: its anchor file (*.otf2) or a directory holding traces.otf2."""
+    return path.endswith(".otf2") or os.path.isfile(os.path.join(path, "traces.otf2"))
+
+
+def read_trace(path: str, host_speed: str | None, in_place: str | None):
+    """The Trace at `path`: an OTF2 archive (cxlsim.replay.otf2_reader) or a SimGrid TI trace."""
+    if is_otf2(path):
+        if host_speed is not None:
+            raise InputError("--trace-host-speed: an OTF2 archive's timestamps are in its timer's ticks, whose "
+                             "resolution it records; remove the option")
+        return otf2_reader.read(path, None if in_place is None else in_place == "yes")
+    if in_place is not None:
+        raise InputError(f"--otf2-in-place: {path} is not an OTF2 archive; the option applies to OTF2 only")
+    return simgrid.read(path, simgrid.parse_speed(host_speed) if host_speed is not None else None)
 
 
 def compute_scale(value: str, ranks: int):
@@ -51,8 +70,7 @@ def compute_scale(value: str, ranks: int):
 def main(args) -> int:
     if args.timeline_ms is not None and not args.timeline_ms > 0:
         raise InputError(f"--timeline-ms: expected a time > 0 ms, got {args.timeline_ms!r}")
-    speed = simgrid.parse_speed(args.trace_host_speed) if args.trace_host_speed is not None else None
-    trace = simgrid.read(args.trace, speed)
+    trace = read_trace(args.trace, args.trace_host_speed, args.otf2_in_place)
     scale = compute_scale(args.compute_scale, trace.size) if args.compute_scale is not None else 1.0
     slowdown = stragglers.parse_slowdown(args.slowdown) if args.slowdown is not None else None
     rng, seed = make_rng(args.seed)
@@ -78,7 +96,7 @@ def main(args) -> int:
               "gives another sample")
     workspace = Workspace(args.output) if args.output else Workspace.new("runs", "replay")
     workspace.write_config({"trace": args.trace, "trace_ranks": trace.size, "trace_calls": trace.calls(),
-                            "host_speed_flops_per_s": speed or trace.host_speed_flops_per_s,
+                            "host_speed_flops_per_s": trace.host_speed_flops_per_s,
                             "fabrics": specs, "placement": args.placement, "ranks_per_node": args.ranks_per_node,
                             "selector": args.selector, "compute_scale": args.compute_scale,
                             "cv": args.cv, "slowdown": args.slowdown,
@@ -95,7 +113,8 @@ def register(subparsers) -> None:
         description="Replay a SimGrid time-independent trace (smpirun -trace-ti) on the DES of every fabric "
                     "given, and report the projected total time, the time per kind of MPI call, communication "
                     "against compute (and along the critical path) and the speedup over the first fabric.")
-    p.add_argument("trace", help="the index file smpirun -trace-ti wrote, or a directory of per-rank files")
+    p.add_argument("trace", help="the index file smpirun -trace-ti wrote, a directory of per-rank files, or an "
+                                 "OTF2 archive (traces.otf2 or its directory; needs the otf2 extra)")
     p.add_argument("--fabric", action="append", required=True,
                    help="a preset (e.g. ib-hdr, eth-100g-tcp) or a scenario PATH.yaml (its fabric section); "
                         "repeat for several fabrics, the first is the reference")
@@ -115,6 +134,9 @@ def register(subparsers) -> None:
     p.add_argument("--trace-host-speed",
                    help="the smpi/host-speed the trace was recorded at, flop/s (e.g. 20kf, SimGrid's default; "
                         "required unless the trace's sidecar TRACE.meta.json gives it)")
+    p.add_argument("--otf2-in-place", choices=["yes", "no"],
+                   help="OTF2 traces: whether the symmetric collectives used MPI_IN_PLACE, where their byte counts "
+                        "allow both readings (Score-P does not record it)")
     p.add_argument("--timeline-ms", type=float, help="the per-rank timeline plot shows the first N ms (default 1)")
     p.add_argument("--no-plots", action="store_true", help="write the tables only")
     p.add_argument("--seed", type=int, help="random seed of the stragglers (--cv, --slowdown; drawn and recorded "
