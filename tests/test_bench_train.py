@@ -219,6 +219,12 @@ def test_ddp_converges_bitwise_as_sync(sync_run, overlap):
     assert run["buckets"] == 4 and run["overlap"] is overlap
 
 
+def test_sync_converges_on_digits_when_installed():
+    pytest.importorskip("sklearn")
+    run = train(config("sync", dataset="digits", steps=200, eval_every=100), progress=False)
+    assert run["final_accuracy"] >= 0.93  # seed 1: 0.950
+
+
 def test_ddp_many_buckets_on_the_cnn_with_slow_ranks():
     run = train(config("ddp", model="cnn-small", overlap=True, buckets=7, steps=10, factors=(1.0, 2.0)),
                 progress=False)
