@@ -1,0 +1,203 @@
+"""The chunk pipeline of a CXL pool's data path: a transfer's chunks through FIFO servers, in the DES.
+
+A transfer moves lines [first, first + count) between a host and the pool, cut
+into chunks at multiples of `chunk_lines` lines of pool address. Each chunk
+queues at its host's issue port (all of a transfer's chunks are ready at its
+start), then at each stage of the host's route in turn (a leaf's uplink in a
+switch tree; `None` stands for the chunk's device, devices interleaved by
+chunk), reaching stage k `reach` ns after its service started at the stage
+before. A chunk has passed the last stage when both its last request has
+arrived (the tail: its host-port end plus the reaches) and that stage has
+served it; `finish(end)` is called with the latest such end of the transfer.
+A stage serves chunks in the order they reach it, ties broken by the order the
+DES scheduled their arrival (`cxlsim.fabric.link.Port` is the FIFO server).
+
+`ChunkPipeline` schedules each arrival as one event in the DES's count and
+order (`Environment.reserve_ids`, `call_at`), but keeps only the next arrival
+of each transfer at each stage in the event queue: a transfer's chunks reach a
+stage in order, so the rest wait in compact arrays. A 64-host 1 MiB allgather
+then holds a few thousand queue entries instead of a million.
+`ReferencePipeline` schedules every arrival up front, one event per chunk per
+stage, the obvious version; the tests hold the two identical (times, order,
+event counts, port counters).
+
+Units: ns, bytes; lines are 64-byte cache lines (`CACHE_LINE_BYTES`).
+"""
+from __future__ import annotations
+
+from array import array
+
+from cxlsim.fabric.cxl import CACHE_LINE_BYTES
+
+__all__ = ["ChunkPipeline", "ReferencePipeline"]
+
+LINE = CACHE_LINE_BYTES
+
+
+class _Pipeline:
+    """What both versions share: the servers, the routes, and the bytes the devices served."""
+
+    def __init__(self, env, host_ports, routes, devices, chunk_lines: int):
+        """host_ports[rank]: the issue `Port` of each host; routes[rank] = (up, down): the stages after
+        the host port, each (server `Port` or None for the chunk's device, reach ns from the previous
+        stage's service start); devices: the device `Port`s, interleaved by chunk."""
+        self.env = env
+        self.host_ports = host_ports
+        self.routes = routes
+        self.devices = devices
+        self.chunk_lines = chunk_lines
+        self.device_bytes = 0
+        """Bytes the last stage (the devices) served."""
+        self._call_at, self._new_id = env.call_at, env.reserve_ids
+
+    def _chunks(self, first: int, count: int) -> list[int]:
+        """Bytes of each chunk of lines [first, first + count)."""
+        c = self.chunk_lines
+        stop_all = first + count
+        head = min(stop_all, (first // c + 1) * c)
+        if head == stop_all:
+            return [count * LINE]
+        full, tail = divmod(stop_all - head, c)
+        return [(head - first) * LINE] + [c * LINE] * full + ([tail * LINE] if tail else [])
+
+
+class ReferencePipeline(_Pipeline):
+    """Every chunk's arrival at every stage is its own event, scheduled as soon as it is known."""
+
+    def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
+        """Move lines [first, first + count) between `rank`'s host and the pool, requests leaving from
+        `start_ns`; call `finish(end)` once every chunk has passed the last stage. Returns the issue end."""
+        port = self.host_ports[rank]
+        stages = self.routes[rank][0 if up else 1]
+        reach = stages[0][1]
+        c = self.chunk_lines
+        devices = self.devices
+        state = [0, 0.0, finish]
+        issue_end = start_ns
+        now = self.env.now
+        line = first
+        for nbytes in self._chunks(first, count):
+            s1, issue_end = port.reserve(start_ns, nbytes)
+            state[0] += 1
+            self.env.at(s1 + reach - now, self._at_stage,
+                        (state, stages, 0, devices[(line // c) % len(devices)], nbytes, issue_end + reach))
+            line = (line // c + 1) * c
+        return issue_end
+
+    def _at_stage(self, event):
+        state, stages, k, device, nbytes, tail = event._value
+        server = stages[k][0] or device
+        start, served = server.reserve(self.env.now, nbytes)
+        end = served if served > tail else tail
+        if k + 1 < len(stages):
+            reach = stages[k + 1][1]
+            self.env.at(start + reach - self.env.now, self._at_stage,
+                        (state, stages, k + 1, device, nbytes, end + reach))
+            return
+        self.device_bytes += nbytes
+        if end > state[1]:
+            state[1] = end
+        state[0] -= 1
+        if state[0] == 0:
+            state[2](state[1])
+
+
+class _Flow:
+    """One transfer in flight: its chunks, their host-port boundaries, what is left to pass."""
+
+    __slots__ = ("sizes", "count", "block", "bounds", "now", "ids", "stages", "left", "last", "finish", "lanes",
+                 "next")
+
+    def __init__(self, sizes, block, bounds, now, ids, stages, finish):
+        self.sizes = sizes          # bytes per chunk
+        self.block = block          # chunk index of the first chunk (line // chunk_lines)
+        self.bounds = bounds        # host-port boundaries: chunk i served during [bounds[i], bounds[i + 1]]
+        self.now = now              # when the transfer was issued, ns
+        self.ids = ids              # event id of chunk 0's arrival at stage 0
+        self.stages = stages
+        self.count = self.left = len(sizes)  # chunks; those not yet past the last stage
+        self.last = 0.0             # latest end at the last stage so far
+        self.finish = finish
+        self.next = 0               # next chunk to arrive at stage 0
+        self.lanes = [_Lane(self, k) for k in range(1, len(stages))]
+
+
+class _Lane:
+    """A transfer's arrivals at stage k >= 1, in chunk order: (time, event id, tail) per chunk."""
+
+    __slots__ = ("flow", "k", "times", "ids", "tails", "next", "armed")
+
+    def __init__(self, flow, k):
+        self.flow, self.k = flow, k
+        self.times, self.ids, self.tails = array("d"), array("q"), array("d")
+        self.next = 0               # next chunk to arrive here
+        self.armed = False          # its arrival is in the event queue
+
+
+class ChunkPipeline(_Pipeline):
+    """The same pipeline with one queued arrival per transfer and stage (see the module docstring)."""
+
+    def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
+        """As `ReferencePipeline.transfer`."""
+        if count <= 0:
+            return start_ns
+        sizes = self._chunks(first, count)
+        stages = self.routes[rank][0 if up else 1]
+        bounds = self.host_ports[rank].reserve_run(start_ns, sizes)
+        env = self.env
+        flow = _Flow(sizes, first // self.chunk_lines, bounds, env.now, env.reserve_ids(len(sizes)), stages, finish)
+        now, reach = flow.now, stages[0][1]
+        env.call_at(now + (bounds[0] + reach - now), flow.ids, self._at_first, flow)
+        return bounds[-1]
+
+    def _at_first(self, fired):
+        """Chunk `flow.next` reached the first stage."""
+        flow = fired._value
+        i = flow.next
+        reach = flow.stages[0][1]
+        self._serve(flow, 0, i, flow.bounds[i + 1] + reach)
+        i = flow.next = i + 1
+        if i < flow.count:
+            now = flow.now
+            self._call_at(now + (flow.bounds[i] + reach - now), flow.ids + i, self._at_first, flow)
+
+    def _at_later(self, fired):
+        """Chunk `lane.next` reached stage `lane.k`."""
+        lane = fired._value
+        i = lane.next
+        self._serve(lane.flow, lane.k, i, lane.tails[i])
+        i = lane.next = i + 1
+        if i < len(lane.times):
+            self._call_at(lane.times[i], lane.ids[i], self._at_later, lane)
+        else:
+            lane.armed = False
+
+    def _serve(self, flow, k, i, tail):
+        """Chunk i of `flow` is served at stage k (now); its tail request arrives at `tail`."""
+        nbytes = flow.sizes[i]
+        stages = flow.stages
+        server = stages[k][0]
+        if server is None:
+            devices = self.devices
+            server = devices[(flow.block + i) % len(devices)]
+        now = self.env.now
+        start, served = server.reserve(now, nbytes)
+        end = served if served > tail else tail
+        if k + 1 < len(stages):
+            reach = stages[k + 1][1]
+            lane = flow.lanes[k]
+            time = now + (start + reach - now)
+            event_id = self._new_id(1)
+            lane.times.append(time)
+            lane.ids.append(event_id)
+            lane.tails.append(end + reach)
+            if not lane.armed:
+                lane.armed = True
+                self._call_at(time, event_id, self._at_later, lane)
+            return
+        self.device_bytes += nbytes
+        if end > flow.last:
+            flow.last = end
+        flow.left -= 1
+        if flow.left == 0:
+            flow.finish(flow.last)
