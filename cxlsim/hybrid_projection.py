@@ -2,12 +2,13 @@
 
 `run_hybrid(scenario, setup)` takes a validated scenario and its elaborated fabric
 (`cxlsim.fabric.pod_setup.PodsSetup`) and gives one row per size, as
-`cxlsim.projection.run_network` does. `workload.algorithm` picks what runs:
+`cxlsim.projection.run_network` does. It runs allgather, allreduce, broadcast and alltoall.
+`workload.algorithm` picks what runs:
 
-- `pods`: the hierarchical allgather over the pods
-  (`cxlsim.models.collectives.hierarchical_pods`): a multi-leader network allgather between
-  pods, its algorithm the `workload.selector` library's choice for n pods and the block size,
-  then the pool allgather inside every pod;
+- `pods`: the hierarchical collective over the pods
+  (`cxlsim.models.collectives.hierarchical_pods`): pool phases inside every pod and one
+  multi-leader network phase between pods, its algorithm the `workload.selector` library's
+  choice for n pods and the phase's size;
 - a network algorithm (`ring`, `bruck`, ...): on the network alone, every host one rank;
 - `auto`: per size, whichever of the two is faster by their closed forms (`pods`, or the
   selector's network algorithm on every host). The selector thus decides by size whether the
@@ -15,27 +16,58 @@
 
 `engine: analytic` evaluates the closed forms; `engine: des` simulates the chosen algorithm
 (the pods in one SimPy environment with the network, `cxlsim.fabric.pods.PodsTransport`) and
-checks every rank's payload labels. The `pods` form is exact on a star network (the tests
-hold DES = form); on a fat tree the row notes the form as approximate (it charges every
-network message the longest route, and the pods' concurrent exchanges may share uplinks). Units: ns inside, us in the rows.
+checks every rank's payload labels. A `pods` row notes where its form is not exact
+(`form_note`): on a fat tree (every network message charged the longest route, no shared
+uplinks), the broadcast, a congested pool, unaligned pool columns (`hierarchical_pods` says why). `stats`, a list, gets (size_bytes, `cxlsim.fabric.stats.RunStats`)
+per DES run: the network's ports and every pod's (`cxlsim.fabric.pod_stats`), or the network's
+alone when the network algorithm ran. Units: ns inside, us in the rows.
 """
 from __future__ import annotations
 
 import time
 
 from cxlsim.errors import InputError, RunError
+from cxlsim.fabric import stats as fabric_stats
+from cxlsim.fabric.cxl import line_span
+from cxlsim.fabric.pod_stats import collect_pods
 from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.hierarchical_pods import PodFigures
-from cxlsim.models.collectives.registry import algorithm, check_transport, lookup
+from cxlsim.models.collectives.hierarchical_pods import PODS_COLLECTIVES, PodFigures, phase_sizes, pods_algorithms
+from cxlsim.models.collectives.pool_collective_forms import uncongested
+from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
-__all__ = ["PODS", "run_hybrid", "choose"]
+__all__ = ["PODS", "PODS_RECORDS", "run_hybrid", "choose", "form_note"]
 
 PODS = "pods"
-"""The hierarchical pods allgather's name."""
+"""The hierarchical pods collectives' name."""
+
+PODS_RECORDS = {a.collective: a for a in pods_algorithms(lookup)}
+"""The `pods` record of each collective in `hierarchical_pods.PODS_COLLECTIVES`."""
 
 _FAT_TREE = ("approximate: on a fat tree the closed form charges every network message the longest route and "
              "no shared uplinks (use the DES)")
+_BROADCAST = ("approximate (as measured on stars of 2-4 pods: within 5% of the DES with a binomial tree between "
+              "pods, 11% with a scatter-allgather): the root's pool phase ends before its readers', so one host "
+              "of every pod runs ahead, and a tree's receivers end at different times; use the DES")
+_QUEUED = ("approximate: the pool phases' forms leave out queueing (exact on one switch or none with q x host "
+           "bandwidth within the devices'); use the DES")
+_COLUMNS = ("within 0.5%: the pool phase's columns span different line counts, and the DES's order of equal "
+            "times decides which rank polls last (the form takes every rank as the last)")
+
+
+def form_note(collective: str, fig: PodFigures, size: int, star: bool) -> str | None:
+    """The caveat of the `pods` closed form of `collective` at `size` on this fabric, or None where DES = form."""
+    if not star:
+        return _FAT_TREE
+    q = fig.hosts
+    if collective == "allgather":
+        return None
+    if collective == "broadcast":
+        return _BROADCAST
+    if not uncongested(fig.pool, q):
+        return _QUEUED
+    block = phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size
+    return None if len({line_span(r * block, block)[1] for r in range(q)}) == 1 else _COLUMNS
 
 
 class _Forms:
@@ -46,39 +78,51 @@ class _Forms:
         net = setup.network
         self.cm = analytic.CostModel.from_network(net.network(), self.wl.chunk_bytes)
         self.fig = PodFigures(setup.pool_figures(), self.cm, setup.hosts, setup.pods)
-        self.net_ctx = runner.Context(groups=tuple(map(tuple, net.placement.groups())))
         self.p = net.placement.size
+        self.net_ctx = runner.Context(groups=tuple(map(tuple, net.placement.groups())), root=self.wl.root)
 
     def inter(self, size: int) -> tuple[str, str | None]:
         """The network phase's algorithm among the pods (the selector's, with its fallback) and a note."""
-        name, _ = select(self.wl.selector, "allgather", self.setup.pods, size)
-        algo, fallback = lookup("allgather", name, self.setup.pods)
+        c, n = self.wl.collective, self.setup.pods
+        name, _ = select(self.wl.selector, c, n, phase_sizes(c, size, self.setup.hosts, n))
+        algo, fallback = lookup(c, name, n)
         return algo.name, fallback
 
+    def context(self, inter: str) -> runner.Context:
+        return runner.Context(inter=inter, root=self.wl.root)
+
     def pods(self, size: int, inter: str) -> float:
-        return algorithm("allgather", PODS).cost(self.fig, self.p, size, runner.Context(inter=inter))
+        return PODS_RECORDS[self.wl.collective].cost(self.fig, self.p, size, self.context(inter))
 
     def network(self, name: str, size: int) -> tuple[float, str, str | None]:
-        return analytic.cost("allgather", name, self.p, size, self.cm, self.net_ctx)
+        return analytic.cost(self.wl.collective, name, self.p, size, self.cm, self.net_ctx)
 
 
 def choose(forms: _Forms, size: int) -> tuple[str, str]:
     """('pods' or the selector's network algorithm on every host, whichever is faster by closed form; a note)."""
     inter, _ = forms.inter(size)
-    name, _ = select(forms.wl.selector, "allgather", forms.p, size)
+    name, _ = select(forms.wl.selector, forms.wl.collective, forms.p, size)
     if forms.pods(size, inter) < forms.network(name, size)[0]:
         return PODS, f"auto: pods, faster than the network's {name} by closed form"
     return name, f"auto: the network's {name}, faster than pods by closed form"
 
 
-def run_hybrid(scenario, setup, bar=None) -> list[dict]:
+def _check(wl, p):
+    if wl.collective not in PODS_COLLECTIVES:
+        raise InputError(f"workload.collective: a hybrid pod fabric (cxl-pods) runs "
+                         f"{', '.join(PODS_COLLECTIVES)}, got {wl.collective!r}")
+    if wl.root and wl.collective != "broadcast":
+        raise InputError(f"workload.root: applies to broadcast, not {wl.collective}")
+    if not 0 <= wl.root < p:
+        raise InputError(f"workload.root: expected a rank below P={p}, got {wl.root}")
+
+
+def run_hybrid(scenario, setup, bar=None, stats: list | None = None) -> list[dict]:
     """One row per size (size_bytes, latency_us, algorithm, note, engine, events, wall_s) on a hybrid fabric."""
     wl = scenario.workload
-    if wl.collective != "allgather":
-        raise InputError(f"workload.collective: a hybrid pod fabric (cxl-pods) runs allgather only, "
-                         f"got {wl.collective!r}")
     forms = _Forms(scenario, setup)
     p = forms.p
+    _check(wl, p)
     rows = []
     for size in wl.sizes_bytes:
         start = time.perf_counter()
@@ -87,29 +131,34 @@ def run_hybrid(scenario, setup, bar=None) -> list[dict]:
         if name == PODS:
             inter, fallback = forms.inter(size)
             notes += [f"between pods: {inter}" + (f" ({fallback})" if fallback else "")]
-            ctx = runner.Context(inter=inter)
+            ctx = forms.context(inter)
             if scenario.engine == "analytic":
                 latency_ns, used, events = forms.pods(size, inter), PODS, 0
-                if not setup.topology_uncongested:
-                    notes.append(_FAT_TREE)
+                caveat = form_note(wl.collective, forms.fig, size, setup.topology_uncongested)
+                notes += [caveat] if caveat else []
             else:
-                outcome = runner.run_algorithm(setup.new_transport(wl.chunk_bytes), algorithm("allgather", PODS),
-                                               size, ctx, wl.iterations, wl.warmup)
+                transport = setup.new_transport(wl.chunk_bytes)
+                outcome = runner.run_algorithm(transport, PODS_RECORDS[wl.collective], size, ctx,
+                                               wl.iterations, wl.warmup)
                 latency_ns, used, events = outcome.latency_ns, PODS, outcome.events
+                if stats is not None:
+                    stats.append((size, collect_pods(transport)))
         else:
             ctx = forms.net_ctx
-            check_transport(lookup("allgather", name, p)[0], "network")
+            check_transport(lookup(wl.collective, name, p)[0], "network")
             if scenario.engine == "analytic":
                 latency_ns, used, note = forms.network(name, size)
                 events = 0
             else:
-                outcome = runner.run(setup.network_transport(wl.chunk_bytes), "allgather", name, size, ctx,
-                                     wl.iterations, wl.warmup)
+                transport = setup.network_transport(wl.chunk_bytes)
+                outcome = runner.run(transport, wl.collective, name, size, ctx, wl.iterations, wl.warmup)
                 latency_ns, used, note, events = outcome.latency_ns, outcome.algorithm, outcome.note, outcome.events
+                if stats is not None:
+                    stats.append((size, fabric_stats.collect(transport)))
             notes += [note] if note else []
         if scenario.engine == "des":
             try:
-                runner.verify("allgather", p, ctx, outcome.results)
+                runner.verify(wl.collective, p, ctx, outcome.results)
             except AssertionError as exc:
                 raise RunError(f"payload check failed for {used} at {size} B: {exc}") from None
         rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": used,

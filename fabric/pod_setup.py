@@ -50,7 +50,7 @@ __all__ = ["PODS_KEYS", "PodsPreset", "PodsSetup", "CXL_PODS"]
 
 PODS_KEYS = ("fabric.pods.*", "fabric.cxl.*", "fabric.topology", "fabric.hosts_per_leaf", "fabric.oversubscription",
              "fabric.spines", "fabric.links.*", "fabric.switch.*", "fabric.nic.*", "fabric.host.*",
-             "workload.selector", "workload.chunk", "workload.iterations", "workload.warmup")
+             "workload.selector", "workload.chunk", "workload.root", "workload.iterations", "workload.warmup")
 """Scenario keys the hybrid pod preset uses beyond `cxlsim.fabric.preset.COMMON_KEYS`."""
 
 

@@ -134,10 +134,10 @@ def test_bad_pods_name_the_key(fabric, key):
         setup_of(config.from_dict({"fabric": {"preset": "cxl-pods", **fabric}}))
 
 
-def test_only_allgather_and_only_switch_pods():
-    with pytest.raises(InputError, match="workload.collective"):
+def test_the_pods_collectives_only_and_only_switch_kinds():
+    with pytest.raises(InputError, match="workload.collective: .* runs allgather, allreduce, broadcast, alltoall"):
         simulate.run(config.from_dict({"fabric": {"preset": "cxl-pods", "nodes": 8, "pods": {"hosts": 4}},
-                                       "workload": {"collective": "allreduce", "sizes": [64]}}))
+                                       "workload": {"collective": "reduce_scatter", "sizes": [64]}}))
     with pytest.raises(InputError, match="fabric.pods.kind"):
         config.from_dict({"fabric": {"preset": "cxl-pods", "nodes": 8, "pods": {"kind": "multi_headed"}}})
     with pytest.raises(InputError, match="hybrid pod fabric"):

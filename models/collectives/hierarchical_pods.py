@@ -1,39 +1,63 @@
-"""The allgather over pods of CXL pools joined by a network (`pods`), multi-leader, with its closed form.
+"""Collectives over pods of CXL pools joined by a network (`pods`): allgather, allreduce, broadcast, alltoall.
 
-On n pods of q hosts (rank r = host r % q of pod r // q, `cxlsim.fabric.pods.PodsTransport`):
+On n pods of q hosts (rank r = host j = r % q of pod k = r // q, `cxlsim.fabric.pods.PodsTransport`),
+each collective is pool phases inside the pods and one network phase between them, run
+multi-leader: the n ranks with the same host index j (one per pod) form network group j, and
+the q groups exchange at once, each rank over its own NIC, so no NIC carries a pod's whole
+data. The network phase's algorithm is `ctx.inter` (the `workload.selector` library's choice
+for n ranks and the phase's size). Each pool phase runs in its own region of the pod's pool
+(`PodEndpoint.pod_region`), so the phases' flag protocols never meet.
 
-1. network phase, multi-leader: the ranks with the same host index j in every pod (one per
-   pod, n in all) allgather their own m-byte blocks over the network, each over its own NIC,
-   with the network algorithm `ctx.inter` (the q exchanges run at once, on disjoint hosts);
-   each rank then holds n blocks, its 1/q share of the pods' data;
-2. pool phase: inside every pod the q hosts allgather those n-block sets (n x m bytes each)
-   through the pod's pool (`cxl_pool`), so every rank ends with all n x q blocks in rank order.
+- **allgather** (m-byte blocks): network allgather of the own block in group j (each rank then
+  holds n blocks, its 1/q share of the pods' data), then the pool allgather (`cxl_pool`) of those
+  n x m bytes inside every pod. The pool phase before the network one is empty for allgather.
+- **allreduce** (s-byte vectors, seg = ceil(s/q)): the pool reduce_scatter inside every pod (rank
+  j ends with block j of its pod's sum), the network allreduce of that seg-byte block in group j,
+  then the pool allgather of the seg-byte blocks inside every pod.
+- **broadcast** (s bytes from root r0 in pod k0): the pool broadcast inside pod k0 (every host of
+  it gets the data), the network broadcast of share j (seg = ceil(s/q) bytes) in group j from
+  pod k0's member, then the pool allgather of the shares inside every other pod.
+- **alltoall** (m bytes per destination): the pool alltoall inside every pod moves rank (k, j)'s
+  blocks for hosts (k', j') of every pod k' to its pod's host j' (n x m bytes per local
+  destination), then the network alltoall in group j' moves the q blocks for pod k' to its host
+  j' (q x m bytes per destination). There is no second pool phase.
 
-The pool phase before the network one that a reduction or a single-leader scheme needs is
-empty for allgather: each host's 1/q share of its pod's data is its own block.
-
-Closed form (`pods_closed_form`, on `PodFigures`): the network algorithm's form on n ranks
-and m bytes (`network_forms`) plus the pool allgather's exact form on q hosts and n x m bytes
-(`pool_forms`). It is the DES's cost when the q concurrent network exchanges share no link
-(a star: every host has its own link to the switch) and every rank ends the network phase
-at the same time (the symmetric algorithms: ring, recursive doubling, Bruck), so the pool
-phase starts together as its form assumes; the tests hold DES = form there. On a fat tree
-the form is approximate: it charges every message the longest route (`CostModel.from_network`),
-and with oversubscription the exchanges share uplinks, which it does not charge.
+Closed forms (on `PodFigures`): the sum of the phases' forms, each phase taken to start on every
+rank together: `pool_forms` / `pool_collective_forms` on q hosts, `network_forms` on n ranks. The
+DES equals the sum (to 1e-9) when every rank ends each phase at the same time: the allgather on a
+star network with the symmetric network algorithms (ring, recursive doubling, Bruck), and the
+allreduce and alltoall on an uncongested pool (one switch or none, q x host bandwidth within the
+devices') whose column reads span the same lines on every host (the allreduce within 0.5%
+otherwise, as the pool reduce_scatter's form). The broadcast is approximate: the root ends its
+pool phase before its readers, so host j0's network group, and then host j0 of every other pod,
+runs ahead; in hw mode the others' polls of its flag, already Modified in its cache, pay a recall
+the form does not charge, and a binomial tree's receivers end at different times
+(tests/test_hybrid_pods_collectives.py holds the form within 5% of the DES on stars with a
+binomial tree between pods, and within 11% with the scatter-allgather broadcasts). On a fat
+tree the forms charge every network message the longest route and no shared uplinks
+(approximate).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from cxlsim.fabric.pool_transport import PoolFigures
-from cxlsim.models.collectives.base import HYBRID, NO_CONTEXT, Algorithm, Group
+from cxlsim.models.collectives import pool_collectives as pc
+from cxlsim.models.collectives.base import HYBRID, NO_CONTEXT, Algorithm, Context, Group
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.network_forms import CostModel, network_closed_form
+from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost, reduce_scatter_cost
 
-__all__ = ["PodFigures", "pods_closed_form", "pods_allgather_algorithm", "INTER_TAG"]
+__all__ = ["PodFigures", "pods_closed_form", "pods_allgather_algorithm", "pods_algorithms", "phase_sizes",
+           "INTER_TAG", "PODS_COLLECTIVES"]
 
 INTER_TAG = 20000
 """Message tag of the network phase (clear of the tags the network algorithms use inside)."""
+
+PODS_COLLECTIVES = ("allgather", "allreduce", "broadcast", "alltoall")
+"""The collectives with a `pods` algorithm."""
+
+_SOURCE = "cxlsim: pool phases inside each pod, a multi-leader network phase between pods"
 
 
 @dataclass(frozen=True)
@@ -50,26 +74,89 @@ class PodFigures:
     """Pods, n (n x q ranks in all)."""
 
 
-def pods_allgather_algorithm(lookup) -> Algorithm:
-    """The `pods` allgather record; `lookup` (the registry's) finds the network phase's algorithm by name."""
+def phase_sizes(collective: str, size_bytes: int, hosts: int, pods: int) -> int:
+    """Bytes the network phase's call takes (its size convention) for a pods call of `size_bytes`."""
+    if collective == "allgather":
+        return size_bytes
+    if collective == "alltoall":
+        return hosts * size_bytes
+    return -(-size_bytes // hosts)  # allreduce, broadcast: one host's block or share of the vector
 
+
+def _group(g, t):
+    """Network group of this rank: the same host index in every pod, ordered by pod."""
+    return Group(g.net, [g.local + i * t.hosts for i in range(t.pods)], INTER_TAG)
+
+
+def _inter(lookup, collective, ctx, n):
+    return lookup(collective, ctx.inter, n)[0]
+
+
+def _allgather(lookup):
     def run(g, m, mine, ctx=NO_CONTEXT):
         t = g.transport
         q, n = t.hosts, t.pods
+        share = [mine]
         if n > 1:
-            inter, _ = lookup("allgather", ctx.inter, n)
-            members = [g.local + i * q for i in range(n)]
-            share = yield from inter.run(Group(g.net, members, INTER_TAG), m, mine, NO_CONTEXT)
-        else:
-            share = [mine]
-        sets = yield from cxl_pool(g.pod_endpoint(), n * m, tuple(share))
+            share = yield from _inter(lookup, "allgather", ctx, n).run(_group(g, t), m, mine, NO_CONTEXT)
+        sets = yield from cxl_pool(g.pod_region(0), n * m, tuple(share))
         return [sets[j][i] for i in range(n) for j in range(q)]
+    return run
 
-    def cost(fig: PodFigures, p: int, m: int, ctx=NO_CONTEXT) -> float:
-        return pods_closed_form(fig, m, lookup("allgather", ctx.inter, fig.pods)[0] if fig.pods > 1 else None)
 
-    return Algorithm("allgather", "pods", run, cost, transport=HYBRID,
-                     source="cxlsim: multi-leader network allgather between pods, then cxl_pool inside each pod")
+def _allreduce(lookup):
+    def run(g, s, vec, ctx=NO_CONTEXT):
+        t = g.transport
+        q, n = t.hosts, t.pods
+        seg = phase_sizes("allreduce", s, q, n)
+        block = yield from pc.reduce_scatter(g.pod_region(0), s, vec)
+        if n > 1 and block is not None:
+            block = yield from _inter(lookup, "allreduce", ctx, n).run(_group(g, t), seg, block, NO_CONTEXT)
+        blocks = yield from cxl_pool(g.pod_region(1), seg, block)
+        if any(b is None or not isinstance(b, tuple) for b in blocks):
+            return None
+        return tuple(x for b in blocks for x in b)
+    return run
+
+
+def _broadcast(lookup):
+    def run(g, s, data, ctx=NO_CONTEXT):
+        t = g.transport
+        q, n = t.hosts, t.pods
+        root = ctx.root
+        home, seg = root // q, phase_sizes("broadcast", s, q, n)
+        if g.pod == home:
+            data = yield from pc.broadcast(g.pod_region(0), s, data, Context(root=root % q))
+        share = (g.local, data) if g.pod == home else None
+        if n > 1:
+            share = yield from _inter(lookup, "broadcast", ctx, n).run(_group(g, t), seg, share, Context(root=home))
+        if g.pod == home:
+            return data
+        shares = yield from cxl_pool(g.pod_region(1), seg, share)
+        labels = {d for _, d in shares} if all(isinstance(x, tuple) and len(x) == 2 for x in shares) else set()
+        if [j for j, _ in shares] != list(range(q)) or len(labels) != 1:
+            return shares
+        return labels.pop()
+    return run
+
+
+def _alltoall(lookup):
+    def run(g, m, blocks, ctx=NO_CONTEXT):
+        t = g.transport
+        q, n = t.hosts, t.pods
+        # local destination j' gets this rank's blocks for host j' of every pod
+        rows = [tuple(blocks[k * q + jd] for k in range(n)) for jd in range(q)]
+        column = yield from pc.alltoall(g.pod_region(0), n * m, rows)
+        # column[j] = (blocks from host j of this pod for host g.local of pods 0..n-1)
+        if any(c is None for c in column):
+            return None
+        outgoing = [tuple(column[j][k] for j in range(q)) for k in range(n)]
+        incoming = outgoing
+        if n > 1:
+            incoming = yield from _inter(lookup, "alltoall", ctx, n).run(_group(g, t), q * m, outgoing, NO_CONTEXT)
+        # incoming[k] = the blocks from hosts 0..q-1 of pod k for this rank
+        return [incoming[k][j] for k in range(n) for j in range(q)]
+    return run
 
 
 def pods_closed_form(fig: PodFigures, m: int, inter: Algorithm | None) -> float:
@@ -77,3 +164,46 @@ def pods_closed_form(fig: PodFigures, m: int, inter: Algorithm | None) -> float:
     the network algorithm `inter` on n ranks (none when n = 1) plus the pool allgather of n x m bytes on q hosts."""
     network = network_closed_form(inter, fig.network, fig.pods, m, NO_CONTEXT) if inter is not None else 0.0
     return network + cxl_pool_closed_form(fig.pool, fig.hosts, fig.pods * m, fig.pool.coherence)
+
+
+def _network(lookup, collective, fig, size, ctx, root=0) -> float:
+    if fig.pods == 1:
+        return 0.0
+    algo = _inter(lookup, collective, ctx, fig.pods)
+    return network_closed_form(algo, fig.network, fig.pods, phase_sizes(collective, size, fig.hosts, fig.pods),
+                               Context(root=root))
+
+
+def _costs(lookup):
+    def allgather(fig, p, m, ctx=NO_CONTEXT):
+        return pods_closed_form(fig, m, _inter(lookup, "allgather", ctx, fig.pods) if fig.pods > 1 else None)
+
+    def allreduce(fig, p, s, ctx=NO_CONTEXT):
+        q, seg = fig.hosts, phase_sizes("allreduce", s, fig.hosts, fig.pods)
+        return (reduce_scatter_cost(fig.pool, q, s) + _network(lookup, "allreduce", fig, s, ctx)
+                + cxl_pool_closed_form(fig.pool, q, seg, fig.pool.coherence))
+
+    def broadcast(fig, p, s, ctx=NO_CONTEXT):
+        q, seg = fig.hosts, phase_sizes("broadcast", s, fig.hosts, fig.pods)
+        gather = cxl_pool_closed_form(fig.pool, q, seg, fig.pool.coherence) if fig.pods > 1 else 0.0
+        return (broadcast_cost(fig.pool, q, s) + _network(lookup, "broadcast", fig, s, ctx, ctx.root // q)
+                + gather)
+
+    def alltoall(fig, p, m, ctx=NO_CONTEXT):
+        return alltoall_cost(fig.pool, fig.hosts, fig.pods * m) + _network(lookup, "alltoall", fig, m, ctx)
+
+    return {"allgather": allgather, "allreduce": allreduce, "broadcast": broadcast, "alltoall": alltoall}
+
+
+def pods_algorithms(lookup) -> tuple[Algorithm, ...]:
+    """The `pods` records of PODS_COLLECTIVES; `lookup` (the registry's) finds the network phase's algorithm."""
+    runs = {"allgather": _allgather(lookup), "allreduce": _allreduce(lookup), "broadcast": _broadcast(lookup),
+            "alltoall": _alltoall(lookup)}
+    costs = _costs(lookup)
+    return tuple(Algorithm(c, "pods", runs[c], costs[c], transport=HYBRID, source=f"{_SOURCE} ({c})")
+                 for c in PODS_COLLECTIVES)
+
+
+def pods_allgather_algorithm(lookup) -> Algorithm:
+    """The `pods` allgather record (the registry's)."""
+    return pods_algorithms(lookup)[0]

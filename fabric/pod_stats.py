@@ -1,0 +1,40 @@
+"""The statistics of one DES run on a hybrid pod fabric: the network's ports, every pod's pool ports and traffic.
+
+`collect_pods(transport)` reads a finished `cxlsim.fabric.pods.PodsTransport` into one
+`cxlsim.fabric.stats.RunStats`, so `stats.summary` and the workspace's stats files take it as
+they take a network's or a pool's:
+
+- ports: the network's ('NIC', 'switch port'), then each pod's pool ports ('host port',
+  'leaf uplink', 'device'), their names prefixed with the pod ('pod2.dev0');
+- pool: every pod's traffic added up (device bytes, flag polls and, in hw mode, the snoop
+  filters' BISnp, recalls, evictions and eviction BISnp; None in flush mode).
+
+Utilisation is over the whole run (one clock for the pods and the network). Units: bytes, ns.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cxlsim.fabric.pods import PodsTransport
+from cxlsim.fabric.stats import PoolStats, RunStats, collect
+
+__all__ = ["collect_pods"]
+
+
+def _total(values):
+    return None if any(v is None for v in values) else sum(values)
+
+
+def collect_pods(transport: PodsTransport) -> RunStats:
+    """The statistics of a finished run on `transport`: the network's ports, every pod's, the pods' pool traffic."""
+    network = collect(transport.network)
+    pods = [collect(pool) for pool in transport.pools]
+    ports = list(network.ports)
+    for k, s in enumerate(pods):
+        ports += [replace(p, port=f"pod{k}.{p.port}") for p in s.ports]
+    each = [s.pool for s in pods]
+    pool = PoolStats(coherence=each[0].coherence, device_bytes=sum(p.device_bytes for p in each),
+                     polls=sum(p.polls for p in each),
+                     **{k: _total([getattr(p, k) for p in each]) for k in ("bisnp", "recalls", "evictions",
+                                                                         "eviction_bisnp")})
+    return RunStats(elapsed_ns=network.elapsed_ns, ports=tuple(ports), pool=pool)
