@@ -64,13 +64,14 @@ def test_collectives_separated_by_barriers_replay_to_the_analytic_sum(tmp_path, 
 
 
 def test_symmetric_collectives_on_a_non_power_of_two_count_replay_to_the_analytic_sum(tmp_path):
+    # (MPICH's reduce_scatter at P = 6 is recursive halving, whose ranks finish at different times: the
+    # next call does not start together, so it is summed at P = 2, 4, 8 only, above)
     p = 6
-    lines = ["compute 10", "allgather 512 512 0 0", "barrier", "reducescatter " + " ".join(["300"] * p) + " 0 0",
-             "barrier", "alltoall 1000 1000 1 1", "barrier"]
+    lines = ["compute 10", "allgather 512 512 0 0", "barrier", "alltoall 1000 1000 1 1", "barrier"]
     timeline = replay(write_trace(tmp_path, same(p, lines)), p)
     cm = cost_model(p)
     barrier = analytic.cost("allgather", "bruck", p, 0, cm, runner.Context())[0]
-    expect = (10 + closed("allgather", p, 4096, cm) + 3 * barrier + closed("reduce_scatter", p, 2400 * p, cm)
+    expect = (10 + closed("allgather", p, 4096, cm) + 2 * barrier
               + replay_collectives.alltoall_pairwise_ns(cm, p, 4000))
     assert timeline.total_ns == pytest.approx(expect, rel=1e-12)
 
