@@ -218,9 +218,12 @@ class SharedState:
         return state
 
     def close(self) -> None:
-        """Release the kernel and unmap the region."""
+        """Release the kernel and unmap the region (once the caller's own views of the mapping are gone)."""
         self.kernel.close()
-        self.pool.close()
+        try:
+            self.pool.close()
+        except BufferError:
+            pass  # a caller still holds a view, which pins the mapping; it is unmapped when the view goes
 
     # -- slots --------------------------------------------------------------------
     def _vector(self, vector, writable: bool) -> np.ndarray:

@@ -1,0 +1,129 @@
+"""What one operation on the training modes' shared region costs on this machine (one process, no contention).
+
+    python benchmarks/shared_state_costs.py [--items 17226] [--workers 2] [--repeats 7] [--calls 200]
+
+For a region of `--workers` slots of `--items` float64 (default: the mlp model's 17,226
+parameters), in hw and in flush coherence, it times one push (a seqlock write of the slot),
+one read of a slot, one merge (every slot read and summed) and one ticket of the global counter
+by each scheme the coherence allows (cxl-device: an atomic; cxl-flush-lock: the bakery lock,
+uncontended). Every figure is the median over `--repeats` batches of `--calls` calls, with the
+batches' min and max (the spread), in us per call. These are the costs the async and hybrid
+loops pay per exchange; the DES's pool model (models/training/pool_shared.py) charges its own.
+
+Then the race (`--race-s`, default 0.5 s, 0 = skip): a second process pushes 1 MiB vectors whose
+items all equal the push's number, back to back, while this one reads the slot for the given time
+alternately through the seqlock and by a plain copy of each copy's vector (what a reader without
+the lock would do), counting the reads that hold a mix of two pushes: the seqlock's must be 0.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import time
+
+import numpy as np
+
+from cxlsim.coherence import Coherence
+from cxlsim.emulator.training.shared_state import COUNTER_SCHEMES, SharedState, check_counter, shared_region
+from cxlsim.errors import InputError
+
+
+def per_call_us(fn, calls: int, repeats: int) -> tuple[float, float, float]:
+    """(median, min, max) over `repeats` batches of `calls` calls of fn, us per call."""
+    batches = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        batches.append((time.perf_counter() - t0) / calls * 1e6)
+    return statistics.median(batches), min(batches), max(batches)
+
+
+def measure(items: int, workers: int, repeats: int, calls: int) -> list[tuple[str, str, tuple]]:
+    rows = []
+    for coherence in (Coherence.HW, Coherence.FLUSH):
+        for counter in COUNTER_SCHEMES:
+            try:
+                check_counter(counter, coherence)
+            except InputError:
+                continue
+            with shared_region(workers, items, coherence=coherence, counter=counter) as handle:
+                states = [SharedState.attach(handle, w) for w in range(workers)]
+                me, vector, out = states[0], np.ones(items), np.empty(items)
+                for w, state in enumerate(states):
+                    state.push(vector * w)
+                where = f"{coherence.value}, {counter}"
+                if counter == "cxl-device" or coherence is Coherence.FLUSH:
+                    rows.append((where, "push", per_call_us(lambda: me.push(vector), calls, repeats)))
+                    rows.append((where, "read one slot", per_call_us(lambda: me.read(1 % workers, out), calls,
+                                                                      repeats)))
+                    rows.append((where, f"merge {workers} slots", per_call_us(lambda: me.merge(out), calls,
+                                                                             repeats)))
+                rows.append((where, "ticket", per_call_us(me.fetch_add, calls, repeats)))
+                for state in states:
+                    state.close()
+    return rows
+
+
+def _pusher(handle, stop):
+    state = SharedState.attach(handle, 0)
+    vector = np.empty(handle.nitems)
+    while not stop.is_set():
+        vector.fill(state.version + 1)
+        state.push(vector)
+    state.close()
+
+
+def race(seconds: float, items: int = 1 << 17) -> dict:
+    """Reads of a slot its writer keeps pushing: {'seqlock': (reads, mixed), 'plain copy': (reads, mixed)}."""
+    fork = multiprocessing.get_context("fork")
+    with shared_region(2, items) as handle:
+        stop = fork.Event()
+        writer = fork.Process(target=_pusher, args=(handle, stop), daemon=True)
+        writer.start()
+        reader = SharedState.attach(handle, 1)
+        lay = handle.layout
+        raw = np.frombuffer(reader.pool.mapping, dtype=np.uint8)
+        copies = [raw[lay.slots_offset + c * lay.copy_stride + 128:][:8 * items].view(np.float64) for c in (0, 1)]
+        counts = {"seqlock": [0, 0], "plain copy": [0, 0]}
+        out = np.empty(items)
+        try:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                reader.read(0, out)
+                counts["seqlock"][0] += 1
+                counts["seqlock"][1] += out.min() != out.max()
+                for view in copies:
+                    plain = view.copy()
+                    counts["plain copy"][0] += 1
+                    counts["plain copy"][1] += plain.min() != plain.max()
+        finally:
+            stop.set()
+            writer.join(10)
+            del copies, raw, view
+            reader.close()
+    return {k: tuple(v) for k, v in counts.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=17226, help="float64 items per slot (default: the mlp model)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--race-s", type=float, default=0.5, help="seconds of the read race (0: skip it)")
+    args = parser.parse_args(argv)
+    print(f"shared region: {args.workers} slots of {args.items} float64 ({args.items * 8} B); us per call, "
+          f"median [min, max] of {args.repeats} batches of {args.calls}; one process, no contention")
+    for where, what, (median, low, high) in measure(args.items, args.workers, args.repeats, args.calls):
+        print(f"  {where:22s} {what:16s} {median:9.2f} [{low:.2f}, {high:.2f}]")
+    if args.race_s > 0:
+        print(f"race: {args.race_s:g} s of reads of a slot whose writer pushes 1 MiB vectors back to back (hw)")
+        for how, (reads, mixed) in race(args.race_s).items():
+            print(f"  {how:12s} {reads:7d} reads, {mixed:5d} held a mix of two pushes")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
