@@ -276,3 +276,10 @@ def test_modes_name_their_des_mode_and_loops():
     assert modes.mode("sync").resolve().__name__ == "sync_loop"
     with pytest.raises(InputError, match="--mode"):
         modes.mode("gossip")
+
+
+def test_cli_failed_sync_exits_1_naming_the_rank(capsys):
+    assert main(["bench", "train", "--np", "2", "--steps", "20", "--fail", "1:3"]) == 1
+    err = capsys.readouterr().err
+    assert "failed:" in err and "rank 1: died from SIGKILL" in err and "Traceback" not in err
+    assert own_segments() == []
