@@ -77,7 +77,8 @@ class _Forms:
         self.wl, self.setup = scenario.workload, setup
         net = setup.network
         self.cm = analytic.CostModel.from_network(net.network(), self.wl.chunk_bytes)
-        self.fig = PodFigures(setup.pool_figures(), self.cm, setup.hosts, setup.pods)
+        self.fig = PodFigures(setup.pool_figures(), self.cm, setup.hosts, setup.pods,
+                              heads=len(setup.design[0]) if setup.design else 0)
         self.p = net.placement.size
         self.net_ctx = runner.Context(groups=tuple(map(tuple, net.placement.groups())), root=self.wl.root)
 
@@ -107,10 +108,13 @@ def choose(forms: _Forms, size: int) -> tuple[str, str]:
     return name, f"auto: the network's {name}, faster than pods by closed form"
 
 
-def _check(wl, p):
+def _check(wl, p, setup):
     if wl.collective not in PODS_COLLECTIVES:
         raise InputError(f"workload.collective: a hybrid pod fabric (cxl-pods) runs "
                          f"{', '.join(PODS_COLLECTIVES)}, got {wl.collective!r}")
+    if setup.design and wl.collective != "allgather":
+        raise InputError(f"workload.collective: sparse pods (fabric.pods.hosts {setup.hosts} on "
+                         f"{setup.pool.preset.name}) run allgather only, got {wl.collective!r}")
     if wl.root and wl.collective != "broadcast":
         raise InputError(f"workload.root: applies to broadcast, not {wl.collective}")
     if not 0 <= wl.root < p:
@@ -122,7 +126,7 @@ def run_hybrid(scenario, setup, bar=None, stats: list | None = None) -> list[dic
     wl = scenario.workload
     forms = _Forms(scenario, setup)
     p = forms.p
-    _check(wl, p)
+    _check(wl, p, setup)
     rows = []
     for size in wl.sizes_bytes:
         start = time.perf_counter()

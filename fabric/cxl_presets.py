@@ -34,6 +34,9 @@ Sources (../shared/reference/hardware.md):
   figures give 2 x (25 + 2.5) + 90 = 145 ns, +55 ns over 90 ns: a little under.
 - [OCT] Octopus (arXiv 2501.09020): switchless pods whose hosts attach
   directly to small multi-headed devices (e.g. 4 ports).
+- [MHD4] Assumption: Octopus's small device, 4 heads (its example port count
+  [OCT]), each a x8 PCIe 5.0 link (32 GB/s per direction), the CXL 2.0 device
+  class's media [DMSIM]; software coherence, as on today's multi-headed devices.
 - [MHD16] Assumption: a 16-headed device (Pond's largest pool size), each head
   a x8 link: 32 GB/s per direction on PCIe 5.0, 64 GB/s on PCIe 6.0 (half of
   x16 [PCIE5], [PCIE6]). Its media is the same device class's as above.
@@ -187,6 +190,8 @@ BUILTIN_CXL_PRESETS += (
                 "POND, OCT, MHD16, PCIE5, E2E, RT, DMSIM, OUT, CPU, DEV, CXL, CAP"),
     _switchless(BUILTIN_CXL_PRESETS[1], "mhd3-pool", 64.0, 16,
                 "POND, OCT, MHD16, PCIE6, E2E, RT, DMSIM, OUT, CPU, SF, DEV, CXL, CAP"),
+    _switchless(BUILTIN_CXL_PRESETS[0], "octopus4-pool", 32.0, 4,
+                "OCT, MHD4, PCIE5, E2E, RT, DMSIM, OUT, CPU, DEV, CXL, CAP"),
 )
 
 CXL_PRESETS = {p.name: p for p in BUILTIN_CXL_PRESETS}

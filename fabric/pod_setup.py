@@ -21,8 +21,10 @@ Two pod kinds, chosen by the pool preset: around a switch (`cxl2-pool`, `cxl3-po
 `fabric.pods.kind: switch`), or switchless (`mhd2-pool`, `mhd3-pool`, any preset with
 `max_switch_levels` 0): every host of a pod attaches directly to a head of each of the
 pod's multi-headed devices, as in Pond's and Octopus's dense pods, so a pod has at most
-`device.heads` hosts (the preset's figure). Octopus's sparse pods, where each device
-reaches only some of a pod's hosts, are not modelled.
+`device.heads` hosts (the preset's figure) as a dense pod. A pod of more hosts on a
+switchless preset is a sparse Octopus pod (`octopus4-pool`: 4-headed devices; pods of 13):
+`cxlsim.fabric.octopus.design` picks which hosts share each device, any two hosts sharing
+exactly one, and the pod runs the allgather only.
 
 `PodsSetup.new_transport` builds one `cxlsim.fabric.pods.PodsTransport` (the pools and the
 network in one SimPy environment) per simulated call; `pool_figures` gives one pod's pool
@@ -40,6 +42,7 @@ from cxlsim.fabric.cxl_presets import CXLPoolPreset, cxl_presets
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
+from cxlsim.fabric.octopus import SparsePod, design
 from cxlsim.fabric.pods import PodsTransport
 from cxlsim.fabric.pool_transport import PoolFigures
 from cxlsim.fabric.presets import PRESETS as NETWORK_PRESETS
@@ -66,16 +69,26 @@ class PodsSetup:
     pods: int
     topology_uncongested: bool
     """True when the network is a star: the pods' concurrent exchanges share no link (the forms are exact)."""
+    design: tuple = ()
+    """A sparse pod's devices (`cxlsim.fabric.octopus.design`: each a tuple of its hosts); () for a dense pod,
+    where `pool` is every host's. In a sparse pod `pool` is one device's, elaborated for its heads."""
 
     def _pool(self, env) -> CXLPoolTransport:
         s = self.pool
-        return CXLPoolTransport(s.preset, self.hosts, coherence=s.coherence, env=env, devices=s.devices,
+        hosts = len(self.design[0]) if self.design else self.hosts
+        return CXLPoolTransport(s.preset, hosts, coherence=s.coherence, env=env, devices=s.devices,
                                 chunk_bytes=s.chunk_bytes, switch_levels=s.switch_levels)
+
+    def _pod(self, env):
+        if not self.design:
+            return self._pool(env)
+        s = self.pool
+        return SparsePod(s.preset, self.design, env=env, coherence=s.coherence, chunk_bytes=s.chunk_bytes)
 
     def new_transport(self, chunk_bytes: int) -> PodsTransport:
         """A fresh environment holding every pod's pool and the network (messages pipelined in `chunk_bytes`)."""
         env = Environment()
-        pools = [self._pool(env) for _ in range(self.pods)]
+        pools = [self._pod(env) for _ in range(self.pods)]
         net = NetworkTransport(build(self.network.graph, self.network.preset, env), self.network.placement, chunk_bytes)
         return PodsTransport(pools, net, self.hosts)
 
@@ -84,7 +97,8 @@ class PodsSetup:
         return self.network.new_transport(chunk_bytes)
 
     def pool_figures(self) -> PoolFigures:
-        """One pod's pool figures (`CXLPoolTransport.figures()` on `hosts` hosts), for the closed forms."""
+        """One pod's pool figures (`CXLPoolTransport.figures()` on `hosts` hosts; a sparse pod's: one device's
+        on its heads), for the closed forms."""
         return self._pool(Environment()).figures()
 
     def written_out(self) -> dict:
@@ -100,8 +114,13 @@ class PodsSetup:
         return out
 
     def describe(self, nodes: int) -> str:
-        return (f"{self.pods} pods x {self.hosts} hosts, each on {self.pool.describe(self.hosts)}; "
-                f"between pods {self.network.describe(nodes)}")
+        if self.design:
+            k = len(self.design[0])
+            pod = (f"a sparse pod of {len(self.design)} devices, every two hosts sharing one, each host on "
+                   f"{(self.hosts - 1) // (k - 1)}; each device {self.pool.describe(k)}")
+        else:
+            pod = self.pool.describe(self.hosts)
+        return f"{self.pods} pods x {self.hosts} hosts, each on {pod}; between pods {self.network.describe(nodes)}"
 
 
 def _named(kind, name: str, known: dict, key: str):
@@ -131,12 +150,23 @@ class PodsPreset:
         network_known = dict(NETWORK_PRESETS)
         network_known.update({p.name: p for p in plugins.records("PRESETS") if isinstance(p, NetworkPreset)})
         net_preset = _named(NetworkPreset, pods.network, network_known, "fabric.pods.network")
+        devices, on_pool = (), pods.hosts
+        if pool_preset.max_switch_levels == 0 and pods.hosts > pool_preset.device.heads:
+            try:
+                devices = design(pods.hosts, pool_preset.device.heads)
+            except InputError as exc:
+                raise InputError(f"fabric.pods.hosts: {pods.hosts} hosts on {pool_preset.name}, whose devices have "
+                                 f"{pool_preset.device.heads} heads: {exc}") from None
+            if fabric.cxl.devices != 1:
+                raise InputError("fabric.cxl.devices: a sparse pod's devices are its design's (one per group of "
+                                 f"hosts); leave it at 1, got {fabric.cxl.devices}")
+            on_pool = pool_preset.device.heads
         try:
-            pool = cxl_setup.elaborate(pool_preset, dataclasses.replace(fabric, nodes=pods.hosts))
+            pool = cxl_setup.elaborate(pool_preset, dataclasses.replace(fabric, nodes=on_pool))
         except InputError as exc:
             raise InputError(str(exc).replace("fabric.nodes:", "fabric.pods.hosts:", 1)) from None
         network = network_setup.elaborate(net_preset, fabric)
-        return PodsSetup(pool, network, pods.hosts, fabric.nodes // pods.hosts, fabric.topology == "star")
+        return PodsSetup(pool, network, pods.hosts, fabric.nodes // pods.hosts, fabric.topology == "star", devices)
 
 
 CXL_PODS = PodsPreset()

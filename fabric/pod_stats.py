@@ -5,7 +5,8 @@
 they take a network's or a pool's:
 
 - ports: the network's ('NIC', 'switch port'), then each pod's pool ports ('host port',
-  'leaf uplink', 'device'), their names prefixed with the pod ('pod2.dev0');
+  'leaf uplink', 'device'), their names prefixed with the pod ('pod2.dev0'; in a sparse pod
+  also the device's pool, 'pod2.mhd5.host1');
 - pool: every pod's traffic added up (device bytes, flag polls and, in hw mode, the snoop
   filters' BISnp, recalls, evictions and eviction BISnp; None in flush mode).
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from cxlsim.fabric.octopus import SparsePod
 from cxlsim.fabric.pods import PodsTransport
 from cxlsim.fabric.stats import PoolStats, RunStats, collect
 
@@ -28,10 +30,15 @@ def _total(values):
 def collect_pods(transport: PodsTransport) -> RunStats:
     """The statistics of a finished run on `transport`: the network's ports, every pod's, the pods' pool traffic."""
     network = collect(transport.network)
-    pods = [collect(pool) for pool in transport.pools]
-    ports = list(network.ports)
-    for k, s in enumerate(pods):
-        ports += [replace(p, port=f"pod{k}.{p.port}") for p in s.ports]
+    ports, pods = list(network.ports), []
+    for k, pod in enumerate(transport.pools):
+        # a sparse pod is a pool per device: its ports are named by device as well
+        parts = [(f"pod{k}.", pod)] if not isinstance(pod, SparsePod) else \
+            [(f"pod{k}.mhd{d}.", pool) for d, pool in enumerate(pod.pools)]
+        for prefix, pool in parts:
+            s = collect(pool)
+            pods.append(s)
+            ports += [replace(p, port=prefix + p.port) for p in s.ports]
     each = [s.pool for s in pods]
     pool = PoolStats(coherence=each[0].coherence, device_bytes=sum(p.device_bytes for p in each),
                      polls=sum(p.polls for p in each),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from cxlsim.coherence import PoolEvent
 from cxlsim.errors import InputError
+from cxlsim.fabric.octopus import SPARSE
 from cxlsim.fabric.pool_transport import PoolTransport
 from cxlsim.fabric.transport import Endpoint, Transport
 
@@ -38,7 +39,8 @@ HYBRID = "hybrid"
 
 
 class PodsTransport(Transport):
-    """`len(pools)` pods of `hosts` hosts: `pools[k]` is pod k's pool transport, `network` joins every host.
+    """`len(pools)` pods of `hosts` hosts: `pools[k]` is pod k's pool transport (or a sparse pod of several,
+    `cxlsim.fabric.octopus.SparsePod`), `network` joins every host.
 
     Every transport must share one environment; the network has len(pools) x hosts ranks, one per host.
     """
@@ -61,6 +63,8 @@ class PodsTransport(Transport):
         self.hosts = hosts
         self.pods = len(pools)
         self.size = network.size
+        self.sparse = any(getattr(p, "kind", None) == SPARSE for p in pools)
+        """True when the pods are sparse Octopus pods (`cxlsim.fabric.octopus.SparsePod`)."""
         self._regions = {}
 
     def region(self, pod: int, k: int) -> "PoolRegion":
@@ -69,6 +73,8 @@ class PodsTransport(Transport):
         if found is None:
             if not 0 <= k < REGIONS:
                 raise InputError(f"pods: region {k} is not in 0..{REGIONS - 1}")
+            if self.sparse:
+                raise InputError("pods: a sparse pod has no single pool to cut into regions")
             pool = self.pools[pod]
             span = pool.pool_bytes // REGIONS
             found = self._regions[(pod, k)] = PoolRegion(pool, k * span, span)

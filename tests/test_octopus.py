@@ -1,4 +1,4 @@
-"""Switchless pools of multi-headed devices (mhd2-pool, mhd3-pool): the data path, DES = form, heads as data, pods."""
+"""Switchless pools of multi-headed devices: dense (mhd2-pool, mhd3-pool) and sparse Octopus pods (octopus4-pool)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,9 +9,12 @@ from cxlsim import config, simulate
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.octopus import design, pod_sizes
 from cxlsim.fabric.pod_setup import CXL_PODS
+from cxlsim.hybrid_projection import run_hybrid
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.hierarchical_pods import PodFigures
+from cxlsim.models.collectives.octopus_pool import octopus_allgather_cost
 from cxlsim.models.collectives.registry import algorithm
 
 
@@ -88,7 +91,7 @@ def test_switchless_pods_des_equals_the_form(pool):
 
 
 def test_a_switchless_pod_has_at_most_a_device_s_heads_of_hosts():
-    with pytest.raises(InputError, match="fabric.pods.hosts: 17 on no switch"):
+    with pytest.raises(InputError, match="fabric.pods.hosts: 17 hosts on mhd3-pool.*use at most 16 hosts"):
         _pods("mhd3-pool", nodes=34, hosts=17)
 
 
@@ -98,3 +101,59 @@ def test_switchless_pods_rerun_from_their_written_out_figures():
     rows = simulate.run(scenario)
     again = simulate.run(config.from_dict(config.to_dict(scenario)))
     assert [r["latency_us"] for r in again] == [r["latency_us"] for r in rows]
+
+
+# ---------------------------------------------------------------- sparse Octopus pods
+
+@pytest.mark.parametrize("hosts, heads, devices", [(7, 3, 7), (13, 4, 13), (9, 3, 12), (25, 5, 30), (6, 2, 15)])
+def test_every_two_hosts_share_exactly_one_device(hosts, heads, devices):
+    found = design(hosts, heads)
+    assert len(found) == devices and all(len(d) == heads for d in found)
+    for a in range(hosts):
+        for b in range(a + 1, hosts):
+            assert sum(a in d and b in d for d in found) == 1
+    ports = {h: sum(h in d for d in found) for h in range(hosts)}
+    assert set(ports.values()) == {(hosts - 1) // (heads - 1)}  # X links per host
+
+
+def test_a_pod_size_without_a_construction_names_the_ones_there_are():
+    assert pod_sizes(4) == [13] and pod_sizes(3) == [7, 9]
+    with pytest.raises(InputError, match="with 4 heads use 13 hosts"):
+        design(16, 4)
+    with pytest.raises(InputError, match="fabric.pods.hosts: 16 hosts on octopus4-pool.*use 13 hosts"):
+        _pods("octopus4-pool", nodes=32, hosts=16)
+
+
+@pytest.mark.parametrize("inter", ["ring", "recursive_doubling"])
+def test_sparse_pods_allgather_des_equals_the_form(inter):
+    nodes = 26 if inter == "ring" else 52  # 2 or 4 pods of 13
+    _, setup = _pods("octopus4-pool", nodes=nodes, hosts=13)
+    assert len(setup.design) == 13 and "sparse pod of 13 devices" in setup.describe(nodes)
+    fig = PodFigures(setup.pool_figures(), analytic.CostModel.from_network(setup.network.network(), 65536),
+                     setup.hosts, setup.pods, heads=4)
+    algo, ctx = algorithm("allgather", "pods"), runner.Context(inter=inter)
+    for m in (8, 5000):
+        outcome = runner.run_algorithm(setup.new_transport(65536), algo, m, ctx)
+        runner.verify("allgather", nodes, ctx, outcome.results)
+        assert outcome.latency_ns == pytest.approx(algo.cost(fig, nodes, m, ctx), rel=1e-9)
+    # the pod phase is the pool allgather of one 4-host device, n x m bytes
+    assert octopus_allgather_cost(fig.pool, 4, 2 * 64) == pytest.approx(
+        algorithm("allgather", "cxl_pool").cost(fig.pool, 4, 128))
+
+
+def test_sparse_pods_run_allgather_only_and_count_each_device():
+    base = {"fabric": {"preset": "cxl-pods", "nodes": 26, "pods": {"hosts": 13, "pool": "octopus4-pool"}}}
+    with pytest.raises(InputError, match="sparse pods .* run allgather only"):
+        simulate.run(config.from_dict({**base, "workload": {"collective": "allreduce", "sizes": [64]}}))
+    with pytest.raises(InputError, match="fabric.cxl.devices"):
+        simulate.run(config.from_dict({"fabric": {**base["fabric"], "cxl": {"devices": 2}},
+                                       "workload": {"sizes": [64]}}))
+    scenario = config.from_dict({**base, "engine": "des", "workload": {"algorithm": "pods", "sizes": [64]}})
+    stats = []
+    run_hybrid(scenario, CXL_PODS.elaborate(scenario.fabric), stats=stats)
+    (_, s), = stats
+    devices = [p for p in s.ports if p.component == "device"]
+    assert len(devices) == 2 * 13 and devices[0].port == "pod0.mhd0.dev0"
+    # every host writes its n x m = 128 B set to each of its 4 devices and reads 3 sets from each
+    assert sum(p.bytes for p in devices) == s.pool.device_bytes
+    assert s.pool.bisnp is None  # flush: no snoop filter

@@ -10,7 +10,9 @@ for n ranks and the phase's size). Each pool phase runs in its own region of the
 
 - **allgather** (m-byte blocks): network allgather of the own block in group j (each rank then
   holds n blocks, its 1/q share of the pods' data), then the pool allgather (`cxl_pool`) of those
-  n x m bytes inside every pod. The pool phase before the network one is empty for allgather.
+  n x m bytes inside every pod (on a sparse Octopus pod, `octopus_pool.octopus_allgather`: the
+  pool allgather on every device at once). The pool phase before the network one is empty for
+  allgather. The other collectives run on dense pods only.
 - **allreduce** (s-byte vectors, seg = ceil(s/q)): the pool reduce_scatter inside every pod (rank
   j ends with block j of its pod's sum), the network allreduce of that seg-byte block in group j,
   then the pool allgather of the seg-byte blocks inside every pod.
@@ -46,6 +48,7 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import HYBRID, NO_CONTEXT, Algorithm, Context, Group
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.network_forms import CostModel, network_closed_form
+from cxlsim.models.collectives.octopus_pool import octopus_allgather, octopus_allgather_cost
 from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost, reduce_scatter_cost
 
 __all__ = ["PodFigures", "pods_closed_form", "pods_allgather_algorithm", "pods_algorithms", "phase_sizes",
@@ -72,6 +75,8 @@ class PodFigures:
     """Hosts per pod, q."""
     pods: int
     """Pods, n (n x q ranks in all)."""
+    heads: int = 0
+    """A sparse pod's device heads k (its pool figures are one device's on k hosts); 0: a dense pod."""
 
 
 def phase_sizes(collective: str, size_bytes: int, hosts: int, pods: int) -> int:
@@ -99,7 +104,10 @@ def _allgather(lookup):
         share = [mine]
         if n > 1:
             share = yield from _inter(lookup, "allgather", ctx, n).run(_group(g, t), m, mine, NO_CONTEXT)
-        sets = yield from cxl_pool(g.pod_region(0), n * m, tuple(share))
+        if t.sparse:
+            sets = yield from octopus_allgather(g.pod_endpoint(), n * m, tuple(share))
+        else:
+            sets = yield from cxl_pool(g.pod_region(0), n * m, tuple(share))
         return [sets[j][i] for i in range(n) for j in range(q)]
     return run
 
@@ -163,6 +171,8 @@ def pods_closed_form(fig: PodFigures, m: int, inter: Algorithm | None) -> float:
     """Latency (ns) of one `pods` allgather of m-byte blocks, every rank starting together on a fresh fabric:
     the network algorithm `inter` on n ranks (none when n = 1) plus the pool allgather of n x m bytes on q hosts."""
     network = network_closed_form(inter, fig.network, fig.pods, m, NO_CONTEXT) if inter is not None else 0.0
+    if fig.heads:
+        return network + octopus_allgather_cost(fig.pool, fig.heads, fig.pods * m)
     return network + cxl_pool_closed_form(fig.pool, fig.hosts, fig.pods * m, fig.pool.coherence)
 
 
