@@ -468,6 +468,8 @@ def test_local_calibration_runs_end_to_end_and_refits_from_every_job(tmp_path):
     assert prims["overhead_ns"] == {k: cal.steady(v) for k, v in prims["overhead_samples_ns"].items()}
     rows = result["validation"]
     assert {(r["coherence"], r["side"]) for r in rows} == set(cal.MODES) and len(rows) == 8
+    threshold = result["allreduce_threshold"]
+    assert threshold["allreduce_large_bytes"] > 0 and len(threshold["rows"]) == 9
     assert all(math.isfinite(r["predicted_ns"]) and r["predicted_ns"] > 0 and r["measured_ns"] > 0 for r in rows)
     path = str(tmp_path / "profile.json")
     cal.save_profile(path, cal.make_profile("local-host", result["model"].to_dict(), rows))

@@ -55,6 +55,12 @@ are all held out (`measure_allgather`: the emulator's bench harness, interleaved
 medians, a batch whose flag round trip before or after it exceeds STABLE x the best seen
 is flagged and repeated, not used).
 
+**The allreduce threshold** (`allreduce_threshold`): the emulator's small and large pool
+allreduce, timed one after the other per size at np 2; the smallest size from which the
+large one wins at every larger size is kept in the profile (``emulator.allreduce_large_bytes``)
+and becomes the emulator's default when CXLSIM_PROFILE names the profile
+(`cxlsim.emulator.tuning`).
+
 **Emulated CXL timing.** `predict_injected` adds the charges cxl_ops.h documents
 (flags +L per wait, +L per block read one block after the other, copies at min(host,
 B)) as a DES workload on the same transport and predicts the emulator under them.
@@ -76,7 +82,7 @@ wherever a preset does (`fabric.preset: PATH.json`; `project`), at any rank coun
 local-host model fitted at np 2 projects to P ranks by the pool protocol's own scaling
 (every rank copies or reads P blocks; `local_model`), and the output says so.
 
-**Layout.** `profile` (the JSON format), `project` (a profile as a scenario's preset),
+**Layout.** `profile` (the JSON format), `allreduce_threshold` (the measured threshold), `project` (a profile as a scenario's preset),
 `osu_fit` (the `--from-osu` LogGP fit), `network_model` (a network profile's projection),
 `local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
 path solve, predictions), `fit` (`fit_local` and its least-squares lines), `measure` (this
@@ -95,6 +101,7 @@ in a way the DES (which charges them one after the other) does not reproduce.
 
 Units inside: ns, bytes, bytes/ns.
 """
+from cxlsim.calibrate.allreduce_threshold import choose_threshold, measure_allreduce_threshold  # noqa: F401
 from cxlsim.calibrate.cli import main, register, report_local, run_local_calibration  # noqa: F401
 from cxlsim.calibrate.project import ProfilePreset, is_profile, predict_profile, projection_note, run_profile  # noqa: F401
 from cxlsim.calibrate.des import (AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, des_sync_ns, predict_injected,  # noqa: F401

@@ -4,6 +4,7 @@ from __future__ import annotations
 import statistics
 import sys
 
+from cxlsim.calibrate.allreduce_threshold import format_threshold
 from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
 from cxlsim.calibrate.project import predict_profile, projection_note
@@ -76,7 +77,7 @@ def run_local_calibration(args) -> int:
     if args.rounds < 1:
         raise InputError(f"--rounds: expected >= 1, got {args.rounds}")
     settings = parse_settings(["250ns/32GB/s", "600ns/16GB/s"] if args.timing is None else args.timing)
-    total = 7 + 2 * args.rounds + max(1, args.rounds - 1) * len(settings) + 2
+    total = 7 + 2 * args.rounds + max(1, args.rounds - 1) * len(settings) + 3
     bar = tqdm(total=total, desc="calibrate", unit="step", file=sys.stderr, disable=args.quiet or None,
                leave=False)
 
@@ -132,9 +133,14 @@ def report_local(args, result) -> int:
         print("# MPI_Allgather (mpi4py, same machine), measured:")
         for r in result["mpi"]:
             print(f"#   {r}" if "error" in r else f"#   {r['size_bytes']:>8d} B  {r['measured_ns'] / 1e3:10.3f} us")
+    threshold = result.get("allreduce_threshold")
+    if threshold:
+        print(format_threshold(threshold), end="")
     workspace = _workspace(args, "calibrate")
     model_dict = model.to_dict()
-    profile = make_profile("local-host", model_dict, rows, fit=fit, primitives=prims,
+    emulator = {"allreduce_large_bytes": threshold["allreduce_large_bytes"],
+                "allreduce_threshold": threshold} if threshold else {}
+    profile = make_profile("local-host", model_dict, rows, fit=fit, primitives=prims, emulator=emulator,
                            injected=result["injected"], mpi=result["mpi"], cores=result["cores"],
                            allgather_batches=result["allgather"]["batches"],
                            summary=summarize(rows), injected_summary=summarize(result["injected"]))
@@ -145,6 +151,8 @@ def report_local(args, result) -> int:
         workspace.write_csv("validation_injected", result["injected"], ["setting"] + cols)
     plot_validation(rows, workspace.file("validation.png"))
     print(f"# profile: {workspace.file('profile.json')}")
+    if threshold:
+        print(f"# CXLSIM_PROFILE={workspace.file('profile.json')} makes its allreduce threshold the emulator's default")
     return 0
 
 

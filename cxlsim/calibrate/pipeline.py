@@ -2,7 +2,8 @@
 
 Measure the primitives, measure the allgather (held out), fit from the primitives (and the
 round trips and concurrent copies measured around every allgather job), predict every
-measurement, optionally under injected CXL timing, and time MPI_Allgather. Units: ns, bytes.
+measurement, optionally under injected CXL timing, time MPI_Allgather, and measure the pool
+allreduce's threshold (`allreduce_threshold`). Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import dataclasses
 import math
 import os
 
+from cxlsim.calibrate.allreduce_threshold import measure_allreduce_threshold
 from cxlsim.calibrate.des import predict_injected
 from cxlsim.calibrate.fit import fit_local
 from cxlsim.calibrate.local_model import LocalModel
@@ -84,5 +86,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
         injected += validate(model, hw_rows, lambda r, lat=lat, bw=bw: predict_injected(
             model, r["coherence"], r["side"], r["size_bytes"], lat, bw))
     mpi_rows = measure_mpi(sizes, nranks) if mpi else None
+    threshold = measure_allreduce_threshold(nranks=nranks, rounds=max(3, rounds))
+    step("allreduce threshold")
     return {"primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
-            "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks}
+            "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}

@@ -21,6 +21,7 @@ import numpy as np
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator._kernels import check_timing, spin_overhead_ns
+from cxlsim.emulator.tuning import allreduce_large_bytes
 from cxlsim.errors import InputError, RunError
 
 
@@ -147,6 +148,7 @@ cdef class PoolKernel:
         self.coll.pool.log = NULL
         self.coll.pool.log_capacity = 0
         self.coll.pool.log_length = 0
+        self.coll.pool.nt_min_bytes = 0
         self.set_timing(pool_latency_ns, pool_bw_bytes_per_ns)
         self.slot_bytes = slot_bytes
         self.coll.slot_bytes = slot_bytes
@@ -218,6 +220,15 @@ cdef class PoolKernel:
         self.coll.pool.bw_bytes_per_ns = pool_bw_bytes_per_ns
         self.coll.pool.timed = pool_latency_ns > 0 or pool_bw_bytes_per_ns > 0
         self.coll.pool.spin_overhead_ns = spin_overhead_ns() if self.coll.pool.timed else 0.0
+
+    @property
+    def nt_min_bytes(self):
+        """Copies into the pool of at least this many bytes use non-temporal stores (0 = never; untimed only)."""
+        return self.coll.pool.nt_min_bytes
+
+    @nt_min_bytes.setter
+    def nt_min_bytes(self, value):
+        self.coll.pool.nt_min_bytes = check_nt_min_bytes(value)
 
     @property
     def pool_latency_ns(self):
@@ -704,7 +715,9 @@ REDUCE_OPS = {"sum": CXL_SUM, "prod": CXL_PROD, "min": CXL_MIN, "max": CXL_MAX, 
               "bor": CXL_BOR, "bxor": CXL_BXOR, "land": CXL_LAND, "lor": CXL_LOR, "lxor": CXL_LXOR}
 FLOAT_OPS = ("sum", "prod", "min", "max")
 FLOAT_OP_CODES = {name: REDUCE_OPS[name] for name in FLOAT_OPS}
-ALLREDUCE_LARGE_BYTES = 65536  # the default threshold of the large allreduce (the MPI library's too)
+# The default threshold of the large allreduce: measured, from the profile CXLSIM_PROFILE names, or
+# 64 KiB (the MPI library's default too); ALLREDUCE_LARGE_SOURCE says which (cxlsim.emulator.tuning).
+ALLREDUCE_LARGE_BYTES, ALLREDUCE_LARGE_SOURCE = allreduce_large_bytes()
 
 
 def reduction_codes(sendbuf, recvbuf, op, where):
@@ -734,6 +747,13 @@ def count_and_dtype(buf):
     if type(buf) is np.ndarray:
         return buf.size, buf.dtype
     return memoryview(buf).nbytes, np.dtype(np.uint8)
+
+
+def check_nt_min_bytes(value):
+    """The non-temporal copy-in threshold in bytes (an int >= 0, 0 = never); InputError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise InputError(f"nt_min_bytes: expected a number of bytes >= 0 (0 = never), got {value!r}")
+    return int(value)
 
 
 def check_large_bytes(value):

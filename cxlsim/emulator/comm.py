@@ -39,7 +39,8 @@ ZeroCopyResult = _pool_kernel.ZeroCopyResult
 count_and_dtype = _pool_kernel.count_and_dtype
 WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB, "clflush": _kernels.OP_CLFLUSH}
 
-ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES
+ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES  # measured if CXLSIM_PROFILE names a profile (tuning.py)
+ALLREDUCE_LARGE_SOURCE = _pool_kernel.ALLREDUCE_LARGE_SOURCE
 SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8
 
@@ -91,7 +92,9 @@ class CommMixin:
         timeout_s: how long any wait may take before CollectiveTimeout names the missing ranks.
         allreduce_large_bytes: allreduce chunks of at least this many bytes use the large pool
         algorithm (reduce-scatter + allgather), smaller ones the small one (every rank folds every
-        block); every rank must pass the same value.
+        block); every rank must pass the same value. The default is the threshold measured by
+        `cxlsim calibrate`, from the profile the environment variable CXLSIM_PROFILE names, else
+        64 KiB (`cxlsim.emulator.tuning`).
 
         Emulated CXL device timing (Cython kernels only; 0, the default, is off and costs one
         branch per call), with L = pool_latency_ns and B = pool_bw_bytes_per_ns (bytes/ns = GB/s),

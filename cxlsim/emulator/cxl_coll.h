@@ -173,7 +173,7 @@ static inline void cxl_coll_copy_in(cxl_coll_t *c, char *dst, const char *src, u
 {
     if (!n) return;
     if (c->pool.timed) cxl_paced_copy(dst, src, n, c->pool.bw_bytes_per_ns, 0.0, c->pool.spin_overhead_ns);
-    else memcpy(dst, src, n);
+    else cxl_copy_in(&c->pool, dst, src, n);
 }
 
 /* Copy n bytes of another rank's data out of the pool: one L, then paced at B (when timed). */

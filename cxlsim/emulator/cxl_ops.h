@@ -57,6 +57,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <emmintrin.h>
 #define CXL_X86 1
 #else
 #define CXL_X86 0
@@ -213,7 +214,43 @@ typedef struct {
     double latency_ns;       /* injected pool access latency (see the header comment), 0 = none */
     double bw_bytes_per_ns;  /* pool copy bandwidth in bytes/ns (GB/s), 0 = not paced */
     double spin_overhead_ns; /* cxl_calibrate_spin_overhead(), subtracted from injected delays */
+    uint64_t nt_min_bytes;   /* untimed copies into the pool of at least this many bytes use non-temporal
+                                stores (cxl_copy_nt); 0 = never */
 } cxl_pool_t;
+
+/* Copy n bytes with non-temporal stores where dst is 16-byte aligned (the lines go to memory, not
+ * Modified into this core's cache, and are not read for ownership first); the unaligned head and
+ * the tail use plain stores. Weakly ordered: the sfence of cxl_publish orders them before the flag. */
+static void cxl_copy_nt(char *dst, const char *src, uint64_t n)
+{
+#if CXL_X86
+    uint64_t head = (uint64_t)(-(uintptr_t)dst & 15), i = 0;
+    if (head > n) head = n;
+    memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(src + i)), b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32)), d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+        _mm_stream_si128((__m128i *)(dst + i), a);
+        _mm_stream_si128((__m128i *)(dst + i + 16), b);
+        _mm_stream_si128((__m128i *)(dst + i + 32), c);
+        _mm_stream_si128((__m128i *)(dst + i + 48), d);
+    }
+    for (; i + 16 <= n; i += 16) _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+    memcpy(dst + i, src + i, n - i);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+/* An untimed copy of n bytes into the pool: non-temporal from nt_min_bytes, else memcpy. */
+static inline void cxl_copy_in(const cxl_pool_t *p, char *dst, const char *src, uint64_t n)
+{
+    if (p->nt_min_bytes && n >= p->nt_min_bytes) cxl_copy_nt(dst, src, n);
+    else memcpy(dst, src, n);
+}
 
 /* Busy-wait `ns` from now, less the calibrated cost of the wait itself. */
 static inline void cxl_delay(const cxl_pool_t *p, double ns)
@@ -336,7 +373,7 @@ static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *
     if (send && nbytes) {
         if (timed) cxl_paced_copy(cxl_slot(p, round, p->rank), send, nbytes, p->bw_bytes_per_ns, 0.0,
                                   p->spin_overhead_ns);
-        else memcpy(cxl_slot(p, round, p->rank), send, nbytes);
+        else cxl_copy_in(p, cxl_slot(p, round, p->rank), send, nbytes);
     }
     cxl_publish(p, epoch, round, nbytes);
     int missing = cxl_wait_all(p, epoch, timeout_ns);

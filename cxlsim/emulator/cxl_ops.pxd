@@ -29,6 +29,7 @@ cdef extern from "cxl_ops.h" nogil:
         double latency_ns
         double bw_bytes_per_ns
         double spin_overhead_ns
+        uint64_t nt_min_bytes
 
     int cxl_cpu_features()
     void cxl_line_op(int op, const void *p)

@@ -1,0 +1,103 @@
+"""The pool allreduce's threshold, measured: from which size the large algorithm beats the small one.
+
+At np ranks (default 2) on this machine, per round and per size (float32 sums, osu_allreduce's
+loop: `bench.time_loop`, a barrier between calls), the small algorithm (every rank folds every
+block) and the large one (reduce-scatter through the pool, then an allgather of the shares)
+are timed one right after the other, so the machine's drift hits both. Per size the medians
+over the rounds are compared; the threshold is the smallest measured size from which the
+large algorithm is faster at that size and at every larger one measured (an isolated
+disturbed row below cannot set it). If the large one never wins, the threshold is twice the
+largest size measured ("above the measured range"). The crossover lies between the size
+below the threshold and the threshold itself: sizes double, so the threshold is exact to a
+factor of 2. The hw flag round trip before and after tells the host placement (below 200 ns:
+the fast one), which the result records, since the crossover moves with it.
+
+`cxlsim calibrate` keeps the result in its profile as ``emulator`` (threshold, rows,
+placement); `cxlsim.emulator.tuning` reads it back as the emulator's default. Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from cxlsim.errors import InputError
+
+DEFAULT_SIZES = tuple(4096 << k for k in range(9))  # 4 KiB .. 1 MiB
+FAST_ROUNDTRIP_NS = 200.0  # calibration_error.py's placement threshold
+NEVER = 1 << 62  # the 'always small' large_bytes
+
+
+def _time_both(comm, sizes, rounds, iterations, warmup):
+    from cxlsim.emulator.bench import time_loop
+    from cxlsim.emulator.host import roundtrip_ns
+
+    probe = comm.size == 2 and comm.coherence.value == "hw"
+    roundtrips = [roundtrip_ns(comm)] if probe else []
+    times = {}
+    for _ in range(rounds):
+        for n in sizes:
+            send = np.ones(n // 4, np.float32)
+            recv = np.empty_like(send)
+            for name, large in (("small", NEVER), ("large", 0)):
+                mean_s = time_loop(lambda: comm.allreduce(send, recv, "sum", large_bytes=large), comm.barrier,
+                                   warmup, iterations)
+                means = np.empty(comm.size)
+                comm.allgather(np.array([mean_s]), means)
+                times.setdefault((name, n), []).append(float(means.max() * 1e9))  # the slowest rank's
+    if probe:
+        roundtrips.append(roundtrip_ns(comm))
+    return times, roundtrips
+
+
+def choose_threshold(rows: list[dict]) -> int:
+    """The threshold from rows of size_bytes, small_ns, large_ns (see the module docstring)."""
+    rows = sorted(rows, key=lambda r: r["size_bytes"])
+    threshold = 2 * rows[-1]["size_bytes"]
+    for row in reversed(rows):
+        if row["large_ns"] >= row["small_ns"]:
+            break
+        threshold = row["size_bytes"]
+    return threshold
+
+
+def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: int = 3, iterations: int = 30,
+                                warmup: int = 5, coherence: str = "hw") -> dict:
+    """Measure both allreduce algorithms at `sizes` (bytes per rank, multiples of 4) and pick the threshold.
+
+    Returns allreduce_large_bytes, rows (size_bytes, small_ns, large_ns and their round values),
+    np, coherence, rounds, iterations, roundtrips_ns and placement ('fast', 'slow or disturbed',
+    'mixed', or 'not probed' when np != 2 or in flush mode).
+    """
+    from cxlsim.emulator.launch import run_local
+
+    sizes = tuple(sorted(set(int(n) for n in sizes)))
+    if len(sizes) < 2 or any(n < 4 or n % 4 for n in sizes):
+        raise InputError(f"allreduce threshold: expected at least two sizes, each a multiple of 4 bytes, got {list(sizes)}")
+    if rounds < 1 or iterations < 1:
+        raise InputError(f"allreduce threshold: rounds and iterations must be >= 1, got {rounds} and {iterations}")
+    out = run_local(nranks, _time_both, (sizes, rounds, iterations, warmup), slot_bytes=max(sizes),
+                    coherence=coherence, timeout_s=120.0)
+    times, roundtrips = out[0]
+    rows = [dict(size_bytes=n, small_ns=statistics.median(times[("small", n)]),
+                 large_ns=statistics.median(times[("large", n)]), small_rounds_ns=times[("small", n)],
+                 large_rounds_ns=times[("large", n)]) for n in sizes]
+    fast = [r for r in roundtrips if r < FAST_ROUNDTRIP_NS]
+    placement = ("not probed" if not roundtrips else "fast" if len(fast) == len(roundtrips)
+                 else "slow or disturbed" if not fast else "mixed")
+    return dict(allreduce_large_bytes=choose_threshold(rows), rows=rows, np=nranks, coherence=coherence,
+                rounds=rounds, iterations=iterations, roundtrips_ns=roundtrips, placement=placement)
+
+
+def format_threshold(result: dict) -> str:
+    """The measurement as comment lines for `cxlsim calibrate`'s report."""
+    above = result["allreduce_large_bytes"] > result["rows"][-1]["size_bytes"]
+    lines = [f"# allreduce threshold (np {result['np']}, {result['coherence']}, {result['rounds']} rounds, "
+             f"placement {result['placement']}): large from {result['allreduce_large_bytes']} B"
+             + (" (above the measured range: the small algorithm won everywhere)" if above else
+                " (exact to a factor of 2: sizes double)"),
+             f"#   {'size':>8} {'small(us)':>10} {'large(us)':>10} {'small/large':>11}"]
+    for r in result["rows"]:
+        lines.append(f"#   {r['size_bytes']:>8} {r['small_ns'] / 1e3:10.2f} {r['large_ns'] / 1e3:10.2f} "
+                     f"{r['small_ns'] / r['large_ns']:11.2f}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,61 @@
+"""The measured allreduce threshold: the rule, the measurement, and the profile as the emulator's default."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cxlsim.calibrate.allreduce_threshold import choose_threshold, format_threshold, measure_allreduce_threshold
+from cxlsim.emulator.tuning import DEFAULT_ALLREDUCE_LARGE_BYTES, allreduce_large_bytes
+from cxlsim.errors import InputError
+
+
+def rows(pairs):
+    return [dict(size_bytes=4096 << i, small_ns=s, large_ns=l) for i, (s, l) in enumerate(pairs)]
+
+
+def test_the_threshold_is_the_smallest_size_from_which_large_wins_everywhere_above():
+    assert choose_threshold(rows([(1, 2), (2, 3), (5, 4), (9, 6)])) == 16384
+    # an isolated row where large wins below a loss does not set it
+    assert choose_threshold(rows([(3, 2), (2, 3), (5, 4), (9, 6)])) == 16384
+    assert choose_threshold(rows([(3, 2), (4, 3)])) == 4096
+    # large never wins: above the measured range
+    assert choose_threshold(rows([(1, 2), (2, 3)])) == 2 * 8192
+
+
+def test_a_measurement_times_both_algorithms_and_reports_its_placement():
+    result = measure_allreduce_threshold(sizes=(4096, 65536), rounds=1, iterations=5, warmup=1)
+    assert [r["size_bytes"] for r in result["rows"]] == [4096, 65536]
+    assert all(r["small_ns"] > 0 and r["large_ns"] > 0 for r in result["rows"])
+    assert result["allreduce_large_bytes"] in (4096, 65536, 131072)
+    assert result["placement"] in ("fast", "slow or disturbed", "mixed")
+    assert "large from" in format_threshold(result)
+    with pytest.raises(InputError, match="multiple of 4 bytes"):
+        measure_allreduce_threshold(sizes=(6, 4096))
+
+
+def _profile(tmp_path, emulator):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"schema": "cxlsim-calibration-profile", "emulator": emulator}))
+    return str(path)
+
+
+def test_the_profile_named_by_cxlsim_profile_sets_the_default(tmp_path):
+    assert allreduce_large_bytes({}) == (DEFAULT_ALLREDUCE_LARGE_BYTES, "default")
+    path = _profile(tmp_path, {"allreduce_large_bytes": 12288})
+    assert allreduce_large_bytes({"CXLSIM_PROFILE": path}) == (12288, f"measured, {path}")
+    for bad, needle in (({"allreduce_large_bytes": -1}, "expected a number of bytes"), ({}, "has no emulator")):
+        with pytest.raises(InputError, match=needle):
+            allreduce_large_bytes({"CXLSIM_PROFILE": _profile(tmp_path, bad)})
+    with pytest.raises(InputError, match="cannot read"):
+        allreduce_large_bytes({"CXLSIM_PROFILE": str(tmp_path / "missing.json")})
+
+
+def test_a_communicator_opened_under_cxlsim_profile_uses_the_measured_threshold(tmp_path):
+    path = _profile(tmp_path, {"allreduce_large_bytes": 12288})
+    code = ("from cxlsim.emulator.launch import run_local\n"
+            "print(run_local(2, lambda comm: comm.allreduce_large_bytes, slot_bytes=64))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**__import__("os").environ, "CXLSIM_PROFILE": path})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[12288, 12288]"
