@@ -54,7 +54,45 @@ typedef struct {
     int flush_mode;          /* 0 = hw, 1 = flush */
     int writeback_op;        /* CXL_OP_*: the writer's line op */
     int invalidate_op;       /* CXL_OP_*: the reader's line op (drops the line) */
+    int64_t *log;            /* debug event log, 3 int64 per event, or NULL (see below) */
+    int64_t log_capacity;    /* events */
+    int64_t log_length;      /* events written (may exceed capacity: then the log overflowed) */
 } cxl_shared_t;
+
+/* Debug event log (the CXL_EV_* codes of cxl_ops.h; offsets in bytes from the region's mapping):
+ * FLAG_STORE (offset, value) for a single-writer word store, WRITE (offset, length) for a copy
+ * into the region, READ (offset, length) for a word load or a copy out of it, WRITEBACK or FLUSH
+ * (offset, length) for the line ops over a range, SFENCE and MFENCE. A log is per process. */
+static inline void cxl_shared_log(cxl_shared_t *s, int64_t op, const volatile void *at, int64_t arg)
+{
+    if (!s->log) return;
+    if (s->log_length < s->log_capacity) {
+        int64_t *e = s->log + 3 * s->log_length;
+        e[0] = op; e[1] = at ? (int64_t)((const char *)at - s->base) : 0; e[2] = arg;
+    }
+    s->log_length++;
+}
+
+static inline void cxl_shared_sfence(cxl_shared_t *s)
+{
+    cxl_sfence();
+    cxl_shared_log(s, CXL_EV_SFENCE, NULL, 0);
+}
+
+static inline void cxl_shared_mfence(cxl_shared_t *s)
+{
+    cxl_mfence();
+    cxl_shared_log(s, CXL_EV_MFENCE, NULL, 0);
+}
+
+/* Line op `op` over [start, start + length), logged as one range. */
+static inline void cxl_shared_lines(cxl_shared_t *s, int op, const volatile void *start, uint64_t length)
+{
+    uintptr_t first = (uintptr_t)start & ~(uintptr_t)(CXL_LINE - 1);
+    uintptr_t end = (uintptr_t)start + length;
+    for (uintptr_t a = first; a < end; a += CXL_LINE) cxl_line_op(op, (const void *)a);
+    cxl_shared_log(s, op == CXL_OP_CLWB ? CXL_EV_WRITEBACK : CXL_EV_FLUSH, start, (int64_t)length);
+}
 
 #define CXL_META_BYTES 64
 
@@ -69,50 +107,47 @@ static inline volatile uint64_t *cxl_shared_word(const cxl_shared_t *s, uint64_t
 }
 
 /* Store a single-writer word and make it visible (flush mode: write its line back, sfence). */
-static inline void cxl_shared_store(const cxl_shared_t *s, volatile uint64_t *word, uint64_t value)
+static inline void cxl_shared_store(cxl_shared_t *s, volatile uint64_t *word, uint64_t value)
 {
     __atomic_store_n(word, value, __ATOMIC_RELEASE);
+    cxl_shared_log(s, CXL_EV_FLAG_STORE, word, (int64_t)value);
     if (s->flush_mode) {
-        cxl_line_op(s->writeback_op, (const void *)word);
-        cxl_sfence();
+        cxl_shared_lines(s, s->writeback_op, word, sizeof(uint64_t));
+        cxl_shared_sfence(s);
     }
 }
 
 /* Load a word another worker writes (flush mode: drop this CPU's copy of its line first). */
-static inline uint64_t cxl_shared_load(const cxl_shared_t *s, volatile uint64_t *word)
+static inline uint64_t cxl_shared_load(cxl_shared_t *s, volatile uint64_t *word)
 {
     if (s->flush_mode) {
-        cxl_line_op(s->invalidate_op, (const void *)word);
-        cxl_mfence();
+        cxl_shared_lines(s, s->invalidate_op, word, sizeof(uint64_t));
+        cxl_shared_mfence(s);
     }
-    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
-}
-
-static inline void cxl_shared_lines(int op, const char *start, uint64_t length)
-{
-    uintptr_t first = (uintptr_t)start & ~(uintptr_t)(CXL_LINE - 1);
-    uintptr_t end = (uintptr_t)start + length;
-    for (uintptr_t a = first; a < end; a += CXL_LINE) cxl_line_op(op, (const void *)a);
+    uint64_t value = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    cxl_shared_log(s, CXL_EV_READ, word, (int64_t)sizeof(uint64_t));
+    return value;
 }
 
 /* Push number `version` (1, 2, ...) of this worker's slot w: meta (64 bytes) and the vector. */
-static void cxl_seq_write(const cxl_shared_t *s, int w, uint64_t version, const char *meta, const char *vector)
+static void cxl_seq_write(cxl_shared_t *s, int w, uint64_t version, const char *meta, const char *vector)
 {
     char *copy = cxl_shared_copy(s, w, version & 1);
     volatile uint64_t *seq = (volatile uint64_t *)copy;
     char *data = copy + CXL_LINE;
     cxl_shared_store(s, seq, 2 * version - 1);
-    cxl_sfence(); /* the odd word before any data store, non-temporal ones (memcpy of large copies) too */
+    if (!s->flush_mode) cxl_shared_sfence(s); /* the odd word before any data store, non-temporal ones too */
     memcpy(data, meta, CXL_META_BYTES);
     memcpy(data + CXL_META_BYTES, vector, s->vector_bytes);
-    if (s->flush_mode) cxl_shared_lines(s->writeback_op, data, CXL_META_BYTES + s->vector_bytes);
-    cxl_sfence(); /* every data store (and write-back) before the even word */
+    cxl_shared_log(s, CXL_EV_WRITE, data, (int64_t)(CXL_META_BYTES + s->vector_bytes));
+    if (s->flush_mode) cxl_shared_lines(s, s->writeback_op, data, CXL_META_BYTES + s->vector_bytes);
+    cxl_shared_sfence(s); /* every data store (and write-back) before the even word */
     cxl_shared_store(s, seq, 2 * version);
 }
 
 /* Read slot w's newest complete push into meta (64 bytes) and vector. Returns its version (0: never
  * pushed), or -1 if every one of `tries` attempts raced a writer (the caller decides). */
-static int64_t cxl_seq_read(const cxl_shared_t *s, int w, char *meta, char *vector, int tries)
+static int64_t cxl_seq_read(cxl_shared_t *s, int w, char *meta, char *vector, int tries)
 {
     for (int attempt = 0; attempt < tries; attempt++) {
         volatile uint64_t *seq0 = (volatile uint64_t *)cxl_shared_copy(s, w, 0);
@@ -128,25 +163,30 @@ static int64_t cxl_seq_read(const cxl_shared_t *s, int w, char *meta, char *vect
         }
         const char *data = (const char *)seq + CXL_LINE;
         if (s->flush_mode) {
-            cxl_shared_lines(s->invalidate_op, data, CXL_META_BYTES + s->vector_bytes);
-            cxl_mfence();
+            cxl_shared_lines(s, s->invalidate_op, data, CXL_META_BYTES + s->vector_bytes);
+            cxl_shared_mfence(s);
         }
         memcpy(meta, data, CXL_META_BYTES);
         memcpy(vector, data + CXL_META_BYTES, s->vector_bytes);
+        cxl_shared_log(s, CXL_EV_READ, data, (int64_t)(CXL_META_BYTES + s->vector_bytes));
         __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the data loads come before the sequence word's reload */
         if (cxl_shared_load(s, seq) == s1) return (int64_t)(s1 / 2);
     }
     return -1;
 }
 
-/* cxl-device: the counter's fetch-and-add; returns the value before the add. */
-static inline uint64_t cxl_counter_fetch_add(const cxl_shared_t *s, uint64_t n)
+/* cxl-device: the counter's fetch-and-add; returns the value before the add (logged as a load and a store). */
+static inline uint64_t cxl_counter_fetch_add(cxl_shared_t *s, uint64_t n)
 {
-    return __atomic_fetch_add((uint64_t *)(s->base + s->counter_offset), n, __ATOMIC_ACQ_REL);
+    uint64_t *counter = (uint64_t *)(s->base + s->counter_offset);
+    uint64_t value = __atomic_fetch_add(counter, n, __ATOMIC_ACQ_REL);
+    cxl_shared_log(s, CXL_EV_READ, counter, (int64_t)sizeof(uint64_t));
+    cxl_shared_log(s, CXL_EV_FLAG_STORE, counter, (int64_t)(value + n));
+    return value;
 }
 
 /* The counter's value as this worker sees it now (flush mode: a fresh load from the pool). */
-static inline uint64_t cxl_counter_load(const cxl_shared_t *s)
+static inline uint64_t cxl_counter_load(cxl_shared_t *s)
 {
     return cxl_shared_load(s, cxl_shared_word(s, s->counter_offset));
 }
@@ -162,7 +202,7 @@ static inline volatile uint64_t *cxl_number(const cxl_shared_t *s, int w)
 }
 
 /* Bakery doorway of worker i: take a number above every other worker's. Returns it. */
-static uint64_t cxl_bakery_doorway(const cxl_shared_t *s, int i)
+static uint64_t cxl_bakery_doorway(cxl_shared_t *s, int i)
 {
     cxl_shared_store(s, cxl_choosing(s, i), 1);
     uint64_t top = 0;
@@ -178,8 +218,7 @@ static uint64_t cxl_bakery_doorway(const cxl_shared_t *s, int i)
 
 /* Bakery wait of worker i (after its doorway): -1 once it holds the lock, else the worker it still
  * waits for after `slice_ns`. Workers with dead[j] != 0 are skipped. Spins, then yields. */
-static int cxl_bakery_wait(const cxl_shared_t *s, int i, const unsigned char *dead, double slice_ns,
-                           uint64_t spin_iters)
+static int cxl_bakery_wait(cxl_shared_t *s, int i, const unsigned char *dead, double slice_ns, uint64_t spin_iters)
 {
     uint64_t mine = cxl_shared_load(s, cxl_number(s, i));
     double deadline = cxl_now_ns() + slice_ns;
@@ -206,7 +245,7 @@ static int cxl_bakery_wait(const cxl_shared_t *s, int i, const unsigned char *de
 
 /* cxl-flush-lock's critical section and release (worker i holds the lock): read the counter, store
  * it plus n, write it back, then clear this worker's number. Returns the value before the add. */
-static uint64_t cxl_bakery_add_and_release(const cxl_shared_t *s, int i, uint64_t n)
+static uint64_t cxl_bakery_add_and_release(cxl_shared_t *s, int i, uint64_t n)
 {
     volatile uint64_t *counter = cxl_shared_word(s, s->counter_offset);
     uint64_t value = cxl_shared_load(s, counter);

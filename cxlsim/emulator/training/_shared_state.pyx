@@ -11,7 +11,9 @@ from libc.stdint cimport int64_t, uint64_t
 
 from cxlsim.emulator.cxl_ops cimport CXL_LINE, CXL_OP_NONE, CXL_OP_CLFLUSH, CXL_OP_CLFLUSHOPT
 
-from cxlsim.errors import InputError
+import numpy as np
+
+from cxlsim.errors import InputError, RunError
 
 
 cdef extern from "cxl_seqlock.h" nogil:
@@ -31,16 +33,19 @@ cdef extern from "cxl_seqlock.h" nogil:
         int flush_mode
         int writeback_op
         int invalidate_op
+        int64_t *log
+        int64_t log_capacity
+        int64_t log_length
 
-    void cxl_seq_write(const cxl_shared_t *s, int w, uint64_t version, const char *meta, const char *vector)
-    int64_t cxl_seq_read(const cxl_shared_t *s, int w, char *meta, char *vector, int tries)
-    uint64_t cxl_counter_fetch_add(const cxl_shared_t *s, uint64_t n)
-    uint64_t cxl_counter_load(const cxl_shared_t *s)
-    uint64_t cxl_bakery_doorway(const cxl_shared_t *s, int i)
-    int cxl_bakery_wait(const cxl_shared_t *s, int i, const unsigned char *dead, double slice_ns, uint64_t spin_iters)
-    uint64_t cxl_bakery_add_and_release(const cxl_shared_t *s, int i, uint64_t n)
-    void cxl_shared_store(const cxl_shared_t *s, volatile uint64_t *word, uint64_t value)
-    uint64_t cxl_shared_load(const cxl_shared_t *s, volatile uint64_t *word)
+    void cxl_seq_write(cxl_shared_t *s, int w, uint64_t version, const char *meta, const char *vector)
+    int64_t cxl_seq_read(cxl_shared_t *s, int w, char *meta, char *vector, int tries)
+    uint64_t cxl_counter_fetch_add(cxl_shared_t *s, uint64_t n)
+    uint64_t cxl_counter_load(cxl_shared_t *s)
+    uint64_t cxl_bakery_doorway(cxl_shared_t *s, int i)
+    int cxl_bakery_wait(cxl_shared_t *s, int i, const unsigned char *dead, double slice_ns, uint64_t spin_iters)
+    uint64_t cxl_bakery_add_and_release(cxl_shared_t *s, int i, uint64_t n)
+    void cxl_shared_store(cxl_shared_t *s, volatile uint64_t *word, uint64_t value)
+    uint64_t cxl_shared_load(cxl_shared_t *s, volatile uint64_t *word)
 
 META_BYTES = CXL_META_BYTES
 
@@ -59,6 +64,7 @@ cdef class SharedKernel:
     cdef cxl_shared_t s
     cdef uint64_t spin_iters
     cdef uint64_t total_bytes
+    cdef object log_array
 
     def __cinit__(self, mapping, *, uint64_t counter_offset, uint64_t choosing_offset, uint64_t number_offset,
                   uint64_t slots_offset, uint64_t slot_stride, uint64_t copy_stride, uint64_t vector_bytes,
@@ -95,6 +101,9 @@ cdef class SharedKernel:
         self.s.flush_mode = flush
         self.s.writeback_op = writeback_op
         self.s.invalidate_op = invalidate_op
+        self.s.log = NULL
+        self.s.log_capacity = 0
+        self.s.log_length = 0
         self.spin_iters = spin_iters
 
     def __dealloc__(self):
@@ -108,6 +117,26 @@ cdef class SharedKernel:
             PyBuffer_Release(&self.mapping)
             self.has_mapping = False
         self.s.base = NULL
+        self.s.log = NULL
+
+    def enable_log(self, Py_ssize_t capacity=100000):
+        """Debug mode: log every word store and load, copy, line op and fence (see cxl_seqlock.h)."""
+        cdef int64_t[:, ::1] view
+        self.log_array = np.zeros((capacity, 3), dtype=np.int64)
+        view = self.log_array
+        self.s.log = &view[0, 0]
+        self.s.log_capacity = capacity
+        self.s.log_length = 0
+
+    def log_events(self):
+        """The logged events as an (n, 3) int64 array of (op, offset, argument); the log starts again empty."""
+        if self.log_array is None:
+            raise RunError("the event log is off; call enable_log() first")
+        if self.s.log_length > self.s.log_capacity:
+            raise RunError(f"the event log overflowed ({self.s.log_length} events, capacity {self.s.log_capacity})")
+        events = self.log_array[: self.s.log_length].copy()
+        self.s.log_length = 0
+        return events
 
     cdef void check_open(self) except *:
         if self.s.base == NULL:
