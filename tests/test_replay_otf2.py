@@ -95,12 +95,12 @@ def write_halo(tmp_path, p=4):
             lines.append(f"compute {10_000 + 1000 * r}")
             req = 2 * it
             w.call("MPI_Irecv", 100, lambda wr, t, q=req: wr.mpi_irecv_request(t, q))
-            w.call("MPI_Isend", 200, lambda wr, t, q=req + 1: wr.mpi_isend(t, right, world, 3, 4096, q))
+            w.call("MPI_Isend", 200, lambda wr, t, q=req + 1, to=right: wr.mpi_isend(t, to, world, 3, 4096, q))
             w.compute(50)  # between the isend and the waitall: 50 ns, an MPI_Comm_rank of 100, 50 ns
             w.call("MPI_Comm_rank", 100)
             w.compute(50)
             w.call("MPI_Waitall", 300, lambda wr, t, q=req + 1: wr.mpi_isend_complete(t, q),
-                   lambda wr, t, q=req: wr.mpi_irecv(t, left, world, 3, 4096, q))
+                   lambda wr, t, q=req, fr=left: wr.mpi_irecv(t, fr, world, 3, 4096, q))
             # the irecv's 100 ns are MPI time, not compute; MPI_Comm_rank's 100 stay in the 200 ns gap
             lines += [f"irecv {left} 3 4096", f"isend {right} 3 4096", "compute 200",
                       f"wait {r} {right} 3", f"wait {left} {r} 3"]

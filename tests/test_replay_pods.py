@@ -45,7 +45,7 @@ def test_a_traced_allgather_and_barrier_equal_the_pods_closed_form(tmp_path, pod
     record = algorithm("allgather", "pods")
     p = pods * hosts
     for action, block in (("allgather 512 512 0 0", 4096), ("barrier", 0)):
-        path = write_trace(tmp_path / f"{action.split()[0]}-{pods}-{hosts}", p, lambda r: [action])
+        path = write_trace(tmp_path / f"{action.split()[0]}-{pods}-{hosts}", p, lambda r, a=action: [a])
         trace = simgrid.read(path, 1e9)
         timeline = engine.replay(trace, fabrics.resolve(spec, p).make())
         assert timeline.algorithms == {action.split()[0]: ["pods"]}

@@ -151,7 +151,7 @@ def _location_calls(events, where, p, me, rank_of, in_place):
 
     completions = {}  # irecv request id -> its MpiIrecv event (source, tag and bytes are known there)
     cancelled = set()
-    for index, event in events:
+    for _, event in events:
         if isinstance(event, MpiIrecv):
             completions.setdefault(event.request_id, event)
         elif isinstance(event, MpiRequestCancelled):
