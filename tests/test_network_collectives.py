@@ -10,11 +10,12 @@ from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import get_preset
 from cxlsim.fabric.switch import SwitchParams
 from cxlsim.fabric.transport import NetworkTransport
-from cxlsim.models.collectives import alltoall, analytic, registry, runner
+from cxlsim.models.collectives import alltoall, analytic, chain, registry, runner
 from cxlsim.models.collectives.selectors import select
 
 NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
-      [("barrier", "dissemination"), ("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise")]
+      [("barrier", "dissemination"), ("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"),
+       ("broadcast", "pipelined_chain")]
 
 
 def transport(nodes, rpn=1, preset="ib-hdr", mode=None, chunk=65536):
@@ -42,9 +43,9 @@ def assert_form(collective, name, p, size, des, form, beta, chunk):
         assert des == pytest.approx(form, rel=1e-9), (p, size, des, form)
 
 
-def des_and_form(collective, name, nodes, size, rpn=1, **kw):
+def des_and_form(collective, name, nodes, size, rpn=1, root=0, **kw):
     t = transport(nodes, rpn, **kw)
-    ctx = runner.Context(groups=tuple(map(tuple, t.placement.groups())))
+    ctx = runner.Context(groups=tuple(map(tuple, t.placement.groups())), root=root)
     out = runner.run(t, collective, name, size, ctx)
     if size or (collective, name) not in EARLY_RETURN:
         runner.verify(collective, t.placement.size, ctx, out.results)
@@ -93,6 +94,21 @@ def test_scattered_throttles_to_32_peers_and_linear_does_not():
     for size in (4096, 32768):
         des, form = des_and_form("alltoall", "scattered", 41, size)
         assert des == pytest.approx(form, rel=1e-9)
+
+
+def test_the_pipelined_chain_cuts_512_kib_segments_from_any_root_and_is_bandwidth_optimal():
+    assert chain.segments(3 * chain.SEGMENT_BYTES + 17) == [chain.SEGMENT_BYTES] * 3 + [17]
+    assert chain.segments(0) == [0] and chain.segments(100) == [100]
+    for p in (3, 7):
+        for size in (1000, 3 * chain.SEGMENT_BYTES + 17):
+            des, form = des_and_form("broadcast", "pipelined_chain", p, size, root=p - 1)
+            assert des == pytest.approx(form, rel=1e-9)
+    cm = analytic.CostModel.from_network(transport(2).network, 65536)
+    s, p = 64 << 20, 8  # 64 MiB on 8 ranks: the stream plus the fill of P-2 segments, not 2 s (P-1)/P
+    stream = s * cm.beta_ns_per_byte
+    chained = chain.pipelined_chain_cost(cm, p, s)
+    assert stream < chained < stream * 1.1
+    assert chained < registry.algorithm("broadcast", "scatter_ring_allgather").cost(cm, p, s, runner.Context())
 
 
 def test_bruck_exchanges_the_indices_with_each_bit_set():
