@@ -116,8 +116,10 @@ class SharedModel:
         if ctx.config.lockstep or ctx.evaluates:
             self.pull(out)
             ctx.final_params = out.copy()
-            budget = ctx.config.steps * ctx.nranks
-            ctx.snapshot(min(self.state.counter(), budget) // ctx.nranks, out, final=True)
+            step = min(self.state.counter(), ctx.config.steps * ctx.nranks) // ctx.nranks
+            if ctx.snapshots and ctx.snapshots[-1][1] == step:
+                ctx.snapshots.pop()  # a view from before the others' last pushes: the merge after them replaces it
+            ctx.snapshot(step, out, final=True)
         self.state.close()
 
     def wait_for_others(self) -> None:
