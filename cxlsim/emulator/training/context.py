@@ -62,9 +62,10 @@ class StepLog:
 class Pacer:
     """One step's compute, slowed down by `factor`: each `catch_up` busy-waits until (factor - 1) x the
     work's CPU time so far has been waited (wall time). The wait spins on the monotonic clock
-    (calibrated by construction: it ends at its deadline whatever the spin costs), so the CPU stays
-    busy, as a slower device keeps the step busy. On an idle core the paced step takes factor x the
-    work; `seconds` (the step's compute wall time) is never below factor x `work_cpu_s`."""
+    (calibrated by construction: it ends at its deadline whatever the spin costs) with sched_yield,
+    which releases the GIL, so this rank's communication thread runs during the wait as it would
+    while a slower device computes. On an idle core the paced step takes factor x the work;
+    `seconds` (the step's compute wall time) is never below factor x `work_cpu_s`."""
 
     def __init__(self, factor: float):
         self.factor = factor
@@ -87,6 +88,7 @@ class Pacer:
             deadline = start + owed
             now = start
             while now < deadline:
+                os.sched_yield()  # drops the GIL: a communication thread of this rank goes on meanwhile
                 now = time.perf_counter()
             self.waited_s += now - start
             self.spin_cpu_s += time.thread_time() - cpu
