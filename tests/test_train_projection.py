@@ -215,3 +215,29 @@ def test_cli_prints_the_table_and_writes_json(tmp_path):
     assert "sync" in out.stdout and "target (issue 19" in out.stdout
     rows = json.loads(out_json.read_text())
     assert rows[0]["mode"] == "sync" and rows[0]["throughput_error"] is not None
+
+
+def sync_record(local, comm, extra):
+    """A sync train.json in which every step ends together: rank w's step s spends local[w] outside the pool,
+    waits for the slowest rank, then `comm` + extra[s] s in the all-reduce (extra: a descheduled rank)."""
+    steps, slowest = len(extra), max(local)
+    ends = np.cumsum(slowest + comm + np.asarray(extra, float))
+    run = record("sync", local_s=local, comm_s=comm, steps=steps)
+    for w, r in enumerate(run["ranks"]):
+        r["comm_s"] = [slowest - local[w] + comm + e for e in extra]
+        r["step_s"] = [local[w] + c for c in r["comm_s"]]
+        r["t_end_s"] = ends.tolist()
+    return run_record.validate(run)
+
+
+def test_undisturbed_steps_leave_out_a_descheduled_pool_call_but_not_waiting(profile):
+    comm = allreduce_form(profile, Coherence.HW, 80000, 2) / 1e9
+    extra = [0.0] * 20
+    for s in (5, 9, 14):
+        extra[s] = 4e-3  # a time slice inside the all-reduce: the DES cannot know of it
+    row = tp.project(sync_record([1e-3, 2e-3], comm, extra), profile, pass_ns=0.0)
+    kept = (20 - 2 - 3) / (20 - 2)  # 2 warm-up steps (10% of 20), 3 disturbed
+    assert row["warmup_steps"] == 2 and row["undisturbed_share"] == pytest.approx(kept)
+    assert row["undisturbed_throughput_error"] == pytest.approx(0.0, abs=1e-6)  # waiting for rank 1 is kept
+    whole = 20 * (2e-3 + comm)
+    assert row["throughput_error"] == pytest.approx((whole + 12e-3) / whole - 1, rel=1e-6)  # the DES is faster

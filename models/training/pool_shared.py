@@ -80,8 +80,13 @@ class SharedRegion:
         self.slot_stride = 2 * LINE + self.vector
         self.slots = (1 + workers) * LINE
         total = self.slots + workers * self.slot_stride
-        self.tr = CXLPoolTransport(preset, workers, coherence=self.coherence, pool_bytes=max(total, LINE),
-                                   chunk_bytes=POOL_CHUNK_BYTES)
+        kw = dict(coherence=self.coherence, pool_bytes=max(total, LINE), chunk_bytes=POOL_CHUNK_BYTES)
+        try:
+            self.tr = CXLPoolTransport(preset, workers, **kw)
+        except InputError as exc:  # more hosts than one switch has ports: a two-level tree, if the preset has one
+            if "switch tree" not in str(exc) or preset.max_switch_levels < 2:
+                raise
+            self.tr = CXLPoolTransport(preset, workers, switch_levels=2, **kw)
         self.env = self.tr.env
         self.counter = simpy.Resource(self.env, capacity=1)
         self.tickets = 0
