@@ -16,7 +16,8 @@ What the DES is given, per run:
   (the SGD update, async's elastic update, the merge's copy and base), as passes over
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
-  not the run);
+  not the run); for ddp also each bucket's hand-off to the communication thread
+  (`handoff_ns`, timed the same way);
 - the pool: the profile's local-host CXL pool (`cxlsim.calibrate.local_preset`) at the
   gradient's (ddp: the largest bucket's) size, in the run's coherence mode, with the
   emulator's allreduce rule (cxl_pool_large from `allreduce_large_bytes` on) and its
@@ -40,8 +41,10 @@ call; the DES cannot know of that, and the whole-run figures take it in; the sha
 steps kept is reported), and the
 time to each accuracy of the record (the DES does not train: the global step at which
 the run's evaluation first reached the accuracy is taken from the run, and the DES
-says when its run reaches that step: async and hybrid count a global step as W
-tickets), each with its relative error (projected / measured - 1). Target of issue
+says how long its run takes from the end of the warm-up to that step, added to the
+measured warm-up, the part of a run the DES does not model; async and hybrid count a
+global step as W tickets; an accuracy reached within the warm-up is not projected),
+each with its relative error (projected / measured - 1). Target of issue
 19: |error| <= 15% in throughput at np 2 in every mode (`TARGET_THROUGHPUT_ERROR`).
 
 Units: seconds in the record and in the output, ns inside the DES, bytes.
@@ -51,7 +54,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import queue
 import sys
+import threading
 import time
 
 import numpy as np
@@ -72,7 +77,7 @@ from cxlsim.models.training.stragglers import measured_multipliers
 from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
-           "DEFAULT_WARMUP_FRACTION", "DISTURBED_S", "load_run", "check_run", "local_work_ns", "pool_preset", "vector_pass_ns",
+           "DEFAULT_WARMUP_FRACTION", "DISTURBED_S", "load_run", "check_run", "local_work_ns", "pool_preset", "vector_pass_ns", "handoff_ns",
            "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
@@ -163,6 +168,28 @@ def vector_pass_ns(count: int, repeats: int = 7, calls: int = 50) -> float:
             np.add(a, b, out=c)
         best = min(best, (time.perf_counter() - start) / calls)
     return best * 1e9
+
+
+def handoff_ns(calls: int = 500) -> float:
+    """One hand-off of work to a Python thread and back (queue.put, the thread's get and put, the caller's
+    get), the median of `calls`, ns: what ddp pays per bucket to reach its communication thread."""
+    jobs, done = queue.Queue(), queue.Queue()
+
+    def serve():
+        for item in iter(jobs.get, None):
+            done.put(item)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    times = []
+    for i in range(calls):
+        start = time.perf_counter()
+        jobs.put(i)
+        done.get()
+        times.append(time.perf_counter() - start)
+    jobs.put(None)
+    thread.join(1.0)
+    return float(np.median(times)) * 1e9
 
 
 def slot_bytes_of(run: dict) -> int:
@@ -257,7 +284,7 @@ def _tick_of_global_step(step: int, per_tick: int, nranks: int) -> int:
     return step - 1 if per_tick == nranks else step * nranks - 1
 
 
-def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_ns: float):
+def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_ns: float, bucket_ns: float = 0.0):
     mode, W = run["mode"], run["np"]
     coherence = Coherence.parse(run["coherence"])
     local = [local_work_ns(r) for r in run["ranks"]]
@@ -276,7 +303,8 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
             return run_sync_allreduce(spec, job, steps, run.get("seed"), J, None, noise, pool=preset,
                                       coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes), preset
         buckets = _buckets(run)
-        on_pool = PoolAllreduce(spec, preset, coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes)
+        on_pool = PoolAllreduce(spec, preset, coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes,
+                                call_overhead_ns=bucket_ns)
         return run_ddp(spec, job, steps=steps, seed=run.get("seed"), bucket_cap_bytes=max(buckets),
                        first_bucket_bytes=max(buckets), overlap=bool(run.get("overlap", True)),
                        backward_fraction=BACKWARD_FRACTION, pool=on_pool, compute_ns=compute), preset
@@ -294,13 +322,15 @@ def _error(projected, measured):
 
 
 def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_bytes: int | None = None,
-            warmup_fraction: float = DEFAULT_WARMUP_FRACTION, pass_ns: float | None = None) -> dict:
+            warmup_fraction: float = DEFAULT_WARMUP_FRACTION, pass_ns: float | None = None,
+            bucket_ns: float | None = None) -> dict:
     """Project `run` (a train.json record) with the DES on the local-host pool of `profile`.
 
     large_bytes, slot_bytes: the emulator's allreduce threshold and pool slot (default: the record's
     `allreduce_large_bytes` if it has one, else the emulator's default; the launcher's slot rule).
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
-    parameter vector, ns (default: timed now, `vector_pass_ns`). Returns {mode, des_mode, np, coherence,
+    parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: ddp's hand-off of a bucket to
+    its communication thread, ns (default: timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
     [{accuracy, step, measured_s, projected_s, error}], des: the DES's parameters}.
     """
@@ -310,7 +340,9 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     slot = slot_bytes if slot_bytes is not None else slot_bytes_of(run)
     if pass_ns is None:
         pass_ns = vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
-    result, preset = _run_des(run, profile, large, slot, pass_ns)
+    if bucket_ns is None:
+        bucket_ns = handoff_ns() if mode == "ddp" else 0.0
+    result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns)
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = _clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)
     p_ticks, _ = _clock([[end / 1e9 for (_, _, end) in per] for per in result.intervals], synchronous, W)
@@ -326,8 +358,12 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
         hit = next((e for e in sorted(run["eval"], key=lambda e: e["t_s"]) if e["accuracy"] >= acc), None)
         if hit is not None:
             k = min(max(_tick_of_global_step(int(hit["step"]), per_tick, W), 0), len(p_ticks) - 1)
-            row.update(step=int(hit["step"]), measured_s=hit["t_s"], projected_s=float(p_ticks[k]))
-            row["error"] = _error(row["projected_s"], hit["t_s"])
+            row.update(step=int(hit["step"]), measured_s=hit["t_s"])
+            if k >= skip:  # the measured warm-up, then the DES's steps after it
+                row["projected_s"] = float(m_ticks[skip - 1] + p_ticks[k] - p_ticks[skip - 1])
+                row["error"] = _error(row["projected_s"], hit["t_s"])
+            else:
+                row["in_warmup"] = True
         tta.append(row)
     return {"mode": mode, "des_mode": DES_MODES[mode], "np": W,
             "coherence": Coherence.parse(run["coherence"]).value, "factors": run["factors"],
@@ -341,7 +377,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
             "undisturbed_share": calm["kept_share"],
             "measured_elapsed_s": float(m_ticks[-1]), "projected_elapsed_s": result.elapsed_ns / 1e9,
             "measured_comm_share": _comm_share(run), "time_to_accuracy": tta,
-            "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns,
+            "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns, "bucket_handoff_ns": bucket_ns,
                     "pool_bw_bytes_per_ns": preset.host.memcpy_bw_bytes_per_ns,
                     "pool_path_ns": preset.host_path.port_latency_ns, **result.extra}}
 
@@ -365,6 +401,7 @@ def format_projection(rows: list[dict]) -> str:
            f"time to accuracy (measured -> DES s, error)"]
     for r in rows:
         tta = "; ".join(f"{t['accuracy']:g}: " + ("not reached" if t["measured_s"] is None else
+                        f"{t['measured_s']:.3f} (in the warm-up)" if t["projected_s"] is None else
                         f"{t['measured_s']:.3f} -> {t['projected_s']:.3f} ({_pct(t['error'])})")
                         for t in r["time_to_accuracy"]) or "none asked"
         factors = ",".join(f"{f:g}" for f in r["factors"])

@@ -136,14 +136,19 @@ def test_measured_multipliers_reproduce_the_times_and_refuse_bad_ones():
 def test_ddp_projection_overlap_hides_buckets_and_off_adds_them(profile):
     G, steps, local = 4 * 65536, 6, 2e-3
     on = tp.project(record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=True),
-                    profile, pass_ns=0.0)
-    off = tp.project(record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=False),
-                     profile, pass_ns=0.0)
+                    profile, pass_ns=0.0, bucket_ns=0.0)
+    run_off = record("ddp", local_s=[local] * 2, comm_s=0.0, G=G, steps=steps, buckets=4, overlap=False)
+    off = tp.project(run_off, profile, pass_ns=0.0, bucket_ns=0.0)
+    handed = tp.project(run_off, profile, pass_ns=0.0, bucket_ns=3000.0)
     form = allreduce_form(profile, Coherence.HW, G // 4, 2)
     assert on["des"]["buckets"] == 4 and off["des"]["overlap"] is False
     # overlap off: all four buckets after the local work; on: only the last bucket is exposed
     assert off["projected_elapsed_s"] == pytest.approx(steps * (local + 4 * form / 1e9), rel=1e-6)
     assert steps * (local + form / 1e9) * (1 - 1e-6) <= on["projected_elapsed_s"] < off["projected_elapsed_s"]
+    # each bucket's hand-off to the communication thread comes before its all-reduce
+    assert (handed["projected_elapsed_s"] - off["projected_elapsed_s"]) * 1e9 == pytest.approx(steps * 4 * 3000.0,
+                                                                                              rel=1e-6)
+    assert 0 < tp.handoff_ns(calls=20) < 1e9
 
 
 def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):

@@ -19,6 +19,8 @@ which is how cxlsim/train_projection.py projects an emulated run.
 """
 from __future__ import annotations
 
+import math
+
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_presets import get_cxl_preset
@@ -50,11 +52,13 @@ class PoolAllreduce:
     """The pool transport of a training cluster and the pool all-reduce each size runs on it."""
 
     def __init__(self, spec, pool, *, coherence: Coherence | str = Coherence.HW, large_bytes: int | None = None,
-                 slot_bytes: int | None = None):
+                 slot_bytes: int | None = None, call_overhead_ns: float = 0.0):
         """pool: a CXL pool preset name or a CXLPoolPreset. large_bytes: None picks each size's algorithm by
         closed form; an integer >= 0 applies the emulator's threshold (cxl_pool_large from that size on).
         slot_bytes: None runs any size as one call; an integer >= 64 runs a larger buffer as consecutive
-        calls of at most that many bytes, as the emulator does with a buffer larger than its pool slot."""
+        calls of at most that many bytes, as the emulator does with a buffer larger than its pool slot.
+        call_overhead_ns: CPU time each all-reduce call costs before it starts (e.g. the emulator's hand-off
+        of a ddp bucket to its communication thread), ns."""
         if spec.size != spec.worker_hosts:
             raise InputError(f"pool: a CXL pool runs one worker per node; the cluster has {spec.size} GPUs on "
                              f"{spec.worker_hosts} nodes")
@@ -65,6 +69,9 @@ class PoolAllreduce:
                                        or slot_bytes < 64):
             raise InputError(f"slot_bytes: expected a size >= 64 B or None, got {slot_bytes!r}")
         self.slot_bytes = slot_bytes
+        if not (isinstance(call_overhead_ns, (int, float)) and 0 <= call_overhead_ns < math.inf):
+            raise InputError(f"call_overhead_ns: expected a time >= 0 ns, got {call_overhead_ns!r}")
+        self.call_overhead_ns = float(call_overhead_ns)
         preset = get_cxl_preset(pool) if isinstance(pool, str) else pool
         self.pool = pool if isinstance(pool, str) else preset.name
         self.coherence = Coherence.parse(coherence)
@@ -97,6 +104,8 @@ class PoolAllreduce:
     def allreduce(self, ep, size_bytes: int, vector):
         """Generator: one worker's part of the all-reduce of `size_bytes` (in slot-sized calls when
         `slot_bytes` is set); returns the reduced labels (of the last call)."""
+        if self.call_overhead_ns:
+            yield ep.transport.compute(ep.rank, self.call_overhead_ns)
         limit = self.slot_bytes or max(size_bytes, 1)
         out, left = None, size_bytes
         while True:
@@ -114,4 +123,6 @@ class PoolAllreduce:
             out["allreduce_large_bytes"] = self.large_bytes
         if self.slot_bytes is not None:
             out["slot_bytes"] = self.slot_bytes
+        if self.call_overhead_ns:
+            out["call_overhead_ns"] = self.call_overhead_ns
         return out
