@@ -81,6 +81,11 @@ def test_a_failed_rank_leaves_the_others_training(mode, failed):
     assert not my_segments()
 
 
+def test_a_file_pool_holds_both_segments_apart(tmp_path):
+    record = run("hybrid", pool=f"file:{tmp_path / 'pool'}")
+    assert record["final_accuracy"] >= ACCURACY and list(tmp_path.iterdir()) == []
+
+
 def test_lockstep_with_a_failure_is_refused():
     with pytest.raises(InputError, match="--lockstep: cannot be combined with --fail"):
         run("hybrid", lockstep=True, failure=Failure(worker=1, step=5))

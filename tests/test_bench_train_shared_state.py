@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.pool import parse_pool_spec
 from cxlsim.emulator.training.shared_state import (RegionLayout, SharedState, SharedTimeout, SlotRead, pid_alive,
-                                                    shared_region)
+                                                    region_spec, shared_region)
 from cxlsim.errors import InputError
 
 COHERENCES = [Coherence.HW, Coherence.FLUSH]
@@ -238,3 +239,20 @@ def test_pid_alive():
     assert not pid_alive(proc.pid)  # a zombie
     proc.join()
     assert not pid_alive(proc.pid)
+
+
+def test_the_region_goes_beside_the_collective_pool(tmp_path):
+    base = tmp_path / "pool"
+    spec = region_spec(parse_pool_spec(f"file:{base}"))
+    assert spec.kind == "file" and spec.path.startswith(f"{base}.{os.getpid()}-")
+    assert region_spec(parse_pool_spec("shm")) == parse_pool_spec("shm")
+    with pytest.raises(InputError, match="--pool dax:/dev/dax0.0: async and hybrid need a second pool segment"):
+        region_spec(parse_pool_spec("dax:/dev/dax0.0"))
+    with shared_region(2, 4, pool=f"file:{base}") as handle:
+        assert handle.pool.path != str(base) and os.path.exists(handle.pool.path) and not base.exists()
+        states = [SharedState.attach(handle, w) for w in range(2)]
+        states[0].push(np.ones(4))
+        assert states[1].read(0, np.empty(4)).version == 1
+        for s in states:
+            s.close()
+    assert list(tmp_path.iterdir()) == []

@@ -29,22 +29,24 @@ bytes from the region's start, every word on its own 64-byte line)::
     slots          slot w at slots + w x slot_stride: two copies of
                    [sequence line | meta line (8 x uint64) | vector, padded to 64 B]
 
-The segment is created by `shared_region` in the launcher (removed on the way out, also on
-failure; a crashed launcher's segment is swept by the next pool's creation, as every pool) and
-attached by each worker with `SharedState.attach`.
+The segment is created by `shared_region` in the launcher, beside the run's collective pool
+(`region_spec`), removed on the way out, also on failure (a crashed launcher's shm segment is
+swept by the next pool's creation, as every pool's), and attached by each worker with
+`SharedState.attach`.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
+import secrets
 import time
 
 import numpy as np
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.comm import OVERSUBSCRIBED_SPIN_ITERS, SPIN_ITERS, choose_line_ops
-from cxlsim.emulator.pool import LINE, Pool, PoolHandle, parse_pool_spec
+from cxlsim.emulator.pool import LINE, Pool, PoolHandle, PoolSpec, parse_pool_spec
 from cxlsim.emulator.training._shared_state import META_BYTES, SharedKernel
 from cxlsim.errors import InputError, RunError
 
@@ -147,7 +149,7 @@ def shared_region(nworkers: int, nitems: int, dtype="float64", *, pool: str = "s
     dtype = np.dtype(dtype)
     if isinstance(nitems, bool) or not isinstance(nitems, int) or nitems < 1:
         raise InputError(f"shared region: expected a vector of 1 or more items, got {nitems!r}")
-    spec = parse_pool_spec(pool)
+    spec = region_spec(parse_pool_spec(pool))
     vector_bytes = nitems * dtype.itemsize
     # The pool's data area (2 buffers x nworkers slots) holds the region: size its slots to fit.
     region = RegionLayout.plan(nworkers, vector_bytes).region_bytes
@@ -161,6 +163,21 @@ def shared_region(nworkers: int, nitems: int, dtype="float64", *, pool: str = "s
     finally:
         created.close()
         created.unlink()
+
+
+def region_spec(spec: PoolSpec) -> PoolSpec:
+    """Where the region goes for the run's `--pool`: a segment of its own beside the collective pool's.
+
+    shm and numa:N make a fresh segment anyway; file:PATH gives a fresh file beside PATH
+    (PATH.<pid>-<hex>, removed once every rank attached, as any temporary pool); dax:PATH is
+    refused, since the device holds the collective pool and a pool takes a device whole.
+    """
+    if spec.kind == "file":
+        return PoolSpec(kind="file", path=f"{spec.path}.{os.getpid()}-{secrets.token_hex(4)}")
+    if spec.kind == "dax":
+        raise InputError(f"--pool {spec}: async and hybrid need a second pool segment for their shared region, and a "
+                         f"dax device holds one pool; use --pool file:PATH on the DAX filesystem, shm or numa:N")
+    return spec
 
 
 def pid_alive(pid: int) -> bool:
