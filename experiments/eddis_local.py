@@ -1,7 +1,7 @@
 """EDDIS for real on the emulated pool, and the DES's projection of the same runs (issue 19 item 5).
 
 Run: python experiments/eddis_local.py [--output DIR] [--profile PROFILE.json] [--repeats K] [--steps N]
-                                       [--batch-size B] [--np4] [--quick]
+                                       [--batch-size B] [--flush] [--np4] [--quick]
 
 What it does (write-up: experiments/README_eddis_local.md):
 
@@ -18,6 +18,7 @@ What it does (write-up: experiments/README_eddis_local.md):
    and projected (the DES's projection of the np 1 run is the denominator).
 4. Heterogeneity: the same at np 2 with per-rank slow-down factors 1,2 (rank 1 at half
    speed, a busy-wait of the work's own time), against the homogeneous speedups.
+   With --flush also every mode at np 2 in flush coherence (1b).
 5. With --np4: np 4, oversubscribed on this machine's 2 cores: reported outside the target.
 6. The DES alone extends the modes to the published 16-node cluster
    (experiments/configs/eddis_16_nodes.yaml, GPU profile times, YOLOv5m and ResNet-50, AMP)
@@ -62,7 +63,7 @@ ACCURACY = 0.8
 PROFILE_SIZES = "1KiB,16KiB,64KiB,128KiB,256KiB,1MiB"
 
 
-def configurations(np4: bool) -> list[tuple[str, list[str]]]:
+def configurations(np4: bool, flush: bool) -> list[tuple[str, list[str]]]:
     """(label, bench train arguments) of every run of one round."""
     runs = [("np1 sync", ["--np", "1", "--mode", "sync"])]
     for factors in ("1,1", "1,2"):
@@ -71,6 +72,10 @@ def configurations(np4: bool) -> list[tuple[str, list[str]]]:
                             ("ddp-off", ["--mode", "ddp", "--overlap", "off"]), ("async", ["--mode", "async"]),
                             ("hybrid", ["--mode", "hybrid"])):
             runs.append((f"np2 {label}{tag}", ["--np", "2", *args, "--factors", factors]))
+    if flush:
+        for label, args in (("sync", ["--mode", "sync"]), ("ddp", ["--mode", "ddp"]), ("async", ["--mode", "async"]),
+                            ("hybrid", ["--mode", "hybrid"])):
+            runs.append((f"np2 {label} flush", ["--np", "2", *args, "--coherence", Coherence.FLUSH.value]))
     if np4:
         for label in ("sync", "ddp", "async", "hybrid"):
             runs.append((f"np4 {label}", ["--np", "4", "--mode", label]))
@@ -177,21 +182,19 @@ def des_16_nodes(steps: int) -> list[dict]:
         local = [[t] for t in job.iteration_ns]
         rng, _ = make_rng(SEED)
         J = multipliers(rng, steps, spec.size, 0.0)
+        shared = dict(steps=steps, local_ns=local, pool=pool, coherence=Coherence.HW)
         runs = {
-            "sync: pool all-reduce": lambda: pool_sync.run_sync_allreduce(
-                spec, job, steps, SEED, J, None, {}, pool=pool, coherence=Coherence.HW),
-            "ddp: pool all-reduce": lambda: ddp.run_ddp(spec, job, steps=steps, seed=SEED, pool="cxl3-pool"),
-            "async: pool slots": lambda: pool_shared.run_async_on_pool(
-                spec, job, steps=steps, local_ns=local, pool=pool, coherence=Coherence.HW),
-            "hybrid: pool slots": lambda: pool_shared.run_hybrid_on_pool(
-                spec, job, steps=steps, local_ns=local, pool=pool, coherence=Coherence.HW),
-            "sync: SoftMemoryBox": lambda: modes.simulate(spec, job, "sync", steps=steps, seed=SEED),
-            "async: SoftMemoryBox": lambda: modes.simulate(spec, job, "async", steps=steps, seed=SEED),
-            "hybrid: SoftMemoryBox": lambda: modes.simulate(spec, job, "hybrid", steps=steps, seed=SEED),
+            "sync: pool all-reduce": (pool_sync.run_sync_allreduce, (spec, job, steps, SEED, J, None, {}),
+                                      dict(pool=pool, coherence=Coherence.HW)),
+            "ddp: pool all-reduce": (ddp.run_ddp, (spec, job), dict(steps=steps, seed=SEED, pool="cxl3-pool")),
+            "async: pool slots": (pool_shared.run_async_on_pool, (spec, job), shared),
+            "hybrid: pool slots": (pool_shared.run_hybrid_on_pool, (spec, job), shared),
+            **{f"{m}: SoftMemoryBox": (modes.simulate, (spec, job, m), dict(steps=steps, seed=SEED))
+               for m in ("sync", "async", "hybrid")},
         }
-        for label, run in runs.items():
+        for label, (run, pos, kw) in runs.items():
             t0 = time.perf_counter()
-            result = run()
+            result = run(*pos, **kw)
             mode = label.split(":")[0]
             rows.append({"model": model, "run": label, "mode": mode, "workers": spec.size, "steps": steps,
                          "throughput_samples_per_s": result.throughput_samples_per_s, "reference_samples_per_s": ref,
@@ -212,6 +215,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=256, help="samples per rank and step (default 256)")
     p.add_argument("--des-steps", type=int, default=20, help="steps of the 16-node DES runs (default 20)")
     p.add_argument("--np4", action="store_true", help="also np 4 (oversubscribed on 2 cores, outside the target)")
+    p.add_argument("--flush", action="store_true", help="also np 2 in flush coherence (every mode)")
     p.add_argument("--quick", action="store_true", help="1 round, 100 steps, 5 DES steps (a smoke run)")
     args = p.parse_args(argv)
     if args.quick:
@@ -219,7 +223,7 @@ def main(argv=None) -> int:
     ws = Workspace.new(args.output, "eddis_local")
     profile_path = args.profile or calibrate(ws)
     profile = load_profile(profile_path)
-    runs = configurations(args.np4)
+    runs = configurations(args.np4, args.flush)
     by_label, rows = {label: [] for label, _ in runs}, []
     for k in range(args.repeats):
         for label, bench_args in runs:
@@ -233,12 +237,13 @@ def main(argv=None) -> int:
                   f"{row['projected_throughput']:9.0f}/s ({100 * row['throughput_error']:+.1f}%)  calm steps "
                   f"{100 * (row['undisturbed_throughput_error'] or math.nan):+.1f}% of {100 * row['undisturbed_share']:.0f}%"
                   f"  load {got['load_before']:.1f}", flush=True)
-    homog = [lab for lab, _ in runs if lab.startswith("np2") and "f1,2" not in lab]
+    homog = [lab for lab, _ in runs if lab.startswith("np2") and "f1,2" not in lab and "flush" not in lab]
+    flushed = [lab for lab, _ in runs if "flush" in lab]
     hetero = [lab for lab, _ in runs if "f1,2" in lab]
     wide = [lab for lab, _ in runs if lab.startswith("np4")]
     loads = [r["load_before"] for r in rows] + [r["load_after"] for r in rows]
     text = [f"# eddis_local: {args.repeats} round(s), {args.steps} steps x batch {args.batch_size}, mlp on synthetic, "
-            f"pool shm, hw; profile {profile_path}; load average (1 min) {min(loads):.1f}-{max(loads):.1f} over the "
+            f"pool shm, hw unless a row says flush; profile {profile_path}; load average (1 min) {min(loads):.1f}-{max(loads):.1f} over the "
             f"runs on a {os.cpu_count()}-CPU machine", "# figures: median over the rounds [min, max]", "",
             "## 1. measured vs projected, np 2 (target: |throughput error| <= 15%)"]
     text += report_projection(by_label, ["np1 sync"] + homog)
@@ -246,6 +251,8 @@ def main(argv=None) -> int:
     text += ["", "## 3. speedup over one process (np 1 sync)"] + speedups(by_label, homog, "np1 sync")
     text += ["", "## 4. heterogeneity: factors 1,2 (rank 1 at half speed)"] + report_projection(by_label, hetero)
     text += speedups(by_label, hetero, "np1 sync")
+    if flushed:
+        text += ["", "## 1b. measured vs projected, np 2, flush coherence"] + report_projection(by_label, flushed)
     if wide:
         text += ["", "## 5. np 4, oversubscribed on 2 cores (outside the target)"] + report_projection(by_label, wide)
     text += ["", "## 6. the DES alone: the published 16-node cluster (speedup over one RTX 2080 Ti node)"]

@@ -35,7 +35,6 @@ def record(mode, *, local_s, comm_s, nranks=2, steps=12, G=80000, batch=16, cohe
         loc = np.broadcast_to(np.asarray(local_s[r], float), (steps,))
         step = loc + comm_s
         ranks.append(run_record.rank_entry(r, step, loc, [comm_s] * steps, [1.0] * steps, np.cumsum(step)))
-    end = max(x["t_end_s"][-1] for x in ranks)
     ev = [{"t_s": float(ranks[0]["t_end_s"][int(f * steps) - 1]), "step": int(f * steps), "loss": 1 - a,
            "accuracy": a} for f, a in evals]
     rec = {"mode": mode, "np": nranks, "model": "mlp", "dataset": "synthetic", "steps": steps, "batch_size": batch,
