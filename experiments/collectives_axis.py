@@ -90,7 +90,7 @@ def grid(nodes_list, max_bytes, engine) -> list[dict]:
                     continue
                 rows += [{"side": side, "fabric": preset, "variant": variant, "collective": collective,
                           "algorithm": r["algorithm"], "nodes": nodes, "size_bytes": r["size_bytes"],
-                          "latency_us": r["latency_us"], "engine": engine, "note": r["note"]} for r in out]
+                          "latency_us": float(r["latency_us"]), "engine": engine, "note": r["note"]} for r in out]
     return rows
 
 
