@@ -29,7 +29,7 @@ writes slot w, and a reader reads every slot and merges them itself.
 
 Schedules (what cxlsim/emulator/training/elastic.py does). `local_ns[w][k]`
 is worker w's local step k's time outside the pool and the vector work
-(measured or profiled; cycled if a worker does more steps than given);
+(measured or profiled; their median for the steps of a worker beyond them);
 `vector_ns` is the step's passes over the parameter vector outside the pool
 calls (SGD and elastic updates, the merge's copy and base: cxlsim/train_projection.py
 counts them). The workers share a budget of `steps * W` tickets of the global
@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import simpy
 
 from cxlsim.coherence import Coherence
@@ -153,8 +154,9 @@ def _check(spec, job, steps, local_ns):
 
 
 def _local(local_ns, w, k) -> float:
+    """Worker w's local step k: the given time, or past the given ones their median (not a warm-up step again)."""
     seq = local_ns[w]
-    return float(seq[k % len(seq)])
+    return float(seq[k]) if k < len(seq) else float(np.median(seq))
 
 
 def _result(mode, spec, job, steps, log, params, seed, events, extra) -> TrainingResult:
