@@ -3,17 +3,18 @@
     python benchmarks/replay_validate.py [--np 2 3] [--runs 5] [--apps c py] [--out FILE.json]
 
 1. Fit this machine's MPI point-to-point: an OSU-style ping-pong (osu_latency) and window
-   (osu_bw) loop in C, under MPICH at np=2 without the library, fitted to LogGP per
-   protocol regime (`cxlsim.loggp.fit_loggp`, as `cxlsim calibrate --from-osu` does).
+   (osu_bw) loop in C, under MPICH at np=2 without the library, written as OSU files and
+   fitted to LogGP per protocol regime by `cxlsim calibrate --from-osu`, which writes a
+   network calibration profile.
 2. Per run, interleaved over the apps and rank counts: the halo program
    (tests/data/traces/src/halo_timed.c, or halo_timed.py in mpi4py: 1-D exchange of 32 KiB
    with both neighbours and an 8-byte allreduce per iteration) under
    `cxlsim mpi run --trace DIR`; the program prints its wall time from its first barrier's end
    to its last barrier's end (rank 0).
-3. Each trace is replayed on a network scenario whose NIC and link figures are the LogGP
-   regime of the halo message (32 KiB) on a star, switch latency 0 (a message costs
-   o + k*G + L + o, the fit's line; `cxlsim.calibrate.network_model.project_regime`'s
-   overrides). The predicted time is rank 0's last barrier end minus its first barrier end,
+3. Each trace is replayed on that profile (`--fabric profile.json`: the LogGP regime of the
+   trace's typical message, the 32 KiB halo, as NIC and link figures on a star, switch latency
+   0, so a message costs o + k*G + L + o, the fit's line; `cxlsim.replay.fabrics`). The
+   predicted time is rank 0's last barrier end minus its first barrier end,
    the window the program times. The error is (predicted - measured) / measured. Both
    contain the traced compute of that window (the same by construction); the columns "MPI ms"
    are the rest, measured (wall time - traced compute) and predicted.
@@ -36,8 +37,8 @@ import subprocess
 import sys
 import tempfile
 
-from cxlsim.emulator.osu import parse_osu
-from cxlsim.loggp import fit_loggp
+from cxlsim.calibrate.profile import load_profile
+from cxlsim.loggp import LogGPFit
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, simgrid
 from cxlsim.results import atomic_write
@@ -100,30 +101,24 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def fit_this_machine(tmp: str):
-    """The LogGP fit of MPICH's point-to-point here (np=2, no library) and the OSU text it came from."""
+def fit_this_machine(tmp: str) -> tuple[str, str]:
+    """A network calibration profile of MPICH's point-to-point here (np=2, no library), and the OSU text."""
     src, exe = os.path.join(tmp, "pingpong.c"), os.path.join(tmp, "pingpong")
     with open(src, "w") as fh:
         fh.write(PINGPONG)
     subprocess.run([find_mpicc(), "-O2", src, "-o", exe], check=True)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     done = subprocess.run([mpiexec(), "-n", "2", exe], capture_output=True, text=True, timeout=600, env=env, check=True)
-    tables = {t.kind: t for t in parse_osu(done.stdout, "pingpong")}
-    return fit_loggp(tables["latency"], tables["bw"]), done.stdout
-
-
-def scenario_file(tmp: str, regime, np_: int) -> str:
-    """A replay fabric: ib-hdr on a star with the regime's LogGP as NIC and link figures (project_regime's)."""
-    g = regime.gap_per_byte_ns
-    fabric = {"preset": "ib-hdr", "nodes": np_, "topology": "star",
-              "links": {"latency": f"{regime.latency_ns / 2!r} ns", "bandwidth": f"{(1.0 / g if g > 0 else 1e6)!r} GB/s"},
-              "switch": {"latency": "0 ns"},
-              "nic": {"overhead": f"{regime.overhead_ns!r} ns", "gap": f"{regime.gap_ns!r} ns",
-                      "gap_per_byte": f"{g!r} ns"}}
-    path = os.path.join(tmp, f"fit-np{np_}.yaml")
-    with open(path, "w") as fh:
-        fh.write(json.dumps({"fabric": fabric}))  # JSON is YAML
-    return path
+    latency, bandwidth = done.stdout.split("# OSU MPI Bandwidth Test", 1)
+    files = [os.path.join(tmp, "osu_latency.txt"), os.path.join(tmp, "osu_bw.txt")]
+    for path, text in zip(files, (latency, "# OSU MPI Bandwidth Test" + bandwidth)):
+        with open(path, "w") as fh:
+            fh.write(text)
+    out = os.path.join(tmp, "calibration")
+    subprocess.run([sys.executable, "-m", "cxlsim", "calibrate", "--from-osu", *files, "--np", "2",
+                    "--memcpy-bandwidth", "10 GB/s", "--output", out], check=True, capture_output=True, text=True,
+                   timeout=600)
+    return os.path.join(out, "profile.json"), done.stdout
 
 
 def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int) -> float:
@@ -137,10 +132,10 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     return float(re.search(r"wall_s (\S+)", done.stdout).group(1))
 
 
-def predicted_window_s(directory: str, spec: str) -> tuple[float, float]:
+def predicted_window_s(directory: str, profile: str) -> tuple[float, float]:
     """(the replay's rank-0 window from its first barrier's end to its last barrier's end, traced compute in it), s."""
     trace = simgrid.read(directory)
-    fab = fabrics.resolve(spec, trace.size)
+    fab = fabrics.resolve(profile, trace.size, message_bytes=fabrics.typical_message_bytes(trace))
     timeline = engine.replay(trace, fab.make())
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
     start, end = barriers[0][1], barriers[-1][1]
@@ -163,7 +158,8 @@ def main() -> int:
     build()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        fit, osu_text = fit_this_machine(tmp)
+        profile, osu_text = fit_this_machine(tmp)
+        fit = LogGPFit.from_dict(load_profile(profile)["model"]["loggp"])
         regime = fit.regime_for(HALO_BYTES)
         print(f"# LogGP fit of MPICH point-to-point here (np=2, {fit.identified}); the {HALO_BYTES}-byte halo's "
               f"regime {regime.min_size_bytes}..{regime.max_size_bytes} B: L {regime.latency_ns:.0f} ns, "
@@ -171,7 +167,6 @@ def main() -> int:
               f"{regime.rms_rel_error * 100:.1f}%)")
         exe = os.path.join(tmp, "halo_timed")
         subprocess.run([find_mpicc(), "-O0", os.path.join(SRC, "halo_timed.c"), "-o", exe], check=True)
-        specs = {n: scenario_file(tmp, regime, n) for n in args.np}
         cpus = os.cpu_count() or 1
         if max(args.np) > cpus:
             print(f"# np > {cpus} CPUs: the ranks cannot all run at once (MPICH polls while it waits), so the "
@@ -185,7 +180,7 @@ def main() -> int:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
                     measured = traced_run(app, exe, n, directory, args.iterations, work)
-                    predicted, compute = predicted_window_s(directory, specs[n])
+                    predicted, compute = predicted_window_s(directory, profile)
                     error = (predicted - measured) / measured
                     rows.append({"app": app, "np": n, "run": run, "load_before": before, "load_after": load(),
                                  "measured_s": measured, "predicted_s": predicted, "error": error,

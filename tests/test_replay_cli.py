@@ -67,8 +67,8 @@ def test_bad_options_are_refused_naming_them(tmp_path, argv, message):
         run([HALO, "--fabric", "ib-hdr", "--output", str(tmp_path), "--no-plots", *argv])
 
 
-def test_a_calibration_profile_and_workload_keys_are_refused(tmp_path):
-    with pytest.raises(InputError, match=r"--fabric x\.json: a calibration profile projects one collective"):
+def test_a_missing_profile_and_workload_keys_are_refused(tmp_path):
+    with pytest.raises(InputError, match=r"x\.json"):
         fabrics.resolve("x.json", 4)
     scenario = tmp_path / "s.yaml"
     scenario.write_text("fabric:\n  preset: ib-hdr\nworkload:\n  collective: allreduce\n")
@@ -178,3 +178,48 @@ def test_a_trace_of_the_interposition_library_replays_on_several_fabrics(tmp_pat
         totals[spec] = timeline.total_ns
         assert timeline.total_ns > max(compute_ns)
     assert totals["ib-hdr"] < totals["eth-100g-tcp"]
+
+
+def _network_profile(tmp_path):
+    from cxlsim.calibrate.profile import make_profile, save_profile
+    from cxlsim.loggp import LogGPFit, Regime
+
+    small = Regime(min_size_bytes=0, max_size_bytes=8191, latency_ns=1000.0, overhead_ns=200.0, gap_ns=200.0,
+                   gap_per_byte_ns=0.1, rms_rel_error=0.01)
+    large = Regime(min_size_bytes=8192, max_size_bytes=1 << 22, latency_ns=3000.0, overhead_ns=500.0, gap_ns=500.0,
+                   gap_per_byte_ns=0.05, rms_rel_error=0.01)
+    model = {"base_preset": "ib-hdr", "np": 2, "loggp": LogGPFit(regimes=(small, large), identified="test").to_dict(),
+             "collective_overhead_ns": 0.0, "memcpy_bw_bytes_per_ns": {"1": 10.0}}
+    return save_profile(str(tmp_path / "net.json"), make_profile("network", model, []))
+
+
+@pytest.mark.parametrize("size, regime", [(100, (1000.0, 200.0, 0.1)), (32768, (3000.0, 500.0, 0.05))])
+def test_a_network_profile_replays_with_the_regime_of_the_typical_message(tmp_path, size, regime):
+    profile = _network_profile(tmp_path)
+    trace_dir = tmp_path / "t"
+    trace_dir.mkdir()
+    (trace_dir / "t_rank-1.txt").write_text(f"0 init\n0 send 1 0 {size}\n0 finalize\n")
+    (trace_dir / "t_rank-2.txt").write_text(f"1 init\n1 recv 0 0 {size}\n1 finalize\n")
+    trace = simgrid.read(str(trace_dir), 1e9)
+    typical = fabrics.typical_message_bytes(trace)
+    assert typical == size
+    fab = fabrics.resolve(profile, 2, message_bytes=typical)
+    assert f"chosen for the trace's typical message of {size} B" in fab.describe
+    timeline = engine.replay(trace, fab.make())
+    latency, overhead, per_byte = regime
+    # the fit's line: o + k*G + L + o (one link each way, switch latency 0)
+    assert timeline.finish_ns[1] == pytest.approx(2 * overhead + size * per_byte + latency, rel=1e-9)
+
+
+def test_a_local_host_profile_is_refused(tmp_path):
+    import json
+
+    from cxlsim.calibrate.profile import MODEL_KEYS
+
+    data = json.loads(open(_network_profile(tmp_path)).read())
+    data.update(kind="local-host", model={k: 0 for k in MODEL_KEYS["local-host"]})
+    path = tmp_path / "local.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"--fabric .*local\.json: a local-host profile fits the emulator's pool "
+                                         r"allgather on one host"):
+        fabrics.resolve(str(path), 2)

@@ -78,7 +78,8 @@ def main(args) -> int:
     if args.cv or slowdown is not None:
         step_factors = stragglers.draw(rng, trace, args.cv, slowdown).tolist()
     specs = args.fabric
-    chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node) for spec in specs]
+    typical = fabrics.typical_message_bytes(trace)
+    chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node, typical) for spec in specs]
     labels = {}
     timelines = {}
     for fab in chosen:
@@ -116,7 +117,8 @@ def register(subparsers) -> None:
     p.add_argument("trace", help="the index file smpirun -trace-ti wrote, a directory of per-rank files, or an "
                                  "OTF2 archive (traces.otf2 or its directory; needs the otf2 extra)")
     p.add_argument("--fabric", action="append", required=True,
-                   help="a preset (e.g. ib-hdr, eth-100g-tcp) or a scenario PATH.yaml (its fabric section); "
+                   help="a preset (e.g. ib-hdr, eth-100g-tcp, cxl3-pool, cxl-pods), a scenario PATH.yaml (its "
+                        "fabric section) or a network calibration profile PATH.json (cxlsim calibrate --from-osu); "
                         "repeat for several fabrics, the first is the reference")
     p.add_argument("--placement", default="block",
                    help="trace ranks on the fabric's hosts: block (default; rank r on host r // K), round_robin, "

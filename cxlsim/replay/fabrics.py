@@ -11,8 +11,15 @@ Hosts: a preset gets ceil(P / ranks_per_node) hosts on a star; a scenario file
 keeps its `fabric.nodes` (default: the same count) and topology. `--placement`
 is `block` (rank r on host r // K), `round_robin` (r % hosts), or a file with
 one host index per line, rank order (blank lines and '#' comments skipped).
-Calibration profiles (PATH.json) are refused: a profile projects one
-collective, not a whole application's messages.
+A calibration profile (PATH.json, `cxlsim calibrate`) of kind `network` (a
+`--from-osu` fit) is a network fabric: its base preset on a star with one LogGP
+regime's figures as NIC and link (switch latency 0, so a message costs
+o + k*G + L + o, as `cxlsim.calibrate.network_model.project_regime` projects
+it). A NIC has one set of figures, so the regime is the one covering
+`message_bytes` (the trace's bytes-weighted median point-to-point message,
+`typical_message_bytes`) and the description says which; every message size
+runs with it. A `local-host` profile is refused: it fits the emulator's pool
+allgather on one host, not messages.
 """
 from __future__ import annotations
 
@@ -22,12 +29,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cxlsim import config, simulate
+from cxlsim.calibrate.profile import load_profile
 from cxlsim.errors import InputError
 from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.pod_setup import PodsSetup
 from cxlsim.fabric.transport import NetworkTransport
+from cxlsim.loggp import LogGPFit
+from cxlsim.replay.trace import COLLECTIVES
 
-__all__ = ["Fabric", "RankMap", "rank_map", "resolve"]
+__all__ = ["Fabric", "RankMap", "rank_map", "resolve", "typical_message_bytes"]
 
 _WORKLOAD_KEYS = ("chunk",)
 
@@ -82,10 +92,49 @@ class Fabric:
     """Trace ranks per host (tuples, hosts in order), for hierarchical algorithms."""
 
 
-def _scenario(spec: str, ranks: int, ranks_per_node: int | None):
+def typical_message_bytes(trace) -> int:
+    """The bytes-weighted median point-to-point message of `trace` (half its bytes go in messages no larger);
+    without point-to-point, the same over its collectives' sizes; 0 for neither."""
+    sizes = [c.size_bytes for calls in trace.ranks for c in calls if c.kind in ("send", "isend", "sendrecv")]
+    if not sizes:
+        sizes = [c.size_bytes for c in trace.ranks[0] if c.kind in COLLECTIVES]
+    sizes = sorted(s for s in sizes if s > 0)
+    half, run = sum(sizes) / 2, 0
+    for s in sizes:
+        run += s
+        if run >= half:
+            return s
+    return 0
+
+
+def _profile(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: int):
+    """(label, scenario, ranks per node, note) of a network calibration profile (see the module docstring)."""
+    profile = load_profile(spec)
+    if profile["kind"] != "network":
+        raise InputError(f"--fabric {spec}: a {profile['kind']} profile fits the emulator's pool allgather on one "
+                         "host, not an application's messages; give a network profile (cxlsim calibrate "
+                         "--from-osu), a preset or a scenario file")
+    model = profile["model"]
+    regime = LogGPFit.from_dict(model["loggp"]).regime_for(message_bytes)
+    g = regime.gap_per_byte_ns
+    rpn = ranks_per_node or 1
+    fabric = {"preset": model["base_preset"], "nodes": math.ceil(ranks / rpn), "topology": "star",
+              "ranks_per_node": rpn,
+              "links": {"latency": f"{regime.latency_ns / 2!r} ns", "bandwidth": f"{(1.0 / g if g > 0 else 1e6)!r} GB/s"},
+              "switch": {"latency": "0 ns"},
+              "nic": {"overhead": f"{regime.overhead_ns!r} ns", "gap": f"{regime.gap_ns!r} ns",
+                      "gap_per_byte": f"{g!r} ns"}}
+    note = (f"network profile {os.path.basename(spec)} (fitted at np {model['np']}): its LogGP regime "
+            f"{regime.min_size_bytes}..{regime.max_size_bytes} B (L {regime.latency_ns:.0f} ns, o = g "
+            f"{regime.overhead_ns:.0f} ns, G {g:.5f} ns/B), chosen for the trace's typical message of "
+            f"{message_bytes} B, for every message")
+    scenario = config.from_dict({"name": "replay-network-profile", "fabric": fabric})
+    return os.path.splitext(os.path.basename(spec))[0], scenario, rpn, note
+
+
+def _scenario(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: int = 0):
     if spec.endswith(".json"):
-        raise InputError(f"--fabric {spec}: a calibration profile projects one collective, not an application's "
-                         "messages; give a preset or a scenario file")
+        return _profile(spec, ranks, ranks_per_node, message_bytes)
     if spec.endswith((".yaml", ".yml")):
         if not os.path.isfile(spec):
             raise InputError(f"--fabric: no scenario file {spec!r}")
@@ -102,12 +151,12 @@ def _scenario(spec: str, ranks: int, ranks_per_node: int | None):
         if ranks_per_node is not None:
             overrides["fabric.ranks_per_node"] = ranks_per_node
         label = os.path.splitext(os.path.basename(spec))[0]
-        return label, simulate.scenario_from(spec, overrides)[0], rpn
+        return label, simulate.scenario_from(spec, overrides)[0], rpn, ""
     rpn = ranks_per_node or 1
     overrides = {"fabric.preset": spec, "fabric.nodes": math.ceil(ranks / rpn)}
     if rpn != 1:
         overrides["fabric.ranks_per_node"] = rpn
-    return spec, simulate.scenario_from(None, overrides)[0], rpn
+    return spec, simulate.scenario_from(None, overrides)[0], rpn, ""
 
 
 def _one_rank_per_host(spec: str, what: str, placement: str, rpn: int) -> None:
@@ -116,9 +165,11 @@ def _one_rank_per_host(spec: str, what: str, placement: str, rpn: int) -> None:
                          "do not apply")
 
 
-def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int | None = None) -> Fabric:
-    """The Fabric of `--fabric spec` for a trace of `ranks` ranks."""
-    label, scenario, rpn = _scenario(spec, ranks, ranks_per_node)
+def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int | None = None,
+            message_bytes: int = 0) -> Fabric:
+    """The Fabric of `--fabric spec` for a trace of `ranks` ranks (`message_bytes`: a network profile's
+    regime is the one covering it)."""
+    label, scenario, rpn, note = _scenario(spec, ranks, ranks_per_node, message_bytes)
     try:
         _, setup = simulate.elaborate(scenario)
     except InputError as exc:
@@ -134,7 +185,7 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
                       tuple(tuple(range(k * setup.hosts, (k + 1) * setup.hosts)) for k in range(setup.pods)))
     if hasattr(setup, "network"):  # a network: NICs, links and switches
         mapping = rank_map(placement, ranks, hosts, rpn)
-        where = f"{setup.describe(hosts)}; placement {mapping.policy}"
+        where = f"{setup.describe(hosts)}; placement {mapping.policy}" + (f"; {note}" if note else "")
         return Fabric(label, "network", where, lambda: NetworkTransport(setup.network(), mapping, chunk),
                       tuple(tuple(g) for g in mapping.groups() if g))
     _one_rank_per_host(spec, "a CXL pool", placement, rpn)
