@@ -43,8 +43,6 @@ port: the form is exact there.
 """
 from __future__ import annotations
 
-from functools import partial
-
 from cxlsim.models.collectives.base import Algorithm, is_pow2
 
 __all__ = ["bruck", "modified_bruck", "scattered", "pairwise", "linear", "bruck_counts", "posted_batches",
