@@ -351,3 +351,36 @@ def test_a_missing_rank_times_out_naming_it():
     with pytest.raises(RankFailure, match=r"broadcast epoch 1 timed out after 0.5 s waiting for rank\(s\) \[1\]"):
         run_local(2, fn, slot_bytes=256, timeout_s=0.5)
 
+
+
+# -- pipelined broadcasts and non-temporal copy-ins ---------------------------------------------
+def _pipelined(comm):
+    comm.enable_log(50000)
+    comm.broadcast_pipeline_bytes = 64
+    comm.nt_min_bytes = 32  # the twin has no such stores; results and schedules must not change
+    out = []
+    for call, (count, root) in enumerate([(5, 0), (16, 1), (40, 0), (41, 2), (64, 1), (3, 2)]):
+        buf = data(root, call, count, np.float64) if comm.rank == root else np.zeros(count)
+        comm.broadcast(buf, root)
+        out.append(buf.copy())
+        send = data(comm.rank, call, count * comm.size, np.int64)
+        recv = np.empty_like(send)
+        comm.alltoall(send, recv)
+        out.append(recv.copy())
+    return out, comm.log_events()
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_pipelined_broadcasts_equal_their_twin_and_pass_the_cache_model(coherence):
+    cython = run_local(3, _pipelined, slot_bytes=512, coherence=coherence, timeout_s=60)
+    twin = run_local(3, _pipelined, slot_bytes=512, coherence=coherence, kernel="reference", timeout_s=60)
+    for rank in range(3):
+        assert all(_same_bits(c, t) for c, t in zip(cython[rank][0], twin[rank][0]))
+        assert np.array_equal(cython[rank][1], twin[rank][1])
+    for call, (count, root) in enumerate([(5, 0), (16, 1), (40, 0), (41, 2), (64, 1), (3, 2)]):
+        assert all(_same_bits(cython[r][0][2 * call], data(root, call, count, np.float64)) for r in range(3))
+    # 40 doubles (320 B >= 2 x 64 B) go in five 64-byte steps: more steps than one slot's
+    steps = [e for e in cython[1][1].tolist() if e[0] == PoolEvent.FLAG_STORE]
+    assert len(steps) > 2 * 6
+    if coherence == "flush":
+        assert replay([log for _, log in cython], SegmentLayout.plan(3, 512)) == []
