@@ -52,6 +52,8 @@ class _Pipeline:
 
     def _chunks(self, first: int, count: int) -> list[int]:
         """Bytes of each chunk of lines [first, first + count)."""
+        if count <= 0:
+            return []
         c = self.chunk_lines
         stop_all = first + count
         head = min(stop_all, (first // c + 1) * c)
@@ -105,21 +107,23 @@ class ReferencePipeline(_Pipeline):
 class _Flow:
     """One transfer in flight: its chunks, their host-port boundaries, what is left to pass."""
 
-    __slots__ = ("sizes", "count", "block", "bounds", "now", "ids", "stages", "left", "last", "finish", "lanes",
-                 "next")
+    __slots__ = ("sizes", "count", "block", "bounds", "now", "ids", "servers", "reaches", "reach", "final", "left",
+                 "last", "finish", "lanes", "next")
 
-    def __init__(self, sizes, block, bounds, now, ids, stages, finish):
+    def __init__(self, sizes, block, bounds, now, ids, route, finish):
         self.sizes = sizes          # bytes per chunk
         self.block = block          # chunk index of the first chunk (line // chunk_lines)
         self.bounds = bounds        # host-port boundaries: chunk i served during [bounds[i], bounds[i + 1]]
         self.now = now              # when the transfer was issued, ns
         self.ids = ids              # event id of chunk 0's arrival at stage 0
-        self.stages = stages
+        self.servers, self.reaches = route  # per stage: the server (None: the chunk's device), the reach
+        self.reach = self.reaches[0]
+        self.final = len(self.servers) - 1  # the last stage
         self.count = self.left = len(sizes)  # chunks; those not yet past the last stage
         self.last = 0.0             # latest end at the last stage so far
         self.finish = finish
         self.next = 0               # next chunk to arrive at stage 0
-        self.lanes = [_Lane(self, k) for k in range(1, len(stages))]
+        self.lanes = [_Lane(self, k) for k in range(1, len(self.servers))] if self.final else None
 
 
 class _Lane:
@@ -134,57 +138,62 @@ class _Lane:
         self.armed = False          # its arrival is in the event queue
 
 
-class ChunkPipeline(_Pipeline):
-    """The same pipeline with one queued arrival per transfer and stage (see the module docstring)."""
+class ChunkPipeline(ReferencePipeline):
+    """The same pipeline with one queued arrival per transfer and stage (see the module docstring).
+    A transfer of one chunk goes the reference's way, which costs it less."""
+
+    def __init__(self, env, host_ports, routes, devices, chunk_lines: int):
+        super().__init__(env, host_ports, routes, devices, chunk_lines)
+        self._plans = [tuple((tuple(server for server, _ in stages), tuple(reach for _, reach in stages))
+                             for stages in route) for route in routes]  # per rank: (up, down) as (servers, reaches)
 
     def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
         """As `ReferencePipeline.transfer`."""
-        if count <= 0:
-            return start_ns
+        if count <= 0 or first % self.chunk_lines + count <= self.chunk_lines:
+            return super().transfer(rank, first, count, start_ns, finish, up)
         sizes = self._chunks(first, count)
-        stages = self.routes[rank][0 if up else 1]
         bounds = self.host_ports[rank].reserve_run(start_ns, sizes)
         env = self.env
-        flow = _Flow(sizes, first // self.chunk_lines, bounds, env.now, env.reserve_ids(len(sizes)), stages, finish)
-        now, reach = flow.now, stages[0][1]
-        env.call_at(now + (bounds[0] + reach - now), flow.ids, self._at_first, flow)
+        now = env.now
+        flow = _Flow(sizes, first // self.chunk_lines, bounds, now, env.reserve_ids(len(sizes)),
+                     self._plans[rank][0 if up else 1], finish)
+        env.call_at(now + (bounds[0] + flow.reach - now), flow.ids, self._at_first, flow)
         return bounds[-1]
 
     def _at_first(self, fired):
-        """Chunk `flow.next` reached the first stage."""
+        """Chunk `flow.next` reached the first stage (now = its scheduled time)."""
         flow = fired._value
         i = flow.next
-        reach = flow.stages[0][1]
-        self._serve(flow, 0, i, flow.bounds[i + 1] + reach)
+        now, reach, bounds = flow.now, flow.reach, flow.bounds
+        arrived = now + (bounds[i] + reach - now)
+        self._serve(flow, 0, i, arrived, bounds[i + 1] + reach)
         i = flow.next = i + 1
         if i < flow.count:
-            now = flow.now
-            self._call_at(now + (flow.bounds[i] + reach - now), flow.ids + i, self._at_first, flow)
+            self._call_at(now + (bounds[i] + reach - now), flow.ids + i, self._at_first, flow)
 
     def _at_later(self, fired):
-        """Chunk `lane.next` reached stage `lane.k`."""
+        """Chunk `lane.next` reached stage `lane.k` (now = its scheduled time)."""
         lane = fired._value
         i = lane.next
-        self._serve(lane.flow, lane.k, i, lane.tails[i])
+        times = lane.times
+        self._serve(lane.flow, lane.k, i, times[i], lane.tails[i])
         i = lane.next = i + 1
-        if i < len(lane.times):
-            self._call_at(lane.times[i], lane.ids[i], self._at_later, lane)
+        if i < len(times):
+            self._call_at(times[i], lane.ids[i], self._at_later, lane)
         else:
             lane.armed = False
 
-    def _serve(self, flow, k, i, tail):
-        """Chunk i of `flow` is served at stage k (now); its tail request arrives at `tail`."""
-        nbytes = flow.sizes[i]
-        stages = flow.stages
-        server = stages[k][0]
+    def _serve(self, flow, k, i, now, tail):
+        """Chunk i of `flow` reached stage k at `now` (the DES's time); its tail arrives at `tail`."""
+        server = flow.servers[k]
         if server is None:
             devices = self.devices
             server = devices[(flow.block + i) % len(devices)]
-        now = self.env.now
+        nbytes = flow.sizes[i]
         start, served = server.reserve(now, nbytes)
         end = served if served > tail else tail
-        if k + 1 < len(stages):
-            reach = stages[k + 1][1]
+        if k < flow.final:
+            reach = flow.reaches[k + 1]
             lane = flow.lanes[k]
             time = now + (start + reach - now)
             event_id = self._new_id(1)
@@ -200,4 +209,5 @@ class ChunkPipeline(_Pipeline):
             flow.last = end
         flow.left -= 1
         if flow.left == 0:
+            flow.lanes = None  # no cycle left for the garbage collector
             flow.finish(flow.last)

@@ -155,3 +155,15 @@ def test_chunk_pipeline_is_the_reference(seed):
     ref = _pipeline_run(ReferencePipeline, seed)
     assert sum(1 for e in ref[0] if e[0] == "finish") > 10
     assert ours == ref
+
+
+def test_chunks_cut_at_multiples_of_the_chunk():
+    pipe = ReferencePipeline(Environment(), [], [], [], 4)
+    for first in range(13):
+        for count in range(20):
+            want, line = [], first
+            while line < first + count:
+                stop = min(first + count, (line // 4 + 1) * 4)
+                want.append((stop - line) * 64)
+                line = stop
+            assert pipe._chunks(first, count) == want
