@@ -42,7 +42,7 @@
 #include "cxl_ops.h"
 
 typedef struct {
-    char *base;              /* first byte of the region (64-byte aligned) */
+    char *base;              /* first byte of the mapping every offset counts from (page-aligned) */
     uint64_t counter_offset; /* the counter's line */
     uint64_t choosing_offset;/* worker w's bakery choosing flag at choosing_offset + 64 w */
     uint64_t number_offset;  /* worker w's bakery number at number_offset + 64 w */
