@@ -14,7 +14,8 @@ from cxlsim.models.collectives import alltoall, analytic, chain, registry, runne
 from cxlsim.models.collectives.selectors import select
 
 NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
-      [("barrier", "dissemination"), ("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"),
+      [("barrier", name) for name in ("dissemination", "recursive_doubling", "linear")] + \
+      [("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"),
        ("broadcast", "pipelined_chain")]
 
 
@@ -159,10 +160,13 @@ def test_ompi_alltoall(p, m, expect, noted):
 
 def test_barrier_rules():
     assert select("mpich", "barrier", 5, 0) == ("dissemination", None)
-    assert select("ompi", "barrier", 100, 0) == ("dissemination", None)       # 64 <= P < 256: bruck
-    for p, what in ((3, "recursive-doubling"), (5, "linear"), (300, "tree"), (2000, "tree")):
+    # Open MPI by P: < 4 recursive doubling, < 8 linear, < 64 recursive doubling, < 256 bruck, < 512 tree, ...
+    for p, expect in ((3, "recursive_doubling"), (4, "linear"), (7, "linear"), (8, "recursive_doubling"),
+                      (63, "recursive_doubling"), (64, "dissemination"), (1000, "dissemination")):
+        assert select("ompi", "barrier", p, 0) == (expect, None), p
+    for p in (300, 2000):
         name, note = select("ompi", "barrier", p, 0)
-        assert name == "dissemination" and what in note and "not modelled" in note
+        assert name == "dissemination" and "tree" in note and "not modelled" in note
 
 
 @pytest.mark.parametrize("library, p, s, expect, noted", [

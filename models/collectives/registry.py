@@ -52,7 +52,7 @@ BUILTIN = (
     *pool_collective_forms.RECORDS,
     reductions.ALLREDUCE_RING, reductions.ALLREDUCE_RECURSIVE_DOUBLING, reductions.ALLREDUCE_RABENSEIFNER,
     reductions.REDUCE_SCATTER_RING, *reduce_scatter.RECORDS,
-    *alltoall.RECORDS, barrier.DISSEMINATION,
+    *alltoall.RECORDS, *barrier.RECORDS,
     rooted.BROADCAST_BINOMIAL, rooted.SCATTER_RING_ALLGATHER, rooted.SCATTER_RECURSIVE_DOUBLING_ALLGATHER,
     rooted.GATHER_BINOMIAL, chain.PIPELINED_CHAIN,
 )

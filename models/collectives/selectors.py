@@ -43,12 +43,12 @@ Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0
   strict '<'. Their ids map to the algorithms here: alltoall 1 linear, 2
   pairwise, 3 modified_bruck, 4 linear_sync -> linear (its default
   max_requests 0 posts every request at once, as linear), 5 two_proc ->
-  pairwise (one exchange and a local copy: pairwise at P = 2); barrier 4
-  bruck -> dissemination (the same messages); reduce_scatter 2
-  recursive_halving -> MPICH's, 3 ring. Choices not modelled run a
-  substitute and the note names both: barrier 1 linear, 3 recursive_doubling,
-  6 tree -> dissemination; reduce_scatter 1 non-overlapping (reduce, then
-  scatterv) and 4 butterfly -> recursive_halving.
+  pairwise (one exchange and a local copy: pairwise at P = 2); barrier 1
+  linear, 3 recursive_doubling, 4 bruck -> dissemination (the same
+  messages); reduce_scatter 2 recursive_halving -> MPICH's, 3 ring. Choices
+  not modelled run a substitute and the note names both: barrier 6 tree ->
+  dissemination; reduce_scatter 1 non-overlapping (reduce, then scatterv) and
+  4 butterfly -> recursive_halving.
 """
 from __future__ import annotations
 
@@ -185,10 +185,7 @@ _OMPI_IDS = {
                  4: ("linear", "Open MPI's linear_sync (id 4) with its default max_requests 0 posts every request "
                                "at once, as linear"),
                  5: ("pairwise", "Open MPI's two_proc (id 5) is one exchange and a local copy: pairwise at P=2")},
-    "barrier": {1: ("dissemination", _not_modelled("its linear barrier (id 1)", "dissemination")),
-                3: ("dissemination", _not_modelled("its recursive-doubling barrier (id 3)",
-                                                   "dissemination (the same messages for a power-of-two P)")),
-                4: ("dissemination", None),
+    "barrier": {1: ("linear", None), 3: ("recursive_doubling", None), 4: ("dissemination", None),
                 6: ("dissemination", _not_modelled("its tree barrier (id 6)", "dissemination"))},
     "reduce_scatter": {1: ("recursive_halving", _not_modelled("non-overlapping (id 1: reduce, then scatterv)",
                                                               "recursive halving")),
