@@ -11,8 +11,10 @@ same way. Bandwidth is limited in three places:
   flight, so by Little's law one host streams at most
   outstanding_lines * 64 B / load latency (and never more than its x16 port);
 - the switch port of each host (`port_bw_bytes_per_ns`, per direction);
-- the device: its media bandwidth, or its ports' bandwidth if lower
-  (`CXLDeviceParams.bw_bytes_per_ns`), shared by every host.
+- the device: its media bandwidth, shared by every host and by reads and
+  writes, behind its heads' links, heads x port bandwidth in each direction
+  (`CXLDeviceParams.bw_bytes_per_ns` is one direction's bound, the lower of the
+  two); a read:write mix can use both directions (`cxlsim.fabric.pool_path`).
 
 A switch has a lane budget: `lanes` / `lanes_per_port` ports at most
 (256 lanes = 16 x16 ports). Hosts and device heads must fit (`check_ports`).

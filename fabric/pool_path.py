@@ -18,6 +18,14 @@ L = 2*path + media, exactly; when P hosts stream at once the device adds its
 queue, P*n/B in total. Consecutive chunks of pool address go to consecutive
 devices (interleaving).
 
+A device's heads' links carry each direction on its own, at heads x the port
+bandwidth: reads flow from the device, writes to it, while its media serves
+both. When those links can bind (heads x port below both the media's rate and
+the hosts' total issue rate) they are FIFOs of their own, one per direction,
+after every other stage and before the device's media, which then serves at
+its own rate; so a read:write mix can exceed one direction's rate. Otherwise
+a device is one FIFO at min(media, heads x port).
+
 Switch trees (`switch_levels=2`, CXL 3.x): hosts are spread evenly over leaf
 switches (`leaves`), whose uplinks meet at a root switch that holds the
 devices. The path gains a hop and a link, and each chunk also queues at its
@@ -40,6 +48,7 @@ from cxlsim.fabric.transport import fire_at
 __all__ = ["PoolPath"]
 
 LINE = CACHE_LINE_BYTES
+_UP, _DOWN = "link up", "link down"  # stage markers: the chunk's device's link, by direction
 
 
 class PoolPath:
@@ -58,8 +67,18 @@ class PoolPath:
         """Unloaded load latency, ns."""
         self.host_bw_bytes_per_ns = min(sw.port_bw_bytes_per_ns, hp.outstanding_lines * LINE / self.load_ns)
         self.device_bw_bytes_per_ns = preset.device.bw_bytes_per_ns(sw.port_bw_bytes_per_ns)
-        """One device's bandwidth, bytes/ns."""
-        self.devices = [Port(f"dev{d}", self.device_bw_bytes_per_ns, 0.0) for d in range(devices)]
+        """One device's bandwidth in one direction, bytes/ns: its media, or its heads' links if slower."""
+        dev = preset.device
+        links_bw = dev.heads * sw.port_bw_bytes_per_ns
+        self.split_links = links_bw < min(dev.media_bw_bytes_per_ns, hosts * self.host_bw_bytes_per_ns)
+        """True when a device's links can bind, one direction at a time: they are then FIFOs of their own
+        (`device_links`), and the device serves at its media's rate."""
+        media_bw = dev.media_bw_bytes_per_ns if self.split_links else self.device_bw_bytes_per_ns
+        self.devices = [Port(f"dev{d}", media_bw, 0.0) for d in range(devices)]
+        self.device_links = [(Port(f"dev{d} link up", links_bw, 0.0), Port(f"dev{d} link down", links_bw, 0.0))
+                             for d in range(devices)] if self.split_links else []
+        """Each device's heads' links together, (towards the device, from it), when `split_links`."""
+        self._link_of = {id(d): {_UP: up, _DOWN: down} for d, (up, down) in zip(self.devices, self.device_links)}
         self._host_ports = [Port(f"host{h}", self.host_bw_bytes_per_ns, 0.0) for h in range(hosts)]
         # The stages a chunk queues at after its host, each (server, ns from the previous stage's
         # start), for data going up (writes) and down (reads); None is the chunk's device.
@@ -80,6 +99,9 @@ class PoolPath:
         else:
             self.leaf_of = [0] * hosts
             self._stages = [(((None, self.path_ns),), ((None, self.path_ns),))] * hosts
+        if self.split_links:  # the device's link in the transfer's direction, at the device, before its media
+            self._stages = [tuple(stages[:-1] + ((link, stages[-1][1]), (None, 0.0))
+                                  for stages, link in zip(pair, (_UP, _DOWN))) for pair in self._stages]
         self._cpu_free = [0.0] * hosts
         self._pending = [0] * hosts          # streamed writes and write-backs not yet acknowledged
         self._acked = [0.0] * hosts          # latest acknowledgement of those, ns
@@ -91,6 +113,7 @@ class PoolPath:
         """(component, port) of every FIFO server a chunk queues at: each host's issue port ('host port'),
         each leaf uplink direction ('leaf uplink'), each device ('device')."""
         return ([("host port", p) for p in self._host_ports] + [("leaf uplink", p) for p in self.uplinks]
+                + [("device link", p) for pair in self.device_links for p in pair]
                 + [("device", p) for p in self.devices])
 
     # ------------------------------------------------------------------ the CPU timeline
@@ -145,6 +168,8 @@ class PoolPath:
     def _at_stage(self, event):
         state, stages, k, device, nbytes, tail = event._value
         server = stages[k][0] or device
+        if server.__class__ is str:
+            server = self._link_of[id(device)][server]
         start, served = server.reserve(self.env.now, nbytes)
         end = served if served > tail else tail
         if k + 1 < len(stages):
