@@ -21,9 +21,16 @@ from cxlsim.models.training import profiles, stragglers
 
 
 def config(mode="sync", nranks=2, **kw) -> settings.TrainConfig:
-    kw.setdefault("factors", (1.0,) * nranks)
-    kw.setdefault("gpus", (None,) * nranks)
     return settings.TrainConfig(mode=mode, nranks=nranks, **kw)
+
+
+def test_config_defaults_and_refusals():
+    c = config(nranks=3, coherence="flush")
+    assert c.factors == (1.0,) * 3 and c.gpus == (None,) * 3 and c.coherence is Coherence.FLUSH
+    with pytest.raises(InputError, match="--coherence"):
+        config(coherence="mesi")
+    with pytest.raises(InputError, match="--fail: needs --np 2"):
+        config(nranks=1, failure=stragglers.Failure(worker=0, step=1))
 
 
 def own_segments() -> list[str]:

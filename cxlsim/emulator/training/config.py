@@ -25,8 +25,8 @@ STRAGGLER_STREAM = 1  # the straggler matrix's own random stream: SeedSequence(s
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """One run's settings. Times in seconds; `factors` per rank (>= 1.0); `targets` are test accuracies
-    whose time to reach is reported."""
+    """One run's settings. Times in seconds; `factors` per rank (>= 1.0; empty: 1.0 each), `gpus` per rank
+    (names or None; empty: None each); `targets` are test accuracies whose time to reach is reported."""
 
     mode: str
     nranks: int
@@ -55,6 +55,9 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"--{_flag(name)}: expected a whole number >= 1, got {value!r}")
+        object.__setattr__(self, "coherence", Coherence.parse(self.coherence, "--coherence"))
+        object.__setattr__(self, "factors", tuple(self.factors) or (1.0,) * self.nranks)
+        object.__setattr__(self, "gpus", tuple(self.gpus) or (None,) * self.nranks)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise InputError(f"--seed: expected a whole number >= 0, got {self.seed!r}")
         if not (isinstance(self.lr, (int, float)) and 0 < self.lr < math.inf):
