@@ -1,6 +1,7 @@
 """The async and hybrid modes of `cxlsim bench train` (cxlsim.emulator.training.elastic), run end to end."""
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import signal
@@ -46,8 +47,15 @@ def test_converges_and_spends_the_counters_budget(mode, coherence):
     if mode == "hybrid":  # every ticket below the budget is one contribution, accepted or dropped
         assert sum(s["accepted"] + s["dropped"] for s in stats) == STEPS * 2
         assert sum(sum(s["staleness_histogram"].values()) for s in stats) == STEPS * 2
+        assert dropped_as_the_bound_says(stats)
     else:
         assert sum(s["exchanges"] for s in stats) == STEPS * 2  # tau = 1
+
+
+def dropped_as_the_bound_says(stats) -> bool:
+    """hybrid: every contribution staler than the bound, and none other, was dropped."""
+    return all(s["dropped"] == sum(n for d, n in s["staleness_histogram"].items() if int(d) > s["staleness_bound"])
+               for s in stats)
 
 
 @pytest.mark.parametrize("mode", ["async", "hybrid"])
@@ -55,6 +63,21 @@ def test_heterogeneous_ranks_still_converge(mode):
     record = run(mode, factors=(1.0, 3.0))
     assert record["final_accuracy"] >= ACCURACY
     assert sum(r["steps_done"] for r in record["ranks"]) == STEPS * 2
+    if mode == "hybrid":
+        assert dropped_as_the_bound_says(record["mode_stats"])
+
+
+def test_dropped_contributions_never_reach_the_shared_parameters(monkeypatch):
+    """With a bound below any staleness every contribution is dropped: the model stays theta0, bit for bit."""
+    from cxlsim.emulator.training import elastic
+    from cxlsim.emulator.training.models import build
+
+    monkeypatch.setattr(elastic, "STALENESS", -1)  # the ranks are forked: they see it too
+    record = run("hybrid")
+    stats = record["mode_stats"]
+    assert sum(s["dropped"] for s in stats) == STEPS * 2 and sum(s["accepted"] for s in stats) == 0
+    assert dropped_as_the_bound_says(stats)
+    assert record["final_param_sha256"][0] == hashlib.sha256(build("mlp").init(1).tobytes()).hexdigest()
 
 
 @pytest.mark.parametrize("mode", ["async", "hybrid"])
