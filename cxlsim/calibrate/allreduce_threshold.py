@@ -21,6 +21,7 @@ import statistics
 
 import numpy as np
 
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
 DEFAULT_SIZES = tuple(4096 << k for k in range(9))  # 4 KiB .. 1 MiB
@@ -32,7 +33,7 @@ def _time_both(comm, sizes, rounds, iterations, warmup):
     from cxlsim.emulator.bench import time_loop
     from cxlsim.emulator.host import roundtrip_ns
 
-    probe = comm.size == 2 and comm.coherence.value == "hw"
+    probe = comm.size == 2 and comm.coherence is Coherence.HW
     roundtrips = [roundtrip_ns(comm)] if probe else []
     times = {}
     for _ in range(rounds):
@@ -62,7 +63,7 @@ def choose_threshold(rows: list[dict]) -> int:
 
 
 def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: int = 3, iterations: int = 30,
-                                warmup: int = 5, coherence: str = "hw") -> dict:
+                                warmup: int = 5, coherence: Coherence | str = Coherence.HW) -> dict:
     """Measure both allreduce algorithms at `sizes` (bytes per rank, multiples of 4) and pick the threshold.
 
     Returns allreduce_large_bytes, rows (size_bytes, small_ns, large_ns and their round values),
@@ -71,6 +72,7 @@ def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: in
     """
     from cxlsim.emulator.launch import run_local
 
+    coherence = Coherence.parse(coherence, "coherence")
     sizes = tuple(sorted(set(int(n) for n in sizes)))
     if len(sizes) < 2 or any(n < 4 or n % 4 for n in sizes):
         raise InputError(f"allreduce threshold: expected at least two sizes, each a multiple of 4 bytes, got {list(sizes)}")
@@ -85,7 +87,7 @@ def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: in
     fast = [r for r in roundtrips if r < FAST_ROUNDTRIP_NS]
     placement = ("not probed" if not roundtrips else "fast" if len(fast) == len(roundtrips)
                  else "slow or disturbed" if not fast else "mixed")
-    return dict(allreduce_large_bytes=choose_threshold(rows), rows=rows, np=nranks, coherence=coherence,
+    return dict(allreduce_large_bytes=choose_threshold(rows), rows=rows, np=nranks, coherence=coherence.value,
                 rounds=rounds, iterations=iterations, roundtrips_ns=roundtrips, placement=placement)
 
 
