@@ -115,7 +115,7 @@ def _root_runs_ahead(comm):
     first = comm.broadcast_view(8, np.int64, 0)
     time.sleep(0.05)
     got = first.array.copy()
-    for call in (1, 2):
+    for _ in (1, 2):
         comm.broadcast_view(8, np.int64, 0)
     return got.tolist()
 

@@ -41,8 +41,9 @@ def _time_both(comm, sizes, rounds, iterations, warmup):
             send = np.ones(n // 4, np.float32)
             recv = np.empty_like(send)
             for name, large in (("small", NEVER), ("large", 0)):
-                mean_s = time_loop(lambda: comm.allreduce(send, recv, "sum", large_bytes=large), comm.barrier,
-                                   warmup, iterations)
+                def call(send=send, recv=recv, large=large):
+                    comm.allreduce(send, recv, "sum", large_bytes=large)
+                mean_s = time_loop(call, comm.barrier, warmup, iterations)
                 means = np.empty(comm.size)
                 comm.allgather(np.array([mean_s]), means)
                 times.setdefault((name, n), []).append(float(means.max() * 1e9))  # the slowest rank's
