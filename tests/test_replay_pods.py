@@ -112,3 +112,38 @@ def test_pods_refuse_a_trace_of_another_size_and_ranks_per_node(tmp_path):
     placement.write_text("1\n0\n2\n3\n")
     with pytest.raises(InputError, match=r"a hybrid pod fabric runs one rank per host; --placement"):
         fabrics.resolve(spec, 4, placement=str(placement))
+
+
+@pytest.mark.parametrize("action, collective, size", [
+    ("allreduce 1024 0 0", "allreduce", 8192),        # 1024 doubles: SimGrid's default type after `init` is bytes
+    ("alltoall 128 128 0 0", "alltoall", 1024),
+])
+def test_a_traced_allreduce_and_alltoall_equal_the_pods_closed_form(tmp_path, action, collective, size):
+    spec = pods_yaml(tmp_path, 2, 4)
+    setup = setup_of(spec)
+    cm = analytic.CostModel.from_network(setup.network.network(), simulate.scenario_from(spec, {})[0].workload.chunk_bytes)
+    fig = PodFigures(setup.pool_figures(), cm, 4, 2)
+    path = write_trace(tmp_path / collective, 8, lambda r, a=action: [a])
+    timeline = engine.replay(simgrid.read(path, 1e9), fabrics.resolve(spec, 8).make())
+    kind = action.split()[0]
+    assert timeline.algorithms == {kind: ["pods"]}
+    inter = [n for n in timeline.notes if "between pods" in n][0].rsplit(": ", 1)[1].split(" ")[0]
+    from cxlsim.models.collectives import registry
+    from cxlsim.models.collectives.hierarchical_pods import pods_algorithms
+
+    record = {a.collective: a for a in pods_algorithms(registry.lookup)}[collective]
+    expect = record.cost(fig, 8, size, runner.Context(inter=inter))
+    assert timeline.total_ns == pytest.approx(expect, rel=1e-9)
+
+
+@pytest.mark.parametrize("action", ["allreduce 96 0 0", "bcast 100 5 0", "alltoall 16 16 0 0", "allgather 8 8 0 0"])
+def test_the_pods_plans_deliver_the_right_labels(tmp_path, action):
+    from cxlsim.replay.pods import pods_plan
+    from cxlsim.replay.trace import COLLECTIVES
+
+    path = write_trace(tmp_path / "t", 8, lambda r, a=action: [a])
+    call = [c for c in simgrid.read(path, 1e9).ranks[0] if c.kind in COLLECTIVES][0]
+    pods = fabrics.resolve(pods_yaml(tmp_path, 2, 4), 8).make()
+    this = pods_plan(call, 2, 4, "mpich", runner.Context())
+    results = pods.run({r: this.run(pods.endpoint(r), 10000) for r in range(8)})
+    runner.verify(this.pods_collective, 8, runner.Context(root=call.root, elements=8), results)

@@ -23,7 +23,8 @@ messages go through the pool's send/recv protocol with flags
 (cxlsim.replay.pool_messages), whose mailboxes sit above the pool
 collectives' flags and slots. On a hybrid pod fabric (kind 'hybrid') they go
 through the pod's pool inside a pod and over the network between pods, and
-allgather and barrier run the pods allgather (cxlsim.replay.pods).
+allgather, allreduce, bcast, alltoall and barrier run the pods collectives
+(cxlsim.replay.pods).
 
 Every call is recorded as a segment (start_ns, end_ns, kind, dep_rank,
 dep_ns): `dep` names what the call may have waited for, the rank and time at
@@ -44,7 +45,7 @@ from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.models.collectives.cxl_pool import PoolLayout
 from cxlsim.replay.collectives import plan
-from cxlsim.replay.pods import CPU_NOTE, PodMessages, pods_plan, pool_bytes_needed
+from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pods_plan
 from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.simgrid import request_key
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
@@ -178,7 +179,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     extra_notes = []
     if transport.kind == HYBRID:
         plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx) for c in collectives]
-        messages = PodMessages(transport, low_bytes=pool_bytes_needed(plans, transport.pods, transport.hosts))
+        messages = PodMessages(transport, low_bytes=mailbox_floor(transport))
         extra_notes.append(CPU_NOTE)
     elif on_pool:
         plans = [plan(c, p, library, ctx, True) for c in collectives]

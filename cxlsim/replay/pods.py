@@ -7,13 +7,15 @@ trace rank r is host r % q of pod r // q (q hosts per pod, n pods), as
 - **Point-to-point** (`PodMessages`): a message between two hosts of one pod goes through
   that pod's pool with the pool send/recv protocol (`cxlsim.replay.pool_messages`, the
   pod's local ranks), a message between pods over the network.
-- **Collectives** (`pods_plan`): allgather runs the multi-leader pods allgather
-  (`pods`: the network allgather among the hosts of one index in every pod, the selector's
-  algorithm on n ranks, then `cxl_pool` inside each pod; closed form
-  `cxlsim.models.collectives.hierarchical_pods.pods_closed_form`), barrier the same
-  with 0-byte blocks (a rank leaves once its pod's hosts are in, each of which heard from
-  its peers in every pod). Every other collective runs its network algorithm (as the
-  selector picks it for P ranks) over `PodMessages`, noted.
+- **Collectives** (`pods_plan`): allgather, allreduce, bcast and alltoall run the
+  multi-leader pods collectives of `cxlsim.models.collectives.hierarchical_pods` (pool phases
+  inside each pod, in regions 0 and 1 of its pool, and a network phase among the hosts of one
+  index in every pod, with the algorithm the selector picks for n pods and that phase's size);
+  barrier runs the pods allgather with 0-byte blocks (a rank leaves once its pod's hosts are
+  in, each of which heard from its peers in every pod). Every other collective (reduce,
+  gather, scatter, reducescatter) runs its network algorithm (as the selector picks it for P
+  ranks) over `PodMessages`, noted. The pods algorithm runs whatever its closed form says
+  against the network's (no per-size choice between them, as `cxlsim simulate` makes).
 
 Each part of a pod fabric books a rank's CPU on its own timeline (the network's for
 compute and network messages, the pod pool's for pool messages), so a pool message's
@@ -22,15 +24,22 @@ says so.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from cxlsim.fabric.pods import REGIONS
 from cxlsim.fabric.transport import Transport
 from cxlsim.models.collectives import registry, runner, selectors
-from cxlsim.models.collectives.cxl_pool import PoolLayout
+from cxlsim.models.collectives.hierarchical_pods import pods_algorithms, phase_sizes
 from cxlsim.replay.collectives import Plan, plan
 from cxlsim.replay.pool_messages import PoolMessages
 
-__all__ = ["PodMessages", "pods_plan", "pool_bytes_needed", "CPU_NOTE"]
+__all__ = ["PodMessages", "PodsPlan", "pods_plan", "mailbox_floor", "CPU_NOTE"]
+
+_PODS = {"allgather": "allgather", "barrier": "allgather", "allreduce": "allreduce", "bcast": "broadcast",
+         "alltoall": "alltoall"}
+"""Traced kind -> the pods collective that runs it."""
+_REGIONS_USED = 2
+"""The pods collectives use regions 0 and 1 of each pod's pool; the mailboxes go above them."""
 
 CPU_NOTE = ("pods: a rank's pool messages use the pod pool's CPU timeline, its compute and network messages the "
             "network's (pool message polls do not delay compute)")
@@ -72,25 +81,49 @@ class PodMessages(Transport):
         return self.network.reduce(rank, size_bytes)
 
 
+@dataclass(frozen=True)
+class PodsPlan(Plan):
+    """A traced collective run by a pods record of `hierarchical_pods` (on the rank's `PodEndpoint`)."""
+
+    pods_collective: str = ""
+
+    def run(self, ep, tag: int):
+        record = _records()[self.pods_collective]
+        ctx = replace(self.ctx, elements=ep.size)
+        data = runner.initial(self.pods_collective, ep.rank, ep.size, ctx)
+        return (yield from record.run(ep, self.size_bytes, data, ctx))
+
+
+_RECORDS: dict = {}
+
+
+def _records() -> dict:
+    if not _RECORDS:
+        _RECORDS.update({a.collective: a for a in pods_algorithms(registry.lookup)})
+    return _RECORDS
+
+
 def pods_plan(call, pods: int, hosts: int, library: str, ctx: runner.Context) -> Plan:
     """The Plan of traced collective `call` on n = `pods` pods of q = `hosts` hosts (see the module docstring)."""
     kind = call.kind
-    if kind not in ("allgather", "barrier"):
+    if kind not in _PODS:
         base = plan(call, pods * hosts, library, ctx, False)
         over = f"{kind}: a network algorithm over pod messages (pool mailboxes inside a pod, the network between)"
         return replace(base, note="; ".join(filter(None, [base.note, over])))
-    size = call.size_bytes if kind == "allgather" else 0
+    collective = _PODS[kind]
+    size = 0 if kind == "barrier" else call.size_bytes
     notes = ["barrier: the pods allgather of 0 B"] if kind == "barrier" else []
     inter = "ring"
     if pods > 1:
-        name, _ = selectors.select(library, "allgather", pods, size)
-        algo, fallback = registry.lookup("allgather", name, pods)
+        phase = phase_sizes(collective, size, hosts, pods)
+        name, _ = selectors.select(library, collective, pods, phase)
+        algo, fallback = registry.lookup(collective, name, pods)
         inter = algo.name
         notes.append(f"{kind} between pods: {inter}" + (f" ({fallback})" if fallback else ""))
-    return Plan(kind, "allgather", "pods", size, replace(ctx, root=call.root, elements=1, inter=inter),
-                "; ".join(notes), on_pool=True)
+    return PodsPlan(kind, collective, "pods", size, replace(ctx, root=call.root, inter=inter), "; ".join(notes),
+                    on_pool=True, pods_collective=collective)
 
 
-def pool_bytes_needed(plans, pods: int, hosts: int) -> int:
-    """Bytes at the bottom of each pod's pool that the pods allgathers of `plans` use (n x m-byte blocks on q hosts)."""
-    return max((PoolLayout(hosts, pods * pl.size_bytes).total_bytes for pl in plans if pl.on_pool), default=0)
+def mailbox_floor(pods) -> int:
+    """The lowest byte of a pod's pool the mailboxes may use: above the regions the pods collectives use."""
+    return _REGIONS_USED * (pods.pools[0].pool_bytes // REGIONS)
