@@ -155,8 +155,7 @@ def shared_region(nworkers: int, nitems: int, dtype="float64", *, pool: str = "s
     region = RegionLayout.plan(nworkers, vector_bytes).region_bytes
     created = Pool.create(spec, nworkers, -(-region // (2 * nworkers)))
     try:
-        layout = RegionLayout.plan(nworkers, vector_bytes, base=created.layout.data_offset)
-        created.mapping[layout.base:layout.end] = bytes(layout.region_bytes)  # an existing file may hold anything
+        layout = RegionLayout.plan(nworkers, vector_bytes, base=created.layout.data_offset)  # a fresh file: zeros
         created.close()
         yield SharedHandle(pool=created.handle, layout=layout, nitems=nitems, dtype=dtype.str, coherence=coherence,
                            counter=counter, timeout_s=float(timeout_s))
