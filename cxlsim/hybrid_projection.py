@@ -134,7 +134,8 @@ def run_hybrid(scenario, setup, bar=None, stats: list | None = None) -> list[dic
         notes = [why] if why else []
         if name == PODS:
             inter, fallback = forms.inter(size)
-            notes += [f"between pods: {inter}" + (f" ({fallback})" if fallback else "")]
+            notes += [f"between pods: {inter}" + (f" ({fallback})" if fallback else "") if setup.pods > 1
+                      else "one pod: no network phase"]
             ctx = forms.context(inter)
             if scenario.engine == "analytic":
                 latency_ns, used, events = forms.pods(size, inter), PODS, 0

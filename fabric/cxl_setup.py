@@ -124,5 +124,7 @@ def elaborate(preset, fabric) -> CXLSetup:
             preset.switch.tree_leaves(fabric.nodes, ports)
     except InputError as exc:
         where = f"{levels} switch level(s)" if levels else "no switch"
-        raise InputError(f"fabric.nodes: {fabric.nodes} on {where}: {exc}") from None
+        hint = ("; more hosts than heads make a sparse pod (fabric.preset: cxl-pods, fabric.pods.pool: "
+                f"{preset.name}, docs/hybrid.md)" if levels == 0 else "")
+        raise InputError(f"fabric.nodes: {fabric.nodes} on {where}: {exc}{hint}") from None
     return CXLSetup(preset, coherence, levels, cx.devices, cx.chunk_bytes)
