@@ -39,8 +39,10 @@ class _Pipeline:
 
     def __init__(self, env, host_ports, routes, devices, chunk_lines: int):
         """host_ports[rank]: the issue `Port` of each host; routes[rank] = (up, down): the stages after
-        the host port, each (server `Port` or None for the chunk's device, reach ns from the previous
-        stage's service start); devices: the device `Port`s, interleaved by chunk."""
+        the host port, each (server, reach ns from the previous stage's service start), the server a
+        `Port`, None for the chunk's device, or a list of one `Port` per device for the chunk's device's
+        own server there (e.g. its link in the transfer's direction); devices: the device `Port`s,
+        interleaved by chunk."""
         self.env = env
         self.host_ports = host_ports
         self.routes = routes
@@ -73,7 +75,6 @@ class ReferencePipeline(_Pipeline):
         stages = self.routes[rank][0 if up else 1]
         reach = stages[0][1]
         c = self.chunk_lines
-        devices = self.devices
         state = [0, 0.0, finish]
         issue_end = start_ns
         now = self.env.now
@@ -82,13 +83,17 @@ class ReferencePipeline(_Pipeline):
             s1, issue_end = port.reserve(start_ns, nbytes)
             state[0] += 1
             self.env.at(s1 + reach - now, self._at_stage,
-                        (state, stages, 0, devices[(line // c) % len(devices)], nbytes, issue_end + reach))
+                        (state, stages, 0, (line // c) % len(self.devices), nbytes, issue_end + reach))
             line = (line // c + 1) * c
         return issue_end
 
     def _at_stage(self, event):
         state, stages, k, device, nbytes, tail = event._value
-        server = stages[k][0] or device
+        server = stages[k][0]
+        if server is None:
+            server = self.devices[device]
+        elif server.__class__ is list:
+            server = server[device]
         start, served = server.reserve(self.env.now, nbytes)
         end = served if served > tail else tail
         if k + 1 < len(stages):
@@ -116,25 +121,30 @@ class _Flow:
         self.bounds = bounds        # host-port boundaries: chunk i served during [bounds[i], bounds[i + 1]]
         self.now = now              # when the transfer was issued, ns
         self.ids = ids              # event id of chunk 0's arrival at stage 0
-        self.servers, self.reaches = route  # per stage: the server (None: the chunk's device), the reach
+        self.servers, self.reaches = route  # per stage: the server (a list: one per device), the reach
         self.reach = self.reaches[0]
         self.final = len(self.servers) - 1  # the last stage
         self.count = self.left = len(sizes)  # chunks; those not yet past the last stage
         self.last = 0.0             # latest end at the last stage so far
         self.finish = finish
         self.next = 0               # next chunk to arrive at stage 0
-        self.lanes = [_Lane(self, k) for k in range(1, len(self.servers))] if self.final else None
+        # lanes[k - 1]: the arrivals at stage k >= 1, one lane per server of stage k - 1 (one per
+        # device there if that stage is the chunk's device's): a FIFO starts the chunks it serves in
+        # their order, so each lane's arrivals come in time order
+        self.lanes = [[_Lane(self, k) for _ in range(len(server) if server.__class__ is list else 1)]
+                      for k, server in enumerate(self.servers[:-1], start=1)] if self.final else None
 
 
 class _Lane:
-    """A transfer's arrivals at stage k >= 1, in chunk order: (time, event id, tail) per chunk."""
+    """A transfer's arrivals at stage k >= 1 through one server of stage k - 1, in time order:
+    (chunk, time, event id, tail) per arrival."""
 
-    __slots__ = ("flow", "k", "times", "ids", "tails", "next", "armed")
+    __slots__ = ("flow", "k", "chunks", "times", "ids", "tails", "next", "armed")
 
     def __init__(self, flow, k):
         self.flow, self.k = flow, k
-        self.times, self.ids, self.tails = array("d"), array("q"), array("d")
-        self.next = 0               # next chunk to arrive here
+        self.chunks, self.times, self.ids, self.tails = array("q"), array("d"), array("q"), array("d")
+        self.next = 0               # next arrival to process
         self.armed = False          # its arrival is in the event queue
 
 
@@ -144,8 +154,9 @@ class ChunkPipeline(ReferencePipeline):
 
     def __init__(self, env, host_ports, routes, devices, chunk_lines: int):
         super().__init__(env, host_ports, routes, devices, chunk_lines)
-        self._plans = [tuple((tuple(server for server, _ in stages), tuple(reach for _, reach in stages))
-                             for stages in route) for route in routes]  # per rank: (up, down) as (servers, reaches)
+        # per rank: (up, down), each (servers, reaches); a server is a Port or a list of one per device
+        self._plans = [tuple((tuple(devices if server is None else server for server, _ in stages),
+                              tuple(reach for _, reach in stages)) for stages in route) for route in routes]
 
     def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
         """As `ReferencePipeline.transfer`."""
@@ -172,11 +183,11 @@ class ChunkPipeline(ReferencePipeline):
             self._call_at(now + (bounds[i] + reach - now), flow.ids + i, self._at_first, flow)
 
     def _at_later(self, fired):
-        """Chunk `lane.next` reached stage `lane.k` (now = its scheduled time)."""
+        """Arrival `lane.next` reached stage `lane.k` (now = its scheduled time)."""
         lane = fired._value
         i = lane.next
         times = lane.times
-        self._serve(lane.flow, lane.k, i, times[i], lane.tails[i])
+        self._serve(lane.flow, lane.k, lane.chunks[i], times[i], lane.tails[i])
         i = lane.next = i + 1
         if i < len(times):
             self._call_at(times[i], lane.ids[i], self._at_later, lane)
@@ -186,17 +197,19 @@ class ChunkPipeline(ReferencePipeline):
     def _serve(self, flow, k, i, now, tail):
         """Chunk i of `flow` reached stage k at `now` (the DES's time); its tail arrives at `tail`."""
         server = flow.servers[k]
-        if server is None:
-            devices = self.devices
-            server = devices[(flow.block + i) % len(devices)]
+        d = 0
+        if server.__class__ is list:  # the chunk's device's
+            d = (flow.block + i) % len(server)
+            server = server[d]
         nbytes = flow.sizes[i]
         start, served = server.reserve(now, nbytes)
         end = served if served > tail else tail
         if k < flow.final:
             reach = flow.reaches[k + 1]
-            lane = flow.lanes[k]
+            lane = flow.lanes[k][d]
             time = now + (start + reach - now)
             event_id = self._new_id(1)
+            lane.chunks.append(i)
             lane.times.append(time)
             lane.ids.append(event_id)
             lane.tails.append(end + reach)

@@ -4,7 +4,8 @@
   SimPy timeout it replaces; `reserve_ids` + `call_at` as the same calls made up front.
 - `Port.reserve_run` is `Port.reserve` on each chunk.
 - `ChunkPipeline` (one queued arrival per transfer and stage) equals `ReferencePipeline` (every
-  arrival its own event): finish times and order, issue ends, port counters, device bytes, events.
+  arrival its own event): finish times and order, issue ends, port counters, device bytes, events,
+  on one switch, a tree, and with per-device link stages.
 """
 from __future__ import annotations
 
@@ -122,6 +123,11 @@ def _pipeline_run(kind, seed):
     else:
         routes = [(((None, 75.5),), ((None, 75.5),))] * hosts
         servers = []
+    if seed % 4 >= 2:  # each device's own link per direction before its media: a list of one port per device
+        links = [[Port(f"dev{d} {way}", 0.6, 0.0) for d in range(len(devices))] for way in ("up", "down")]
+        routes = [tuple(stages[:-1] + ((way, stages[-1][1]), (None, 0.0)) for stages, way in zip(pair, links))
+                  for pair in routes]
+        servers += links[0] + links[1]
     pipe = kind(env, host_ports, routes, devices, rng.choice([1, 2, 8, 64]))
     log = []
 
