@@ -190,3 +190,27 @@ def test_every_choice_is_a_network_record():
                 for size in (0, 1, 256, 4096, 65536, 1 << 20):
                     name, _ = select(library, collective, p, size)
                     assert registry.lookup(collective, name, p)[0].transport == "network"
+
+
+# ------------------------------------------------------------------ the trace replay's collectives (cxlsim/replay/collectives.py)
+
+def test_the_replay_runs_barrier_alltoall_and_reduce_from_the_models():
+    from cxlsim.replay.collectives import alltoall_pairwise_ns, plan, reduce_binomial_ns
+    from cxlsim.replay.trace import Call
+
+    ctx = runner.Context()
+    barrier = plan(Call("barrier", "t", 1), 8, "mpich", ctx)
+    assert (barrier.collective, barrier.algorithm, barrier.size_bytes) == ("barrier", "dissemination", 0)
+    assert plan(Call("barrier", "t", 1), 5, "ompi", ctx).algorithm == "linear"        # Open MPI, 4 <= P < 8
+    tree = plan(Call("barrier", "t", 1), 300, "ompi", ctx)
+    assert tree.algorithm == "dissemination" and "tree" in tree.note
+    a2a = plan(Call("alltoall", "t", 1, size_bytes=4000), 8, "mpich", ctx)
+    assert (a2a.collective, a2a.algorithm) == ("alltoall", "pairwise") and "every size" in a2a.note
+    cm = analytic.CostModel.from_network(transport(2).network, 65536)
+    assert alltoall_pairwise_ns(cm, 8, 4000) == alltoall.pairwise_cost(cm, 8, 4000)
+    for p in (2, 5, 8):  # the binomial reduce: DES = its closed form
+        t = transport(p)
+        out = t.run({r: plan(Call("reduce", "t", 1, size_bytes=8000, root=1), p, "mpich", ctx).run(t.endpoint(r), 0)
+                     for r in range(p)})
+        assert out[1] == (0,)
+        assert t.env.now == pytest.approx(reduce_binomial_ns(cm, p, 8000), rel=1e-12)
