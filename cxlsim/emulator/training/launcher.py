@@ -92,7 +92,8 @@ def train(config, progress: bool | None = None) -> dict:
         warnings = (cores_warning(config.nranks) + concurrency_warning(others) + lock.warnings()
                     + placement_warning([ns for ns in roundtrips if ns is not None]))
     record = build_record(config, mode, model, outcomes, placement(roundtrips))
-    record.update(host_roundtrip_ns=roundtrips, warnings=warnings)
+    record.update(host_roundtrip_ns=roundtrips, warnings=warnings, slot_bytes=slot_bytes_for(model),
+                  allreduce_large_bytes=outcomes[0]["allreduce_large_bytes"])
     return record
 
 
@@ -125,6 +126,7 @@ def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers,
         return dict(entry=run_record.rank_entry(ctx.rank, log.step_s, log.compute_s, log.comm_s, log.loss,
                                                 log.t_end_s),
                     evals=evals, stopped=stopped, mode_stats=ctx.mode_stats,
+                    allreduce_large_bytes=int(comm.allreduce_large_bytes),
                     digest=hashlib.sha256(final.tobytes()).hexdigest() if final is not None else None)
 
 
@@ -140,7 +142,8 @@ def evaluate(model, dataset, snapshots) -> list[dict]:
 def build_record(config, mode, model, outcomes, where: str) -> dict:
     """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
     mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores; `train` adds
-    host_roundtrip_ns (the placement probes before and after, ns or None) and warnings)."""
+    host_roundtrip_ns (the placement probes before and after, ns or None), warnings, and the pool's
+    slot_bytes and allreduce_large_bytes (the allreduce's algorithm threshold the ranks used))."""
     evals = sorted((e for o in outcomes for e in o["evals"]), key=lambda e: (e["t_s"], e["step"]))
     ranks = [o["entry"] for o in outcomes]
     final = max((e for e in evals), key=lambda e: (e["step"], e["t_s"]), default=None)
