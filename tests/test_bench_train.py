@@ -247,10 +247,11 @@ def test_flush_coherence_gives_the_same_parameters():
     assert flush["coherence"] == "flush" and flush["final_param_sha256"] == hw["final_param_sha256"]
 
 
-def test_a_killed_rank_fails_sync_cleanly():
+@pytest.mark.parametrize("mode", ["sync", "ddp"])
+def test_a_killed_rank_fails_the_synchronous_modes_cleanly(mode):
     before = own_segments()
     with pytest.raises(RankFailure) as info:
-        train(config("sync", steps=50, failure=stragglers.Failure(worker=1, step=5)), progress=False)
+        train(config(mode, steps=50, failure=stragglers.Failure(worker=1, step=5)), progress=False)
     assert "SIGKILL" in info.value.failures[1]
     assert set(info.value.failures) == {0, 1}
     assert own_segments() == before == []
