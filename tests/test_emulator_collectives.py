@@ -352,35 +352,24 @@ def test_a_missing_rank_times_out_naming_it():
         run_local(2, fn, slot_bytes=256, timeout_s=0.5)
 
 
-
-# -- pipelined broadcasts and non-temporal copy-ins ---------------------------------------------
-def _pipelined(comm):
-    comm.enable_log(50000)
-    comm.broadcast_pipeline_bytes = 64
-    comm.nt_min_bytes = 32  # the twin has no such stores; results and schedules must not change
-    out = []
-    for call, (count, root) in enumerate([(5, 0), (16, 1), (40, 0), (41, 2), (64, 1), (3, 2)]):
-        buf = data(root, call, count, np.float64) if comm.rank == root else np.zeros(count)
-        comm.broadcast(buf, root)
-        out.append(buf.copy())
-        send = data(comm.rank, call, count * comm.size, np.int64)
-        recv = np.empty_like(send)
-        comm.alltoall(send, recv)
-        out.append(recv.copy())
-    return out, comm.log_events()
+def _non_temporal_workload(comm):
+    comm.nt_min_bytes = 1  # every copy into the pool streams (unaligned heads and tails included)
+    return _twin_workload(comm)
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
-def test_pipelined_broadcasts_equal_their_twin_and_pass_the_cache_model(coherence):
-    cython = run_local(3, _pipelined, slot_bytes=512, coherence=coherence, timeout_s=60)
-    twin = run_local(3, _pipelined, slot_bytes=512, coherence=coherence, kernel="reference", timeout_s=60)
+def test_non_temporal_copy_ins_deliver_the_same_bits_and_schedule(coherence):
+    streamed = run_local(3, _non_temporal_workload, slot_bytes=TWIN_SLOT, coherence=coherence, timeout_s=60)
+    plain, expected = twin_run("cython", 3, coherence), _expected_twin_results(3)
     for rank in range(3):
-        assert all(_same_bits(c, t) for c, t in zip(cython[rank][0], twin[rank][0]))
-        assert np.array_equal(cython[rank][1], twin[rank][1])
-    for call, (count, root) in enumerate([(5, 0), (16, 1), (40, 0), (41, 2), (64, 1), (3, 2)]):
-        assert all(_same_bits(cython[r][0][2 * call], data(root, call, count, np.float64)) for r in range(3))
-    # 40 doubles (320 B >= 2 x 64 B) go in five 64-byte steps: more steps than one slot's
-    steps = [e for e in cython[1][1].tolist() if e[0] == PoolEvent.FLAG_STORE]
-    assert len(steps) > 2 * 6
-    if coherence == "flush":
-        assert replay([log for _, log in cython], SegmentLayout.plan(3, 512)) == []
+        assert all(_same_bits(s, e) for s, e in zip(streamed[rank][0], expected[rank]))
+        assert np.array_equal(streamed[rank][1], plain[rank][1])
+
+
+def test_the_non_temporal_threshold_is_checked():
+    from cxlsim.emulator._pool_kernel import check_nt_min_bytes
+
+    assert check_nt_min_bytes(0) == 0 and check_nt_min_bytes(65536) == 65536
+    for bad in (-1, 1.5, True, "64KiB"):
+        with pytest.raises(InputError, match="nt_min_bytes: expected a number of bytes >= 0"):
+            check_nt_min_bytes(bad)

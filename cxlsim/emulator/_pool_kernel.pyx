@@ -159,7 +159,6 @@ cdef class PoolKernel:
         self.coll.known_done = 0
         self.coll.missing = -1
         self.coll.pending_ack = self.coll.pending_ack_round = 0
-        self.coll.pipeline_bytes = 0
         self.vc_allgather, self.vc_broadcast, self.vc_alltoall = ViewCache(), ViewCache(), ViewCache()
 
     def __dealloc__(self):
@@ -221,15 +220,6 @@ cdef class PoolKernel:
         self.coll.pool.bw_bytes_per_ns = pool_bw_bytes_per_ns
         self.coll.pool.timed = pool_latency_ns > 0 or pool_bw_bytes_per_ns > 0
         self.coll.pool.spin_overhead_ns = spin_overhead_ns() if self.coll.pool.timed else 0.0
-
-    @property
-    def broadcast_pipeline_bytes(self):
-        """Broadcasts of at least twice this many bytes go in chunks of it (0 = one slot per chunk; cxl_coll.h)."""
-        return self.coll.pipeline_bytes
-
-    @broadcast_pipeline_bytes.setter
-    def broadcast_pipeline_bytes(self, value):
-        self.coll.pipeline_bytes = check_nt_min_bytes(value, "broadcast_pipeline_bytes")
 
     @property
     def nt_min_bytes(self):
@@ -759,10 +749,10 @@ def count_and_dtype(buf):
     return memoryview(buf).nbytes, np.dtype(np.uint8)
 
 
-def check_nt_min_bytes(value, what="nt_min_bytes"):
-    """A byte setting that 0 turns off (nt_min_bytes, broadcast_pipeline_bytes): an int >= 0; InputError naming `what` otherwise."""
+def check_nt_min_bytes(value):
+    """The non-temporal copy-in threshold in bytes: an int >= 0 (0 = off); InputError otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise InputError(f"{what}: expected a number of bytes >= 0 (0 = off), got {value!r}")
+        raise InputError(f"nt_min_bytes: expected a number of bytes >= 0 (0 = off), got {value!r}")
     return int(value)
 
 

@@ -59,9 +59,6 @@ typedef struct {
     uint64_t missing_flag;     /* after a timeout: the flag value awaited */
     uint64_t pending_ack;      /* a zero-copy broadcast reader's done(e), published when its next call starts (0 = none) */
     uint64_t pending_ack_round;/* that broadcast's data round */
-    uint64_t pipeline_bytes;   /* broadcasts of at least twice this many bytes go in chunks of it, so a
-                                  reader copies one chunk out while the root copies the next in (0 = one
-                                  slot per chunk) */
 } cxl_coll_t;
 
 static inline uint64_t cxl_coll_written(uint64_t epoch) { return epoch; }
@@ -329,15 +326,12 @@ static int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, 
 /* ---- broadcast -------------------------------------------------------------------------- */
 
 /* The root's nbytes at buf reach every rank's buf. The root writes each chunk once and does not
- * wait for the readers; each reader acknowledges each chunk (done) after copying it out. Chunks
- * are a slot, or c->pipeline_bytes when set and the call is at least twice that: the root writes
- * chunk k + 1 into the other buffer while the readers copy chunk k out. */
+ * wait for the readers; each reader acknowledges each chunk (done) after copying it out. */
 static int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int root)
 {
     cxl_pool_t *p = &c->pool;
     int is_root = p->rank == root;
     uint64_t chunk = nbytes < c->slot_bytes ? nbytes : c->slot_bytes;
-    if (c->pipeline_bytes && nbytes >= 2 * c->pipeline_bytes && chunk > c->pipeline_bytes) chunk = c->pipeline_bytes;
     for (uint64_t off = 0; off < nbytes; off += chunk) {
         uint64_t len = nbytes - off < chunk ? nbytes - off : chunk, round;
         if (cxl_coll_claim(c, is_root, &round)) return CXL_COLL_TIMEOUT;

@@ -25,7 +25,6 @@ cdef extern from "cxl_coll.h" nogil:
         uint64_t missing_flag
         uint64_t pending_ack
         uint64_t pending_ack_round
-        uint64_t pipeline_bytes
 
     ctypedef struct cxl_allreduce_t:
         uint64_t count

@@ -87,7 +87,6 @@ class ReferenceKernel:
         self._missing_flag = 0
         self._pending = None  # a split-phase allreduce in flight (reference_collectives)
         self._pending_ack = None  # (done value, round) of a zero-copy broadcast read: published at the next call
-        self.broadcast_pipeline_bytes = 0  # broadcasts of at least twice this go in chunks of it (0 = slots)
         self._log = None
         self._log_length = 0
 

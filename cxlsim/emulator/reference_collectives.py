@@ -127,9 +127,6 @@ class ReferenceCollectives:
         data = _bytes_of(buf, True, "broadcast: buf")
         nbytes, is_root = data.nbytes, self._rank == root
         chunk = min(nbytes, self._slot_bytes)
-        pipe = self.broadcast_pipeline_bytes
-        if pipe and nbytes >= 2 * pipe and chunk > pipe:
-            chunk = pipe
         for off in range(0, nbytes, chunk or 1):
             n = min(chunk, nbytes - off)
             round = self._claim(is_root, "broadcast")
