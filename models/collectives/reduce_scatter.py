@@ -14,6 +14,8 @@ reduced segment (segment r of P equal segments of seg = ceil(s/P) bytes, as
   the partner keeps and reducing the half it keeps (a folded new rank holds
   two segments); then a local copy of its own segment, and the odd ranks below
   2 rem send their partner its segment.
+  Open MPI's `reduce_scatter_intra_basic_recursivehalving` (id 2) is the same
+  fold, steps and copies.
 - `pairwise` (MPICH `reduce_scatter_intra_pairwise`, 512 KiB and above): a
   local copy of its own segment, then P-1 steps: send segment r+i to r+i,
   receive its segment from r-i and reduce it.
@@ -196,7 +198,8 @@ def pairwise_cost(cm, p, s, ctx=None):
 
 
 RECURSIVE_HALVING = Algorithm("reduce_scatter", "recursive_halving", recursive_halving, recursive_halving_cost,
-                              source="MPICH reduce_scatter_intra_recursive_halving (commutative, < 512 KiB)")
+                              source="MPICH reduce_scatter_intra_recursive_halving (commutative, < 512 KiB); "
+                                     "Open MPI basic_recursivehalving (id 2): the same fold, steps and copies")
 PAIRWISE = Algorithm("reduce_scatter", "pairwise", pairwise, pairwise_cost,
                      source="MPICH reduce_scatter_intra_pairwise (commutative, >= 512 KiB)")
 RECORDS = (RECURSIVE_HALVING, PAIRWISE)

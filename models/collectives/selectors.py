@@ -45,7 +45,8 @@ Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0
   max_requests 0 posts every request at once, as linear), 5 two_proc ->
   pairwise (one exchange and a local copy: pairwise at P = 2); barrier 1
   linear, 3 recursive_doubling, 4 bruck -> dissemination (the same
-  messages); reduce_scatter 2 recursive_halving -> MPICH's, 3 ring. Choices
+  messages); reduce_scatter 2 recursive_halving (the same fold, steps and
+  copies as MPICH's), 3 ring. Choices
   not modelled run a substitute and the note names both: barrier 6 tree ->
   dissemination; reduce_scatter 1 non-overlapping (reduce, then scatterv) and
   4 butterfly -> recursive_halving.
