@@ -72,6 +72,7 @@ def main() -> int:
     args = parser.parse_args()
     if any(r % POD_HOSTS for r in args.ranks):
         parser.error(f"--ranks: multiples of {POD_HOSTS} (the pods' size)")
+    os.makedirs(args.out, exist_ok=True)  # before the runs: a bad --out fails now, not after them
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for pattern in args.patterns:
@@ -103,7 +104,6 @@ def main() -> int:
                 if ranks > args.pool_max_ranks and "cxl3-pool" in args.fabrics:
                     print(f"{pattern:<9}{ranks:>5} {'cxl3-pool':<14} not run (more than --pool-max-ranks "
                           f"{args.pool_max_ranks} hosts on one pool)", flush=True)
-    os.makedirs(args.out, exist_ok=True)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
     writer.writeheader()
