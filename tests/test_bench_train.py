@@ -174,6 +174,8 @@ def test_record_write_and_read(tmp_path):
     assert lines[0] == "rank,step,step_s,compute_s,comm_s,loss,t_end_s" and len(lines) == 1 + 2
     assert run_record.throughput_samples_per_s(RECORD["ranks"], 4) == pytest.approx(4 * 2 / 0.5)
     assert run_record.time_to_accuracy(RECORD["eval"], (0.5, 0.99)) == {"0.5": 0.3, "0.99": None}
+    assert run_record.time_to_accuracy_window(RECORD["eval"], (0.5, 0.1, 0.99)) == {"0.5": [0.2, 0.3],
+                                                                                   "0.1": [0.0, 0.2], "0.99": None}
 
 
 RECORD = {"mode": "sync", "np": 1, "model": "mlp", "dataset": "synthetic", "steps": 2, "batch_size": 4, "lr": 0.1,

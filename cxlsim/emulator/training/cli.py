@@ -140,7 +140,9 @@ def summary(record: dict) -> str:
                      f"{f'{step_ms.min():.3f}-{step_ms.max():.3f}':>17} "
                      f"{np.median(entry['compute_s']) * 1e3:>11.3f} {np.median(entry['comm_s']) * 1e3:>9.3f} "
                      f"{entry['loss'][-1]:>10.4f}")
+    windows = record.get("time_to_accuracy_window_s", {})
     tta = ", ".join(f"{acc}: {'not reached' if t is None else f'{t:.3f} s'}"
+                    + (f" (crossed after {windows[acc][0]:.3f} s)" if windows.get(acc) else "")
                     for acc, t in record["time_to_accuracy_s"].items())
     lines.append(f"throughput {record['throughput_samples_per_s']:.1f} samples/s; final test accuracy "
                  f"{record['final_accuracy']:.4f}; time to accuracy {tta}")

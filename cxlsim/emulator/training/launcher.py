@@ -162,6 +162,7 @@ def build_record(config, mode, model, outcomes, where: str) -> dict:
         "ranks": ranks, "eval": evals,
         "throughput_samples_per_s": run_record.throughput_samples_per_s(ranks, config.batch_size),
         "time_to_accuracy_s": run_record.time_to_accuracy(evals, config.targets),
+        "time_to_accuracy_window_s": run_record.time_to_accuracy_window(evals, config.targets),
         "final_accuracy": final["accuracy"] if final else 0.0,
         "failed_ranks": [i for i, o in enumerate(outcomes) if o["stopped"]],
         "failures": {str(i): o["stopped"] for i, o in enumerate(outcomes) if o["stopped"]},

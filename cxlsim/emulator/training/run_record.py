@@ -25,7 +25,8 @@ at the step's end. `eval` is the test-set loss and accuracy of the parameters as
 at wall time t_s (snapshots taken during the run, evaluated after it, so evaluation costs the
 run nothing). throughput = samples processed by all ranks / the wall time of the last step's
 end. time_to_accuracy_s maps each asked accuracy to the first eval t_s that reached it (null:
-never reached). steps.csv has one row per rank and step with the per-step lists' values.
+never reached); time_to_accuracy_window_s gives the interval it was crossed in (from the
+snapshot before that one, or 0.0). steps.csv has one row per rank and step with the per-step lists' values.
 """
 from __future__ import annotations
 
@@ -77,6 +78,18 @@ def time_to_accuracy(evals: list[dict], targets) -> dict:
     for target in targets:
         hit = next((e["t_s"] for e in sorted(evals, key=lambda e: e["t_s"]) if e["accuracy"] >= target), None)
         out[f"{target:g}"] = hit
+    return out
+
+
+def time_to_accuracy_window(evals: list[dict], targets) -> dict:
+    """{"<acc>": [t_s of the snapshot before the first that reached acc (0.0 if none), that one's t_s], or None}:
+    the accuracy was crossed between the two (snapshots are every eval_every steps)."""
+    ordered = sorted(evals, key=lambda e: e["t_s"])
+    out = {}
+    for target in targets:
+        index = next((i for i, e in enumerate(ordered) if e["accuracy"] >= target), None)
+        out[f"{target:g}"] = None if index is None else [ordered[index - 1]["t_s"] if index else 0.0,
+                                                          ordered[index]["t_s"]]
     return out
 
 
