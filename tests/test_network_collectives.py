@@ -214,3 +214,15 @@ def test_the_replay_runs_barrier_alltoall_and_reduce_from_the_models():
                      for r in range(p)})
         assert out[1] == (0,)
         assert t.env.now == pytest.approx(reduce_binomial_ns(cm, p, 8000), rel=1e-12)
+
+
+@pytest.mark.parametrize("p, s, expect, noted", [
+    # Open MPI 5.0.9 allreduce, commutative op: P < 4: < 8 ring, < 4096 RD, < 8192 ring, < 16384 RD, < 65536 ring,
+    # < 262144 segmented ring (segment size 0: the ring), else rabenseifner; 4 <= P < 8: < 16 ring, < 8192 RD, ...
+    (2, 7, "ring", False), (2, 8, "recursive_doubling", False), (2, 100_000, "ring", True),
+    (2, 262144, "rabenseifner", False), (3, 262144, "rabenseifner", True), (6, 15, "ring", False),
+    (6, 8191, "recursive_doubling", False), (8, 8192, "rabenseifner", False), (200, 1000, "recursive_doubling", True),
+])
+def test_ompi_allreduce(p, s, expect, noted):
+    name, note = select("ompi", "allreduce", p, s)
+    assert name == expect and bool(note) == noted

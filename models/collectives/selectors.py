@@ -21,8 +21,9 @@ MPIR_CVAR_BCAST_LONG_MSG_SIZE = 524288, MPIR_CVAR_BCAST_MIN_PROCS = 8):
 s < 12288 or P < 8: binomial; s < 524288 and power-of-two P: scatter +
 recursive-doubling allgather; otherwise scatter + ring allgather. These two
 thresholds come from the MPICH source, not from the project's reference
-notes. Open MPI's fixed allreduce and broadcast rules are not in the
-reference, so 'ompi' uses MPICH's and says so. Gather (binomial, the
+notes. Open MPI's fixed broadcast rule picks algorithms cxlsim does not
+model (binary and split-binary trees, k-nomial, chain with fan-out), so 'ompi'
+uses MPICH's broadcast rule and says so. Gather (binomial, the
 one implemented) always gets it.
 
 Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0.9):
@@ -36,11 +37,17 @@ Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0
   generic.json), s the whole vector: s < 524288
   (MPIR_CVAR_REDUCE_SCATTER_COMMUTATIVE_LONG_MSG_SIZE): recursive halving;
   otherwise pairwise.
-- Open MPI alltoall, barrier, reduce_scatter: the rows of
-  `ompi/mca/coll/tuned/coll_tuned_decision_fixed.c` (5.0.9) in `_OMPI_ALLTOALL`,
-  `_OMPI_BARRIER`, `_OMPI_REDUCE_SCATTER`: by P (strict '<'), then by the
-  bytes per destination (alltoall) or of the whole vector (reduce_scatter),
-  strict '<'. Their ids map to the algorithms here: alltoall 1 linear, 2
+- Open MPI allreduce (commutative op), alltoall, barrier, reduce_scatter: the rows of
+  `ompi/mca/coll/tuned/coll_tuned_decision_fixed.c` (5.0.9) in `_OMPI_ALLREDUCE`,
+  `_OMPI_ALLTOALL`, `_OMPI_BARRIER`, `_OMPI_REDUCE_SCATTER`: by P (strict '<'), then by the
+  bytes per destination (alltoall) or of the whole vector (allreduce,
+  reduce_scatter),
+  strict '<'. Their ids map to the algorithms here: allreduce 3
+  recursive_doubling, 4 ring, 5 segmented ring (its segment size 0 in the
+  fixed rule runs the ring), 6 rabenseifner (Open MPI's pairs by doubling
+  distance, the same cost here, and folds a non-power-of-two P by exchanging
+  halves: noted), 2 nonoverlapping not modelled (recursive doubling, noted);
+  alltoall 1 linear, 2
   pairwise, 3 modified_bruck, 4 linear_sync -> linear (its default
   max_requests 0 posts every request at once, as linear), 5 two_proc ->
   pairwise (one exchange and a local copy: pairwise at P = 2); barrier 1
@@ -112,8 +119,8 @@ def mpich_allreduce(p: int, s: int) -> tuple[str, str | None]:
 
 
 def ompi_allreduce(p: int, s: int) -> tuple[str, str | None]:
-    name, _ = mpich_allreduce(p, s)
-    return name, "Open MPI's allreduce rule is not in the reference; used MPICH's"
+    name, note = _ompi_table("allreduce", _OMPI_ALLREDUCE, p, s)
+    return name, (None if name == "rabenseifner" and is_pow2(p) else note)
 
 
 def mpich_broadcast(p: int, s: int) -> tuple[str, str | None]:
@@ -160,6 +167,19 @@ _OMPI_ALLTOALL = (
     (4096, [(1024, 3), (4096, 4), (8192, 1), (131072, 4)], 1),
     (None, [(2048, 3), (8192, 4), (16384, 1), (32768, 4), (65536, 1)], 4),
 )
+_OMPI_ALLREDUCE = (  # commutative operations
+    (4, [(8, 4), (4096, 3), (8192, 4), (16384, 3), (65536, 4), (262144, 5)], 6),
+    (8, [(16, 4), (8192, 3)], 6),
+    (16, [(8192, 3)], 6),
+    (32, [(64, 5), (4096, 3)], 6),
+    (64, [(128, 5)], 6),
+    (128, [(262144, 3)], 6),
+    (256, [(131072, 2), (262144, 3)], 6),
+    (512, [(4096, 2)], 6),
+    (2048, [(2048, 2), (16384, 3)], 6),
+    (4096, [(2048, 2), (4096, 5), (16384, 3)], 6),
+    (None, [(2048, 2), (16384, 5), (32768, 3)], 6),
+)
 _OMPI_BARRIER = ((4, [], 3), (8, [], 1), (64, [], 3), (256, [], 4), (512, [], 6), (1024, [], 4), (4096, [], 6),
                  (None, [], 4))
 _OMPI_REDUCE_SCATTER = (
@@ -182,6 +202,12 @@ def _not_modelled(what: str, ran: str) -> str:
 
 
 _OMPI_IDS = {
+    "allreduce": {2: ("recursive_doubling", _not_modelled("nonoverlapping (id 2: reduce, then broadcast)",
+                                                          "recursive doubling")),
+                  3: ("recursive_doubling", None), 4: ("ring", None),
+                  5: ("ring", "Open MPI's segmented ring (id 5) with the fixed rule's segment size 0 runs its ring"),
+                  6: ("rabenseifner", "Open MPI's rabenseifner (id 6) folds a non-power-of-two P by exchanging "
+                                      "halves; ran MPICH's (whole-vector fold)")},
     "alltoall": {1: ("linear", None), 2: ("pairwise", None), 3: ("modified_bruck", None),
                  4: ("linear", "Open MPI's linear_sync (id 4) with its default max_requests 0 posts every request "
                                "at once, as linear"),
