@@ -117,6 +117,20 @@ def test_straggler_matrix_is_the_des_draw():
     assert cfg.stragglers == {"cv": 0.2, "slowdown": None, "failure": {"worker": 1, "step": 5}}
 
 
+def test_factor_past_the_straggler_rows_repeats_them_and_a_failure_stays():
+    from cxlsim.emulator.training.context import RankContext
+
+    class Comm:
+        rank, size = 1, 2
+
+    cfg = config(steps=4, factors=(1.0, 2.0), failure=stragglers.Failure(worker=1, step=3))
+    m = np.array([[1.0, 1.5], [1.0, 1.0], [1.0, 3.0], [1.0, np.inf]])
+    ctx = RankContext(comm=Comm(), config=cfg, model=None, data=None, params0=None, multipliers=m, synchronous=False)
+    assert [ctx.factor(s) for s in range(3)] == [3.0, 2.0, 6.0] and np.isinf(ctx.factor(10))
+    m[3, 1] = 1.0
+    assert [ctx.factor(s) for s in (4, 5, 6)] == [3.0, 2.0, 6.0]
+
+
 def test_pacer_waits_factor_minus_one_times_the_work():
     with Pacer(3.0) as pacer:
         total = 0.0

@@ -131,9 +131,13 @@ class RankContext:
         return self.data.batch(step, self.rank, self.nranks, self.config.batch_size)
 
     def factor(self, step: int) -> float:
-        """This rank's compute slow-down at `step`: its factor x the straggler multiplier (inf: failed)."""
-        row = min(step, self.multipliers.shape[0] - 1)
-        return self.config.factors[self.rank] * float(self.multipliers[row, self.rank])
+        """This rank's compute slow-down at `step`: its factor x the straggler multiplier (inf: failed).
+        Past the matrix's rows (async and hybrid: a fast rank runs more local steps than config.steps)
+        the rows repeat from the first; a rank failed in the last row stays failed."""
+        rows = self.multipliers.shape[0]
+        column = self.multipliers[:, self.rank]
+        row = step if step < rows else (rows - 1 if math.isinf(column[-1]) else step % rows)
+        return self.config.factors[self.rank] * float(column[row])
 
     def pace(self, step: int) -> Pacer:
         """The paced compute of `step` (a context manager); a failed rank fails here (see the module docstring)."""
