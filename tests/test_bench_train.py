@@ -225,6 +225,7 @@ def test_sync_converges_and_is_bitwise_identical_across_ranks(sync_run):
     assert sync_run["eval"][-1]["step"] == 200 and sync_run["failed_ranks"] == []
     assert len(sync_run["host_roundtrip_ns"]) == 2 and isinstance(sync_run["warnings"], list)
     assert sync_run["placement"] in ("fast", "slow", "unknown") and sync_run["lockstep"] is True
+    assert own_segments() == []  # the pool segment is gone after a run
     assert sync_run["slot_bytes"] == 139264 and sync_run["allreduce_large_bytes"] >= 0  # 137,808 B to a page
 
 
