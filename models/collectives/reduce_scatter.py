@@ -27,7 +27,14 @@ rank when P is not a power of two, so its form follows every rank's finish
 time through each step by the LogGP exchange rule (`exchange`): for rank r
 receiving k_in from q and sending k_out,
     t_r' = max(max(t_q + o + wire(k_in), t_r + o) + o, t_r + o + k_out beta) + R(k_in)
-(the receive, its own send's local completion, then the reduction).
+(the receive, its own send's local completion, then the reduction). One link
+is shared: a folded rank's host link carries the fold message and, at the
+same time, its first partner's half when that partner is not folded; the
+form delays the fold message by the chunks of the other that go first
+(`_shared_link_delay`, cut-through switches, equal link rates: every preset).
+When both have as many chunks, their last chunks are ready at the same
+instant and the DES orders them by floating-point rounding, so it may be later
+than the form by the other's last chunk (the tests check that bound).
 """
 from __future__ import annotations
 
