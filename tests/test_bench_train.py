@@ -24,6 +24,11 @@ def config(mode="sync", nranks=2, **kw) -> settings.TrainConfig:
     return settings.TrainConfig(mode=mode, nranks=nranks, **kw)
 
 
+def run(cfg) -> dict:
+    """A run without the placement probes (the sync fixture and the CLI tests keep them)."""
+    return train(cfg, progress=False, probe_host=False)
+
+
 def test_config_defaults_and_refusals():
     c = config(nranks=3, coherence="flush")
     assert c.factors == (1.0,) * 3 and c.gpus == (None,) * 3 and c.coherence is Coherence.FLUSH
@@ -212,7 +217,7 @@ STATED_ACCURACY = 0.9  # mlp on the synthetic set, np 2, 200 steps of 2 x 32 sam
 
 @pytest.fixture(scope="module")
 def sync_run():
-    return train(config("sync", **CONVERGENCE), progress=False)
+    return train(config("sync", **CONVERGENCE), progress=False)  # with the placement probes
 
 
 def test_sync_converges_and_is_bitwise_identical_across_ranks(sync_run):
@@ -230,7 +235,7 @@ def test_sync_converges_and_is_bitwise_identical_across_ranks(sync_run):
 
 
 def test_sync_repeats_bitwise_for_one_seed(sync_run):
-    again = train(config("sync", **CONVERGENCE), progress=False)
+    again = run(config("sync", **CONVERGENCE))
     assert again["final_param_sha256"] == sync_run["final_param_sha256"]
     assert [e["accuracy"] for e in again["eval"]] == [e["accuracy"] for e in sync_run["eval"]]
     assert [r["loss"] for r in again["ranks"]] == [r["loss"] for r in sync_run["ranks"]]
@@ -238,29 +243,28 @@ def test_sync_repeats_bitwise_for_one_seed(sync_run):
 
 @pytest.mark.parametrize("overlap", [True, False])
 def test_ddp_converges_bitwise_as_sync(sync_run, overlap):
-    run = train(config("ddp", overlap=overlap, **CONVERGENCE), progress=False)
-    assert run["final_accuracy"] >= STATED_ACCURACY
-    assert run["final_param_sha256"] == sync_run["final_param_sha256"]  # the same left folds, in buckets
-    assert run["buckets"] == 4 and run["overlap"] is overlap
+    ddp = run(config("ddp", overlap=overlap, **CONVERGENCE))
+    assert ddp["final_accuracy"] >= STATED_ACCURACY
+    assert ddp["final_param_sha256"] == sync_run["final_param_sha256"]  # the same left folds, in buckets
+    assert ddp["buckets"] == 4 and ddp["overlap"] is overlap
 
 
 def test_sync_converges_on_digits_when_installed():
     pytest.importorskip("sklearn")
-    run = train(config("sync", dataset="digits", steps=200, eval_every=100), progress=False)
-    assert run["final_accuracy"] >= 0.93  # seed 1: 0.950
+    digits = run(config("sync", dataset="digits", steps=200, eval_every=100))
+    assert digits["final_accuracy"] >= 0.93  # seed 1: 0.950
 
 
 def test_ddp_many_buckets_on_the_cnn_with_slow_ranks():
-    run = train(config("ddp", model="cnn-small", overlap=True, buckets=7, steps=10, factors=(1.0, 2.0)),
-                progress=False)
-    sync = train(config("sync", model="cnn-small", steps=10, factors=(1.0, 2.0)), progress=False)
-    assert run["final_param_sha256"] == sync["final_param_sha256"] and len(set(run["final_param_sha256"])) == 1
-    assert run["buckets"] == 7 and run["factors"] == [1.0, 2.0]
+    ddp = run(config("ddp", model="cnn-small", overlap=True, buckets=7, steps=10, factors=(1.0, 2.0)))
+    sync = run(config("sync", model="cnn-small", steps=10, factors=(1.0, 2.0)))
+    assert ddp["final_param_sha256"] == sync["final_param_sha256"] and len(set(ddp["final_param_sha256"])) == 1
+    assert ddp["buckets"] == 7 and ddp["factors"] == [1.0, 2.0] and ddp["placement"] == "unknown"
 
 
 def test_flush_coherence_gives_the_same_parameters():
-    hw = train(config("sync", steps=15), progress=False)
-    flush = train(config("sync", steps=15, coherence=Coherence.FLUSH), progress=False)
+    hw = run(config("sync", steps=15))
+    flush = run(config("sync", steps=15, coherence=Coherence.FLUSH))
     assert flush["coherence"] == "flush" and flush["final_param_sha256"] == hw["final_param_sha256"]
 
 
@@ -268,7 +272,7 @@ def test_flush_coherence_gives_the_same_parameters():
 def test_a_killed_rank_fails_the_synchronous_modes_cleanly(mode):
     before = own_segments()
     with pytest.raises(RankFailure) as info:
-        train(config(mode, steps=50, failure=stragglers.Failure(worker=1, step=5)), progress=False)
+        run(config(mode, steps=50, failure=stragglers.Failure(worker=1, step=5)))
     assert "SIGKILL" in info.value.failures[1]
     assert set(info.value.failures) == {0, 1}
     assert own_segments() == before == []

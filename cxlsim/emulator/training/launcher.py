@@ -66,8 +66,10 @@ def placement(roundtrips_ns) -> str:
     return "slow" if max(known) > SLOW_ROUNDTRIP_NS else "fast"
 
 
-def train(config, progress: bool | None = None) -> dict:
-    """Run `config` (a TrainConfig) and return its train.json record."""
+def train(config, progress: bool | None = None, probe_host: bool = True) -> dict:
+    """Run `config` (a TrainConfig) and return its train.json record. progress: rank 0's progress bar
+    (default: on a terminal, for runs of PROGRESS_MIN_STEPS or more). probe_host=False skips the
+    placement probes (placement "unknown"; tests that do not need it save two forks each)."""
     mode = modes.mode(config.mode)
     check_options(config, mode)
     loop = mode.resolve("loop")
@@ -82,12 +84,12 @@ def train(config, progress: bool | None = None) -> dict:
     hook = mode.resolve("shared")(config, model) if mode.shared else contextlib.nullcontext()
     with BenchLock() as lock:
         others = set(lock.others())
-        roundtrips = [roundtrip_or_none()]
+        roundtrips = [roundtrip_or_none() if probe_host else None]
         with hook as shared:
             job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show)
             outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
                                  coherence=config.coherence, timeout_s=config.timeout_s)
-        roundtrips.append(roundtrip_or_none())
+        roundtrips.append(roundtrip_or_none() if probe_host else None)
         others |= set(lock.others()) | set(lock.visitors())
         warnings = (cores_warning(config.nranks) + concurrency_warning(others) + lock.warnings()
                     + placement_warning([ns for ns in roundtrips if ns is not None]))
