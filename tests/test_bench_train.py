@@ -192,6 +192,9 @@ def test_record_write_and_read(tmp_path):
     lines = open(csv_path).read().splitlines()
     assert lines[0] == "rank,step,step_s,compute_s,comm_s,loss,t_end_s" and len(lines) == 1 + 2
     assert run_record.throughput_samples_per_s(RECORD["ranks"], 4) == pytest.approx(4 * 2 / 0.5)
+    spread = run_record.step_throughput(RECORD["ranks"], 4)
+    assert spread["median"] == pytest.approx(4 / 0.25)
+    assert spread["p10_p90"] == [pytest.approx(4 / 0.29), pytest.approx(4 / 0.21)]
     assert run_record.time_to_accuracy(RECORD["eval"], (0.5, 0.99)) == {"0.5": 0.3, "0.99": None}
     assert run_record.time_to_accuracy_window(RECORD["eval"], (0.5, 0.1, 0.99)) == {"0.5": [0.2, 0.3],
                                                                                    "0.1": [0.0, 0.2], "0.99": None}

@@ -144,7 +144,10 @@ def summary(record: dict) -> str:
     tta = ", ".join(f"{acc}: {'not reached' if t is None else f'{t:.3f} s'}"
                     + (f" (crossed after {windows[acc][0]:.3f} s)" if windows.get(acc) else "")
                     for acc, t in record["time_to_accuracy_s"].items())
-    lines.append(f"throughput {record['throughput_samples_per_s']:.1f} samples/s; final test accuracy "
+    steps = record.get("step_throughput_samples_per_s")
+    by_step = (f" (from the median steps {steps['median']:.0f}, p90-p10 steps {steps['p10_p90'][0]:.0f}-"
+               f"{steps['p10_p90'][1]:.0f})" if steps else "")
+    lines.append(f"throughput {record['throughput_samples_per_s']:.1f} samples/s{by_step}; final test accuracy "
                  f"{record['final_accuracy']:.4f}; time to accuracy {tta}")
     if record["failed_ranks"]:
         lines.append(f"failed ranks (the others went on): {record['failed_ranks']}")

@@ -163,6 +163,7 @@ def build_record(config, mode, model, outcomes, where: str) -> dict:
         "stragglers": config.stragglers, "placement": where,
         "ranks": ranks, "eval": evals,
         "throughput_samples_per_s": run_record.throughput_samples_per_s(ranks, config.batch_size),
+        "step_throughput_samples_per_s": run_record.step_throughput(ranks, config.batch_size),
         "time_to_accuracy_s": run_record.time_to_accuracy(evals, config.targets),
         "time_to_accuracy_window_s": run_record.time_to_accuracy_window(evals, config.targets),
         "final_accuracy": final["accuracy"] if final else 0.0,

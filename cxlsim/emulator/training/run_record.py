@@ -24,7 +24,8 @@ hide, plus the update), loss the rank's training loss on its own batch, t_end_s 
 at the step's end. `eval` is the test-set loss and accuracy of the parameters as they were
 at wall time t_s (snapshots taken during the run, evaluated after it, so evaluation costs the
 run nothing). throughput = samples processed by all ranks / the wall time of the last step's
-end. time_to_accuracy_s maps each asked accuracy to the first eval t_s that reached it (null:
+end; step_throughput_samples_per_s gives the same from the ranks' median step times, with
+the spread from their 90th and 10th percentile steps. time_to_accuracy_s maps each asked accuracy to the first eval t_s that reached it (null:
 never reached); time_to_accuracy_window_s gives the interval it was crossed in (from the
 snapshot before that one, or 0.0). steps.csv has one row per rank and step with the per-step lists' values.
 """
@@ -35,6 +36,8 @@ import io
 import json
 import math
 import os
+
+import numpy as np
 
 from cxlsim.errors import InputError
 from cxlsim.results import atomic_write
@@ -70,6 +73,20 @@ def throughput_samples_per_s(ranks: list[dict], batch_size: int) -> float:
     samples = batch_size * sum(r["steps_done"] for r in ranks)
     end_s = max((r["t_end_s"][-1] for r in ranks if r["t_end_s"]), default=0.0)
     return samples / end_s if end_s > 0 else 0.0
+
+
+def step_throughput(ranks: list[dict], batch_size: int) -> dict:
+    """The throughput from the ranks' step times, as a spread: the sum over ranks of batch / their median
+    step ("median"), and the same from each rank's 90th and 10th percentile step ("p10_p90": the slow
+    and the fast end). Samples/s; 0.0 if no rank finished a step."""
+    done = [np.asarray(r["step_s"]) for r in ranks if r["steps_done"]]
+    if not done:
+        return {"median": 0.0, "p10_p90": [0.0, 0.0]}
+
+    def rate(q):
+        return float(sum(batch_size / max(np.percentile(steps, q), 1e-12) for steps in done))
+
+    return {"median": rate(50), "p10_p90": [rate(90), rate(10)]}
 
 
 def time_to_accuracy(evals: list[dict], targets) -> dict:
