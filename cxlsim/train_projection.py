@@ -18,6 +18,8 @@ What the DES is given, per run:
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
   not the run); for ddp also each bucket's hand-off to the communication thread
   (`handoff_ns`, timed the same way);
+- a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
+  steps it did;
 - the pool: the profile's local-host CXL pool (`cxlsim.calibrate.local_preset`) at the
   gradient's (ddp: the largest bucket's) size, in the run's coherence mode, with the
   emulator's allreduce rule (cxl_pool_large from `allreduce_large_bytes` on) and its
@@ -308,11 +310,14 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
         return run_ddp(spec, job, steps=steps, seed=run.get("seed"), bucket_cap_bytes=max(buckets),
                        first_bucket_bytes=max(buckets), overlap=bool(run.get("overlap", True)),
                        backward_fraction=BACKWARD_FRACTION, pool=on_pool, compute_ns=compute), preset
+    failed = set(run.get("failed_ranks") or ())
+    stops = [r["steps_done"] if r["rank"] in failed else None for r in run["ranks"]]
     if mode == "async":
         return run_async_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
-                                 vector_ns=on_thread, seed=run.get("seed")), preset
+                                 vector_ns=on_thread, stop_after=stops, seed=run.get("seed")), preset
     return run_hybrid_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
-                              vector_ns=on_thread, exchange_vector_ns=off_thread, seed=run.get("seed")), preset
+                              vector_ns=on_thread, exchange_vector_ns=off_thread, stop_after=stops,
+                              seed=run.get("seed")), preset
 
 
 def _error(projected, measured):

@@ -245,3 +245,19 @@ def test_undisturbed_steps_leave_out_a_descheduled_pool_call_but_not_waiting(pro
     assert row["undisturbed_throughput_error"] == pytest.approx(0.0, abs=1e-6)  # waiting for rank 1 is kept
     whole = 20 * (2e-3 + comm)
     assert row["throughput_error"] == pytest.approx((whole + 12e-3) / whole - 1, rel=1e-6)  # the DES is faster
+
+
+def test_a_failed_async_rank_stops_where_it_failed_and_the_others_take_its_tickets(profile):
+    steps = 10
+    run = record("async", local_s=[1e-3, 1e-3], comm_s=0.0, steps=steps)
+    r1 = run["ranks"][1]
+    for key in ("step_s", "compute_s", "comm_s", "loss", "t_end_s"):
+        r1[key] = r1[key][:3]
+    r1["steps_done"] = 3
+    run["failed_ranks"] = [1]
+    result, _ = tp._run_des(run_record.validate(run), profile, 65536, 1 << 20, 0.0)
+    assert result.extra["local_steps"] == [2 * steps - 3, 3]
+    with pytest.raises(InputError, match="stop_after: expected 2 entries"):
+        pool_shared.run_async_on_pool(tp._spec(2), tp._job(run, tp.pool_preset(profile, Coherence.HW, 80000, 2),
+                                                           [[1e6], [1e6]]), steps=2, local_ns=[[1e6], [1e6]],
+                                      pool=tp.pool_preset(profile, Coherence.HW, 80000, 2), stop_after=[1])

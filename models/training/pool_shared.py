@@ -39,6 +39,8 @@ when the budget is spent:
 - async (`run_async_on_pool`): a worker takes a ticket (none left: it
   stops), computes, and every `tau` local steps merges the slots (the centre
   is their merge) and pushes its accumulator.
+- a worker that failed in the run (`stop_after`) stops after its steps; the
+  others take over its tickets, as in the emulator.
 - hybrid (`run_hybrid_on_pool`): a worker computes, then takes a ticket (none
   left: that compute is wasted and it stops), waits for its previous exchange,
   and starts the next one on its communication thread (a DES process): push,
@@ -153,6 +155,16 @@ def _check(spec, job, steps, local_ns):
                 raise InputError(f"local_ns: expected times > 0 ns, got {t!r}")
 
 
+def _stops(stop_after, workers: int) -> list:
+    """Per worker, the local steps it may take (inf unless it fails after `stop_after[w]` of them)."""
+    if stop_after is None:
+        return [math.inf] * workers
+    if len(stop_after) != workers or any(x is not None and (isinstance(x, bool) or not isinstance(x, int) or x < 0)
+                                         for x in stop_after):
+        raise InputError(f"stop_after: expected {workers} entries, each None or a step count >= 0, got {stop_after!r}")
+    return [math.inf if x is None else x for x in stop_after]
+
+
 def _local(local_ns, w, k) -> float:
     """Worker w's local step k: the given time, or past the given ones their median (not a warm-up step again)."""
     seq = local_ns[w]
@@ -170,11 +182,13 @@ def _result(mode, spec, job, steps, log, params, seed, events, extra) -> Trainin
 
 
 def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
-                      tau: int = 1, vector_ns: float = 0.0, seed: int | None = None) -> TrainingResult:
+                      tau: int = 1, vector_ns: float = 0.0, stop_after=None, seed: int | None = None) -> TrainingResult:
     """Async (elastic averaging) through the pool's slots, `steps * W` tickets shared by the workers, a merge
     and a push every `tau` local steps. pool: a CXLPoolPreset; local_ns: per worker, its local step times (ns);
-    vector_ns: each step's vector work outside the pool calls (ns)."""
+    vector_ns: each step's vector work outside the pool calls (ns); stop_after: per worker None, or the local
+    steps after which it fails (the others go on and take over its tickets)."""
     _check(spec, job, steps, local_ns)
+    stops = _stops(stop_after, spec.size)
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
         raise InputError(f"tau: expected an integer >= 1, got {tau!r}")
     region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
@@ -183,7 +197,7 @@ def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coher
     def worker(w):
         ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
         k = 0
-        while True:
+        while k < stops[w]:
             start = env.now
             ticket = yield from region.ticket(w)
             if ticket >= budget:
@@ -207,11 +221,13 @@ def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coher
 
 
 def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
-                       vector_ns: float = 0.0, exchange_vector_ns: float = 0.0,
+                       vector_ns: float = 0.0, exchange_vector_ns: float = 0.0, stop_after=None,
                        seed: int | None = None) -> TrainingResult:
     """Hybrid through the pool: compute, take a ticket of the `steps * W` budget, start the exchange (push, counter,
-    merge) on the worker's communication thread while the next step computes (see the module docstring)."""
+    merge) on the worker's communication thread while the next step computes (see the module docstring);
+    stop_after as in run_async_on_pool."""
     _check(spec, job, steps, local_ns)
+    stops = _stops(stop_after, spec.size)
     region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
     env, log, budget = region.env, StepLog(spec.size), steps * spec.size
     wasted = [0] * spec.size
@@ -226,7 +242,7 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
     def worker(w):
         ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
         k, pending = 0, None
-        while region.tickets < budget:
+        while region.tickets < budget and k < stops[w]:
             yield region.tr.pool_read(w, 0, 8)  # the loop's check of the counter
             start = env.now
             yield env.timeout(_local(local_ns, w, k))
