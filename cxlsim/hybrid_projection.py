@@ -18,7 +18,7 @@
 (the pods in one SimPy environment with the network, `cxlsim.fabric.pods.PodsTransport`) and
 checks every rank's payload labels. A `pods` row notes where its form is not exact
 (`form_note`): on a fat tree (every network message charged the longest route, no shared
-uplinks), the broadcast, a congested pool, unaligned pool columns (`hierarchical_pods` says why). `stats`, a list, gets (size_bytes, `cxlsim.fabric.stats.RunStats`)
+uplinks), the broadcast, a pool whose hosts together outrun one device, unaligned pool columns (`hierarchical_pods` says why). `stats`, a list, gets (size_bytes, `cxlsim.fabric.stats.RunStats`)
 per DES run: the network's ports and every pod's (`cxlsim.fabric.pod_stats`), or the network's
 alone when the network algorithm ran. Units: ns inside, us in the rows.
 """
@@ -32,7 +32,6 @@ from cxlsim.fabric.cxl import line_span
 from cxlsim.fabric.pod_stats import collect_pods
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.hierarchical_pods import PODS_COLLECTIVES, PodFigures, phase_sizes, pods_algorithms
-from cxlsim.models.collectives.pool_collective_forms import uncongested
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
@@ -50,7 +49,8 @@ _BROADCAST = ("approximate (as measured on stars of 2-4 pods: within 5% of the D
               "pods, 11% with a scatter-allgather): the root's pool phase ends before its readers', so one host "
               "of every pod runs ahead, and a tree's receivers end at different times; use the DES")
 _QUEUED = ("approximate: the pool phases' forms leave out queueing (exact on one switch or none with q x host "
-           "bandwidth within the devices'); use the DES")
+           "bandwidth within one device's; several devices share the load by chunk, but the flags and small "
+           "slots all fall on the first); use the DES")
 _COLUMNS = ("within 0.5%: the pool phase's columns span different line counts, and the DES's order of equal "
             "times decides which rank polls last (the form takes every rank as the last)")
 
@@ -64,7 +64,8 @@ def form_note(collective: str, fig: PodFigures, size: int, star: bool) -> str | 
         return None
     if collective == "broadcast":
         return _BROADCAST
-    if not uncongested(fig.pool, q):
+    pool = fig.pool
+    if pool.leaf_hosts or q * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12):
         return _QUEUED
     block = phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size
     return None if len({line_span(r * block, block)[1] for r in range(q)}) == 1 else _COLUMNS
