@@ -316,3 +316,9 @@ def test_cli_failed_sync_exits_1_naming_the_rank(capsys):
     err = capsys.readouterr().err
     assert "failed:" in err and "rank 1: died from SIGKILL" in err and "Traceback" not in err
     assert own_segments() == []
+
+
+def test_progress_bar_on_rank_0(capfd):
+    run_with_bar = train(config("sync", steps=5), progress=True, probe_host=False)
+    assert run_with_bar["ranks"][0]["steps_done"] == 5
+    assert "sync steps (rank 0)" in capfd.readouterr().err
