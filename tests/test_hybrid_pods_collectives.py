@@ -151,3 +151,11 @@ def test_stats_list_the_network_and_every_pod(coherence):
     assert (s.pool.bisnp is None) == (coherence == "flush")
     text = "\n".join(fabric_stats.summary(stats))
     assert "busiest port" in text and ("BISnp" in text)
+
+
+def test_several_devices_are_noted_approximate_and_stay_close():
+    setup, fig = pods(16, 8, pods={"pool": "mhd3-pool"}, cxl={"devices": 2})
+    assert "approximate" in form_note("allreduce", fig, 64, True)  # 8 x 21.2 GB/s outrun one 126 GB/s device
+    for size in (64, 16384):
+        des, form = des_and_form("allreduce", "recursive_doubling", setup, fig, size)
+        assert des == pytest.approx(form, rel=0.02)
