@@ -160,7 +160,7 @@ def test_a_fabric_given_twice_gets_its_own_label_and_pools_run_from_the_command(
     assert speedup[1]["speedup"] == 1.0  # the DES is deterministic
     assert not list(out.glob("*.png"))
     notes = json.loads((out / "notes.json").read_text())
-    assert notes["cxl3-pool"]["notes"] == ["allreduce: a network algorithm over the pool's send/recv protocol"]
+    assert notes["cxl3-pool"] == {"notes": [], "algorithms": {"allreduce": ["cxl_pool"]}}  # the pool's own
 
 
 def test_a_trace_of_the_interposition_library_replays_on_several_fabrics(tmp_path):

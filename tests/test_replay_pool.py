@@ -116,3 +116,49 @@ def test_one_message_over_the_pool_equals_its_closed_form(spec, size):
     sent, received = message_ns(pool.figures(), size)
     assert times["sent"] == pytest.approx(sent, rel=1e-12)
     assert times["received"] == pytest.approx(received, rel=1e-12)
+
+
+@pytest.mark.parametrize("spec", ["cxl3-pool", "cxl2-pool"])
+@pytest.mark.parametrize("action, collective", [
+    ("barrier", "barrier"),
+    ("allreduce 1 0 0", "allreduce"),                # one double
+    ("allreduce 8192 0 0", "allreduce"),             # 64 KiB, a multiple of 64 x P bytes: cxl_pool_large is exact
+    ("alltoall 32 32 0 0", "alltoall"),              # 256 B per destination
+    ("reducescatter 128 128 128 128 0 0", "reduce_scatter"),
+])
+def test_pool_step_collectives_run_the_pools_own_and_equal_their_closed_forms(tmp_path, spec, action, collective):
+    from cxlsim.models.collectives.pool_collective_forms import select_pool
+    from cxlsim.models.collectives.registry import algorithm
+
+    trace = simgrid.read(write_trace(tmp_path / "t", 4, [action]), 1e9)
+    size = trace.ranks[0][0].size_bytes if collective != "barrier" else 0
+    pool = fabrics.resolve(spec, 4).make()
+    fig = pool.figures()
+    timeline = engine.replay(trace, pool)
+    name, _ = select_pool(collective, fig, 4, size)
+    assert timeline.algorithms == {action.split()[0]: [name]}
+    assert timeline.total_ns == pytest.approx(algorithm(collective, name).cost(fig, 4, size), rel=1e-9)
+
+
+def test_a_pool_runs_mixed_collectives_in_its_regions_with_the_right_labels(tmp_path):
+    from cxlsim.replay.pool_plans import pool_plan, regions_of
+    from cxlsim.replay.trace import COLLECTIVES
+
+    lines = ["allgather 64 64 0 0", "allreduce 96 0 0", "barrier", "alltoall 16 16 0 0", "allgather 8 8 0 0",
+             "reducescatter 64 64 64 64 0 0", "allreduce 300000 0 0"]
+    path = write_trace(tmp_path / "t", 4, lines)
+    trace = simgrid.read(path, 1e9)
+    pool = fabrics.resolve("cxl2-pool", 4).make()
+    regions = regions_of(pool)
+    plans = [pool_plan(c, 4, "mpich", runner.Context(), pool.figures()) for c in trace.ranks[0] if c.kind in COLLECTIVES]
+
+    def rank(r):
+        out = []
+        for this in plans:
+            out.append((yield from this.run(regions[this.region].endpoint(r), 0)))
+        return out
+
+    results = pool.run({r: rank(r) for r in range(4)})
+    for k, this in enumerate(plans):
+        runner.verify(this.collective, 4, runner.Context(elements=4), {r: results[r][k] for r in range(4)})
+    assert engine.replay(trace, fabrics.resolve("cxl2-pool", 4).make()).total_ns > 0

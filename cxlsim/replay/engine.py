@@ -21,7 +21,8 @@
 On a CXL pool fabric (a transport of kind 'pool', one rank per host) the
 messages go through the pool's send/recv protocol with flags
 (cxlsim.replay.pool_messages), whose mailboxes sit above the pool
-collectives' flags and slots. On a hybrid pod fabric (kind 'hybrid') they go
+collectives' regions; allgather, barrier, allreduce, alltoall and
+reducescatter run the pool's own algorithms (cxlsim.replay.pool_plans). On a hybrid pod fabric (kind 'hybrid') they go
 through the pod's pool inside a pod and over the network between pods, and
 allgather, allreduce, bcast, alltoall and barrier run the pods collectives
 (cxlsim.replay.pods).
@@ -43,10 +44,11 @@ import simpy
 from cxlsim.errors import InputError, RunError
 from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.base import HYBRID, POOL
-from cxlsim.models.collectives.cxl_pool import PoolLayout
 from cxlsim.replay.collectives import plan
 from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pods_plan
 from cxlsim.replay.pool_messages import PoolMessages
+from cxlsim.replay.pool_plans import RegionPlan, pool_plan, regions_of
+from cxlsim.replay.pool_plans import mailbox_floor as pool_mailbox_floor
 from cxlsim.replay.simgrid import request_key
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
 
@@ -176,15 +178,16 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     ctx = context or runner.Context()
     on_pool = transport.kind == POOL
     collectives = [c for c in trace.ranks[0] if c.kind in COLLECTIVES]
-    extra_notes = []
+    extra_notes, regions = [], []
     if transport.kind == HYBRID:
         plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx) for c in collectives]
         messages = PodMessages(transport, low_bytes=mailbox_floor(transport))
         extra_notes.append(CPU_NOTE)
     elif on_pool:
-        plans = [plan(c, p, library, ctx, True) for c in collectives]
-        pool_layout = max((PoolLayout(p, pl.size_bytes).total_bytes for pl in plans if pl.on_pool), default=0)
-        messages = PoolMessages(transport, low_bytes=pool_layout)
+        figures = transport.figures()
+        plans = [pool_plan(c, p, library, ctx, figures) for c in collectives]
+        regions = regions_of(transport)
+        messages = PoolMessages(transport, low_bytes=pool_mailbox_floor(transport))
     else:
         plans = [plan(c, p, library, ctx, False) for c in collectives]
         messages = transport
@@ -255,7 +258,10 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             else:  # a collective
                 entered[k][r] = start
                 this = plans[k]
-                ep = transport.endpoint(r) if this.on_pool else messages.endpoint(r)
+                if isinstance(this, RegionPlan):
+                    ep = regions[this.region].endpoint(r)
+                else:
+                    ep = transport.endpoint(r) if this.on_pool else messages.endpoint(r)
                 yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
                 if c.amount:
                     yield transport.compute(r, c.amount * ns_per_flop * scales[r])
