@@ -261,3 +261,25 @@ def test_a_failed_async_rank_stops_where_it_failed_and_the_others_take_its_ticke
         pool_shared.run_async_on_pool(tp._spec(2), tp._job(run, tp.pool_preset(profile, Coherence.HW, 80000, 2),
                                                            [[1e6], [1e6]]), steps=2, local_ns=[[1e6], [1e6]],
                                       pool=tp.pool_preset(profile, Coherence.HW, 80000, 2), stop_after=[1])
+
+
+@pytest.mark.parametrize("mode", ["sync", "hybrid"])
+def test_a_real_bench_train_run_is_projected_step_by_step(profile, tmp_path, mode):
+    """End to end: `cxlsim bench train` at np 2, then its projection. The DES's steps are never shorter than the
+    measured time outside the pool calls (the part it is given); how close the rest comes depends on the
+    machine's load, so no error bound is asserted here (experiments/eddis_local.py reports them)."""
+    out = tmp_path / mode
+    done = subprocess.run([sys.executable, "-m", "cxlsim", "bench", "train", "--np", "2", "--mode", mode,
+                           "--steps", "20", "--batch-size", "32", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = tp.load_run(str(out))
+    row = tp.project(run, profile)
+    assert row["des_mode"] == tp.DES_MODES[mode] and row["np"] == 2
+    assert row["projected_throughput"] > 0 and row["measured_throughput"] == pytest.approx(
+        run["throughput_samples_per_s"], rel=1e-9)
+    result, _ = tp._run_des(run, profile, tp.DEFAULT_LARGE_BYTES, tp.slot_bytes_of(run), 0.0)
+    for w, per in enumerate(result.intervals):
+        local = tp.local_work_ns(run["ranks"][w])
+        for k, (start, _, end) in enumerate(per[:len(local)]):
+            assert end - start >= local[k] * (1 - 1e-9)
