@@ -5,6 +5,7 @@ import time
 import numpy as np
 import pytest
 
+from cxlsim.coherence import PoolEvent
 from cxlsim.emulator.cache_model import replay
 from cxlsim.emulator.comm import StaleViewError
 from cxlsim.emulator.bench import BenchPlan, run_plan
@@ -192,3 +193,16 @@ def _stale_zero_copy(comm, collective):
 def test_zero_copy_validation_catches_data_a_call_did_not_deliver(collective):
     with pytest.raises(RankFailure, match=f"zero-copy {collective} of 64 B, iteration 1: element"):
         run_local(2, _stale_zero_copy, (collective,), slot_bytes=256, timeout_s=20)
+
+
+def _probe_after_a_view(comm):
+    comm.enable_log(1000)
+    comm.broadcast_view(4, np.int32, 0, np.arange(4, dtype=np.int32) if comm.rank == 0 else None)
+    comm.flag_pingpong(10)  # (its own flag stores are not logged)
+    comm.barrier()  # the reader's acknowledgement, still pending, must not lower its flag here
+    return [e[2] for e in comm.log_events().tolist() if e[0] == PoolEvent.FLAG_STORE], comm.epoch
+
+
+def test_a_calibration_probe_after_a_zero_copy_broadcast_keeps_flags_growing():
+    for stores, epoch in run_local(2, _probe_after_a_view, slot_bytes=64):
+        assert stores == sorted(stores) and stores[-1] == epoch

@@ -15,7 +15,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 
 from cxlsim.emulator.cxl_ops cimport *
-from cxlsim.emulator.cxl_coll cimport cxl_coll_written
+from cxlsim.emulator.cxl_coll cimport cxl_coll_settle, cxl_coll_written
 from cxlsim.emulator._pool_kernel cimport PoolKernel
 
 import numpy as np
@@ -44,6 +44,7 @@ def flag_pingpong(PoolKernel kernel, uint64_t iterations):
         raise InputError(f"flag_pingpong: iterations: expected >= 1, got {iterations}")
     e = kernel.coll.epoch
     with nogil:
+        cxl_coll_settle(&kernel.coll)  # a zero-copy broadcast's acknowledgement first (cxl_coll.h)
         t0 = cxl_now_ns()
         for i in range(iterations):
             e += 1
@@ -119,6 +120,7 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
     e = kernel.coll.epoch
     rnd = kernel.coll.round
     with nogil:
+        cxl_coll_settle(&kernel.coll)  # a zero-copy broadcast's acknowledgement first (cxl_coll.h)
         for i in range(64):
             t0 = cxl_now_ns()
             t1 = cxl_now_ns()

@@ -140,7 +140,9 @@ static int cxl_coll_wait_one(cxl_coll_t *c, int r, uint64_t value)
 static inline void cxl_coll_settle(cxl_coll_t *c)
 {
     if (!c->pending_ack) return;
-    cxl_publish(&c->pool, c->pending_ack, c->pending_ack_round, 0);
+    /* (a later publish of this rank's, e.g. a calibration probe's, already said more: flags only grow) */
+    if (*cxl_flag(&c->pool, c->pool.rank) < c->pending_ack)
+        cxl_publish(&c->pool, c->pending_ack, c->pending_ack_round, 0);
     c->pending_ack = 0;
 }
 

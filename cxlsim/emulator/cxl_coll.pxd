@@ -34,6 +34,7 @@ cdef extern from "cxl_coll.h" nogil:
     void cxl_coll_init(cxl_coll_t *c, const cxl_pool_t *pool, uint64_t slot_bytes, double timeout_ns)
     int cxl_coll_missing(cxl_coll_t *c, int *out, int max)
     int cxl_coll_prepare_write(cxl_coll_t *c)
+    void cxl_coll_settle(cxl_coll_t *c)
     int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, uint64_t nbytes)
     int cxl_coll_barrier(cxl_coll_t *c)
     int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int root)

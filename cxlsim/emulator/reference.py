@@ -207,7 +207,8 @@ class ReferenceKernel:
         """cxl_coll_settle: publish a zero-copy broadcast reader's deferred acknowledgement."""
         if self._pending_ack is not None:
             value, round = self._pending_ack
-            self._publish(value, round, 0)
+            if int(self._flags[self._rank]) < value:  # a later publish already said more: flags only grow
+                self._publish(value, round, 0)
             self._pending_ack = None
 
     def _note_all_written(self, epoch: int) -> None:
