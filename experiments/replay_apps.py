@@ -42,9 +42,9 @@ POD_NETWORKS = {"pods-roce": "eth-100g-roce", "pods-ib": "ib-hdr"}
 def make_trace(pattern: str, ranks: int, directory: str, iterations: int | None) -> str:
     where = os.path.join(directory, f"{pattern}-{ranks}")
     if pattern == "stencil":
-        return generate.write_stencil(where, generate.grid(ranks), iterations=iterations or 5)
+        return generate.write_stencil(where, generate.grid(ranks), iterations=iterations or 3)
     if pattern == "cg":
-        return generate.write_cg(where, generate.grid(ranks), iterations=iterations or 20)
+        return generate.write_cg(where, generate.grid(ranks), iterations=iterations or 5)
     return generate.write_training(where, ranks, steps=iterations or 1)
 
 
@@ -62,7 +62,7 @@ def main() -> int:
     parser.add_argument("--patterns", nargs="+", default=["stencil", "cg", "training"],
                         choices=["stencil", "cg", "training"])
     parser.add_argument("--iterations", type=int, help="stencil/cg iterations or training steps "
-                                                       "(default 5, 20 and 1)")
+                                                       "(default 3, 5 and 1)")
     parser.add_argument("--pool-max-ranks", type=int, default=64,
                         help="replay on one cxl3-pool only up to this many ranks (default 64)")
     parser.add_argument("--fabrics", nargs="+", default=[*NETWORKS, "cxl3-pool", *POD_NETWORKS],
