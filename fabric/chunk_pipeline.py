@@ -14,8 +14,8 @@ DES scheduled their arrival (`cxlsim.fabric.link.Port` is the FIFO server).
 
 `ChunkPipeline` schedules each arrival as one event in the DES's count and
 order (`Environment.reserve_ids`, `call_at`), but keeps only the next arrival
-of each transfer at each stage in the event queue: a transfer's chunks reach a
-stage in order, so the rest wait in compact arrays. A 64-host 1 MiB allgather
+of each transfer at each stage (per server of the stage before) in the event
+queue: those arrivals come in time order, so the rest wait in compact arrays. A 64-host 1 MiB allgather
 then holds a few thousand queue entries instead of a million.
 `ReferencePipeline` schedules every arrival up front, one event per chunk per
 stage, the obvious version; the tests hold the two identical (times, order,
@@ -28,6 +28,7 @@ from __future__ import annotations
 from array import array
 
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
+from cxlsim.fabric.engine import CALL
 
 __all__ = ["ChunkPipeline", "ReferencePipeline"]
 
@@ -110,40 +111,41 @@ class ReferencePipeline(_Pipeline):
 
 
 class _Flow:
-    """One transfer in flight: its chunks, their host-port boundaries, what is left to pass."""
+    """One transfer in flight: its chunks and what is left of it to pass the last stage."""
 
-    __slots__ = ("sizes", "count", "block", "bounds", "now", "ids", "servers", "reaches", "reach", "final", "left",
-                 "last", "finish", "lanes", "next")
+    __slots__ = ("sizes", "block", "servers", "reaches", "final", "left", "last", "finish", "lanes")
 
-    def __init__(self, sizes, block, bounds, now, ids, route, finish):
+    def __init__(self, sizes, block, route, finish):
         self.sizes = sizes          # bytes per chunk
         self.block = block          # chunk index of the first chunk (line // chunk_lines)
-        self.bounds = bounds        # host-port boundaries: chunk i served during [bounds[i], bounds[i + 1]]
-        self.now = now              # when the transfer was issued, ns
-        self.ids = ids              # event id of chunk 0's arrival at stage 0
         self.servers, self.reaches = route  # per stage: the server (a list: one per device), the reach
-        self.reach = self.reaches[0]
         self.final = len(self.servers) - 1  # the last stage
-        self.count = self.left = len(sizes)  # chunks; those not yet past the last stage
+        self.left = len(sizes)      # chunks not yet past the last stage
         self.last = 0.0             # latest end at the last stage so far
         self.finish = finish
-        self.next = 0               # next chunk to arrive at stage 0
         # lanes[k - 1]: the arrivals at stage k >= 1, one lane per server of stage k - 1 (one per
         # device there if that stage is the chunk's device's): a FIFO starts the chunks it serves in
         # their order, so each lane's arrivals come in time order
-        self.lanes = [[_Lane(self, k) for _ in range(len(server) if server.__class__ is list else 1)]
-                      for k, server in enumerate(self.servers[:-1], start=1)] if self.final else None
+        self.lanes = None
+        if self.final:
+            self.lanes = []
+            for k, server in enumerate(self.servers[:-1], start=1):
+                if server.__class__ is list:
+                    n = len(server)
+                    self.lanes.append([_Lane(self, k, (d - block) % n, n) for d in range(n)])
+                else:
+                    self.lanes.append([_Lane(self, k, 0, 1)])
 
 
 class _Lane:
-    """A transfer's arrivals at stage k >= 1 through one server of stage k - 1, in time order:
-    (chunk, time, event id, tail) per arrival."""
+    """A transfer's arrivals at stage k through one server of the stage before, in time order: per
+    arrival its time, event id and tail (ns); arrival j is chunk offset + j * step."""
 
-    __slots__ = ("flow", "k", "chunks", "times", "ids", "tails", "next", "armed")
+    __slots__ = ("flow", "k", "offset", "step", "times", "ids", "tails", "next", "armed")
 
-    def __init__(self, flow, k):
-        self.flow, self.k = flow, k
-        self.chunks, self.times, self.ids, self.tails = array("q"), array("d"), array("q"), array("d")
+    def __init__(self, flow, k, offset, step):
+        self.flow, self.k, self.offset, self.step = flow, k, offset, step
+        self.times, self.ids, self.tails = array("d"), array("q"), array("d")
         self.next = 0               # next arrival to process
         self.armed = False          # its arrival is in the event queue
 
@@ -157,6 +159,7 @@ class ChunkPipeline(ReferencePipeline):
         # per rank: (up, down), each (servers, reaches); a server is a Port or a list of one per device
         self._plans = [tuple((tuple(devices if server is None else server for server, _ in stages),
                               tuple(reach for _, reach in stages)) for stages in route) for route in routes]
+        self._push, self._next_id = env.push, env.next_id
 
     def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
         """As `ReferencePipeline.transfer`."""
@@ -166,61 +169,66 @@ class ChunkPipeline(ReferencePipeline):
         bounds = self.host_ports[rank].reserve_run(start_ns, sizes)
         env = self.env
         now = env.now
-        flow = _Flow(sizes, first // self.chunk_lines, bounds, now, env.reserve_ids(len(sizes)),
-                     self._plans[rank][0 if up else 1], finish)
-        env.call_at(now + (bounds[0] + flow.reach - now), flow.ids, self._at_first, flow)
+        flow = _Flow(sizes, first // self.chunk_lines, self._plans[rank][0 if up else 1], finish)
+        reach = flow.reaches[0]
+        lane = _Lane(flow, 0, 0, 1)  # the arrivals at the first stage, numbered now as `at` calls would be
+        lane.times = array("d", [now + (b + reach - now) for b in bounds[:-1]])
+        lane.tails = array("d", [b + reach for b in bounds[1:]])
+        first_id = env.reserve_ids(len(sizes))
+        lane.ids = array("q", range(first_id, first_id + len(sizes)))
+        lane.armed = True
+        env.call_at(lane.times[0], first_id, self._arrive, lane)
         return bounds[-1]
 
-    def _at_first(self, fired):
-        """Chunk `flow.next` reached the first stage (now = its scheduled time)."""
-        flow = fired._value
-        i = flow.next
-        now, reach, bounds = flow.now, flow.reach, flow.bounds
-        arrived = now + (bounds[i] + reach - now)
-        self._serve(flow, 0, i, arrived, bounds[i + 1] + reach)
-        i = flow.next = i + 1
-        if i < flow.count:
-            self._call_at(now + (bounds[i] + reach - now), flow.ids + i, self._at_first, flow)
-
-    def _at_later(self, fired):
-        """Arrival `lane.next` reached stage `lane.k` (now = its scheduled time)."""
+    def _arrive(self, fired):
+        """Arrival `lane.next` reached stage `lane.k` (now, its scheduled time): serve it there, pass it
+        on to the next stage's lane or count it done, and queue the lane's next arrival."""
         lane = fired._value
-        i = lane.next
-        times = lane.times
-        self._serve(lane.flow, lane.k, lane.chunks[i], times[i], lane.tails[i])
-        i = lane.next = i + 1
-        if i < len(times):
-            self._call_at(times[i], lane.ids[i], self._at_later, lane)
-        else:
-            lane.armed = False
-
-    def _serve(self, flow, k, i, now, tail):
-        """Chunk i of `flow` reached stage k at `now` (the DES's time); its tail arrives at `tail`."""
+        j = lane.next
+        i = lane.offset + j * lane.step
+        flow = lane.flow
+        k = lane.k
+        now = lane.times[j]
+        tail = lane.tails[j]
         server = flow.servers[k]
         d = 0
         if server.__class__ is list:  # the chunk's device's
             d = (flow.block + i) % len(server)
             server = server[d]
         nbytes = flow.sizes[i]
-        start, served = server.reserve(now, nbytes)
+        # server.reserve(now, nbytes), inlined (tests/test_des_speed.py holds the two equal)
+        start = now
+        if server.free_at_ns > now:
+            start = server.free_at_ns
+            if start - now > server.peak_wait_ns:
+                server.peak_wait_ns = start - now
+        duration = nbytes * server.ns_per_byte
+        served = server.free_at_ns = start + duration
+        server.busy_ns += duration
+        server.chunks += 1
+        server.bytes += nbytes
         end = served if served > tail else tail
         if k < flow.final:
             reach = flow.reaches[k + 1]
-            lane = flow.lanes[k][d]
+            onward = flow.lanes[k][d]
             time = now + (start + reach - now)
-            event_id = self._new_id(1)
-            lane.chunks.append(i)
-            lane.times.append(time)
-            lane.ids.append(event_id)
-            lane.tails.append(end + reach)
-            if not lane.armed:
-                lane.armed = True
-                self._call_at(time, event_id, self._at_later, lane)
-            return
-        self.device_bytes += nbytes
-        if end > flow.last:
-            flow.last = end
-        flow.left -= 1
-        if flow.left == 0:
-            flow.lanes = None  # no cycle left for the garbage collector
-            flow.finish(flow.last)
+            event_id = self._next_id()
+            onward.times.append(time)
+            onward.ids.append(event_id)
+            onward.tails.append(end + reach)
+            if not onward.armed:
+                onward.armed = True
+                self._push((time, CALL, event_id, self._arrive, onward))
+        else:
+            self.device_bytes += nbytes
+            if end > flow.last:
+                flow.last = end
+            flow.left -= 1
+            if flow.left == 0:
+                flow.lanes = None  # no cycle left for the garbage collector
+                flow.finish(flow.last)
+        j = lane.next = j + 1
+        if j < len(lane.times):
+            self._push((lane.times[j], CALL, lane.ids[j], self._arrive, lane))
+        else:
+            lane.armed = False

@@ -20,14 +20,19 @@ pipeline does, so the queue holds one entry per transfer, not one per chunk).
 from __future__ import annotations
 
 import gc
-import itertools
+from collections import deque
+from functools import partial
 from heapq import heappop, heappush
+from itertools import islice
 
 import simpy
 from simpy.core import NORMAL, EmptySchedule, StopSimulation
 from simpy.events import URGENT, Event
 
-__all__ = ["Environment", "Wakeup", "Fired", "YOUNG_OBJECTS_PER_COLLECTION"]
+__all__ = ["Environment", "Wakeup", "Fired", "CALL", "YOUNG_OBJECTS_PER_COLLECTION"]
+
+CALL = NORMAL
+"""The priority of a callback entry in the queue (`at`, `call_at`, `push`): SimPy's NORMAL."""
 
 YOUNG_OBJECTS_PER_COLLECTION = 50_000
 """While `run` runs, Python's cyclic garbage collector looks at the youngest objects once this many
@@ -69,6 +74,10 @@ class Environment(simpy.Environment):
     def __init__(self, initial_time: float = 0):
         super().__init__(initial_time)
         self._fired = Fired()
+        self.next_id = self._eid.__next__
+        """`next_id()`: number one event now (`reserve_ids(1)`, at the cost of the counter's own call)."""
+        self.push = partial(heappush, self._queue)
+        """`push((time_ns, CALL, event_id, callback, value))`: `call_at` for a model's innermost loop."""
 
     @property
     def events(self) -> int:
@@ -78,20 +87,20 @@ class Environment(simpy.Environment):
     def at(self, delay_ns: float, callback, value=None) -> None:
         """Call `callback(fired)` after `delay_ns` (>= 0), `fired.value == value` (see `Fired`): one
         event in the count and in the order of processing, no SimPy event object."""
-        heappush(self._queue, (self._now + delay_ns, NORMAL, next(self._eid), callback, value))
+        heappush(self._queue, (self._now + delay_ns, CALL, next(self._eid), callback, value))
 
     def reserve_ids(self, count: int) -> int:
-        """Number `count` events now, as `count` calls of `at` in a row would; returns the first id.
+        """Number `count` (>= 1) events now, as `count` calls of `at` in a row would; returns the first id.
         `call_at` schedules them later, each at a time no earlier than the latest event processed."""
         first = next(self._eid)
-        if count != 1:
-            self._eid = itertools.count(first + count)
+        if count > 1:
+            deque(islice(self._eid, count - 1), maxlen=0)  # the counter's C loop numbers the rest
         return first
 
     def call_at(self, time_ns: float, event_id: int, callback, value=None) -> None:
         """Schedule `callback(fired)` at `time_ns` under an id from `reserve_ids`, so it is processed
         where an `at` made when the id was reserved would have been."""
-        heappush(self._queue, (time_ns, NORMAL, event_id, callback, value))
+        heappush(self._queue, (time_ns, CALL, event_id, callback, value))
 
     def step(self) -> None:
         """Process the next entry of the queue: a callback of `at`, or a SimPy event."""
