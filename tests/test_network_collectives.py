@@ -16,7 +16,8 @@ from cxlsim.models.collectives.selectors import select
 NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
       [("barrier", name) for name in ("dissemination", "recursive_doubling", "linear")] + \
       [("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"),
-       ("broadcast", "pipelined_chain")]
+       ("broadcast", "pipelined_chain")] + \
+      [("broadcast", name) for name in ("linear", "chain", "binary_tree", "ompi_binomial", "knomial")]
 
 
 def transport(nodes, rpn=1, preset="ib-hdr", mode=None, chunk=65536):
@@ -225,4 +226,27 @@ def test_the_replay_runs_barrier_alltoall_and_reduce_from_the_models():
 ])
 def test_ompi_allreduce(p, s, expect, noted):
     name, note = select("ompi", "allreduce", p, s)
+    assert name == expect and bool(note) == noted
+
+
+def test_open_mpi_trees_have_the_shapes_of_coll_base_topo():
+    from cxlsim.models.collectives.tree_bcast import children
+    assert children("knomial", 0, 10, 0) == [4, 8, 1, 2, 3]     # the example in coll_base_bcast.c, radix 4
+    assert children("knomial", 4, 10, 0) == [5, 6, 7] and children("knomial", 8, 10, 0) == [9]
+    assert [children("binary_tree", r, 7, 0) for r in range(3)] == [[1, 2], [3, 5], [4, 6]]  # coll_base_topo.c
+    assert children("ompi_binomial", 0, 8, 0) == [1, 2, 4] and children("ompi_binomial", 2, 8, 0) == [6]
+    assert children("chain", 5, 6, 2) == [0] and children("chain", 1, 6, 2) == []  # root 2: 2, 3, 4, 5, 0, 1
+    assert children("linear", 2, 4, 2) == [0, 1, 3] and children("linear", 0, 4, 2) == []
+
+
+@pytest.mark.parametrize("p, s, expect, noted", [
+    # Open MPI 5.0.9 broadcast: P < 4: < 32 pipeline, < 256 bintree, < 512 pipeline, < 1024 knomial, < 32768 linear,
+    # < 131072 bintree, < 262144 chain, < 524288 linear, < 1048576 binomial, else bintree; ...
+    (2, 31, "chain", False), (2, 32, "binary_tree", False), (3, 1000, "knomial", False), (3, 1024, "linear", False),
+    (3, 200_000, "chain", False), (3, 600_000, "ompi_binomial", False), (3, 1 << 20, "binary_tree", False),
+    (6, 1 << 20, "chain", False), (20, 1 << 20, "scatter_recursive_doubling_allgather", True),
+    (100, 1, "knomial", False), (500, 20_000, "binary_tree", True),
+])
+def test_ompi_broadcast(p, s, expect, noted):
+    name, note = select("ompi", "broadcast", p, s)
     assert name == expect and bool(note) == noted

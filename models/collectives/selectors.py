@@ -21,12 +21,10 @@ MPIR_CVAR_BCAST_LONG_MSG_SIZE = 524288, MPIR_CVAR_BCAST_MIN_PROCS = 8):
 s < 12288 or P < 8: binomial; s < 524288 and power-of-two P: scatter +
 recursive-doubling allgather; otherwise scatter + ring allgather. These two
 thresholds come from the MPICH source, not from the project's reference
-notes. Open MPI's fixed broadcast rule picks algorithms cxlsim does not
-model (binary and split-binary trees, k-nomial, chain with fan-out), so 'ompi'
-uses MPICH's broadcast rule and says so. Gather (binomial, the
-one implemented) always gets it.
+notes. Gather (binomial, the one implemented) always gets it.
 
-Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0.9):
+Alltoall, barrier and reduce-scatter, and Open MPI's allreduce and broadcast
+(read in MPICH 3.3 and 4.1 and Open MPI 5.0.9):
 - MPICH alltoall (3.3 `src/mpi/coll/alltoall/alltoall.c`; 4.x
   `maint/tuning/coll/mpir/generic.json`, the same rule), m the bytes per
   destination: m <= 256 (MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE) and P >= 8:
@@ -37,26 +35,30 @@ Alltoall, barrier and reduce-scatter (read in MPICH 3.3 and 4.1 and Open MPI 5.0
   generic.json), s the whole vector: s < 524288
   (MPIR_CVAR_REDUCE_SCATTER_COMMUTATIVE_LONG_MSG_SIZE): recursive halving;
   otherwise pairwise.
-- Open MPI allreduce (commutative op), alltoall, barrier, reduce_scatter: the rows of
-  `ompi/mca/coll/tuned/coll_tuned_decision_fixed.c` (5.0.9) in `_OMPI_ALLREDUCE`,
-  `_OMPI_ALLTOALL`, `_OMPI_BARRIER`, `_OMPI_REDUCE_SCATTER`: by P (strict '<'), then by the
-  bytes per destination (alltoall) or of the whole vector (allreduce,
-  reduce_scatter),
-  strict '<'. Their ids map to the algorithms here: allreduce 3
-  recursive_doubling, 4 ring, 5 segmented ring (its segment size 0 in the
-  fixed rule runs the ring), 6 rabenseifner (Open MPI's pairs by doubling
-  distance, the same cost here, and folds a non-power-of-two P by exchanging
-  halves: noted), 2 nonoverlapping not modelled (recursive doubling, noted);
-  alltoall 1 linear, 2
-  pairwise, 3 modified_bruck, 4 linear_sync -> linear (its default
-  max_requests 0 posts every request at once, as linear), 5 two_proc ->
-  pairwise (one exchange and a local copy: pairwise at P = 2); barrier 1
-  linear, 3 recursive_doubling, 4 bruck -> dissemination (the same
-  messages); reduce_scatter 2 recursive_halving (the same fold, steps and
-  copies as MPICH's), 3 ring. Choices
-  not modelled run a substitute and the note names both: barrier 6 tree ->
-  dissemination; reduce_scatter 1 non-overlapping (reduce, then scatterv) and
-  4 butterfly -> recursive_halving.
+- Open MPI allreduce (commutative op), broadcast, alltoall, barrier and
+  reduce_scatter: the rows of `ompi/mca/coll/tuned/coll_tuned_decision_fixed.c`
+  (5.0.9) in `_OMPI_ALLREDUCE`, `_OMPI_BROADCAST`, `_OMPI_ALLTOALL`,
+  `_OMPI_BARRIER`, `_OMPI_REDUCE_SCATTER`: by P (strict '<'), then by the
+  bytes per destination (alltoall) or of the whole message (allreduce,
+  broadcast, reduce_scatter), strict '<'. Their ids map to the algorithms here:
+  - allreduce: 3 recursive_doubling, 4 ring, 5 segmented ring (its segment
+    size 0 in the fixed rule runs the ring), 6 rabenseifner (Open MPI's pairs
+    by doubling distance, the same cost here, and folds a non-power-of-two P
+    by exchanging halves: noted);
+  - broadcast (segment size 0: the whole message): 1 linear, 2 chain and 3
+    pipeline -> chain, 5 binary_tree, 6 ompi_binomial, 7 knomial (`tree_bcast`);
+  - alltoall: 1 linear, 2 pairwise, 3 modified_bruck, 4 linear_sync -> linear
+    (its default max_requests 0 posts every request at once, as linear), 5
+    two_proc -> pairwise (one exchange and a local copy: pairwise at P = 2);
+  - barrier: 1 linear, 3 recursive_doubling, 4 bruck -> dissemination (the
+    same messages);
+  - reduce_scatter: 2 recursive_halving (the same fold, steps and copies as
+    MPICH's), 3 ring.
+  Choices not modelled run a substitute and the note names both: allreduce 2
+  nonoverlapping -> recursive_doubling; broadcast 4 split binary tree ->
+  binary_tree, 8 scatter_allgather -> MPICH's scatter + recursive-doubling
+  allgather; barrier 6 tree -> dissemination; reduce_scatter 1 non-overlapping
+  (reduce, then scatterv) and 4 butterfly -> recursive_halving.
 """
 from __future__ import annotations
 
@@ -132,8 +134,7 @@ def mpich_broadcast(p: int, s: int) -> tuple[str, str | None]:
 
 
 def ompi_broadcast(p: int, s: int) -> tuple[str, str | None]:
-    name, _ = mpich_broadcast(p, s)
-    return name, "Open MPI's broadcast rule is not in the reference; used MPICH's"
+    return _ompi_table("broadcast", _OMPI_BROADCAST, p, s)
 
 
 def mpich_alltoall(p: int, m: int) -> tuple[str, str | None]:
@@ -180,6 +181,19 @@ _OMPI_ALLREDUCE = (  # commutative operations
     (4096, [(2048, 2), (4096, 5), (16384, 3)], 6),
     (None, [(2048, 2), (16384, 5), (32768, 3)], 6),
 )
+_OMPI_BROADCAST = (
+    (4, [(32, 3), (256, 5), (512, 3), (1024, 7), (32768, 1), (131072, 5), (262144, 2), (524288, 1), (1048576, 6)], 5),
+    (8, [(64, 5), (128, 6), (2048, 5), (8192, 6), (1048576, 1)], 2),
+    (16, [(8, 7), (64, 5), (4096, 7), (16384, 5), (32768, 6)], 1),
+    (32, [(4096, 7), (1048576, 6)], 8),
+    (64, [(2048, 6)], 7),
+    (128, [], 7),
+    (256, [(2, 6), (16384, 5), (32768, 1), (65536, 5)], 7),
+    (1024, [(16384, 7), (32768, 4)], 7),
+    (2048, [(524288, 7)], 8),
+    (4096, [(262144, 7)], 8),
+    (None, [(8192, 7), (16384, 5), (262144, 7)], 8),
+)
 _OMPI_BARRIER = ((4, [], 3), (8, [], 1), (64, [], 3), (256, [], 4), (512, [], 6), (1024, [], 4), (4096, [], 6),
                  (None, [], 4))
 _OMPI_REDUCE_SCATTER = (
@@ -202,6 +216,12 @@ def _not_modelled(what: str, ran: str) -> str:
 
 
 _OMPI_IDS = {
+    "broadcast": {1: ("linear", None), 2: ("chain", None), 3: ("chain", None),
+                  4: ("binary_tree", _not_modelled("its split binary tree (id 4)", "the binary tree")),
+                  5: ("binary_tree", None), 6: ("ompi_binomial", None), 7: ("knomial", None),
+                  8: ("scatter_recursive_doubling_allgather",
+                      _not_modelled("its scatter_allgather (id 8: binomial scatter, recursive-doubling allgather)",
+                                    "MPICH's scatter + recursive-doubling allgather"))},
     "allreduce": {2: ("recursive_doubling", _not_modelled("nonoverlapping (id 2: reduce, then broadcast)",
                                                           "recursive doubling")),
                   3: ("recursive_doubling", None), 4: ("ring", None),
