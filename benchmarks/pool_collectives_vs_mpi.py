@@ -16,8 +16,10 @@ the targets: >= 1x at every size from 1 B to 1 MiB, >= 2x up to 4 KiB. Allgather
 broadcast and alltoall also time their fused zero-copy call (the kernel puts the data in,
 one read pass over the result in place), against MPI and against copy mode (target: at
 least copy mode's speed from 8 KiB). A placement not seen in the run is "not observed".
-MPICH settings pass through the environment, e.g. MPIR_CVAR_CH4_CMA_ENABLE=0 (no CMA
-single copy) to test a cause.
+The pool's copy-ins are chosen per round by `PoolComm.choose_copy_in` (non-temporal stores
+from 8 KiB in the slow placement, plain in the fast one; `--copy-in plain|nt` forces one, to
+measure the cause). MPICH settings pass through the environment, e.g.
+MPIR_CVAR_CH4_CMA_ENABLE=0 (no CMA single copy) to test a cause.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoal
 ZERO_COPY_COLLECTIVES = ("allgather", "broadcast", "alltoall")
 ZERO_COPY_FROM = 8192  # the issue's target: zero-copy at least as fast as copy mode from 8 KiB
 FAST_ROUNDTRIP_NS = 200.0
+NT_MIN_BYTES = 8192  # --copy-in nt: as PoolComm.choose_copy_in picks in the slow placement
 
 
 def main() -> int:
@@ -43,6 +46,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--collectives", nargs="+", choices=COLLECTIVES, default=list(COLLECTIVES))
     parser.add_argument("--coherence", choices=Coherence.names(), default=Coherence.HW.value)
+    parser.add_argument("--copy-in", choices=("auto", "plain", "nt"), default="auto",
+                        help="stores of the pool's copy-ins: auto = PoolComm.choose_copy_in per round (non-temporal "
+                             "in the slow placement), plain, or nt (non-temporal from 8 KiB)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
@@ -79,7 +85,13 @@ def _measure(comm, world, sizes, args):
     probe = comm.coherence is Coherence.HW
     roundtrips = [roundtrip_ns(comm)] if probe else []
     samples: dict[tuple[str, str, int], list[float]] = {}
+    copy_ins = []
     for _ in range(args.rounds):
+        if args.copy_in == "auto":
+            copy_ins.append(comm.choose_copy_in()["nt_min_bytes"])
+        else:
+            comm.nt_min_bytes = NT_MIN_BYTES if args.copy_in == "nt" else 0
+            copy_ins.append(comm.nt_min_bytes)
         for collective in args.collectives:
             for n in sizes_for(collective, sizes, world.size):
                 sides = ("copy", "zero-copy", "mpi") if collective in ZERO_COPY_COLLECTIVES else ("copy", "mpi")
@@ -100,6 +112,8 @@ def _measure(comm, world, sizes, args):
           + (f"MPIR_CVAR_CH4_CMA_ENABLE={cma}, " if cma is not None else "")
           + 
 f"{args.iterations} iterations per size, medians in us; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print(f"# copy-ins into the pool (--copy-in {args.copy_in}), per round: "
+          + ", ".join(f"non-temporal from {n} B" if n else "plain" for n in copy_ins))
     unseen = {"fast": "the slow placement", "slow or disturbed": "the fast placement"}.get(placement)
     print(f"# host placement: {placement}; hw flag round trips "
           f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns)"

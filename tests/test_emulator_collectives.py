@@ -373,3 +373,19 @@ def test_the_non_temporal_threshold_is_checked():
     for bad in (-1, 1.5, True, "64KiB"):
         with pytest.raises(InputError, match="nt_min_bytes: expected a number of bytes >= 0"):
             check_nt_min_bytes(bad)
+
+
+def _choose(comm):
+    choice = comm.choose_copy_in()
+    return choice, comm.nt_min_bytes
+
+
+def test_choose_copy_in_decides_alike_on_every_rank_from_the_round_trip():
+    from cxlsim.emulator.comm import NT_SLOW_MIN_BYTES, SLOW_ROUNDTRIP_NS
+
+    (a, nt_a), (b, nt_b) = run_local(2, _choose, slot_bytes=64, timeout_s=60)
+    assert a == b and nt_a == nt_b == a["nt_min_bytes"]
+    assert a["nt_min_bytes"] == (NT_SLOW_MIN_BYTES if a["roundtrip_ns"] > SLOW_ROUNDTRIP_NS else 0)
+    for nranks, coherence in ((3, "hw"), (2, "flush")):
+        out = run_local(nranks, _choose, slot_bytes=64, coherence=coherence, timeout_s=60)
+        assert all(c == {"roundtrip_ns": None, "placement": "not probed", "nt_min_bytes": 0} for c, _ in out)

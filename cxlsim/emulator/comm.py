@@ -41,6 +41,8 @@ WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB,
 
 ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES  # measured if CXLSIM_PROFILE names a profile (tuning.py)
 ALLREDUCE_LARGE_SOURCE = _pool_kernel.ALLREDUCE_LARGE_SOURCE
+SLOW_ROUNDTRIP_NS = 200.0  # hw flag round trip above which the host is disturbed or in its slow placement (host.py)
+NT_SLOW_MIN_BYTES = 8192  # non-temporal copy-ins from this size in the slow placement (choose_copy_in)
 SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8
 
@@ -259,6 +261,32 @@ class PoolComm(CommMixin, _pool_kernel.PoolKernel):
     allgather_view = _pool_kernel.PoolKernel.allgather_view
     broadcast_view = _pool_kernel.PoolKernel.broadcast_view
     alltoall_view = _pool_kernel.PoolKernel.alltoall_view
+
+    def choose_copy_in(self) -> dict:
+        """Pick this placement's stores for copies into the pool; a collective call (every rank calls it).
+
+        At np = 2 in hw mode: probe the flag round trip (`host.roundtrip_ns`'s probe: the best of
+        3 x 100 round trips after 50); above SLOW_ROUNDTRIP_NS (the slow placement, or a disturbed
+        host) copies of at least NT_SLOW_MIN_BYTES use non-temporal stores, below it plain ones
+        (`nt_min_bytes` 0). Measured on this machine, np 2: in the slow placement non-temporal
+        copy-ins made copy-mode broadcast, allgather, alltoall and allreduce 1.5-6x faster from
+        8 KiB (a line the other core holds Modified costs far more to read there than one in
+        memory); in the fast placement (the cores share their cache) 1.1-2.4x slower. The ranks
+        decide on the largest round trip any of them measured, so they decide alike. Other rank
+        counts and flush mode are not probed and left as they are. Returns roundtrip_ns (None if
+        not probed), placement and nt_min_bytes.
+        """
+        if self.size != 2 or self.coherence is not Coherence.HW:
+            return dict(roundtrip_ns=None, placement="not probed", nt_min_bytes=self.nt_min_bytes)
+        self.flag_pingpong(50)
+        mine = np.array([min(self.flag_pingpong(100) for _ in range(3))])
+        every = np.empty(self.size)
+        self.allgather(mine, every)
+        worst = float(every.max())
+        slow = worst > SLOW_ROUNDTRIP_NS
+        self.nt_min_bytes = NT_SLOW_MIN_BYTES if slow else 0
+        return dict(roundtrip_ns=worst, placement="slow or disturbed" if slow else "fast",
+                    nt_min_bytes=self.nt_min_bytes)
 
     def flag_pingpong(self, iterations: int) -> float:
         """Calibration probe on this pool (np = 2): mean ns per flag round trip; see `_probes.flag_pingpong`."""
