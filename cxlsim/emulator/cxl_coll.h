@@ -20,6 +20,15 @@
  * Chunks. A call larger than the slot (slot_bytes per rank) runs as several steps of at
  * most one slot per rank each (alltoall and reduce_scatter: slot / P per destination).
  *
+ * Zero-copy. cxl_coll_allgather_step with recv NULL, cxl_coll_broadcast_view and
+ * cxl_coll_alltoall_view are one step each, at most one slot: the caller reads the result in
+ * the pool until its next call. A send buffer that is the rank's own slot is not copied. A
+ * zero-copy broadcast reader cannot acknowledge while it still reads the root's slot, so it
+ * keeps done(e) pending and publishes it when its next call starts (cxl_coll_settle, first in
+ * every call, before any wait: two ranks never wait for each other's acknowledgement).
+ *
+ * Copies into the pool use non-temporal stores from pool.nt_min_bytes (cxl_copy_in; 0 = never).
+ *
  * Allreduce has two pool algorithms: small (every rank reads all P blocks and folds them,
  * one step), and large (reduce-scatter then allgather, two steps: each rank folds its 1/P
  * share, share boundaries on 64-byte lines, from every block and publishes it in the other
