@@ -146,6 +146,16 @@ def test_pacer_waits_factor_minus_one_times_the_work():
     assert pacer.seconds >= 3.0 * pacer.work_cpu_s
 
 
+def test_pinned_cores_give_each_rank_its_own_cpu_when_there_are_enough():
+    cpus = sorted(os.sched_getaffinity(0))
+    assert settings.pinned_cores(len(cpus), "auto") == cpus
+    assert settings.pinned_cores(len(cpus) + 1, "auto") == [None] * (len(cpus) + 1)
+    assert settings.pinned_cores(len(cpus) + 1, "on") == cpus + cpus[:1]
+    assert settings.pinned_cores(1, "off") == [None]
+    with pytest.raises(InputError, match="--pin"):
+        config(pin="always")
+
+
 def test_bucket_spans_cover_the_vector_from_its_end():
     spans = bucket_spans(10, 4)
     assert spans == [(8, 10), (5, 8), (2, 5), (0, 2)]
@@ -234,6 +244,7 @@ def test_sync_converges_and_is_bitwise_identical_across_ranks(sync_run):
     assert len(sync_run["host_roundtrip_ns"]) == 2 and isinstance(sync_run["warnings"], list)
     assert sync_run["placement"] in ("fast", "slow", "unknown") and sync_run["lockstep"] is True
     assert own_segments() == []  # the pool segment is gone after a run
+    assert sync_run["pinned_cores"] == settings.pinned_cores(2, "auto")
     assert sync_run["slot_bytes"] == 139264 and sync_run["allreduce_large_bytes"] >= 0  # 137,808 B to a page
 
 

@@ -51,6 +51,8 @@ def register(kinds) -> None:
                    help="test accuracies whose time to reach is reported (default 0.8,0.9)")
     p.add_argument("--timeout", type=_number("--timeout"), default=30.0,
                    help="seconds a rank waits for the others before failing (default 30)")
+    p.add_argument("--pin", choices=settings.PIN_CHOICES, default="auto",
+                   help="pin rank r to CPU r: auto (default) when every rank has a CPU of its own, on, off")
     p.add_argument("--out", default=None, metavar="DIR", help="write DIR/train.json and DIR/steps.csv (atomically)")
     p.set_defaults(func=bench_train)
 
@@ -101,7 +103,7 @@ def config_from(args: argparse.Namespace) -> settings.TrainConfig:
         lockstep=args.lockstep, factors=factors, gpus=gpus, cv=args.cv,
         slowdown=settings.parse_slowdown(args.slowdown) if args.slowdown else None,
         failure=settings.parse_failure(args.fail) if args.fail else None,
-        eval_every=args.eval_every, timeout_s=args.timeout, targets=targets)
+        eval_every=args.eval_every, timeout_s=args.timeout, targets=targets, pin=args.pin)
 
 
 def _items(flag: str, text: str) -> list[str]:
@@ -120,7 +122,8 @@ def summary(record: dict) -> str:
     head = (f"# cxlsim bench train: mode {record['mode']}, np {record['np']}, model {record['model']} "
             f"({record['param_count']} parameters, {record['param_bytes']} B), dataset {record['dataset']}, "
             f"{record['steps']} steps x batch {record['batch_size']}, lr {record['lr']:g}, seed {record['seed']}, "
-            f"pool {record['pool']}, coherence {record['coherence']}, placement {record['placement']}")
+            f"pool {record['pool']}, coherence {record['coherence']}, placement {record['placement']}, "
+            f"{_pinning(record.get('pinned_cores'))}")
     lines = [head]
     if record["mode"] == "ddp":
         lines.append(f"# ddp: {record['buckets']} buckets, overlap {'on' if record['overlap'] else 'off'}")
@@ -152,6 +155,12 @@ def summary(record: dict) -> str:
     if record["failed_ranks"]:
         lines.append(f"failed ranks (the others went on): {record['failed_ranks']}")
     return "\n".join(lines) + "\n"
+
+
+def _pinning(cores) -> str:
+    if not cores or all(c is None for c in cores):
+        return "ranks not pinned"
+    return "ranks pinned to CPUs " + ",".join(str(c) for c in cores)
 
 
 def bench_train(args) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import numpy as np
 
@@ -20,13 +21,15 @@ from cxlsim.errors import InputError
 from cxlsim.models.training import profiles, stragglers
 
 GPU_PRECISION = "tf32"  # the catalog column the GPU mix is read from (fp32 on pre-Ampere GPUs)
+PIN_CHOICES = ("auto", "on", "off")  # auto: pin when every rank has a core of its own
 STRAGGLER_STREAM = 1  # the straggler matrix's own random stream: SeedSequence(seed).spawn index
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     """One run's settings. Times in seconds; `factors` per rank (>= 1.0; empty: 1.0 each), `gpus` per rank
-    (names or None; empty: None each); `targets` are test accuracies whose time to reach is reported."""
+    (names or None; empty: None each); `targets` are test accuracies whose time to reach is reported;
+    `pin`: whether rank r runs on core r of this process's CPUs (see `pinned_cores`)."""
 
     mode: str
     nranks: int
@@ -49,6 +52,7 @@ class TrainConfig:
     eval_every: int = 10
     timeout_s: float = 30.0
     targets: tuple = (0.8, 0.9)
+    pin: str = "auto"
 
     def __post_init__(self):
         for name in ("nranks", "steps", "batch_size", "eval_every"):
@@ -71,6 +75,8 @@ class TrainConfig:
                 raise InputError(f"--factors: expected finite slow-down factors >= 1 (1 = none), got {f!r}")
         if len(self.gpus) != self.nranks:
             raise InputError(f"--gpus: expected {self.nranks} GPU names (one per rank), got {len(self.gpus)}")
+        if self.pin not in PIN_CHOICES:
+            raise InputError(f"--pin: expected one of {', '.join(PIN_CHOICES)}, got {self.pin!r}")
         for t in self.targets:
             if not (isinstance(t, (int, float)) and 0 < t <= 1):
                 raise InputError(f"--target-accuracy: expected accuracies in (0, 1], got {t!r}")
@@ -93,6 +99,18 @@ class TrainConfig:
         stream = np.random.default_rng(np.random.SeedSequence(self.seed).spawn(STRAGGLER_STREAM + 1)[-1])
         return stragglers.multipliers(stream, self.steps, self.nranks, self.cv, slowdown=self.slowdown,
                                       failure=self.failure)
+
+
+def pinned_cores(nranks: int, pin: str) -> list:
+    """Per rank, the CPU it is pinned to, or None. The ranks take this process's CPUs in order
+    (round robin past the last); auto pins only when every rank gets a CPU of its own, since two
+    ranks on one CPU must take turns anyway. Pinned, two ranks never share a core while another
+    stays idle or runs other work, which on a loaded host otherwise costs a scheduler time slice at
+    many of their waits for each other."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin == "off" or (pin == "auto" and nranks > len(cpus)):
+        return [None] * nranks
+    return [cpus[r % len(cpus)] for r in range(nranks)]
 
 
 def _flag(name: str) -> str:

@@ -4,7 +4,7 @@
 rank: they are built before the ranks fork), holds a bench lock (other cxlsim benches
 running meanwhile are named in the record's warnings), probes the host placement before and
 after the run, runs the mode's launcher-side hook if it has one, starts the ranks with `cxlsim.emulator.launch.run_local`
-(each rank limits BLAS to one thread, passes one barrier, takes the common start from rank 0,
+(each rank takes its core if pinned, limits BLAS to one thread, passes one barrier, takes the common start from rank 0,
 runs the mode's loop, then evaluates its parameter snapshots on the test set), and returns the
 train.json record (`run_record`). A synchronous mode whose rank fails raises RankFailure (the
 pool segment is gone either way); in async and hybrid a failed rank is listed in failed_ranks.
@@ -25,6 +25,7 @@ from cxlsim import results
 from cxlsim.emulator.host import (SLOW_ROUNDTRIP_NS, BenchLock, concurrency_warning, cores_warning,
                                   placement_warning, probe_roundtrip_ns)
 from cxlsim.emulator.launch import run_local
+from cxlsim.emulator.training import config as settings
 from cxlsim.emulator.training import data, models, modes, run_record
 from cxlsim.emulator.training.context import RankContext, RankStopped
 from cxlsim.emulator.training.ddp import DEFAULT_BUCKETS
@@ -80,13 +81,14 @@ def train(config, progress: bool | None = None, probe_host: bool = True) -> dict
         raise InputError(f"--buckets: expected 1..{model.size} (the model's parameters), got {config.buckets}")
     params0 = model.init(config.seed)
     multipliers = config.multipliers()
+    cores = settings.pinned_cores(config.nranks, config.pin)
     show = progress if progress is not None else (sys.stderr.isatty() and config.steps >= PROGRESS_MIN_STEPS)
     hook = mode.resolve("shared")(config, model) if mode.shared else contextlib.nullcontext()
     with BenchLock() as lock:
         others = set(lock.others())
         roundtrips = [roundtrip_or_none() if probe_host else None]
         with hook as shared:
-            job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show)
+            job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show, cores)
             outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
                                  coherence=config.coherence, timeout_s=config.timeout_s)
         roundtrips.append(roundtrip_or_none() if probe_host else None)
@@ -94,13 +96,15 @@ def train(config, progress: bool | None = None, probe_host: bool = True) -> dict
         warnings = (cores_warning(config.nranks) + concurrency_warning(others) + lock.warnings()
                     + placement_warning([ns for ns in roundtrips if ns is not None]))
     record = build_record(config, mode, model, outcomes, placement(roundtrips))
-    record.update(host_roundtrip_ns=roundtrips, warnings=warnings, slot_bytes=slot_bytes_for(model),
+    record.update(host_roundtrip_ns=roundtrips, warnings=warnings, pinned_cores=cores, slot_bytes=slot_bytes_for(model),
                   allreduce_large_bytes=outcomes[0]["allreduce_large_bytes"])
     return record
 
 
-def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers, shared, show):
-    """One rank: one BLAS thread, the common start, the loop; returns its outcome (a dict)."""
+def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers, shared, show, cores):
+    """One rank: its core (if pinned), one BLAS thread, the common start, the loop; returns its outcome (a dict)."""
+    if cores[comm.rank] is not None:
+        os.sched_setaffinity(0, {cores[comm.rank]})
     with threadpool_limits(limits=1):
         start = np.zeros(1)
         comm.barrier()
@@ -144,7 +148,7 @@ def evaluate(model, dataset, snapshots) -> list[dict]:
 def build_record(config, mode, model, outcomes, where: str) -> dict:
     """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
     mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores; `train` adds
-    host_roundtrip_ns (the placement probes before and after, ns or None), warnings, and the pool's
+    host_roundtrip_ns (the placement probes before and after, ns or None), warnings, pinned_cores, the pool's
     slot_bytes and allreduce_large_bytes (the allreduce's algorithm threshold the ranks used))."""
     evals = sorted((e for o in outcomes for e in o["evals"]), key=lambda e: (e["t_s"], e["step"]))
     ranks = [o["entry"] for o in outcomes]
