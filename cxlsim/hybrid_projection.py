@@ -60,15 +60,15 @@ def form_note(collective: str, fig: PodFigures, size: int, star: bool) -> str | 
     if not star:
         return _FAT_TREE
     q = fig.hosts
-    if collective == "allgather":
-        return None
+    if collective == "allgather" or (collective == "allreduce" and fig.heads):
+        return None  # the pool allgather's form is exact (a sparse pod's allreduce is its allgather and a fold)
     if collective == "broadcast":
         return _BROADCAST
-    pool = fig.pool
-    if pool.leaf_hosts or q * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12):
+    pool, on_pool = fig.pool, fig.heads or q
+    if pool.leaf_hosts or on_pool * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12):
         return _QUEUED
     block = phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size
-    return None if len({line_span(r * block, block)[1] for r in range(q)}) == 1 else _COLUMNS
+    return None if len({line_span(r * block, block)[1] for r in range(on_pool)}) == 1 else _COLUMNS
 
 
 class _Forms:
@@ -109,13 +109,10 @@ def choose(forms: _Forms, size: int) -> tuple[str, str]:
     return name, f"auto: the network's {name}, faster than pods by closed form"
 
 
-def _check(wl, p, setup):
+def _check(wl, p):
     if wl.collective not in PODS_COLLECTIVES:
         raise InputError(f"workload.collective: a hybrid pod fabric (cxl-pods) runs "
                          f"{', '.join(PODS_COLLECTIVES)}, got {wl.collective!r}")
-    if setup.design and wl.collective != "allgather":
-        raise InputError(f"workload.collective: sparse pods (fabric.pods.hosts {setup.hosts} on "
-                         f"{setup.pool.preset.name}) run allgather only, got {wl.collective!r}")
     if wl.root and wl.collective != "broadcast":
         raise InputError(f"workload.root: applies to broadcast, not {wl.collective}")
     if not 0 <= wl.root < p:
@@ -127,7 +124,7 @@ def run_hybrid(scenario, setup, bar=None, stats: list | None = None) -> list[dic
     wl = scenario.workload
     forms = _Forms(scenario, setup)
     p = forms.p
-    _check(wl, p, setup)
+    _check(wl, p)
     rows = []
     for size in wl.sizes_bytes:
         start = time.perf_counter()

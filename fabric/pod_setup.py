@@ -24,7 +24,7 @@ pod's multi-headed devices, as in Pond's and Octopus's dense pods, so a pod has 
 `device.heads` hosts (the preset's figure) as a dense pod. A pod of more hosts on a
 switchless preset is a sparse Octopus pod (`octopus4-pool`: 4-headed devices; pods of 13):
 `cxlsim.fabric.octopus.design` picks which hosts share each device, any two hosts sharing
-exactly one, and the pod runs the allgather only.
+exactly one; every collective runs on each device's hosts at once (`octopus_pool`).
 
 `PodsSetup.new_transport` builds one `cxlsim.fabric.pods.PodsTransport` (the pools and the
 network in one SimPy environment) per simulated call; `pool_figures` gives one pod's pool

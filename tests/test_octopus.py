@@ -11,7 +11,7 @@ from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.fabric.octopus import design, pod_sizes
 from cxlsim.fabric.pod_setup import CXL_PODS
-from cxlsim.hybrid_projection import run_hybrid
+from cxlsim.hybrid_projection import PODS_RECORDS, form_note, run_hybrid
 from cxlsim.models.collectives import analytic, runner
 from cxlsim.models.collectives.hierarchical_pods import PodFigures
 from cxlsim.models.collectives.octopus_pool import octopus_allgather_cost
@@ -141,10 +141,8 @@ def test_sparse_pods_allgather_des_equals_the_form(inter):
         algorithm("allgather", "cxl_pool").cost(fig.pool, 4, 128))
 
 
-def test_sparse_pods_run_allgather_only_and_count_each_device():
+def test_sparse_pods_count_each_device():
     base = {"fabric": {"preset": "cxl-pods", "nodes": 26, "pods": {"hosts": 13, "pool": "octopus4-pool"}}}
-    with pytest.raises(InputError, match="sparse pods .* run allgather only"):
-        simulate.run(config.from_dict({**base, "workload": {"collective": "allreduce", "sizes": [64]}}))
     with pytest.raises(InputError, match="fabric.cxl.devices"):
         simulate.run(config.from_dict({"fabric": {**base["fabric"], "cxl": {"devices": 2}},
                                        "workload": {"sizes": [64]}}))
@@ -157,3 +155,28 @@ def test_sparse_pods_run_allgather_only_and_count_each_device():
     # every host writes its n x m = 128 B set to each of its 4 devices and reads 3 sets from each
     assert sum(p.bytes for p in devices) == s.pool.device_bytes
     assert s.pool.bisnp is None  # flush: no snoop filter
+
+
+@pytest.mark.parametrize("collective, inter, bound", [("allreduce", "ring", 1e-9), ("alltoall", "pairwise", 0.03),
+                                                      ("broadcast", "binomial", 0.05)])
+def test_sparse_pods_run_every_collective(collective, inter, bound):
+    _, setup = _pods("octopus4-pool", nodes=26, hosts=13)
+    fig = PodFigures(setup.pool_figures(), analytic.CostModel.from_network(setup.network.network(), 65536),
+                     setup.hosts, setup.pods, heads=4)
+    assert (form_note(collective, fig, 64, True) is None) == (bound == 1e-9)
+    algo = PODS_RECORDS[collective]
+    for size, root in ((64, 0), (4096, 17)):
+        ctx = runner.Context(inter=inter, root=root if collective == "broadcast" else 0)
+        outcome = runner.run_algorithm(setup.new_transport(65536), algo, size, ctx)
+        runner.verify(collective, 26, ctx, outcome.results)
+        assert outcome.latency_ns == pytest.approx(algo.cost(fig, 26, size, ctx), rel=bound)
+
+
+def test_a_sparse_allreduce_is_its_allgather_and_a_fold():
+    _, setup = _pods("octopus4-pool", nodes=13, hosts=13)
+    fig = PodFigures(setup.pool_figures(), analytic.CostModel.from_network(setup.network.network(), 65536),
+                     13, 1, heads=4)
+    s = 4096
+    expect = (octopus_allgather_cost(fig.pool, 4, s) + 12 * s / fig.pool.reduce_bw_bytes_per_ns
+              + octopus_allgather_cost(fig.pool, 4, s // 13 + 1))
+    assert PODS_RECORDS["allreduce"].cost(fig, 13, s, runner.Context()) == pytest.approx(expect)

@@ -12,7 +12,9 @@ for n ranks and the phase's size). Each pool phase runs in its own region of the
   holds n blocks, its 1/q share of the pods' data), then the pool allgather (`cxl_pool`) of those
   n x m bytes inside every pod (on a sparse Octopus pod, `octopus_pool.octopus_allgather`: the
   pool allgather on every device at once). The pool phase before the network one is empty for
-  allgather. The other collectives run on dense pods only.
+  allgather. On a sparse pod every pool phase is `octopus_pool`'s: the pool collective on every
+  device's k hosts at once (the allreduce's first phase: the allgather of the vectors and a fold,
+  after which host j takes block j of the pod's sum).
 - **allreduce** (s-byte vectors, seg = ceil(s/q)): the pool reduce_scatter inside every pod (rank
   j ends with block j of its pod's sum), the network allreduce of that seg-byte block in group j,
   then the pool allgather of the seg-byte blocks inside every pod.
@@ -45,10 +47,12 @@ from dataclasses import dataclass
 
 from cxlsim.fabric.pool_transport import PoolFigures
 from cxlsim.models.collectives import pool_collectives as pc
-from cxlsim.models.collectives.base import HYBRID, NO_CONTEXT, Algorithm, Context, Group
+from cxlsim.models.collectives.base import HYBRID, NO_CONTEXT, Algorithm, Context, Group, split
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.network_forms import CostModel, network_closed_form
-from cxlsim.models.collectives.octopus_pool import octopus_allgather, octopus_allgather_cost
+from cxlsim.models.collectives.octopus_pool import (octopus_allgather, octopus_allgather_cost, octopus_allreduce,
+                                                    octopus_allreduce_cost, octopus_alltoall, octopus_alltoall_cost,
+                                                    octopus_broadcast, octopus_broadcast_cost)
 from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost, reduce_scatter_cost
 
 __all__ = ["PodFigures", "pods_closed_form", "pods_allgather_algorithm", "pods_algorithms", "phase_sizes",
@@ -117,10 +121,17 @@ def _allreduce(lookup):
         t = g.transport
         q, n = t.hosts, t.pods
         seg = phase_sizes("allreduce", s, q, n)
-        block = yield from pc.reduce_scatter(g.pod_region(0), s, vec)
+        if t.sparse:
+            total = yield from octopus_allreduce(g.pod_endpoint(), s, vec)
+            block = None if total is None else split(total, q)[g.local]
+        else:
+            block = yield from pc.reduce_scatter(g.pod_region(0), s, vec)
         if n > 1 and block is not None:
             block = yield from _inter(lookup, "allreduce", ctx, n).run(_group(g, t), seg, block, NO_CONTEXT)
-        blocks = yield from cxl_pool(g.pod_region(1), seg, block)
+        if t.sparse:
+            blocks = yield from octopus_allgather(g.pod_endpoint(), seg, block)
+        else:
+            blocks = yield from cxl_pool(g.pod_region(1), seg, block)
         if any(b is None or not isinstance(b, tuple) for b in blocks):
             return None
         return tuple(x for b in blocks for x in b)
@@ -133,14 +144,19 @@ def _broadcast(lookup):
         q, n = t.hosts, t.pods
         root = ctx.root
         home, seg = root // q, phase_sizes("broadcast", s, q, n)
-        if g.pod == home:
+        if g.pod == home and t.sparse:
+            data = yield from octopus_broadcast(g.pod_endpoint(), s, data, root % q)
+        elif g.pod == home:
             data = yield from pc.broadcast(g.pod_region(0), s, data, Context(root=root % q))
         share = (g.local, data) if g.pod == home else None
         if n > 1:
             share = yield from _inter(lookup, "broadcast", ctx, n).run(_group(g, t), seg, share, Context(root=home))
         if g.pod == home:
             return data
-        shares = yield from cxl_pool(g.pod_region(1), seg, share)
+        if t.sparse:
+            shares = yield from octopus_allgather(g.pod_endpoint(), seg, share)
+        else:
+            shares = yield from cxl_pool(g.pod_region(1), seg, share)
         labels = {d for _, d in shares} if all(isinstance(x, tuple) and len(x) == 2 for x in shares) else set()
         if [j for j, _ in shares] != list(range(q)) or len(labels) != 1:
             return shares
@@ -154,7 +170,10 @@ def _alltoall(lookup):
         q, n = t.hosts, t.pods
         # local destination j' gets this rank's blocks for host j' of every pod
         rows = [tuple(blocks[k * q + jd] for k in range(n)) for jd in range(q)]
-        column = yield from pc.alltoall(g.pod_region(0), n * m, rows)
+        if t.sparse:
+            column = yield from octopus_alltoall(g.pod_endpoint(), n * m, rows)
+        else:
+            column = yield from pc.alltoall(g.pod_region(0), n * m, rows)
         # column[j] = (blocks from host j of this pod for host g.local of pods 0..n-1)
         if any(c is None for c in column):
             return None
@@ -188,19 +207,27 @@ def _costs(lookup):
     def allgather(fig, p, m, ctx=NO_CONTEXT):
         return pods_closed_form(fig, m, _inter(lookup, "allgather", ctx, fig.pods) if fig.pods > 1 else None)
 
+    def gather(fig, m):  # the pod's allgather of m-byte blocks
+        if fig.heads:
+            return octopus_allgather_cost(fig.pool, fig.heads, m)
+        return cxl_pool_closed_form(fig.pool, fig.hosts, m, fig.pool.coherence)
+
     def allreduce(fig, p, s, ctx=NO_CONTEXT):
         q, seg = fig.hosts, phase_sizes("allreduce", s, fig.hosts, fig.pods)
-        return (reduce_scatter_cost(fig.pool, q, s) + _network(lookup, "allreduce", fig, s, ctx)
-                + cxl_pool_closed_form(fig.pool, q, seg, fig.pool.coherence))
+        first = (octopus_allreduce_cost(fig.pool, fig.heads, q, s) if fig.heads else
+                 reduce_scatter_cost(fig.pool, q, s))
+        return first + _network(lookup, "allreduce", fig, s, ctx) + gather(fig, seg)
 
     def broadcast(fig, p, s, ctx=NO_CONTEXT):
         q, seg = fig.hosts, phase_sizes("broadcast", s, fig.hosts, fig.pods)
-        gather = cxl_pool_closed_form(fig.pool, q, seg, fig.pool.coherence) if fig.pods > 1 else 0.0
-        return (broadcast_cost(fig.pool, q, s) + _network(lookup, "broadcast", fig, s, ctx, ctx.root // q)
-                + gather)
+        first = octopus_broadcast_cost(fig.pool, fig.heads, s) if fig.heads else broadcast_cost(fig.pool, q, s)
+        return (first + _network(lookup, "broadcast", fig, s, ctx, ctx.root // q)
+                + (gather(fig, seg) if fig.pods > 1 else 0.0))
 
     def alltoall(fig, p, m, ctx=NO_CONTEXT):
-        return alltoall_cost(fig.pool, fig.hosts, fig.pods * m) + _network(lookup, "alltoall", fig, m, ctx)
+        first = (octopus_alltoall_cost(fig.pool, fig.heads, fig.pods * m) if fig.heads else
+                 alltoall_cost(fig.pool, fig.hosts, fig.pods * m))
+        return first + _network(lookup, "alltoall", fig, m, ctx)
 
     return {"allgather": allgather, "allreduce": allreduce, "broadcast": broadcast, "alltoall": alltoall}
 

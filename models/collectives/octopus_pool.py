@@ -10,34 +10,108 @@ Closed form (`octopus_allgather_cost`): the devices' allgathers are alike and in
 (each device its own pool, each host's link its own thread), so one call costs the pool
 allgather's exact form on one device, k hosts and m-byte blocks, when every host starts
 together; the tests hold the DES equal to it. Units: ns, bytes.
+
+The other collectives follow the same rule, every device's k hosts at once:
+
+- allreduce (`octopus_allreduce`): the allgather of the s-byte vectors, then each host folds
+  the q vectors ((q - 1) s bytes of reduction): the allgather's form plus (q - 1) s / R;
+- alltoall (`octopus_alltoall`): the pool alltoall among every device's hosts (a host's row on
+  device d holds its blocks for d's hosts); each pair meets once: the pool alltoall's form on
+  one device;
+- broadcast (`octopus_broadcast`): the pool broadcast from the root on each of its X devices;
+  every other host shares exactly one with the root and reads there: the pool broadcast's form
+  on one device (approximate, as that form is).
 """
 from __future__ import annotations
 
 from cxlsim.errors import InputError
 from cxlsim.fabric.octopus import SparsePod
+from cxlsim.models.collectives import pool_collectives as pc
+from cxlsim.models.collectives.base import Context, add_vectors
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
+from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost
 
-__all__ = ["octopus_allgather", "octopus_allgather_cost"]
+__all__ = ["octopus_allgather", "octopus_allreduce", "octopus_alltoall", "octopus_broadcast",
+           "octopus_allgather_cost", "octopus_allreduce_cost", "octopus_alltoall_cost", "octopus_broadcast_cost"]
+
+
+def _pod(g) -> SparsePod:
+    t = g.transport
+    if not isinstance(t, SparsePod):
+        raise InputError("octopus collectives: need a sparse pod (cxlsim.fabric.octopus.SparsePod)")
+    return t
+
+
+def _on_devices(t, h, devices, step):
+    """Run step(d, endpoint of h on device d) on each of `devices` at once (one thread per link); {d: result}."""
+    calls = {d: t.env.process(step(d, t.device_endpoint(d, h))) for d in devices}
+    got = yield t.env.all_of(list(calls.values()))
+    return {d: got[call] for d, call in calls.items()}
 
 
 def octopus_allgather(g, m, mine):
     """One host's part: the pool allgather on each of its devices at once; returns the q blocks in host order."""
-    t = g.transport
-    if not isinstance(t, SparsePod):
-        raise InputError("octopus allgather: needs a sparse pod (cxlsim.fabric.octopus.SparsePod)")
-    h = g.rank
-    mine_devices = t.devices_of[h]
-    calls = [t.env.process(cxl_pool(t.device_endpoint(d, h), m, mine)) for d in mine_devices]
-    got = yield t.env.all_of(calls)
+    t, h = _pod(g), g.rank
+    got = yield from _on_devices(t, h, t.devices_of[h], lambda d, ep: cxl_pool(ep, m, mine))
     blocks = [None] * t.size
     blocks[h] = mine
-    for d, call in zip(mine_devices, calls):
-        for host, block in zip(t.devices[d], got[call]):
+    for d, sets in got.items():
+        for host, block in zip(t.devices[d], sets):
             blocks[host] = block
     return blocks
+
+
+def octopus_allreduce(g, s, vec):
+    """The allgather of the vectors, then the fold of all q in host order; the reduced vector (None if one is missing)."""
+    vectors = yield from octopus_allgather(g, s, vec)
+    yield g.reduce((len(vectors) - 1) * s)
+    if any(v is None or not isinstance(v, tuple) for v in vectors):
+        return None
+    out = vectors[0]
+    for v in vectors[1:]:
+        out = add_vectors(out, v)
+    return out
+
+
+def octopus_alltoall(g, m, blocks):
+    """The pool alltoall among every device's hosts at once; the q blocks this host receives, in host order."""
+    t, h = _pod(g), g.rank
+    got = yield from _on_devices(t, h, t.devices_of[h],
+                                 lambda d, ep: pc.alltoall(ep, m, [blocks[w] for w in t.devices[d]]))
+    out = [None] * t.size
+    out[h] = blocks[h]
+    for d, column in got.items():
+        for w, block in zip(t.devices[d], column):
+            if w != h:
+                out[w] = block
+    return out
+
+
+def octopus_broadcast(g, s, data, root: int):
+    """The pool broadcast from `root` on each of its devices; every other host reads on the one it shares."""
+    t, h = _pod(g), g.rank
+    mine = t.devices_of[root] if h == root else [d for d in t.devices_of[h] if root in t.devices[d]]
+    got = yield from _on_devices(t, h, mine,
+                                 lambda d, ep: pc.broadcast(ep, s, data, Context(root=t.index[d][root])))
+    return data if h == root else got[mine[0]]
 
 
 def octopus_allgather_cost(fig, heads: int, m: int) -> float:
     """Latency (ns) of one allgather of m-byte blocks on a sparse pod of `heads`-headed devices (`fig`: one
     device's pool figures on `heads` hosts), every host starting together."""
     return cxl_pool_closed_form(fig, heads, m, fig.coherence)
+
+
+def octopus_allreduce_cost(fig, heads: int, hosts: int, s: int) -> float:
+    """ns: the allgather of s-byte vectors on `heads`-headed devices, then the fold of `hosts` vectors."""
+    return octopus_allgather_cost(fig, heads, s) + (hosts - 1) * s / fig.reduce_bw_bytes_per_ns
+
+
+def octopus_alltoall_cost(fig, heads: int, m: int) -> float:
+    """ns: the pool alltoall of m bytes per destination among one device's `heads` hosts."""
+    return alltoall_cost(fig, heads, m)
+
+
+def octopus_broadcast_cost(fig, heads: int, s: int) -> float:
+    """ns: the pool broadcast of s bytes on one device of `heads` hosts (as approximate as that form)."""
+    return broadcast_cost(fig, heads, s)
