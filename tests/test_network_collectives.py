@@ -15,7 +15,7 @@ from cxlsim.models.collectives.selectors import select
 
 NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
       [("barrier", name) for name in ("dissemination", "recursive_doubling", "linear")] + \
-      [("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"),
+      [("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"), ("reduce_scatter", "butterfly"),
        ("broadcast", "pipelined_chain")] + \
       [("broadcast", name) for name in ("linear", "chain", "binary_tree", "ompi_binomial", "knomial")]
 
@@ -38,8 +38,15 @@ def tie(collective, name, p):
     return (collective, name) == ("reduce_scatter", "recursive_halving") and p & (p - 1)
 
 
+def shared(collective, name, p):
+    """Open MPI's butterfly on P that is not a power of two: later steps share host links (not in the form)."""
+    return (collective, name) == ("reduce_scatter", "butterfly") and p & (p - 1)
+
+
 def assert_form(collective, name, p, size, des, form, beta, chunk):
-    if tie(collective, name, p):  # the form takes the fold message first; the DES may serve the other first
+    if shared(collective, name, p):  # the DES is later by the sharing the form leaves out, measured <= 2.5%
+        assert form * (1 - 1e-9) <= des <= form * 1.025 + (min(size, chunk) + p) * beta, (p, size, des, form)
+    elif tie(collective, name, p):  # the form takes the fold message first; the DES may serve the other first
         assert form * (1 - 1e-9) <= des <= form + (min(size, chunk) + p) * beta + 1e-6, (p, size, des, form)
     else:
         assert des == pytest.approx(form, rel=1e-9), (p, size, des, form)
@@ -53,7 +60,7 @@ def des_and_form(collective, name, nodes, size, rpn=1, root=0, **kw):
         runner.verify(collective, t.placement.size, ctx, out.results)
     cm = analytic.CostModel.from_network(t.network, t.chunk_bytes)
     form, used, note = analytic.cost(collective, name, t.placement.size, size, cm, ctx)
-    assert used == name and note is None
+    assert used == name and (note is None) == (not shared(collective, name, t.placement.size) or rpn > 1)
     return out.latency_ns, form
 
 
@@ -80,7 +87,7 @@ def test_des_equals_the_closed_form_on_one_host_and_store_and_forward(collective
         for size in (64, 70_000):
             des, form = des_and_form(collective, name, 1, size, rpn=p)
             assert des == pytest.approx(form, rel=1e-9), ("one host", p, size)
-            if tie(collective, name, p):  # the shared-link term follows cut-through switches
+            if tie(collective, name, p) or shared(collective, name, p):  # shared links: cut-through forms
                 continue
             des, form = des_and_form(collective, name, p, size, mode="store-and-forward", chunk=8192)
             assert des == pytest.approx(form, rel=1e-9), ("store and forward", p, size)
@@ -175,9 +182,9 @@ def test_barrier_rules():
     ("mpich", 8, 524287, "recursive_halving", False), ("mpich", 8, 524288, "pairwise", False),
     ("mpich", 3, 1, "recursive_halving", False),
     # Open MPI: P < 4 ring below 65536, butterfly below 131072, then ring; 4 <= P < 8 ...
-    ("ompi", 3, 65535, "ring", False), ("ompi", 3, 65536, "recursive_halving", True), ("ompi", 3, 131072, "ring", False),
+    ("ompi", 3, 65535, "ring", False), ("ompi", 3, 65536, "butterfly", False), ("ompi", 3, 131072, "ring", False),
     ("ompi", 5, 7, "recursive_halving", True), ("ompi", 5, 8, "recursive_halving", False),
-    ("ompi", 5, 262144, "ring", False), ("ompi", 40, 100_000, "recursive_halving", True),
+    ("ompi", 5, 262144, "ring", False), ("ompi", 40, 100_000, "butterfly", False),
 ])
 def test_reduce_scatter_rules(library, p, s, expect, noted):
     name, note = select(library, "reduce_scatter", p, s)

@@ -31,7 +31,7 @@ receiving k_in from q and sending k_out,
 is shared: a folded rank's host link carries the fold message and, at the
 same time, its first partner's half when that partner is not folded; the
 form delays the fold message by the chunks of the other that go first
-(`_shared_link_delay`, cut-through switches, equal link rates: every preset).
+(`shared_link_delay`, cut-through switches, equal link rates: every preset).
 When both have as many chunks, their last chunks are ready at the same
 instant and the DES orders them by floating-point rounding, so it may be later
 than the form by the other's last chunk (the tests check that bound).
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from cxlsim.models.collectives.base import Algorithm, add_vectors, split
 
-__all__ = ["recursive_halving", "pairwise", "exchange", "recursive_halving_cost", "pairwise_cost",
+__all__ = ["recursive_halving", "pairwise", "exchange", "shared_link_delay", "recursive_halving_cost", "pairwise_cost",
            "RECURSIVE_HALVING", "PAIRWISE", "RECORDS"]
 
 
@@ -164,7 +164,7 @@ def recursive_halving_cost(cm, p, s, ctx=None):
             t.append(start)
             continue
         partner = i ^ (pof2 >> 1)
-        shared = 0.0 if intra or partner < rem else _shared_link_delay(cm, s, first_in(i))
+        shared = 0.0 if intra or partner < rem else shared_link_delay(cm, s, first_in(i))
         t.append(start + cm.arrive(s, intra) + shared + cm.receive(s, intra) + cm.R(s))
     for k in range(pof2.bit_length() - 1):
         nxt = []
@@ -183,7 +183,7 @@ def recursive_halving_cost(cm, p, s, ctx=None):
     return max(finish)
 
 
-def _shared_link_delay(cm, k_fold: int, k_other: int) -> float:
+def shared_link_delay(cm, k_fold: int, k_other: int) -> float:
     """How much later the tail of a k_fold-byte message lands when a k_other-byte one starts into the
     same host link at the same time, from a host with the same link rate (ns): the link serves both
     without a pause, so the fold message waits for every chunk of the other that is ready before its

@@ -53,12 +53,12 @@ Alltoall, barrier and reduce-scatter, and Open MPI's allreduce and broadcast
   - barrier: 1 linear, 3 recursive_doubling, 4 bruck -> dissemination (the
     same messages);
   - reduce_scatter: 2 recursive_halving (the same fold, steps and copies as
-    MPICH's), 3 ring.
+    MPICH's), 3 ring, 4 butterfly.
   Choices not modelled run a substitute and the note names both: allreduce 2
   nonoverlapping -> recursive_doubling; broadcast 4 split binary tree ->
   binary_tree, 8 scatter_allgather -> MPICH's scatter + recursive-doubling
   allgather; barrier 6 tree -> dissemination; reduce_scatter 1 non-overlapping
-  (reduce, then scatterv) and 4 butterfly -> recursive_halving.
+  (reduce, then scatterv) -> recursive_halving.
 """
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ _OMPI_IDS = {
                                                               "recursive halving")),
                        2: ("recursive_halving", None),
                        3: ("ring", None),
-                       4: ("recursive_halving", _not_modelled("butterfly (id 4)", "recursive halving"))},
+                       4: ("butterfly", None)},
 }
 
 
