@@ -14,7 +14,7 @@ from cxlsim.models.collectives import alltoall, analytic, chain, registry, runne
 from cxlsim.models.collectives.selectors import select
 
 NEW = [("alltoall", name) for name in ("bruck", "modified_bruck", "scattered", "pairwise", "linear")] + \
-      [("barrier", name) for name in ("dissemination", "recursive_doubling", "linear")] + \
+      [("barrier", name) for name in ("dissemination", "recursive_doubling", "linear", "tree")] + \
       [("reduce_scatter", "recursive_halving"), ("reduce_scatter", "pairwise"), ("reduce_scatter", "butterfly"),
        ("broadcast", "pipelined_chain")] + \
       [("broadcast", name) for name in ("linear", "chain", "binary_tree", "ompi_binomial", "knomial")]
@@ -168,13 +168,12 @@ def test_ompi_alltoall(p, m, expect, noted):
 
 def test_barrier_rules():
     assert select("mpich", "barrier", 5, 0) == ("dissemination", None)
-    # Open MPI by P: < 4 recursive doubling, < 8 linear, < 64 recursive doubling, < 256 bruck, < 512 tree, ...
+    # Open MPI by P: < 4 recursive doubling, < 8 linear, < 64 recursive doubling, < 256 bruck, < 512 tree,
+    # < 1024 bruck, < 4096 tree, else bruck
     for p, expect in ((3, "recursive_doubling"), (4, "linear"), (7, "linear"), (8, "recursive_doubling"),
-                      (63, "recursive_doubling"), (64, "dissemination"), (1000, "dissemination")):
+                      (63, "recursive_doubling"), (64, "dissemination"), (300, "tree"), (1000, "dissemination"),
+                      (2000, "tree"), (5000, "dissemination")):
         assert select("ompi", "barrier", p, 0) == (expect, None), p
-    for p in (300, 2000):
-        name, note = select("ompi", "barrier", p, 0)
-        assert name == "dissemination" and "tree" in note and "not modelled" in note
 
 
 @pytest.mark.parametrize("library, p, s, expect, noted", [
@@ -210,8 +209,7 @@ def test_the_replay_runs_barrier_alltoall_and_reduce_from_the_models():
     barrier = plan(Call("barrier", "t", 1), 8, "mpich", ctx)
     assert (barrier.collective, barrier.algorithm, barrier.size_bytes) == ("barrier", "dissemination", 0)
     assert plan(Call("barrier", "t", 1), 5, "ompi", ctx).algorithm == "linear"        # Open MPI, 4 <= P < 8
-    tree = plan(Call("barrier", "t", 1), 300, "ompi", ctx)
-    assert tree.algorithm == "dissemination" and "tree" in tree.note
+    assert plan(Call("barrier", "t", 1), 300, "ompi", ctx).algorithm == "tree"        # Open MPI, 256 <= P < 512
     a2a = plan(Call("alltoall", "t", 1, size_bytes=4000), 8, "mpich", ctx)
     assert (a2a.collective, a2a.algorithm) == ("alltoall", "pairwise") and "every size" in a2a.note
     cm = analytic.CostModel.from_network(transport(2).network, 65536)

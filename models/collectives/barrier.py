@@ -14,6 +14,13 @@ P - adj wait for it; then ranks below adj swap with r xor 2^k, k = 0 ..
 log2 adj - 1; then ranks below P - adj release r + adj (a synchronous send in
 Open MPI; here a standard one: the match acknowledgement's return is left out).
 
+`tree` (Open MPI `barrier_intra_tree`, id 6): a binomial fan-in to rank 0
+(for jump = 1, 2, 4, ..: rank r receives from r + jump while r has no bit
+below 2 jump set, or sends to r - jump and stops), then the fan-out back down
+(for jump from the top: a rank receives from r - its lowest set bit, then
+sends to r + jump for every jump below that bit, largest first); blocking
+sends and receives.
+
 `linear` (Open MPI `barrier_intra_basic_linear`, id 1): every rank but 0
 sends 0 bytes to rank 0 and waits for its reply; rank 0 receives them all,
 then sends the P-1 replies one after another.
@@ -24,15 +31,19 @@ recursive doubling, log2 P T(0) for a power-of-two P, else the exchange steps
 from the ranks' start times (`network_forms.pairwise_steps`) with the fold's
 T(0) before them and the release after; linear, rank 0's CPU takes the P-1
 arrivals (each o, all landing at o + wire(0)), then each reply costs o and its
-NIC gap, and lands wire(0) later, where the waiting rank takes o.
+NIC gap, and lands wire(0) later, where the waiting rank takes o; tree, the
+fan-in as a gather recurrence from the highest rank down (a receive is done o
+after the later of its posting and the partner's send call + o + wire(0)), the
+fan-out as a broadcast recurrence from rank 0 up (each send holds the sender
+for o).
 """
 from __future__ import annotations
 
 from cxlsim.models.collectives.base import Algorithm
 from cxlsim.models.collectives.network_forms import pairwise_steps
 
-__all__ = ["dissemination", "recursive_doubling", "linear", "dissemination_cost", "recursive_doubling_cost",
-           "linear_cost", "DISSEMINATION", "RECURSIVE_DOUBLING", "LINEAR", "RECORDS"]
+__all__ = ["dissemination", "recursive_doubling", "linear", "tree", "dissemination_cost", "recursive_doubling_cost",
+           "linear_cost", "tree_cost", "DISSEMINATION", "RECURSIVE_DOUBLING", "LINEAR", "TREE", "RECORDS"]
 
 
 def dissemination(g, size_bytes, mine, ctx=None):
@@ -81,6 +92,77 @@ def linear(g, size_bytes, mine, ctx=None):
     return seen
 
 
+def _depth(p):
+    """opal_next_poweroftwo_inclusive(P): the least power of two >= P."""
+    return 1 << (p - 1).bit_length()
+
+
+def _fan_in(r, p):
+    """Rank r's fan-in steps: ('recv', partner) or ('send', partner), in order."""
+    steps, jump = [], 1
+    while jump < _depth(p):
+        partner = r ^ jump
+        if not partner & (jump - 1) and partner < p:
+            steps.append(("recv" if partner > r else "send", partner))
+            if partner < r:
+                break
+        jump <<= 1
+    return steps
+
+
+def _fan_out(r, p):
+    """Rank r's fan-out steps, in order."""
+    steps, jump = [], _depth(p) >> 1
+    while jump > 0:
+        partner = r ^ jump
+        if not partner & (jump - 1) and partner < p:
+            steps.append(("send" if partner > r else "recv", partner))
+        jump >>= 1
+    return steps
+
+
+def tree(g, size_bytes, mine, ctx=None):
+    """Open MPI's tree barrier: a binomial fan-in to rank 0, then the fan-out (see the module docstring)."""
+    p, r = g.size, g.rank
+    seen = frozenset((mine,))
+    for kind, partner in _fan_in(r, p):
+        if kind == "recv":
+            seen = seen | (yield g.recv(partner))
+        else:
+            yield g.send(partner, 0, seen)
+    for kind, partner in _fan_out(r, p):
+        if kind == "recv":
+            seen = seen | (yield g.recv(partner))
+        else:
+            yield g.send(partner, 0, seen)
+    return sorted(seen)
+
+
+def tree_cost(cm, p, size_bytes, ctx=None):
+    intra = cm.intra_only
+    called, t = {}, {}  # when each rank calls its fan-in send; when each rank ends the fan-in
+    for r in reversed(range(p)):  # a rank receives from higher ranks only
+        now = 0.0
+        for kind, partner in _fan_in(r, p):
+            if kind == "recv":
+                now = max(now, called[partner] + cm.arrive(0, intra)) + cm.receive(0, intra)
+            else:
+                called[r] = now
+                now += cm.busy(0, intra)
+        t[r] = now
+    called, end = {}, 0.0  # when the fan-out send to each rank is called
+    for r in range(p):  # a rank receives from a lower rank only
+        now = t[r]
+        for kind, partner in _fan_out(r, p):
+            if kind == "recv":
+                now = max(now, called[r] + cm.arrive(0, intra)) + cm.receive(0, intra)
+            else:
+                called[partner] = now
+                now += cm.busy(0, intra)
+        end = max(end, now)
+    return end
+
+
 def dissemination_cost(cm, p, size_bytes, ctx=None):
     return (p - 1).bit_length() * cm.T(0)
 
@@ -116,4 +198,5 @@ RECURSIVE_DOUBLING = Algorithm("barrier", "recursive_doubling", recursive_doubli
                                source="Open MPI barrier_intra_recursivedoubling (id 3); the final release is a "
                                       "synchronous send there, a standard one here")
 LINEAR = Algorithm("barrier", "linear", linear, linear_cost, source="Open MPI barrier_intra_basic_linear (id 1)")
-RECORDS = (DISSEMINATION, RECURSIVE_DOUBLING, LINEAR)
+TREE = Algorithm("barrier", "tree", tree, tree_cost, source="Open MPI barrier_intra_tree (id 6)")
+RECORDS = (DISSEMINATION, RECURSIVE_DOUBLING, LINEAR, TREE)

@@ -51,14 +51,14 @@ Alltoall, barrier and reduce-scatter, and Open MPI's allreduce and broadcast
     (its default max_requests 0 posts every request at once, as linear), 5
     two_proc -> pairwise (one exchange and a local copy: pairwise at P = 2);
   - barrier: 1 linear, 3 recursive_doubling, 4 bruck -> dissemination (the
-    same messages);
+    same messages), 6 tree;
   - reduce_scatter: 2 recursive_halving (the same fold, steps and copies as
     MPICH's), 3 ring, 4 butterfly.
   Choices not modelled run a substitute and the note names both: allreduce 2
   nonoverlapping -> recursive_doubling; broadcast 4 split binary tree ->
   binary_tree, 8 scatter_allgather -> MPICH's scatter + recursive-doubling
-  allgather; barrier 6 tree -> dissemination; reduce_scatter 1 non-overlapping
-  (reduce, then scatterv) -> recursive_halving.
+  allgather; reduce_scatter 1 non-overlapping (reduce, then scatterv) ->
+  recursive_halving.
 """
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ _OMPI_IDS = {
                                "at once, as linear"),
                  5: ("pairwise", "Open MPI's two_proc (id 5) is one exchange and a local copy: pairwise at P=2")},
     "barrier": {1: ("linear", None), 3: ("recursive_doubling", None), 4: ("dissemination", None),
-                6: ("dissemination", _not_modelled("its tree barrier (id 6)", "dissemination"))},
+                6: ("tree", None)},
     "reduce_scatter": {1: ("recursive_halving", _not_modelled("non-overlapping (id 1: reduce, then scatterv)",
                                                               "recursive halving")),
                        2: ("recursive_halving", None),
