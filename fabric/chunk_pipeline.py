@@ -113,14 +113,15 @@ class ReferencePipeline(_Pipeline):
 class _Flow:
     """One transfer in flight: its chunks and what is left of it to pass the last stage."""
 
-    __slots__ = ("sizes", "block", "servers", "reaches", "final", "left", "last", "finish", "lanes")
+    __slots__ = ("head", "full", "tail", "count", "block", "servers", "reaches", "final", "left", "last",
+                 "finish", "lanes")
 
     def __init__(self, sizes, block, route, finish):
-        self.sizes = sizes          # bytes per chunk
+        self.head, self.full, self.tail = sizes[0], sizes[1], sizes[-1]  # bytes: chunk 0, the middle ones, the last
+        self.count = self.left = len(sizes)  # chunks (>= 2); those not yet past the last stage
         self.block = block          # chunk index of the first chunk (line // chunk_lines)
         self.servers, self.reaches = route  # per stage: the server (a list: one per device), the reach
         self.final = len(self.servers) - 1  # the last stage
-        self.left = len(sizes)      # chunks not yet past the last stage
         self.last = 0.0             # latest end at the last stage so far
         self.finish = finish
         # lanes[k - 1]: the arrivals at stage k >= 1, one lane per server of stage k - 1 (one per
@@ -138,7 +139,7 @@ class _Flow:
 
 
 class _Lane:
-    """A transfer's arrivals at stage k through one server of the stage before, in time order: per
+    """A transfer's arrivals at stage k >= 1 through one server of the stage before, in time order: per
     arrival its time, event id and tail (ns); arrival j is chunk offset + j * step."""
 
     __slots__ = ("flow", "k", "offset", "step", "times", "ids", "tails", "next", "armed")
@@ -148,6 +149,18 @@ class _Lane:
         self.times, self.ids, self.tails = array("d"), array("q"), array("d")
         self.next = 0               # next arrival to process
         self.armed = False          # its arrival is in the event queue
+
+
+class _FirstLane:
+    """A transfer's arrivals at its first stage: chunk j left the host port at `start` (back to back
+    from the first one's, by `Port.reserve_run`'s arithmetic) and arrives `reach` later; its event id
+    is first_id + j, numbered when the transfer was issued at `issued`."""
+
+    __slots__ = ("flow", "next", "start", "ns_per_byte", "issued", "reach", "first_id")
+
+    def __init__(self, flow, start, ns_per_byte, issued, reach, first_id):
+        self.flow, self.next, self.start, self.ns_per_byte = flow, 0, start, ns_per_byte
+        self.issued, self.reach, self.first_id = issued, reach, first_id
 
 
 class ChunkPipeline(ReferencePipeline):
@@ -166,36 +179,52 @@ class ChunkPipeline(ReferencePipeline):
         if count <= 0 or first % self.chunk_lines + count <= self.chunk_lines:
             return super().transfer(rank, first, count, start_ns, finish, up)
         sizes = self._chunks(first, count)
-        bounds = self.host_ports[rank].reserve_run(start_ns, sizes)
+        port = self.host_ports[rank]
+        start = port.reserve_run(start_ns, sizes)
         env = self.env
         now = env.now
         flow = _Flow(sizes, first // self.chunk_lines, self._plans[rank][0 if up else 1], finish)
         reach = flow.reaches[0]
-        lane = _Lane(flow, 0, 0, 1)  # the arrivals at the first stage, numbered now as `at` calls would be
-        lane.times = array("d", [now + (b + reach - now) for b in bounds[:-1]])
-        lane.tails = array("d", [b + reach for b in bounds[1:]])
-        first_id = env.reserve_ids(len(sizes))
-        lane.ids = array("q", range(first_id, first_id + len(sizes)))
-        lane.armed = True
-        env.call_at(lane.times[0], first_id, self._arrive, lane)
-        return bounds[-1]
+        lane = _FirstLane(flow, start, port.ns_per_byte, now, reach, env.reserve_ids(len(sizes)))
+        env.call_at(now + (start + reach - now), lane.first_id, self._arrive_first, lane)
+        return port.free_at_ns
+
+    def _arrive_first(self, fired):
+        """Chunk `lane.next` reached the first stage: serve it, then queue the next chunk's arrival."""
+        lane = fired._value
+        flow = lane.flow
+        j = lane.next
+        nbytes = flow.full if 0 < j < flow.count - 1 else (flow.head if j == 0 else flow.tail)
+        issued, reach, start = lane.issued, lane.reach, lane.start
+        left = start + nbytes * lane.ns_per_byte  # its end at the host port, the next one's start
+        self._serve(flow, 0, j, nbytes, issued + (start + reach - issued), left + reach)
+        j = lane.next = j + 1
+        if j < flow.count:
+            lane.start = left
+            self._push((issued + (left + reach - issued), CALL, lane.first_id + j, self._arrive_first, lane))
 
     def _arrive(self, fired):
-        """Arrival `lane.next` reached stage `lane.k` (now, its scheduled time): serve it there, pass it
-        on to the next stage's lane or count it done, and queue the lane's next arrival."""
+        """Arrival `lane.next` reached stage `lane.k` >= 1: serve it, then queue the lane's next one."""
         lane = fired._value
         j = lane.next
-        i = lane.offset + j * lane.step
         flow = lane.flow
-        k = lane.k
-        now = lane.times[j]
-        tail = lane.tails[j]
+        i = lane.offset + j * lane.step
+        nbytes = flow.full if 0 < i < flow.count - 1 else (flow.head if i == 0 else flow.tail)
+        self._serve(flow, lane.k, i, nbytes, lane.times[j], lane.tails[j])
+        j = lane.next = j + 1
+        if j < len(lane.times):
+            self._push((lane.times[j], CALL, lane.ids[j], self._arrive, lane))
+        else:
+            lane.armed = False
+
+    def _serve(self, flow, k, i, nbytes, now, tail):
+        """Chunk i of `flow` (nbytes) is served at stage k, which it reached now; its tail arrives at
+        `tail`. Pass it to the next stage's lane, or count it done."""
         server = flow.servers[k]
         d = 0
         if server.__class__ is list:  # the chunk's device's
             d = (flow.block + i) % len(server)
             server = server[d]
-        nbytes = flow.sizes[i]
         # server.reserve(now, nbytes), inlined (tests/test_des_speed.py holds the two equal)
         start = now
         if server.free_at_ns > now:
@@ -219,16 +248,11 @@ class ChunkPipeline(ReferencePipeline):
             if not onward.armed:
                 onward.armed = True
                 self._push((time, CALL, event_id, self._arrive, onward))
-        else:
-            self.device_bytes += nbytes
-            if end > flow.last:
-                flow.last = end
-            flow.left -= 1
-            if flow.left == 0:
-                flow.lanes = None  # no cycle left for the garbage collector
-                flow.finish(flow.last)
-        j = lane.next = j + 1
-        if j < len(lane.times):
-            self._push((lane.times[j], CALL, lane.ids[j], self._arrive, lane))
-        else:
-            lane.armed = False
+            return
+        self.device_bytes += nbytes
+        if end > flow.last:
+            flow.last = end
+        flow.left -= 1
+        if flow.left == 0:
+            flow.lanes = None  # no cycle left for the garbage collector
+            flow.finish(flow.last)

@@ -19,7 +19,6 @@ the work queued ahead of it, which is `peak_wait_ns / ns_per_byte` bytes
 """
 from __future__ import annotations
 
-from array import array
 from dataclasses import dataclass
 
 __all__ = ["LinkParams", "Port", "Link"]
@@ -70,14 +69,13 @@ class Port:
         self.bytes += size_bytes
         return start, start + duration
 
-    def reserve_run(self, ready_ns: float, sizes) -> array:
+    def reserve_run(self, ready_ns: float, sizes) -> float:
         """Queue chunks of `sizes` bytes, all ready at `ready_ns`, in order: `reserve` on each, the same
-        arithmetic in one loop. Returns their boundaries: chunk i is serialised during
-        [out[i], out[i + 1]] (back to back, since each is ready before the previous one ends)."""
-        start = ready_ns
+        arithmetic in one loop. Returns the first one's start: they go back to back (each is ready
+        before the one ahead ends), chunk i + 1 starting at exactly start_i + sizes[i] * ns_per_byte."""
+        first = ready_ns
         if self.free_at_ns > ready_ns:
-            start = self.free_at_ns
-        out = array("d", (start,))
+            first = self.free_at_ns
         ns_per_byte, busy, peak = self.ns_per_byte, self.busy_ns, self.peak_wait_ns
         free = self.free_at_ns
         for size_bytes in sizes:
@@ -89,11 +87,10 @@ class Port:
             duration = size_bytes * ns_per_byte
             free = start + duration
             busy += duration
-            out.append(free)
         self.free_at_ns, self.busy_ns, self.peak_wait_ns = free, busy, peak
         self.chunks += len(sizes)
         self.bytes += sum(sizes)
-        return out
+        return first
 
 
 class Link:

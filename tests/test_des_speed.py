@@ -99,10 +99,11 @@ def test_reserve_run_is_reserve_on_each_chunk(seed):
     for _ in range(6):
         ready = rng.uniform(0, 3000)
         sizes = [rng.choice([64, 448, 4096]) for _ in range(rng.randint(1, 9))]
-        bounds = a.reserve_run(ready, sizes)
+        start = a.reserve_run(ready, sizes)
         want = [b.reserve(ready, s) for s in sizes]
-        assert list(bounds) == [want[0][0]] + [end for _, end in want]
-        assert all(want[i][1] == want[i + 1][0] for i in range(len(want) - 1))
+        for (s0, e0), size in zip(want, sizes):  # back to back, by the stated recurrence
+            assert s0 == start and e0 == start + size * a.ns_per_byte
+            start = e0
         assert (a.free_at_ns, a.busy_ns, a.chunks, a.bytes, a.peak_wait_ns) == \
                (b.free_at_ns, b.busy_ns, b.chunks, b.bytes, b.peak_wait_ns)
 
