@@ -9,27 +9,20 @@ so the bucket count, not a byte cap, is the setting (default 4).
 With overlap on, a bucket goes to the communication thread as soon as the backward pass has
 finished every element in it (the model's on_ready hook); the thread runs the pool's
 split-phase allreduce (allreduce_start, then allreduce_wait, which releases the GIL while it
-waits) one bucket after the other, while the main thread computes the next layers. The
-model's numpy code holds the GIL most of the time, and a thread waiting for the GIL gets it
-only after CPython's switch interval (5 ms, longer than a step here), so the loop runs with
-a 0.1 ms interval: a reduced bucket is handed back within about that. With
-overlap off, every bucket is sent after the backward pass. Either way the step ends when the
+waits) one bucket after the other, while the main thread computes the next layers (the
+thread and its GIL switch interval: `comm_thread`). With overlap off, every bucket is sent
+after the backward pass. Either way the step ends when the
 last bucket is reduced, and the update is sync's: the sums are the same element-wise left
 folds, so ddp's parameters are bitwise those of sync for one seed.
 """
 from __future__ import annotations
 
-import queue
-import sys
-import threading
-
 import numpy as np
 
+from cxlsim.emulator.training.comm_thread import CommThread, fast_gil_switching
 from cxlsim.emulator.training.sync import apply_update
-from cxlsim.errors import RunError
 
 DEFAULT_BUCKETS = 4
-SWITCH_INTERVAL_S = 1e-4  # the GIL switch interval while the communication thread runs (CPython's default: 5 ms)
 
 
 def bucket_spans(size: int, buckets: int) -> list[tuple[int, int]]:
@@ -40,77 +33,33 @@ def bucket_spans(size: int, buckets: int) -> list[tuple[int, int]]:
     return [(edges[i], edges[i + 1]) for i in range(buckets - 1, -1, -1)]
 
 
-class BucketThread:
-    """A communication thread: allreduces the buckets handed to `submit`, in order, into `total`."""
-
-    def __init__(self, comm, grad: np.ndarray, total: np.ndarray, timeout_s: float):
-        self.comm, self.grad, self.total, self.timeout_s = comm, grad, total, timeout_s
-        self.jobs = queue.Queue()
-        self.done = queue.Queue()
-        self.thread = threading.Thread(target=self._run, name="ddp-comm", daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while True:
-            span = self.jobs.get()
-            if span is None:
-                return
-            lo, hi = span
-            try:
-                self.comm.allreduce_start(self.grad[lo:hi], self.total[lo:hi])
-                self.comm.allreduce_wait()
-            except BaseException as exc:  # the main thread re-raises it
-                self.done.put(exc)
-                return
-            self.done.put(span)
-
-    def submit(self, span) -> None:
-        self.jobs.put(span)
-
-    def wait(self, count: int) -> None:
-        """Block until `count` submitted buckets are reduced; re-raise the thread's error."""
-        for _ in range(count):
-            try:
-                item = self.done.get(timeout=self.timeout_s * 2)
-            except queue.Empty:
-                raise RunError(f"ddp: the communication thread reduced no bucket in {self.timeout_s * 2:g} s") from None
-            if isinstance(item, BaseException):
-                raise item
-
-    def close(self) -> None:
-        self.jobs.put(None)
-        self.thread.join(self.timeout_s)
-
-
 def ddp_loop(ctx) -> None:
     """The ddp mode's rank loop (the contract: `context`)."""
     cfg, model = ctx.config, ctx.model
     params = ctx.params0.copy()
     grad, total, scratch = np.empty_like(params), np.empty_like(params), np.empty_like(params)
     spans = bucket_spans(model.size, cfg.buckets or DEFAULT_BUCKETS)
-    worker = BucketThread(ctx.comm, grad, total, cfg.timeout_s)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    worker = CommThread(ctx.comm, grad, total, cfg.timeout_s, split_phase=True)
     try:
-        for step in range(cfg.steps):
-            x, y = ctx.batch(step)
-            start = ctx.now()
-            pending = list(spans)
-            with ctx.pace(step) as pacer:
-                def ready(offset, pending=pending, pacer=pacer):
-                    pacer.catch_up()  # the slow-down of the work so far comes before its buckets go
-                    while pending and pending[0][0] >= offset:
-                        worker.submit(pending.pop(0))
+        with fast_gil_switching():
+            for step in range(cfg.steps):
+                x, y = ctx.batch(step)
+                start = ctx.now()
+                pending = list(spans)
+                with ctx.pace(step) as pacer:
+                    def ready(offset, pending=pending, pacer=pacer):
+                        pacer.catch_up()  # the slow-down of the work so far comes before its buckets go
+                        while pending and pending[0][0] >= offset:
+                            worker.submit(pending.pop(0))
 
-                loss = model.loss_grad(params, x, y, grad, on_ready=ready if cfg.overlap else None)
-            for span in pending:
-                worker.submit(span)
-            worker.wait(len(spans))
-            apply_update(params, total, cfg.lr, ctx.nranks, scratch)
-            ctx.log.step(start, pacer.seconds, loss)
-            ctx.snapshot(step + 1, params)
+                    loss = model.loss_grad(params, x, y, grad, on_ready=ready if cfg.overlap else None)
+                for span in pending:
+                    worker.submit(span)
+                worker.wait(len(spans))
+                apply_update(params, total, cfg.lr, ctx.nranks, scratch)
+                ctx.log.step(start, pacer.seconds, loss)
+                ctx.snapshot(step + 1, params)
     finally:
-        sys.setswitchinterval(interval)
         worker.close()
     ctx.snapshot(cfg.steps, params, final=True)
     ctx.final_params = params
