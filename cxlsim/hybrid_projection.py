@@ -31,7 +31,8 @@ from cxlsim.fabric import stats as fabric_stats
 from cxlsim.fabric.cxl import line_span
 from cxlsim.fabric.pod_stats import collect_pods
 from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.hierarchical_pods import PODS_COLLECTIVES, PodFigures, phase_sizes, pods_algorithms
+from cxlsim.models.collectives.hierarchical_pods import (PODS_COLLECTIVES, PodFigures, phase_sizes, pods_algorithms,
+                                                         sparse_allreduce_first)
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
@@ -60,14 +61,16 @@ def form_note(collective: str, fig: PodFigures, size: int, star: bool) -> str | 
     if not star:
         return _FAT_TREE
     q = fig.hosts
-    if collective == "allgather" or (collective == "allreduce" and fig.heads):
-        return None  # the pool allgather's form is exact (a sparse pod's allreduce is its allgather and a fold)
+    if collective == "allgather":
+        return None  # the pool allgather's form is exact
+    if collective == "allreduce" and fig.heads and sparse_allreduce_first(fig.pool, q, size, fig.heads) == "allgather":
+        return None  # a sparse pod's allreduce by allgather: allgathers and a fold
     if collective == "broadcast":
         return _BROADCAST
     pool, on_pool = fig.pool, fig.heads or q
     if pool.leaf_hosts or on_pool * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12):
         return _QUEUED
-    block = phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size
+    block = (phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size)
     return None if len({line_span(r * block, block)[1] for r in range(on_pool)}) == 1 else _COLUMNS
 
 

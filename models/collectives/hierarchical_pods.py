@@ -13,8 +13,9 @@ for n ranks and the phase's size). Each pool phase runs in its own region of the
   n x m bytes inside every pod (on a sparse Octopus pod, `octopus_pool.octopus_allgather`: the
   pool allgather on every device at once). The pool phase before the network one is empty for
   allgather. On a sparse pod every pool phase is `octopus_pool`'s: the pool collective on every
-  device's k hosts at once (the allreduce's first phase: the allgather of the vectors and a fold,
-  after which host j takes block j of the pod's sum).
+  device's k hosts at once. The allreduce's first phase there is the cheaper by closed form of the
+  allgather of the vectors and a fold (host j then takes block j of the pod's sum) and the
+  alltoall of the blocks and a fold (a reduce-scatter).
 - **allreduce** (s-byte vectors, seg = ceil(s/q)): the pool reduce_scatter inside every pod (rank
   j ends with block j of its pod's sum), the network allreduce of that seg-byte block in group j,
   then the pool allgather of the seg-byte blocks inside every pod.
@@ -52,10 +53,12 @@ from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.network_forms import CostModel, network_closed_form
 from cxlsim.models.collectives.octopus_pool import (octopus_allgather, octopus_allgather_cost, octopus_allreduce,
                                                     octopus_allreduce_cost, octopus_alltoall, octopus_alltoall_cost,
-                                                    octopus_broadcast, octopus_broadcast_cost)
+                                                    octopus_broadcast, octopus_broadcast_cost, octopus_reduce_scatter,
+                                                    octopus_reduce_scatter_cost)
 from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost, reduce_scatter_cost
 
 __all__ = ["PodFigures", "pods_closed_form", "pods_allgather_algorithm", "pods_algorithms", "phase_sizes",
+           "sparse_allreduce_costs", "sparse_allreduce_first",
            "INTER_TAG", "PODS_COLLECTIVES"]
 
 INTER_TAG = 20000
@@ -121,9 +124,12 @@ def _allreduce(lookup):
         t = g.transport
         q, n = t.hosts, t.pods
         seg = phase_sizes("allreduce", s, q, n)
-        if t.sparse:
+        pod = t.pools[g.pod]
+        if t.sparse and sparse_allreduce_first(pod.figures(), q, s, pod.heads) == "allgather":
             total = yield from octopus_allreduce(g.pod_endpoint(), s, vec)
             block = None if total is None else split(total, q)[g.local]
+        elif t.sparse:
+            block = yield from octopus_reduce_scatter(g.pod_endpoint(), s, vec)
         else:
             block = yield from pc.reduce_scatter(g.pod_region(0), s, vec)
         if n > 1 and block is not None:
@@ -203,6 +209,19 @@ def _network(lookup, collective, fig, size, ctx, root=0) -> float:
                                Context(root=root))
 
 
+def sparse_allreduce_costs(pool: PoolFigures, q: int, s: int, heads: int) -> dict:
+    """The two first phases of a sparse pod's allreduce by closed form, ns: 'allgather' (of the vectors, then a
+    fold: every host gets the pod's sum) and 'alltoall' (of the blocks, then a fold: host j gets block j)."""
+    return {"allgather": octopus_allreduce_cost(pool, heads, q, s),
+            "alltoall": octopus_reduce_scatter_cost(pool, heads, q, s)}
+
+
+def sparse_allreduce_first(pool: PoolFigures, q: int, s: int, heads: int) -> str:
+    """The cheaper first phase of a sparse pod's allreduce (ties: the allgather, whose form is exact)."""
+    costs = sparse_allreduce_costs(pool, q, s, heads)
+    return "alltoall" if costs["alltoall"] < costs["allgather"] else "allgather"
+
+
 def _costs(lookup):
     def allgather(fig, p, m, ctx=NO_CONTEXT):
         return pods_closed_form(fig, m, _inter(lookup, "allgather", ctx, fig.pods) if fig.pods > 1 else None)
@@ -214,8 +233,8 @@ def _costs(lookup):
 
     def allreduce(fig, p, s, ctx=NO_CONTEXT):
         q, seg = fig.hosts, phase_sizes("allreduce", s, fig.hosts, fig.pods)
-        first = (octopus_allreduce_cost(fig.pool, fig.heads, q, s) if fig.heads else
-                 reduce_scatter_cost(fig.pool, q, s))
+        first = (sparse_allreduce_costs(fig.pool, q, s, fig.heads)[sparse_allreduce_first(fig.pool, q, s, fig.heads)] if fig.heads
+                 else reduce_scatter_cost(fig.pool, q, s))
         return first + _network(lookup, "allreduce", fig, s, ctx) + gather(fig, seg)
 
     def broadcast(fig, p, s, ctx=NO_CONTEXT):

@@ -15,6 +15,9 @@ The other collectives follow the same rule, every device's k hosts at once:
 
 - allreduce (`octopus_allreduce`): the allgather of the s-byte vectors, then each host folds
   the q vectors ((q - 1) s bytes of reduction): the allgather's form plus (q - 1) s / R;
+- reduce_scatter (`octopus_reduce_scatter`, block j of the sum to host j, seg = ceil(s/q)): the
+  alltoall of the vectors' seg-byte blocks, then each host folds its q blocks: the alltoall's
+  form plus (q - 1) seg / R;
 - alltoall (`octopus_alltoall`): the pool alltoall among every device's hosts (a host's row on
   device d holds its blocks for d's hosts); each pair meets once: the pool alltoall's form on
   one device;
@@ -27,12 +30,13 @@ from __future__ import annotations
 from cxlsim.errors import InputError
 from cxlsim.fabric.octopus import SparsePod
 from cxlsim.models.collectives import pool_collectives as pc
-from cxlsim.models.collectives.base import Context, add_vectors
+from cxlsim.models.collectives.base import Context, add_vectors, split
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost
 
-__all__ = ["octopus_allgather", "octopus_allreduce", "octopus_alltoall", "octopus_broadcast",
-           "octopus_allgather_cost", "octopus_allreduce_cost", "octopus_alltoall_cost", "octopus_broadcast_cost"]
+__all__ = ["octopus_allgather", "octopus_allreduce", "octopus_reduce_scatter", "octopus_alltoall", "octopus_broadcast",
+           "octopus_allgather_cost", "octopus_allreduce_cost", "octopus_reduce_scatter_cost", "octopus_alltoall_cost",
+           "octopus_broadcast_cost"]
 
 
 def _pod(g) -> SparsePod:
@@ -73,6 +77,21 @@ def octopus_allreduce(g, s, vec):
     return out
 
 
+def octopus_reduce_scatter(g, s, vec):
+    """The alltoall of the vector's q blocks (ceil(s/q) bytes each), then the fold of the q blocks this host
+    got: block `g.rank` of the sum (None if one is missing)."""
+    t = _pod(g)
+    seg = -(-s // t.size)
+    column = yield from octopus_alltoall(g, seg, split(vec, t.size))
+    yield g.reduce((t.size - 1) * seg)
+    if any(b is None or not isinstance(b, tuple) for b in column):
+        return None
+    out = column[0]
+    for b in column[1:]:
+        out = add_vectors(out, b)
+    return out
+
+
 def octopus_alltoall(g, m, blocks):
     """The pool alltoall among every device's hosts at once; the q blocks this host receives, in host order."""
     t, h = _pod(g), g.rank
@@ -105,6 +124,12 @@ def octopus_allgather_cost(fig, heads: int, m: int) -> float:
 def octopus_allreduce_cost(fig, heads: int, hosts: int, s: int) -> float:
     """ns: the allgather of s-byte vectors on `heads`-headed devices, then the fold of `hosts` vectors."""
     return octopus_allgather_cost(fig, heads, s) + (hosts - 1) * s / fig.reduce_bw_bytes_per_ns
+
+
+def octopus_reduce_scatter_cost(fig, heads: int, hosts: int, s: int) -> float:
+    """ns: the alltoall of ceil(s/hosts)-byte blocks among one device's hosts, then the fold of `hosts` blocks."""
+    seg = -(-s // hosts)
+    return alltoall_cost(fig, heads, seg) + (hosts - 1) * seg / fig.reduce_bw_bytes_per_ns
 
 
 def octopus_alltoall_cost(fig, heads: int, m: int) -> float:
