@@ -2,7 +2,8 @@
 
 Run:
     python experiments/collectives_axis.py                      # closed forms, seconds
-    python experiments/collectives_axis.py --engine des --max-nodes 8 --max-size 64KiB   # the DES, minutes
+    python experiments/collectives_axis.py --engine des --max-nodes 16 --max-size 64KiB  # the DES, ~30 s
+    python experiments/collectives_axis.py --selector ompi      # against Open MPI's choice instead
 
 Grid: the collectives allgather, allreduce, reduce_scatter, broadcast, alltoall
 and barrier; sizes 1 B..1 MiB doubling (--max-size; barrier: 0 B only) in the
@@ -11,15 +12,16 @@ destination, allreduce, reduce_scatter and broadcast: the whole vector); nodes
 2, 4, 8, 16 (--max-nodes), one rank per node.
 - Network side: the presets eth-10g-tcp, eth-25g-tcp, eth-100g-tcp,
   eth-100g-roce, ib-hdr, ib-ndr (one switch, cut-through), the algorithm
-  MPICH's selector picks at that P and size (`workload.selector: mpich`,
-  cxlsim.models.collectives.selectors, whose docstring quotes its sources).
+  MPICH's selector picks at that P and size (`workload.selector: mpich`, or
+  Open MPI's with --selector ompi; cxlsim.models.collectives.selectors, whose
+  docstring quotes its sources and notes the choices it substitutes).
 - Pool side: the pool selector's choice (`algorithm: auto`: `cxl_pool`, and
   for allreduce the cheaper of `cxl_pool` and `cxl_pool_large` by closed form)
   on cxl3-pool with coherence hw and flush and on cxl2-pool with flush; the
   fewest switch levels the lane budget allows (16 hosts need a two-level tree,
   which cxl2-pool cannot build: recorded as 'not possible').
 
-Speedup = MPICH's choice on the network / the pool, same nodes and size. Every
+Speedup = the library's choice on the network / the pool, same nodes and size. Every
 row keeps the simulator's note: a pool form that is not exact for that pool
 (congested, or on a switch tree) says so ('approximate'; 'within X%' is a
 measured bound), and `summary` counts the approximate rows.
@@ -48,6 +50,7 @@ NETWORK_PRESETS = ("eth-10g-tcp", "eth-25g-tcp", "eth-100g-tcp", "eth-100g-roce"
 POOL_VARIANTS = (("cxl3-hw", "cxl3-pool", Coherence.HW.value), ("cxl3-flush", "cxl3-pool", Coherence.FLUSH.value),
                  ("cxl2-flush", "cxl2-pool", Coherence.FLUSH.value))
 NODES = (2, 4, 8, 16)
+LIBRARIES = {"mpich": "MPICH", "ompi": "Open MPI"}
 COLUMNS = ["side", "fabric", "variant", "collective", "algorithm", "nodes", "size_bytes", "latency_us", "engine",
            "note"]
 
@@ -62,27 +65,27 @@ def sizes_for(collective: str, max_bytes: int) -> list[int]:
     return sizes
 
 
-def scenario(collective, preset, nodes, sizes, engine, coherence=None):
+def scenario(collective, preset, nodes, sizes, engine, coherence=None, selector="mpich"):
     fabric = {"preset": preset, "nodes": nodes}
     if coherence:
         fabric["cxl"] = {"coherence": coherence}
     workload = {"collective": collective, "algorithm": "auto", "sizes": sizes}
     if not coherence:
-        workload.update(selector="mpich", chunk="64 KiB")
+        workload.update(selector=selector, chunk="64 KiB")
     return config.from_dict({"name": f"{collective}-axis", "engine": engine, "fabric": fabric, "workload": workload})
 
 
-def grid(nodes_list, max_bytes, engine) -> list[dict]:
+def grid(nodes_list, max_bytes, engine, selector="mpich") -> list[dict]:
     """Every network and pool point of the grid, as tidy rows."""
     rows = []
     for collective in COLLECTIVES:
         sizes = sizes_for(collective, max_bytes)
         for nodes in nodes_list:
-            sides = [("network", preset, "mpich", None) for preset in NETWORK_PRESETS]
+            sides = [("network", preset, selector, None) for preset in NETWORK_PRESETS]
             sides += [("pool", preset, label, coherence) for label, preset, coherence in POOL_VARIANTS]
             for side, preset, variant, coherence in sides:
                 try:
-                    out = simulate(scenario(collective, preset, nodes, sizes, engine, coherence))
+                    out = simulate(scenario(collective, preset, nodes, sizes, engine, coherence, selector))
                 except InputError as exc:  # a pool this preset cannot build at this size
                     rows += [{"side": side, "fabric": preset, "variant": variant, "collective": collective,
                               "algorithm": "", "nodes": nodes, "size_bytes": size, "latency_us": math.nan,
@@ -104,7 +107,8 @@ def speedups(rows) -> list[dict]:
             if math.isnan(pool["latency_us"]):
                 continue
             out.append({"collective": net["collective"], "pool": label, "network": net["fabric"],
-                        "nodes": net["nodes"], "size_bytes": net["size_bytes"], "mpich_algorithm": net["algorithm"],
+                        "nodes": net["nodes"], "size_bytes": net["size_bytes"], "library": net["variant"],
+                        "network_algorithm": net["algorithm"], "network_note": net["note"],
                         "pool_algorithm": pool["algorithm"], "network_us": net["latency_us"],
                         "pool_us": pool["latency_us"], "speedup": net["latency_us"] / pool["latency_us"],
                         "pool_form": form_quality(pool["note"]), "pool_note": pool["note"]})
@@ -119,7 +123,7 @@ def form_quality(note: str) -> str:
 
 
 def _where(s) -> str:
-    return f"{s['nodes']} nodes, {format_size(s['size_bytes'])} ({s['mpich_algorithm']})"
+    return f"{s['nodes']} nodes, {format_size(s['size_bytes'])} ({s['network_algorithm']})"
 
 
 def summary(sp) -> list[dict]:
@@ -145,8 +149,8 @@ def summary(sp) -> list[dict]:
     return table
 
 
-def summary_markdown(table, engine) -> str:
-    lines = [f"# Collective axis ({engine} engine): MPICH's choice on the network / the pool", "",
+def summary_markdown(table, engine, selector="mpich") -> str:
+    lines = [f"# Collective axis ({engine} engine): {LIBRARIES[selector]}'s choice on the network / the pool", "",
              "| collective | pool | network | min | where | max | where | network wins from | approx. pool points |",
              "|---|---|---|---|---|---|---|---|---|"]
     for t in table:
@@ -161,6 +165,8 @@ def main(argv=None) -> int:
     ap.add_argument("--engine", choices=("analytic", "des"), default="analytic")
     ap.add_argument("--max-size", default="1MiB", help="largest size (default 1 MiB)")
     ap.add_argument("--max-nodes", type=int, default=16, help="largest node count of 2, 4, 8, 16 (default 16)")
+    ap.add_argument("--selector", choices=tuple(LIBRARIES), default="mpich",
+                    help="the network side's library choice (default mpich)")
     ap.add_argument("--output", default=None, help="workspace directory (default runs/collectives_axis-TIMESTAMP)")
     args = ap.parse_args(argv)
     try:
@@ -168,7 +174,7 @@ def main(argv=None) -> int:
         nodes = [n for n in NODES if n <= args.max_nodes]
         if not nodes:
             raise InputError(f"--max-nodes: expected at least 2, got {args.max_nodes}")
-        rows = grid(nodes, max_bytes, args.engine)
+        rows = grid(nodes, max_bytes, args.engine, args.selector)
     except InputError as exc:
         print(f"collectives_axis: error: {exc}", file=sys.stderr)
         return 2
@@ -178,9 +184,9 @@ def main(argv=None) -> int:
     ws.write_csv("results", rows, COLUMNS)
     ws.write_csv("speedup", sp)
     ws.write_csv("summary", table)
-    ws.write_text("summary.md", summary_markdown(table, args.engine))
-    ws.write_provenance(1, engine=args.engine, nodes=nodes, max_size_bytes=max_bytes)
-    print(summary_markdown(table, args.engine))
+    ws.write_text("summary.md", summary_markdown(table, args.engine, args.selector))
+    ws.write_provenance(1, engine=args.engine, selector=args.selector, nodes=nodes, max_size_bytes=max_bytes)
+    print(summary_markdown(table, args.engine, args.selector))
     print(f"# workspace: {ws.path}")
     return 0
 
