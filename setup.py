@@ -40,6 +40,7 @@ setup(
         "cxlsim",
         "cxlsim.calibrate",
         "cxlsim.emulator",
+        "cxlsim.emulator.training",
         "cxlsim.mpi",
         "cxlsim.replay",
         "cxlsim.fabric",
@@ -50,6 +51,7 @@ setup(
     package_data={
         "cxlsim": ["py.typed", "data/*.yaml", "data/*.txt", "data/osu/*.txt"],
         "cxlsim.emulator": ["*.pyx", "*.pxd", "*.h", "*.pyi"],
+        "cxlsim.emulator.training": ["*.pyx"],
         "cxlsim.mpi": ["*.c", "*.h"],
         "cxlsim.models.training": ["*.yaml"],
     },
