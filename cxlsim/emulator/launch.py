@@ -5,7 +5,9 @@
 raises or never arrives, the others fail within their timeout naming the missing
 ranks; if a rank dies (a signal, or an exit without a report), the launcher ends the
 others at once. Either way `run_local` raises RankFailure naming every failed rank and
-how, and the pool file is gone in every case. A rank never outlives its launcher: each
+how, and the pool file is gone in every case. With ``keep_going=True`` (for algorithms
+that survive a lost peer, such as asynchronous training) the others run on instead, and a
+failed rank's entry in the results is a `Failed` naming how it failed. A rank never outlives its launcher: each
 asks the kernel for SIGKILL when the launcher exits (PR_SET_PDEATHSIG) and leaves if the
 launcher is already gone.
 
@@ -15,6 +17,7 @@ broadcasts its handle; MPI supplies rank and size.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -40,6 +43,13 @@ class RankFailure(RunError):
         self.failures = dict(sorted(failures.items()))
         lines = "\n".join(f"  rank {r}: {msg}" for r, msg in self.failures.items())
         super().__init__(f"{len(self.failures)} rank(s) failed:\n{lines}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """The result of a rank that failed in a ``keep_going`` run: how it failed."""
+
+    message: str
 
 
 COMM_CLASSES = {"cython": PoolComm, "reference": ReferenceComm}
@@ -96,13 +106,15 @@ def _rank_main(rank, handle, fn, args, options, conn, launcher_pid):
 def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_bytes: int = 1 << 20,
               coherence: Coherence | str | None = None, timeout_s: float = 10.0, writeback: str = "auto",
               kernel: str = "cython", pool_latency_ns: float = 0.0, pool_bw_bytes_per_ns: float = 0.0,
-              allreduce_large_bytes: int = ALLREDUCE_LARGE_BYTES) -> list:
+              allreduce_large_bytes: int = ALLREDUCE_LARGE_BYTES, keep_going: bool = False) -> list:
     """Run ``fn(comm, *args)`` on `nranks` forked processes sharing one pool; return their results.
 
     slot_bytes: the largest block a rank may send. timeout_s: per wait inside the ranks.
     kernel: 'cython' or 'reference' (the pure-Python twin, for tests).
     pool_latency_ns, pool_bw_bytes_per_ns: emulated CXL timing, see `PoolComm.open` (0 = off).
     allreduce_large_bytes: the allreduce algorithms' threshold, see `PoolComm.open`.
+    keep_going: a failed or dead rank does not end the others; its result is a `Failed`
+    (RankFailure only when every rank failed).
     """
     check_np(nranks)
     spec = parse_pool_spec(pool) if isinstance(pool, str) else pool
@@ -125,7 +137,7 @@ def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_by
             child_end.close()
             procs.append(proc)
             conns.append(parent_end)
-        return _collect(procs, conns, timeout_s + GRACE_S)
+        return _collect(procs, conns, timeout_s + GRACE_S, keep_going)
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -134,12 +146,13 @@ def run_local(nranks: int, fn, args=(), *, pool: str | PoolSpec = "shm", slot_by
         created.unlink()
 
 
-def _collect(procs, conns, grace_s: float) -> list:
+def _collect(procs, conns, grace_s: float, keep_going: bool = False) -> list:
     """Gather one message per rank; a rank that exits without one has died.
 
     A healthy run may take as long as it needs. Once a rank reports a failure, the others
     get `grace_s` to finish (they time out naming the missing ranks); then they are killed.
-    Once a rank dies, the others are killed at once: they could only wait for it.
+    Once a rank dies, the others are killed at once: they could only wait for it. With
+    `keep_going`, the others run to their end whatever happened to the failed ranks.
     """
     results, failures = {}, {}
     pending = dict(enumerate(conns))
@@ -166,17 +179,18 @@ def _collect(procs, conns, grace_s: float) -> list:
                 results[rank] = value
             else:
                 failures[rank] = value
-                give_up_at = give_up_at or time.monotonic() + grace_s
+                if not keep_going:
+                    give_up_at = give_up_at or time.monotonic() + grace_s
             del pending[rank]
-        if died and pending:
+        if died and pending and not keep_going:
             what = "; ".join(f"rank {r} {failures[r]}" for r in died)
             for rank in pending:
                 procs[rank].kill()
                 failures[rank] = f"ended by the launcher at once: {what}"
             break
-    if failures:
+    if failures and (not keep_going or not results):
         raise RankFailure(failures)
-    return [results[r] for r in range(len(procs))]
+    return [results[r] if r in results else Failed(failures[r]) for r in range(len(procs))]
 
 
 def _death_message(exitcode) -> str:
