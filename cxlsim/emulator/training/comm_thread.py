@@ -47,6 +47,7 @@ class CommThread:
         self.split_phase = split_phase
         self.jobs = queue.Queue()
         self.done = queue.Queue()
+        self.submitted = self.completed = 0
         self.thread = threading.Thread(target=self._run, name="cxlsim-comm", daemon=True)
         self.thread.start()
 
@@ -65,10 +66,16 @@ class CommThread:
             except BaseException as exc:  # the main thread re-raises it
                 self.done.put(exc)
                 return
+            self.completed += 1
             self.done.put(span)
 
     def submit(self, span) -> None:
+        self.submitted += 1
         self.jobs.put(span)
+
+    def busy(self) -> bool:
+        """A submitted slice is not reduced yet."""
+        return self.completed < self.submitted
 
     def wait(self, count: int) -> None:
         """Block until `count` submitted slices are reduced; re-raise the thread's error."""

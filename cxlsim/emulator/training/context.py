@@ -62,13 +62,17 @@ class StepLog:
 class Pacer:
     """One step's compute, slowed down by `factor`: each `catch_up` busy-waits until (factor - 1) x the
     work's CPU time so far has been waited (wall time). The wait spins on the monotonic clock
-    (calibrated by construction: it ends at its deadline whatever the spin costs) with sched_yield,
-    which releases the GIL, so this rank's communication thread runs during the wait as it would
-    while a slower device computes. On an idle core the paced step takes factor x the work;
-    `seconds` (the step's compute wall time) is never below factor x `work_cpu_s`."""
+    (calibrated by construction: it ends at its deadline whatever the spin costs) and keeps the CPU
+    busy, as a slower device keeps the step busy. While `yield_while()` is true (ddp: a bucket is
+    waiting on the rank's communication thread) each poll calls sched_yield, which hands the GIL
+    and the CPU to that thread, as the device would leave the network to its own engine; else a
+    thread gets the GIL only after CPython's switch interval. On an idle core the paced step
+    takes factor x the work; `seconds` (the step's compute wall time) is never below factor x
+    `work_cpu_s`."""
 
-    def __init__(self, factor: float):
+    def __init__(self, factor: float, yield_while=None):
         self.factor = factor
+        self.yield_while = yield_while
         self.seconds = 0.0
         self.waited_s = 0.0     # wall time spent busy-waiting
         self.spin_cpu_s = 0.0   # CPU time the busy-waits took (not work)
@@ -87,8 +91,10 @@ class Pacer:
             start = time.perf_counter()
             deadline = start + owed
             now = start
+            busy = self.yield_while
             while now < deadline:
-                os.sched_yield()  # drops the GIL: a communication thread of this rank goes on meanwhile
+                if busy is not None and busy():
+                    os.sched_yield()  # drops the GIL and the CPU to this rank's communication thread
                 now = time.perf_counter()
             self.waited_s += now - start
             self.spin_cpu_s += time.thread_time() - cpu
@@ -121,6 +127,7 @@ class RankContext:
         self.snapshots = []  # (t_s, global step, params copy)
         self.final_params = None  # the loop's last parameters (their sha256 goes into train.json)
         self.mode_stats = None  # a mode's own counts (JSON-ready dict), recorded per rank in train.json
+        self.comm_busy = None  # a loop's communication thread has work (a callable), for the pacer
 
     def now(self) -> float:
         """Seconds since the common start."""
@@ -146,7 +153,7 @@ class RankContext:
             if self.synchronous:
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RankStopped(f"rank {self.rank} failed at step {step} (--fail)")
-        return Pacer(factor)
+        return Pacer(factor, self.comm_busy)
 
     def snapshot(self, global_step: int, params: np.ndarray, t_s: float | None = None, final: bool = False) -> None:
         """Keep a copy of `params` for evaluation if this rank evaluates and `global_step` is due

@@ -40,6 +40,7 @@ def ddp_loop(ctx) -> None:
     grad, total, scratch = np.empty_like(params), np.empty_like(params), np.empty_like(params)
     spans = bucket_spans(model.size, cfg.buckets or DEFAULT_BUCKETS)
     worker = CommThread(ctx.comm, grad, total, cfg.timeout_s, split_phase=True)
+    ctx.comm_busy = worker.busy  # the pacer yields to the thread while it has a bucket
     try:
         with fast_gil_switching():
             for step in range(cfg.steps):
