@@ -32,6 +32,8 @@ def run(cfg) -> dict:
 def test_config_defaults_and_refusals():
     c = config(nranks=3, coherence="flush")
     assert c.factors == (1.0,) * 3 and c.gpus == (None,) * 3 and c.coherence is Coherence.FLUSH
+    assert config("ddp").overlap is True and config("ddp", overlap=False).overlap is False
+    assert config("sync").overlap is None
     with pytest.raises(InputError, match="--coherence"):
         config(coherence="mesi")
     with pytest.raises(InputError, match="--fail: needs --np 2"):

@@ -94,8 +94,6 @@ def config_from(args: argparse.Namespace) -> settings.TrainConfig:
                settings.parse_factors(args.factors, nranks) if args.factors else (1.0,) * nranks)
     targets = tuple(float(t) for t in _items("--target-accuracy", args.target_accuracy))
     overlap = None if args.overlap is None else args.overlap == "on"
-    if mode.name == "ddp" and overlap is None:
-        overlap = True
     return settings.TrainConfig(
         mode=mode.name, nranks=nranks, model=args.model, dataset=args.dataset, steps=args.steps,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed, coherence=coherence, pool=str(spec),

@@ -29,7 +29,8 @@ STRAGGLER_STREAM = 1  # the straggler matrix's own random stream: SeedSequence(s
 class TrainConfig:
     """One run's settings. Times in seconds; `factors` per rank (>= 1.0; empty: 1.0 each), `gpus` per rank
     (names or None; empty: None each); `targets` are test accuracies whose time to reach is reported;
-    `pin`: whether rank r runs on core r of this process's CPUs (see `pinned_cores`)."""
+    `pin`: whether rank r runs on core r of this process's CPUs (see `pinned_cores`); `overlap`
+    (ddp) defaults to True."""
 
     mode: str
     nranks: int
@@ -60,6 +61,8 @@ class TrainConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"--{_flag(name)}: expected a whole number >= 1, got {value!r}")
         object.__setattr__(self, "coherence", Coherence.parse(self.coherence, "--coherence"))
+        if self.mode == "ddp" and self.overlap is None:
+            object.__setattr__(self, "overlap", True)  # ddp overlaps unless asked not to
         object.__setattr__(self, "factors", tuple(self.factors) or (1.0,) * self.nranks)
         object.__setattr__(self, "gpus", tuple(self.gpus) or (None,) * self.nranks)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
