@@ -4,6 +4,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -96,6 +97,12 @@ def test_batches_partition_each_global_batch_and_repeat_for_one_seed():
     assert len(rows) == 32  # the two ranks' batches share no sample
     with pytest.raises(InputError, match="--batch-size"):
         ds.batch(0, 0, 2, 4000)
+
+
+def test_digits_without_scikit_learn_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)  # import fails as if not installed
+    with pytest.raises(InputError, match=r"--dataset digits: needs scikit-learn: pip install 'cxlsim\[digits\]'"):
+        data.load("digits", 1)
 
 
 def test_digits_dataset_when_installed():
