@@ -58,7 +58,7 @@ cdef class ZeroCopyResult:
 
     @property
     def array(self):
-        if self.kernel is not None and self.kernel.epoch == self.result_epoch:
+        if self.kernel is not None and self.kernel.coll.epoch == self.result_epoch:
             return self.view
         if self.owner.epoch != self.result_epoch:
             raise StaleViewError(f"zero-copy result of epoch {self.result_epoch} used after epoch "

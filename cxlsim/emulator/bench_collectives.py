@@ -89,8 +89,13 @@ class CollectiveSide:
         self.me = me
 
     def _broadcast_view(self) -> None:
-        """The zero-copy broadcast: the fused call (the root's kernel puts its buffer in), one read pass in place."""
-        self.result = self.comm.broadcast_view(self.n, np.uint8, 0, self.send if self.comm.rank == 0 else None)
+        """The zero-copy broadcast: the fused call (the root's kernel puts its buffer in), and on every
+        other rank one read pass over the root's slot in place (the root holds its data already, as
+        MPI_Bcast's root does, so it reads nothing)."""
+        if self.comm.rank == 0:
+            self.result = self.comm.broadcast_view(self.n, np.uint8, 0, self.send)
+            return
+        self.result = self.comm.broadcast_view(self.n, np.uint8, 0)
         self.checksum = read_pass(self.result.array)
 
     def _alltoall_view(self) -> None:
@@ -115,7 +120,7 @@ class CollectiveSide:
         elif self.collective == "broadcast":
             want, got = np.uint8(pattern(0, i)), self.recv
             if self.name == "zero-copy":
-                if self.checksum == checksum_of_fill(pattern(0, i), self.n):
+                if me == 0 or self.checksum == checksum_of_fill(pattern(0, i), self.n):
                     return
                 got = np.array(self.result.array)
         else:
