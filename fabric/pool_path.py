@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import simpy
 
+from cxlsim.fabric.chunk_pipeline import ChunkPipeline
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.fabric.link import Port
 from cxlsim.fabric.transport import fire_at
@@ -48,7 +49,6 @@ from cxlsim.fabric.transport import fire_at
 __all__ = ["PoolPath"]
 
 LINE = CACHE_LINE_BYTES
-_UP, _DOWN = "link up", "link down"  # stage markers: the chunk's device's link, by direction
 
 
 class PoolPath:
@@ -78,7 +78,6 @@ class PoolPath:
         self.device_links = [(Port(f"dev{d} link up", links_bw, 0.0), Port(f"dev{d} link down", links_bw, 0.0))
                              for d in range(devices)] if self.split_links else []
         """Each device's heads' links together, (towards the device, from it), when `split_links`."""
-        self._link_of = {id(d): {_UP: up, _DOWN: down} for d, (up, down) in zip(self.devices, self.device_links)}
         self._host_ports = [Port(f"host{h}", self.host_bw_bytes_per_ns, 0.0) for h in range(hosts)]
         # The stages a chunk queues at after its host, each (server, ns from the previous stage's
         # start), for data going up (writes) and down (reads); None is the chunk's device.
@@ -100,14 +99,14 @@ class PoolPath:
             self.leaf_of = [0] * hosts
             self._stages = [(((None, self.path_ns),), ((None, self.path_ns),))] * hosts
         if self.split_links:  # the device's link in the transfer's direction, at the device, before its media
+            links = ([up for up, _ in self.device_links], [down for _, down in self.device_links])
             self._stages = [tuple(stages[:-1] + ((link, stages[-1][1]), (None, 0.0))
-                                  for stages, link in zip(pair, (_UP, _DOWN))) for pair in self._stages]
+                                  for stages, link in zip(pair, links)) for pair in self._stages]
+        self._pipeline = ChunkPipeline(env, self._host_ports, self._stages, self.devices, self.chunk_lines)
         self._cpu_free = [0.0] * hosts
         self._pending = [0] * hosts          # streamed writes and write-backs not yet acknowledged
         self._acked = [0.0] * hosts          # latest acknowledgement of those, ns
         self._fences = [[] for _ in range(hosts)]
-        self.device_bytes = 0
-        """Bytes the devices served (reads, streamed writes, write-backs)."""
 
     def ports(self) -> list:
         """(component, port) of every FIFO server a chunk queues at: each host's issue port ('host port'),
@@ -144,45 +143,15 @@ class PoolPath:
 
         Each chunk queues at its host, then at each stage (a leaf's uplink in a tree, charged
         before the device in both directions: a chain of FIFOs has the same throughput in any
-        order), then at its device.
+        order; the device's link in the transfer's direction where it can bind), then at its
+        device (`cxlsim.fabric.chunk_pipeline.ChunkPipeline`).
         """
-        port = self._host_ports[rank]
-        stages = self._stages[rank][0 if up else 1]
-        reach = stages[0][1]
-        c = self.chunk_lines
-        devices = self.devices
-        state = [0, 0.0, finish]
-        line, stop_all = first, first + count
-        issue_end = start_ns
-        now = self.env.now
-        while line < stop_all:
-            stop = min(stop_all, (line // c + 1) * c)
-            nbytes = (stop - line) * LINE
-            s1, issue_end = port.reserve(start_ns, nbytes)
-            state[0] += 1
-            self.env.at(s1 + reach - now, self._at_stage,
-                        (state, stages, 0, devices[(line // c) % len(devices)], nbytes, issue_end + reach))
-            line = stop
-        return issue_end
+        return self._pipeline.transfer(rank, first, count, start_ns, finish, up)
 
-    def _at_stage(self, event):
-        state, stages, k, device, nbytes, tail = event._value
-        server = stages[k][0] or device
-        if server.__class__ is str:
-            server = self._link_of[id(device)][server]
-        start, served = server.reserve(self.env.now, nbytes)
-        end = served if served > tail else tail
-        if k + 1 < len(stages):
-            reach = stages[k + 1][1]
-            self.env.at(start + reach - self.env.now, self._at_stage,
-                        (state, stages, k + 1, device, nbytes, end + reach))
-            return
-        self.device_bytes += nbytes
-        if end > state[1]:
-            state[1] = end
-        state[0] -= 1
-        if state[0] == 0:
-            state[2](state[1])
+    @property
+    def device_bytes(self) -> int:
+        """Bytes the devices served (reads, streamed writes, write-backs)."""
+        return self._pipeline.device_bytes
 
     def fetch(self, rank, first, count, start_ns, extra_ns, on_data) -> None:
         """Read lines into `rank`; call on_data(event) when the data is back (+ `extra_ns`)."""
