@@ -181,7 +181,7 @@ def test_bucket_spans_cover_the_vector_from_its_end():
     (["--gpus", "a100-sxm4-80gb,tpu"], "gpu"),
     (["--factors", "1,2", "--gpus", "v100"], "--factors and --gpus"),
     (["--fail", "one"], "--fail"),
-    (["--fail", "5:1"], "failure.worker"),
+    (["--fail", "5:1"], "--fail: rank: expected a rank in 0..1, got 5"),
     (["--batch-size", "3000"], "--batch-size"),
     (["--lr", "-1"], "--lr"),
     (["--model", "vgg"], "--model"),

@@ -84,7 +84,11 @@ class TrainConfig:
             if not (isinstance(t, (int, float)) and 0 < t <= 1):
                 raise InputError(f"--target-accuracy: expected accuracies in (0, 1], got {t!r}")
         if self.failure is not None:
-            self.failure.check(self.steps, self.nranks)
+            try:
+                self.failure.check(self.steps, self.nranks)
+            except InputError as exc:
+                raise InputError(f"--fail: {exc}".replace("failure.worker", "rank").replace("failure.step", "step")
+                                 .replace("worker index", "rank")) from None
             if self.nranks < 2:
                 raise InputError("--fail: needs --np 2 or more (a run of one failed rank has no survivor)")
 
