@@ -85,6 +85,7 @@ class _Forms:
                               heads=len(setup.design[0]) if setup.design else 0)
         self.p = net.placement.size
         self.net_ctx = runner.Context(groups=tuple(map(tuple, net.placement.groups())), root=self.wl.root)
+        self._pods = {}
 
     def inter(self, size: int) -> tuple[str, str | None]:
         """The network phase's algorithm among the pods (the selector's, with its fallback) and a note."""
@@ -97,7 +98,10 @@ class _Forms:
         return runner.Context(inter=inter, root=self.wl.root)
 
     def pods(self, size: int, inter: str) -> float:
-        return PODS_RECORDS[self.wl.collective].cost(self.fig, self.p, size, self.context(inter))
+        key = (size, inter)
+        if key not in self._pods:  # choose and the analytic row both need it
+            self._pods[key] = PODS_RECORDS[self.wl.collective].cost(self.fig, self.p, size, self.context(inter))
+        return self._pods[key]
 
     def network(self, name: str, size: int) -> tuple[float, str, str | None]:
         return analytic.cost(self.wl.collective, name, self.p, size, self.cm, self.net_ctx)
