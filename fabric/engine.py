@@ -34,7 +34,7 @@ __all__ = ["Environment", "Wakeup", "Fired", "CALL", "YOUNG_OBJECTS_PER_COLLECTI
 CALL = NORMAL
 """The priority of a callback entry in the queue (`at`, `call_at`, `push`): SimPy's NORMAL."""
 
-YOUNG_OBJECTS_PER_COLLECTION = 50_000
+YOUNG_OBJECTS_PER_COLLECTION = 200_000
 """While `run` runs, Python's cyclic garbage collector looks at the youngest objects once this many
 more were allocated than freed (its default is 700): a DES run allocates millions of short-lived
 queue entries and events, and collecting every 700 of them cost up to 40% of a small run's time.
