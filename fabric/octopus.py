@@ -25,6 +25,7 @@ from itertools import combinations
 
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.pool_region import PoolRegion
 from cxlsim.fabric.transport import Endpoint, Transport
 
 __all__ = ["design", "pod_sizes", "SparsePod", "SPARSE"]
@@ -103,13 +104,17 @@ class SparsePod(Transport):
         """index[d][h]: host h's rank on device d's pool."""
         self.devices_of = [tuple(d for d, members in enumerate(devices) if h in members) for h in range(self.size)]
         """The devices host h is attached to, X of them."""
+        self._regions = {}
 
     def endpoint(self, rank: int) -> Endpoint:
         return Endpoint(self, rank)
 
-    def device_endpoint(self, d: int, host: int) -> Endpoint:
-        """Host `host` on device d's pool."""
-        return self.pools[d].endpoint(self.index[d][host])
+    def device_endpoint(self, d: int, host: int, region: int = 0) -> Endpoint:
+        """Host `host` on region `region` of device d's pool (`PoolRegion`: one per phase of a collective)."""
+        found = self._regions.get((d, region))
+        if found is None:
+            found = self._regions[(d, region)] = PoolRegion.of(self.pools[d], region)
+        return found.endpoint(self.index[d][host])
 
     def figures(self):
         """One device's pool figures (every device is alike)."""

@@ -197,3 +197,21 @@ def test_a_sparse_allreduce_starts_with_the_cheaper_of_two_phases():
         expect = costs[first] + octopus_allgather_cost(fig.pool, 4, -(-s // 13))
         assert PODS_RECORDS["allreduce"].cost(fig, 13, s, runner.Context()) == pytest.approx(expect)
     assert sparse_allreduce_first(fig.pool, 13, 1 << 20, 4) == "alltoall"  # 13 whole vectors cost too much
+
+
+@pytest.mark.parametrize("hosts, heads", [(7, 3), (9, 3), (6, 2)])
+def test_other_designs_run_and_equal_their_forms(hosts, heads):
+    _, dense = _pods("mhd3-pool", nodes=2 * hosts, hosts=hosts)  # the network of 2 pods; its pool made sparse
+    pre = dense.pool.preset
+    pre = dataclasses.replace(pre, device=dataclasses.replace(pre.device, heads=heads))
+    setup = dataclasses.replace(dense, pool=dataclasses.replace(dense.pool, preset=pre), design=design(hosts, heads))
+    fig = PodFigures(setup.pool_figures(), analytic.CostModel.from_network(setup.network.network(), 65536),
+                     hosts, 2, heads=heads)
+    assert setup.pool_figures().leaf_hosts == 0
+    for collective in ("allgather", "allreduce"):
+        algo, ctx = PODS_RECORDS[collective], runner.Context(inter="ring")
+        size = 64 * hosts
+        outcome = runner.run_algorithm(setup.new_transport(65536), algo, size, ctx)
+        runner.verify(collective, 2 * hosts, ctx, outcome.results)
+        if form_note(collective, fig, size, True) is None:
+            assert outcome.latency_ns == pytest.approx(algo.cost(fig, 2 * hosts, size, ctx), rel=1e-9)

@@ -135,7 +135,7 @@ def _allreduce(lookup):
         if n > 1 and block is not None:
             block = yield from _inter(lookup, "allreduce", ctx, n).run(_group(g, t), seg, block, NO_CONTEXT)
         if t.sparse:
-            blocks = yield from octopus_allgather(g.pod_endpoint(), seg, block)
+            blocks = yield from octopus_allgather(g.pod_endpoint(), seg, block, region=1)
         else:
             blocks = yield from cxl_pool(g.pod_region(1), seg, block)
         if any(b is None or not isinstance(b, tuple) for b in blocks):
@@ -160,7 +160,7 @@ def _broadcast(lookup):
         if g.pod == home:
             return data
         if t.sparse:
-            shares = yield from octopus_allgather(g.pod_endpoint(), seg, share)
+            shares = yield from octopus_allgather(g.pod_endpoint(), seg, share, region=1)
         else:
             shares = yield from cxl_pool(g.pod_region(1), seg, share)
         labels = {d for _, d in shares} if all(isinstance(x, tuple) and len(x) == 2 for x in shares) else set()

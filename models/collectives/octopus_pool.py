@@ -46,17 +46,19 @@ def _pod(g) -> SparsePod:
     return t
 
 
-def _on_devices(t, h, devices, step):
-    """Run step(d, endpoint of h on device d) on each of `devices` at once (one thread per link); {d: result}."""
-    calls = {d: t.env.process(step(d, t.device_endpoint(d, h))) for d in devices}
+def _on_devices(t, h, devices, step, region):
+    """Run step(d, endpoint of h on region `region` of device d) on each of `devices` at once (one thread per
+    link); {d: result}."""
+    calls = {d: t.env.process(step(d, t.device_endpoint(d, h, region))) for d in devices}
     got = yield t.env.all_of(list(calls.values()))
     return {d: got[call] for d, call in calls.items()}
 
 
-def octopus_allgather(g, m, mine):
-    """One host's part: the pool allgather on each of its devices at once; returns the q blocks in host order."""
+def octopus_allgather(g, m, mine, region: int = 0):
+    """One host's part: the pool allgather on each of its devices at once (in region `region` of each); returns
+    the q blocks in host order."""
     t, h = _pod(g), g.rank
-    got = yield from _on_devices(t, h, t.devices_of[h], lambda d, ep: cxl_pool(ep, m, mine))
+    got = yield from _on_devices(t, h, t.devices_of[h], lambda d, ep: cxl_pool(ep, m, mine), region)
     blocks = [None] * t.size
     blocks[h] = mine
     for d, sets in got.items():
@@ -65,9 +67,9 @@ def octopus_allgather(g, m, mine):
     return blocks
 
 
-def octopus_allreduce(g, s, vec):
+def octopus_allreduce(g, s, vec, region: int = 0):
     """The allgather of the vectors, then the fold of all q in host order; the reduced vector (None if one is missing)."""
-    vectors = yield from octopus_allgather(g, s, vec)
+    vectors = yield from octopus_allgather(g, s, vec, region)
     yield g.reduce((len(vectors) - 1) * s)
     if any(v is None or not isinstance(v, tuple) for v in vectors):
         return None
@@ -77,12 +79,12 @@ def octopus_allreduce(g, s, vec):
     return out
 
 
-def octopus_reduce_scatter(g, s, vec):
+def octopus_reduce_scatter(g, s, vec, region: int = 0):
     """The alltoall of the vector's q blocks (ceil(s/q) bytes each), then the fold of the q blocks this host
     got: block `g.rank` of the sum (None if one is missing)."""
     t = _pod(g)
     seg = -(-s // t.size)
-    column = yield from octopus_alltoall(g, seg, split(vec, t.size))
+    column = yield from octopus_alltoall(g, seg, split(vec, t.size), region)
     yield g.reduce((t.size - 1) * seg)
     if any(b is None or not isinstance(b, tuple) for b in column):
         return None
@@ -92,11 +94,11 @@ def octopus_reduce_scatter(g, s, vec):
     return out
 
 
-def octopus_alltoall(g, m, blocks):
+def octopus_alltoall(g, m, blocks, region: int = 0):
     """The pool alltoall among every device's hosts at once; the q blocks this host receives, in host order."""
     t, h = _pod(g), g.rank
     got = yield from _on_devices(t, h, t.devices_of[h],
-                                 lambda d, ep: pc.alltoall(ep, m, [blocks[w] for w in t.devices[d]]))
+                                 lambda d, ep: pc.alltoall(ep, m, [blocks[w] for w in t.devices[d]]), region)
     out = [None] * t.size
     out[h] = blocks[h]
     for d, column in got.items():
@@ -106,12 +108,12 @@ def octopus_alltoall(g, m, blocks):
     return out
 
 
-def octopus_broadcast(g, s, data, root: int):
+def octopus_broadcast(g, s, data, root: int, region: int = 0):
     """The pool broadcast from `root` on each of its devices; every other host reads on the one it shares."""
     t, h = _pod(g), g.rank
     mine = t.devices_of[root] if h == root else [d for d in t.devices_of[h] if root in t.devices[d]]
     got = yield from _on_devices(t, h, mine,
-                                 lambda d, ep: pc.broadcast(ep, s, data, Context(root=t.index[d][root])))
+                                 lambda d, ep: pc.broadcast(ep, s, data, Context(root=t.index[d][root])), region)
     return data if h == root else got[mine[0]]
 
 
