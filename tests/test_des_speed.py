@@ -174,3 +174,42 @@ def test_chunks_cut_at_multiples_of_the_chunk():
                 want.append((stop - line) * 64)
                 line = stop
             assert pipe._chunks(first, count) == want
+
+
+class _ScanMemory:
+    """PoolMemory as a scan of every region (the obvious version)."""
+
+    def __init__(self):
+        self.regions = {}
+
+    def value(self, offset, size):
+        hit = self.regions.get(offset)
+        if hit is not None and hit[0] == size:
+            return hit[1]
+        end = offset + size
+        over = tuple(label for off, (sz, label) in sorted(self.regions.items())
+                     if off < end and off + sz > offset or (sz == 0 and off == offset))
+        return over or None
+
+    def store(self, offset, size, label):
+        end = offset + size
+        for off in [o for o, (sz, _) in self.regions.items() if o < end and o + sz > offset or o == offset]:
+            del self.regions[off]
+        self.regions[offset] = (size, label)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_pool_memory_is_a_scan_of_every_region(seed):
+    from cxlsim.fabric.pool_memory import PoolMemory
+    rng = random.Random(seed)
+    ours, ref = PoolMemory(), _ScanMemory()
+    for k in range(600):
+        offset, size = rng.randrange(0, 2000, rng.choice([1, 8, 64])), rng.choice([0, 0, 1, 8, 64, 100, 640])
+        if rng.random() < 0.5:
+            ours.store(offset, size, k)
+            ref.store(offset, size, k)
+        else:
+            assert ours.value(offset, size) == ref.value(offset, size)
+    for offset in range(0, 2100, 7):
+        for size in (0, 1, 64, 300):
+            assert ours.value(offset, size) == ref.value(offset, size)
