@@ -9,8 +9,6 @@ import pytest
 from cxlsim import simulate
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.hierarchical_pods import PodFigures
-from cxlsim.models.collectives.registry import algorithm
 from cxlsim.replay import engine, fabrics, simgrid
 from cxlsim.replay.pods import PodMessages
 from cxlsim.replay.pool_messages import message_ns
@@ -35,24 +33,42 @@ def setup_of(spec):
     return simulate.elaborate(simulate.scenario_from(spec, {})[0])[1]
 
 
+def expected_ns(call, transport, fig):
+    """(the plan's class name, its closed form, the other choice's form) for a traced collective on pods."""
+    from cxlsim.models.collectives import registry
+    from cxlsim.models.collectives.hierarchical_pods import pods_algorithms
+    from cxlsim.replay.pods import inter_algorithm, pods_plan
+
+    this = pods_plan(call, transport.pods, transport.hosts, "mpich", runner.Context(), fig)
+    records = {a.collective: a for a in pods_algorithms(registry.lookup)}
+    collective = {"barrier": "allgather", "bcast": "broadcast"}.get(call.kind, call.kind)
+    size = 0 if call.kind == "barrier" else call.size_bytes
+    inter = inter_algorithm(collective, size, transport.pods, transport.hosts, "mpich")[0]
+    pods_ns = records[collective].cost(fig, transport.size, size, runner.Context(root=call.root, inter=inter))
+    from cxlsim.replay.collectives import plan
+    net = plan(call, transport.size, "mpich", runner.Context(), False)
+    net_ns = analytic.cost(net.collective, net.algorithm, transport.size, net.size_bytes, fig.network, net.ctx)[0]
+    chosen = type(this).__name__
+    return chosen, (pods_ns if chosen == "PodsPlan" else net_ns), (net_ns if chosen == "PodsPlan" else pods_ns)
+
+
 @pytest.mark.parametrize("pods, hosts", [(1, 4), (2, 2), (2, 4), (4, 2)])
 @pytest.mark.parametrize("pool", ["cxl3-pool", "cxl2-pool"])
-def test_a_traced_allgather_and_barrier_equal_the_pods_closed_form(tmp_path, pods, hosts, pool):
-    spec = pods_yaml(tmp_path, pods, hosts, pool=pool)
-    setup = setup_of(spec)
-    cm = analytic.CostModel.from_network(setup.network.network(), simulate.scenario_from(spec, {})[0].workload.chunk_bytes)
-    fig = PodFigures(setup.pool_figures(), cm, hosts, pods)
-    record = algorithm("allgather", "pods")
+@pytest.mark.parametrize("network", ["ib-hdr", "eth-100g-tcp"])
+def test_a_traced_allgather_and_barrier_take_the_cheaper_form_and_equal_it(tmp_path, pods, hosts, pool, network):
+    from cxlsim.replay.pods import pod_figures
+
+    spec = pods_yaml(tmp_path, pods, hosts, network=network, pool=pool)
     p = pods * hosts
-    for action, block in (("allgather 512 512 0 0", 4096), ("barrier", 0)):
+    for action in ("allgather 512 512 0 0", "barrier"):
         path = write_trace(tmp_path / f"{action.split()[0]}-{pods}-{hosts}", p, lambda r, a=action: [a])
         trace = simgrid.read(path, 1e9)
-        timeline = engine.replay(trace, fabrics.resolve(spec, p).make())
-        assert timeline.algorithms == {action.split()[0]: ["pods"]}
-        inter = [n for n in timeline.notes if "between pods" in n]
-        name = inter[0].rsplit(": ", 1)[1].split(" ")[0] if inter else "ring"
-        expect = record.cost(fig, p, block, runner.Context(inter=name))
-        assert timeline.total_ns == pytest.approx(expect, rel=1e-12)
+        transport = fabrics.resolve(spec, p).make()
+        chosen, form, other = expected_ns(trace.ranks[0][0], transport, pod_figures(transport))
+        assert form <= other
+        timeline = engine.replay(trace, transport)
+        assert (timeline.algorithms[action.split()[0]] == ["pods"]) == (chosen == "PodsPlan")
+        assert timeline.total_ns == pytest.approx(form, rel=1e-12)
 
 
 @pytest.mark.parametrize("pool", ["cxl3-pool", "cxl2-pool"])
@@ -114,36 +130,46 @@ def test_pods_refuse_a_trace_of_another_size_and_ranks_per_node(tmp_path):
         fabrics.resolve(spec, 4, placement=str(placement))
 
 
-@pytest.mark.parametrize("action, collective, size", [
-    ("allreduce 1024 0 0", "allreduce", 8192),        # 1024 doubles: SimGrid's default type after `init` is bytes
-    ("alltoall 128 128 0 0", "alltoall", 1024),
-])
-def test_a_traced_allreduce_and_alltoall_equal_the_pods_closed_form(tmp_path, action, collective, size):
-    spec = pods_yaml(tmp_path, 2, 4)
-    setup = setup_of(spec)
-    cm = analytic.CostModel.from_network(setup.network.network(), simulate.scenario_from(spec, {})[0].workload.chunk_bytes)
-    fig = PodFigures(setup.pool_figures(), cm, 4, 2)
-    path = write_trace(tmp_path / collective, 8, lambda r, a=action: [a])
-    timeline = engine.replay(simgrid.read(path, 1e9), fabrics.resolve(spec, 8).make())
-    kind = action.split()[0]
-    assert timeline.algorithms == {kind: ["pods"]}
-    inter = [n for n in timeline.notes if "between pods" in n][0].rsplit(": ", 1)[1].split(" ")[0]
-    from cxlsim.models.collectives import registry
-    from cxlsim.models.collectives.hierarchical_pods import pods_algorithms
+@pytest.mark.parametrize("network", ["ib-hdr", "eth-100g-tcp"])
+@pytest.mark.parametrize("action", ["allreduce 1 0 0", "allreduce 1024 0 0", "alltoall 128 128 0 0"])
+def test_a_traced_allreduce_and_alltoall_take_the_cheaper_form_and_equal_it(tmp_path, network, action):
+    from cxlsim.replay.pods import pod_figures
 
-    record = {a.collective: a for a in pods_algorithms(registry.lookup)}[collective]
-    expect = record.cost(fig, 8, size, runner.Context(inter=inter))
-    assert timeline.total_ns == pytest.approx(expect, rel=1e-9)
+    spec = pods_yaml(tmp_path, 2, 4, network=network)
+    trace = simgrid.read(write_trace(tmp_path / "t", 8, lambda r, a=action: [a]), 1e9)
+    transport = fabrics.resolve(spec, 8).make()
+    chosen, form, other = expected_ns(trace.ranks[0][0], transport, pod_figures(transport))
+    assert form <= other
+    timeline = engine.replay(trace, transport)
+    assert timeline.total_ns == pytest.approx(form, rel=1e-9)
+
+
+def test_both_choices_occur_and_the_note_gives_both_forms(tmp_path):
+    from cxlsim.replay.pods import pod_figures
+
+    seen = {}
+    for network in ("ib-hdr", "eth-100g-tcp"):
+        for action in ("allreduce 1 0 0", "allgather 512 512 0 0", "alltoall 128 128 0 0"):
+            trace = simgrid.read(write_trace(tmp_path / f"{network}-{action[:5]}", 8, lambda r, a=action: [a]), 1e9)
+            transport = fabrics.resolve(pods_yaml(tmp_path, 2, 4, network=network), 8).make()
+            seen.setdefault(expected_ns(trace.ranks[0][0], transport, pod_figures(transport))[0], []).append(action)
+            timeline = engine.replay(trace, transport)
+            if timeline.algorithms.get(action.split()[0]) != ["pods"]:
+                assert any("on the network alone" in n and "the pods algorithm's" in n for n in timeline.notes)
+    assert set(seen) == {"PodsPlan", "NetworkPlan"}, seen
 
 
 @pytest.mark.parametrize("action", ["allreduce 96 0 0", "bcast 100 5 0", "alltoall 16 16 0 0", "allgather 8 8 0 0"])
 def test_the_pods_plans_deliver_the_right_labels(tmp_path, action):
-    from cxlsim.replay.pods import pods_plan
+    from cxlsim.replay.pods import PodsPlan, inter_algorithm
     from cxlsim.replay.trace import COLLECTIVES
 
     path = write_trace(tmp_path / "t", 8, lambda r, a=action: [a])
     call = [c for c in simgrid.read(path, 1e9).ranks[0] if c.kind in COLLECTIVES][0]
     pods = fabrics.resolve(pods_yaml(tmp_path, 2, 4), 8).make()
-    this = pods_plan(call, 2, 4, "mpich", runner.Context())
+    collective = {"bcast": "broadcast"}.get(call.kind, call.kind)
+    inter = inter_algorithm(collective, call.size_bytes, 2, 4, "mpich")[0]
+    this = PodsPlan(call.kind, collective, "pods", call.size_bytes, runner.Context(root=call.root, inter=inter), "",
+                    on_pool=True, pods_collective=collective)
     results = pods.run({r: this.run(pods.endpoint(r), 10000) for r in range(8)})
     runner.verify(this.pods_collective, 8, runner.Context(root=call.root, elements=8), results)

@@ -45,7 +45,7 @@ from cxlsim.errors import InputError, RunError
 from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.replay.collectives import plan
-from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pods_plan
+from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pod_figures, pods_plan
 from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.pool_plans import RegionPlan, pool_plan, regions_of
 from cxlsim.replay.pool_plans import mailbox_floor as pool_mailbox_floor
@@ -180,7 +180,8 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     collectives = [c for c in trace.ranks[0] if c.kind in COLLECTIVES]
     extra_notes, regions = [], []
     if transport.kind == HYBRID:
-        plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx) for c in collectives]
+        fig = pod_figures(transport)
+        plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx, fig) for c in collectives]
         messages = PodMessages(transport, low_bytes=mailbox_floor(transport))
         extra_notes.append(CPU_NOTE)
     elif on_pool:

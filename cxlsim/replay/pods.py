@@ -14,8 +14,11 @@ trace rank r is host r % q of pod r // q (q hosts per pod, n pods), as
   barrier runs the pods allgather with 0-byte blocks (a rank leaves once its pod's hosts are
   in, each of which heard from its peers in every pod). Every other collective (reduce,
   gather, scatter, reducescatter) runs its network algorithm (as the selector picks it for P
-  ranks) over `PodMessages`, noted. The pods algorithm runs whatever its closed form says
-  against the network's (no per-size choice between them, as `cxlsim simulate` makes).
+  ranks) over `PodMessages`, noted. For each call the pods collective is chosen only if its
+  closed form (`hierarchical_pods`) is below that of the network algorithm the selector picks
+  for all P ranks (`cxlsim.models.collectives.analytic.cost`), as `cxlsim simulate` chooses;
+  otherwise the network algorithm runs on the network alone (`NetworkPlan`), noted with both
+  forms. Sparse (Octopus) pods are refused.
 
 Each part of a pod fabric books a rank's CPU on its own timeline (the network's for
 compute and network messages, the pod pool's for pool messages), so a pool message's
@@ -24,16 +27,17 @@ says so.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from cxlsim.fabric.pods import REGIONS
 from cxlsim.fabric.transport import Transport
-from cxlsim.models.collectives import registry, runner, selectors
-from cxlsim.models.collectives.hierarchical_pods import pods_algorithms, phase_sizes
+from cxlsim.errors import InputError
+from cxlsim.models.collectives import analytic, registry, runner, selectors
+from cxlsim.models.collectives.hierarchical_pods import PodFigures, pods_algorithms, phase_sizes
 from cxlsim.replay.collectives import Plan, plan
 from cxlsim.replay.pool_messages import PoolMessages
 
-__all__ = ["PodMessages", "PodsPlan", "pods_plan", "mailbox_floor", "CPU_NOTE"]
+__all__ = ["PodMessages", "PodsPlan", "NetworkPlan", "pods_plan", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
 
 _PODS = {"allgather": "allgather", "barrier": "allgather", "allreduce": "allreduce", "bcast": "broadcast",
          "alltoall": "alltoall"}
@@ -94,6 +98,15 @@ class PodsPlan(Plan):
         return (yield from record.run(ep, self.size_bytes, data, ctx))
 
 
+@dataclass(frozen=True)
+class NetworkPlan(Plan):
+    """A traced collective run by a network algorithm on the pods' network alone (the rank's `PodEndpoint.net`)."""
+
+    def run(self, ep, tag: int):
+        plain = Plan(**{f.name: getattr(self, f.name) for f in fields(Plan)})
+        return (yield from replace(plain, on_pool=False).run(ep.net, tag))
+
+
 _RECORDS: dict = {}
 
 
@@ -103,25 +116,50 @@ def _records() -> dict:
     return _RECORDS
 
 
-def pods_plan(call, pods: int, hosts: int, library: str, ctx: runner.Context) -> Plan:
+def pod_figures(pods) -> PodFigures:
+    """The closed forms' figures of a `PodsTransport` (InputError for sparse Octopus pods)."""
+    if pods.sparse:
+        raise InputError("--fabric: sparse (Octopus) pods are not replayed: their pools run only the allgather")
+    network = pods.network
+    cm = analytic.CostModel.from_network(network.network, network.chunk_bytes)
+    return PodFigures(pods.pools[0].figures(), cm, pods.hosts, pods.pods)
+
+
+def inter_algorithm(collective: str, size: int, pods: int, hosts: int, library: str) -> tuple[str, str | None]:
+    """The network phase's algorithm of a pods `collective` of `size` bytes (the selector's for n = `pods` ranks at
+    the phase's size, with its fallback note); 'ring' when there is one pod (no network phase)."""
+    if pods == 1:
+        return "ring", None
+    name, _ = selectors.select(library, collective, pods, phase_sizes(collective, size, hosts, pods))
+    algo, fallback = registry.lookup(collective, name, pods)
+    return algo.name, fallback
+
+
+def pods_plan(call, pods: int, hosts: int, library: str, ctx: runner.Context, fig: PodFigures) -> Plan:
     """The Plan of traced collective `call` on n = `pods` pods of q = `hosts` hosts (see the module docstring)."""
-    kind = call.kind
+    kind, p = call.kind, pods * hosts
     if kind not in _PODS:
-        base = plan(call, pods * hosts, library, ctx, False)
+        base = plan(call, p, library, ctx, False)
         over = f"{kind}: a network algorithm over pod messages (pool mailboxes inside a pod, the network between)"
         return replace(base, note="; ".join(filter(None, [base.note, over])))
     collective = _PODS[kind]
     size = 0 if kind == "barrier" else call.size_bytes
-    notes = ["barrier: the pods allgather of 0 B"] if kind == "barrier" else []
-    inter = "ring"
-    if pods > 1:
-        phase = phase_sizes(collective, size, hosts, pods)
-        name, _ = selectors.select(library, collective, pods, phase)
-        algo, fallback = registry.lookup(collective, name, pods)
-        inter = algo.name
-        notes.append(f"{kind} between pods: {inter}" + (f" ({fallback})" if fallback else ""))
-    return PodsPlan(kind, collective, "pods", size, replace(ctx, root=call.root, inter=inter), "; ".join(notes),
-                    on_pool=True, pods_collective=collective)
+    inter, fallback = inter_algorithm(collective, size, pods, hosts, library)
+    notes = [f"{kind} between pods: {inter}" + (f" ({fallback})" if fallback else "")] if pods > 1 else []
+    pods_ctx = replace(ctx, root=call.root, inter=inter)
+    pods_ns = _records()[collective].cost(fig, p, size, pods_ctx)
+    network = plan(call, p, library, ctx, False)
+    network_ns = analytic.cost(network.collective, network.algorithm, p, network.size_bytes, fig.network,
+                               network.ctx)[0]
+    if network_ns < pods_ns:
+        why = (f"{kind}: the network's {network.algorithm} on the network alone ({network_ns / 1e3:.3f} us by "
+               f"closed form, the pods algorithm's {pods_ns / 1e3:.3f} us)")
+        return NetworkPlan(**{f.name: getattr(network, f.name) for f in fields(Plan)} |
+                           {"note": "; ".join(filter(None, [network.note, why])), "on_pool": True})
+    if kind == "barrier":
+        notes.insert(0, "barrier: the pods allgather of 0 B")
+    return PodsPlan(kind, collective, "pods", size, pods_ctx, "; ".join(notes), on_pool=True,
+                    pods_collective=collective)
 
 
 def mailbox_floor(pods) -> int:
