@@ -23,7 +23,9 @@ region (start, end, sharers, owner, LRU stamp), so reading a 1 MiB block costs
 a few region operations instead of 16384 line operations. Within a region the
 lines are in LRU order by address, as a per-line table would have them (an
 operation touches its lines in ascending order), so evicting the oldest lines
-first gives exactly the per-line result. `ReferenceSnoopFilter` is that per-line
+first gives exactly the per-line result. The oldest region is found in a heap of
+(stamp, start) pairs, one pushed whenever a region gets either, stale ones
+skipped when they reach the top. `ReferenceSnoopFilter` is that per-line
 table, obviously correct and slow; the tests run random operation sequences
 on both and compare every count, state and callback.
 """
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections import OrderedDict
+from heapq import heapify, heappop, heappush
 
 from cxlsim.errors import InputError
 
@@ -87,6 +90,7 @@ class SnoopFilter(_Counters):
         self._regions: dict = {}           # start -> [end, sharers mask, owner or -1, stamp]
         self._used = 0                     # lines tracked
         self._stamp = 0                    # operations so far (LRU clock)
+        self._lru: list = []               # heap of (stamp, start); stale once the region at start has another
 
     def __len__(self) -> int:
         return self._used
@@ -119,6 +123,14 @@ class SnoopFilter(_Counters):
         return {line: (r[1], r[2]) for s, r in self._regions.items() for line in range(s, r[0])}
 
     # ---------------------------------------------------------------- region plumbing
+    def _stamped(self, start, stamp):
+        """The region at `start` has (now) LRU stamp `stamp`: record it in the LRU heap."""
+        lru = self._lru
+        heappush(lru, (stamp, start))
+        if len(lru) > 2 * len(self._regions) + 64:  # mostly stale: rebuild from the regions
+            lru[:] = [(r[3], s) for s, r in self._regions.items()]
+            heapify(lru)
+
     def _split(self, at):
         """Make `at` a region boundary if a region spans it."""
         start, r = self._find(at)
@@ -126,6 +138,7 @@ class SnoopFilter(_Counters):
             self._regions[at] = [r[0], r[1], r[2], r[3]]
             r[0] = at
             insort(self._starts, at)
+            self._stamped(at, r[3])
 
     def _remove(self, start):
         r = self._regions.pop(start)
@@ -137,12 +150,18 @@ class SnoopFilter(_Counters):
         self._regions[start] = [end, sharers, owner, self._stamp]
         insort(self._starts, start)
         self._used += end - start
+        self._stamped(start, self._stamp)
 
     def _make_room(self, n):
         """Evict least recently used lines until `n` more fit."""
+        lru, regions = self._lru, self._regions
         while self._used + n > self.capacity_lines:
-            start = min(self._regions, key=lambda s: (self._regions[s][3], s))
-            r = self._regions[start]
+            while True:  # the least recently used region: the lowest (stamp, start) still current
+                stamp, start = lru[0]
+                r = regions.get(start)
+                if r is not None and r[3] == stamp:
+                    break
+                heappop(lru)
             k = min(self._used + n - self.capacity_lines, r[0] - start)
             self.evictions += k
             self.eviction_bisnp += self._invalidate(r[1] | (1 << r[2] if r[2] >= 0 else 0), start, k)
@@ -152,6 +171,7 @@ class SnoopFilter(_Counters):
                 self._regions[start + k] = self._regions.pop(start)
                 self._starts[bisect_right(self._starts, start) - 1] = start + k
                 self._used -= k
+                self._stamped(start + k, r[3])
 
     def _insert(self, start, end, sharers, owner):
         """Track new lines [start, end), evicting others (or, if the filter is smaller, its own first lines)."""
@@ -205,6 +225,7 @@ class SnoopFilter(_Counters):
                 missed[0] += n
                 r[1] |= bit
             r[3] = self._stamp
+            self._stamped(start, r[3])
 
         def gap(start, end):
             missed[0] += end - start
@@ -224,6 +245,7 @@ class SnoopFilter(_Counters):
                 sent[0] += self._invalidate(others, start, r[0] - start)
             if keep:
                 r[1], r[2], r[3] = bit, host, self._stamp
+                self._stamped(start, r[3])
             else:
                 self._remove(start)
 
