@@ -263,22 +263,25 @@ def _undisturbed(run: dict, result, synchronous: bool, skip_steps: int) -> dict:
         m_dt, p_dt = np.diff(np.concatenate(([0.0], m_ticks))), np.diff(np.concatenate(([0.0], p_ticks)))
         total, samples = n - skip_steps, len(keep) * W * B
         m_time, p_time = float(m_dt[keep].sum()), float(p_dt[keep].sum())
-    else:
-        total = samples = 0
-        m_time = p_time = 0.0
-        for r, e, d in zip(run["ranks"], excess, des_ends):
-            m_dt = np.diff(np.concatenate(([0.0], np.asarray(r["t_end_s"], float))))
-            p_dt = np.diff(np.concatenate(([0.0], d)))
-            n = min(len(m_dt), len(p_dt))
-            keep = [k for k in range(skip_steps, n) if e[k] <= DISTURBED_S]
-            total += max(n - skip_steps, 0)
-            samples += len(keep) * B
-            m_time += float(m_dt[keep].sum())
-            p_time += float(p_dt[keep].sum())
-    m = samples / m_time if m_time > 0 else math.nan
-    p = samples / p_time if p_time > 0 else math.nan
-    return {"measured": m, "projected": p, "kept_share": (samples / B / (W if synchronous else 1)) / total
-            if total > 0 else math.nan}
+        m = samples / m_time if m_time > 0 else math.nan
+        p = samples / p_time if p_time > 0 else math.nan
+        return {"measured": m, "projected": p, "kept_share": len(keep) / total if total > 0 else math.nan}
+    # async and hybrid: each rank's rate over its own calm steps, summed over the ranks
+    m = p = 0.0
+    kept = total = 0
+    for r, e, d in zip(run["ranks"], excess, des_ends):
+        m_dt = np.diff(np.concatenate(([0.0], np.asarray(r["t_end_s"], float))))
+        p_dt = np.diff(np.concatenate(([0.0], d)))
+        n = min(len(m_dt), len(p_dt))
+        keep = [k for k in range(skip_steps, n) if e[k] <= DISTURBED_S]
+        total += max(n - skip_steps, 0)
+        kept += len(keep)
+        if keep:
+            m += len(keep) * B / float(m_dt[keep].sum())
+            p += len(keep) * B / float(p_dt[keep].sum())
+    if not kept:
+        return {"measured": math.nan, "projected": math.nan, "kept_share": 0.0 if total else math.nan}
+    return {"measured": m, "projected": p, "kept_share": kept / total}
 
 
 def _tick_of_global_step(step: int, per_tick: int, nranks: int) -> int:

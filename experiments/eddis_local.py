@@ -2,6 +2,7 @@
 
 Run: python experiments/eddis_local.py [--output DIR] [--profile PROFILE.json] [--repeats K] [--steps N]
                                        [--batch-size B] [--flush] [--np4] [--quick]
+                                       [--reproject WORKSPACE]
 
 What it does (write-up: experiments/README_eddis_local.md):
 
@@ -219,18 +220,35 @@ def main(argv=None) -> int:
     p.add_argument("--np4", action="store_true", help="also np 4 (oversubscribed on 2 cores, outside the target)")
     p.add_argument("--flush", action="store_true", help="also np 2 in flush coherence (every mode)")
     p.add_argument("--quick", action="store_true", help="1 round, 100 steps, 5 DES steps (a smoke run)")
+    p.add_argument("--reproject", default=None, metavar="WORKSPACE",
+                   help="project the runs of an earlier workspace again (its settings, loads and profile) instead "
+                        "of running them")
     args = p.parse_args(argv)
     if args.quick:
         args.repeats, args.steps, args.des_steps = 1, 100, 5
     ws = Workspace.new(args.output, "eddis_local")
+    previous = None
+    if args.reproject:  # the runs and the settings of an earlier workspace, projected again
+        with open(os.path.join(args.reproject, "summary.json")) as fh:
+            settings = json.load(fh)
+        for key in ("repeats", "steps", "batch_size", "np4", "flush"):
+            setattr(args, key, settings["args"][key])
+        with open(os.path.join(args.reproject, "projections.json")) as fh:
+            previous = {(r["label"], r["round"]): r for r in json.load(fh)}
+        args.profile = args.profile or os.path.join(args.reproject, "calibration", "profile.json")
     profile_path = args.profile or calibrate(ws)
     profile = load_profile(profile_path)
     runs = configurations(args.np4, args.flush)
     by_label, rows = {label: [] for label, _ in runs}, []
     for k in range(args.repeats):
         for label, bench_args in runs:
-            out = ws.file(os.path.join("runs", f"{label.replace(' ', '_').replace(',', '-')}-r{k}"))
-            got = bench_train(out, bench_args, args.steps, args.batch_size)
+            name = os.path.join("runs", f"{label.replace(' ', '_').replace(',', '-')}-r{k}")
+            if previous is None:
+                got = bench_train(ws.file(name), bench_args, args.steps, args.batch_size)
+            else:
+                old = previous[label, k]
+                got = {"record": tp.load_run(os.path.join(args.reproject, name)), "load_before": old["load_before"],
+                       "load_after": old["load_after"]}
             row = tp.project(got["record"], profile)
             row.update(label=label, round=k, load_before=got["load_before"], load_after=got["load_after"])
             by_label[label].append(row)
@@ -270,7 +288,7 @@ def main(argv=None) -> int:
     ws.write_json("summary", {"args": vars(args), "profile": profile_path, "load_range": [min(loads), max(loads)],
                               "report": text})
     ws.write_text("report.txt", report)
-    ws.write_provenance(SEED, profile=profile_path)
+    ws.write_provenance(SEED, profile=profile_path, reprojected=args.reproject)
     print(f"# workspace: {ws.path}")
     return 0
 

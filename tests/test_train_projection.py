@@ -168,6 +168,9 @@ def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
     assert np.all(steps_ns > 1e6) and np.all(steps_ns < 1.1e6)
     row = tp.project(run, profile, pass_ns=0.0)
     assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / (result.elapsed_ns / 1e9), rel=1e-9)
+    # calm steps of async: each rank's own rate, summed (every step of this record is calm)
+    assert row["undisturbed_share"] == 1.0
+    assert row["measured_undisturbed_throughput"] == pytest.approx(16 / 1e-3 + 16 / 3e-3, rel=1e-9)
 
 
 def test_vector_passes_add_to_each_step(profile):
