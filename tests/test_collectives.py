@@ -120,6 +120,8 @@ def test_des_equals_closed_form_on_uncongested_star(collective, name):
         for size in SIZES:
             if not _pairwise_uncongested(collective, name, p, size):
                 continue
+            if collective == "alltoall" and p > 32 and size > 1 << 20:
+                continue  # P^2 messages: the suite keeps DES runs above 32 hosts to small sizes
             out, t, ctx = simulate(collective, name, p, size, chunk=1 << 20)
             expect = _closed_form(collective, name, t, ctx, size, 1 << 20)
             assert out.latency_ns == pytest.approx(expect, rel=0.01), (p, size)

@@ -255,3 +255,11 @@ def test_open_mpi_trees_have_the_shapes_of_coll_base_topo():
 def test_ompi_broadcast(p, s, expect, noted):
     name, note = select("ompi", "broadcast", p, s)
     assert name == expect and bool(note) == noted
+
+
+def test_an_approximate_form_names_its_own_reason():
+    cm = analytic.CostModel.from_network(transport(2).network, 65536)
+    _, _, note = analytic.cost("reduce_scatter", "butterfly", 6, 4096, cm, runner.Context())
+    assert "share host links" in note and "network one" not in note.split("approximate:")[1].split(", and")[0]
+    _, _, exact_note = analytic.cost("reduce_scatter", "butterfly", 8, 4096, cm, runner.Context())
+    assert exact_note is None or "approximate" not in exact_note

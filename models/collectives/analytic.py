@@ -52,6 +52,6 @@ def cost(collective: str, name: str, p: int, size_bytes: int, cm: CostModel, ctx
     algo, note = lookup(collective, name, p)
     latency = network_closed_form(algo, cm, p, size_bytes, ctx)
     if p > 1 and len(ctx.groups or ()) != 1 and not algo.exact(p, ctx):
-        approx = "approximate: the closed form charges every message as a network one (use the DES)"
+        approx = f"approximate: {algo.approximation} (use the DES)"
         note = f"{note}; {approx}" if note else approx
     return latency, algo.name, note

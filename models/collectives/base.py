@@ -98,6 +98,8 @@ class Algorithm:
     """Which library implements it this way."""
     exact: Callable = flat_exact
     """exact(P, ctx) -> whether `cost` is exact for that placement (the analytic engine notes when not)."""
+    approximation: str = "the closed form charges every message as a network one"
+    """Why `cost` is approximate where `exact` is false: the analytic engine's note."""
 
     def __post_init__(self):
         where = f"algorithm {self.collective}/{self.name}"
