@@ -36,7 +36,7 @@ Outputs per run (`project`): measured and projected throughput, over the whole r
 state (the steps after the first `warmup` global steps: the first steps of a run pay
 page faults, cold caches and the ranks' start, tens of ms on this machine), from the
 undisturbed steps (the steps after the warm-up in which no rank's pool calls took
-more than `DISTURBED_S` beyond waiting for a slower rank's local work, measured and
+more than `train_clock.DISTURBED_S` (1 ms) beyond waiting for a slower rank's local work, measured and
 projected over the same steps: a diagnostic of the model apart from the scheduler,
 which on a loaded machine deschedules a rank for a time slice of ~4 ms inside a pool
 call; the DES cannot know of that, and the whole-run figures take it in; the share of
@@ -63,6 +63,7 @@ import time
 
 import numpy as np
 
+from cxlsim import train_clock
 from cxlsim.calibrate.local_model import LocalModel, local_preset
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.coherence import Coherence
@@ -79,7 +80,7 @@ from cxlsim.models.training.stragglers import measured_multipliers
 from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
-           "DEFAULT_WARMUP_FRACTION", "DISTURBED_S", "load_run", "check_run", "local_work_ns", "pool_preset", "vector_pass_ns", "handoff_ns",
+           "DEFAULT_WARMUP_FRACTION", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
            "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
@@ -102,9 +103,6 @@ hybrid's communication thread), as cxlsim/emulator/training/ does them: sync and
 (multiply, subtract); async grad *= lr, x -= grad, the merge's copy and + theta0, the elastic
 difference, its scaling, x -= d, acc += d, centre += d; hybrid the scaled gradient, params[:] = theta,
 params += update, and on the thread acc += update, the merge's copy and + theta0."""
-DISTURBED_S = 1e-3
-"""A step whose pool calls took longer than this beyond waiting for a slower rank is disturbed (an
-undisturbed exchange of a 1 MiB vector takes well under it here; a scheduler time slice is ~4 ms)."""
 DEFAULT_WARMUP_FRACTION = 0.1
 """Steady-state throughput leaves out the first tenth of the global steps (at least one)."""
 BACKWARD_FRACTION = 2.0 / 3.0
@@ -140,14 +138,6 @@ def load_run(path: str) -> dict:
     """The run record at `path` (a train.json or its directory), validated by its schema
     (cxlsim.emulator.training.run_record) and for what a projection reads (`check_run`)."""
     return check_run(run_record.read(path), path)
-
-
-def local_work_ns(rank: dict) -> np.ndarray:
-    """One rank's measured time outside the pool calls per step, ns: the step's wall time (from the
-    previous step's end, the first from the common start) less its comm_s; never below 1 ns."""
-    ends = np.asarray(rank["t_end_s"], float)
-    walls = np.diff(np.concatenate(([0.0], ends)))
-    return np.maximum((walls - np.asarray(rank["comm_s"], float)) * 1e9, 1.0)
 
 
 def pool_preset(profile: dict, coherence: Coherence, size_bytes: int, nranks: int):
@@ -220,79 +210,10 @@ def _buckets(run: dict) -> list[int]:
     return [(edges[i + 1] - edges[i]) * item for i in range(n - 1, -1, -1)]
 
 
-def _clock(ends_per_rank, synchronous: bool, nranks: int) -> tuple[np.ndarray, int]:
-    """The run's clock of finished work: (tick times in s, local steps per tick). Synchronous modes tick at
-    each step's end on the last rank (W local steps per tick), async and hybrid at every local step's end
-    on any rank (one local step per tick)."""
-    if synchronous:
-        n = min(len(e) for e in ends_per_rank)
-        return np.array([max(e[s] for e in ends_per_rank) for s in range(n)], float), nranks
-    return np.array(sorted(t for e in ends_per_rank for t in e), float), 1
-
-
-def _throughputs(ticks: np.ndarray, per_tick: int, batch: int, skip: int) -> tuple[float, float]:
-    """(whole-run, steady-state) samples/s of a clock; steady leaves out its first `skip` ticks."""
-    whole = len(ticks) * per_tick * batch / ticks[-1] if len(ticks) and ticks[-1] > 0 else math.nan
-    if skip < 1 or len(ticks) <= skip or ticks[-1] <= ticks[skip - 1]:
-        return whole, math.nan
-    return whole, (len(ticks) - skip) * per_tick * batch / (ticks[-1] - ticks[skip - 1])
-
-
-def _excess_comm_s(run: dict, synchronous: bool) -> list[np.ndarray]:
-    """Per rank and step, the measured comm_s beyond waiting for the slowest rank's local work (synchronous
-    modes; async and hybrid wait for nobody), s: a measured figure, the DES plays no part in it."""
-    local = [local_work_ns(r) / 1e9 for r in run["ranks"]]
-    comm = [np.asarray(r["comm_s"], float) for r in run["ranks"]]
-    if not synchronous:
-        return comm
-    n = min(len(x) for x in local)
-    slowest = np.max(np.stack([x[:n] for x in local]), axis=0)
-    return [c[:n] - (slowest - x[:n]) for c, x in zip(comm, local)]
-
-
-def _undisturbed(run: dict, result, synchronous: bool, skip_steps: int) -> dict:
-    """Throughput over the undisturbed steps (see the module docstring), measured and by the DES."""
-    excess = _excess_comm_s(run, synchronous)
-    B, W = run["batch_size"], run["np"]
-    des_ends = [np.array([end for (_, _, end) in per]) / 1e9 for per in result.intervals]
-    if synchronous:
-        n = min(len(e) for e in excess)
-        m_ticks, _ = _clock([r["t_end_s"] for r in run["ranks"]], True, W)
-        p_ticks, _ = _clock(des_ends, True, W)
-        keep = [s for s in range(skip_steps, min(n, len(p_ticks))) if all(e[s] <= DISTURBED_S for e in excess)]
-        m_dt, p_dt = np.diff(np.concatenate(([0.0], m_ticks))), np.diff(np.concatenate(([0.0], p_ticks)))
-        total, samples = n - skip_steps, len(keep) * W * B
-        m_time, p_time = float(m_dt[keep].sum()), float(p_dt[keep].sum())
-        m = samples / m_time if m_time > 0 else math.nan
-        p = samples / p_time if p_time > 0 else math.nan
-        return {"measured": m, "projected": p, "kept_share": len(keep) / total if total > 0 else math.nan}
-    # async and hybrid: each rank's rate over its own calm steps, summed over the ranks
-    m = p = 0.0
-    kept = total = 0
-    for r, e, d in zip(run["ranks"], excess, des_ends):
-        m_dt = np.diff(np.concatenate(([0.0], np.asarray(r["t_end_s"], float))))
-        p_dt = np.diff(np.concatenate(([0.0], d)))
-        n = min(len(m_dt), len(p_dt))
-        keep = [k for k in range(skip_steps, n) if e[k] <= DISTURBED_S]
-        total += max(n - skip_steps, 0)
-        kept += len(keep)
-        if keep:
-            m += len(keep) * B / float(m_dt[keep].sum())
-            p += len(keep) * B / float(p_dt[keep].sum())
-    if not kept:
-        return {"measured": math.nan, "projected": math.nan, "kept_share": 0.0 if total else math.nan}
-    return {"measured": m, "projected": p, "kept_share": kept / total}
-
-
-def _tick_of_global_step(step: int, per_tick: int, nranks: int) -> int:
-    """The tick (0-based) at which `step` global steps are done: a global step is W local steps."""
-    return step - 1 if per_tick == nranks else step * nranks - 1
-
-
 def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_ns: float, bucket_ns: float = 0.0):
     mode, W = run["mode"], run["np"]
     coherence = Coherence.parse(run["coherence"])
-    local = [local_work_ns(r) for r in run["ranks"]]
+    local = [train_clock.local_work_ns(r) for r in run["ranks"]]
     size = max(_buckets(run)) if mode == "ddp" else run["param_bytes"]
     preset = pool_preset(profile, coherence, size, W)
     on_thread, off_thread = (n * pass_ns for n in VECTOR_PASSES[mode])
@@ -352,20 +273,21 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
         bucket_ns = handoff_ns() if mode == "ddp" else 0.0
     result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns)
     synchronous = mode in ("sync", "ddp")
-    m_ticks, per_tick = _clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)
-    p_ticks, _ = _clock([[end / 1e9 for (_, _, end) in per] for per in result.intervals], synchronous, W)
+    m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)
+    p_ends = [[end / 1e9 for (_, _, end) in per] for per in result.intervals]
+    p_ticks, _ = train_clock.clock(p_ends, synchronous, W)
     global_steps = len(m_ticks) * per_tick // W
     skip_steps = max(1, math.ceil(warmup_fraction * global_steps))
     skip = skip_steps if synchronous else skip_steps * W
-    m_whole, m_steady = _throughputs(m_ticks, per_tick, run["batch_size"], skip)
-    p_whole, p_steady = _throughputs(p_ticks, per_tick, run["batch_size"], skip)
-    calm = _undisturbed(run, result, synchronous, skip_steps)
+    m_whole, m_steady = train_clock.throughputs(m_ticks, per_tick, run["batch_size"], skip)
+    p_whole, p_steady = train_clock.throughputs(p_ticks, per_tick, run["batch_size"], skip)
+    calm = train_clock.undisturbed(run, p_ends, synchronous, skip_steps)
     tta = []
     for acc in sorted(float(a) for a in (run.get("time_to_accuracy_s") or {})):
         row = {"accuracy": acc, "step": None, "measured_s": None, "projected_s": None, "error": None}
         hit = next((e for e in sorted(run["eval"], key=lambda e: e["t_s"]) if e["accuracy"] >= acc), None)
         if hit is not None:
-            k = min(max(_tick_of_global_step(int(hit["step"]), per_tick, W), 0), len(p_ticks) - 1)
+            k = min(max(train_clock.tick_of_global_step(int(hit["step"]), per_tick, W), 0), len(p_ticks) - 1)
             row.update(step=int(hit["step"]), measured_s=hit["t_s"])
             if k >= skip:  # the measured warm-up, then the DES's steps after it
                 row["projected_s"] = float(m_ticks[skip - 1] + p_ticks[k] - p_ticks[skip - 1])
@@ -384,17 +306,10 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
                 calm["projected"], "undisturbed_throughput_error": _error(calm["projected"], calm["measured"]),
             "undisturbed_share": calm["kept_share"],
             "measured_elapsed_s": float(m_ticks[-1]), "projected_elapsed_s": result.elapsed_ns / 1e9,
-            "measured_comm_share": _comm_share(run), "time_to_accuracy": tta,
+            "measured_comm_share": train_clock.comm_share(run), "time_to_accuracy": tta,
             "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns, "bucket_handoff_ns": bucket_ns,
                     "pool_bw_bytes_per_ns": preset.host.memcpy_bw_bytes_per_ns,
                     "pool_path_ns": preset.host_path.port_latency_ns, **result.extra}}
-
-
-def _comm_share(run: dict) -> float:
-    """The measured fraction of all ranks' step time spent in pool calls (comm_s / step_s)."""
-    step = sum(sum(r["step_s"]) for r in run["ranks"])
-    comm = sum(sum(r["comm_s"]) for r in run["ranks"])
-    return comm / step if step > 0 else math.nan
 
 
 def _pct(x) -> str:
@@ -421,7 +336,8 @@ def format_projection(rows: list[dict]) -> str:
                    f"{100 * r['undisturbed_share']:>4.0f}% "
                    f"{100 * r['measured_comm_share']:>4.0f}%  {tta}")
     out.append(f"# throughput in samples/s; steady: without the first {DEFAULT_WARMUP_FRACTION:.0%} of the global "
-               f"steps; calm: over the undisturbed steps only (kept: their share; no pool call {DISTURBED_S * 1e3:g} ms "
+               f"steps; calm: over the undisturbed steps only (kept: their share; no pool call "
+               f"{train_clock.DISTURBED_S * 1e3:g} ms "
                f"beyond waiting for a slower rank), a diagnostic; comm: the record's comm_s share "
                f"of the step time; target (issue 19, np 2): |throughput error| <= {100 * TARGET_THROUGHPUT_ERROR:.0f}%")
     out.append("# the DES is given each rank's measured time outside the pool calls (its factors and stragglers "

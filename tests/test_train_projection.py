@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from cxlsim import train_clock
 from cxlsim import train_projection as tp
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.training import run_record
@@ -155,7 +156,7 @@ def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
     run = record("async", local_s=[1e-3, 3e-3], comm_s=0.0, G=G, steps=steps)
     preset = tp.pool_preset(profile, Coherence.HW, G, 2)
     spec = tp._spec(2)
-    job = tp._job(run, preset, [tp.local_work_ns(r) for r in run["ranks"]])
+    job = tp._job(run, preset, [train_clock.local_work_ns(r) for r in run["ranks"]])
     alone = pool_shared.run_async_on_pool(spec, job, steps=steps, local_ns=[[1e6], [3e6]], pool=preset,
                                           tau=100)  # no exchange: only the tickets touch the pool
     fast, slow = alone.extra["local_steps"]
@@ -283,6 +284,6 @@ def test_a_real_bench_train_run_is_projected_step_by_step(profile, tmp_path, mod
         run["throughput_samples_per_s"], rel=1e-9)
     result, _ = tp._run_des(run, profile, tp.DEFAULT_LARGE_BYTES, tp.slot_bytes_of(run), 0.0)
     for w, per in enumerate(result.intervals):
-        local = tp.local_work_ns(run["ranks"][w])
+        local = train_clock.local_work_ns(run["ranks"][w])
         for k, (start, _, end) in enumerate(per[:len(local)]):
             assert end - start >= local[k] * (1 - 1e-9)
