@@ -30,6 +30,8 @@ def test_a_measurement_times_both_algorithms_and_reports_its_placement():
     assert result["allreduce_large_bytes"] in (4096, 65536, 131072)
     assert result["placement"] in ("fast", "slow or disturbed", "mixed")
     assert "large from" in format_threshold(result)
+    assert "taking turns" in format_threshold(dict(result, roundtrips_ns=[90.0, 250e3]))
+    assert "taking turns" not in format_threshold(dict(result, roundtrips_ns=[90.0, 450.0]))
     with pytest.raises(InputError, match="multiple of 4 bytes"):
         measure_allreduce_threshold(sizes=(6, 4096))
 

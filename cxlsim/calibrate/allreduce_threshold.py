@@ -10,7 +10,9 @@ disturbed row below cannot set it). If the large one never wins, the threshold i
 largest size measured ("above the measured range"). The crossover lies between the size
 below the threshold and the threshold itself: sizes double, so the threshold is exact to a
 factor of 2. The hw flag round trip before and after tells the host placement (below 200 ns:
-the fast one), which the result records, since the crossover moves with it.
+the fast one), which the result records, since the crossover moves with it; the copy-ins are
+the ones `PoolComm.choose_copy_in` picks for that placement (non-temporal from 8 KiB in the
+slow one), recorded as nt_min_bytes.
 
 `cxlsim calibrate` keeps the result in its profile as ``emulator`` (threshold, rows,
 placement); `cxlsim.emulator.tuning` reads it back as the emulator's default. Units: ns, bytes.
@@ -26,6 +28,7 @@ from cxlsim.errors import InputError
 
 DEFAULT_SIZES = tuple(4096 << k for k in range(9))  # 4 KiB .. 1 MiB
 FAST_ROUNDTRIP_NS = 200.0  # calibration_error.py's placement threshold
+TAKING_TURNS_NS = 10000.0  # a flag round trip this long: the ranks were sharing one CPU
 NEVER = 1 << 62  # the 'always small' large_bytes
 
 
@@ -35,6 +38,7 @@ def _time_both(comm, sizes, rounds, iterations, warmup):
 
     probe = comm.size == 2 and comm.coherence is Coherence.HW
     roundtrips = [roundtrip_ns(comm)] if probe else []
+    copy_in = comm.choose_copy_in()["nt_min_bytes"]  # the copy-ins this placement gets (np 2, hw; else plain)
     times = {}
     for _ in range(rounds):
         for n in sizes:
@@ -49,7 +53,7 @@ def _time_both(comm, sizes, rounds, iterations, warmup):
                 times.setdefault((name, n), []).append(float(means.max() * 1e9))  # the slowest rank's
     if probe:
         roundtrips.append(roundtrip_ns(comm))
-    return times, roundtrips
+    return times, roundtrips, copy_in
 
 
 def choose_threshold(rows: list[dict]) -> int:
@@ -68,8 +72,8 @@ def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: in
     """Measure both allreduce algorithms at `sizes` (bytes per rank, multiples of 4) and pick the threshold.
 
     Returns allreduce_large_bytes, rows (size_bytes, small_ns, large_ns and their round values),
-    np, coherence, rounds, iterations, roundtrips_ns and placement ('fast', 'slow or disturbed',
-    'mixed', or 'not probed' when np != 2 or in flush mode).
+    np, coherence, rounds, iterations, roundtrips_ns, placement ('fast', 'slow or disturbed',
+    'mixed', or 'not probed' when np != 2 or in flush mode) and nt_min_bytes (the copy-ins used).
     """
     from cxlsim.emulator.launch import run_local
 
@@ -81,7 +85,7 @@ def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: in
         raise InputError(f"allreduce threshold: rounds and iterations must be >= 1, got {rounds} and {iterations}")
     out = run_local(nranks, _time_both, (sizes, rounds, iterations, warmup), slot_bytes=max(sizes),
                     coherence=coherence, timeout_s=120.0)
-    times, roundtrips = out[0]
+    times, roundtrips, copy_in = out[0]
     rows = [dict(size_bytes=n, small_ns=statistics.median(times[("small", n)]),
                  large_ns=statistics.median(times[("large", n)]), small_rounds_ns=times[("small", n)],
                  large_rounds_ns=times[("large", n)]) for n in sizes]
@@ -89,17 +93,24 @@ def measure_allreduce_threshold(sizes=DEFAULT_SIZES, nranks: int = 2, rounds: in
     placement = ("not probed" if not roundtrips else "fast" if len(fast) == len(roundtrips)
                  else "slow or disturbed" if not fast else "mixed")
     return dict(allreduce_large_bytes=choose_threshold(rows), rows=rows, np=nranks, coherence=coherence.value,
-                rounds=rounds, iterations=iterations, roundtrips_ns=roundtrips, placement=placement)
+                rounds=rounds, iterations=iterations, roundtrips_ns=roundtrips, placement=placement,
+                nt_min_bytes=copy_in)
 
 
 def format_threshold(result: dict) -> str:
     """The measurement as comment lines for `cxlsim calibrate`'s report."""
     above = result["allreduce_large_bytes"] > result["rows"][-1]["size_bytes"]
     lines = [f"# allreduce threshold (np {result['np']}, {result['coherence']}, {result['rounds']} rounds, "
-             f"placement {result['placement']}): large from {result['allreduce_large_bytes']} B"
+             f"placement {result['placement']}, copy-ins "
+             f"{'non-temporal from ' + str(result['nt_min_bytes']) + ' B' if result['nt_min_bytes'] else 'plain'}): "
+             f"large from {result['allreduce_large_bytes']} B"
              + (" (above the measured range: the small algorithm won everywhere)" if above else
                 " (exact to a factor of 2: sizes double)"),
              f"#   {'size':>8} {'small(us)':>10} {'large(us)':>10} {'small/large':>11}"]
+    turns = [r for r in result["roundtrips_ns"] if r > TAKING_TURNS_NS]
+    if turns:
+        lines.insert(1, f"# WARNING: flag round trips of {', '.join(f'{r / 1e3:.0f}' for r in turns)} us: the ranks "
+                        "were taking turns on one CPU, so these times are the scheduler's; re-measure on a quiet host")
     for r in result["rows"]:
         lines.append(f"#   {r['size_bytes']:>8} {r['small_ns'] / 1e3:10.2f} {r['large_ns'] / 1e3:10.2f} "
                      f"{r['small_ns'] / r['large_ns']:11.2f}")
