@@ -287,3 +287,28 @@ def test_a_real_bench_train_run_is_projected_step_by_step(profile, tmp_path, mod
         local = train_clock.local_work_ns(run["ranks"][w])
         for k, (start, _, end) in enumerate(per[:len(local)]):
             assert end - start >= local[k] * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("coherence", list(Coherence))
+@pytest.mark.parametrize("G", [4096, 137808])
+def test_slot_merge_costs_one_load_and_its_lines_and_a_push_at_least_its_streamed_lines(coherence, G):
+    """Cross-check of the pool slots on cxl3-pool (uncongested): a merge of W = 2 slots is one load plus its
+    lines at the host's bandwidth (flush mode: first a clflushopt per line and a fence); a push streams its
+    vector and meta line and waits for their write-back (2 x path) before the sequence store."""
+    from cxlsim.fabric.cxl_presets import get_cxl_preset
+
+    region = pool_shared.SharedRegion(get_cxl_preset("cxl3-pool"), 2, G, coherence)
+    fig = region.tr.figures()
+    env = region.env
+    env.run(env.process(region.merge(0, 0.0)))
+    lines = 2 * region.slot_stride // 64
+    expect = fig.load_ns + lines * 64 / fig.host_bw_bytes_per_ns
+    if coherence is Coherence.FLUSH:
+        expect += lines * fig.flush_ns_per_line + fig.fence_ns + fig.invalidate_ns
+    assert env.now == pytest.approx(expect, rel=1e-9)
+    other = pool_shared.SharedRegion(get_cxl_preset("cxl3-pool"), 2, G, coherence)
+    other.env.run(other.env.process(other.push(0, 1)))
+    streamed = (region.slot_stride - 64) / fig.host_bw_bytes_per_ns
+    assert other.env.now >= streamed + 2 * fig.path_ns
+    assert other.env.now <= streamed + 2 * fig.path_ns + 4 * fig.load_ns + (region.slot_stride // 64) * (
+        fig.flush_ns_per_line + 64 / fig.host_bw_bytes_per_ns) + 2 * fig.fence_ns

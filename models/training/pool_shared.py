@@ -47,6 +47,11 @@ when the budget is spent:
   a load of the counter, merge (plus `exchange_vector_ns`); the next step
   computes meanwhile. Its last exchange ends its run.
 
+Cross-check (tests/test_train_projection.py): on an uncongested pool a merge of
+W slots takes one load plus its lines at the host's bandwidth (flush mode: a
+clflushopt per line and a fence first), and a push at least its streamed lines
+plus their write-back (2 x path).
+
 Throughput: every worker's local steps x batch over the end of the last step.
 No waiting is modelled beyond the pool's own queues and the counter's
 serialisation. Units: ns, bytes.
