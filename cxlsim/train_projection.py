@@ -16,8 +16,9 @@ What the DES is given, per run:
   (the SGD update, async's elastic update, the merge's copy and base), as passes over
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
-  not the run); for ddp also each bucket's hand-off to the communication thread
-  (`handoff_ns`, timed the same way);
+  not the run); for sync and ddp also each all-reduce's hand-off to the rank's
+  communication thread (`handoff_ns`, timed the same way: sync hands it the gradient,
+  ddp each bucket);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
 - the pool: the profile's local-host CXL pool (`cxlsim.calibrate.local_preset`) at the
@@ -80,7 +81,7 @@ from cxlsim.models.training.stragglers import measured_multipliers
 from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
-           "DEFAULT_WARMUP_FRACTION", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
+           "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
            "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
@@ -103,6 +104,9 @@ hybrid's communication thread), as cxlsim/emulator/training/ does them: sync and
 (multiply, subtract); async grad *= lr, x -= grad, the merge's copy and + theta0, the elastic
 difference, its scaling, x -= d, acc += d, centre += d; hybrid the scaled gradient, params[:] = theta,
 params += update, and on the thread acc += update, the merge's copy and + theta0."""
+HANDED_OFF = ("sync", "ddp")
+"""Modes whose all-reduces run on the rank's communication thread (cxlsim/emulator/training/comm_thread.py):
+each call (sync's gradient, ddp's bucket) pays one hand-off to it and back."""
 DEFAULT_WARMUP_FRACTION = 0.1
 """Steady-state throughput leaves out the first tenth of the global steps (at least one)."""
 BACKWARD_FRACTION = 2.0 / 3.0
@@ -227,7 +231,8 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
         if mode == "sync":
             J = measured_multipliers(job.iteration_ns, compute)
             return run_sync_allreduce(spec, job, steps, run.get("seed"), J, None, noise, pool=preset,
-                                      coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes), preset
+                                      coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes,
+                                      call_overhead_ns=bucket_ns), preset
         buckets = _buckets(run)
         on_pool = PoolAllreduce(spec, preset, coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes,
                                 call_overhead_ns=bucket_ns)
@@ -258,8 +263,8 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     large_bytes, slot_bytes: the emulator's allreduce threshold and pool slot (default: the record's
     `allreduce_large_bytes` if it has one, else the emulator's default; the launcher's slot rule).
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
-    parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: ddp's hand-off of a bucket to
-    its communication thread, ns (default: timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
+    parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
+    (sync's gradient, ddp's bucket) to the communication thread, ns (default: timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
     [{accuracy, step, measured_s, projected_s, error}], des: the DES's parameters}.
     """
@@ -270,7 +275,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     if pass_ns is None:
         pass_ns = vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
     if bucket_ns is None:
-        bucket_ns = handoff_ns() if mode == "ddp" else 0.0
+        bucket_ns = handoff_ns() if mode in HANDED_OFF else 0.0
     result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns)
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)

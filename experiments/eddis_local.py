@@ -51,7 +51,7 @@ from cxlsim.coherence import Coherence
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.models.training import cluster, core, ddp, modes, pool_shared, pool_sync, profiles
 from cxlsim.models.training.stragglers import multipliers
-from cxlsim.results import Workspace, make_rng
+from cxlsim.results import Workspace, make_rng, provenance
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLUSTER = os.path.join(HERE, "configs", "eddis_16_nodes.yaml")
@@ -227,6 +227,7 @@ def main(argv=None) -> int:
     if args.quick:
         args.repeats, args.steps, args.des_steps = 1, 100, 5
     ws = Workspace.new(args.output, "eddis_local")
+    commit_at_start = provenance(SEED)["git_commit"]  # the tree may change while the runs go on
     previous = None
     if args.reproject:  # the runs and the settings of an earlier workspace, projected again
         with open(os.path.join(args.reproject, "summary.json")) as fh:
@@ -288,7 +289,7 @@ def main(argv=None) -> int:
     ws.write_json("summary", {"args": vars(args), "profile": profile_path, "load_range": [min(loads), max(loads)],
                               "report": text})
     ws.write_text("report.txt", report)
-    ws.write_provenance(SEED, profile=profile_path, reprojected=args.reproject)
+    ws.write_provenance(SEED, profile=profile_path, reprojected=args.reproject, git_commit_at_start=commit_at_start)
     print(f"# workspace: {ws.path}")
     return 0
 

@@ -105,7 +105,7 @@ def test_sync_projection_of_a_run_whose_comm_is_the_closed_form_is_exact(profile
     G, W = 80000, 2
     comm = allreduce_form(profile, Coherence.parse(coherence), G, W) / 1e9
     run = record("sync", local_s=[2e-3, 2e-3], comm_s=comm, G=G, coherence=coherence)
-    row = tp.project(run, profile, pass_ns=0.0)
+    row = tp.project(run, profile, pass_ns=0.0, bucket_ns=0.0)
     assert row["throughput_error"] == pytest.approx(0.0, abs=1e-6)
     assert row["des_mode"] == tp.DES_MODES["sync"]
     for t in row["time_to_accuracy"]:
@@ -119,7 +119,7 @@ def test_sync_projection_waits_for_the_slower_rank(profile):
     local = [1e-3, 2e-3]
     # the record's comm_s is made up (the projection replaces it); rank 0's wall step is the slower one's
     ranks = record("sync", local_s=local, comm_s=0.0, G=G, steps=steps)
-    row = tp.project(ranks, profile, pass_ns=0.0)
+    row = tp.project(ranks, profile, pass_ns=0.0, bucket_ns=0.0)
     assert row["projected_elapsed_s"] == pytest.approx(steps * (2e-3 + form / 1e9), rel=1e-6)
     assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / row["projected_elapsed_s"], rel=1e-12)
 
@@ -167,7 +167,7 @@ def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
     starts, _, ends = zip(*result.intervals[0])
     steps_ns = np.array(ends) - np.array(starts)
     assert np.all(steps_ns > 1e6) and np.all(steps_ns < 1.1e6)
-    row = tp.project(run, profile, pass_ns=0.0)
+    row = tp.project(run, profile, pass_ns=0.0, bucket_ns=0.0)
     assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / (result.elapsed_ns / 1e9), rel=1e-9)
     # calm steps of async: each rank's own rate, summed (every step of this record is calm)
     assert row["undisturbed_share"] == 1.0
@@ -177,9 +177,11 @@ def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
 def test_vector_passes_add_to_each_step(profile):
     steps, extra = 6, 5000.0
     run = record("sync", local_s=[1e-3, 1e-3], comm_s=0.0, steps=steps)
-    base = tp.project(run, profile, pass_ns=0.0)["projected_elapsed_s"]
-    more = tp.project(run, profile, pass_ns=extra)["projected_elapsed_s"]
+    base = tp.project(run, profile, pass_ns=0.0, bucket_ns=0.0)["projected_elapsed_s"]
+    more = tp.project(run, profile, pass_ns=extra, bucket_ns=0.0)["projected_elapsed_s"]
     assert (more - base) * 1e9 == pytest.approx(steps * tp.VECTOR_PASSES["sync"][0] * extra, rel=1e-6)
+    handed = tp.project(run, profile, pass_ns=0.0, bucket_ns=extra)["projected_elapsed_s"]
+    assert (handed - base) * 1e9 == pytest.approx(steps * extra, rel=1e-6)  # sync: one hand-off per step
     assert tp.vector_pass_ns(1000, repeats=2, calls=5) > 0
 
 
@@ -243,7 +245,7 @@ def test_undisturbed_steps_leave_out_a_descheduled_pool_call_but_not_waiting(pro
     extra = [0.0] * 20
     for s in (5, 9, 14):
         extra[s] = 4e-3  # a time slice inside the all-reduce: the DES cannot know of it
-    row = tp.project(sync_record([1e-3, 2e-3], comm, extra), profile, pass_ns=0.0)
+    row = tp.project(sync_record([1e-3, 2e-3], comm, extra), profile, pass_ns=0.0, bucket_ns=0.0)
     kept = (20 - 2 - 3) / (20 - 2)  # 2 warm-up steps (10% of 20), 3 disturbed
     assert row["warmup_steps"] == 2 and row["undisturbed_share"] == pytest.approx(kept)
     assert row["undisturbed_throughput_error"] == pytest.approx(0.0, abs=1e-6)  # waiting for rank 1 is kept

@@ -41,13 +41,15 @@ __all__ = ["run_sync_allreduce"]
 
 
 def run_sync_allreduce(spec, job, steps, seed, J, failure, noise, *, pool, coherence,
-                       large_bytes: int | None = None, slot_bytes: int | None = None):
+                       large_bytes: int | None = None, slot_bytes: int | None = None, call_overhead_ns: float = 0.0):
     """Synchronous SGD with one pool all-reduce of the gradient per step (see the module docstring).
 
     J: the steps x workers compute multipliers (stragglers.py). pool: a CXL pool preset name or a
-    CXLPoolPreset; coherence: hw or flush; large_bytes, slot_bytes: as PoolAllreduce takes them.
+    CXLPoolPreset; coherence: hw or flush; large_bytes, slot_bytes, call_overhead_ns: as PoolAllreduce
+    takes them (call_overhead_ns: e.g. the emulator's hand-off of the gradient to its communication thread).
     """
-    on_pool = PoolAllreduce(spec, pool, coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes)
+    on_pool = PoolAllreduce(spec, pool, coherence=coherence, large_bytes=large_bytes, slot_bytes=slot_bytes,
+                            call_overhead_ns=call_overhead_ns)
     tr = on_pool.transport
     env = tr.env
     W, G = spec.size, job.gradient_bytes
