@@ -61,3 +61,11 @@ def test_a_communicator_opened_under_cxlsim_profile_uses_the_measured_threshold(
                          env={**__import__("os").environ, "CXLSIM_PROFILE": path})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[12288, 12288]"
+
+
+def test_a_bad_profile_in_cxlsim_profile_makes_a_command_exit_2_naming_it(tmp_path):
+    path = _profile(tmp_path, {"allreduce_large_bytes": "64KiB"})
+    out = subprocess.run([sys.executable, "-m", "cxlsim", "bench", "allreduce", "--np", "1", "--sizes", "4",
+                          "--repeat", "1", "--iterations", "2", "--warmup", "0"], capture_output=True, text=True,
+                         timeout=120, env={**__import__("os").environ, "CXLSIM_PROFILE": path})
+    assert out.returncode == 2 and "CXLSIM_PROFILE=" in out.stderr and "Traceback" not in out.stderr, out.stderr

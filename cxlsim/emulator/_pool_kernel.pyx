@@ -21,7 +21,7 @@ import numpy as np
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator._kernels import check_timing, spin_overhead_ns
-from cxlsim.emulator.tuning import allreduce_large_bytes
+from cxlsim.emulator.tuning import DEFAULT_ALLREDUCE_LARGE_BYTES, allreduce_large_bytes
 from cxlsim.errors import InputError, RunError
 
 
@@ -717,7 +717,14 @@ FLOAT_OPS = ("sum", "prod", "min", "max")
 FLOAT_OP_CODES = {name: REDUCE_OPS[name] for name in FLOAT_OPS}
 # The default threshold of the large allreduce: measured, from the profile CXLSIM_PROFILE names, or
 # 64 KiB (the MPI library's default too); ALLREDUCE_LARGE_SOURCE says which (cxlsim.emulator.tuning).
-ALLREDUCE_LARGE_BYTES, ALLREDUCE_LARGE_SOURCE = allreduce_large_bytes()
+# A profile that cannot be used is refused where a threshold is checked (check_large_bytes: every
+# communicator's open and launcher), not at import, so a command fails with its message, exit 2.
+try:
+    ALLREDUCE_LARGE_BYTES, ALLREDUCE_LARGE_SOURCE = allreduce_large_bytes()
+    PROFILE_PROBLEM = None
+except InputError as exc:
+    ALLREDUCE_LARGE_BYTES, ALLREDUCE_LARGE_SOURCE = DEFAULT_ALLREDUCE_LARGE_BYTES, "default"
+    PROFILE_PROBLEM = str(exc)
 
 
 def reduction_codes(sendbuf, recvbuf, op, where):
@@ -757,7 +764,10 @@ def check_nt_min_bytes(value):
 
 
 def check_large_bytes(value):
-    """The large-allreduce threshold in bytes (an int >= 0); InputError otherwise."""
+    """The large-allreduce threshold in bytes (an int >= 0); InputError otherwise, or when CXLSIM_PROFILE
+    names a profile that cannot be used."""
+    if PROFILE_PROBLEM is not None:
+        raise InputError(PROFILE_PROBLEM)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise InputError(f"allreduce_large_bytes: expected a number of bytes >= 0, got {value!r}")
     return int(value)
