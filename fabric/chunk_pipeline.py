@@ -173,6 +173,7 @@ class ChunkPipeline(ReferencePipeline):
         self._plans = [tuple((tuple(devices if server is None else server for server, _ in stages),
                               tuple(reach for _, reach in stages)) for stages in route) for route in routes]
         self._push, self._next_id = env.push, env.next_id
+        self._first_cb, self._later_cb = self._arrive_first, self._arrive  # bound once: queued per chunk
 
     def transfer(self, rank, first, count, start_ns, finish, up: bool) -> float:
         """As `ReferencePipeline.transfer`."""
@@ -201,7 +202,7 @@ class ChunkPipeline(ReferencePipeline):
         j = lane.next = j + 1
         if j < flow.count:
             lane.start = left
-            self._push((issued + (left + reach - issued), CALL, lane.first_id + j, self._arrive_first, lane))
+            self._push((issued + (left + reach - issued), CALL, lane.first_id + j, self._first_cb, lane))
 
     def _arrive(self, fired):
         """Arrival `lane.next` reached stage `lane.k` >= 1: serve it, then queue the lane's next one."""
@@ -213,7 +214,7 @@ class ChunkPipeline(ReferencePipeline):
         self._serve(flow, lane.k, i, nbytes, lane.times[j], lane.tails[j])
         j = lane.next = j + 1
         if j < len(lane.times):
-            self._push((lane.times[j], CALL, lane.ids[j], self._arrive, lane))
+            self._push((lane.times[j], CALL, lane.ids[j], self._later_cb, lane))
         else:
             lane.armed = False
 
@@ -247,7 +248,7 @@ class ChunkPipeline(ReferencePipeline):
             onward.tails.append(end + reach)
             if not onward.armed:
                 onward.armed = True
-                self._push((time, CALL, event_id, self._arrive, onward))
+                self._push((time, CALL, event_id, self._later_cb, onward))
             return
         self.device_bytes += nbytes
         if end > flow.last:
