@@ -166,7 +166,7 @@ class Environment(simpy.Environment):
         except EmptySchedule:
             if until is not None:
                 assert not until.triggered
-                raise RuntimeError(f"No scheduled events left but \"until\" event was not triggered: {until}")
+                raise RuntimeError(f"No scheduled events left but \"until\" event was not triggered: {until}") from None
         finally:
             gc.set_threshold(*thresholds)
         return None
