@@ -63,6 +63,11 @@ def _preset_figures(p) -> str:
         return (f"{p.link.bw_bytes_per_ns:g} GB/s links, NIC overhead {p.nic.overhead_ns:g} ns, "
                 f"{p.switch_kind} switch {p.switch.latency_ns:g} ns ({p.switch.mode})")
     if isinstance(p, CXLPoolPreset):
+        if p.max_switch_levels == 0:
+            return (f"CXL {p.generation}: load {p.load_latency_ns():g} ns with no switch ({p.device.heads}-headed "
+                    f"devices, {p.switch.port_bw_bytes_per_ns:g} GB/s per head link), device "
+                    f"{p.device.media_latency_ns:g} ns and {p.device.media_bw_bytes_per_ns:g} GB/s, coherence "
+                    f"{'/'.join(str(m) for m in p.coherence_modes)}")
         return (f"CXL {p.generation}: load {p.load_latency_ns(1):g} ns through one switch, device "
                 f"{p.device.media_latency_ns:g} ns and {p.device.media_bw_bytes_per_ns:g} GB/s, switch port "
                 f"{p.switch.port_bw_bytes_per_ns:g} GB/s, coherence {'/'.join(str(m) for m in p.coherence_modes)}, "

@@ -30,9 +30,8 @@ from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import stats as fabric_stats
 from cxlsim.fabric.cxl import line_span
 from cxlsim.fabric.pod_stats import collect_pods
-from cxlsim.models.collectives import analytic, runner
-from cxlsim.models.collectives.hierarchical_pods import (PODS_COLLECTIVES, PodFigures, phase_sizes, pods_algorithms,
-                                                         sparse_allreduce_first)
+from cxlsim.models.collectives import analytic, registry, runner
+from cxlsim.models.collectives.hierarchical_pods import PODS_COLLECTIVES, PodFigures, phase_sizes, sparse_allreduce_first
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
 
@@ -41,7 +40,7 @@ __all__ = ["PODS", "PODS_RECORDS", "run_hybrid", "choose", "form_note"]
 PODS = "pods"
 """The hierarchical pods collectives' name."""
 
-PODS_RECORDS = {a.collective: a for a in pods_algorithms(lookup)}
+PODS_RECORDS = {c: registry.algorithm(c, PODS) for c in PODS_COLLECTIVES}
 """The `pods` record of each collective in `hierarchical_pods.PODS_COLLECTIVES`."""
 
 _FAT_TREE = ("approximate: on a fat tree the closed form charges every network message the longest route and "

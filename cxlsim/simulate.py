@@ -145,7 +145,7 @@ RUNNERS = {NetworkSetup: run_network, CXLSetup: run_pool, PodsSetup: run_hybrid,
 """How each kind of elaborated fabric projects a scenario: runner(scenario, setup, bar) -> rows."""
 
 
-STATS_RUNNERS = (run_network, run_pool)
+STATS_RUNNERS = (run_network, run_pool, run_hybrid)
 """The runners that count per-port and pool statistics (`stats=`)."""
 
 
@@ -172,7 +172,7 @@ def run(scenario: config.Scenario, progress: bool = False, stats: list | None = 
             raise InputError("--stats: the statistics count what the DES did on each port; engine analytic "
                              "evaluates closed forms and runs no fabric (use --engine des)")
         if runner not in STATS_RUNNERS:
-            raise InputError(f"--stats: counted on network and CXL pool fabrics; {scenario.fabric.preset} "
+            raise InputError(f"--stats: counted on network, CXL pool and hybrid pod fabrics; {scenario.fabric.preset} "
                              f"elaborates to a {type(setup).__name__}")
         extra["stats"] = stats
     bar = None

@@ -70,6 +70,10 @@ def test_the_key_figures_come_from_the_records(capsys):
     assert rows["ib-hdr"][2].startswith("25 GB/s links, NIC overhead 350 ns")
     cxl3 = presets()["cxl3-pool"]
     assert f"load {cxl3.load_latency_ns(1):g} ns" in rows["cxl3-pool"][2] and "coherence hw/flush" in rows["cxl3-pool"][2]
+    mhd = presets()["mhd3-pool"]
+    assert rows["mhd3-pool"][2].startswith(f"CXL 3.x: load {mhd.load_latency_ns():g} ns with no switch "
+                                           f"({mhd.device.heads}-headed devices")
+    assert "switch" not in rows["mhd3-pool"][2].split("with no switch")[1]
     gpus = {r[0]: r for r in catalog.listing("gpus").rows}
     # [SETA] lambdal 52ff518f: A100 80GB SXM4 925 img/s FP32 (TF32) and 1386 FP16 at batch 720; 80 GB HBM2e.
     assert gpus["a100-sxm4-80gb"][3:9] == [80.0, 2039.0, None, 925.0, 1386.0, 720]

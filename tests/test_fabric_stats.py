@@ -108,3 +108,17 @@ def test_stats_need_the_des(capsys):
     code = cli.main(["simulate", "--nodes", "4", "--sizes", "1KiB", "--engine", "analytic", "--stats"])
     err = capsys.readouterr().err
     assert code == 2 and "--stats: " in err and "engine des" in err and "Traceback" not in err
+
+
+def test_simulate_stats_on_pods_lists_the_network_and_every_pod(tmp_path, capsys):
+    scenario = tmp_path / "pods.yaml"
+    scenario.write_text("engine: des\nfabric:\n  preset: cxl-pods\n  nodes: 8\n  pods:\n    pool: cxl3-pool\n"
+                        "    hosts: 4\nworkload:\n  collective: allgather\n  algorithm: pods\n  sizes: [4096]\n")
+    code = cli.main(["simulate", str(scenario), "--stats", "--output", str(tmp_path / "out"), "--quiet"])
+    text = capsys.readouterr().out
+    assert code == 0 and "# statistics per size (DES)" in text and "BISnp" in text
+    doc = json.loads((tmp_path / "out" / "stats.json").read_text())
+    names = {port["port"] for port in doc[0]["ports"]}
+    assert any(n.startswith("pod0.") for n in names) and any(n.startswith("pod1.") for n in names)
+    assert any(not n.startswith("pod") for n in names)  # the network between the pods
+    assert doc[0]["pool"]["coherence"] == "hw"

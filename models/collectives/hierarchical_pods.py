@@ -57,7 +57,7 @@ from cxlsim.models.collectives.octopus_pool import (octopus_allgather, octopus_a
                                                     octopus_reduce_scatter_cost)
 from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost, reduce_scatter_cost
 
-__all__ = ["PodFigures", "pods_closed_form", "pods_allgather_algorithm", "pods_algorithms", "phase_sizes",
+__all__ = ["PodFigures", "pods_closed_form", "pods_algorithms", "phase_sizes",
            "sparse_allreduce_costs", "sparse_allreduce_first",
            "INTER_TAG", "PODS_COLLECTIVES"]
 
@@ -258,8 +258,3 @@ def pods_algorithms(lookup) -> tuple[Algorithm, ...]:
     costs = _costs(lookup)
     return tuple(Algorithm(c, "pods", runs[c], costs[c], transport=HYBRID, source=f"{_SOURCE} ({c})")
                  for c in PODS_COLLECTIVES)
-
-
-def pods_allgather_algorithm(lookup) -> Algorithm:
-    """The `pods` allgather record (the registry's)."""
-    return pods_algorithms(lookup)[0]

@@ -49,7 +49,7 @@ def lookup(collective: str, name: str, ranks: int) -> tuple[Algorithm, str | Non
 BUILTIN = (
     allgather.RING, allgather.RECURSIVE_DOUBLING, allgather.BRUCK, allgather.NEIGHBOR_EXCHANGE, allgather.TWO_PROC,
     allgather.hierarchical_algorithm(lookup),
-    cxl_pool.CXL_POOL, cxl_pool.CXL_POOL_ZERO_COPY, hierarchical_pods.pods_allgather_algorithm(lookup),
+    cxl_pool.CXL_POOL, cxl_pool.CXL_POOL_ZERO_COPY, *hierarchical_pods.pods_algorithms(lookup),
     *pool_collective_forms.RECORDS,
     reductions.ALLREDUCE_RING, reductions.ALLREDUCE_RECURSIVE_DOUBLING, reductions.ALLREDUCE_RABENSEIFNER,
     reductions.REDUCE_SCATTER_RING, *reduce_scatter.RECORDS, reduce_scatter_butterfly.BUTTERFLY,
