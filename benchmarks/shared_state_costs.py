@@ -55,10 +55,10 @@ def measure(items: int, workers: int, repeats: int, calls: int) -> list[tuple[st
                     state.push(vector * w)
                 where = f"{coherence.value}, {counter}"
                 if counter == "cxl-device" or coherence is Coherence.FLUSH:
-                    rows.append((where, "push", per_call_us(lambda: me.push(vector), calls, repeats)))
-                    rows.append((where, "read one slot", per_call_us(lambda: me.read(1 % workers, out), calls,
+                    rows.append((where, "push", per_call_us(lambda me=me, vector=vector: me.push(vector), calls, repeats)))
+                    rows.append((where, "read one slot", per_call_us(lambda me=me, out=out: me.read(1 % workers, out), calls,
                                                                       repeats)))
-                    rows.append((where, f"merge {workers} slots", per_call_us(lambda: me.merge(out), calls,
+                    rows.append((where, f"merge {workers} slots", per_call_us(lambda me=me, out=out: me.merge(out), calls,
                                                                              repeats)))
                 rows.append((where, "ticket", per_call_us(me.fetch_add, calls, repeats)))
                 for state in states:
