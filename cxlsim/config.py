@@ -401,7 +401,6 @@ class PodsConfig:
 
     pool: str = option("pool", text, "a CXL pool preset like 'cxl3-pool'", "cxl3-pool")
     hosts: int = option("hosts", integer(1), "an integer >= 1 (hosts per pod)", 16)
-    kind: str = option("kind", choice("switch"), "'switch' (hosts around a CXL switch or switch tree)", "switch")
     network: str = option("network", text, "a network preset like 'eth-100g-roce'", "eth-100g-roce")
 
 

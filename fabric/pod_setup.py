@@ -5,7 +5,7 @@ A scenario picks it with `fabric.preset: cxl-pods` and describes it in `fabric.p
     fabric:
       preset: cxl-pods
       nodes: 64                 # every host, all pods together
-      pods: {pool: cxl3-pool, hosts: 16, kind: switch, network: eth-100g-roce}
+      pods: {pool: cxl3-pool, hosts: 16, network: eth-100g-roce}
       cxl: {switch_levels: 2}   # each pod's pool (optional; as for a CXL pool preset)
       topology: star            # the network between pods (and its links/switch/nic overrides)
 
@@ -17,8 +17,7 @@ one level if the hosts and device ports fit one switch, pods of 8 and 15 hosts o
 preset `network` over all `fabric.nodes` hosts (`cxlsim.fabric.network_setup`), one rank
 per host. `fabric.host` applies to both.
 
-Two pod kinds, chosen by the pool preset: around a switch (`cxl2-pool`, `cxl3-pool`:
-`fabric.pods.kind: switch`), or switchless (`mhd2-pool`, `mhd3-pool`, any preset with
+Two pod kinds, chosen by the pool preset: around a switch (`cxl2-pool`, `cxl3-pool`), or switchless (`mhd2-pool`, `mhd3-pool`, any preset with
 `max_switch_levels` 0): every host of a pod attaches directly to a head of each of the
 pod's multi-headed devices, as in Pond's and Octopus's dense pods, so a pod has at most
 `device.heads` hosts (the preset's figure) as a dense pod. A pod of more hosts on a
@@ -104,8 +103,6 @@ class PodsSetup:
     def written_out(self) -> dict:
         out = {f"fabric.pods.{k}": v for k, v in (("pool", self.pool.preset.name), ("hosts", self.hosts),
                                                   ("network", self.network.preset.name))}
-        if self.pool.switch_levels:  # a switchless pool's pods are multi-headed by its preset, not a kind choice
-            out["fabric.pods.kind"] = "switch"
         pool, net = self.pool.written_out(), self.network.written_out()
         out.update({k: v for k, v in pool.items() if k.startswith("fabric.cxl.")})
         out.update({k: v for k, v in net.items() if not k.startswith("fabric.host.")})
