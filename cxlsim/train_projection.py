@@ -261,7 +261,8 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     """Project `run` (a train.json record) with the DES on the local-host pool of `profile`.
 
     large_bytes, slot_bytes: the emulator's allreduce threshold and pool slot (default: the record's
-    `allreduce_large_bytes` if it has one, else the emulator's default; the launcher's slot rule).
+    `allreduce_large_bytes` and `slot_bytes`, else the emulator's default threshold and the launcher's
+    slot rule).
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
     parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
     (sync's gradient, ddp's bucket) to the communication thread, ns (default: timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
@@ -271,7 +272,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     check_run(run)
     W, mode = run["np"], run["mode"]
     large = large_bytes if large_bytes is not None else run.get("allreduce_large_bytes", DEFAULT_LARGE_BYTES)
-    slot = slot_bytes if slot_bytes is not None else slot_bytes_of(run)
+    slot = slot_bytes if slot_bytes is not None else run.get("slot_bytes") or slot_bytes_of(run)
     if pass_ns is None:
         pass_ns = vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
     if bucket_ns is None:
