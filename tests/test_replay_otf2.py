@@ -211,5 +211,11 @@ def test_refusals_name_the_event_and_field(tmp_path):
     a.rank(0).call("MPI_Send", 10, lambda w, t: w.mpi_send(t, 5, a.world, 0, 8))
     with pytest.raises(InputError, match=r"MpiSend field 'receiver': rank 5 is not in communicator 'MPI_COMM_WORLD'"):
         otf2_reader.read(a.close())
+    a = Archive(tmp_path / "nbc", 2)
+    for r in range(2):
+        a.rank(r).call("MPI_Iallreduce", 10, lambda w, t: w.non_blocking_collective_request(t, 3))
+    with pytest.raises(InputError, match=r"\[rank 0, .*\]:2: NonBlockingCollectiveRequest field 'event': "
+                                         r"NonBlockingCollectiveRequest is not replayed"):
+        otf2_reader.read(a.close())
     with pytest.raises(InputError, match=r"no OTF2 anchor file"):
         otf2_reader.read(str(tmp_path / "nothing"))

@@ -32,7 +32,9 @@ Events, per location, in time order:
   For the symmetric ones MPI_IN_PLACE changes the factor and the event does not say which
   was used: a count divisible by only one of P and P-1 has one reading; one divisible by
   both (always at P = 2) is refused unless `in_place` says which (`--otf2-in-place`).
-  The v-collectives, scan, exscan, reduce_scatter (with counts) and alltoallw are refused.
+  The v-collectives, scan, exscan, reduce_scatter (with counts) and alltoallw are refused, and
+  so are non-blocking collectives, matched receives (MpiMrecv, MpiImrecv) and one-sided (RMA)
+  events: the replay has no model for them.
 
 Every refusal names the archive, the location (rank), the event's index on it and the field.
 """
@@ -50,6 +52,9 @@ _SYMMETRIC = {"ALLREDUCE": "allreduce", "ALLGATHER": "allgather", "ALLTOALL": "a
               "REDUCE_SCATTER_BLOCK": "reducescatter"}
 _ROOTED = {"BCAST": "bcast", "REDUCE": "reduce", "GATHER": "gather", "SCATTER": "scatter"}
 _START = ("MPI_Init", "MPI_Init_thread")
+_REFUSED = ("NonBlockingCollectiveRequest", "NonBlockingCollectiveComplete", "MpiImrecv", "MpiImrecvRequest",
+            "MpiMrecv")
+"""MPI events the replay has no model for: refused, never skipped."""
 
 
 def available() -> bool:
@@ -139,8 +144,11 @@ def _collective(event, index, where, p, me, rank_of, in_place):
 
 def _location_calls(events, where, p, me, rank_of, in_place):
     """One location's events (index, event) -> its Calls (see the module docstring)."""
+    from otf2 import events as ev
     from otf2.events import (Enter, Leave, MpiCollectiveEnd, MpiIrecv, MpiIrecvRequest, MpiIsend,
                              MpiIsendComplete, MpiRecv, MpiRequestCancelled, MpiSend)
+
+    refused = tuple(getattr(ev, name) for name in _REFUSED if hasattr(ev, name))
 
     def peer(event, field, value):
         members = event.communicator.group.members
@@ -209,6 +217,9 @@ def _location_calls(events, where, p, me, rank_of, in_place):
                                 tag=event.msg_tag))
         elif isinstance(event, MpiCollectiveEnd):
             pending.append(_collective(event, index, where, p, me, rank_of, in_place))
+        elif isinstance(event, refused) or type(event).__name__.startswith("Rma"):
+            where.fail(index, event, "event", f"{type(event).__name__} is not replayed (non-blocking collectives, "
+                                              "matched receives and one-sided communication are not modelled)")
     return calls
 
 
