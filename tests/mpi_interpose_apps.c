@@ -1,6 +1,7 @@
 /* mpi_interpose_apps.c: small MPI programs for the library's failure and tracing tests.
  *
  *   trace  point-to-point calls (send, recv, isend, irecv, waitall, sendrecv) and collectives
+ *   rooted MPI_Reduce, MPI_Gather (one root in place) and MPI_Scatter from root 1, results checked
  *   complete  np=2: requests completed by Waitany, Waitsome, Test, Testall, Testany and Testsome,
  *          each round separated by a barrier; rank 0 sends after the barrier, rank 1 polls
  *   kill   allreduces in a loop; world rank 1 SIGKILLs itself before its 50th
@@ -84,6 +85,24 @@ static int complete_calls(int rank, int size)
     return rank == 1 && (y[0] != 1 || y[1] != 2) ? 1 : 0;
 }
 
+static int rooted_calls(int rank, int size)
+{
+    int root = 1 % size, bad = 0;
+    long mine[3] = {rank, rank + 1, rank + 2}, sum[3] = {0}, all[3 * 64], part[3];
+    MPI_Reduce(mine, sum, 3, MPI_LONG, MPI_SUM, root, MPI_COMM_WORLD);
+    if (rank == root && sum[0] != (long)size * (size - 1) / 2) bad = 1;
+    if (rank == root) {
+        for (int i = 0; i < 3; i++) all[3 * root + i] = mine[i];
+        MPI_Gather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 3, MPI_LONG, root, MPI_COMM_WORLD);
+        for (int r = 0; r < size; r++) bad |= all[3 * r] != r;
+    } else {
+        MPI_Gather(mine, 3, MPI_LONG, NULL, 0, MPI_LONG, root, MPI_COMM_WORLD);
+    }
+    MPI_Scatter(all, 3, MPI_LONG, part, 3, MPI_LONG, root, MPI_COMM_WORLD);
+    bad |= part[0] != rank; /* the root sent every rank its own gathered block back */
+    return bad;
+}
+
 /* Element i of rank r's input to call k. */
 static long value(int r, long i, int k)
 {
@@ -157,6 +176,8 @@ int main(int argc, char **argv)
     long v = rank, s;
     if (strcmp(mode, "trace") == 0) {
         rc = trace_calls(rank, size);
+    } else if (strcmp(mode, "rooted") == 0) {
+        rc = size <= 64 ? rooted_calls(rank, size) : 2;
     } else if (strcmp(mode, "complete") == 0) {
         rc = complete_calls(rank, size);
     } else if (strcmp(mode, "kill") == 0) {
@@ -171,7 +192,7 @@ int main(int argc, char **argv)
         if (rank == 1) sleep((unsigned)atoi(argc > 2 ? argv[2] : "5"));
         MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     } else {
-        if (rank == 0) fprintf(stderr, "usage: %s trace|complete|kill|late [seconds]|stress\n", argv[0]);
+        if (rank == 0) fprintf(stderr, "usage: %s trace|rooted|complete|kill|late [seconds]|stress\n", argv[0]);
         rc = 2;
     }
     MPI_Finalize();

@@ -323,6 +323,24 @@ def test_trace_is_simgrid_time_independent_and_replay_reads_it(library, programs
     assert [c.size_bytes for c in trace.ranks[0] if c.kind == "allreduce"] == [64]
 
 
+def test_trace_writes_reduce_gather_and_scatter_alike_on_every_rank(library, programs, tmp_path):
+    from cxlsim.replay import engine, fabrics
+    from cxlsim.replay.simgrid import read
+
+    directory = tmp_path / "trace"
+    rc, out, err = run_mpi(library, 3, [str(programs["mpi_interpose_apps"]), "rooted"], CXLSIM_MPI_TRACE=str(directory))
+    assert rc == 0, err  # the results were right
+    for rank in range(3):
+        lines = (directory / f"rank{rank}.txt").read_text().splitlines()
+        actions = [line.split(" ", 1)[1] for line in lines if line.split()[1] != "compute"]
+        # 3 longs = 24 B; the in-place gather root writes its recvcount's block, as the others their sendcount's
+        assert actions == ["init", "reduce 24 0 1", "gather 24 24 1", "scatter 24 24 1", "finalize"]
+    trace = read(str(directory))
+    assert [(c.kind, c.size_bytes, c.root) for c in trace.ranks[2] if c.kind != "compute"] == \
+        [(k, 24, 1) for k in ("reduce", "gather", "scatter")]
+    assert engine.replay(trace, fabrics.resolve("ib-hdr", 3).make()).total_ns > 0
+
+
 def test_trace_writes_a_wait_per_request_that_waitany_waitsome_and_tests_complete(library, programs, tmp_path):
     from cxlsim.replay.simgrid import read
 
