@@ -21,6 +21,10 @@ What the DES is given, per run:
   ddp each bucket);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
+- hybrid's exchange overlaps the next step's compute, unless the run pinned every rank to
+  one CPU (`pinned_cores`): then its thread shares that CPU and the exchange, CPU work
+  throughout, runs after the step (ddp's buckets overlap as the run says: their thread
+  mostly waits for the partner, which costs no CPU);
 - the pool: the profile's local-host CXL pool (`cxlsim.calibrate.local_preset`) at the
   gradient's (ddp: the largest bucket's) size, in the run's coherence mode, with the
   emulator's allreduce rule (cxl_pool_large from `allreduce_large_bytes` on) and its
@@ -82,7 +86,7 @@ from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
            "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
-           "slot_bytes_of", "project", "format_projection", "main"]
+           "pinned_one_cpu", "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
 RANK_KEYS = ("rank", "steps_done", "step_s", "comm_s", "t_end_s")
@@ -104,9 +108,9 @@ hybrid's communication thread), as cxlsim/emulator/training/ does them: sync and
 (multiply, subtract); async grad *= lr, x -= grad, the merge's copy and + theta0, the elastic
 difference, its scaling, x -= d, acc += d, centre += d; hybrid the scaled gradient, params[:] = theta,
 params += update, and on the thread acc += update, the merge's copy and + theta0."""
-HANDED_OFF = ("sync", "ddp")
-"""Modes whose all-reduces run on the rank's communication thread (cxlsim/emulator/training/comm_thread.py):
-each call (sync's gradient, ddp's bucket) pays one hand-off to it and back."""
+HANDED_OFF = ("sync", "ddp", "hybrid")
+"""Modes that hand work to the rank's communication thread, one hand-off there and back each: sync's
+gradient and ddp's buckets (cxlsim/emulator/training/comm_thread.py), hybrid's exchange (elastic.py)."""
 DEFAULT_WARMUP_FRACTION = 0.1
 """Steady-state throughput leaves out the first tenth of the global steps (at least one)."""
 BACKWARD_FRACTION = 2.0 / 3.0
@@ -188,6 +192,13 @@ def handoff_ns(calls: int = 500) -> float:
     return float(np.median(times)) * 1e9
 
 
+def pinned_one_cpu(run: dict) -> bool:
+    """Whether the run pinned every rank to one CPU (`pinned_cores`), so a rank's communication thread
+    shares that CPU with its compute."""
+    cores = run.get("pinned_cores")
+    return bool(cores) and all(isinstance(c, int) and not isinstance(c, bool) for c in cores)
+
+
 def slot_bytes_of(run: dict) -> int:
     """The pool slot `cxlsim bench train` ran with (the launcher's rule for the record's vector)."""
     return min(MAX_SLOT_BYTES, -(-run["param_bytes"] // PAGE) * PAGE)
@@ -246,6 +257,7 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
                                  vector_ns=on_thread, stop_after=stops, seed=run.get("seed")), preset
     return run_hybrid_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
                               vector_ns=on_thread, exchange_vector_ns=off_thread, stop_after=stops,
+                              handoff_ns=bucket_ns, thread_shares_cpu=pinned_one_cpu(run),
                               seed=run.get("seed")), preset
 
 

@@ -314,3 +314,17 @@ def test_slot_merge_costs_one_load_and_its_lines_and_a_push_at_least_its_streame
     assert other.env.now >= streamed + 2 * fig.path_ns
     assert other.env.now <= streamed + 2 * fig.path_ns + 4 * fig.load_ns + (region.slot_stride // 64) * (
         fig.flush_ns_per_line + 64 / fig.host_bw_bytes_per_ns) + 2 * fig.fence_ns
+
+
+def test_hybrid_exchange_waits_after_the_step_when_the_thread_shares_the_ranks_cpu(profile):
+    run = record("hybrid", local_s=[1e-3, 1e-3], comm_s=0.0, steps=8)
+    free, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, 5000.0)
+    assert free.params["thread_shares_cpu"] is False  # no pinned_cores: the thread has a CPU of its own
+    run["pinned_cores"] = [0, 1]
+    assert tp.pinned_one_cpu(run) and not tp.pinned_one_cpu({**run, "pinned_cores": [None, None]})
+    shared, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, 5000.0)
+    assert shared.params["thread_shares_cpu"] is True
+    for per_free, per_shared in zip(free.intervals, shared.intervals):
+        # overlapped: only the ticket after the local work; shared CPU: the hand-off and the exchange too
+        for (_, c0, e0), (_, c1, e1) in zip(per_free, per_shared):
+            assert e0 - c0 < 5000.0 <= e1 - c1

@@ -43,9 +43,12 @@ when the budget is spent:
   others take over its tickets, as in the emulator.
 - hybrid (`run_hybrid_on_pool`): a worker computes, then takes a ticket (none
   left: that compute is wasted and it stops), waits for its previous exchange,
-  and starts the next one on its communication thread (a DES process): push,
-  a load of the counter, merge (plus `exchange_vector_ns`); the next step
-  computes meanwhile. Its last exchange ends its run.
+  and starts the next one on its communication thread (a DES process): the
+  hand-off to the thread (`handoff_ns`), push, a load of the counter, merge
+  (plus `exchange_vector_ns`); the next step computes meanwhile. Its last
+  exchange ends its run. With `thread_shares_cpu` (a rank pinned to one CPU:
+  the exchange is copies, folds and vector work, CPU throughout, so it cannot
+  overlap the compute on that CPU) the step waits for its exchange instead.
 
 Cross-check (tests/test_train_projection.py): on an uncongested pool a merge of
 W slots takes one load plus its lines at the host's bandwidth (flush mode: a
@@ -227,10 +230,13 @@ def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coher
 
 def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
                        vector_ns: float = 0.0, exchange_vector_ns: float = 0.0, stop_after=None,
+                       handoff_ns: float = 0.0, thread_shares_cpu: bool = False,
                        seed: int | None = None) -> TrainingResult:
     """Hybrid through the pool: compute, take a ticket of the `steps * W` budget, start the exchange (push, counter,
     merge) on the worker's communication thread while the next step computes (see the module docstring);
-    stop_after as in run_async_on_pool."""
+    stop_after as in run_async_on_pool. handoff_ns: handing an exchange to the thread and back, ns.
+    thread_shares_cpu: the thread has no CPU of its own (a rank pinned to one CPU), so its exchange, CPU
+    work throughout, runs after the step instead of beside the next one."""
     _check(spec, job, steps, local_ns)
     stops = _stops(stop_after, spec.size)
     region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
@@ -238,8 +244,8 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
     wasted = [0] * spec.size
 
     def exchange(w, k, ns_per_byte):
-        if exchange_vector_ns:
-            yield env.timeout(exchange_vector_ns)
+        if handoff_ns or exchange_vector_ns:
+            yield env.timeout(handoff_ns + exchange_vector_ns)
         yield from region.push(w, k)
         yield region.tr.pool_read(w, 0, 8)  # the counter's value: the version of the pull
         yield from region.merge(w, ns_per_byte)
@@ -262,6 +268,8 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
             if vector_ns:
                 yield env.timeout(vector_ns)
             pending = env.process(exchange(w, k, ns_per_byte))
+            if thread_shares_cpu:
+                yield pending
             log.add(w, start, cend, env.now)
         if pending is not None:
             yield pending
@@ -271,5 +279,6 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
     return _result("hybrid", spec, job, steps, log,
                    {"round_size": spec.size, "counter": COUNTERS[region.coherence], "store": "CXL pool slots",
                     "pool": pool.name, "coherence": region.coherence.value, "vector_ns": vector_ns,
-                    "exchange_vector_ns": exchange_vector_ns},
+                    "exchange_vector_ns": exchange_vector_ns, "handoff_ns": handoff_ns,
+                    "thread_shares_cpu": thread_shares_cpu},
                    seed, env.events, {"tickets": min(region.tickets, budget), "wasted_steps": wasted})
