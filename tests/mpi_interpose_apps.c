@@ -1,7 +1,8 @@
 /* mpi_interpose_apps.c: small MPI programs for the library's failure and tracing tests.
  *
  *   trace  point-to-point calls (send, recv, isend, irecv, waitall, sendrecv) and collectives
- *   rooted MPI_Reduce, MPI_Gather (one root in place) and MPI_Scatter from root 1, results checked
+ *   rooted MPI_Reduce, MPI_Gather (one root in place) and MPI_Scatter from root 1, results checked;
+ *          then MPI_Ssend and MPI_Issend from rank 0 to rank 1
  *   complete  np=2: requests completed by Waitany, Waitsome, Test, Testall, Testany and Testsome,
  *          each round separated by a barrier; rank 0 sends after the barrier, rank 1 polls
  *   kill   allreduces in a loop; world rank 1 SIGKILLs itself before its 50th
@@ -100,6 +101,18 @@ static int rooted_calls(int rank, int size)
     }
     MPI_Scatter(all, 3, MPI_LONG, part, 3, MPI_LONG, root, MPI_COMM_WORLD);
     bad |= part[0] != rank; /* the root sent every rank its own gathered block back */
+    if (size > 1 && rank < 2) { /* a synchronous send and a non-blocking synchronous send, 0 -> 1 */
+        MPI_Request req;
+        if (rank == 0) {
+            MPI_Ssend(mine, 1, MPI_LONG, 1, 5, MPI_COMM_WORLD);
+            MPI_Issend(mine, 1, MPI_LONG, 1, 6, MPI_COMM_WORLD, &req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(part, 1, MPI_LONG, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Recv(part, 1, MPI_LONG, 0, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            bad |= part[0] != 0;
+        }
+    }
     return bad;
 }
 

@@ -323,7 +323,7 @@ def test_trace_is_simgrid_time_independent_and_replay_reads_it(library, programs
     assert [c.size_bytes for c in trace.ranks[0] if c.kind == "allreduce"] == [64]
 
 
-def test_trace_writes_reduce_gather_and_scatter_alike_on_every_rank(library, programs, tmp_path):
+def test_trace_writes_reduce_gather_and_scatter_alike_on_every_rank_and_ssend_as_send(library, programs, tmp_path):
     from cxlsim.replay import engine, fabrics
     from cxlsim.replay.simgrid import read
 
@@ -334,7 +334,8 @@ def test_trace_writes_reduce_gather_and_scatter_alike_on_every_rank(library, pro
         lines = (directory / f"rank{rank}.txt").read_text().splitlines()
         actions = [line.split(" ", 1)[1] for line in lines if line.split()[1] != "compute"]
         # 3 longs = 24 B; the in-place gather root writes its recvcount's block, as the others their sendcount's
-        assert actions == ["init", "reduce 24 0 1", "gather 24 24 1", "scatter 24 24 1", "finalize"]
+        sends = {0: ["send 1 5 8", "isend 1 6 8", "wait 0 1 6"], 1: ["recv 0 5 8", "recv 0 6 8"], 2: []}[rank]
+        assert actions == ["init", "reduce 24 0 1", "gather 24 24 1", "scatter 24 24 1", *sends, "finalize"]
     trace = read(str(directory))
     assert [(c.kind, c.size_bytes, c.root) for c in trace.ranks[2] if c.kind != "compute"] == \
         [(k, 24, 1) for k in ("reduce", "gather", "scatter")]

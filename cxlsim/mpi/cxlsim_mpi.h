@@ -136,6 +136,9 @@ void cxlsim_trace_close(void);
 int cxlsim_trace_world_rank(MPI_Comm comm, int rank);  /* rank of comm in MPI_COMM_WORLD */
 void cxlsim_trace_request_posted(MPI_Request req, int src, int dst, int tag);  /* world ranks */
 int cxlsim_trace_request_done(MPI_Request req, int *src, int *dst, int *tag); /* 1 if it was posted */
+/* Write the send or isend line of a send made at `t` (p2p.c); an isend's request is remembered for its wait. */
+void cxlsim_trace_send(double t, int blocking, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                       const MPI_Request *req);
 
 /* ---- the per-pool guard (MPI_THREAD_MULTIPLE) ----
  * Threads may run collectives on different communicators at once (their pools are separate).

@@ -30,6 +30,14 @@ static int peer(MPI_Comm comm, int rank)
     return rank == MPI_ANY_SOURCE ? SIMGRID_ANY_SOURCE : cxlsim_trace_world_rank(comm, rank);
 }
 
+void cxlsim_trace_send(double t, int blocking, MPI_Count count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                       const MPI_Request *req)
+{
+    int dst = peer(comm, dest);
+    if (!blocking) cxlsim_trace_request_posted(*req, me(), dst, tag);
+    cxlsim_trace_line(t, "%s %d %d %llu", blocking ? "send" : "isend", dst, tag, bytes_of(count, type));
+}
+
 static int traced_send(int blocking, const void *buf, MPI_Count count, MPI_Datatype type, int dest, int tag,
                        MPI_Comm comm, MPI_Request *req, int large)
 {
@@ -38,9 +46,7 @@ static int traced_send(int blocking, const void *buf, MPI_Count count, MPI_Datat
     if (blocking) rc = large ? PMPI_Send_c(buf, count, type, dest, tag, comm) : PMPI_Send(buf, (int)count, type, dest, tag, comm);
     else rc = large ? PMPI_Isend_c(buf, count, type, dest, tag, comm, req)
                     : PMPI_Isend(buf, (int)count, type, dest, tag, comm, req);
-    int dst = peer(comm, dest);
-    if (!blocking) cxlsim_trace_request_posted(*req, me(), dst, tag);
-    cxlsim_trace_line(t, "%s %d %d %llu", blocking ? "send" : "isend", dst, tag, bytes_of(count, type));
+    cxlsim_trace_send(t, blocking, count, type, dest, tag, comm, req);
     return rc;
 }
 
