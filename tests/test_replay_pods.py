@@ -36,11 +36,10 @@ def setup_of(spec):
 def expected_ns(call, transport, fig):
     """(the plan's class name, its closed form, the other choice's form) for a traced collective on pods."""
     from cxlsim.models.collectives import registry
-    from cxlsim.models.collectives.hierarchical_pods import pods_algorithms
     from cxlsim.replay.pods import inter_algorithm, pods_plan
 
     this = pods_plan(call, transport.pods, transport.hosts, "mpich", runner.Context(), fig)
-    records = {a.collective: a for a in pods_algorithms(registry.lookup)}
+    records = {c: registry.algorithm(c, "pods") for c in ("allgather", "allreduce", "broadcast", "alltoall")}
     collective = {"barrier": "allgather", "bcast": "broadcast"}.get(call.kind, call.kind)
     size = 0 if call.kind == "barrier" else call.size_bytes
     inter = inter_algorithm(collective, size, transport.pods, transport.hosts, "mpich")[0]

@@ -33,7 +33,7 @@ from cxlsim.fabric.pods import REGIONS
 from cxlsim.fabric.transport import Transport
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import analytic, registry, runner, selectors
-from cxlsim.models.collectives.hierarchical_pods import PodFigures, pods_algorithms, phase_sizes
+from cxlsim.models.collectives.hierarchical_pods import PodFigures, phase_sizes
 from cxlsim.replay.collectives import Plan, plan
 from cxlsim.replay.pool_messages import PoolMessages
 
@@ -92,7 +92,7 @@ class PodsPlan(Plan):
     pods_collective: str = ""
 
     def run(self, ep, tag: int):
-        record = _records()[self.pods_collective]
+        record = registry.algorithm(self.pods_collective, "pods")
         ctx = replace(self.ctx, elements=ep.size)
         data = runner.initial(self.pods_collective, ep.rank, ep.size, ctx)
         return (yield from record.run(ep, self.size_bytes, data, ctx))
@@ -105,15 +105,6 @@ class NetworkPlan(Plan):
     def run(self, ep, tag: int):
         plain = Plan(**{f.name: getattr(self, f.name) for f in fields(Plan)})
         return (yield from replace(plain, on_pool=False).run(ep.net, tag))
-
-
-_RECORDS: dict = {}
-
-
-def _records() -> dict:
-    if not _RECORDS:
-        _RECORDS.update({a.collective: a for a in pods_algorithms(registry.lookup)})
-    return _RECORDS
 
 
 def pod_figures(pods) -> PodFigures:
@@ -147,7 +138,7 @@ def pods_plan(call, pods: int, hosts: int, library: str, ctx: runner.Context, fi
     inter, fallback = inter_algorithm(collective, size, pods, hosts, library)
     notes = [f"{kind} between pods: {inter}" + (f" ({fallback})" if fallback else "")] if pods > 1 else []
     pods_ctx = replace(ctx, root=call.root, inter=inter)
-    pods_ns = _records()[collective].cost(fig, p, size, pods_ctx)
+    pods_ns = registry.algorithm(collective, "pods").cost(fig, p, size, pods_ctx)
     network = plan(call, p, library, ctx, False)
     network_ns = analytic.cost(network.collective, network.algorithm, p, network.size_bytes, fig.network,
                                network.ctx)[0]
