@@ -9,7 +9,8 @@ What it does (write-up: experiments/README_eddis_local.md):
 1. Measured against projected, per mode. `cxlsim bench train` at np 2 (the issue's target
    setting) in every mode: sync, ddp (overlap on and off), async, hybrid; each run is
    projected by the DES (cxlsim/train_projection.py) on this machine's local-host pool (a
-   calibration profile: --profile, or `cxlsim calibrate` run here first). Runs are
+   calibration profile: --profile, or `cxlsim calibrate` run here first), with one timing of
+   this machine's vector pass and thread hand-off for every projection (recorded). Runs are
    interleaved over `--repeats` rounds (every configuration once per round), so a load
    change hits every mode alike; each figure is the median over the rounds with its
    min-max. Throughput three ways (whole run, steady state, and over the undisturbed steps
@@ -228,7 +229,7 @@ def main(argv=None) -> int:
         args.repeats, args.steps, args.des_steps = 1, 100, 5
     ws = Workspace.new(args.output, "eddis_local")
     commit_at_start = provenance(SEED)["git_commit"]  # the tree may change while the runs go on
-    previous = None
+    previous, timings = None, {}
     if args.reproject:  # the runs and the settings of an earlier workspace, projected again
         with open(os.path.join(args.reproject, "summary.json")) as fh:
             settings = json.load(fh)
@@ -237,6 +238,7 @@ def main(argv=None) -> int:
         with open(os.path.join(args.reproject, "projections.json")) as fh:
             previous = {(r["label"], r["round"]): r for r in json.load(fh)}
         args.profile = args.profile or os.path.join(args.reproject, "calibration", "profile.json")
+        timings.update(settings.get("timings") or {})  # the earlier run's, if it recorded them
     profile_path = args.profile or calibrate(ws)
     profile = load_profile(profile_path)
     runs = configurations(args.np4, args.flush)
@@ -250,7 +252,9 @@ def main(argv=None) -> int:
                 old = previous[label, k]
                 got = {"record": tp.load_run(os.path.join(args.reproject, name)), "load_before": old["load_before"],
                        "load_after": old["load_after"]}
-            row = tp.project(got["record"], profile)
+            if not timings:  # this machine's vector pass and thread hand-off, timed once for every projection
+                timings.update(pass_ns=tp.vector_pass_ns(got["record"]["param_count"]), bucket_ns=tp.handoff_ns())
+            row = tp.project(got["record"], profile, **timings)
             row.update(label=label, round=k, load_before=got["load_before"], load_after=got["load_after"])
             by_label[label].append(row)
             rows.append(row)
@@ -265,7 +269,9 @@ def main(argv=None) -> int:
     loads = [r["load_before"] for r in rows] + [r["load_after"] for r in rows]
     text = [f"# eddis_local: {args.repeats} round(s), {args.steps} steps x batch {args.batch_size}, mlp on synthetic, "
             f"pool shm, hw unless a row says flush; profile {profile_path}; load average (1 min) {min(loads):.1f}-{max(loads):.1f} over the "
-            f"runs on a {os.cpu_count()}-CPU machine", "# figures: median over the rounds [min, max]", "",
+            f"runs on a {os.cpu_count()}-CPU machine; vector pass {timings['pass_ns'] / 1e3:.1f} us, thread "
+            f"hand-off {timings['bucket_ns'] / 1e3:.1f} us (timed once)",
+            "# figures: median over the rounds [min, max]", "",
             "## 1. measured vs projected, np 2 (target: |throughput error| <= 15%)"]
     text += report_projection(by_label, ["np1 sync"] + homog)
     text += ["", "## 2. order by time to accuracy, np 2"] + order_by_tta(by_label, homog)
@@ -287,6 +293,7 @@ def main(argv=None) -> int:
     ws.write_json("projections", rows)
     ws.write_csv("des_16_nodes", des_rows)
     ws.write_json("summary", {"args": vars(args), "profile": profile_path, "load_range": [min(loads), max(loads)],
+                              "timings": timings,
                               "report": text})
     ws.write_text("report.txt", report)
     ws.write_provenance(SEED, profile=profile_path, reprojected=args.reproject, git_commit_at_start=commit_at_start)
