@@ -17,7 +17,7 @@ broadcast and alltoall also time their fused zero-copy call (the kernel puts the
 one read pass over the result in place), against MPI and against copy mode (target: at
 least copy mode's speed from 8 KiB). A placement not seen in the run is "not observed".
 The pool's copy-ins are chosen per round by `PoolComm.choose_copy_in` (non-temporal stores
-from 8 KiB in the slow placement, plain in the fast one; `--copy-in plain|nt` forces one, to
+from 4 KiB in the slow placement, plain in the fast one; `--copy-in plain|nt` forces one, to
 measure the cause). MPICH settings pass through the environment, e.g.
 MPIR_CVAR_CH4_CMA_ENABLE=0 (no CMA single copy) to test a cause.
 """
@@ -35,7 +35,7 @@ COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoal
 ZERO_COPY_COLLECTIVES = ("allgather", "broadcast", "alltoall")
 ZERO_COPY_FROM = 8192  # the issue's target: zero-copy at least as fast as copy mode from 8 KiB
 FAST_ROUNDTRIP_NS = 200.0
-NT_MIN_BYTES = 8192  # --copy-in nt: as PoolComm.choose_copy_in picks in the slow placement
+NT_MIN_BYTES = 4096  # --copy-in nt: as PoolComm.choose_copy_in picks in the slow placement
 
 
 def main() -> int:
@@ -48,7 +48,7 @@ def main() -> int:
     parser.add_argument("--coherence", choices=Coherence.names(), default=Coherence.HW.value)
     parser.add_argument("--copy-in", choices=("auto", "plain", "nt"), default="auto",
                         help="stores of the pool's copy-ins: auto = PoolComm.choose_copy_in per round (non-temporal "
-                             "in the slow placement), plain, or nt (non-temporal from 8 KiB)")
+                             "in the slow placement), plain, or nt (non-temporal from 4 KiB)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:

@@ -11,7 +11,7 @@ largest size measured ("above the measured range"). The crossover lies between t
 below the threshold and the threshold itself: sizes double, so the threshold is exact to a
 factor of 2. The hw flag round trip before and after tells the host placement (below 200 ns:
 the fast one), which the result records, since the crossover moves with it; the copy-ins are
-the ones `PoolComm.choose_copy_in` picks for that placement (non-temporal from 8 KiB in the
+the ones `PoolComm.choose_copy_in` picks for that placement (non-temporal from 4 KiB in the
 slow one), recorded as nt_min_bytes.
 
 `cxlsim calibrate` keeps the result in its profile as ``emulator`` (threshold, rows,
