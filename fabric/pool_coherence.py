@@ -22,6 +22,8 @@ lines. `MODELS` maps each `Coherence` to its strategy.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, insort
+
 import simpy
 
 from cxlsim.coherence import Coherence, PoolEvent
@@ -182,11 +184,11 @@ class SoftwareFlush:
 
     def __init__(self, pool, path, memory, snoop_filter_lines: int):
         self.pool, self.path, self.memory, self.env = pool, path, memory, pool.env
-        self._cache = [dict() for _ in range(pool.size)]  # per host: offset -> [size, label, dirty]
+        self._cache = [_HostCache() for _ in range(pool.size)]
 
     def before_stream(self, rank, offset, size, first, count) -> float:
         """A streamed write leaves the writer no copy; no extra ns."""
-        self._drop_cached(rank, offset, size)
+        self._cache[rank].drop(offset, size)
         return 0.0
 
     def store_line(self, rank, offset, size, payload, line, done):
@@ -200,8 +202,7 @@ class SoftwareFlush:
             return path.at(path.cpu(rank, path.host_path.hit_latency_ns), done)
 
         def stored(_e):
-            self._drop_cached(rank, offset, size)
-            cache[offset] = [size, payload, True]
+            cache.put(offset, size, payload, True)
             done.succeed()
         path.fetch(rank, line, 1, start, 0.0, stored)
         return done
@@ -210,8 +211,7 @@ class SoftwareFlush:
         if count == 0:  # no line to hold it back
             self.memory.store(offset, size, payload)
             return
-        self._drop_cached(rank, offset, size)
-        self._cache[rank][offset] = [size, payload, True]
+        self._cache[rank].put(offset, size, payload, True)
 
     def view(self, rank, offset, size):
         """The rank's cached copy if it holds the range (possibly stale), else the pool's."""
@@ -230,8 +230,7 @@ class SoftwareFlush:
 
         def filled(_e):
             label = self.memory.value(offset, size)
-            self._drop_cached(rank, offset, size)
-            cache[offset] = [size, label, False]
+            cache.put(offset, size, label, False)
             done.succeed(label)
         path.fetch(rank, first, count, start, 0.0, filled)
         return done
@@ -239,8 +238,7 @@ class SoftwareFlush:
     def flush(self, rank, offset, size, first, count, start) -> None:
         """Drop the rank's copies in the range; dirty ones are written back to the pool first."""
         cache = self._cache[rank]
-        end = offset + size
-        for off in [o for o, (sz, _, _) in cache.items() if o < end and o + sz > offset]:
+        for off in cache.overlapping(offset, size):
             sz, label, dirty = cache.pop(off)
             if dirty:
                 f, n = line_span(off, sz)
@@ -263,14 +261,63 @@ class SoftwareFlush:
                     break
                 check_poll_limit(pool, rank, flag, value, seen, start)
 
-    def _drop_cached(self, rank, offset, size):
-        cache = self._cache[rank]
-        end = offset + size
-        for off in [o for o, (sz, _, _) in cache.items() if o < end and o + sz > offset]:
-            del cache[off]
-
     def waiting(self) -> str:
         return "nothing is scheduled"
+
+
+class _HostCache:
+    """One host's private cache in flush mode: offset -> [size, label, dirty] of byte ranges that
+    never overlap (a new one drops what it overlaps), kept sorted so a range finds the entries it
+    overlaps by bisection; they are returned in the order they were put, the order write-backs go."""
+
+    __slots__ = ("_entries", "_starts", "_put_at", "_puts")
+
+    def __init__(self):
+        self._entries = {}
+        self._starts = []    # the offsets, sorted
+        self._put_at = {}    # offset -> how many puts came before it
+        self._puts = 0
+
+    def get(self, offset):
+        """The entry [size, label, dirty] at `offset` (mutable in place), or None."""
+        return self._entries.get(offset)
+
+    def put(self, offset, size, label, dirty) -> None:
+        """Hold [offset, offset + size) with `label` (size > 0), dropping what it overlaps."""
+        self.drop(offset, size)
+        self._entries[offset] = [size, label, dirty]
+        self._put_at[offset] = self._puts
+        self._puts += 1
+        insort(self._starts, offset)
+
+    def overlapping(self, offset, size) -> list[int]:
+        """Offsets of the entries that overlap [offset, offset + size), in the order they were put."""
+        end = offset + size
+        starts, entries = self._starts, self._entries
+        i = bisect_left(starts, offset)
+        if i:  # only the entry just before the offset can reach into the range
+            i -= 1
+        out = []
+        for k in range(i, len(starts)):
+            off = starts[k]
+            if off >= end:
+                break
+            if off + entries[off][0] > offset:
+                out.append(off)
+        if len(out) > 1:
+            out.sort(key=self._put_at.__getitem__)
+        return out
+
+    def pop(self, offset):
+        """Remove the entry at `offset`; returns it."""
+        del self._starts[bisect_left(self._starts, offset)]
+        del self._put_at[offset]
+        return self._entries.pop(offset)
+
+    def drop(self, offset, size) -> None:
+        """Remove every entry that overlaps [offset, offset + size)."""
+        for off in self.overlapping(offset, size):
+            self.pop(off)
 
 
 MODELS = {Coherence.HW: BackInvalidation, Coherence.FLUSH: SoftwareFlush}
