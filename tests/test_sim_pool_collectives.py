@@ -13,12 +13,12 @@ from cxlsim.models.collectives.base import NO_CONTEXT, Context
 
 MODES = ("hw", "flush")
 RECORDS = forms.RECORDS
-BOUND = {"within 0.5%": 5e-3, "within 0.2%": 2e-3, "within 0.1%": 1e-3, "within 7%": 0.07}
+BOUND = {"within 0.5%": 5e-3, "within 3%": 0.03, "within 0.1%": 1e-3, "within 7%": 0.07}
 """The error each caveat of `form_note` states, by its words."""
 
 
-def pool(p, mode, **kw):
-    return CXLPoolTransport(get_cxl_preset("cxl3-pool"), p, coherence=mode, **kw)
+def pool(p, mode, preset="cxl3-pool", **kw):
+    return CXLPoolTransport(get_cxl_preset(preset), p, coherence=mode, **kw)
 
 
 def des(algo, p, size, mode, ctx=NO_CONTEXT, iterations=1, **kw):
@@ -60,6 +60,19 @@ def test_des_equals_the_closed_form_on_an_uncongested_pool(mode):
     # The exact ones are exact to rounding.
     for key in (("cxl_pool", "barrier"), ("cxl_pool", "allreduce"), ("cxl_pool", "broadcast")):
         assert worst[key] < 2e-3, key
+
+
+def test_the_flush_broadcast_keeps_its_stated_bound_on_cxl2():
+    """cxl2-pool (one switch, up to 4 hosts within the device's bandwidth) in flush mode: the broadcast's
+    caveat holds; one line needs none."""
+    algo = registry.algorithm("broadcast", "cxl_pool")
+    for p in (2, 3, 4):
+        for size in (1, 64, 4096, 8192, 16384, 65536):
+            latency, fig = des(algo, p, size, "flush", preset="cxl2-pool")
+            assert forms.uncongested(fig, p)
+            note = forms.form_note(algo, fig, p, size)
+            assert (note is None) == (size <= 64)
+            assert abs(analytic.closed_form(algo, fig, p, size) / latency - 1) <= allowed(note), (p, size)
 
 
 @pytest.mark.parametrize("mode", MODES)
