@@ -459,7 +459,12 @@ static int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbyt
     if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
     uint64_t e = c->epoch;
     char *mine = cxl_slot(p, round, p->rank);
-    if (send != mine) cxl_coll_copy_in(c, mine, send, P * nbytes);
+    if (send != mine) { /* this rank reads its own block back in place: it goes in with plain stores */
+        cxl_coll_copy_in(c, mine, send, me * nbytes);
+        if (p->timed) cxl_coll_copy_in(c, mine + me * nbytes, send + me * nbytes, nbytes);
+        else memcpy(mine + me * nbytes, send + me * nbytes, nbytes);
+        cxl_coll_copy_in(c, mine + (me + 1) * nbytes, send + (me + 1) * nbytes, (P - me - 1) * nbytes);
+    }
     cxl_publish(p, cxl_coll_written(e), round, P * nbytes);
     if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
     cxl_coll_note_all_written(c, e);
