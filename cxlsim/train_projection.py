@@ -16,9 +16,9 @@ What the DES is given, per run:
   (the SGD update, async's elastic update, the merge's copy and base), as passes over
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
-  not the run); for sync and ddp also each all-reduce's hand-off to the rank's
-  communication thread (`handoff_ns`, timed the same way: sync hands it the gradient,
-  ddp each bucket);
+  not the run); and each hand-off of work to the rank's communication thread
+  (`handoff_ns`, timed the same way: sync hands it the gradient, ddp each bucket, hybrid
+  each exchange);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
 - hybrid's exchange overlaps the next step's compute, unless the run pinned every rank to
@@ -36,23 +36,26 @@ sync (models/training/pool_sync.py), ddp by the DES's ddp on the pool with the r
 bucket count (equal buckets) and overlap, async and hybrid by the pool shared-region
 models of models/training/pool_shared.py.
 
-Outputs per run (`project`): measured and projected throughput, over the whole run
-(every rank's samples over the last step end, the record's definition) and in steady
-state (the steps after the first `warmup` global steps: the first steps of a run pay
-page faults, cold caches and the ranks' start, tens of ms on this machine), from the
-undisturbed steps (the steps after the warm-up in which no rank's pool calls took
-more than `train_clock.DISTURBED_S` (1 ms) beyond waiting for a slower rank's local work, measured and
-projected over the same steps: a diagnostic of the model apart from the scheduler,
-which on a loaded machine deschedules a rank for a time slice of ~4 ms inside a pool
-call; the DES cannot know of that, and the whole-run figures take it in; the share of
-steps kept is reported), and the
-time to each accuracy of the record (the DES does not train: the global step at which
-the run's evaluation first reached the accuracy is taken from the run, and the DES
-says how long its run takes from the end of the warm-up to that step, added to the
-measured warm-up, the part of a run the DES does not model; async and hybrid count a
-global step as W tickets; an accuracy reached within the warm-up is not projected),
-each with its relative error (projected / measured - 1). Target of issue
-19: |error| <= 15% in throughput at np 2 in every mode (`TARGET_THROUGHPUT_ERROR`).
+Outputs per run (`project`), each a measured and a projected figure and their relative
+error (projected / measured - 1), the run's clock from cxlsim/train_clock.py:
+
+- throughput over the whole run (every rank's samples over the last step end, the
+  record's definition);
+- throughput in steady state: after the first `warmup_fraction` of the global steps,
+  whose first pool calls pay the run's start (several ms each at np 2 on this machine);
+- throughput over the undisturbed steps: those after the warm-up in which no rank's pool
+  calls took more than `train_clock.DISTURBED_S` (1 ms) beyond waiting for a slower rank's
+  local work, measured and projected over the same steps, with their share: a diagnostic
+  of the model apart from the scheduler, which on a loaded machine deschedules a rank for
+  a time slice of ~4 ms inside a pool call, which the DES cannot know of;
+- the time to each accuracy of the record: the DES does not train, so the global step at
+  which the run's evaluation first reached the accuracy is taken from the run, and the
+  projection is the measured warm-up plus the DES's time from the warm-up's end to that
+  step (async and hybrid count a global step as W tickets; an accuracy reached within the
+  warm-up is not projected).
+
+Target of issue 19: |throughput error| <= 15% at np 2 in every mode
+(`TARGET_THROUGHPUT_ERROR`).
 
 Units: seconds in the record and in the output, ns inside the DES, bytes.
 """
