@@ -56,16 +56,17 @@ class TrainMode:
 PACKAGE = "cxlsim.emulator.training"
 MODES = {m.name: m for m in (
     TrainMode(name="sync", help="an allreduce of the gradients on the pool at every step",
-              loop=f"{PACKAGE}.sync:sync_loop", synchronous=True, always_lockstep=True, des_mode="sync"),
+              loop=f"{PACKAGE}.sync:sync_loop", synchronous=True, always_lockstep=True,
+              des_mode="sync, aggregation allreduce, on the pool"),
     TrainMode(name="ddp", help="bucketed allreduce on a communication thread, overlapped with the backward pass",
               loop=f"{PACKAGE}.ddp:ddp_loop", synchronous=True, options=frozenset({"overlap", "buckets"}),
-              always_lockstep=True, des_mode="ddp"),
+              always_lockstep=True, des_mode="ddp on the pool"),
     TrainMode(name="async", help="EASGD-style elastic averaging through a shared parameter region, no barrier",
               loop=f"{PACKAGE}.elastic:async_loop", synchronous=False, options=frozenset({"lockstep"}),
-              shared=f"{PACKAGE}.elastic:shared_region", des_mode="async"),
+              shared=f"{PACKAGE}.elastic:shared_region", des_mode="async on the pool's per-worker slots"),
     TrainMode(name="hybrid", help="shared global parameters and step counter in the pool; stop by the counter",
               loop=f"{PACKAGE}.elastic:hybrid_loop", synchronous=False, options=frozenset({"lockstep"}),
-              shared=f"{PACKAGE}.elastic:shared_region", des_mode="hybrid"),
+              shared=f"{PACKAGE}.elastic:shared_region", des_mode="hybrid on the pool's per-worker slots"),
 )}
 
 
