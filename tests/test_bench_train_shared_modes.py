@@ -193,3 +193,36 @@ def test_lockstep_with_overlap_is_refused():
     with pytest.raises(InputError, match="--overlap on: --lockstep runs hybrid's exchange in line"):
         with shared_region(config, build("mlp")):
             pass
+
+
+@pytest.mark.parametrize("mode", ["async", "hybrid"])
+def test_a_rank_killed_by_a_signal_leaves_the_others_training(mode):
+    """A real death (SIGKILL from outside, mid-run): the launcher lets the others finish (keep_going)."""
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            victim = [p for p in multiprocessing.active_children() if p.name == "cxlsim-rank-2"]
+            if victim and victim[0].pid:
+                time.sleep(0.3)
+                try:
+                    os.kill(victim[0].pid, signal.SIGKILL)
+                    killed.append(victim[0].pid)
+                except ProcessLookupError:
+                    pass
+                return
+            time.sleep(0.005)
+
+    import threading
+    thread = threading.Thread(target=killer)
+    thread.start()
+    record = train(TrainConfig(mode=mode, nranks=3, steps=4000, factors=(1.0,) * 3, gpus=(None,) * 3),
+                   progress=False, probe_host=False)
+    thread.join()
+    assert killed, "the run ended before the kill (4000 steps took under 0.3 s)"
+    assert record["failed_ranks"] == [2] and "SIGKILL" in record["failures"]["2"]
+    assert record["ranks"][2]["steps_done"] == 0  # its steps died with it
+    assert record["ranks"][0]["steps_done"] > 0 and record["ranks"][1]["steps_done"] > 0
+    assert record["final_accuracy"] >= ACCURACY
+    assert not my_segments()

@@ -24,7 +24,7 @@ from tqdm import tqdm
 from cxlsim import results
 from cxlsim.emulator.host import (SLOW_ROUNDTRIP_NS, BenchLock, concurrency_warning, cores_warning,
                                   placement_warning, probe_roundtrip_ns)
-from cxlsim.emulator.launch import run_local
+from cxlsim.emulator.launch import Failed, run_local
 from cxlsim.emulator.training import config as settings
 from cxlsim.emulator.training import data, models, modes, run_record
 from cxlsim.emulator.training.context import RankContext, RankStopped
@@ -90,14 +90,17 @@ def train(config, progress: bool | None = None, probe_host: bool = True) -> dict
         with hook as shared:
             job = (config, loop, mode.synchronous, model, dataset, params0, multipliers, shared, show, cores)
             outcomes = run_local(config.nranks, _rank, job, pool=config.pool, slot_bytes=slot_bytes_for(model),
-                                 coherence=config.coherence, timeout_s=config.timeout_s)
+                                 coherence=config.coherence, timeout_s=config.timeout_s,
+                                 keep_going=not mode.synchronous)  # async and hybrid outlive a dead rank
+            outcomes = [_dead(r, o.message) if isinstance(o, Failed) else o for r, o in enumerate(outcomes)]
         roundtrips.append(roundtrip_or_none() if probe_host else None)
         others |= set(lock.others()) | set(lock.visitors())
         warnings = (cores_warning(config.nranks) + concurrency_warning(others) + lock.warnings()
                     + placement_warning([ns for ns in roundtrips if ns is not None]))
     record = build_record(config, mode, model, outcomes, placement(roundtrips))
     record.update(host_roundtrip_ns=roundtrips, warnings=warnings, pinned_cores=cores, slot_bytes=slot_bytes_for(model),
-                  allreduce_large_bytes=outcomes[0]["allreduce_large_bytes"])
+                  allreduce_large_bytes=next(o["allreduce_large_bytes"] for o in outcomes
+                                             if o["allreduce_large_bytes"] is not None))
     return record
 
 
@@ -134,6 +137,13 @@ def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers,
                     evals=evals, stopped=stopped, mode_stats=ctx.mode_stats,
                     allreduce_large_bytes=int(comm.allreduce_large_bytes),
                     digest=hashlib.sha256(final.tobytes()).hexdigest() if final is not None else None)
+
+
+def _dead(rank: int, message: str) -> dict:
+    """The outcome of a rank that died (a signal, or an exit without a report) in an async or hybrid run:
+    its steps died with it, so none are recorded; `failures` says how it ended."""
+    return dict(entry=run_record.rank_entry(rank, [], [], [], [], []), evals=[], stopped=f"died: {message}",
+                mode_stats=None, allreduce_large_bytes=None, digest=None)
 
 
 def evaluate(model, dataset, snapshots) -> list[dict]:
