@@ -35,7 +35,7 @@ def test_each_collective_prints_an_osu_table_with_the_round_spread(collective, s
 @pytest.mark.parametrize("args, needle", [
     (["allreduce", "--sizes", "6"], "multiple of 4 bytes"),
     (["reduce_scatter", "--np", "2", "--sizes", "4"], "gives no float to each of 2 ranks"),
-    (["broadcast", "--zero-copy"], "unrecognized arguments: --zero-copy"),
+    (["reduce_scatter", "--zero-copy"], "unrecognized arguments: --zero-copy"),
     (["barrier", "--sizes", "4"], "unrecognized arguments: --sizes"),
     (["allreduce", "--allreduce-large", "1x"], "--allreduce-large: expected one size"),
     (["alltoall", "--allreduce-large", "0"], "unrecognized arguments: --allreduce-large"),
@@ -43,6 +43,15 @@ def test_each_collective_prints_an_osu_table_with_the_round_spread(collective, s
 def test_bad_arguments_exit_2_naming_them(args, needle):
     out = cxlsim("bench", *args, "--repeat", "1")
     assert out.returncode == 2 and needle in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "alltoall"])
+def test_zero_copy_broadcast_and_alltoall_run_validated_from_the_cli(collective):
+    out = cxlsim("bench", collective, "--np", "2", "--zero-copy", "--sizes", "1,4KiB,64KiB", "--repeat", "1",
+                 "--iterations", "10", "--warmup", "1", "--validate")
+    assert out.returncode == 0, out.stderr
+    (table,) = parse_osu(out.stdout)
+    assert "zero-copy" in table.title and table.sizes == [1, 4096, 65536]
 
 
 def test_plans_refuse_sides_a_collective_does_not_have():

@@ -25,7 +25,8 @@ from cxlsim.coherence import Coherence
 from cxlsim.emulator import bench
 from cxlsim.emulator.bench import BenchPlan, probe_bytes, rank_buffer_bytes, run_rounds, summarize, timing_warnings
 from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
-from cxlsim.emulator.bench_collectives import COLLECTIVES, MPI_NAMES, check_size, slot_bytes_for
+from cxlsim.emulator.bench_collectives import (COLLECTIVES, MPI_NAMES, ZERO_COPY_COLLECTIVES, check_size,
+                                               slot_bytes_for)
 from cxlsim.emulator.host import (BenchLock, concurrency_warning, cores_warning, placement_warning,
                                   probe_roundtrip_ns, roundtrip_ns)
 from cxlsim.emulator.launch import check_np, run_local, run_mpi
@@ -77,8 +78,10 @@ def _add_bench(kinds, collective: str) -> None:
         p.add_argument("--allreduce-large", default=None, metavar="SIZE",
                        help="chunks of at least SIZE bytes use the large pool algorithm (reduce-scatter + allgather), "
                             "smaller ones the small one (every rank folds every block); default 64KiB; 0: always large")
-    if collective == "allgather":
-        p.add_argument("--zero-copy", action="store_true", help="write into the pool slot and read the result in place")
+    if collective in ZERO_COPY_COLLECTIVES:
+        p.add_argument("--zero-copy", action="store_true",
+                       help="the fused zero-copy call: the kernel puts the data into the pool slot, the ranks read "
+                            "the result in place (one read pass, timed)")
     p.add_argument("--baseline", choices=("mpi",), default=None, help=f"also time {mpi_name} on the same ranks")
     p.add_argument("--validate", action="store_true", help="check received contents every iteration (OSU -c)")
     p.add_argument("--output", default=None, metavar="FILE.csv", help="also write the rows as CSV (atomically)")
