@@ -16,6 +16,7 @@ import sys
 from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import runner
+from cxlsim.models.training.stragglers import Slowdown
 from cxlsim.replay import engine, fabrics, otf2_reader, output, simgrid, stragglers
 from cxlsim.results import Workspace, make_rng
 
@@ -72,7 +73,7 @@ def main(args) -> int:
         raise InputError(f"--timeline-ms: expected a time > 0 ms, got {args.timeline_ms!r}")
     trace = read_trace(args.trace, args.trace_host_speed, args.otf2_in_place)
     scale = compute_scale(args.compute_scale, trace.size) if args.compute_scale is not None else 1.0
-    slowdown = stragglers.parse_slowdown(args.slowdown) if args.slowdown is not None else None
+    slowdown = Slowdown.parse(args.slowdown) if args.slowdown is not None else None
     rng, seed = make_rng(args.seed)
     step_factors = None
     if args.cv or slowdown is not None:

@@ -20,22 +20,7 @@ from cxlsim.errors import InputError
 from cxlsim.models.training.stragglers import Slowdown, multipliers
 from cxlsim.replay.trace import COLLECTIVES, Trace
 
-__all__ = ["parse_slowdown", "steps_of", "draw"]
-
-
-def parse_slowdown(text: str) -> Slowdown:
-    """`--slowdown P,F,D` -> Slowdown(probability=P, factor=F, duration_steps=D)."""
-    parts = text.split(",")
-    try:
-        if len(parts) != 3:
-            raise ValueError
-        p, f, d = float(parts[0]), float(parts[1]), int(parts[2])
-    except ValueError:
-        raise InputError(f"--slowdown: expected PROBABILITY,FACTOR,STEPS like 0.05,1.5,10, got {text!r}") from None
-    try:
-        return Slowdown(probability=p, factor=f, duration_steps=d)
-    except InputError as exc:
-        raise InputError(f"--slowdown {text}: {exc}") from None
+__all__ = ["steps_of", "draw"]
 
 
 def steps_of(trace: Trace) -> int:

@@ -70,6 +70,21 @@ class Slowdown:
         if isinstance(self.duration_steps, bool) or not isinstance(self.duration_steps, int) or self.duration_steps < 1:
             raise InputError(f"slowdown.duration_steps: expected an integer >= 1, got {self.duration_steps!r}")
 
+    @classmethod
+    def parse(cls, text: str, flag: str = "--slowdown") -> "Slowdown":
+        """'P,F,D' (as a command line gives it) -> Slowdown(probability=P, factor=F, duration_steps=D)."""
+        parts = text.split(",")
+        try:
+            if len(parts) != 3:
+                raise ValueError
+            p, f, d = float(parts[0]), float(parts[1]), int(parts[2])
+        except ValueError:
+            raise InputError(f"{flag}: expected PROBABILITY,FACTOR,STEPS like 0.05,1.5,10, got {text!r}") from None
+        try:
+            return cls(probability=p, factor=f, duration_steps=d)
+        except InputError as exc:
+            raise InputError(f"{flag} {text}: {exc}") from None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Failure:

@@ -10,6 +10,7 @@ from cxlsim.emulator.training import config as settings
 from cxlsim.emulator.training import data, models, modes, run_record
 from cxlsim.emulator.training.launcher import train
 from cxlsim.errors import InputError
+from cxlsim.models.training.stragglers import Slowdown
 
 HELP = "data-parallel training of a small numpy model among local ranks on the pool (sync, async, hybrid, ddp)"
 
@@ -99,7 +100,7 @@ def config_from(args: argparse.Namespace) -> settings.TrainConfig:
         batch_size=args.batch_size, lr=args.lr, seed=args.seed, coherence=coherence, pool=str(spec),
         overlap=overlap, buckets=args.buckets,
         lockstep=args.lockstep, factors=factors, gpus=gpus, cv=args.cv,
-        slowdown=settings.parse_slowdown(args.slowdown) if args.slowdown else None,
+        slowdown=Slowdown.parse(args.slowdown) if args.slowdown else None,
         failure=settings.parse_failure(args.fail) if args.fail else None,
         eval_every=args.eval_every, timeout_s=args.timeout, targets=targets, pin=args.pin)
 

@@ -153,18 +153,6 @@ def parse_factors(text: str, nranks: int) -> tuple[float, ...]:
     return tuple(values)
 
 
-def parse_slowdown(text: str) -> stragglers.Slowdown:
-    """'P,F,D' -> Slowdown(probability=P, factor=F, duration_steps=D)."""
-    parts = text.split(",")
-    try:
-        if len(parts) != 3:
-            raise ValueError
-        p, f, d = float(parts[0]), float(parts[1]), int(parts[2])
-    except ValueError:
-        raise InputError(f"--slowdown: expected PROBABILITY,FACTOR,STEPS like 0.05,1.5,10, got {text!r}") from None
-    return stragglers.Slowdown(probability=p, factor=f, duration_steps=d)
-
-
 def parse_failure(text: str) -> stragglers.Failure:
     """'R:S' -> Failure(worker=R, step=S): rank R fails at its step S."""
     try:
