@@ -29,8 +29,6 @@ fabric per point).
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import sys
 
 from cxlsim import config, simulate
@@ -161,15 +159,6 @@ def des_check() -> tuple[float, float]:
     return worst[0], worst[1]
 
 
-def _write_csv(path: str, rows: list[dict]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="workspace directory (default runs/pod_kinds-TIMESTAMP)")
@@ -178,9 +167,9 @@ def main() -> int:
     workspace = Workspace(args.output) if args.output else Workspace.new("runs", "pod_kinds")
     rows, reasons = grid()
     cross, best = crossover_rows(rows, reasons), best_rows(rows)
-    _write_csv(os.path.join(workspace.path, "results.csv"), rows)
-    _write_csv(os.path.join(workspace.path, "crossovers.csv"), cross)
-    _write_csv(os.path.join(workspace.path, "best.csv"), best)
+    workspace.write_csv("results", rows)
+    workspace.write_csv("crossovers", cross)
+    workspace.write_csv("best", best)
     print("# crossovers: the sizes between which network/pods latency crosses 1 (analytic engine)")
     for c in cross:
         print(f"{c['network_preset']:<14} {c['nodes']:>4} {c['collective']:<10} {c['fabric']:<11} {c['crossovers']}")

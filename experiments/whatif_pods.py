@@ -25,8 +25,6 @@ size, a panel per N; above 1 the fabric is faster).
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import sys
 
 from cxlsim import config, simulate
@@ -171,15 +169,6 @@ def des_check() -> float:
     return worst
 
 
-def _write_csv(path: str, rows: list[dict]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="workspace directory (default runs/whatif_pods-TIMESTAMP)")
@@ -190,9 +179,9 @@ def main() -> int:
     labels = [k for k in fabrics(NETWORKS[0]) if k != "network"]
     ratios(rows, labels)
     cross, won = crossover_rows(rows, labels), wins(rows, [k for k in labels if k.startswith("pods")])
-    _write_csv(os.path.join(workspace.path, "results.csv"), rows)
-    _write_csv(os.path.join(workspace.path, "crossovers.csv"), cross)
-    _write_csv(os.path.join(workspace.path, "wins.csv"), won)
+    workspace.write_csv("results", rows)
+    workspace.write_csv("crossovers", cross)
+    workspace.write_csv("wins", won)
     plot(workspace, rows, labels)
     print("# crossovers: the sizes between which network/fabric latency crosses 1 (analytic engine)")
     for c in cross:
