@@ -630,6 +630,18 @@ cdef class PoolKernel:
             PyBuffer_Release(&s)
         self._status(status, "reduce_scatter")
 
+    def _allreduce_args(self, sendbuf, recvbuf, op, large_bytes):
+        """The checks both allreduce calls make: (datatype code, op code, threshold bytes)."""
+        self.check_open()
+        self.check_idle()
+        dt, code = reduction_codes(sendbuf, recvbuf, op, "allreduce")
+        if sendbuf.size != recvbuf.size:
+            raise InputError(f"allreduce: sendbuf has {sendbuf.size} elements and recvbuf {recvbuf.size}")
+        if large_bytes is None:
+            large_bytes = getattr(self, "allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
+        large = large_bytes if type(large_bytes) is int and large_bytes >= 0 else check_large_bytes(large_bytes)
+        return dt, code, large
+
     def allreduce_start(self, sendbuf, recvbuf, op="sum", large_bytes=None):
         """Begin an allreduce of `sendbuf` into `recvbuf` (numpy arrays of one dtype and size; they may be
         the same array): its first chunk is in the pool and published on return. Until allreduce_wait()
@@ -638,14 +650,7 @@ cdef class PoolKernel:
         communicator's `allreduce_large_bytes`)."""
         cdef int status, dt, code
         cdef uint64_t count, large
-        self.check_open()
-        self.check_idle()
-        dt, code = reduction_codes(sendbuf, recvbuf, op, "allreduce")
-        if sendbuf.size != recvbuf.size:
-            raise InputError(f"allreduce: sendbuf has {sendbuf.size} elements and recvbuf {recvbuf.size}")
-        if large_bytes is None:
-            large_bytes = getattr(self, "allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
-        large = check_large_bytes(large_bytes)
+        dt, code, large = self._allreduce_args(sendbuf, recvbuf, op, large_bytes)
         count = recvbuf.size
         PyObject_GetBuffer(recvbuf, &self.pending_recv, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
         try:
@@ -680,14 +685,7 @@ cdef class PoolKernel:
         cdef cxl_allreduce_t a
         cdef int status, dt, code
         cdef uint64_t count, large
-        self.check_open()
-        self.check_idle()
-        dt, code = reduction_codes(sendbuf, recvbuf, op, "allreduce")
-        if sendbuf.size != recvbuf.size:
-            raise InputError(f"allreduce: sendbuf has {sendbuf.size} elements and recvbuf {recvbuf.size}")
-        if large_bytes is None:
-            large_bytes = getattr(self, "allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
-        large = large_bytes if type(large_bytes) is int and large_bytes >= 0 else check_large_bytes(large_bytes)
+        dt, code, large = self._allreduce_args(sendbuf, recvbuf, op, large_bytes)
         count = recvbuf.size
         PyObject_GetBuffer(recvbuf, &r, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
         try:
