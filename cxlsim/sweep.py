@@ -123,7 +123,10 @@ class Sweep:
         bar = None
         last_csv = [time.monotonic()]
 
+        stop = _StopSignals()
+
         def done(point, out):
+            stop.check()
             self._finish(point, out)
             counts["ran"] += 1
             counts["failed"] += out["error"] is not None
@@ -133,7 +136,7 @@ class Sweep:
                 self.write_csv()
                 last_csv[0] = time.monotonic()
 
-        previous_term = _raise_on_sigterm()
+        stop.install()
         try:
             for point in remote:
                 futures[pool.submit(run_point, config.to_dict(point.scenario))] = point
@@ -145,6 +148,7 @@ class Sweep:
                 done(point, run_point(config.to_dict(point.scenario)))
             for future in cf.as_completed(futures):
                 done(futures[future], future.result())
+            stop.check()
         except BaseException:
             for future in futures:
                 future.cancel()
@@ -160,17 +164,39 @@ class Sweep:
                 bar.close()
             if executor is not None:
                 executor.shutdown(wait=True)
-            if previous_term is not None:
-                signal.signal(signal.SIGTERM, previous_term)
+            stop.restore()
 
 
-def _raise_on_sigterm():
-    """SIGTERM stops a sweep as Ctrl-C does (only the main thread may set handlers)."""
-    def handler(signum, frame):
+class _StopSignals:
+    """SIGINT and SIGTERM stop a sweep: the handler raises KeyboardInterrupt and records the signal.
+
+    Python swallows an exception raised while a finalizer or weakref callback runs ("Exception
+    ignored in ..."), so the run loop also checks `requested` after every point: a signal that
+    arrived is never lost. Only the main thread may set handlers; elsewhere this does nothing.
+    """
+
+    def __init__(self):
+        self.requested = None
+        self.previous = {}
+
+    def _handler(self, signum, frame):
+        self.requested = signum
         raise KeyboardInterrupt(f"signal {signum}")
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, handler)
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handler)
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if a stop signal arrived (even if its first raise was swallowed)."""
+        if self.requested is not None:
+            raise KeyboardInterrupt(f"signal {self.requested}")
+
+    def restore(self) -> None:
+        for sig, previous in self.previous.items():
+            signal.signal(sig, previous)
+        self.previous = {}
 
 
 # ---------------------------------------------------------------- CLI
