@@ -62,6 +62,40 @@ Assumptions (each swept by the script where it can matter):
   on its own port to the device; the device (31.5 GB/s) is below the x8 link
   (32 GB/s per direction) and binds first.
 
+Added in a later commit, before their first run (issue 18, the MICRO'23 device rows):
+- [MICRO23-AE] The paper's artifact-evaluation repositories (github.com/ece-fast-lab/
+  cxl_type3_tests and cxl_type3_tests_ae, fig3_fig4/config_figure_3_4.md): 2x Intel Xeon
+  6430, DDR5-4800, PCIe-attached CXL devices, sub-NUMA clustering and hyperthreading off,
+  every test on the cores of the CXL device's NUMA node; the paper's Fig. 4a is Intel MLC's
+  peak injection throughput from cores 0-31. The repositories hold scripts, no results.
+- [MICRO23-S] The paper's figures as a third-party summary states them (a paper-wiki note,
+  "Demystifying CXL Memory with Genuine CXL-Ready Systems and Devices", sections 4.1-4.2,
+  found through the code index; NOT the paper, whose body could not be read here):
+  CXL-A hard IP, DDR5-4800, 38.4 GB/s peak; CXL-B hard IP, "2x DDR4-2400, 19.2 GB/s" (as
+  written: one DDR4-2400 channel is 19.2 GB/s, two are 38.4); CXL-C soft IP (FPGA),
+  DDR4-3200, 25.6 GB/s; all-read (MLC) bandwidth efficiency, measured over the DRAM's
+  theoretical peak: DDR5-R (remote-socket DDR5, one channel) 70%, CXL-A 46%, CXL-B 47%,
+  CXL-C 20%; ld latency (memo, parallel accesses): CXL-A 35% over DDR5-R, CXL-B about 2x,
+  CXL-C about 3x. A second summary found the same way contradicts it in places (it gives
+  CXL-A a 29 ns load), so these figures are unverified: their rows are 'secondary'.
+- [CMPI-AE] cMPI's artifact repository (github.com/skhynix/cMPI, mpi_run_bench/): its
+  bandwidth curve is OMB 7.4's osu_mbw_mr (-m :8388608 -i 2000) at 2-32 processes, with
+  MPICH's shared-memory cell at 64 KiB (MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE=65536),
+  against TCP over a standard Ethernet NIC and over Mellanox CX-6 Dx. No results are in the
+  repository, so the curve still has no published values here.
+- [A-M23-EFF] A controller streams at [DMSIM]'s 82% of its DRAM's theoretical peak (the rule
+  of A-CZ-MEDIA); for CXL-C's soft IP (FPGA) no figure is sourced and the same 82% is
+  assumed. [DMSIM]'s 82% is relative to DDR, which itself reaches only part of its peak; the
+  sweep includes 0.82 x 0.70 = 0.574, the paper's own DDR5-R efficiency [MICRO23-S] (a
+  different device from the predicted ones), and 1.0. While the media binds, prediction and
+  published figure are both proportional to the DRAM peak, so the error does not depend on
+  which reading of CXL-B's peak is right.
+- [A-M23-LINK] The devices' link width is not stated in what could be read: PCIe 5.0 x8
+  (32 GB/s per direction [A-X8]); no media figure here exceeds it, so it does not bind.
+- [A-M23-MLC] MLC's 32 threads on one host become four reading ranks, each on its own port
+  (cxlsim models one rank per host; four ranks together exceed every device's media, as
+  MLC's peak injection is meant to).
+
 `DESCRIPTIONS` lists the published results (one `Description` each); `PRESETS`
 the CXL pool presets they use (the plug-in list form of docs/extending.md, so
 `CXLSIM_PLUGINS=validate_published_fabrics` would register them for `cxlsim
@@ -75,7 +109,8 @@ from cxlsim.fabric.cxl import CXLDeviceParams, CXLHostParams, CXLSwitchParams
 from cxlsim.fabric.cxl_presets import CXL_PRESETS, CXLPoolPreset
 
 __all__ = ["Published", "Description", "DESCRIPTIONS", "PRESETS", "preset", "CMPI_DIRECT", "CMPI_SWITCH",
-           "CCCL_POOL", "CZ120_DIRECT", "CXL2_DIRECT", "CXL2_SWITCH"]
+           "CCCL_POOL", "CZ120_DIRECT", "CXL2_DIRECT", "CXL2_SWITCH", "MICRO23_CXL_A", "MICRO23_CXL_B",
+           "MICRO23_CXL_C", "MICRO23_PEAK_GB_S", "MICRO23_DESCRIPTIONS"]
 
 _CXL2 = CXL_PRESETS["cxl2-pool"]
 _GiB = 1 << 30
@@ -173,7 +208,8 @@ class Description:
     """What is predicted: the quantity, the sizes."""
     published: Published
     target: str
-    """'hardware' (the 25% target applies), 'outside' (e.g. QEMU timing), 'circular' (a preset was set from it)."""
+    """'hardware' (the 25% target applies), 'outside' (e.g. QEMU timing), 'circular' (a preset was set from it),
+    'secondary' (a hardware figure known here only through a third-party summary)."""
     assumptions: tuple = ()
     """Tags of the assumptions the description makes (see the module docstring)."""
     sweep: dict = field(default_factory=dict)
@@ -292,3 +328,50 @@ DESCRIPTIONS = (
         target="hardware"),
 )
 """Every published result to validate against, in the write-up's order."""
+
+
+def _micro23_device(name: str, peak_gb_s: float, what: str) -> CXLPoolPreset:
+    """A MICRO'23 device as described: one head on a host's x8 port, no switch, its media at
+    [A-M23-EFF] 82% of its DRAM's peak, the host path cxl2-pool's."""
+    device = replace(CZ120_DEVICE, media_bw_bytes_per_ns=0.82 * peak_gb_s)          # [A-M23-EFF]
+    return replace(CZ120_DIRECT, name=name, device=device,                              # x8 [A-M23-LINK]
+                   source=f"MICRO23-S ({what}), MICRO23-AE, A-M23-EFF, A-M23-LINK, DMSIM, E2E, OUT, CPU")
+
+
+MICRO23_PEAK_GB_S = {"cxl-a": 38.4, "cxl-b": 19.2, "cxl-c": 25.6}
+"""Each device's DRAM peak, GB/s, as [MICRO23-S] states it (CXL-B's as written; see the tag)."""
+
+MICRO23_CXL_A = _micro23_device("vp-micro23-cxl-a", MICRO23_PEAK_GB_S["cxl-a"], "CXL-A: hard IP, DDR5-4800")
+MICRO23_CXL_B = _micro23_device("vp-micro23-cxl-b", MICRO23_PEAK_GB_S["cxl-b"], "CXL-B: hard IP, DDR4-2400")
+MICRO23_CXL_C = _micro23_device("vp-micro23-cxl-c", MICRO23_PEAK_GB_S["cxl-c"], "CXL-C: soft IP (FPGA), DDR4-3200")
+
+PRESETS = PRESETS + [MICRO23_CXL_A, MICRO23_CXL_B, MICRO23_CXL_C]
+
+
+def _micro23_bandwidth(device: str, efficiency: float, what: str) -> Description:
+    peak = MICRO23_PEAK_GB_S[device]
+    return Description(
+        key=f"micro23-bw-{device}", result=f"Demystifying CXL Memory (MICRO'23): {what} all-read bandwidth (MLC)",
+        hardware=f"{what} on a Xeon 6430 (Sapphire Rapids) host, PCIe-attached [MICRO23-S], [MICRO23-AE]",
+        fabric={"preset": f"vp-micro23-{device}", "hosts": 4, "devices": 1},
+        workload={"quantity": "bandwidth", "read_ranks": 4, "write_ranks": 0, "bytes_per_rank": 8 << 20,
+                  "dram_peak_gb_s": peak},
+        published=Published(efficiency * peak, "GB/s",
+                            f"MICRO23-S: all-read efficiency {efficiency:.0%} of {peak} GB/s "
+                            "(the paper's Fig. 4a, not read here)",
+                            note="a third-party summary's figure, not checked against the paper"),
+        target="secondary", assumptions=("A-M23-EFF", "A-M23-LINK", "A-M23-MLC"),
+        sweep={"A-M23-EFF": [0.574, 0.82, 1.0]})
+
+
+MICRO23_DESCRIPTIONS = (
+    _micro23_bandwidth("cxl-a", 0.46, "CXL-A (hard IP, DDR5-4800)"),
+    _micro23_bandwidth("cxl-b", 0.47, "CXL-B (hard IP, DDR4-2400)"),
+    _micro23_bandwidth("cxl-c", 0.20, "CXL-C (soft IP on an FPGA, DDR4-3200)"),
+)
+"""The MICRO'23 devices' bandwidth rows (committed before their first run). Their figures come from a
+secondary summary [MICRO23-S], so their target is 'secondary': the error is reported, not counted
+against the 25% target. The latency figures [MICRO23-S] are relative to DDR5-R (DDR5 behind the
+other socket's UPI), a path cxlsim does not model, so no latency row is predicted from them."""
+
+DESCRIPTIONS = DESCRIPTIONS + MICRO23_DESCRIPTIONS
