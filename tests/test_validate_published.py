@@ -36,7 +36,7 @@ def test_every_description_is_complete_and_sourced(fab):
     assert len(keys) == len(set(keys))
     doc = fab.__doc__
     for d in fab.DESCRIPTIONS:
-        assert d.target in ("hardware", "outside", "circular"), d.key
+        assert d.target in ("hardware", "outside", "circular", "secondary"), d.key
         assert d.published.source and d.published.unit, d.key
         assert d.hardware and d.result, d.key
         # the figure is a value, a range, or missing with a note saying why
@@ -47,6 +47,9 @@ def test_every_description_is_complete_and_sourced(fab):
             assert fab.preset(name).name == name
     # QEMU timing is reported apart from the hardware target
     assert {d.target for d in fab.DESCRIPTIONS if d.key.startswith("omb-cxl")} == {"outside"}
+    # figures read from a third-party summary are reported apart too, and say so in their source
+    for d in fab.MICRO23_DESCRIPTIONS:
+        assert d.target == "secondary" and "MICRO23-S" in d.published.source and d.published.note, d.key
 
 
 def test_presets_are_sourced_and_buildable(fab):
@@ -113,6 +116,26 @@ def test_stream_bandwidth_des_against_its_closed_form(exp, fab):
     des, form = exp.stream_bandwidth(fab.CZ120_DIRECT, 2, 1, 1 << 20)
     assert des == pytest.approx(form, rel=0.02)  # the first request's latency is the only difference
     assert des <= form
+
+
+def test_stream_bandwidth_with_per_direction_links(exp, fab):
+    """Media above the x8 link: a 2:1 read:write mix passes one direction's 32 GB/s (the links are FIFOs of
+    their own per direction, fabric/pool_path.py); reads alone stay at the link's rate."""
+    fast = exp._media(fab.CZ120_DIRECT, 1.0)                    # 38.4 GB/s media behind 32 GB/s links
+    des, form = exp.stream_bandwidth(fast, 2, 1, 4 << 20)
+    assert form == pytest.approx(38.4)                          # media: 3n / 38.4 outlasts the reads' 2n / 32
+    assert des == pytest.approx(form, rel=0.02) and des <= form
+    des, form = exp.stream_bandwidth(fast, 3, 0, 4 << 20)
+    assert form == pytest.approx(32.0)                          # every byte on the one downstream link
+    assert des == pytest.approx(form, rel=0.02) and des <= form
+
+
+def test_micro23_presets_follow_their_description(fab):
+    """Each MICRO'23 device: 82% of its DRAM's peak [A-M23-EFF], below the x8 link [A-M23-LINK]."""
+    for d in fab.MICRO23_DESCRIPTIONS:
+        pre = fab.preset(d.fabric["preset"])
+        assert pre.device.media_bw_bytes_per_ns == pytest.approx(0.82 * d.workload["dram_peak_gb_s"])
+        assert pre.device.media_bw_bytes_per_ns < pre.switch.port_bw_bytes_per_ns == 32.0
 
 
 @pytest.mark.slow
