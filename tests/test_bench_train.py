@@ -255,6 +255,7 @@ def test_sync_converges_and_is_bitwise_identical_across_ranks(sync_run):
     assert own_segments() == []  # the pool segment is gone after a run
     assert sync_run["pinned_cores"] == settings.pinned_cores(2, "auto")
     assert sync_run["slot_bytes"] == 139264 and sync_run["allreduce_large_bytes"] >= 0  # 137,808 B to a page
+    assert sync_run["threads_at_start"] == [1, 1]  # no BLAS worker beside a rank (test_bench_train_blas)
 
 
 def test_sync_repeats_bitwise_for_one_seed(sync_run):

@@ -18,7 +18,7 @@ import sys
 import time
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 from tqdm import tqdm
 
 from cxlsim import results
@@ -84,7 +84,7 @@ def train(config, progress: bool | None = None, probe_host: bool = True) -> dict
     cores = settings.pinned_cores(config.nranks, config.pin)
     show = progress if progress is not None else (sys.stderr.isatty() and config.steps >= PROGRESS_MIN_STEPS)
     hook = mode.resolve("shared")(config, model) if mode.shared else contextlib.nullcontext()
-    with BenchLock() as lock:
+    with one_blas_thread(), BenchLock() as lock:
         others = set(lock.others())
         roundtrips = [roundtrip_or_none() if probe_host else None]
         with hook as shared:
@@ -104,13 +104,33 @@ def train(config, progress: bool | None = None, probe_host: bool = True) -> dict
     return record
 
 
+def one_blas_thread():
+    """BLAS limited to one thread in this process, for the probes and the ranks forked inside the block.
+
+    The limit is set here, before the fork, and the ranks inherit it: set in a forked rank,
+    OpenBLAS's set-num-threads call first re-creates the worker pool that the fork left behind,
+    and the new worker busy-waits with sched_yield (about 60-90 ms, OpenBLAS's THREAD_TIMEOUT)
+    on the rank's CPU. While it spins, the rank's communication thread, which also yields while
+    it waits in the pool, gets the CPU only at the scheduler's tick (4 ms at HZ=250): each of the
+    first 10-12 pool calls of a run took 4-8 ms instead of 0.1 ms (benchmarks/train_warmup.py)."""
+    return threadpool_limits(limits=1)
+
+
+def blas_threads() -> int:
+    """The most threads any BLAS library of this process would use (threadpoolctl; 1 if there is none)."""
+    return max((lib["num_threads"] for lib in threadpool_info()), default=1)
+
+
 def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers, shared, show, cores):
-    """One rank: its core (if pinned), one BLAS thread, the common start, the loop; returns its outcome (a dict)."""
+    """One rank: its core (if pinned), one BLAS thread (inherited: `one_blas_thread`), the common
+    start, the loop; returns its outcome (a dict)."""
     if cores[comm.rank] is not None:
         os.sched_setaffinity(0, {cores[comm.rank]})
-    with threadpool_limits(limits=1):
+    limit = threadpool_limits(limits=1) if blas_threads() > 1 else contextlib.nullcontext()  # a BLAS not limited
+    with limit:
         start = np.zeros(1)
         comm.barrier()
+        threads = len(os.listdir("/proc/self/task"))  # this rank's threads at its start (1: no BLAS worker)
         if comm.rank == 0:
             start[0] = time.perf_counter()
         comm.broadcast(start, root=0)
@@ -134,7 +154,7 @@ def _rank(comm, config, loop, synchronous, model, dataset, params0, multipliers,
         evals = evaluate(model, dataset, ctx.snapshots)  # after the loop: evaluation costs the run nothing
         return dict(entry=run_record.rank_entry(ctx.rank, log.step_s, log.compute_s, log.comm_s, log.loss,
                                                 log.t_end_s),
-                    evals=evals, stopped=stopped, mode_stats=ctx.mode_stats,
+                    evals=evals, stopped=stopped, mode_stats=ctx.mode_stats, threads_at_start=threads,
                     allreduce_large_bytes=int(comm.allreduce_large_bytes),
                     digest=hashlib.sha256(final.tobytes()).hexdigest() if final is not None else None)
 
@@ -143,7 +163,7 @@ def _dead(rank: int, message: str) -> dict:
     """The outcome of a rank that died (a signal, or an exit without a report) in an async or hybrid run:
     its steps died with it, so none are recorded; `failures` says how it ended."""
     return dict(entry=run_record.rank_entry(rank, [], [], [], [], []), evals=[], stopped=f"died: {message}",
-                mode_stats=None, allreduce_large_bytes=None, digest=None)
+                mode_stats=None, threads_at_start=None, allreduce_large_bytes=None, digest=None)
 
 
 def evaluate(model, dataset, snapshots) -> list[dict]:
@@ -157,7 +177,8 @@ def evaluate(model, dataset, snapshots) -> list[dict]:
 
 def build_record(config, mode, model, outcomes, where: str) -> dict:
     """The train.json record of a finished run (`run_record`'s schema, plus failures, final_param_sha256,
-    mode_stats (per rank: what the loop left in ctx.mode_stats, or None), des_mode and cores; `train` adds
+    mode_stats (per rank: what the loop left in ctx.mode_stats, or None), threads_at_start (per rank: its
+    process's threads at the common start, 1 when no BLAS worker runs beside it; None: died), des_mode and cores; `train` adds
     host_roundtrip_ns (the placement probes before and after, ns or None), warnings, pinned_cores, the pool's
     slot_bytes and allreduce_large_bytes (the allreduce's algorithm threshold the ranks used))."""
     evals = sorted((e for o in outcomes for e in o["evals"]), key=lambda e: (e["t_s"], e["step"]))
@@ -185,6 +206,7 @@ def build_record(config, mode, model, outcomes, where: str) -> dict:
         "failures": {str(i): o["stopped"] for i, o in enumerate(outcomes) if o["stopped"]},
         "final_param_sha256": [o["digest"] for o in outcomes],
         "mode_stats": [o["mode_stats"] for o in outcomes],
+        "threads_at_start": [o["threads_at_start"] for o in outcomes],
         "des_mode": mode.des_mode, "cores": len(os.sched_getaffinity(0)),
         "versions": versions,
     }
