@@ -1,18 +1,31 @@
-"""The local-host model's DES predictions of the pool collectives beyond allgather, and their validation."""
+"""The local-host model's DES predictions of the pool collectives beyond allgather, and their validation.
+
+The prediction tests use synthetic primitives (a fixture profile's model with hand-set fold and per-call
+curves) and compare with hand-computed values; one test measures, for the plumbing only."""
+import dataclasses
 import math
 
 import pytest
 
 from cxlsim.calibrate import LocalModel, load_profile
-from cxlsim.calibrate.collectives import (COLLECTIVES, format_collectives, measure_collectives, predict_collective,
+from cxlsim.calibrate.collective_measure import fold_sizes, measure_collectives, measure_fold
+from cxlsim.calibrate.collectives import (COLLECTIVES, fold_bytes, format_collectives, format_fold, predict_collective,
                                           summarize_collectives, validate_collectives)
 from cxlsim.errors import InputError
 
 PROFILE = "tests/data/local_host_profile_np2.json"
+NEVER = 1 << 40
 
 
-def model():
-    return LocalModel.from_dict(load_profile(PROFILE)["model"])
+def model(**changes):
+    return dataclasses.replace(LocalModel.from_dict(load_profile(PROFILE)["model"]), **changes)
+
+
+def with_fold(m, extra_ns: dict):
+    """`m` with a float32-sum fold curve of extra_ns[size] beyond a read pass that costs nothing (a copy-mode
+    call reads its blocks through the DES's pool reads, never through the read pass)."""
+    return dataclasses.replace(m, fold_curves={"float32 sum": {str(n): v for n, v in extra_ns.items()}},
+                               read_pass_curve={"0": 0.0, "1048576": 0.0})
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
@@ -22,24 +35,88 @@ def test_predictions_are_finite_and_grow_from_small_to_large_sizes(coherence):
         sizes = (0,) if collective == "barrier" else (64, 4096, 262144)
         got = [predict_collective(m, coherence, collective, n, 65536) for n in sizes]
         assert all(math.isfinite(v) and v > 0 for v in got), collective
-        assert got[-1] > got[0] or collective == "barrier", (collective, got)  # (the fitted curves are per size)
+        assert got[-1] > got[0] or collective == "barrier", (collective, got)
 
 
 def test_allreduce_takes_the_algorithm_the_threshold_names():
     m = model()
-    small = predict_collective(m, "hw", "allreduce", 262144, 1 << 30)
-    large = predict_collective(m, "hw", "allreduce", 262144, 0)
-    assert small != large
+    assert predict_collective(m, "hw", "allreduce", 262144, NEVER) != predict_collective(m, "hw", "allreduce", 262144, 0)
+
+
+def test_fold_bytes_by_hand():
+    assert fold_bytes("allreduce", 4096, NEVER, 2) == 4096  # small: the whole vector
+    assert fold_bytes("allreduce", 4096, 0, 2) == 2048  # large: rank 0's share, 32 of the 64 lines
+    assert fold_bytes("allreduce", 4160, 0, 2) == 2048  # 65 lines: rank 0 gets 32 of them
+    assert fold_bytes("reduce_scatter", 100, NEVER, 2) == 50  # ceil(100 / 2): blocks are not padded
+    assert fold_bytes("broadcast", 4096, NEVER, 2) == 0 and fold_bytes("barrier", 0, NEVER, 2) == 0
+
+
+def test_reduce_bandwidth_is_the_fold_beyond_the_read_pass_by_hand():
+    m = model(fold_curves={"float32 sum": {"1024": 900.0, "65536": 9000.0}},
+              read_pass_curve={"0": 0.0, "1024": 100.0, "65536": 1000.0})
+    assert m.reduce_bw(1024) == pytest.approx(1024 / 800.0)
+    assert m.reduce_bw(65536) == pytest.approx(65536 / 8000.0)
+    midway = (1024 + 65536) // 2  # both curves linear in between: (900 + 9000) / 2 - (100 + 1000) / 2
+    assert m.reduce_bw(midway) == pytest.approx(midway / 4400.0)
+    assert model().reduce_bw(1024) is None  # no fold primitive
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+@pytest.mark.parametrize("collective,size,large", [("allreduce", 16384, NEVER), ("allreduce", 16384, 0),
+                                                   ("reduce_scatter", 16384, NEVER)])
+def test_a_slower_fold_adds_exactly_its_extra_time(coherence, collective, size, large):
+    """Both ranks fold at once, on the critical path: a fold primitive 2000 ns slower at the folded size
+    makes the call 2000 ns slower, whatever the rest of the model is."""
+    m = model()
+    folded = fold_bytes(collective, size, large, 2)
+    fast = with_fold(m, {folded: 500.0, 2 * folded: 500.0}) if folded != size else with_fold(m, {size: 500.0})
+    slow = with_fold(m, {folded: 2500.0, 2 * folded: 2500.0}) if folded != size else with_fold(m, {size: 2500.0})
+    fast_ns = predict_collective(fast, coherence, collective, size, large)
+    slow_ns = predict_collective(slow, coherence, collective, size, large)
+    assert slow_ns - fast_ns == pytest.approx(2000.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_a_collectives_own_per_call_overhead_adds_exactly_itself(collective):
+    m = model(collective_overhead_ns={c: 200.0 for c in COLLECTIVES})
+    more = model(collective_overhead_ns={c: 200.0 + (700.0 if c == collective else 0.0) for c in COLLECTIVES})
+    size = 0 if collective == "barrier" else 4096
+    assert predict_collective(more, "hw", collective, size, NEVER) - predict_collective(m, "hw", collective, size, NEVER) \
+        == pytest.approx(700.0, abs=1e-6)
+
+
+def test_summary_by_hand_leaves_out_disturbed_rows():
+    rows = [dict(coherence="hw", collective="broadcast", size_bytes=n, measured_ns=1.0, predicted_ns=1.0 + e, error=e,
+                 disturbed_only=d) for n, e, d in ((64, 0.05, False), (128, -0.20, False), (256, 0.08, False),
+                                                   (512, 0.9, True))]
+    s = summarize_collectives(rows)["broadcast hw"]
+    assert (s["median"], s["worst"], s["worst_size"], s["points"], s["excluded"], s["met"]) == \
+        (pytest.approx(0.08), pytest.approx(0.20), 128, 3, 1, True)
+    rows[1]["error"] = 0.30
+    assert not summarize_collectives(rows)["broadcast hw"]["met"]
+    assert "(every run disturbed)" in format_collectives(rows)
+
+
+def test_fold_primitive_shape():
+    got = measure_fold([64, 4096], classes=("float32 sum", "int64 max"), iterations=3, repeats=1)
+    assert set(got) == {"float32 sum", "int64 max"}
+    for cls in got.values():
+        assert set(cls["ns"]) == {"64", "4096"}
+        assert all(cls["p10_ns"][n] <= cls["ns"][n] <= cls["p90_ns"][n] for n in cls["ns"])
+        assert all(v > 0 for v in cls["bytes_per_s"].values())
+    assert "fold float32 sum" in format_fold(got)
+    assert fold_sizes([1, 100, 4096]) == [8, 56, 104, 2048, 4096]
 
 
 def test_measured_rows_validate_against_the_model_in_both_modes():
-    rows = validate_collectives(model(), measure_collectives((64, 4096), ("broadcast", "barrier"), rounds=1,
-                                                             iterations=5))
+    got = measure_collectives((64, 4096), ("broadcast", "barrier"), rounds=1, iterations=5)
+    rows = validate_collectives(model(), got["rows"])
     assert {(r["coherence"], r["collective"]) for r in rows} == {(m, c) for m in ("hw", "flush")
                                                                  for c in ("broadcast", "barrier")}
     assert all(r["measured_ns"] > 0 and math.isfinite(r["error"]) for r in rows)
-    summary = summarize_collectives(rows)
-    assert set(summary) == {"barrier flush", "barrier hw", "broadcast flush", "broadcast hw"}
-    assert "median |error|" in format_collectives(rows)
+    assert got["placement"] in ("fast", "slow") and len(got["jobs"]) == 2
+    assert set(summarize_collectives(rows)) == {"barrier flush", "barrier hw", "broadcast flush", "broadcast hw"}
     with pytest.raises(InputError, match="multiples of 4 bytes"):
         measure_collectives((3,))
+    with pytest.raises(InputError, match="collectives: expected some of"):
+        measure_collectives((64,), ("gather",))

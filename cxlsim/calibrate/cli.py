@@ -5,6 +5,7 @@ import statistics
 import sys
 
 from cxlsim.calibrate.allreduce_threshold import format_threshold
+from cxlsim.calibrate.collectives import format_collectives, format_fold, summarize_collectives
 from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
 from cxlsim.calibrate.project import predict_profile, projection_note
@@ -19,7 +20,7 @@ from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
 DEFAULT_SIZES = "1B:1MiB"
 
 MODES = {  # how `cxlsim calibrate` runs -> the options it uses (--quiet: any)
-    "a local calibration": ("np", "sizes", "rounds", "iterations", "no_mpi", "timing", "output"),
+    "a local calibration": ("np", "sizes", "rounds", "iterations", "no_mpi", "no_collectives", "timing", "output"),
     "--from-osu": ("from_osu", "np", "preset", "memcpy_bandwidth", "sizes", "output"),
     "--profile": ("profile", "np", "sizes"),
     "--validate-only": ("validate_only",),
@@ -77,7 +78,8 @@ def run_local_calibration(args) -> int:
     if args.rounds < 1:
         raise InputError(f"--rounds: expected >= 1, got {args.rounds}")
     settings = parse_settings(["250ns/32GB/s", "600ns/16GB/s"] if args.timing is None else args.timing)
-    total = 7 + 2 * args.rounds + max(1, args.rounds - 1) * len(settings) + 3
+    collectives = not args.no_collectives
+    total = 7 + 2 * args.rounds + max(1, args.rounds - 1) * len(settings) + 3 + (1 + 2 * args.rounds) * collectives
     bar = tqdm(total=total, desc="calibrate", unit="step", file=sys.stderr, disable=args.quiet or None,
                leave=False)
 
@@ -85,7 +87,8 @@ def run_local_calibration(args) -> int:
         bar.set_postfix_str(what[:60])
         bar.update(1)
     try:
-        result = calibrate_local(sizes, args.np, args.rounds, args.iterations, settings, not args.no_mpi, step)
+        result = calibrate_local(sizes, args.np, args.rounds, args.iterations, settings, not args.no_mpi, step,
+                                 collectives=collectives and args.np == 2)
     finally:
         bar.close()
     return report_local(args, result)
@@ -136,6 +139,15 @@ def report_local(args, result) -> int:
     threshold = result.get("allreduce_threshold")
     if threshold:
         print(format_threshold(threshold), end="")
+    coll = result.get("collectives")
+    if coll:
+        print(f"# the other pool collectives at np 2, predicted from the primitives (host placement "
+              f"{coll['placement']}: best flag round trip hw {coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns; "
+              f"{sum(j['slow_placement'] for j in coll['jobs'])} of {len(coll['jobs'])} jobs flagged slow, left out):")
+        print(format_fold(prims.get("fold", {})), end="")
+        print(format_collectives(coll["rows"]), end="")
+    elif result["np"] != 2:
+        print("# the other pool collectives: not measured (their prediction is validated at np 2)")
     workspace = _workspace(args, "calibrate")
     model_dict = model.to_dict()
     emulator = {"allreduce_large_bytes": threshold["allreduce_large_bytes"],
@@ -143,12 +155,16 @@ def report_local(args, result) -> int:
     profile = make_profile("local-host", model_dict, rows, fit=fit, primitives=prims, emulator=emulator,
                            injected=result["injected"], mpi=result["mpi"], cores=result["cores"],
                            allgather_batches=result["allgather"]["batches"],
-                           summary=summarize(rows), injected_summary=summarize(result["injected"]))
+                           summary=summarize(rows), injected_summary=summarize(result["injected"]),
+                           collectives=coll, collectives_summary=summarize_collectives(coll["rows"]) if coll else None)
     save_profile(workspace.file("profile.json"), profile)
     cols = ["coherence", "side", "size_bytes", "measured_ns", "predicted_ns", "error", "batches"]
     workspace.write_csv("validation", rows, cols)
     if result["injected"]:
         workspace.write_csv("validation_injected", result["injected"], ["setting"] + cols)
+    if coll:
+        workspace.write_csv("validation_collectives", coll["rows"],
+                            ["coherence", "collective", "size_bytes", "measured_ns", "predicted_ns", "error", "jobs"])
     plot_validation(rows, workspace.file("validation.png"))
     print(f"# profile: {workspace.file('profile.json')}")
     if threshold:
@@ -184,6 +200,9 @@ def register(subparsers) -> None:
     p.add_argument("--iterations", type=int, default=None,
                    help="local: timed iterations per size (default OMB's: 1000 up to 8 KiB, 100 above)")
     p.add_argument("--no-mpi", action="store_true", help="local: do not time MPI_Allgather even if MPI is installed")
+    p.add_argument("--no-collectives", action="store_true",
+                   help="local: do not measure and predict the other pool collectives (allreduce, reduce_scatter, "
+                        "broadcast, alltoall, barrier; np 2 only) nor their fold and per-call primitives")
     p.add_argument("--timing", nargs="*", default=None, metavar="L/B",
                    help="local: also predict the emulator under injected CXL timing, e.g. 250ns/32GB/s "
                         "600ns/16GB/s (default: those two; give none to skip)")

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import statistics
 
+import dataclasses
+
+from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, measure_collectives
 from cxlsim.calibrate.local_model import GiB, LocalModel, local_preset
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
@@ -26,8 +29,9 @@ from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import vector_of
 
-COLLECTIVES = ("allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
-FLOAT_BYTES = 4  # the bench's reductions are float32 sums
+__all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "fold_bytes", "predict_collective", "measure_collectives",
+           "validate_collectives", "summarize_collectives", "format_collectives"]
+
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 
 
@@ -48,15 +52,41 @@ def _call(collective: str, size_bytes: int, large_bytes: int):
     raise InputError(f"collective: expected one of {COLLECTIVES}, got {collective!r}")
 
 
+def fold_bytes(collective: str, size_bytes: int, large_bytes: int, nranks: int) -> int:
+    """Bytes of one operand a rank folds per call (0: no fold): the vector (small allreduce), a rank's share
+    (large allreduce, rank 0's: `share_bytes`) or block (reduce_scatter, `block_bytes`)."""
+    s = FLOAT_BYTES * max(1, size_bytes // FLOAT_BYTES)
+    if collective == "allreduce":
+        if s < large_bytes:
+            return s
+        lo, hi = pc.share_bytes(s, nranks, 0)
+        return hi - lo
+    if collective == "reduce_scatter":
+        return pc.block_bytes(s, nranks)
+    return 0
+
+
+def collective_preset(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
+    """The local-host preset of one call: `local_preset` at the call's block (alltoall: its row of P blocks),
+    with the reduction at the fold primitive's rate for the bytes folded (`LocalModel.reduce_bw`)."""
+    block = size_bytes * model.np if collective == "alltoall" else size_bytes
+    preset = local_preset(model, max(block, 1), model.path_ns[coherence], coherence)
+    folded = fold_bytes(collective, size_bytes, large_bytes, model.np)
+    bw = model.reduce_bw(folded) if folded else None
+    if bw is None:
+        return preset
+    return dataclasses.replace(preset, host=dataclasses.replace(preset.host, reduce_bw_bytes_per_ns=bw))
+
+
 def predict_collective(model: LocalModel, coherence: Coherence | str, collective: str, size_bytes: int,
                        large_bytes: int, calls: int = 3) -> float:
     """DES prediction (ns) of the bench's per-call time of a copy-mode pool `collective` at `size_bytes`."""
     coherence = Coherence.parse(coherence, "coherence")
     algorithm, data = _call(collective, size_bytes, large_bytes)
-    block = size_bytes * model.np if collective == "alltoall" else size_bytes
-    preset = local_preset(model, max(block, 1), model.path_ns[coherence], coherence)
+    preset = collective_preset(model, coherence, collective, size_bytes, large_bytes)
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
-    overhead = model.overhead_ns["copy"]
+    overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
+    between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
     spans = {}
 
     def rank_proc(r):
@@ -67,46 +97,10 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
             yield from algorithm(ep, size_bytes, data(r, model.np))
             spans[r] = t.env.now - t0
             if collective != "barrier":  # osu_barrier times back-to-back barriers
-                yield ep.compute(overhead)
+                yield ep.compute(between)
                 yield from pc.barrier(ep, 0, r)
     t.run({r: rank_proc(r) for r in range(model.np)})
     return float(statistics.fmean(spans.values()))
-
-
-def _bench(comm, collectives, sizes, rounds, iterations):
-    from cxlsim.emulator.bench import BenchPlan, run_plan
-
-    out = {}
-    for _ in range(rounds):
-        for collective in collectives:
-            for n in ((0,) if collective == "barrier" else sizes):
-                if collective == "reduce_scatter" and n < FLOAT_BYTES * comm.size:
-                    continue
-                plan = BenchPlan(sizes=(n,), iterations=iterations, warmup=max(1, iterations // 10),
-                                 collective=collective)
-                for row in run_plan(comm, plan):
-                    out.setdefault((collective, n), []).append(row["avg_us"] * 1e3)
-    return out
-
-
-def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
-                        large_bytes: int | None = None) -> list[dict]:
-    """The emulator's copy-mode pool collectives at np 2 in both modes: rows of coherence, collective,
-    size_bytes, measured_ns (median of the round means), round_ns."""
-    from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
-    from cxlsim.emulator.launch import run_local
-
-    sizes = tuple(sorted(set(int(n) for n in sizes if n % FLOAT_BYTES == 0 and n >= FLOAT_BYTES)))
-    if not sizes:
-        raise InputError("collectives: expected sizes that are whole multiples of 4 bytes (float32 vectors)")
-    large = ALLREDUCE_LARGE_BYTES if large_bytes is None else large_bytes
-    rows = []
-    for coherence in Coherence:
-        got = run_local(2, _bench, (collectives, sizes, rounds, iterations), slot_bytes=2 * max(sizes),
-                        coherence=coherence, timeout_s=120.0, allreduce_large_bytes=large)[0]
-        rows += [dict(coherence=coherence.value, collective=c, size_bytes=n, measured_ns=statistics.median(v),
-                      round_ns=v, large_bytes=large) for (c, n), v in sorted(got.items())]
-    return rows
 
 
 def validate_collectives(model: LocalModel, rows: list[dict]) -> list[dict]:
@@ -120,26 +114,48 @@ def validate_collectives(model: LocalModel, rows: list[dict]) -> list[dict]:
 
 
 def summarize_collectives(rows: list[dict]) -> dict:
-    """Per (collective, coherence): median and worst |error|, and whether the issue's targets hold."""
+    """Per 'collective mode': median and worst |error| over the sizes measured undisturbed (rows whose
+    every run had a rank off its CPU are left out, and counted, unless every row was), the worst size,
+    and whether the issue's targets hold."""
     groups = {}
     for row in rows:
-        groups.setdefault((row["collective"], row["coherence"]), []).append(abs(row["error"]))
-    return {f"{c} {m}": dict(median=statistics.median(e), worst=max(e), points=len(e),
-                             met=statistics.median(e) <= TARGET_MEDIAN and max(e) <= TARGET_WORST)
-            for (c, m), e in sorted(groups.items())}
+        groups.setdefault((row["collective"], row["coherence"]), []).append(row)
+    out = {}
+    for (c, m), group in sorted(groups.items()):
+        kept = [r for r in group if not r.get("disturbed_only")] or group
+        errors = [abs(r["error"]) for r in kept]
+        worst = max(kept, key=lambda r: abs(r["error"]))
+        out[f"{c} {m}"] = dict(median=statistics.median(errors), worst=max(errors), worst_size=worst["size_bytes"],
+                               points=len(kept), excluded=len(group) - len(kept),
+                               met=statistics.median(errors) <= TARGET_MEDIAN and max(errors) <= TARGET_WORST)
+    return out
 
 
 def format_collectives(rows: list[dict]) -> str:
-    """The validation rows and per-group summary as text (us)."""
-    lines = [f"{'mode':<6}{'collective':<16}{'size':>9}{'measured':>11}{'predicted':>11}{'error':>8}"]
+    """The validation rows and per-group summary as text (us; spread: the kept jobs' lowest and highest)."""
+    lines = [f"{'mode':<6}{'collective':<16}{'size':>9}{'measured':>11}{'spread':>17}{'predicted':>11}{'error':>8}"]
     for r in rows:
+        lo, hi = r.get("spread_ns", (r["measured_ns"], r["measured_ns"]))
         lines.append(f"{r['coherence']:<6}{r['collective']:<16}{r['size_bytes']:>9}{r['measured_ns'] / 1e3:>11.2f}"
-                     f"{r['predicted_ns'] / 1e3:>11.2f}{r['error'] * 100:>+7.1f}%")
+                     f"{lo / 1e3:>8.2f}-{hi / 1e3:<8.2f}{r['predicted_ns'] / 1e3:>11.2f}{r['error'] * 100:>+7.1f}%"
+                     + ("  (every run disturbed)" if r.get("disturbed_only") else ""))
     for key, s in summarize_collectives(rows).items():
-        lines.append(f"# {key}: median |error| {s['median'] * 100:.1f}%, worst {s['worst'] * 100:.1f}% over "
-                     f"{s['points']} sizes: {'met' if s['met'] else 'missed'} (targets {TARGET_MEDIAN:.0%}, "
-                     f"{TARGET_WORST:.0%})")
+        lines.append(f"# {key}: median |error| {s['median'] * 100:.1f}%, worst {s['worst'] * 100:.1f}% at "
+                     f"{s['worst_size']} B over {s['points']} sizes ({s['excluded']} disturbed, left out): "
+                     f"{'met' if s['met'] else 'missed'} (targets {TARGET_MEDIAN:.0%}, {TARGET_WORST:.0%})")
     return "\n".join(lines) + "\n"
+
+
+def format_fold(fold: dict) -> str:
+    """The fold primitive per class as comment lines: ns (10th-90th percentile) and GB/s at a few sizes."""
+    lines = []
+    for cls, got in fold.items():
+        sizes = sorted(got["ns"], key=int)
+        shown = [n for n in sizes if int(n) in (1024, 65536, 1048576)] or sizes[-1:]
+        parts = [f"{int(n) // 1024} KiB {got['ns'][n]:.0f} ns ({got['p10_ns'][n]:.0f}-{got['p90_ns'][n]:.0f}), "
+                 f"{got['bytes_per_s'][n] / 1e9:.1f} GB/s" for n in shown]
+        lines.append(f"#   fold {cls}: " + "; ".join(parts))
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def main(argv=None) -> int:
@@ -147,7 +163,7 @@ def main(argv=None) -> int:
     import argparse
 
     from cxlsim.calibrate.profile import load_profile
-    from cxlsim.units import parse_sizes
+    from cxlsim.units import UnitError, parse_sizes
 
     parser = argparse.ArgumentParser(description="measure the emulator's pool collectives at np 2 and predict "
                                                  "them with a local-host profile's model")
@@ -161,11 +177,19 @@ def main(argv=None) -> int:
         if profile["kind"] != "local-host":
             raise InputError(f"{args.profile}: expected a local-host profile, got kind {profile['kind']!r}")
         model = LocalModel.from_dict(profile["model"])
-        rows = validate_collectives(model, measure_collectives(parse_sizes(args.sizes), rounds=args.rounds,
-                                                               iterations=args.iterations))
+        try:
+            sizes = parse_sizes(args.sizes)
+        except UnitError as exc:
+            raise InputError(f"--sizes: {exc}") from None
+        large = (profile.get("emulator") or {}).get("allreduce_large_bytes")
+        got = measure_collectives(sizes, rounds=args.rounds, iterations=args.iterations, large_bytes=large)
+        rows = validate_collectives(model, got["rows"])
     except InputError as exc:
         print(f"cxlsim.calibrate.collectives: error: {exc}")
         return 2
+    print(f"# host placement {got['placement']} (best flag round trip hw {got['best_roundtrip_ns'][Coherence.HW]:.0f} ns)"
+          + ("" if model.fold_curves else "; this profile has no fold primitive: the reduction runs at half "
+             "the host copy bandwidth (an assumption)"))
     print(format_collectives(rows), end="")
     return 0
 

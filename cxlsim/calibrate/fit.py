@@ -12,6 +12,7 @@ import numpy as np
 
 from cxlsim.calibrate.des import AUTO_PATH_RULE, PATH_RULES, des_pingpong_ns, solve_path_ns
 from cxlsim.calibrate.local_model import LocalModel, local_preset
+from cxlsim.calibrate.measure import steady
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
@@ -88,7 +89,10 @@ def fit_local(primitives: dict, sizes, path_rule: str = "auto") -> tuple[LocalMo
                                      for m, kinds in primitives.get("remote_ns", {}).items()},
                       concurrent_curves={m: {k: _pos_curve(c) for k, c in kinds.items()}
                                          for m, kinds in primitives.get("concurrent_ns", {}).items()}
-                      if primitives["np"] == 2 else {})  # measured at np = 2 only
+                      if primitives["np"] == 2 else {},  # measured at np = 2 only
+                      fold_curves={cls: dict(got["ns"]) for cls, got in primitives.get("fold", {}).items()},
+                      collective_overhead_ns={c: steady(v) for c, v in
+                                              primitives.get("collective_overhead_samples_ns", {}).items()})
     paths = {}
     ref = max(int(s) for s in sizes) if sizes else 64
     for mode in Coherence:

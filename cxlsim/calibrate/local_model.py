@@ -88,6 +88,13 @@ class LocalModel:
     'writeback' (own slot + sfence) and 'invalidate' (the others' slots + mfence) of the copy
     variant, 'storein' and 'readout' (read_pass over all np blocks) of the read variant;
     {} = use the one-process curves and `remote_curves`."""
+    fold_curves: dict = dataclasses.field(default_factory=dict)
+    """{'dtype op' (e.g. 'float32 sum'): {size: ns}}: the pool kernels' fold of two blocks of n bytes into
+    an output, one process, the blocks in its cache, beyond a one-element fold (`collective_measure.measure_fold`);
+    {} = not measured."""
+    collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
+    """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
+    allgather (np = 1, its smallest call, `collective_measure.measure_call_overheads`); {} = not measured."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -97,6 +104,21 @@ class LocalModel:
         fields = dataclasses.fields(cls)
         check_keys("local-host model", data, [f.name for f in fields if f.default_factory is dataclasses.MISSING])
         return cls(**{f.name: data[f.name] for f in fields if f.name in data})
+
+    def fold_ns(self, size_bytes: int, fold_class: str = "float32 sum"):
+        """The fold primitive of two n-byte blocks of `fold_class` (ns beyond a one-element fold), or None."""
+        curve = self.fold_curves.get(fold_class)
+        return max(_curve(curve)(size_bytes), 0.0) if curve else None
+
+    def reduce_bw(self, size_bytes: int, fold_class: str = "float32 sum"):
+        """Bytes of one operand folded per ns, for the DES's reduction of n-byte operands (`Transport.reduce`),
+        or None without a fold primitive: the DES reads every block already (at the host bandwidth), so
+        its reduction is the fold primitive less the one-process read pass of the two blocks it covers."""
+        fold = self.fold_ns(size_bytes, fold_class)
+        if fold is None or size_bytes <= 0:
+            return None
+        beyond_reads = fold - max(_curve(self.read_pass_curve)(size_bytes), 0.0)
+        return size_bytes / beyond_reads if beyond_reads > 1e-3 else 1e6
 
     def copy_ns(self, size_bytes: int) -> float:
         return max(_curve(self.copy_bw_curve)(size_bytes), 1e-3)

@@ -2,8 +2,10 @@
 
 Measure the primitives, measure the allgather (held out), fit from the primitives (and the
 round trips and concurrent copies measured around every allgather job), predict every
-measurement, optionally under injected CXL timing, time MPI_Allgather, and measure the pool
-allreduce's threshold (`allreduce_threshold`). Units: ns, bytes.
+measurement, optionally under injected CXL timing, time MPI_Allgather, measure the pool
+allreduce's threshold (`allreduce_threshold`), and, with `collectives`, the fold and per-call
+primitives of the other pool collectives and those collectives themselves (held out,
+`collective_measure`), predicted by the same model (`collectives`). Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ import math
 import os
 
 from cxlsim.calibrate.allreduce_threshold import measure_allreduce_threshold
+from cxlsim.calibrate.collective_measure import (fold_sizes, measure_call_overheads, measure_collectives,
+                                                 measure_fold)
+from cxlsim.calibrate.collectives import validate_collectives
 from cxlsim.calibrate.des import predict_injected
 from cxlsim.calibrate.fit import fit_local
 from cxlsim.calibrate.local_model import LocalModel
@@ -39,7 +44,7 @@ def parse_settings(texts) -> list[tuple[str, float, float]]:
 
 def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | None = None,
                     settings=(), mpi: bool = True, progress=None, path_rule: str = "auto",
-                    profile: dict | None = None) -> dict:
+                    profile: dict | None = None, collectives: bool = True) -> dict:
     """Measure, fit from primitives, predict every allgather measurement; returns everything.
 
     profile: a saved local-host profile whose model predicts instead of a fresh fit (the
@@ -71,6 +76,10 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
     prims["overhead_ns"] = {side: steady(v) for side, v in prims["overhead_samples_ns"].items()}
     prims["concurrent_ns"] = concurrent_curves(prims["concurrent_samples_ns"])
+    if collectives:
+        step("fold and per-call primitives of the other collectives")
+        prims["fold"] = measure_fold(fold_sizes(sizes))
+        prims["collective_overhead_samples_ns"] = measure_call_overheads()
     model, fit = fit_local(prims, sizes, path_rule)
     if profile is not None:
         model = dataclasses.replace(LocalModel.from_dict(profile["model"]), np=nranks)
@@ -88,5 +97,10 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     mpi_rows = measure_mpi(sizes, nranks) if mpi else None
     threshold = measure_allreduce_threshold(nranks=nranks, rounds=max(3, rounds))
     step("allreduce threshold")
-    return {"primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
+    coll = None
+    if collectives:
+        coll = measure_collectives(sizes, rounds=rounds, large_bytes=threshold["allreduce_large_bytes"],
+                                   best_roundtrip_ns=meas["best_roundtrip_ns"], progress=step)
+        coll["rows"] = validate_collectives(model, coll["rows"])
+    return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
             "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}

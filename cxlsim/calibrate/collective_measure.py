@@ -1,0 +1,181 @@
+"""Measurements for the pool collectives beyond allgather: two primitives, and the held-out collectives.
+
+Primitives (what `collectives.predict_collective` is built from, beside the allgather's):
+
+- the fold (`measure_fold`): the pool kernels' own reduction (cxl_reduce.h) of two blocks into
+  an output, per dtype and op and by size, one process, the blocks in this core's cache
+  (`primitives.fold_samples_ns`): ns beyond a one-element fold, the median with its spread
+  (10th and 90th percentile of the samples), and the rate in bytes/s of one operand;
+- the per-call software overhead of each collective (`measure_call_overheads`): an np = 1 call
+  of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times) at its
+  smallest size, through `bench.time_loop`, as the allgather's is (`measure._overhead_rank`).
+
+The held-out collectives (`measure_collectives`): the emulator's copy-mode allreduce,
+reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the bench
+(`bench.run_plan`), in jobs that alternate the modes (A B A B). Every job probes the flag
+round trip before and after (a job above `measure.STABLE` x the best seen in its mode ran in
+the slow host placement or was disturbed, and is left out when others are not) and records
+each rank's share of its CPU per size (below `measure.BUSY`: another job ran there; left out
+when undisturbed runs exist). Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+from cxlsim.calibrate.measure import BUSY, STABLE, steady
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+
+COLLECTIVES = ("allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
+FLOAT_BYTES = 4  # the bench's reductions are float32 sums
+FOLD_CLASSES = tuple(f"{d} {o}" for d in ("float32", "float64", "int32", "int64") for o in ("sum", "prod", "min", "max"))
+"""The dtype/op classes the fold primitive is measured for (the issue's four dtypes and four ops)."""
+FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
+OVERHEAD_SIZE = {"allreduce": 4, "reduce_scatter": 4, "broadcast": 0, "alltoall": 0, "barrier": 0}
+"""Bytes of the np = 1 call whose time is a collective's per-call overhead (its smallest call)."""
+
+
+def fold_class(dtype, op: str) -> str:
+    return f"{np.dtype(dtype).name} {op}"
+
+
+def fold_sizes(sizes) -> list[int]:
+    """The fold primitive's sizes for calls of `sizes`: each rounded up to a whole 8-byte element, and
+    the halves a two-rank share or block folds (large allreduce, reduce_scatter), at least 8 B."""
+    out = set()
+    for n in sizes:
+        for m in (n, n // 2):
+            out.add(max(8, -(-int(m) // 8) * 8))
+    return sorted(out)
+
+
+def measure_fold(sizes, classes=FOLD_CLASSES, iterations: int = 40, repeats: int = 3) -> dict:
+    """The fold primitive: {class: {'ns': {size: median ns}, 'p10_ns', 'p90_ns': {size: ns},
+    'bytes_per_s': {size: rate}}}, ns beyond a one-element fold of the same class (the call's own cost),
+    `repeats` interleaved passes over the sizes of `iterations` samples each."""
+    from cxlsim.emulator import primitives
+
+    sizes = sorted({int(n) for n in sizes})
+    out = {}
+    for cls in classes:
+        dtype, op = cls.split()
+        item = np.dtype(dtype).itemsize
+        samples = {n: [] for n in [item] + [n for n in sizes if n % item == 0]}
+        for _ in range(repeats):
+            for n in samples:
+                samples[n] += primitives.fold_samples_ns(n, dtype, op, iterations)
+        base = statistics.median(samples[item])
+        got = {"ns": {}, "p10_ns": {}, "p90_ns": {}, "bytes_per_s": {}, "base_ns": base}
+        for n, v in samples.items():
+            if n == item:
+                continue
+            p10, p50, p90 = np.percentile(v, [10, 50, 90])
+            got["ns"][str(n)] = max(float(p50) - base, 0.0)
+            got["p10_ns"][str(n)] = max(float(p10) - base, 0.0)
+            got["p90_ns"][str(n)] = max(float(p90) - base, 0.0)
+            got["bytes_per_s"][str(n)] = n / max(float(p50) - base, 1e-3) * 1e9
+        out[cls] = got
+    return out
+
+
+def _overhead_job(comm, collectives, batches: int, iterations: int):
+    from cxlsim.emulator.bench import time_loop
+    from cxlsim.emulator.bench_collectives import CollectiveSide
+
+    out = {c: [] for c in collectives}
+    for _ in range(batches):
+        for c in collectives:
+            op = CollectiveSide(c, "copy", comm, None, OVERHEAD_SIZE[c], False).op
+            out[c].append(time_loop(op, comm.barrier, 200, iterations) * 1e9)
+    return out
+
+
+def measure_call_overheads(collectives=COLLECTIVES, batches: int = 5, iterations: int = 2000) -> dict:
+    """{collective: [ns per call, one per batch]} of the np = 1 bench step at its smallest size."""
+    from cxlsim.emulator.launch import run_local
+
+    return run_local(1, _overhead_job, (tuple(collectives), batches, iterations), slot_bytes=64)[0]
+
+
+def _bench_job(comm, collectives, sizes, iterations):
+    """One job: the flag round trip, then per collective and size a bench run with this rank's share of its
+    CPU, then the round trip again. Returns (rows, round trip before, after) on rank 0."""
+    from cxlsim.emulator.bench import BenchPlan, run_plan
+
+    comm.flag_pingpong(100)
+    before = comm.flag_pingpong(300)
+    rows = []
+    for collective in collectives:
+        for n in ((0,) if collective == "barrier" else sizes):
+            if collective == "reduce_scatter" and n < FLOAT_BYTES * comm.size:
+                continue
+            plan = BenchPlan(sizes=(n,), iterations=iterations, warmup=max(1, iterations // 10),
+                             collective=collective)
+            c0, w0 = time.process_time_ns(), time.perf_counter_ns()
+            got = run_plan(comm, plan)
+            busy = np.array([(time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)])
+            everyone = np.zeros(comm.size)
+            comm.allgather(busy, everyone)
+            rows += [dict(collective=collective, size_bytes=n, ns=r["avg_us"] * 1e3, busy=float(everyone.min()))
+                     for r in got]
+    return rows, before, comm.flag_pingpong(300)
+
+
+def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
+                        large_bytes: int | None = None, best_roundtrip_ns: dict | None = None,
+                        progress=None) -> dict:
+    """The emulator's copy-mode pool collectives at np 2 in both modes, held out from the fit.
+
+    Returns {'rows': [{coherence, collective, size_bytes, measured_ns (median of the kept jobs' means),
+    spread_ns (their lowest and highest), jobs, disturbed_only, large_bytes}], 'jobs': [{coherence,
+    roundtrip_before_ns, roundtrip_after_ns, slow_placement}], 'placement': 'fast' | 'slow' (the best hw
+    round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns'}."""
+    from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
+    from cxlsim.emulator.launch import run_local
+
+    sizes = tuple(sorted(set(int(n) for n in sizes if n % FLOAT_BYTES == 0 and n >= FLOAT_BYTES)))
+    if not sizes:
+        raise InputError("collectives: expected sizes that are whole multiples of 4 bytes (float32 vectors)")
+    unknown = [c for c in collectives if c not in COLLECTIVES]
+    if unknown:
+        raise InputError(f"collectives: expected some of {COLLECTIVES}, got {unknown}")
+    large = ALLREDUCE_LARGE_BYTES if large_bytes is None else large_bytes
+    step = progress or (lambda what: None)
+    jobs = []
+    for _ in range(rounds):
+        for mode in Coherence:
+            rows, rt0, rt1 = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
+                                       slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
+                                       allreduce_large_bytes=large)[0]
+            jobs.append(dict(coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1, rows=rows))
+            step(f"collectives {mode.value} job (flag round trip {rt0:.0f}, {rt1:.0f} ns)")
+    best = dict(best_roundtrip_ns or {})
+    for job in jobs:
+        mode = job["coherence"]
+        best[mode] = min(best.get(mode, math.inf), job["roundtrip_before_ns"], job["roundtrip_after_ns"])
+    for job in jobs:
+        job["slow_placement"] = max(job["roundtrip_before_ns"], job["roundtrip_after_ns"]) > STABLE * best[job["coherence"]]
+    out = []
+    for mode in Coherence:
+        mine = [j for j in jobs if j["coherence"] == mode]
+        kept = [j for j in mine if not j["slow_placement"]] or mine
+        keys = sorted({(r["collective"], r["size_bytes"]) for j in kept for r in j["rows"]})
+        for collective, n in keys:
+            runs = [r for j in kept for r in j["rows"] if (r["collective"], r["size_bytes"]) == (collective, n)]
+            calm = [r for r in runs if r["busy"] >= BUSY]
+            values = [r["ns"] for r in (calm or runs)]
+            out.append(dict(coherence=mode.value, collective=collective, size_bytes=n,
+                            measured_ns=statistics.median(values), spread_ns=[min(values), max(values)],
+                            jobs=len(values), disturbed_only=not calm, large_bytes=large))
+    hw = best.get(Coherence.HW, math.inf)
+    return {"rows": out, "jobs": [{k: v for k, v in j.items() if k != "rows"} for j in jobs],
+            "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best}
+
+
+def overhead_ns(samples: dict) -> dict:
+    """{collective: ns} from {collective: [ns per batch]} (`measure.steady`: disturbed batches left out)."""
+    return {c: steady(v) for c, v in samples.items()}
