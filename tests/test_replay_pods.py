@@ -71,24 +71,46 @@ def test_a_traced_allgather_and_barrier_take_the_cheaper_form_and_equal_it(tmp_p
 
 
 @pytest.mark.parametrize("pool", ["cxl3-pool", "cxl2-pool"])
-def test_a_message_inside_a_pod_uses_its_pool_and_between_pods_the_network(tmp_path, pool):
-    spec = pods_yaml(tmp_path, 2, 2, pool=pool)
-    setup = setup_of(spec)
-    sent, received = message_ns(setup.pool_figures(), 1000)
+@pytest.mark.parametrize("network", ["ib-hdr", "eth-100g-roce", "eth-100g-tcp"])
+@pytest.mark.parametrize("size", [1000, 65536])
+def test_a_message_inside_a_pod_takes_the_cheaper_way_and_between_pods_the_network(tmp_path, pool, network, size):
+    from cxlsim.replay.pod_routes import POOL, MessageRoute
+    from cxlsim.replay.pods import pod_figures
 
-    def one_message(src, dst):
+    spec = pods_yaml(tmp_path, 2, 2, network=network, pool=pool)
+    fig = pod_figures(fabrics.resolve(spec, 4).make())
+    sent, received = message_ns(fig.pool, size)
+    route = MessageRoute(fig.pool, fig.network)
+
+    def one_message(src, dst, fabric):
         def lines(r):
-            return ["send %d 7 1000" % dst] if r == src else ["recv %d 7 1000" % src] if r == dst else []
-        path = write_trace(tmp_path / f"m{src}{dst}", 4, lines)
-        return engine.replay(simgrid.read(path, 1e9), fabrics.resolve(spec, 4).make())
+            return [f"send {dst} 7 {size}"] if r == src else [f"recv {src} 7 {size}"] if r == dst else []
+        path = write_trace(tmp_path / f"m{src}{dst}-{fabric}", 4, lines)
+        return engine.replay(simgrid.read(path, 1e9), fabrics.resolve(fabric, 4).make())
 
-    inside = one_message(0, 1)
-    assert inside.finish_ns[0] == pytest.approx(sent, rel=1e-12)
-    assert inside.finish_ns[1] == pytest.approx(received, rel=1e-12)
-    between = one_message(0, 2)
-    path = write_trace(tmp_path / "net", 4, lambda r: ["send 2 7 1000"] if r == 0 else ["recv 0 7 1000"] if r == 2 else [])
-    network = engine.replay(simgrid.read(path, 1e9), fabrics.resolve("ib-hdr", 4).make())
-    assert between.finish_ns == network.finish_ns
+    inside = one_message(0, 1, spec)
+    network_alone = one_message(0, 1, network)
+    assert network_alone.finish_ns[1] == pytest.approx(route.network_ns(size), rel=1e-12)
+    if route.choose(size) == POOL:
+        assert route.pool_ns(size) <= route.network_ns(size)
+        assert inside.finish_ns[0] == pytest.approx(sent, rel=1e-12)
+        assert inside.finish_ns[1] == pytest.approx(received, rel=1e-12)
+    else:
+        assert route.pool_ns(size) > route.network_ns(size)
+        assert inside.finish_ns == network_alone.finish_ns
+    assert any(size_note in " ".join(inside.notes) for size_note in (f"{size} B pool", f"{size} B network"))
+    between = one_message(0, 2, spec)
+    assert between.finish_ns == one_message(0, 2, network).finish_ns
+
+
+def test_both_ways_occur_inside_a_pod_by_size(tmp_path):
+    from cxlsim.replay.pod_routes import MessageRoute
+    from cxlsim.replay.pods import pod_figures
+
+    fig = pod_figures(fabrics.resolve(pods_yaml(tmp_path, 2, 2, network="eth-100g-roce"), 4).make())
+    route = MessageRoute(fig.pool, fig.network)
+    assert [route.choose(s) for s in (8, 1000, 65536, 1 << 20)] == ["pool", "pool", "network", "network"]
+    assert "8 B pool" in route.note() and "65536 B network" in route.note()
 
 
 @pytest.mark.parametrize("collective, name, size", [
@@ -117,15 +139,16 @@ def test_a_real_trace_replays_on_pods_and_the_command_takes_the_preset(tmp_path,
     assert "cxl-pods" in out and "1 pods x 16 hosts" in out
 
 
-def test_pods_refuse_a_trace_of_another_size_and_ranks_per_node(tmp_path):
+def test_pods_refuse_a_trace_of_another_size_ranks_per_node_and_shared_hosts(tmp_path):
     spec = pods_yaml(tmp_path, 2, 2)
     with pytest.raises(InputError, match=r"the pod fabric has 4 hosts .* the trace has 6 ranks"):
         fabrics.resolve(spec, 6)
     with pytest.raises(InputError, match=r"--ranks-per-node .*cxl-pods does not use it"):
         fabrics.resolve(spec, 4, ranks_per_node=2)
     placement = tmp_path / "hosts.txt"
-    placement.write_text("1\n0\n2\n3\n")
-    with pytest.raises(InputError, match=r"a hybrid pod fabric runs one rank per host; --placement"):
+    placement.write_text("1\n0\n1\n3\n")
+    with pytest.raises(InputError, match=r"--placement .*hosts.txt: ranks 0 and 2 are both on host 1; this fabric "
+                                         r"runs one rank per host"):
         fabrics.resolve(spec, 4, placement=str(placement))
 
 

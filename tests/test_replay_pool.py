@@ -91,8 +91,8 @@ def test_a_pool_runs_one_rank_per_host(tmp_path):
     with pytest.raises(InputError, match=r"--ranks-per-node .*cxl3-pool does not use it"):
         fabrics.resolve("cxl3-pool", 4, "block", ranks_per_node=2)
     mapping = tmp_path / "hosts.txt"
-    mapping.write_text("0\n1\n2\n3\n")
-    with pytest.raises(InputError, match="a CXL pool runs one rank per host"):
+    mapping.write_text("0\n1\n2\n2\n")
+    with pytest.raises(InputError, match="ranks 2 and 3 are both on host 2; this fabric runs one rank per host"):
         fabrics.resolve("cxl3-pool", 4, str(mapping))
 
 

@@ -88,7 +88,8 @@ def main(args) -> int:
         labels[fab.label] = n + 1
         label = fab.label if n == 0 else f"{fab.label}#{n + 1}"
         timelines[label] = engine.replay(trace, fab.make(), library=args.selector, compute_scale=scale,
-                                         context=runner.Context(groups=fab.groups), step_factors=step_factors)
+                                         context=runner.Context(groups=fab.groups), step_factors=step_factors,
+                                         at=fab.at)
         print(f"# {label}: {fab.describe}", file=sys.stderr if args.quiet else sys.stdout)
     res = output.results(timelines)
     sys.stdout.write(output.table(res))

@@ -45,6 +45,8 @@ from cxlsim.errors import InputError, RunError
 from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.replay.collectives import plan
+from cxlsim.replay.placed import Placed, check_one_to_one
+from cxlsim.replay.pod_routes import MessageRoute
 from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pod_figures, pods_plan
 from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.pool_plans import RegionPlan, pool_plan, regions_of
@@ -154,14 +156,15 @@ def _scales(compute_scale, p: int) -> list:
 
 def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0,
            host_speed_flops_per_s: float | None = None, context: runner.Context | None = None,
-           step_factors=None) -> Timeline:
+           step_factors=None, at=()) -> Timeline:
     """Replay `trace` on `transport` (one rank per trace rank); return the Timeline.
 
     `host_speed_flops_per_s` (default: the trace's) converts compute flops to time;
     `compute_scale` is one factor or one per rank; `step_factors[k][r]`, if given,
     multiplies rank r's compute gaps after its k-th collective (stragglers,
     cxlsim.replay.stragglers); `context` carries the host groups for hierarchical
-    algorithms.
+    algorithms; `at[r]`, on a pool or pod transport, is the fabric rank trace rank r
+    runs as (`--placement`, cxlsim.replay.placed; () is the identity).
     """
     p = trace.size
     if transport.size != p:
@@ -179,10 +182,12 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     on_pool = transport.kind == POOL
     collectives = [c for c in trace.ranks[0] if c.kind in COLLECTIVES]
     extra_notes, regions = [], []
+    route = None
     if transport.kind == HYBRID:
         fig = pod_figures(transport)
         plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx, fig) for c in collectives]
-        messages = PodMessages(transport, low_bytes=mailbox_floor(transport))
+        route = MessageRoute(fig.pool, fig.network)
+        messages = PodMessages(transport, low_bytes=mailbox_floor(transport), route=route)
         extra_notes.append(CPU_NOTE)
     elif on_pool:
         figures = transport.figures()
@@ -192,6 +197,13 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     else:
         plans = [plan(c, p, library, ctx, False) for c in collectives]
         messages = transport
+    at = tuple(at) or tuple(range(p))
+    if at != tuple(range(p)):
+        if transport.kind not in (POOL, HYBRID):
+            raise InputError("--placement: a network transport places its ranks itself; `at` is for pool and "
+                             "pod fabrics")
+        check_one_to_one(at, p, "--placement")
+        messages = Placed(messages, at)
     env = transport.env
     matcher = Matcher(messages)
     segments = [[] for _ in range(p)]
@@ -205,6 +217,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         tested = set()
         k = 0
         scale = ns_per_flop * scales[r]
+        host = at[r]
         for c in trace.ranks[r]:
             kind = c.kind
             start = env.now
@@ -212,7 +225,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             if kind == "compute":
                 if c.amount:
                     nominal = c.amount * scale * (step_factors[k][r] if step_factors is not None else 1.0)
-                    yield transport.compute(r, nominal)
+                    yield transport.compute(host, nominal)
                     if env.now - start > nominal * (1 + 1e-12):  # the CPU first handled messages that landed
                         record((start, env.now - nominal, "progress", -1, 0.0))
                         start = env.now - nominal
@@ -260,12 +273,12 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                 entered[k][r] = start
                 this = plans[k]
                 if isinstance(this, RegionPlan):
-                    ep = regions[this.region].endpoint(r)
+                    ep = regions[this.region].endpoint(host)
                 else:
-                    ep = transport.endpoint(r) if this.on_pool else messages.endpoint(r)
+                    ep = transport.endpoint(host) if this.on_pool else messages.endpoint(r)
                 yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
                 if c.amount:
-                    yield transport.compute(r, c.amount * ns_per_flop * scales[r])
+                    yield transport.compute(host, c.amount * ns_per_flop * scales[r])
                 dep_rank = k  # resolved to the last rank in once every rank has entered
                 k += 1
             record((start, env.now, kind, dep_rank, dep_ns))
@@ -283,6 +296,8 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             if kind in COLLECTIVES:
                 segs[i] = (start, end, kind, last_in[k], entered[k][last_in[k]])
     notes, algorithms = list(extra_notes), defaultdict(set)
+    if route is not None and route.used:
+        notes.append(route.note())
     for pl in plans:
         algorithms[pl.kind].add(pl.algorithm)
         if pl.note and pl.note not in notes:

@@ -11,6 +11,12 @@ Hosts: a preset gets ceil(P / ranks_per_node) hosts on a star; a scenario file
 keeps its `fabric.nodes` (default: the same count) and topology. `--placement`
 is `block` (rank r on host r // K), `round_robin` (r % hosts), or a file with
 one host index per line, rank order (blank lines and '#' comments skipped).
+A network transport places the ranks itself. A CXL pool or a pod fabric runs
+one rank per host (P hosts), so there a placement is one-to-one and `Fabric.at`
+carries it (`cxlsim.replay.placed`): on a pool it says which host of the pool
+(and of a switch tree's leaves) each rank runs on; on pods it decides which
+ranks share a pod. Several ranks per host are refused there: the pool transport
+does not model ranks sharing a host's link.
 A calibration profile (PATH.json, `cxlsim calibrate`) of kind `network` (a
 `--from-osu` fit) is a network fabric: its base preset on a star with one LogGP
 regime's figures as NIC and link (switch latency 0, so a message costs
@@ -35,6 +41,7 @@ from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.pod_setup import PodsSetup
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.loggp import LogGPFit
+from cxlsim.replay.placed import check_one_to_one
 from cxlsim.replay.trace import COLLECTIVES
 
 __all__ = ["Fabric", "RankMap", "rank_map", "resolve", "typical_message_bytes"]
@@ -89,7 +96,10 @@ class Fabric:
     make: Callable
     """make() -> a fresh transport with one rank per trace rank."""
     groups: tuple = field(default=())
-    """Trace ranks per host (tuples, hosts in order), for hierarchical algorithms."""
+    """Fabric ranks per host (tuples, hosts in order), for hierarchical algorithms."""
+    at: tuple = field(default=())
+    """Pool and pod fabrics: trace rank r runs as fabric rank at[r] (`cxlsim.replay.placed`); () on a network,
+    whose transport places the ranks itself (then fabric ranks are trace ranks)."""
 
 
 def typical_message_bytes(trace) -> int:
@@ -159,10 +169,12 @@ def _scenario(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: 
     return spec, simulate.scenario_from(None, overrides)[0], rpn, ""
 
 
-def _one_rank_per_host(spec: str, what: str, placement: str, rpn: int) -> None:
-    if placement not in ("block", "round_robin") or rpn != 1:
-        raise InputError(f"--fabric {spec}: {what} runs one rank per host; --placement and --ranks-per-node "
-                         "do not apply")
+def _one_to_one(placement: str, ranks: int) -> RankMap:
+    """`--placement` on a fabric of one rank per host (`ranks` hosts): a one-to-one RankMap. (Several ranks per
+    host are refused before, by the preset: `fabric.ranks_per_node` applies to networks only.)"""
+    mapping = rank_map(placement, ranks, ranks, 1)
+    check_one_to_one(mapping.host_of, ranks, f"--placement {placement}")
+    return mapping
 
 
 def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int | None = None,
@@ -177,17 +189,19 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
     hosts = scenario.fabric.nodes
     chunk = scenario.workload.chunk_bytes
     if isinstance(setup, PodsSetup):  # pods of hosts on CXL pools, joined by a network
-        _one_rank_per_host(spec, "a hybrid pod fabric", placement, rpn)
         if hosts != ranks:
             raise InputError(f"--fabric {spec}: the pod fabric has {hosts} hosts (fabric.nodes) and runs one rank "
                              f"per host, but the trace has {ranks} ranks")
-        return Fabric(label, "hybrid", setup.describe(hosts), lambda: setup.new_transport(chunk),
-                      tuple(tuple(range(k * setup.hosts, (k + 1) * setup.hosts)) for k in range(setup.pods)))
+        mapping = _one_to_one(placement, ranks)
+        return Fabric(label, "hybrid", f"{setup.describe(hosts)}; placement {mapping.policy}",
+                      lambda: setup.new_transport(chunk),
+                      tuple(tuple(range(k * setup.hosts, (k + 1) * setup.hosts)) for k in range(setup.pods)),
+                      tuple(mapping.host_of))
     if hasattr(setup, "network"):  # a network: NICs, links and switches
         mapping = rank_map(placement, ranks, hosts, rpn)
         where = f"{setup.describe(hosts)}; placement {mapping.policy}" + (f"; {note}" if note else "")
         return Fabric(label, "network", where, lambda: NetworkTransport(setup.network(), mapping, chunk),
                       tuple(tuple(g) for g in mapping.groups() if g))
-    _one_rank_per_host(spec, "a CXL pool", placement, rpn)
-    return Fabric(label, "pool", setup.describe(hosts), lambda: setup.new_transport(ranks),
-                  tuple((r,) for r in range(ranks)))
+    mapping = _one_to_one(placement, ranks)
+    return Fabric(label, "pool", f"{setup.describe(ranks)}; placement {mapping.policy}",
+                  lambda: setup.new_transport(ranks), tuple((r,) for r in range(ranks)), tuple(mapping.host_of))

@@ -1,12 +1,16 @@
 """Replay on hybrid pod fabrics: pods of hosts on CXL pools, every host also on a network.
 
 A pod fabric (`fabric.preset: cxl-pods`, `cxlsim.fabric.pod_setup`) runs one rank per host;
-trace rank r is host r % q of pod r // q (q hosts per pod, n pods), as
-`cxlsim.fabric.pods.PodsTransport` numbers them.
+fabric rank h is host h % q of pod h // q (q hosts per pod, n pods), as
+`cxlsim.fabric.pods.PodsTransport` numbers them, and `--placement` says which fabric rank
+each trace rank runs as (`cxlsim.replay.placed`; block: the same number), so it decides which
+ranks share a pod.
 
-- **Point-to-point** (`PodMessages`): a message between two hosts of one pod goes through
-  that pod's pool with the pool send/recv protocol (`cxlsim.replay.pool_messages`, the
-  pod's local ranks), a message between pods over the network.
+- **Point-to-point** (`PodMessages`): a message between pods goes over the network; a message
+  between two hosts of one pod goes through that pod's pool with the pool send/recv protocol
+  (`cxlsim.replay.pool_messages`, the pod's local ranks) or over the network, whichever one
+  message's time is lower for its size (`cxlsim.replay.pod_routes`), noted with the sizes and
+  both times.
 - **Collectives** (`pods_plan`): allgather, allreduce, bcast and alltoall run the
   multi-leader pods collectives of `cxlsim.models.collectives.hierarchical_pods` (pool phases
   inside each pod, in regions 0 and 1 of its pool, and a network phase among the hosts of one
@@ -27,7 +31,10 @@ says so.
 """
 from __future__ import annotations
 
+from collections import defaultdict, deque
 from dataclasses import dataclass, fields, replace
+
+import simpy
 
 from cxlsim.fabric.pods import REGIONS
 from cxlsim.fabric.transport import Transport
@@ -35,6 +42,7 @@ from cxlsim.errors import InputError
 from cxlsim.models.collectives import analytic, registry, runner, selectors
 from cxlsim.models.collectives.hierarchical_pods import PodFigures, phase_sizes
 from cxlsim.replay.collectives import Plan, plan
+from cxlsim.replay.pod_routes import POOL
 from cxlsim.replay.pool_messages import PoolMessages
 
 __all__ = ["PodMessages", "PodsPlan", "NetworkPlan", "pods_plan", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
@@ -50,14 +58,27 @@ CPU_NOTE = ("pods: a rank's pool messages use the pod pool's CPU timeline, its c
 
 
 class PodMessages(Transport):
-    """MPI-style messages on a `PodsTransport`: through the pod's pool inside a pod, over the network between pods."""
+    """MPI-style messages on a `PodsTransport`: between pods over the network; inside a pod through the pod's pool
+    or over the network, as `route` (a `MessageRoute`) chooses by size, or always the pool when `route` is None.
+
+    Messages of one (source, destination, tag) are delivered in send order whichever way each went (MPI's
+    non-overtaking rule: a receiver-side reorder, which costs no time); a message inside a pod posts its
+    receive on its way when it is sent, so a network one's receive overhead is booked when it lands, as a
+    progress engine would.
+    """
 
     kind = "network"
 
-    def __init__(self, pods, low_bytes: int = 0):
+    def __init__(self, pods, low_bytes: int = 0, route=None):
         self.pods, self.env, self.size, self.hosts = pods, pods.env, pods.size, pods.hosts
         self.network = pods.network
         self.mailboxes = [PoolMessages(pool, low_bytes=low_bytes) for pool in pods.pools]
+        self.route = route
+        self._sent = defaultdict(int)        # (dst, src, tag) -> messages sent inside a pod
+        self._next = defaultdict(int)        # (dst, src, tag) -> the next one to deliver
+        self._landed = defaultdict(dict)     # (dst, src, tag) -> {sequence number: payload} landed early
+        self._arrived = defaultdict(deque)   # (dst, src, tag) -> payloads delivered, not yet received
+        self._posted = defaultdict(deque)    # (dst, src, tag) -> receive events waiting
 
     @property
     def messages(self) -> int:
@@ -65,15 +86,43 @@ class PodMessages(Transport):
 
     def send(self, src, dst, size_bytes, payload=None, tag=0):
         q = self.hosts
-        if src // q == dst // q:
-            return self.mailboxes[src // q].send(src % q, dst % q, size_bytes, payload, tag)
-        return self.network.send(src, dst, size_bytes, payload, tag)
+        if src // q != dst // q:
+            return self.network.send(src, dst, size_bytes, payload, tag)
+        key = (dst, src, tag)
+        number = self._sent[key]
+        self._sent[key] = number + 1
+        if self.route is None or self.route.choose(size_bytes) == POOL:
+            box = self.mailboxes[src // q]
+            done = box.send(src % q, dst % q, size_bytes, payload, tag)
+            landed = box.recv(dst % q, src % q, tag)
+        else:
+            done = self.network.send(src, dst, size_bytes, payload, tag)
+            landed = self.network.recv(dst, src, tag)
+        landed.callbacks.append(lambda event: self._land(key, number, event.value))
+        return done
+
+    def _land(self, key, number, payload):
+        early = self._landed[key]
+        early[number] = payload
+        while self._next[key] in early:
+            got = early.pop(self._next[key])
+            self._next[key] += 1
+            posted = self._posted.get(key)
+            if posted:
+                posted.popleft().succeed(got)
+            else:
+                self._arrived[key].append(got)
 
     def recv(self, dst, src, tag=0):
         q = self.hosts
-        if src // q == dst // q:
-            return self.mailboxes[dst // q].recv(dst % q, src % q, tag)
-        return self.network.recv(dst, src, tag)
+        if src // q != dst // q:
+            return self.network.recv(dst, src, tag)
+        event = simpy.Event(self.env)
+        arrived = self._arrived.get((dst, src, tag))
+        if arrived:
+            return event.succeed(arrived.popleft())
+        self._posted[(dst, src, tag)].append(event)
+        return event
 
     def compute(self, rank, duration_ns):
         return self.network.compute(rank, duration_ns)
@@ -83,6 +132,10 @@ class PodMessages(Transport):
 
     def reduce(self, rank, size_bytes):
         return self.network.reduce(rank, size_bytes)
+
+    def _waiting(self) -> str:
+        waiting = sorted(k for k, v in self._posted.items() if v)
+        return f"unmatched receives inside pods (dst, src, tag): {waiting[:8]}"
 
 
 @dataclass(frozen=True)

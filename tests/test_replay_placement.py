@@ -1,0 +1,127 @@
+"""`--placement` on pool and pod fabrics: trace ranks run on the hosts it names; on pods it decides which ranks
+share a pod, so which messages go through a pod's pool and which over the network; messages inside a pod keep
+MPI's order whichever way each goes."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cxlsim.cli import main
+from cxlsim.coherence import PoolEvent
+from cxlsim.errors import InputError
+from cxlsim.replay import engine, fabrics, simgrid
+from cxlsim.replay.pod_routes import POOL, MessageRoute
+from cxlsim.replay.pods import PodMessages, pod_figures
+from cxlsim.replay.pool_messages import message_ns
+
+SIZE = 1000
+
+
+def write_trace(directory, p, lines_of) -> str:
+    os.makedirs(directory, exist_ok=True)
+    for r in range(p):
+        with open(os.path.join(directory, f"t_rank-{r + 1}.txt"), "w") as fh:
+            fh.write("".join(f"{r} {line}\n" for line in ["init", *lines_of(r), "finalize"]))
+    return str(directory)
+
+
+def pods_yaml(tmp_path, pods, hosts, network="ib-hdr") -> str:
+    path = tmp_path / f"pods-{pods}x{hosts}-{network}.yaml"
+    path.write_text(f"fabric:\n  preset: cxl-pods\n  nodes: {pods * hosts}\n"
+                    f"  pods: {{pool: cxl3-pool, hosts: {hosts}, network: {network}}}\n")
+    return str(path)
+
+
+def neighbours(tmp_path, name):
+    """Ranks 0 -> 1 and 2 -> 3 each send one message of SIZE bytes (the pairs are neighbours)."""
+    def lines(r):
+        return [f"send {r + 1} 7 {SIZE}"] if r % 2 == 0 else [f"recv {r - 1} 7 {SIZE}"]
+    return simgrid.read(write_trace(tmp_path / name, 4, lines), 1e9)
+
+
+@pytest.mark.parametrize("network", ["eth-100g-tcp", "eth-100g-roce"])
+def test_neighbours_in_one_pod_beat_neighbours_split_by_the_analytic_amount(tmp_path, network):
+    spec = pods_yaml(tmp_path, 2, 2, network=network)
+    split = tmp_path / "split.txt"
+    split.write_text("0\n2\n1\n3\n")  # rank 1 on host 2 (pod 1), rank 2 on host 1 (pod 0)
+    trace = neighbours(tmp_path, "pairs")
+    together_fab, split_fab = fabrics.resolve(spec, 4), fabrics.resolve(spec, 4, placement=str(split))
+    assert split_fab.at == (0, 2, 1, 3) and together_fab.at == (0, 1, 2, 3)
+    fig = pod_figures(together_fab.make())
+    route = MessageRoute(fig.pool, fig.network)
+    assert route.choose(SIZE) == POOL  # inside a pod the pool is the cheaper way at this size
+    together = engine.replay(trace, together_fab.make(), at=together_fab.at)
+    apart = engine.replay(trace, split_fab.make(), at=split_fab.at)
+    pool_ns, network_ns = message_ns(fig.pool, SIZE)[1], fig.network.T(SIZE)
+    assert together.total_ns == pytest.approx(pool_ns, rel=1e-12)
+    assert apart.total_ns == pytest.approx(network_ns, rel=1e-12)  # a star: the two messages share no link
+    assert apart.total_ns - together.total_ns == pytest.approx(network_ns - pool_ns, rel=1e-9)
+    assert together.total_ns < apart.total_ns
+    # the ranks stay trace ranks in the timeline: rank 1's receive depends on rank 0
+    assert apart.segments[1][-1][3] == 0
+
+
+def test_on_a_pool_each_rank_runs_on_the_host_the_placement_names(tmp_path):
+    placement = tmp_path / "hosts.txt"
+    placement.write_text("# trace rank -> pool host\n2\n0\n3\n1\n")
+    fab = fabrics.resolve("cxl3-pool", 4, placement=str(placement))
+    assert fab.at == (2, 0, 3, 1) and "placement hosts.txt" in fab.describe
+    trace = neighbours(tmp_path, "pairs")
+    transport = fab.make()
+    log = transport.enable_log()
+    placed = engine.replay(trace, transport, at=fab.at)
+    writers = {rank for rank, op, _, _ in log if op == PoolEvent.WRITE}
+    readers = {rank for rank, op, _, _ in log if op == PoolEvent.READ}
+    assert writers == {2, 3} and readers == {0, 1}  # trace ranks 0 and 2 send, 1 and 3 receive
+    block = engine.replay(trace, fabrics.resolve("cxl3-pool", 4).make())
+    assert placed.finish_ns == pytest.approx(block.finish_ns, rel=1e-12)  # one switch: every host alike
+    assert placed.finish_ns[1] == pytest.approx(message_ns(transport.figures(), SIZE)[1], rel=1e-12)
+
+
+def test_a_placement_must_be_one_to_one_and_one_rank_per_host(tmp_path):
+    shared = tmp_path / "shared.txt"
+    shared.write_text("0\n0\n1\n2\n")
+    with pytest.raises(InputError, match=r"--placement .*shared.txt: ranks 0 and 1 are both on host 0"):
+        fabrics.resolve("cxl3-pool", 4, placement=str(shared))
+    outside = tmp_path / "outside.txt"
+    outside.write_text("0\n1\n2\n4\n")
+    with pytest.raises(InputError, match=r"outside.txt:4: host 4 of rank 3: the fabric has hosts 0..3"):
+        fabrics.resolve(pods_yaml(tmp_path, 2, 2), 4, placement=str(outside))
+    scenario = tmp_path / "pool.yaml"
+    scenario.write_text("fabric:\n  preset: cxl3-pool\n  nodes: 2\n  ranks_per_node: 2\n")
+    with pytest.raises(InputError, match=r"fabric.ranks_per_node: the CXL pool preset cxl3-pool does not use it"):
+        fabrics.resolve(str(scenario), 4)
+
+
+def test_messages_inside_a_pod_keep_their_order_whichever_way_each_goes(tmp_path):
+    transport = fabrics.resolve(pods_yaml(tmp_path, 2, 2, network="eth-100g-roce"), 4).make()
+    fig = pod_figures(transport)
+    route = MessageRoute(fig.pool, fig.network)
+    messages = PodMessages(transport, route=route)
+    assert (route.choose(65536), route.choose(8)) == ("network", "pool")  # the second would land first
+    got = []
+
+    def sender():
+        yield messages.send(0, 1, 65536, "first", 7)
+        yield messages.send(0, 1, 8, "second", 7)
+
+    def receiver():
+        for _ in range(2):
+            got.append(((yield messages.recv(1, 0, 7)), transport.env.now))
+
+    transport.run({0: sender(), 1: receiver()})
+    assert [payload for payload, _ in got] == ["first", "second"]
+    assert got[0][1] == pytest.approx(route.network_ns(65536), rel=1e-12)
+
+
+def test_the_command_takes_a_placement_on_pods(tmp_path, capsys):
+    spec = pods_yaml(tmp_path, 2, 2, network="eth-100g-tcp")
+    split = tmp_path / "split.txt"
+    split.write_text("0\n2\n1\n3\n")
+    index = write_trace(tmp_path / "pairs", 4, lambda r: [f"send {r + 1} 7 {SIZE}"] if r % 2 == 0
+                        else [f"recv {r - 1} 7 {SIZE}"])
+    assert main(["replay", index, "--fabric", spec, "--placement", str(split), "--trace-host-speed", "1Gf",
+                 "--no-plots", "--output", str(tmp_path / "ws")]) == 0
+    out = capsys.readouterr().out
+    assert "placement split.txt" in out
