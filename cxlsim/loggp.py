@@ -5,7 +5,9 @@ T(k) = L + 2o + (k - 1) G: the slope is G and the intercept is L + 2o - G. The
 eager-to-rendezvous switch shows up as a change of line, so the sizes are split
 at the breakpoint that minimises the relative residual, and each regime gets its
 own line (a split is kept only if one line misses by 1% rms or more and the split
-halves the residual).
+halves the residual). When the protocol switch is known (an MPI library's documented
+eager/rendezvous threshold, e.g. MPICH's MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD), `split_at`
+places the split there instead: sizes below it form one regime, the rest the other.
 
 o and L cannot be told apart from latency alone. osu_bw's smallest messages give
 the message rate, whose inverse is max(g, o); cxlsim assumes g = o (as its presets
@@ -78,14 +80,23 @@ def _line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float, float]:
     return float(a), float(b), float(np.sqrt(np.mean(rel**2)))
 
 
-def fit_latency_lines(table: OSUTable) -> list[tuple[int, int, float, float, float]]:
-    """Split osu_latency rows into one or two regimes: (lo, hi, intercept_ns, slope_ns_per_byte, rms)."""
+def fit_latency_lines(table: OSUTable, split_at: int | None = None) -> list[tuple[int, int, float, float, float]]:
+    """Split osu_latency rows into one or two regimes: (lo, hi, intercept_ns, slope_ns_per_byte, rms).
+
+    split_at: the first size (bytes) of the second regime; None finds the split from the rows."""
     if table.kind != "latency":
         raise InputError(f"expected an osu_latency table, got {table.kind!r} ({table.title!r})")
     sizes = np.array(table.sizes, dtype=float)
     times = np.array(table.column(table.columns[1]), dtype=float) * 1e3  # us -> ns
     if len(sizes) < MIN_POINTS or np.any(times <= 0):
         raise InputError(f"osu_latency table {table.title!r}: need {MIN_POINTS}+ rows of positive latencies")
+    if split_at is not None:
+        split = int(np.searchsorted(sizes, split_at))
+        if split < MIN_POINTS or len(sizes) - split < MIN_POINTS:
+            raise InputError(f"protocol threshold {split_at} B: osu_latency table {table.title!r} needs "
+                             f"{MIN_POINTS}+ rows on each side of it ({split} below, {len(sizes) - split} at or above)")
+        (a1, b1, r1), (a2, b2, r2) = _line(sizes[:split], times[:split]), _line(sizes[split:], times[split:])
+        return [(int(sizes[0]), int(sizes[split - 1]), a1, b1, r1), (int(sizes[split]), int(sizes[-1]), a2, b2, r2)]
     a, b, rms = _line(sizes, times)
     best = [(int(sizes[0]), int(sizes[-1]), a, b, rms)]
     best_sse = rms**2 * len(sizes)
@@ -102,9 +113,11 @@ def fit_latency_lines(table: OSUTable) -> list[tuple[int, int, float, float, flo
     return best
 
 
-def fit_loggp(latency: OSUTable, bandwidth: OSUTable | None = None) -> LogGPFit:
-    """LogGP regimes from osu_latency, with o = g from osu_bw's smallest message if given."""
-    lines = fit_latency_lines(latency)
+def fit_loggp(latency: OSUTable, bandwidth: OSUTable | None = None, split_at: int | None = None) -> LogGPFit:
+    """LogGP regimes from osu_latency, with o = g from osu_bw's smallest message if given.
+
+    split_at: the protocol switch (bytes) where the second regime starts; None finds it."""
+    lines = fit_latency_lines(latency, split_at)
     if bandwidth is not None:
         if bandwidth.kind != "bw":
             raise InputError(f"expected an osu_bw table, got {bandwidth.kind!r} ({bandwidth.title!r})")

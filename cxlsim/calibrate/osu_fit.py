@@ -8,56 +8,122 @@ given, only validates: it is re-predicted and compared per size. Point-to-point 
 cannot see a per-collective software overhead nor MPICH's copy of the rank's own block into
 recvbuf: the report shows the pure prediction and a variant that adds both (the overhead
 anchored on the smallest osu_allgather row, the copy at the host memcpy bandwidth); without
-an osu_allgather file the overhead is unknown, taken as 0 and said so. Units: ns, bytes, bytes/ns.
+an osu_allgather file the overhead is unknown, taken as 0 and said so.
+
+Nor can a one-way line see an exchange (both directions at once) or the rendezvous
+acknowledgement: the full variant adds the exchange terms of `cxlsim.calibrate.network_model`.
+Their inputs: an osu_bibw table (with osu_bw, or a 1-pair osu_mbw_mr, at the same sizes) for
+the contention, else c = 1 (independent directions) and the report says so; and
+`rendezvous_from_bytes`, the library's eager/rendezvous switch (MPICH 4-5 on one node: the CMA
+threshold, MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD, 8192 B by default), which also places the
+fit's regime split; without it the split is found from the rows and no FIN is added.
+Units: ns, bytes, bytes/ns.
 """
 from __future__ import annotations
 
+import re
 import statistics
 
 from cxlsim import config
-from cxlsim.calibrate.network_model import project_regime
+from cxlsim.calibrate.network_model import contention_curve, exchange_extra_ns, project_fit
 from cxlsim.errors import InputError
+
+KINDS = ("latency", "bw", "bibw", "mbw_mr", "allgather")
+
+
+def table_kind(table) -> str:
+    """One of KINDS or 'unknown', from the title: OSU's bibw and mbw_mr titles also say 'Bandwidth'."""
+    title = table.title.lower().replace("-", "").replace(" ", "")
+    if "bidirectional" in title:
+        return "bibw"
+    if "multiplebandwidth" in title or "messagerate" in title:
+        return "mbw_mr"
+    return table.kind
 
 
 def _classify(paths):
     from cxlsim.emulator.osu import parse_osu
 
-    found = {"latency": [], "bw": [], "allgather": []}
+    found = {kind: [] for kind in KINDS}
     for path in paths:
-        for table in parse_osu(config.read_text(path, "--from-osu file"), source=path):
-            if table.kind not in found:
-                raise InputError(f"{path}: table {table.title!r} is neither osu_latency, osu_bw nor "
-                                 "osu_allgather (its title names none of latency, bandwidth, allgather)")
-            found[table.kind].append((path, table))
+        text = config.read_text(path, "--from-osu file")
+        for table in parse_osu(text, source=path):
+            kind = table_kind(table)
+            if kind not in found:
+                raise InputError(f"{path}: table {table.title!r} is none of osu_latency, osu_bw, osu_bibw, "
+                                 "osu_mbw_mr, osu_allgather (its title names none of latency, bandwidth, "
+                                 "bi-directional, message rate, allgather)")
+            if kind == "mbw_mr":
+                pairs = re.search(r"pairs:\s*(\d+)", text)
+                if pairs and int(pairs.group(1)) != 1:
+                    raise InputError(f"{path}: osu_mbw_mr with {pairs.group(1)} pairs; the np-2 fit uses it as "
+                                     "the one-way bandwidth of one pair: give a 1-pair run")
+            found[kind].append((path, table))
     if not found["latency"]:
         raise InputError("--from-osu: no osu_latency table among the files; LogGP needs one")
     for kind, tables in found.items():
         if len(tables) > 1:
             raise InputError(f"--from-osu: {len(tables)} {kind} tables ({', '.join(p for p, _ in tables)}); "
                              "give one of each kind")
+    if found["bw"] and found["mbw_mr"]:
+        raise InputError(f"--from-osu: osu_bw ({found['bw'][0][0]}) and osu_mbw_mr ({found['mbw_mr'][0][0]}) "
+                         "both give the one-way bandwidth; give one")
+    if found["bibw"] and not (found["bw"] or found["mbw_mr"]):
+        raise InputError(f"--from-osu: osu_bibw ({found['bibw'][0][0]}) is compared with the one-way "
+                         "bandwidth at the same sizes: add osu_bw or osu_mbw_mr")
     return found
 
 
+def _exchange(found, fit, rendezvous_from_bytes) -> dict:
+    """The exchange terms' inputs and where each comes from (see network_model)."""
+    one_way = (found["bw"] or found["mbw_mr"] or [(None, None)])[0]
+    if found["bibw"]:
+        path, bibw = found["bibw"][0]
+        curve = contention_curve(one_way[1], bibw)
+        contention_source = f"c = 2 bw / bibw from {one_way[0]} and {path}"
+    else:
+        curve = None
+        contention_source = "no osu_bibw: c = 1, the two directions taken as independent (assumption)"
+    if rendezvous_from_bytes is None:
+        fin_ns, fin_source = 0.0, "no rendezvous threshold given: no FIN added"
+    else:
+        small = fit.regimes[0]
+        fin_ns = small.latency_ns + 2 * small.overhead_ns
+        fin_source = (f"+ L + 2o of the {small.min_size_bytes}..{small.max_size_bytes} B regime "
+                      f"({fin_ns:.0f} ns) per step of {rendezvous_from_bytes} B or more")
+    return {"contention": {str(k): v for k, v in curve.items()} if curve else None,
+            "contention_source": contention_source, "rendezvous_from_bytes": rendezvous_from_bytes,
+            "fin_ns": fin_ns, "fin_source": fin_source}
+
+
 def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
-             memcpy_bw_bytes_per_ns: float | None = None, sizes=None) -> dict:
+             memcpy_bw_bytes_per_ns: float | None = None, sizes=None,
+             rendezvous_from_bytes: int | None = None) -> dict:
     """Fit LogGP from the files' osu_latency (and osu_bw) and project the allgather; returns model and rows.
 
-    rows: size_bytes, pure_ns (point-to-point LogGP through the DES), full_ns (+ collective
-    overhead + the own-block copy at the memcpy bandwidth), own_copy_ns, and, when the files hold
+    rows: size_bytes, pure_ns (point-to-point LogGP through the DES), full_ns (+ exchange terms
+    + collective overhead + the own-block copy at the memcpy bandwidth), exchange_ns,
+    own_copy_ns, and, when the files hold
     an osu_allgather table (which then only validates the fit): measured_ns, pure_error and
     full_error (relative), anchor (True on the smallest row, on which the collective overhead is
     anchored). Without one the rows are at `sizes` (default: the osu_latency sizes), measured_ns
     and the errors are None and the overhead is 0, not measured (the model says so).
     memcpy_bw_bytes_per_ns: the host's copy bandwidth (None: measure this machine's at each size).
+    rendezvous_from_bytes: the eager/rendezvous switch (bytes); None: found from the rows, no FIN.
     """
     from cxlsim.loggp import fit_loggp
 
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
         raise InputError(f"--np: expected a whole number of ranks >= 2, got {nodes!r}")
+    if rendezvous_from_bytes is not None and (isinstance(rendezvous_from_bytes, bool) or
+                                              not isinstance(rendezvous_from_bytes, int) or rendezvous_from_bytes < 1):
+        raise InputError(f"--rendezvous-from: expected a message size >= 1 byte, got {rendezvous_from_bytes!r}")
     found = _classify(paths)
     latency = found["latency"][0][1]
-    bw = found["bw"][0][1] if found["bw"] else None
-    fit = fit_loggp(latency, bw)
+    one_way = found["bw"] or found["mbw_mr"]
+    bw = one_way[0][1] if one_way else None
+    fit = fit_loggp(latency, bw, split_at=rendezvous_from_bytes)
+    exchange = _exchange(found, fit, rendezvous_from_bytes)
     if found["allgather"]:
         if sizes is not None:
             raise InputError("--sizes: the osu_allgather file fixes the sizes it validates; give --sizes only "
@@ -68,11 +134,9 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     else:
         path, measured = None, None
         sizes = sorted(set(latency.sizes)) if sizes is None else list(sizes)
-    pure = {}
-    for regime in fit.regimes:
-        mine = [s for s in sizes if fit.regime_for(s) is regime]
-        if mine:
-            pure.update(project_regime(base_preset, nodes, regime, mine))
+    projected = project_fit(base_preset, nodes, fit, sizes)
+    pure = {s: ns for s, (ns, _) in projected.items()}
+    extra = {s: exchange_extra_ns(exchange, fit, algorithm, nodes, s) for s, (_, algorithm) in projected.items()}
     if memcpy_bw_bytes_per_ns is None:
         from cxlsim.emulator.copybw import copy_bandwidth_curve
 
@@ -87,15 +151,16 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     anchor = min(range(len(sizes)), key=lambda i: sizes[i])
     own_copy = {s: s / copy_bw[s] for s in sizes}
     if measured is not None:
-        overhead = measured[anchor] - pure[sizes[anchor]] - own_copy[sizes[anchor]]
+        overhead = measured[anchor] - pure[sizes[anchor]] - extra[sizes[anchor]] - own_copy[sizes[anchor]]
         overhead_source = f"anchored on the smallest osu_allgather row ({sizes[anchor]} B)"
     else:
         overhead = 0.0
         overhead_source = "not measured (no osu_allgather file): taken as 0"
     rows = []
     for i, s in enumerate(sizes):
-        full = pure[s] + overhead + own_copy[s]
-        row = dict(size_bytes=s, measured_ns=None, pure_ns=pure[s], full_ns=full, own_copy_ns=own_copy[s],
+        full = pure[s] + extra[s] + overhead + own_copy[s]
+        row = dict(size_bytes=s, measured_ns=None, pure_ns=pure[s], full_ns=full, exchange_ns=extra[s],
+                   own_copy_ns=own_copy[s],
                    pure_error=None, full_error=None, anchor=False)
         if measured is not None:
             row.update(measured_ns=measured[i], pure_error=(pure[s] - measured[i]) / measured[i],
@@ -104,9 +169,9 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     model = {"base_preset": base_preset, "np": nodes, "loggp": fit.to_dict(),
              "collective_overhead_ns": overhead, "collective_overhead_source": overhead_source,
              "memcpy_bw_bytes_per_ns": {str(s): copy_bw[s] for s in sizes},
-             "memcpy_source": copy_source,
-             "files": {"latency": found["latency"][0][0], "bw": found["bw"][0][0] if bw else None,
-                       "allgather": path}}
+             "memcpy_source": copy_source, "exchange": exchange,
+             "files": {"latency": found["latency"][0][0], "bw": one_way[0][0] if one_way else None,
+                       "bibw": found["bibw"][0][0] if found["bibw"] else None, "allgather": path}}
     return {"model": model, "rows": rows, "fit": fit}
 
 
@@ -130,17 +195,22 @@ def report_from_osu(result: dict) -> str:
                  f"{model['collective_overhead_ns']:.0f} ns ({model.get('collective_overhead_source', 'anchored on the smallest row')}"
                  f"{', excluded below' if validated else ''}) "
                  f"+ own-block copy at the memcpy bandwidth ({model['memcpy_source']})")
+    exchange = model.get("exchange") or {}
+    if exchange:
+        lines.append(f"#   + exchange terms: contention {exchange['contention_source']}; rendezvous FIN "
+                     f"{exchange['fin_source']}")
     if not validated:
         lines.append("# not validated: no osu_allgather file was given (add one to compare per size)")
         lines.append(f"# {'Size':<10}{'pure(us)':>12}{'full(us)':>12}")
         for row in rows:
             lines.append(f"{row['size_bytes']:<12d}{row['pure_ns'] / 1e3:>12.2f}{row['full_ns'] / 1e3:>12.2f}")
         return "\n".join(lines) + "\n"
-    lines.append(f"# {'Size':<10}{'measured(us)':>14}{'pure(us)':>12}{'err%':>8}{'full(us)':>12}{'err%':>8}")
+    lines.append(f"# {'Size':<10}{'measured(us)':>14}{'pure(us)':>12}{'err%':>8}{'full(us)':>12}{'err%':>8}"
+                 f"{'exch(us)':>10}")
     for row in rows:
         lines.append(f"{row['size_bytes']:<12d}{row['measured_ns'] / 1e3:>14.2f}{row['pure_ns'] / 1e3:>12.2f}"
                      f"{row['pure_error'] * 100:>8.1f}{row['full_ns'] / 1e3:>12.2f}{row['full_error'] * 100:>8.1f}"
-                     f"{'  (anchor)' if row['anchor'] else ''}")
+                     f"{row['exchange_ns'] / 1e3:>10.2f}{'  (anchor)' if row['anchor'] else ''}")
     kept = [r for r in rows if not r["anchor"]]
     pm, px = _summary(r["pure_error"] for r in rows)
     fm, fx = _summary(r["full_error"] for r in kept)

@@ -1,12 +1,20 @@
-/* OSU-style loops at np=2 (issue 18 item 2's hypothesis tests): latency, bw, bibw, allgather.
+/* OSU-style loops at np=2 (issue 18 item 2): latency, bw, bibw, allgather, interleaved per size.
  *
- * Usage: mpirun -np 2 ./osu_loops MODE MAX_BYTES
- *   MODE latency    ping-pong, half the round trip (osu_latency)
- *        bw         rank 0 sends a window of 64 messages, rank 1 acknowledges (osu_bw)
- *        bibw       both ranks send a window of 64 at once (osu_bibw)
- *        allgather  MPI_Allgather, the average over ranks of the per-call time (osu_allgather)
- * Output: OSU v5.3 text (two '#' header lines, then size and value), sizes 1 B..MAX_BYTES doubling
- * (latency also at 0 B). Iterations: 1000 (100 above 8 KiB), 10 percent warm-up, as OSU does.
+ * Usage: mpirun -np 2 ./osu_loops BENCHMARKS MAX_BYTES [BATCHES]
+ *   BENCHMARKS  a comma-separated list of
+ *     latency    ping-pong, half the round trip (osu_latency)
+ *     bw         rank 0 sends a window of 64 messages, rank 1 acknowledges (osu_bw)
+ *     bibw       both ranks send a window of 64 at once (osu_bibw)
+ *     allgather  MPI_Allgather, the average over ranks of the per-call time (osu_allgather)
+ *   MAX_BYTES   sizes 1 B..MAX_BYTES doubling (latency also at 0 B)
+ *   BATCHES     default 10
+ * Iterations per size as OSU v5.3 (1000, or 100 above 8 KiB; 10 percent warm-up), split into
+ * BATCHES batches. Per size, the benchmarks take turns batch by batch (the order rotates), so
+ * every benchmark at one size is measured over the same stretch of time. Each batch gives the
+ * OSU figure over its own iterations; a table's value is the median over the batches (a
+ * preempted batch on a shared machine moves the mean of all iterations, not the median), and
+ * Min/Max are the extreme batches.
+ * Output: one OSU v5.3 text table per benchmark, in the order given, after all sizes ran.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -14,76 +22,149 @@
 #include <string.h>
 
 #define WINDOW 64
+#define MAX_BENCH 4
+#define MAX_SIZES 40
 
-static int iterations(size_t size) { return size > 8192 ? 100 : 1000; }
+enum bench { LATENCY, BW, BIBW, ALLGATHER };
+static const char *NAMES[] = {"latency", "bw", "bibw", "allgather"};
+static const char *TITLES[] = {"OSU MPI Latency Test v5.3", "OSU MPI Bandwidth Test v5.3",
+                               "OSU MPI Bi-Directional Bandwidth Test v5.3", "OSU MPI Allgather Latency Test v5.3"};
+static const char *COLUMNS[] = {"Latency (us)", "Bandwidth (MB/s)", "Bandwidth (MB/s)", "Avg Latency(us)"};
+
+static char *sbuf, *rbuf;
+static int rank, peer;
+
+static int total_iterations(size_t size) { return size > 8192 ? 100 : 1000; }
+
+static void one_iteration(enum bench b, size_t size) {
+    MPI_Request req[2 * WINDOW];
+    switch (b) {
+    case LATENCY:
+        if (rank == 0) {
+            MPI_Send(sbuf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(rbuf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(sbuf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        }
+        break;
+    case BW:
+        for (int w = 0; w < WINDOW; w++) {
+            if (rank == 0) MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, 1, 100, MPI_COMM_WORLD, &req[w]);
+            else MPI_Irecv(rbuf + w * size, (int)size, MPI_CHAR, 0, 100, MPI_COMM_WORLD, &req[w]);
+        }
+        MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+        if (rank == 0) MPI_Recv(rbuf, 4, MPI_CHAR, 1, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else MPI_Send(sbuf, 4, MPI_CHAR, 0, 101, MPI_COMM_WORLD);
+        break;
+    case BIBW:
+        for (int w = 0; w < WINDOW; w++)
+            MPI_Irecv(rbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
+        for (int w = 0; w < WINDOW; w++)
+            MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[WINDOW + w]);
+        MPI_Waitall(2 * WINDOW, req, MPI_STATUSES_IGNORE);
+        break;
+    case ALLGATHER:
+        MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD);
+        break;
+    }
+}
+
+/* One batch of `iters` iterations: the OSU figure over them (us, or MB/s for bw and bibw), valid on rank 0. */
+static double batch(enum bench b, size_t size, int iters) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = MPI_Wtime();
+    for (int i = 0; i < iters; i++) one_iteration(b, size);
+    double elapsed = MPI_Wtime() - start;
+    switch (b) {
+    case LATENCY: return elapsed * 1e6 / (2.0 * iters);
+    case BW: return size / 1e6 * iters * WINDOW / elapsed;
+    case BIBW: return 2.0 * size / 1e6 * iters * WINDOW / elapsed;
+    default: {
+        double mine = elapsed * 1e6 / iters, sum = 0.0;
+        MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        return sum / 2.0;
+    }
+    }
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int parse_benchmarks(char *list, enum bench *out) {
+    int n = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int found = -1;
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(tok, NAMES[k])) found = k;
+        if (found < 0 || n == MAX_BENCH) return -1;
+        out[n++] = (enum bench)found;
+    }
+    return n;
+}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
-    int rank, np;
+    int np;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
-    if (argc != 3 || np != 2) {
-        if (rank == 0) fprintf(stderr, "usage: mpirun -np 2 %s latency|bw|bibw|allgather MAX_BYTES\n", argv[0]);
+    enum bench benches[MAX_BENCH];
+    int nb = (argc == 3 || argc == 4) ? parse_benchmarks(argv[1], benches) : -1;
+    int batches = argc == 4 ? atoi(argv[3]) : 10;
+    if (nb <= 0 || np != 2 || batches < 1) {
+        if (rank == 0)
+            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather MAX_BYTES [BATCHES]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
-    const char *mode = argv[1];
     size_t max_bytes = strtoull(argv[2], NULL, 10);
-    char *sbuf = malloc(max_bytes * WINDOW + 64), *rbuf = malloc(max_bytes * WINDOW + 64);
+    peer = 1 - rank;
+    sbuf = malloc(max_bytes * WINDOW + 64);
+    rbuf = malloc(max_bytes * WINDOW + 64);
     memset(sbuf, 1, max_bytes * WINDOW + 64);
-    MPI_Request req[2 * WINDOW];
-    int peer = 1 - rank;
-    if (rank == 0) {
-        if (!strcmp(mode, "latency")) printf("# OSU MPI Latency Test v5.3 (C loop, osu_loops.c)\n# Size          Latency (us)\n");
-        else if (!strcmp(mode, "bw")) printf("# OSU MPI Bandwidth Test v5.3 (C loop, osu_loops.c)\n# Size      Bandwidth (MB/s)\n");
-        else if (!strcmp(mode, "bibw")) printf("# OSU MPI Bi-Directional Bandwidth Test v5.3 (C loop, osu_loops.c)\n# Size      Bandwidth (MB/s)\n");
-        else printf("# OSU MPI Allgather Latency Test v5.3 (C loop, osu_loops.c)\n# Size       Avg Latency(us)\n");
-    }
-    size_t first = !strcmp(mode, "latency") ? 0 : 1;
-    for (size_t size = first; size <= max_bytes; size = size ? size * 2 : 1) {
-        int iters = iterations(size), skip = iters / 10;
-        double start = 0.0;
-        MPI_Barrier(MPI_COMM_WORLD);
-        for (int i = 0; i < iters + skip; i++) {
-            if (i == skip) { MPI_Barrier(MPI_COMM_WORLD); start = MPI_Wtime(); }
-            if (!strcmp(mode, "latency")) {
-                if (rank == 0) {
-                    MPI_Send(sbuf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
-                    MPI_Recv(rbuf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                } else {
-                    MPI_Recv(rbuf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                    MPI_Send(sbuf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
-                }
-            } else if (!strcmp(mode, "bw")) {
-                for (int w = 0; w < WINDOW; w++) {
-                    if (rank == 0) MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, 1, 100, MPI_COMM_WORLD, &req[w]);
-                    else MPI_Irecv(rbuf + w * size, (int)size, MPI_CHAR, 0, 100, MPI_COMM_WORLD, &req[w]);
-                }
-                MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-                if (rank == 0) MPI_Recv(rbuf, 4, MPI_CHAR, 1, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                else MPI_Send(sbuf, 4, MPI_CHAR, 0, 101, MPI_COMM_WORLD);
-            } else if (!strcmp(mode, "bibw")) {
-                for (int w = 0; w < WINDOW; w++)
-                    MPI_Irecv(rbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
-                for (int w = 0; w < WINDOW; w++)
-                    MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[WINDOW + w]);
-                MPI_Waitall(2 * WINDOW, req, MPI_STATUSES_IGNORE);
-            } else {
-                MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD);
+    memset(rbuf, 0, max_bytes * WINDOW + 64);
+    size_t sizes[MAX_SIZES];
+    int ns = 0;
+    for (size_t s = 0; s <= max_bytes && ns < MAX_SIZES; s = s ? s * 2 : 1) sizes[ns++] = s;
+    static double median[MAX_BENCH][MAX_SIZES], lo[MAX_BENCH][MAX_SIZES], hi[MAX_BENCH][MAX_SIZES];
+    double *values = malloc(sizeof(double) * batches * MAX_BENCH);
+    for (int si = 0; si < ns; si++) {
+        size_t size = sizes[si];
+        int total = total_iterations(size), per_batch = total / batches > 0 ? total / batches : 1;
+        for (int k = 0; k < nb; k++)
+            if (size > 0 || benches[k] == LATENCY) batch(benches[k], size, total / 10 > 0 ? total / 10 : 1);
+        for (int b = 0; b < batches; b++)
+            for (int j = 0; j < nb; j++) {
+                int k = (j + b) % nb;
+                if (size == 0 && benches[k] != LATENCY) continue;
+                values[k * batches + b] = batch(benches[k], size, per_batch);
             }
+        for (int k = 0; k < nb; k++) {
+            if (size == 0 && benches[k] != LATENCY) continue;
+            double *v = values + k * batches;
+            qsort(v, batches, sizeof(double), by_value);
+            median[k][si] = batches % 2 ? v[batches / 2] : 0.5 * (v[batches / 2 - 1] + v[batches / 2]);
+            lo[k][si] = v[0];
+            hi[k][si] = v[batches - 1];
         }
-        double elapsed = MPI_Wtime() - start, value;
-        if (!strcmp(mode, "latency")) value = elapsed * 1e6 / (2.0 * iters);
-        else if (!strcmp(mode, "bw")) value = size / 1e6 * iters * WINDOW / elapsed;
-        else if (!strcmp(mode, "bibw")) value = 2.0 * size / 1e6 * iters * WINDOW / elapsed;
-        else {
-            double mine = elapsed * 1e6 / iters, sum = 0.0;
-            MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-            value = sum / np;
-        }
-        if (rank == 0) printf("%-10zu %18.2f\n", size, value);
-        fflush(stdout);
     }
+    if (rank == 0) {
+        for (int k = 0; k < nb; k++) {
+            printf("# %s (C loop, osu_loops.c)\n", TITLES[benches[k]]);
+            printf("# value: median over %d batches of the OSU figure per batch; Min, Max: the extreme batches\n",
+                   batches);
+            printf("# Size      %18s %18s %18s\n", COLUMNS[benches[k]], "Min", "Max");
+            for (int si = 0; si < ns; si++) {
+                if (sizes[si] == 0 && benches[k] != LATENCY) continue;
+                printf("%-10zu %18.2f %18.2f %18.2f\n", sizes[si], median[k][si], lo[k][si], hi[k][si]);
+            }
+            printf("\n");
+        }
+    }
+    fflush(stdout);
+    free(values);
     free(sbuf);
     free(rbuf);
     MPI_Finalize();
