@@ -14,7 +14,9 @@ Each is replayed by the DES (`cxlsim.replay.engine`, MPICH's selector) on one sw
 preset (eth-100g-tcp, the reference; eth-100g-roce; ib-hdr), on one cxl3-pool (hw coherence;
 only up to --pool-max-ranks hosts: the single pool's DES slows with the square of the hosts, and
 the table says where it was not run), and on pods of 16 hosts, each on its own cxl3-pool, with
-RoCE or InfiniBand between the pods (`cxl-pods`). The result is the projected application time
+TCP, RoCE or InfiniBand between the pods (`cxl-pods`), under two placements: block (a pod holds
+16 consecutive ranks) and scattered (a seeded random permutation of the hosts). Inside a pod a
+message takes the pool or the network by size (`cxlsim.replay.pod_routes`). The result is the projected application time
 and its speedup over the first fabric (eth-100g-tcp by default), with communication's share of rank-time and of the critical
 path. The DES is deterministic: the figures do not depend on the machine's load; only the
 replay's wall time (printed) does. Results go to DIR/replay_apps.csv and .json (atomically).
@@ -30,13 +32,16 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 from cxlsim.replay import engine, fabrics, generate, simgrid
 from cxlsim.replay.analysis import summary
 from cxlsim.results import atomic_write
 
 NETWORKS = ("eth-100g-tcp", "eth-100g-roce", "ib-hdr")
 POD_HOSTS = 16
-POD_NETWORKS = {"pods-roce": "eth-100g-roce", "pods-ib": "ib-hdr"}
+POD_NETWORKS = {"pods-tcp": "eth-100g-tcp", "pods-roce": "eth-100g-roce", "pods-ib": "ib-hdr"}
+PLACEMENT_SEED = 1
 
 
 def make_trace(pattern: str, ranks: int, directory: str, iterations: int | None) -> str:
@@ -56,6 +61,16 @@ def pods_file(directory: str, label: str, network: str, ranks: int) -> str:
     return path
 
 
+def scattered_file(directory: str, ranks: int) -> str:
+    """A placement file putting trace rank r on host perm[r], a seeded random permutation: neighbours end up in
+    different pods far more often than under block placement (rank r on host r)."""
+    path = os.path.join(directory, f"scattered-{ranks}.txt")
+    perm = np.random.default_rng(PLACEMENT_SEED).permutation(ranks)
+    with open(path, "w") as fh:
+        fh.write("".join(f"{h}\n" for h in perm))
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[16, 64, 256])
@@ -68,6 +83,9 @@ def main() -> int:
     parser.add_argument("--fabrics", nargs="+", default=[*NETWORKS, "cxl3-pool", *POD_NETWORKS],
                         choices=[*NETWORKS, "cxl3-pool", *POD_NETWORKS],
                         help="the fabrics to replay on (default all; the speedup is over the first)")
+    parser.add_argument("--pod-placements", nargs="+", default=["block", "scattered"], choices=["block", "scattered"],
+                        help="placements on the pod fabrics (default both): block (rank r on host r, so a pod holds "
+                             "consecutive ranks) and scattered (a seeded random permutation)")
     parser.add_argument("--out", default="runs/replay-apps", help="directory for the CSV and JSON")
     args = parser.parse_args()
     if any(r % POD_HOSTS for r in args.ranks):
@@ -81,24 +99,28 @@ def main() -> int:
                 specs = []
                 for label in args.fabrics:
                     if label in POD_NETWORKS:
-                        specs.append((label, pods_file(tmp, label, POD_NETWORKS[label], ranks)))
+                        spec = pods_file(tmp, label, POD_NETWORKS[label], ranks)
+                        for placement in args.pod_placements:
+                            where = "block" if placement == "block" else scattered_file(tmp, ranks)
+                            specs.append((label if placement == "block" else f"{label} {placement}", spec, where))
                     elif label != "cxl3-pool" or ranks <= args.pool_max_ranks:
-                        specs.append((label, label))
+                        specs.append((label, label, "block"))
                 reference = None
-                for label, spec in specs:
-                    fab = fabrics.resolve(spec, ranks)
+                for label, spec, placement in specs:
+                    fab = fabrics.resolve(spec, ranks, placement)
                     begin = time.perf_counter()
-                    timeline = engine.replay(trace, fab.make())
+                    timeline = engine.replay(trace, fab.make(), at=fab.at)
                     wall = time.perf_counter() - begin
                     s = summary(label, timeline)
                     reference = reference or s["total_s"]
-                    row = {"pattern": pattern, "ranks": ranks, "fabric": label, "total_ms": s["total_s"] * 1e3,
+                    row = {"pattern": pattern, "ranks": ranks, "fabric": label, "placement": fab.describe.rsplit(
+                               "placement ", 1)[-1].split(";")[0], "total_ms": s["total_s"] * 1e3,
                            "speedup": reference / s["total_s"], "communication_share": s["communication_share"],
                            "critical_communication_share": s["critical_communication_share"],
                            "events": timeline.events, "des_wall_s": wall,
                            "notes": "; ".join(timeline.notes)}
                     rows.append(row)
-                    print(f"{pattern:<9}{ranks:>5} {label:<14}{row['total_ms']:>11.3f} ms {row['speedup']:>6.2f}x "
+                    print(f"{pattern:<9}{ranks:>5} {label:<20}{row['total_ms']:>11.3f} ms {row['speedup']:>6.2f}x "
                           f"comm {row['communication_share']:>6.1%} (critical {row['critical_communication_share']:>6.1%}) "
                           f"DES {wall:6.1f} s", flush=True)
                 if ranks > args.pool_max_ranks and "cxl3-pool" in args.fabrics:
