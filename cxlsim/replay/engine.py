@@ -23,9 +23,11 @@ messages go through the pool's send/recv protocol with flags
 (cxlsim.replay.pool_messages), whose mailboxes sit above the pool
 collectives' regions; allgather, barrier, allreduce, alltoall and
 reducescatter run the pool's own algorithms (cxlsim.replay.pool_plans). On a hybrid pod fabric (kind 'hybrid') they go
-through the pod's pool inside a pod and over the network between pods, and
+over the network between pods and, inside a pod, through the pod's pool or over
+the network, whichever is cheaper for the size (cxlsim.replay.pod_routes), and
 allgather, allreduce, bcast, alltoall and barrier run the pods collectives
-(cxlsim.replay.pods).
+(cxlsim.replay.pods). On both, `--placement` names the host each trace rank runs
+on (cxlsim.replay.placed).
 
 Every call is recorded as a segment (start_ns, end_ns, kind, dep_rank,
 dep_ns): `dep` names what the call may have waited for, the rank and time at
