@@ -35,6 +35,16 @@
  * buffer, then every rank copies every share out). Both fold ranks 0..P-1 left to right
  * (cxl_reduce.h), so their results are bitwise identical to each other and on every rank.
  *
+ * Inline allreduce (cxl_coll_t.inline_bytes > 0; hw mode, untimed, no event log): an input of
+ * at most inline_bytes (<= CXL_COLL_INLINE_MAX) goes into the rank's own flag line beside the
+ * flag, in half round % 2 of the line's 56 spare bytes, instead of into its slot. A reader's poll
+ * then brings the data with the flag: one cache-line transfer per rank and call instead of two
+ * (flag, then slot). The halves follow the buffers' reuse rule (cxl_coll_claim), and the fold
+ * is the same left fold, so the results are bitwise those of the slot path. Its stores are plain
+ * stores into one line of the writer's, ordered before the flag by x86's store order, so this
+ * publish needs no sfence (nothing non-temporal precedes it). The event log and the cache model
+ * describe the slot protocol: a kernel that logs keeps inline_bytes 0 (the Python kernel does).
+ *
  * Split phase: cxl_coll_allreduce_start copies the input's first chunk into the pool and
  * publishes it; cxl_coll_allreduce_wait completes the call. Between the two the caller may
  * compute but must not change the input or make another call on this communicator.
@@ -56,6 +66,9 @@
 
 enum { CXL_COLL_OK = 0, CXL_COLL_TIMEOUT = 1, CXL_COLL_TOO_SMALL = 2 };
 
+/* Bytes of one inline half: a flag line is the flag (8 B) and two halves, 8 B spare. */
+#define CXL_COLL_INLINE_MAX 24
+
 typedef struct {
     cxl_pool_t pool;
     uint64_t slot_bytes;       /* usable bytes per slot */
@@ -68,10 +81,17 @@ typedef struct {
     uint64_t missing_flag;     /* after a timeout: the flag value awaited */
     uint64_t pending_ack;      /* a zero-copy broadcast reader's done(e), published when its next call starts (0 = none) */
     uint64_t pending_ack_round;/* that broadcast's data round */
+    uint64_t inline_bytes;     /* allreduce inputs up to this many bytes go in the flag line (0 = never); see above */
 } cxl_coll_t;
 
 static inline uint64_t cxl_coll_written(uint64_t epoch) { return epoch; }
 static inline uint64_t cxl_coll_done(uint64_t epoch) { return epoch + 1; }
+
+/* Rank r's inline half for data round `round`: in its flag line, after the flag. */
+static inline char *cxl_coll_inline_half(cxl_pool_t *p, int r, uint64_t round)
+{
+    return (char *)cxl_flag(p, r) + sizeof(uint64_t) + (round & 1) * CXL_COLL_INLINE_MAX;
+}
 
 /* Set up c over an initialised cxl_pool_t (epochs start at 1: a zeroed pool has every flag 0). */
 static void cxl_coll_init(cxl_coll_t *c, const cxl_pool_t *pool, uint64_t slot_bytes, double timeout_ns)
@@ -514,6 +534,7 @@ typedef struct {
     uint64_t chunk;        /* elements per chunk (one slot) */
     uint64_t started;      /* elements whose chunk is published but not yet folded: the first chunk's */
     uint64_t round;        /* that chunk's round */
+    int inlined;           /* the call's input rides in the flag lines (cxl_coll_t.inline_bytes) */
 } cxl_allreduce_t;
 
 /* Share r of count elements over P ranks: [lo, hi), boundaries on 64-byte lines. */
@@ -531,6 +552,12 @@ static int cxl_coll_allreduce_publish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_
 {
     uint64_t es = cxl_dtype_size[a->dtype];
     if (cxl_coll_claim(c, 1, &a->round)) return CXL_COLL_TIMEOUT;
+    if (a->inlined) { /* into the flag line, then the flag: one line, plain stores in order */
+        memcpy(cxl_coll_inline_half(&c->pool, c->pool.rank, a->round), a->send, n * es);
+        __atomic_store_n(cxl_flag(&c->pool, c->pool.rank), cxl_coll_written(c->epoch), __ATOMIC_RELEASE);
+        a->started = n;
+        return 0;
+    }
     cxl_coll_copy_in(c, cxl_slot(&c->pool, a->round, c->pool.rank), a->send + off * es, n * es);
     cxl_publish(&c->pool, cxl_coll_written(c->epoch), a->round, n * es);
     a->started = n;
@@ -545,6 +572,12 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     a->started = 0;
     if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
     cxl_coll_note_all_written(c, e);
+    if (a->inlined) { /* fold the flag lines' halves (recv may be the input: MPI_IN_PLACE) */
+        const char *blocks[P];
+        for (uint64_t r = 0; r < P; r++) blocks[r] = cxl_coll_inline_half(p, (int)r, a->round);
+        cxl_fold(a->dtype, a->op, a->recv, blocks, (int)P, n);
+        return 0;
+    }
     if (n * es < a->large_bytes || P == 1) { /* small: fold every block */
         cxl_coll_acquire(c, a->round, 0, n * es);
         cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n);
@@ -594,6 +627,7 @@ static int cxl_coll_allreduce_start(cxl_coll_t *c, cxl_allreduce_t *a, const cha
     a->large_bytes = large_bytes;
     a->chunk = c->slot_bytes / es;
     a->started = 0;
+    a->inlined = count * es <= c->inline_bytes && !c->pool.flush_mode && !c->pool.timed;
     if (count == 0) return 0;
     return cxl_coll_allreduce_publish(c, a, 0, count < a->chunk ? count : a->chunk);
 }

@@ -47,8 +47,8 @@ int MPI_Finalize(void)
 {
     load();
     double t = cxlsim_trace_begin();
+    cxlsim_pools_free_all(); /* merges every pool's counters into the totals */
     if (cxlsim_settings.stats) cxlsim_stats_report();
-    cxlsim_pools_free_all();
     cxlsim_trace_line(t, "finalize");
     cxlsim_trace_close();
     return PMPI_Finalize();
@@ -108,7 +108,7 @@ static void finish(cxlsim_pool_t *pool, int coll, int large, uint64_t bytes, int
 {
     if (kernel_rc == CXL_COLL_TIMEOUT) cxlsim_pool_abort(pool, cxlsim_coll_names[coll]);
     if (why >= 0) cxlsim_stats_fallback(coll, large, bytes, why);
-    else cxlsim_stats_pool(coll, large, bytes, pool && pool->nodes);
+    else cxlsim_stats_pool(&pool->counts[coll], large, bytes, pool->nodes != NULL);
 }
 
 /* ---- allgather ---- */

@@ -17,6 +17,10 @@
 #include "cxl_coll.h"
 #include "cxl_pool.h"
 
+/* Everything below is internal to the library: hidden symbols are called directly, not through
+ * the PLT (only the MPI_* wrappers, declared in mpi.h, are exported). */
+#pragma GCC visibility push(hidden)
+
 /* Before PMPI_Abort, microseconds for mpiexec to forward the rank's last message (hydra's
  * proxies read the ranks' stderr through pipes, and an abort can end them before they do). */
 #define CXLSIM_ABORT_GRACE_US 200000
@@ -33,6 +37,7 @@ typedef struct {
     int verbose;              /* CXLSIM_MPI_VERBOSE: 0 silent, 1 warnings (default), 2 every pool set-up */
     int stats;                /* CXLSIM_MPI_STATS: 1 = print the stats at MPI_Finalize */
     int disabled;             /* CXLSIM_MPI_DISABLE: 1 = every call falls back (reason "disabled") */
+    int thread_multiple;      /* MPI_Query_thread() is MPI_THREAD_MULTIPLE: threads may enter at once */
     int fake_nodes;           /* CXLSIM_MPI_FAKE_NODES: k > 1 puts rank r of each communicator on fake node r % k */
     char trace_dir[CXL_POOL_PATH_MAX]; /* CXLSIM_MPI_TRACE: write one trace per rank here ("" = off) */
 } cxlsim_settings_t;
@@ -56,10 +61,25 @@ enum {
 extern const char *const cxlsim_coll_names[CXLSIM_NCOLL];
 extern const char *const cxlsim_why_names[CXLSIM_NWHY];
 
-/* ---- stats ---- */
-void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes, int hierarchical);
+/* ---- stats ----
+ * A pool call is counted in its pool's counters (plain increments: one thread at a time is in a
+ * pool), which are added to the library's totals when the pool is freed; fallbacks go straight to
+ * the totals (atomically). */
+typedef struct {
+    unsigned long long calls, c_calls, bytes, hier; /* pool calls, _c forms among them, bytes, hierarchical */
+} cxlsim_pool_counts_t;
+static inline void cxlsim_stats_pool(cxlsim_pool_counts_t *counts, int large_count, uint64_t bytes, int hierarchical)
+{
+    counts->calls++;
+    counts->c_calls += (unsigned)large_count;
+    counts->bytes += bytes;
+    counts->hier += (unsigned)hierarchical;
+}
 void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why);
-/* Sum the counters over MPI_COMM_WORLD and print them on its rank 0 (collective on the world). */
+/* Add a pool's counters (one per collective) to the totals. */
+void cxlsim_stats_merge(const cxlsim_pool_counts_t *counts);
+/* Sum the totals over MPI_COMM_WORLD and print them on its rank 0 (collective on the world; after
+ * every pool is freed, so every pool call is in the totals). */
 void cxlsim_stats_report(void);
 
 /* ---- pools ---- */
@@ -72,13 +92,15 @@ typedef struct cxlsim_pool {
     cxl_segment_t segment;
     cxl_coll_t coll;
     int busy;                /* a thread is in one of its collectives */
+    cxlsim_pool_counts_t counts[CXLSIM_NCOLL]; /* this pool's calls, per collective (stats) */
     struct cxlsim_nodes *nodes; /* ranks on several nodes: the hierarchical path (nodes.c); else NULL */
     struct cxlsim_pool *next;
 } cxlsim_pool_t;
 
 /* The pool of comm, set up on first use (collective on comm: every rank calls it in the same
  * call, since every check before it depends only on arguments that match on every rank).
- * Returns NULL with *why set when comm cannot use one. */
+ * Returns NULL with *why set when comm cannot use one. The last communicator each thread asked
+ * for is remembered, so a run of calls on one communicator looks its attribute up once. */
 cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why);
 /* Delete every pool (unmap; the segments are already unlinked); called by MPI_Finalize. */
 void cxlsim_pools_free_all(void);
@@ -144,9 +166,21 @@ void cxlsim_trace_send(double t, int blocking, MPI_Count count, MPI_Datatype typ
  * Threads may run collectives on different communicators at once (their pools are separate).
  * Two threads in one communicator's collectives at once is outside MPI's rules; the second
  * falls back (reason "thread") instead of corrupting the pool's epochs. */
-int cxlsim_pool_enter(cxlsim_pool_t *pool); /* 1 if this thread now owns the pool, else 0 */
-void cxlsim_pool_leave(cxlsim_pool_t *pool);
+/* 1 if this thread now owns the pool, else 0. Below MPI_THREAD_MULTIPLE one thread at a time
+ * calls MPI (the program's promise), so there is nothing to guard. */
+static inline int cxlsim_pool_enter(cxlsim_pool_t *pool)
+{
+    int expected = 0;
+    if (!cxlsim_settings.thread_multiple) return 1;
+    return __atomic_compare_exchange_n(&pool->busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+static inline void cxlsim_pool_leave(cxlsim_pool_t *pool)
+{
+    if (cxlsim_settings.thread_multiple) __atomic_store_n(&pool->busy, 0, __ATOMIC_RELEASE);
+}
 
 void cxlsim_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#pragma GCC visibility pop
 
 #endif

@@ -26,11 +26,19 @@ enum { SPIN_ITERS = 4096, OVERSUBSCRIBED_SPIN_ITERS = 8 };
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cxlsim_pool_t *pools; /* every live pool */
+static uint64_t pools_freed;  /* how many pools were freed: a thread's remembered pool is good while this holds */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    MPI_Comm comm;
+    cxlsim_pool_t *pool;      /* NULL: nothing remembered */
+    uint64_t freed;           /* pools_freed when it was remembered */
+} last_pool;
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER; /* guards pools and keyval */
 static double spin_overhead_ns = -1.0;
 
 static void pool_free(cxlsim_pool_t *pool)
 {
+    /* a freed communicator's handle may come back for a new one: forget every remembered pool */
+    __atomic_fetch_add(&pools_freed, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_lock(&pools_lock);
     for (cxlsim_pool_t **at = &pools; *at; at = &(*at)->next)
         if (*at == pool) {
@@ -85,6 +93,7 @@ static void pool_kernel(cxlsim_pool_t *pool)
     if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
     p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
     cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
+    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = CXL_COLL_INLINE_MAX; /* (cxl_coll.h) */
 }
 
 typedef struct {
@@ -185,6 +194,7 @@ cxlsim_pool_t *cxlsim_pool_flat(MPI_Comm comm)
 
 void cxlsim_pool_destroy(cxlsim_pool_t *pool)
 {
+    cxlsim_stats_merge(pool->counts);
     if (pool->nodes) cxlsim_nodes_free(pool->nodes);
     cxl_segment_unmap(&pool->segment);
     free(pool->world_ranks);
@@ -215,44 +225,46 @@ static cxlsim_pool_t *pool_setup(MPI_Comm comm)
     return pool;
 }
 
-cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why)
+/* The pool cached on comm, set up if there is none; NULL for an intercommunicator. */
+static cxlsim_pool_t *pool_lookup(MPI_Comm comm)
 {
     void *value;
     int found = 0, inter = 0;
-    if (comm == MPI_COMM_NULL) {
-        *why = CXLSIM_WHY_COMM;
-        return NULL;
-    }
     pthread_mutex_lock(&pools_lock);
     if (keyval == MPI_KEYVAL_INVALID) PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_pool, &keyval, NULL);
     pthread_mutex_unlock(&pools_lock);
     PMPI_Comm_get_attr(comm, keyval, &value, &found);
-    cxlsim_pool_t *pool = found ? (cxlsim_pool_t *)value : NULL;
-    if (!pool) {
-        PMPI_Comm_test_inter(comm, &inter);
-        if (inter) {
+    if (found) return (cxlsim_pool_t *)value;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return NULL;
+    cxlsim_pool_t *pool = pool_setup(comm);
+    PMPI_Comm_set_attr(comm, keyval, pool);
+    return pool;
+}
+
+cxlsim_pool_t *cxlsim_pool_of(MPI_Comm comm, int *why)
+{
+    if (comm == MPI_COMM_NULL) {
+        *why = CXLSIM_WHY_COMM;
+        return NULL;
+    }
+    uint64_t freed = __atomic_load_n(&pools_freed, __ATOMIC_ACQUIRE);
+    cxlsim_pool_t *pool = last_pool.pool;
+    if (!pool || last_pool.comm != comm || last_pool.freed != freed) {
+        pool = pool_lookup(comm);
+        if (!pool) {
             *why = CXLSIM_WHY_COMM;
             return NULL;
         }
-        pool = pool_setup(comm);
-        PMPI_Comm_set_attr(comm, keyval, pool);
+        last_pool.comm = comm;
+        last_pool.pool = pool;
+        last_pool.freed = freed;
     }
     if (!pool->usable) {
         *why = pool->why;
         return NULL;
     }
     return pool;
-}
-
-int cxlsim_pool_enter(cxlsim_pool_t *pool)
-{
-    int expected = 0;
-    return __atomic_compare_exchange_n(&pool->busy, &expected, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
-}
-
-void cxlsim_pool_leave(cxlsim_pool_t *pool)
-{
-    __atomic_store_n(&pool->busy, 0, __ATOMIC_RELEASE);
 }
 
 void cxlsim_pool_abort(cxlsim_pool_t *pool, const char *call)
@@ -342,12 +354,23 @@ static MPI_Datatype basic_type(MPI_Datatype t, int depth)
     return same ? basic : MPI_DATATYPE_NULL;
 }
 
+/* The last named (predefined) type each thread asked about: named handles never change meaning. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    MPI_Datatype type;
+    cxlsim_type_t info;
+    int valid;
+} last_type;
+
 void cxlsim_type_info(MPI_Datatype type, cxlsim_type_t *out)
 {
+    if (last_type.valid && last_type.type == type) {
+        *out = last_type.info;
+        return;
+    }
     memset(out, 0, sizeof *out);
     out->reduce_dtype = -1;
     if (type == MPI_DATATYPE_NULL) return;
-    int rd = reduce_dtype_of(type);
+    int rd = reduce_dtype_of(type), ni, na, nd, combiner;
     MPI_Count size = 0, lb, extent, true_lb, true_extent;
     PMPI_Type_size_c(type, &size);
     out->size = size;
@@ -355,11 +378,17 @@ void cxlsim_type_info(MPI_Datatype type, cxlsim_type_t *out)
         out->ok = 1;
         out->reduce_dtype = rd;
         out->contiguous = 1;
-        return;
+    } else {
+        out->ok = basic_type(type, 0) != MPI_DATATYPE_NULL;
+        PMPI_Type_get_extent_c(type, &lb, &extent);
+        PMPI_Type_get_true_extent_c(type, &true_lb, &true_extent);
+        out->true_lb = (MPI_Aint)true_lb;
+        out->contiguous = extent == size && true_extent == size;
     }
-    out->ok = basic_type(type, 0) != MPI_DATATYPE_NULL;
-    PMPI_Type_get_extent_c(type, &lb, &extent);
-    PMPI_Type_get_true_extent_c(type, &true_lb, &true_extent);
-    out->true_lb = (MPI_Aint)true_lb;
-    out->contiguous = extent == size && true_extent == size;
+    PMPI_Type_get_envelope(type, &ni, &na, &nd, &combiner);
+    if (combiner == MPI_COMBINER_NAMED) {
+        last_type.type = type;
+        last_type.info = *out;
+        last_type.valid = 1;
+    }
 }

@@ -118,6 +118,9 @@ void cxlsim_settings_load(void)
     s->fake_nodes = count_setting("CXLSIM_MPI_FAKE_NODES", 0, 4096);
     const char *trace = getenv("CXLSIM_MPI_TRACE");
     snprintf(s->trace_dir, sizeof s->trace_dir, "%s", trace ? trace : "");
+    int level = MPI_THREAD_MULTIPLE; /* (if the query fails, guard as if threads may race) */
+    if (PMPI_Query_thread(&level) != MPI_SUCCESS) level = MPI_THREAD_MULTIPLE;
+    s->thread_multiple = level == MPI_THREAD_MULTIPLE;
 }
 
 void cxlsim_settings_fingerprint(char *out, size_t n)

@@ -3,7 +3,8 @@
  * For each collective: calls, large-count (_c) calls among them, bytes (this rank's
  * contribution: its block, its vector, its P blocks), calls on the pool, those among them on
  * the hierarchical path (ranks on several nodes: pool in each node, PMPI between them), and
- * fallbacks by reason. With CXLSIM_MPI_STATS=1, MPI_Finalize sums them over MPI_COMM_WORLD and world
+ * fallbacks by reason. Pool calls are counted per pool (cxlsim_stats_pool, cxlsim_mpi.h) and
+ * merged here when the pool is freed. With CXLSIM_MPI_STATS=1, MPI_Finalize sums them over MPI_COMM_WORLD and world
  * rank 0 prints one table on stderr:
  *
  *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B
@@ -34,11 +35,16 @@ static void count(int coll, int large_count, uint64_t bytes)
     __atomic_fetch_add(&counters[coll][BYTES], bytes, __ATOMIC_RELAXED);
 }
 
-void cxlsim_stats_pool(int coll, int large_count, uint64_t bytes, int hierarchical)
+void cxlsim_stats_merge(const cxlsim_pool_counts_t *counts)
 {
-    count(coll, large_count, bytes);
-    __atomic_fetch_add(&counters[coll][POOL], 1, __ATOMIC_RELAXED);
-    if (hierarchical) __atomic_fetch_add(&counters[coll][HIER], 1, __ATOMIC_RELAXED);
+    for (int c = 0; c < CXLSIM_NCOLL; c++) {
+        if (!counts[c].calls) continue;
+        __atomic_fetch_add(&counters[c][CALLS], counts[c].calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&counters[c][C_CALLS], counts[c].c_calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&counters[c][BYTES], counts[c].bytes, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&counters[c][POOL], counts[c].calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&counters[c][HIER], counts[c].hier, __ATOMIC_RELAXED);
+    }
 }
 
 void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why)
