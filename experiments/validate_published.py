@@ -312,6 +312,10 @@ POST_RUN_SWEEPS = {
     "IB broadcast algorithm (CCCL Broadcast)": ["binomial", "scatter_ring_allgather",
                                                 "scatter_recursive_doubling_allgather", "pipelined_chain"],
     "GPU link, GB/s (CCCL Broadcast)": [32.0, 48.0, 64.0],
+    "switch hop, ns per traversal (CCCL AllGather)": [0.0, 50.0, 100.0],
+    "media latency, ns (CCCL AllGather)": [90.0, 150.0, 200.0],
+    "media latency, ns (OMB-CXL small, 8 B)": [90.0, 150.0, 200.0],
+    "media latency, ns (OMB-CXL large, 1 MiB)": [90.0, 150.0, 200.0],
 }
 """Sensitivities added after the first run (the write-up says so): they explain errors, they tune nothing."""
 
@@ -347,6 +351,27 @@ def _post_run_rows(keys) -> list[dict]:
             rows.append({"key": cccl.key, "assumption": label[2], "value": fraction,
                          "predicted": _cccl_ratio(cccl, _media(FAB.preset(cccl.fabric["preset"]), fraction), 0.0),
                          "unit": "x"})
+    if "cccl-allgather" in keys:
+        cccl = next(d for d in FAB.DESCRIPTIONS if d.key == "cccl-allgather")
+        pre = FAB.preset(cccl.fabric["preset"])
+        for hop in POST_RUN_SWEEPS[label[5]]:
+            rows.append({"key": cccl.key, "assumption": label[5], "value": hop, "unit": "x",
+                         "predicted": _cccl_ratio(cccl, replace(pre, switch=replace(pre.switch, hop_latency_ns=hop)),
+                                                  0.0)})
+        for media in POST_RUN_SWEEPS[label[6]]:
+            rows.append({"key": cccl.key, "assumption": label[6], "value": media, "unit": "x",
+                         "predicted": _cccl_ratio(cccl, replace(pre, device=replace(pre.device,
+                                                                                  media_latency_ns=media)), 0.0)})
+    for key, lab in (("omb-cxl-small", label[7]), ("omb-cxl-large", label[8])):
+        if key not in keys:
+            continue
+        omb = next(d for d in FAB.DESCRIPTIONS if d.key == key)
+        pre, m = FAB.preset(omb.fabric["preset"]), omb.workload["size_bytes"]
+        net = network_ns(omb.fabric["network"], 2, m)
+        for media in POST_RUN_SWEEPS[lab]:
+            rows.append({"key": key, "assumption": lab, "value": media, "unit": "x",
+                         "predicted": net / pool_call_ns(replace(pre, device=replace(pre.device,
+                                                                                   media_latency_ns=media)), 2, m)})
     bcast = next(d for d in FAB.DESCRIPTIONS if d.key == "cccl-broadcast")
     if "cccl-broadcast" in keys and _cccl_pool_algorithm(bcast)[1] is not None:
         pre = FAB.preset(bcast.fabric["preset"])
