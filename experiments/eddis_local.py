@@ -25,7 +25,8 @@ What it does (write-up: experiments/README_eddis_local.md):
 6. The DES alone extends the modes to the published 16-node cluster
    (experiments/configs/eddis_16_nodes.yaml, GPU profile times, YOLOv5m and ResNet-50, AMP)
    with the pool designs the emulator runs: sync by a pool all-reduce, ddp on the pool,
-   async and hybrid through per-worker pool slots (cxl3-pool, hw), and the SoftMemoryBox
+   async and hybrid through per-worker pool slots (cxl3-pool, hw), merged by every reader or
+   with a sharded centre (each worker merges 1/W of it: pool_shared's centre="sharded"), and the SoftMemoryBox
    store of the DES's EDDIS modes, each as a speedup over one RTX 2080 Ti node, next to
    EDDIS' published 8.2x (sync), 19x (async), 18.7x (hybrid).
 
@@ -193,6 +194,8 @@ def des_16_nodes(steps: int) -> list[dict]:
             "ddp: pool all-reduce": (ddp.run_ddp, (spec, job), dict(steps=steps, seed=SEED, pool="cxl3-pool")),
             "async: pool slots": (pool_shared.run_async_on_pool, (spec, job), shared),
             "hybrid: pool slots": (pool_shared.run_hybrid_on_pool, (spec, job), shared),
+            "async: sharded centre": (pool_shared.run_async_on_pool, (spec, job), {**shared, "centre": "sharded"}),
+            "hybrid: sharded centre": (pool_shared.run_hybrid_on_pool, (spec, job), {**shared, "centre": "sharded"}),
             **{f"{m}: SoftMemoryBox": (modes.simulate, (spec, job, m), dict(steps=steps, seed=SEED))
                for m in ("sync", "async", "hybrid")},
         }

@@ -20,6 +20,20 @@ writes slot w, and a reader reads every slot and merges them itself.
   vectors (W - 1 reductions of G bytes at the job's reduction bandwidth).
   A read that races a push is retried in the emulator; the DES does not
   model retries (a push takes microseconds against milliseconds of compute).
+- merge with a sharded centre (`centre="sharded"`, an option of this DES design, not run
+  by the emulator): the vector is cut into W shards of whole lines; worker w owns shard w
+  of a centre region (a sequence line and the shard, per shard), which it alone writes.
+  Its merge reads shard w of every slot (with the slots' sequence and meta lines; flush
+  mode: clflushopt them first), folds them ((W - 1) x G/W bytes), writes the centre
+  shard as a push writes a slot (sequence store odd, streamed data, fence, sequence
+  store), then reads the whole centre (W shards, flush mode: clflushopt it first):
+  about 2G bytes read and G + G/W written per merge, against W x G read with the
+  reader-merged slots. Each shard is whole (single writer, seqlock), but the shards of
+  one centre read may be of different merges: the staleness of a sharded parameter
+  server whose shards update independently (Downpour SGD, Dean et al., "Large Scale
+  Distributed Deep Networks", NIPS 2012); keeping the shards in the pool with one
+  owner each is cxlsim's design. A worker that stops (`stop_after`) leaves its shards
+  to the next live worker in rank order, which merges them beside its own.
 - ticket(w): `cxl-device`, one pool round trip on the counter line
   (a load and a store of it), serialised over the workers (a device executes
   same-line atomics in order); `cxl-flush-lock` (flush mode), the bakery lock
@@ -53,7 +67,8 @@ when the budget is spent:
 Cross-check (tests/test_train_projection.py): on an uncongested pool a merge of
 W slots takes one load plus its lines at the host's bandwidth (flush mode: a
 clflushopt per line and a fence first), and a push at least its streamed lines
-plus their write-back (2 x path).
+plus their write-back (2 x path); a sharded merge at W = 1 is a push of the
+centre between two such reads (tests/test_pool_shared_sharded.py).
 
 Throughput: every worker's local steps x batch over the end of the last step.
 No waiting is modelled beyond the pool's own queues and the counter's
@@ -73,24 +88,32 @@ from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.training.core import StepLog, TrainingResult, check_run
 from cxlsim.models.training.pool_store import POOL_CHUNK_BYTES
 
-__all__ = ["SharedRegion", "run_async_on_pool", "run_hybrid_on_pool", "COUNTERS"]
+__all__ = ["SharedRegion", "run_async_on_pool", "run_hybrid_on_pool", "COUNTERS", "CENTRES"]
 
 LINE = CACHE_LINE_BYTES
 COUNTERS = {Coherence.HW: "cxl-device", Coherence.FLUSH: "cxl-flush-lock"}
 """The counter scheme per coherence mode (as the emulator's shared_state.DEFAULT_COUNTER)."""
+CENTRES = ("slots", "sharded")
+"""Where the centre is merged: by every reader from the W slots, or shard by shard by its owner."""
 
 
 class SharedRegion:
     """The shared region on a pool transport and its operations (generators), see the module docstring."""
 
-    def __init__(self, preset, workers: int, vector_bytes: int, coherence: Coherence | str):
-        self.W, self.G = workers, vector_bytes
+    def __init__(self, preset, workers: int, vector_bytes: int, coherence: Coherence | str, centre: str = "slots"):
+        if centre not in CENTRES:
+            raise InputError(f"centre: expected one of {', '.join(CENTRES)}, got {centre!r}")
+        self.W, self.G, self.centre = workers, vector_bytes, centre
         self.coherence = Coherence.parse(coherence)
         self.flush = self.coherence is Coherence.FLUSH
         self.vector = -(-vector_bytes // LINE) * LINE
         self.slot_stride = 2 * LINE + self.vector
         self.slots = (1 + workers) * LINE
-        total = self.slots + workers * self.slot_stride
+        # the sharded centre: W shards of whole lines (the last one shorter), each after its sequence line
+        self.shard = -(-self.vector // (workers * LINE)) * LINE
+        self.centre_at = self.slots + workers * self.slot_stride
+        self.shard_stride = LINE + self.shard
+        total = self.centre_at + (workers * self.shard_stride if centre == "sharded" else 0)
         kw = dict(coherence=self.coherence, pool_bytes=max(total, LINE), chunk_bytes=POOL_CHUNK_BYTES)
         try:
             self.tr = CXLPoolTransport(preset, workers, **kw)
@@ -125,6 +148,46 @@ class SharedRegion:
         yield self.env.all_of(reads)
         if self.W > 1:
             yield self.env.timeout((self.W - 1) * self.G * reduce_ns_per_byte)
+
+    def shard_span(self, s: int) -> tuple[int, int]:
+        """Shard s of the vector: (byte offset in it, bytes), whole lines; (.., 0) past the vector's end."""
+        lo = min(s * self.shard, self.vector)
+        return lo, min(self.shard, self.vector - lo)
+
+    def merge_sharded(self, w: int, owned, reduce_ns_per_byte: float):
+        """Generator: worker w merges the centre shards `owned` (its own, and those of stopped workers it
+        took over) from every slot, writes them, then reads the whole centre (see the module docstring)."""
+        tr = self.tr
+        for s in owned:
+            lo, n = self.shard_span(s)
+            if self.flush:
+                for v in range(self.W):
+                    yield tr.flush(w, self._slot(v), 2 * LINE)
+                    if n:
+                        yield tr.flush(w, self._slot(v) + 2 * LINE + lo, n)
+                yield tr.fence(w)
+            reads = [tr.pool_read(w, self._slot(v), 2 * LINE) for v in range(self.W)]
+            if n:
+                reads += [tr.pool_read(w, self._slot(v) + 2 * LINE + lo, n) for v in range(self.W)]
+            yield self.env.all_of(reads)
+            if self.W > 1 and n:
+                yield self.env.timeout((self.W - 1) * n * self.G / self.vector * reduce_ns_per_byte)
+            at = self.centre_at + s * self.shard_stride
+            yield tr.pool_write(w, at, LINE, ("centre-seq-odd", s), streaming=False)
+            if n:
+                yield tr.pool_write(w, at + LINE, n, ("centre", s), streaming=True)
+            if self.flush:
+                yield tr.flush(w, at, LINE + n)
+            yield tr.fence(w)
+            yield tr.pool_write(w, at, LINE, ("centre-seq", s), streaming=False)
+            if self.flush:
+                yield tr.flush(w, at, LINE)
+        shards = [(self.centre_at + s * self.shard_stride, LINE + self.shard_span(s)[1]) for s in range(self.W)]
+        if self.flush:
+            for at, size in shards:
+                yield tr.flush(w, at, size)
+            yield tr.fence(w)
+        yield self.env.all_of([tr.pool_read(w, at, size) for at, size in shards])
 
     def ticket(self, w: int):
         """Generator: take the next ticket (returned) by the coherence mode's counter scheme."""
@@ -173,6 +236,25 @@ def _stops(stop_after, workers: int) -> list:
     return [math.inf if x is None else x for x in stop_after]
 
 
+class ShardOwners:
+    """Who merges which centre shard: shard s its worker s, or, once s has failed, the next live worker in rank order."""
+
+    def __init__(self, workers: int):
+        self.failed = [False] * workers
+
+    def owned(self, w: int) -> list[int]:
+        W = len(self.failed)
+        return [s for s in range(W) if next(v for v in ((s + i) % W for i in range(W)) if not self.failed[v]) == w]
+
+
+def _merge(region, owners, w, ns_per_byte):
+    """Generator: worker w's merge, by the region's centre design."""
+    if region.centre == "sharded":
+        yield from region.merge_sharded(w, owners.owned(w), ns_per_byte)
+    else:
+        yield from region.merge(w, ns_per_byte)
+
+
 def _local(local_ns, w, k) -> float:
     """Worker w's local step k: the given time, or past the given ones their median (not a warm-up step again)."""
     seq = local_ns[w]
@@ -190,22 +272,28 @@ def _result(mode, spec, job, steps, log, params, seed, events, extra) -> Trainin
 
 
 def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
-                      tau: int = 1, vector_ns: float = 0.0, stop_after=None, seed: int | None = None) -> TrainingResult:
+                      tau: int = 1, vector_ns: float = 0.0, stop_after=None, centre: str = "slots",
+                      seed: int | None = None) -> TrainingResult:
     """Async (elastic averaging) through the pool's slots, `steps * W` tickets shared by the workers, a merge
     and a push every `tau` local steps. pool: a CXLPoolPreset; local_ns: per worker, its local step times (ns);
     vector_ns: each step's vector work outside the pool calls (ns); stop_after: per worker None, or the local
-    steps after which it fails (the others go on and take over its tickets)."""
+    steps after which it fails (the others go on and take over its tickets); centre: "slots" (every merge
+    reads the W slots) or "sharded" (each worker merges its shard of the centre: the module docstring)."""
     _check(spec, job, steps, local_ns)
     stops = _stops(stop_after, spec.size)
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
         raise InputError(f"tau: expected an integer >= 1, got {tau!r}")
-    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
+    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence, centre)
     env, log, budget = region.env, StepLog(spec.size), steps * spec.size
+    owners = ShardOwners(spec.size)
 
     def worker(w):
         ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
         k = 0
-        while k < stops[w]:
+        while True:
+            if k >= stops[w]:
+                owners.failed[w] = True
+                return
             start = env.now
             ticket = yield from region.ticket(w)
             if ticket >= budget:
@@ -216,30 +304,32 @@ def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coher
             if vector_ns:
                 yield env.timeout(vector_ns)
             if k % tau == 0:
-                yield from region.merge(w, ns_per_byte)
+                yield from _merge(region, owners, w, ns_per_byte)
                 yield from region.push(w, k)
             log.add(w, start, cend, env.now)
 
     procs = [env.process(worker(w)) for w in range(spec.size)]
     env.run(until=env.all_of(procs))
     return _result("async", spec, job, steps, log,
-                   {"tau": tau, "counter": COUNTERS[region.coherence], "store": "CXL pool slots", "pool": pool.name,
+                   {"tau": tau, "counter": COUNTERS[region.coherence], "store": "CXL pool slots", "centre": centre,
+                    "pool": pool.name,
                     "coherence": region.coherence.value, "vector_ns": vector_ns},
                    seed, env.events, {"tickets": min(region.tickets, budget)})
 
 
 def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
                        vector_ns: float = 0.0, exchange_vector_ns: float = 0.0, stop_after=None,
-                       handoff_ns: float = 0.0, thread_shares_cpu: bool = False,
+                       handoff_ns: float = 0.0, thread_shares_cpu: bool = False, centre: str = "slots",
                        seed: int | None = None) -> TrainingResult:
     """Hybrid through the pool: compute, take a ticket of the `steps * W` budget, start the exchange (push, counter,
     merge) on the worker's communication thread while the next step computes (see the module docstring);
     stop_after as in run_async_on_pool. handoff_ns: handing an exchange to the thread and back, ns.
     thread_shares_cpu: the thread has no CPU of its own (a rank pinned to one CPU), so its exchange, CPU
-    work throughout, runs after the step instead of beside the next one."""
+    work throughout, runs after the step instead of beside the next one. centre: as in run_async_on_pool."""
     _check(spec, job, steps, local_ns)
     stops = _stops(stop_after, spec.size)
-    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence)
+    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence, centre)
+    owners = ShardOwners(spec.size)
     env, log, budget = region.env, StepLog(spec.size), steps * spec.size
     wasted = [0] * spec.size
 
@@ -248,7 +338,7 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
             yield env.timeout(handoff_ns + exchange_vector_ns)
         yield from region.push(w, k)
         yield region.tr.pool_read(w, 0, 8)  # the counter's value: the version of the pull
-        yield from region.merge(w, ns_per_byte)
+        yield from _merge(region, owners, w, ns_per_byte)
 
     def worker(w):
         ns_per_byte = 1.0 / job.reduce_bw_bytes_per_ns[w]
@@ -273,11 +363,14 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
             log.add(w, start, cend, env.now)
         if pending is not None:
             yield pending
+        if k >= stops[w]:
+            owners.failed[w] = True
 
     procs = [env.process(worker(w)) for w in range(spec.size)]
     env.run(until=env.all_of(procs))
     return _result("hybrid", spec, job, steps, log,
                    {"round_size": spec.size, "counter": COUNTERS[region.coherence], "store": "CXL pool slots",
+                    "centre": centre,
                     "pool": pool.name, "coherence": region.coherence.value, "vector_ns": vector_ns,
                     "exchange_vector_ns": exchange_vector_ns, "handoff_ns": handoff_ns,
                     "thread_shares_cpu": thread_shares_cpu},
