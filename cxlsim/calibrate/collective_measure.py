@@ -14,9 +14,13 @@ The held-out collectives (`measure_collectives`): the emulator's copy-mode allre
 reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the bench
 (`bench.run_plan`), in jobs that alternate the modes (A B A B). Every job probes the flag
 round trip before and after (a job above `measure.STABLE` x the best seen in its mode ran in
-the slow host placement or was disturbed, and is left out when others are not) and records
-each rank's share of its CPU per size (below `measure.BUSY`: another job ran there; left out
-when undisturbed runs exist). Units: ns, bytes.
+the slow host placement or was disturbed, and is left out when others are not) and the
+concurrent-copy primitive before and after (`measure.concurrent_rank`, the ranks joined by
+`measure.join_ranks`), as the allgather's jobs do: a primitive taken in the same state of the
+machine as the job's calls (in flush mode its copy-in at 256 KiB-1 MiB is bimodal from job to
+job, about 100 or 490 us at 1 MiB, so a primitive from another job can be in the other state),
+and records each rank's share of its CPU per size (below `measure.BUSY`: another job ran
+there; left out when undisturbed runs exist). Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ import time
 
 import numpy as np
 
-from cxlsim.calibrate.measure import BUSY, STABLE, steady
+from cxlsim.calibrate.measure import BUSY, STABLE, concurrent_rank, join_ranks, steady
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
@@ -101,13 +105,20 @@ def measure_call_overheads(collectives=COLLECTIVES, batches: int = 5, iterations
     return run_local(1, _overhead_job, (tuple(collectives), batches, iterations), slot_bytes=64)[0]
 
 
+def primitive_sizes(sizes) -> list[int]:
+    """The concurrent-copy primitive's sizes for calls of `sizes`: each and its half (a share or block)."""
+    return sorted({max(1, int(m)) for n in sizes for m in (n, n // 2)})
+
+
 def _bench_job(comm, collectives, sizes, iterations):
-    """One job: the flag round trip, then per collective and size a bench run with this rank's share of its
-    CPU, then the round trip again. Returns (rows, round trip before, after) on rank 0."""
+    """One job: the flag round trip and the concurrent-copy primitive, then per collective and size a bench
+    run with every rank's least share of its CPU, then the primitive and the round trip again. Returns
+    (rows, round trip before, after, [this rank's primitive rounds before, after])."""
     from cxlsim.emulator.bench import BenchPlan, run_plan
 
     comm.flag_pingpong(100)
     before = comm.flag_pingpong(300)
+    concurrent = [concurrent_rank(comm, primitive_sizes(sizes))]
     rows = []
     for collective in collectives:
         for n in ((0,) if collective == "barrier" else sizes):
@@ -122,7 +133,8 @@ def _bench_job(comm, collectives, sizes, iterations):
             comm.allgather(busy, everyone)
             rows += [dict(collective=collective, size_bytes=n, ns=r["avg_us"] * 1e3, busy=float(everyone.min()))
                      for r in got]
-    return rows, before, comm.flag_pingpong(300)
+    concurrent.append(concurrent_rank(comm, primitive_sizes(sizes)))
+    return rows, before, comm.flag_pingpong(300), concurrent
 
 
 def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
@@ -131,9 +143,10 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     """The emulator's copy-mode pool collectives at np 2 in both modes, held out from the fit.
 
     Returns {'rows': [{coherence, collective, size_bytes, measured_ns (median of the kept jobs' means),
-    spread_ns (their lowest and highest), jobs, disturbed_only, large_bytes}], 'jobs': [{coherence,
-    roundtrip_before_ns, roundtrip_after_ns, slow_placement}], 'placement': 'fast' | 'slow' (the best hw
-    round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns'}."""
+    spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only, large_bytes}], 'jobs':
+    [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, slow_placement, concurrent_ns (the
+    primitive, mean of before and after: {kind: {size: ns}})}], 'placement': 'fast' | 'slow' (the best
+    hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns'}."""
     from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
     from cxlsim.emulator.launch import run_local
 
@@ -148,10 +161,15 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     jobs = []
     for _ in range(rounds):
         for mode in Coherence:
-            rows, rt0, rt1 = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
-                                       slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
-                                       allreduce_large_bytes=large)[0]
-            jobs.append(dict(coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1, rows=rows))
+            per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
+                                 slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
+                                 allreduce_large_bytes=large)
+            rows, rt0, rt1, _ = per_rank[0]
+            joined = [join_ranks([r[3][k] for r in per_rank]) for k in range(2)]
+            concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
+                          for kind, by in joined[0].items()}
+            jobs.append(dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
+                             rows=rows, concurrent_ns=concurrent))
             step(f"collectives {mode.value} job (flag round trip {rt0:.0f}, {rt1:.0f} ns)")
     best = dict(best_roundtrip_ns or {})
     for job in jobs:
@@ -165,12 +183,15 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
         kept = [j for j in mine if not j["slow_placement"]] or mine
         keys = sorted({(r["collective"], r["size_bytes"]) for j in kept for r in j["rows"]})
         for collective, n in keys:
-            runs = [r for j in kept for r in j["rows"] if (r["collective"], r["size_bytes"]) == (collective, n)]
+            runs = [dict(r, job=j["job"]) for j in kept for r in j["rows"]
+                    if (r["collective"], r["size_bytes"]) == (collective, n)]
             calm = [r for r in runs if r["busy"] >= BUSY]
-            values = [r["ns"] for r in (calm or runs)]
+            used = calm or runs
+            values = [r["ns"] for r in used]
             out.append(dict(coherence=mode.value, collective=collective, size_bytes=n,
                             measured_ns=statistics.median(values), spread_ns=[min(values), max(values)],
-                            jobs=len(values), disturbed_only=not calm, large_bytes=large))
+                            jobs=len(values), job_ids=[r["job"] for r in used], job_ns=values,
+                            disturbed_only=not calm, large_bytes=large))
     hw = best.get(Coherence.HW, math.inf)
     return {"rows": out, "jobs": [{k: v for k, v in j.items() if k != "rows"} for j in jobs],
             "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best}

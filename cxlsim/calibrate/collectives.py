@@ -66,11 +66,63 @@ def fold_bytes(collective: str, size_bytes: int, large_bytes: int, nranks: int) 
     return 0
 
 
+def _lines(n: int) -> int:
+    return 64 * max(-(-int(n) // 64), 1)
+
+
+def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
+    """Host bandwidth (bytes/ns) for one np-2 call, so that the bytes the DES moves at it (its pool writes
+    and reads, W = whole lines each) take what the concurrent-copy primitive's phases for the same
+    movements take, less the latency the DES charges around them (as `LocalModel.host_bw` does for the
+    allgather); None without the primitive (then the allgather's figure is used).
+
+    A copy-in costs the primitive's copy-in (stores into lines the other core has read, so each takes
+    them back) only for the lines the other rank read in the previous call; the rest cost a one-process
+    copy (`LocalModel.copy_ns`). The movements, per rank:
+
+    - broadcast: the root copies s in (the reader read all of it); a reader copies one remote block out
+      (the copy-out of two blocks less a local copy of one);
+    - alltoall: the row of P x m in (the other rank read one block of it); the own block (from the send
+      buffer) and the other's out (the copy-out at m);
+    - allreduce small: s in (all of it read by the other); the fold's loads of both blocks (the
+      read-in-place phase at s);
+    - reduce_scatter: the row s in (one block b = s/2 of it read by the other); the fold's loads of both
+      rows' block (read at b);
+    - allreduce large: s in (one share h = s/2 of it read by the other); the fold's loads of both shares
+      (read at h); the copy-out of both shares (copy-out at h); the share's write into the pool is the
+      fold's own store, inside the fold primitive, so it is charged nothing here.
+    """
+    if collective == "barrier" or model.np != 2 or size_bytes <= 0:
+        return None
+    cin, cout, rout = (lambda n, k=k: model.concurrent_ns(k, n, coherence) for k in ("copyin", "copyout", "readout"))
+    if cin(1) is None or cout(1) is None or rout(1) is None:
+        return None
+    s, P = size_bytes, model.np
+    if collective == "broadcast":
+        moved, ns = 2 * _lines(s), cin(s) + max(cout(s) - model.copy_ns(s), 0.0)
+    elif collective == "alltoall":
+        moved, ns = 2 * _lines(P * s), cin(s) + model.copy_ns(s) + cout(s)
+    elif collective == "allreduce" and FLOAT_BYTES * max(1, s // FLOAT_BYTES) < large_bytes:
+        moved, ns = 3 * _lines(s), cin(s) + rout(s)
+    else:
+        h = fold_bytes(collective, s, large_bytes, P)
+        half_in = cin(h) + model.copy_ns(s - h)
+        if collective == "reduce_scatter":
+            moved, ns = _lines(s) + 2 * _lines(h), half_in + rout(h)
+        else:  # the large allreduce: the DES also streams the share into the pool (h), charged in the fold
+            moved, ns = _lines(s) + 5 * _lines(h), half_in + rout(h) + cout(h)
+    charged = 2 * model.path_ns[coherence] if coherence == Coherence.FLUSH and model.flush_ack_ns \
+        else 4 * model.path_ns[coherence]
+    return moved / max(ns - charged, 1e-3)
+
+
 def collective_preset(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
-    """The local-host preset of one call: `local_preset` at the call's block (alltoall: its row of P blocks),
-    with the reduction at the fold primitive's rate for the bytes folded (`LocalModel.reduce_bw`)."""
+    """The local-host preset of one call: `local_preset` at the call's block (alltoall: its row of P blocks)
+    with the collective's own host bandwidth (`collective_bw`), and the reduction at the fold primitive's
+    rate for the bytes folded (`LocalModel.reduce_bw`)."""
     block = size_bytes * model.np if collective == "alltoall" else size_bytes
-    preset = local_preset(model, max(block, 1), model.path_ns[coherence], coherence)
+    bw = collective_bw(model, coherence, collective, size_bytes, large_bytes)
+    preset = local_preset(model, max(block, 1), model.path_ns[coherence], coherence, host_bw_bytes_per_ns=bw or 0.0)
     folded = fold_bytes(collective, size_bytes, large_bytes, model.np)
     bw = model.reduce_bw(folded) if folded else None
     if bw is None:
@@ -103,12 +155,21 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
     return float(statistics.fmean(spans.values()))
 
 
-def validate_collectives(model: LocalModel, rows: list[dict]) -> list[dict]:
-    """Each measured row with the DES prediction and error ((predicted - measured) / measured)."""
+def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] | None = None) -> list[dict]:
+    """Each measured row with the DES prediction and error ((predicted - measured) / measured).
+
+    With `jobs` (`measure_collectives`'s, each with the concurrent-copy primitive measured around it),
+    a row measured in several jobs is predicted once per job with that job's primitive in place of the
+    model's, and the prediction is the median of those, as the measurement is the median of the jobs'
+    times: the primitive and the calls then share the state of the machine (`collective_measure`)."""
+    by_job = {j["job"]: j for j in jobs or [] if j.get("concurrent_ns")}
     out = []
     for row in rows:
-        predicted = predict_collective(model, row["coherence"], row["collective"], row["size_bytes"],
-                                       row["large_bytes"])
+        models = [dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves,
+                                                                    **{row["coherence"]: by_job[i]["concurrent_ns"]}))
+                  for i in row.get("job_ids", ()) if i in by_job and model.np == 2] or [model]
+        predicted = statistics.median(predict_collective(m, row["coherence"], row["collective"], row["size_bytes"],
+                                                         row["large_bytes"]) for m in models)
         out.append(dict(row, predicted_ns=predicted, error=(predicted - row["measured_ns"]) / row["measured_ns"]))
     return out
 
@@ -183,7 +244,7 @@ def main(argv=None) -> int:
             raise InputError(f"--sizes: {exc}") from None
         large = (profile.get("emulator") or {}).get("allreduce_large_bytes")
         got = measure_collectives(sizes, rounds=args.rounds, iterations=args.iterations, large_bytes=large)
-        rows = validate_collectives(model, got["rows"])
+        rows = validate_collectives(model, got["rows"], got["jobs"])
     except InputError as exc:
         print(f"cxlsim.calibrate.collectives: error: {exc}")
         return 2

@@ -198,16 +198,18 @@ class LocalModel:
 
 
 def local_preset(model: LocalModel, size_bytes: int, path_ns: float, coherence: str, *,
-                 bw_cap_bytes_per_ns: float = 0.0, extra_latency_ns: float = 0.0):
+                 bw_cap_bytes_per_ns: float = 0.0, extra_latency_ns: float = 0.0, host_bw_bytes_per_ns: float = 0.0):
     """The `local-host` CXLPoolPreset for calls of `size_bytes`: no switch latency, no media latency,
-    a core-to-pool path of `path_ns`, host bandwidth from the copy curve at that size (capped at
-    `bw_cap_bytes_per_ns` if > 0), flush and fence from the microbenchmark, a device that never
-    limits (one host's copies are the bottleneck on one machine)."""
+    a core-to-pool path of `path_ns`, host bandwidth from the copy curve at that size (the allgather's
+    bytes, `LocalModel.host_bw`; `host_bw_bytes_per_ns` if > 0; capped at `bw_cap_bytes_per_ns` if > 0),
+    flush and fence from the microbenchmark, a device that never limits (one host's copies are the
+    bottleneck on one machine)."""
     from cxlsim.fabric.cxl import CXLDeviceParams, CXLLinkParams, CXLSwitchParams
     from cxlsim.fabric.cxl_presets import CXLPoolPreset
     from cxlsim.fabric.host import HostParams
 
-    bw = model.host_bw(size_bytes, coherence, max(path_ns, MIN_PATH_NS))
+    bw = host_bw_bytes_per_ns if host_bw_bytes_per_ns > 0 else model.host_bw(size_bytes, coherence,
+                                                                               max(path_ns, MIN_PATH_NS))
     flush = coherence == Coherence.FLUSH  # only flush mode's writes and clflushopts wait for memory
     if bw_cap_bytes_per_ns > 0:
         bw = min(bw, bw_cap_bytes_per_ns)

@@ -190,7 +190,7 @@ def _remote_rank(comm, sizes, repeats: int):
 CONCURRENT_WARMUP, CONCURRENT_ITERATIONS = 100, 200  # rounds of concurrent_copy per size: dropped, kept
 
 
-def _concurrent_rank(comm, sizes, warmup: int = CONCURRENT_WARMUP, iterations: int = CONCURRENT_ITERATIONS):
+def concurrent_rank(comm, sizes, warmup: int = CONCURRENT_WARMUP, iterations: int = CONCURRENT_ITERATIONS):
     """This rank's times (ns per round) of `PoolKernel.concurrent_copy` per size, copy and read
     variants: {'copyin', 'copyout', 'writeback', 'invalidate' (copy variant; the last two 0 in hw
     mode), 'storein', 'readout' (read variant): {size: [ns per round]}}; the first `warmup` rounds
@@ -211,7 +211,7 @@ for the slowest rank's, so `join_ranks` takes their max per round."""
 
 
 def join_ranks(per_rank: list[dict]) -> dict:
-    """{kind: {size: ns}} from every rank's rounds (`_concurrent_rank`): for `PRE_SYNC_KINDS` the
+    """{kind: {size: ns}} from every rank's rounds (`concurrent_rank`): for `PRE_SYNC_KINDS` the
     median over the rounds of the slowest rank's time in that round, for the rest the mean over
     the ranks of each rank's median (the bench averages the ranks' times).
 
@@ -230,10 +230,10 @@ def join_ranks(per_rank: list[dict]) -> dict:
 
 
 def _concurrent_job(comm, sizes):
-    """`_concurrent_rank` between two flag round trips: (this rank's rounds, the worse round trip, ns)."""
+    """`concurrent_rank` between two flag round trips: (this rank's rounds, the worse round trip, ns)."""
     comm.flag_pingpong(100)  # warm up: both ranks running
     before = comm.flag_pingpong(500)
-    got = _concurrent_rank(comm, sizes)
+    got = concurrent_rank(comm, sizes)
     return got, max(before, comm.flag_pingpong(500))
 
 
@@ -318,7 +318,7 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
     rt = comm.flag_pingpong(pingpong_calls) if comm.size == 2 else float("nan")
     # the concurrent-copy primitive before and after the job, like the flag round trip: a primitive
     # in the same host placement as the runs (never the allgather's own figures)
-    before = _concurrent_rank(comm, sizes) if comm.size == 2 and not comm.pool_latency_ns \
+    before = concurrent_rank(comm, sizes) if comm.size == 2 and not comm.pool_latency_ns \
         and not comm.pool_bw_bytes_per_ns else None
     from cxlsim.emulator import primitives
 
@@ -343,7 +343,7 @@ def _allgather_rank(comm, sizes, iterations, pingpong_calls):
                      for r in got]
     rt_after = comm.flag_pingpong(pingpong_calls) if comm.size == 2 else float("nan")
     if comm.size == 2 and not comm.pool_latency_ns and not comm.pool_bw_bytes_per_ns:
-        concurrent = [before, _concurrent_rank(comm, sizes)]
+        concurrent = [before, concurrent_rank(comm, sizes)]
     else:
         concurrent = []
     return rows, rt, rt_after, concurrent

@@ -101,6 +101,6 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     if collectives:
         coll = measure_collectives(sizes, rounds=rounds, large_bytes=threshold["allreduce_large_bytes"],
                                    best_roundtrip_ns=meas["best_roundtrip_ns"], progress=step)
-        coll["rows"] = validate_collectives(model, coll["rows"])
+        coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
             "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}
