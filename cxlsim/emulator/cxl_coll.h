@@ -148,7 +148,7 @@ static int cxl_coll_wait_one(cxl_coll_t *c, int r, uint64_t value)
         }
         if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value) break;
         if (spins < p->spin_iters) {
-            cxl_pause();
+            if (spins > CXL_TIGHT_SPINS) cxl_pause();
             continue;
         }
         sched_yield();
