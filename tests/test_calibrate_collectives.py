@@ -120,3 +120,11 @@ def test_measured_rows_validate_against_the_model_in_both_modes():
         measure_collectives((3,))
     with pytest.raises(InputError, match="collectives: expected some of"):
         measure_collectives((64,), ("gather",))
+
+
+def test_no_collectives_is_refused_where_it_does_not_apply(capsys):
+    from cxlsim.cli import main as cli_main
+
+    assert cli_main(["calibrate", "--validate-only", PROFILE, "--no-collectives"]) == 2
+    assert "--no-collectives: --validate-only does not use it (--no-collectives applies to a local calibration)" \
+        in capsys.readouterr().err
