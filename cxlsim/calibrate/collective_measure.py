@@ -139,8 +139,12 @@ def _bench_job(comm, collectives, sizes, iterations):
 
 def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
                         large_bytes: int | None = None, best_roundtrip_ns: dict | None = None,
-                        progress=None) -> dict:
+                        progress=None, max_retries: int | None = None) -> dict:
     """The emulator's copy-mode pool collectives at np 2 in both modes, held out from the fit.
+
+    Jobs alternate the modes, `rounds` of each; a job whose flag round trip before or after exceeds
+    STABLE x the best seen so far (or in `best_roundtrip_ns`) is repeated, at most `max_retries` extra
+    jobs (default: as many as planned), and left out if a faster one exists in the end.
 
     Returns {'rows': [{coherence, collective, size_bytes, measured_ns (median of the kept jobs' means),
     spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only, large_bytes}], 'jobs':
@@ -158,23 +162,27 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
         raise InputError(f"collectives: expected some of {COLLECTIVES}, got {unknown}")
     large = ALLREDUCE_LARGE_BYTES if large_bytes is None else large_bytes
     step = progress or (lambda what: None)
-    jobs = []
-    for _ in range(rounds):
-        for mode in Coherence:
-            per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
-                                 slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
-                                 allreduce_large_bytes=large)
-            rows, rt0, rt1, _ = per_rank[0]
-            joined = [join_ranks([r[3][k] for r in per_rank]) for k in range(2)]
-            concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
-                          for kind, by in joined[0].items()}
-            jobs.append(dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
-                             rows=rows, concurrent_ns=concurrent))
-            step(f"collectives {mode.value} job (flag round trip {rt0:.0f}, {rt1:.0f} ns)")
     best = dict(best_roundtrip_ns or {})
-    for job in jobs:
-        mode = job["coherence"]
-        best[mode] = min(best.get(mode, math.inf), job["roundtrip_before_ns"], job["roundtrip_after_ns"])
+    jobs, queue = [], list(Coherence) * rounds
+    retries = len(queue) if max_retries is None else max_retries
+    while queue:
+        mode = queue.pop(0)
+        per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
+                             slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
+                             allreduce_large_bytes=large)
+        rows, rt0, rt1, _ = per_rank[0]
+        joined = [join_ranks([r[3][k] for r in per_rank]) for k in range(2)]
+        concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
+                      for kind, by in joined[0].items()}
+        jobs.append(dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
+                         rows=rows, concurrent_ns=concurrent))
+        best[mode] = min(best.get(mode, math.inf), rt0, rt1)
+        repeat = max(rt0, rt1) > STABLE * best[mode] and retries > 0
+        if repeat:
+            retries -= 1
+            queue.append(mode)
+        step(f"collectives {mode.value} job (flag round trip {rt0:.0f}, {rt1:.0f} ns)"
+             + ("; slow placement or disturbed: repeated" if repeat else ""))
     for job in jobs:
         job["slow_placement"] = max(job["roundtrip_before_ns"], job["roundtrip_after_ns"]) > STABLE * best[job["coherence"]]
     out = []
