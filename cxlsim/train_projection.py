@@ -41,8 +41,8 @@ error (projected / measured - 1), the run's clock from cxlsim/train_clock.py:
 
 - throughput over the whole run (every rank's samples over the last step end, the
   record's definition);
-- throughput in steady state: after the first `warmup_fraction` of the global steps,
-  whose first pool calls pay the run's start (several ms each at np 2 on this machine);
+- throughput in steady state: after the first `warmup_fraction` of the global steps
+  (the usual benchmark convention; the whole-run figure is beside it);
 - throughput over the undisturbed steps: those after the warm-up in which no rank's pool
   calls took more than `train_clock.DISTURBED_S` (1 ms) beyond waiting for a slower rank's
   local work, measured and projected over the same steps, with their share: a diagnostic

@@ -168,9 +168,30 @@ def order_by_tta(by_label: dict, labels: list[str]) -> list[str]:
     lines = [f"measured order by time to {ACCURACY}:  " + " < ".join(f"{lab} ({med[lab][0]:.3f} s)" for lab in measured),
              f"projected order by time to {ACCURACY}: " + " < ".join(f"{lab} ({med[lab][1]:.3f} s)" for lab in projected),
              f"same order: {measured == projected}"]
+    lines += resolved_pairs(by_label, reached)
     missing = [lab for lab in labels if lab not in reached]
     if missing:
         lines.append(f"not reached in the median run: {', '.join(missing)}")
+    return lines
+
+
+def resolved_pairs(by_label: dict, labels: list[str]) -> list[str]:
+    """The pairs of runs whose measured times to ACCURACY the rounds resolve (the [min, max] ranges are apart),
+    and whether the projection's medians order each such pair alike; the other pairs are tied within
+    their spread, so no order of them is measured."""
+    ranges = {lab: spread(tta_of(r) for r in by_label[lab]) for lab in labels}
+    projected = {lab: spread(tta_of(r, key="projected_s") for r in by_label[lab])[0] for lab in labels}
+    apart, tied = [], []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            first, second = sorted((a, b), key=lambda lab: ranges[lab][0])
+            (apart if ranges[first][2] < ranges[second][1] else tied).append((first, second))
+    alike = [projected[f] < projected[s] for f, s in apart]
+    lines = [f"pairs the rounds resolve (measured [min, max] apart): {len(apart)} of {len(apart) + len(tied)}; "
+             f"the projection orders {sum(alike)} of them alike"
+             + "".join(f"; NOT {f} < {s}" for (f, s), ok in zip(apart, alike) if not ok)]
+    if tied:
+        lines.append("tied within their spread (ranges overlap): " + ", ".join(f"{f} ~ {s}" for f, s in tied))
     return lines
 
 
