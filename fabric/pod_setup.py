@@ -21,7 +21,7 @@ Two pod kinds, chosen by the pool preset: around a switch (`cxl2-pool`, `cxl3-po
 `max_switch_levels` 0): every host of a pod attaches directly to a head of each of the
 pod's multi-headed devices, as in Pond's and Octopus's dense pods, so a pod has at most
 `device.heads` hosts (the preset's figure) as a dense pod. A pod of more hosts on a
-switchless preset is a sparse Octopus pod (`octopus4-pool`: 4-headed devices; pods of 13):
+switchless preset is a sparse Octopus pod (`octopus4-pool`: 4-headed devices; pods of 13 or 16):
 `cxlsim.fabric.octopus.design` picks which hosts share each device, any two hosts sharing
 exactly one; every collective runs on each device's hosts at once (`octopus_pool`).
 

@@ -9,7 +9,7 @@ from cxlsim import config, simulate
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
-from cxlsim.fabric.octopus import design, pod_sizes
+from cxlsim.fabric.octopus import FiniteField, design, pod_sizes
 from cxlsim.fabric.pod_setup import CXL_PODS
 from cxlsim.hybrid_projection import PODS_RECORDS, form_note, run_hybrid
 from cxlsim.models.collectives import analytic, runner
@@ -105,7 +105,8 @@ def test_switchless_pods_rerun_from_their_written_out_figures():
 
 # ---------------------------------------------------------------- sparse Octopus pods
 
-@pytest.mark.parametrize("hosts, heads, devices", [(7, 3, 7), (13, 4, 13), (9, 3, 12), (25, 5, 30), (6, 2, 15)])
+@pytest.mark.parametrize("hosts, heads, devices", [(7, 3, 7), (13, 4, 13), (9, 3, 12), (25, 5, 30), (6, 2, 15),
+                                                    (16, 4, 20), (21, 5, 21), (64, 8, 72)])
 def test_every_two_hosts_share_exactly_one_device(hosts, heads, devices):
     found = design(hosts, heads)
     assert len(found) == devices and all(len(d) == heads for d in found)
@@ -117,11 +118,32 @@ def test_every_two_hosts_share_exactly_one_device(hosts, heads, devices):
 
 
 def test_a_pod_size_without_a_construction_names_the_ones_there_are():
-    assert pod_sizes(4) == [13] and pod_sizes(3) == [7, 9]
-    with pytest.raises(InputError, match="with 4 heads use 13 hosts"):
-        design(16, 4)
-    with pytest.raises(InputError, match="fabric.pods.hosts: 16 hosts on octopus4-pool.*use 13 hosts"):
-        _pods("octopus4-pool", nodes=32, hosts=16)
+    assert pod_sizes(4) == [13, 16] and pod_sizes(3) == [7, 9] and pod_sizes(6) == [31] and pod_sizes(7) == [49]
+    with pytest.raises(InputError, match="with 4 heads use 13, 16 hosts"):
+        design(15, 4)
+    with pytest.raises(InputError, match="fabric.pods.hosts: 15 hosts on octopus4-pool.*use 13, 16 hosts"):
+        _pods("octopus4-pool", nodes=30, hosts=15)
+
+
+def test_gf4_is_a_field():
+    f = FiniteField(2, 2)  # the 16-host pod on 4-headed devices is the affine plane over GF(4)
+    for a in range(1, 4):
+        assert sorted(f.mul(a, b) for b in range(1, 4)) == [1, 2, 3]  # every nonzero element has an inverse
+        assert f.add(a, a) == 0  # characteristic 2
+    assert all(f.mul(a, f.add(b, c)) == f.add(f.mul(a, b), f.mul(a, c)) for a in range(4) for b in range(4)
+               for c in range(4))
+
+
+def test_a_16_host_pod_of_4_headed_devices_equals_its_form():
+    _, setup = _pods("octopus4-pool", nodes=32, hosts=16)
+    assert len(setup.design) == 20 and "sparse pod of 20 devices" in setup.describe(32)
+    fig = PodFigures(setup.pool_figures(), analytic.CostModel.from_network(setup.network.network(), 65536),
+                     setup.hosts, setup.pods, heads=4)
+    algo, ctx = algorithm("allgather", "pods"), runner.Context(inter="ring")
+    for m in (8, 5000):
+        outcome = runner.run_algorithm(setup.new_transport(65536), algo, m, ctx)
+        runner.verify("allgather", 32, ctx, outcome.results)
+        assert outcome.latency_ns == pytest.approx(algo.cost(fig, 32, m, ctx), rel=1e-9)
 
 
 @pytest.mark.parametrize("inter", ["ring", "recursive_doubling"])
