@@ -62,17 +62,18 @@ def test_des_equals_the_closed_form_on_an_uncongested_pool(mode):
         assert worst[key] < 2e-3, key
 
 
-def test_the_flush_broadcast_keeps_its_stated_bound_on_cxl2():
-    """cxl2-pool (one switch, up to 4 hosts within the device's bandwidth) in flush mode: the broadcast's
-    caveat holds; one line needs none."""
+@pytest.mark.parametrize("preset, hosts, levels", [("cxl2-pool", (2, 3, 4), 1), ("cxl3-pool", (16, 33), 2)])
+def test_the_flush_broadcast_is_exact_on_any_pool(preset, hosts, levels):
+    """cxl2-pool (one switch, where the readers' polls queue behind the root's 4 KiB chunks at the device)
+    and a congested two-level tree: the flush-mode broadcast's walk equals the DES, with no caveat,
+    for any root."""
     algo = registry.algorithm("broadcast", "cxl_pool")
-    for p in (2, 3, 4):
-        for size in (1, 64, 4096, 8192, 16384, 65536):
-            latency, fig = des(algo, p, size, "flush", preset="cxl2-pool")
-            assert forms.uncongested(fig, p)
-            note = forms.form_note(algo, fig, p, size)
-            assert (note is None) == (size <= 64)
-            assert abs(analytic.closed_form(algo, fig, p, size) / latency - 1) <= allowed(note), (p, size)
+    for p in hosts:
+        for size in (1, 64, 4096, 8192, 16384, 65536, 1 << 20):
+            ctx = Context(root=p - 1)
+            latency, fig = des(algo, p, size, "flush", ctx, preset=preset, switch_levels=levels)
+            assert forms.form_note(algo, fig, p, size) is None
+            assert analytic.closed_form(algo, fig, p, size, ctx) == pytest.approx(latency, rel=1e-9), (p, size)
 
 
 @pytest.mark.parametrize("mode", MODES)

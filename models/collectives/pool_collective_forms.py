@@ -32,8 +32,12 @@ the form takes every rank's wait to end with the barrier's, which in hw mode is
 one line's issue late for the rank that polls last when the DES's order of equal
 times makes it so (within 0.5%).
 
-The broadcast and the large allreduce follow from the same rules; their
-docstrings give the steps.
+The hw broadcast and the large allreduce follow from the same rules; their
+docstrings give the steps. The flush-mode broadcast is a walk of the ranks'
+programs through the pool's FIFO chain (`pool_walk.PoolWalk`), exact on any
+pool: a reader's polls queue at a device behind the root's chunks (a chunk holds
+the device for chunk/B while its lines arrive over chunk/b), which shifts the
+phase of every later poll and so which poll sees the flag.
 """
 from __future__ import annotations
 
@@ -43,6 +47,8 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
+from cxlsim.models.collectives.pool_forms import geometry_from_figures
+from cxlsim.models.collectives.pool_walk import EPS, PoolWalk
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
            "row_step_cost", "reduce_scatter_cost", "alltoall_cost", "broadcast_cost", "RECORDS",
@@ -63,8 +69,8 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
 
     The bounds are those the tests measure (tests/test_sim_pool_collectives.py)."""
     key = (algo.collective, algo.name)
-    if p <= 1 or key not in _FORMS:
-        return None
+    if p <= 1 or key not in _FORMS or key == ("broadcast", "cxl_pool") and _flush(fig):
+        return None  # the flush-mode broadcast's walk is exact on any pool
     calm = uncongested(fig, p)
     if key in (("barrier", "cxl_pool"), ("allreduce", "cxl_pool")):
         return None if calm else ("the pool allgather's exact form; the flags' places in the pool differ from "
@@ -82,9 +88,6 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
             return ("approximate: shares of unequal size publish at different times, which the form does not "
                     "model (within 7% as measured; exact when the size is a multiple of 64 x P bytes); use engine des")
         return None
-    if _flush(fig) and size_bytes > LINE:
-        return ("within 3%: the readers' polls queue at the device behind the root's write (as measured at 2-10 "
-                "hosts, 1 B-64 KiB: up to 2.8% on cxl2-pool, 0.3% on cxl3-pool)")
     return None
 
 
@@ -180,39 +183,87 @@ def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
 
 
 def broadcast_cost(fig, p: int, s: int, ctx=None) -> float:
-    """The pool broadcast of s bytes, ns (uncongested).
+    """The pool broadcast of s bytes from root `ctx.root` (0 without a context), ns.
 
-    The root writes, reaching its sfence at f = fence + (what the write adds), and stores its flag: a read for
-    ownership, X + L (+ 2 path in hw mode: the readers hold the line; flush mode: + F, its clflushopt). Every
-    reader polls the root's flag from time 0:
-    - hw: its load at 0 misses and sees nothing; the next load starts at its data, X + L, if the root's store
-      already took the copy (f <= X + L), else when the root's BISnp wakes it, f + 2 path; that load recalls
-      the root's line and sees the flag at its start + X + L + 2 path;
-    - flush: each poll (clflushopt, mfence, load) takes F + fence + X + L, and sees the flag once its data is
-      no earlier than the root's write-back of the flag reaches the pool (f + X + L + X + path).
-    Then the reader acquires (flush mode), loads the slot, and publishes done: an sfence and its flag's read
-    for ownership (flush mode: + F).
+    hw (uncongested; algebraic): the root writes, reaching its sfence at f = fence + (what the write
+    adds), and stores its flag: a read for ownership, X + L + 2 path (the readers hold the line).
+    Every reader polls the root's flag from time 0: its load at 0 misses and sees nothing; the next
+    load starts at its data, X + L, if the root's store already took the copy (f <= X + L), else
+    when the root's BISnp wakes it, f + 2 path; that load recalls the root's line and sees the flag
+    at its start + X + L + 2 path. Then the reader loads the slot and publishes done: an sfence and
+    its flag's read for ownership.
+
+    flush (exact, on any pool): the ranks' programs walked through the pool's FIFO chain
+    (`_broadcast_flush`), since a reader's polls queue at the device behind the root's chunks.
     """
-    flush = _flush(fig)
+    root = ctx.root if ctx is not None else 0
+    if _flush(fig):
+        return _broadcast_flush(fig, p, s, root)
     x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
     f = fig.fence_ns + _shift(fig, s)
     if p == 1:
-        return f + x + load + (fig.flush_ns_per_line if flush else 0.0)
-    if flush:
-        root = f + x + load + fig.flush_ns_per_line
-        in_pool = f + x + load + x + path
-        period = fig.flush_ns_per_line + fig.fence_ns + x + load
-        seen = period * max(1, -(-in_pool // period))
-        while seen - period >= in_pool:  # floor rounding of the division
-            seen -= period
-    else:
-        root = f + x + load + 2 * path
-        again = x + load if f <= x + load else f + 2 * path
-        seen = again + x + load + 2 * path
+        return f + x + load
+    again = x + load if f <= x + load else f + 2 * path
+    seen = again + x + load + 2 * path
     reader = seen + _reads(fig, 0, [_lines(0, s)]) + fig.fence_ns + x + load
-    if flush:
-        reader += fig.flush_ns_per_line
-    return max(root, reader)
+    return max(f + x + load + 2 * path, reader)
+
+
+def _broadcast_flush(fig, p: int, s: int, root: int) -> float:
+    """The flush-mode broadcast's programs walked through the pool's FIFO chain (`PoolWalk`), ns.
+
+    Root: stream the slot, clflushopt it, sfence, store the flag (a read into the cache),
+    clflushopt it (its write-back puts the flag in the pool). Reader: poll the root's flag
+    (clflushopt, mfence, load) until the flag is in the pool by the load's data; clflushopt the
+    slot, mfence, load it; sfence, store done (a read into the cache), clflushopt it.
+    """
+    geo = geometry_from_figures(fig, p)
+    lines, n = _lines(0, s), _lines(0, s) * LINE
+    layout = pc.StepLayout(p, s)
+    slot, flags = layout.slot(1, root), [layout.flag(r, 1) for r in range(p)]
+    data = geo.media_ns + geo.path_ns
+    visible = {}
+
+    def clflushopt(t, count, acks):
+        t += count * geo.flush_ns_per_line
+        if count and geo.invalidate_ns > 0:
+            acks.append(t + geo.invalidate_ns)
+        return t
+
+    def fence(t, acks):
+        return max([t] + acks) + geo.fence_ns
+
+    def publish(r, t, acks, on_pool=None):
+        """sfence, flag store, its clflushopt (the write-back from the store's data): the CPU's end."""
+        _, end = yield (flags[r], LINE, False, fence(t, acks))
+        stored = end + data
+        yield (flags[r], LINE, True, stored, on_pool) if on_pool else (flags[r], LINE, True, stored)
+        return clflushopt(stored, 1, acks)
+
+    def root_program():
+        acks, t = [], 0.0
+        if n:
+            issued, end = yield (slot, n, True, 0.0)
+            acks.append(max(end + geo.path_ns, geo.writeback_ns))
+            t = clflushopt(issued, lines, acks)
+        return (yield from publish(root, t, acks, lambda end: visible.setdefault("flag", end)))
+
+    def reader_program(r):
+        acks, t = [], 0.0
+        while True:  # clflushopt, mfence, load until the flag is in the pool by the load's data
+            _, end = yield (flags[root], LINE, False, fence(clflushopt(t, 1, acks), acks))
+            t = yield end + data
+            if visible.get("flag", float("inf")) <= t + EPS:
+                break
+        t = fence(clflushopt(t, lines, acks), acks)
+        if n:
+            _, end = yield (slot, n, False, t)
+            t = end + data
+        return (yield from publish(r, t, acks))
+
+    programs = {r: reader_program(r) for r in range(p) if r != root}
+    programs[root] = root_program()
+    return max(PoolWalk(geo).run(dict(sorted(programs.items()))).values())
 
 
 _SOURCE = "cxlsim emulator cxl_coll.h"
