@@ -149,7 +149,7 @@ def main() -> int:
             ok_all &= s["met"]
             print(f"    {key:<22} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
                   f"at {s['worst_size']} B (<= 25%) over {s['points']} sizes ({s['excluded']} disturbed): "
-                  f"{_verdict(s['met'])}")
+                  f"{_verdict(s['met'], s['measured'])}")
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))
     osu = cal.from_osu(files, nodes=2)
     print(cal.report_from_osu(osu), end="")

@@ -94,6 +94,12 @@ def test_summary_by_hand_leaves_out_disturbed_rows():
         (pytest.approx(0.08), pytest.approx(0.20), 128, 3, 1, True)
     rows[1]["error"] = 0.30
     assert not summarize_collectives(rows)["broadcast hw"]["met"]
+    rows[1]["error"] = -0.20
+    for r in rows:
+        r["flagged_all"] = True  # every job in a slow placement: reported, never met
+    assert summarize_collectives(rows)["broadcast hw"]["measured"] is False
+    assert not summarize_collectives(rows)["broadcast hw"]["met"]
+    assert "UNMEASURED" in format_collectives(rows)
     assert "(every run disturbed)" in format_collectives(rows)
 
 

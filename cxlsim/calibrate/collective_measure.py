@@ -147,7 +147,8 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     jobs (default: as many as planned), and left out if a faster one exists in the end.
 
     Returns {'rows': [{coherence, collective, size_bytes, measured_ns (median of the kept jobs' means),
-    spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only, large_bytes}], 'jobs':
+    spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only (every run had a rank off
+    its CPU), flagged_all (every job of the mode was flagged: nothing better to keep), large_bytes}], 'jobs':
     [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, slow_placement, concurrent_ns (the
     primitive, mean of before and after: {kind: {size: ns}})}], 'placement': 'fast' | 'slow' (the best
     hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns'}."""
@@ -188,7 +189,8 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     out = []
     for mode in Coherence:
         mine = [j for j in jobs if j["coherence"] == mode]
-        kept = [j for j in mine if not j["slow_placement"]] or mine
+        fast = [j for j in mine if not j["slow_placement"]]
+        kept = fast or mine
         keys = sorted({(r["collective"], r["size_bytes"]) for j in kept for r in j["rows"]})
         for collective, n in keys:
             runs = [dict(r, job=j["job"]) for j in kept for r in j["rows"]
@@ -199,7 +201,7 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
             out.append(dict(coherence=mode.value, collective=collective, size_bytes=n,
                             measured_ns=statistics.median(values), spread_ns=[min(values), max(values)],
                             jobs=len(values), job_ids=[r["job"] for r in used], job_ns=values,
-                            disturbed_only=not calm, large_bytes=large))
+                            disturbed_only=not calm, flagged_all=not fast, large_bytes=large))
     hw = best.get(Coherence.HW, math.inf)
     return {"rows": out, "jobs": [{k: v for k, v in j.items() if k != "rows"} for j in jobs],
             "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best}
