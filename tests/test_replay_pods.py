@@ -119,10 +119,16 @@ def test_both_ways_occur_inside_a_pod_by_size(tmp_path):
     ("broadcast", "binomial", 100),
     ("gather", "binomial", 70_000),
 ])
-def test_network_collectives_run_over_pod_messages_with_correct_labels(tmp_path, collective, name, size):
-    pods = fabrics.resolve(pods_yaml(tmp_path, 2, 2), 4).make()
+@pytest.mark.parametrize("routed", [False, True])
+def test_network_collectives_run_over_pod_messages_with_correct_labels(tmp_path, collective, name, size, routed):
+    from cxlsim.replay.pod_routes import MessageRoute
+    from cxlsim.replay.pods import pod_figures
+
+    pods = fabrics.resolve(pods_yaml(tmp_path, 2, 2, network="eth-100g-roce"), 4).make()
+    fig = pod_figures(pods)
+    route = MessageRoute(fig.pool, fig.network) if routed else None  # RoCE: small messages pool, large network
     ctx = runner.Context(root=1)
-    outcome = runner.run(PodMessages(pods), collective, name, size, ctx)
+    outcome = runner.run(PodMessages(pods, route=route), collective, name, size, ctx)
     runner.verify(collective, 4, ctx, outcome.results)
 
 
