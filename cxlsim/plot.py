@@ -14,6 +14,11 @@ Failed points (an `error` in the CSV) are left out. The PNG goes into the
 workspace, written atomically (`Workspace.save_plot`), with the matplotlib Agg
 backend.
 
+`--ratio KEY=A/B` plots a ratio metric instead: the metric at KEY = A over the
+same metric at KEY = B, points paired on every other axis (`cxlsim.sweep_ratio`).
+With latencies and the slower side as A, above 1 means B is faster; a line plot
+marks 1 with a dashed line. A and B are read as `--where` reads values.
+
 Axis labels carry the unit of the scenario field (`fabric.links.latency [ns]`).
 Scales are linear unless the values are positive and span 100x or more
 (`--xscale`/`--yscale` override).
@@ -29,6 +34,7 @@ from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.results import Workspace
 from cxlsim.sweep_definition import axis_value, base_scenario, leaf_keys, load
+from cxlsim.sweep_ratio import ratio_frame
 from cxlsim.sweep_workspace import CSV_NAME, read_csv_rows
 
 __all__ = ["plot", "axis_columns", "register"]
@@ -116,6 +122,20 @@ def _where(frame, where, base) -> tuple:
     return frame, tuple(sorted(pins, key=lambda p: p[0]))
 
 
+def _ratio(frame, ratio: str, metric: str, base):
+    """(frame with the ratio column, its name, the key) for a --ratio KEY=A/B text."""
+    key, sep, values = ratio.partition("=")
+    sides = values.split("/")
+    if not sep or len(sides) != 2 or not all(v.strip() for v in sides):
+        raise InputError(f"--ratio {ratio!r}: expected KEY=A/B, e.g. fabric.preset=eth-100g-roce/cxl3-pool")
+    if key not in axis_columns(frame):
+        raise InputError(f"--ratio {ratio!r}: {key!r} is not an axis of the sweep; expected one of "
+                         f"{', '.join(axis_columns(frame))}")
+    read = [axis_value(base, key, v) if base is not None else v for v in sides]
+    ratio_rows, name = ratio_frame(frame, axis_columns(frame), key, *read, metric)
+    return ratio_rows, name, key
+
+
 def _pin_text(pins) -> str:
     """The --where pins in a file name: '-where-KEY=VALUE-...' (canonical values, sorted by key)."""
     if not pins:
@@ -162,11 +182,12 @@ def _safe(name: str) -> str:
 
 
 def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = "line", z: str | None = None,
-         where=(), name: str | None = None, xscale: str = "auto", yscale: str = "auto"):
+         where=(), name: str | None = None, xscale: str = "auto", yscale: str = "auto", ratio: str | None = None):
     """Draw a sweep's CSV and save WORKSPACE/NAME.png; returns (png path, figure, axes).
 
     line: `y` is a metric against axis `x`, one line per value of `hue`.
     heatmap: `x` and `y` are axes, `z` the metric coloured.
+    ratio: 'KEY=A/B' replaces the metric by its ratio between two values of axis KEY.
     The caller closes the figure (`matplotlib.pyplot.close(fig)`).
     """
     import matplotlib
@@ -182,7 +203,16 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
         raise InputError("--z: only for --kind heatmap")
     _check_columns(frame, x=x, y=y, hue=hue, z=z)
     metric = z if kind == "heatmap" else y
-    frame, pins = _where(frame, where, _base(workspace))
+    base = _base(workspace)
+    frame, pins = _where(frame, where, base)
+    if ratio is not None:
+        frame, ratio_column, key = _ratio(frame, ratio, metric, base)
+        if key in (x, hue) or (kind == "heatmap" and key == y):
+            raise InputError(f"--ratio {ratio!r}: {key} is the ratio's own axis; it cannot also be plotted")
+        if kind == "heatmap":
+            z = metric = ratio_column
+        else:
+            y = metric = ratio_column
     frame = frame[frame[metric].notna()]
     if frame.empty:
         raise InputError(f"no finished point has a value of {metric} (with the --where filters given)")
@@ -198,6 +228,8 @@ def plot(workspace: str, x: str, y: str, *, hue: str | None = None, kind: str = 
                     label=None if hue is None else _hue_label(value, frame[hue]))
         ax.set_xscale(_scale(frame[x], xscale))
         ax.set_yscale(_scale(frame[y], yscale))
+        if ratio is not None:
+            ax.axhline(1.0, color="grey", linestyle="--", linewidth=1)
         ax.set_xlabel(_label(x))
         ax.set_ylabel(_label(y))
         if hue is not None:
@@ -246,7 +278,8 @@ def main(args) -> int:
     if not os.path.isdir(args.workspace):
         raise InputError(f"workspace {args.workspace!r}: no such directory")
     path, fig, _ = plot(args.workspace, args.x, args.y, hue=args.hue, kind=args.kind, z=args.z,
-                        where=args.where or (), name=args.name, xscale=args.xscale, yscale=args.yscale)
+                        where=args.where or (), name=args.name, xscale=args.xscale, yscale=args.yscale,
+                        ratio=args.ratio)
     plt.close(fig)
     print(f"# plot: {path}")
     return 0
@@ -266,6 +299,9 @@ def register(subparsers) -> None:
     p.add_argument("--kind", default="line", choices=["line", "heatmap"], help="line (default) or heatmap")
     p.add_argument("--where", action="append", metavar="KEY=VALUE",
                    help="keep only points with this axis value (repeatable), e.g. workload.sizes=8192")
+    p.add_argument("--ratio", metavar="KEY=A/B",
+                   help="plot the metric at axis value A over the metric at B, points paired on every other axis "
+                        "(e.g. fabric.preset=eth-100g-roce/cxl3-pool: above 1, the pool is faster)")
     p.add_argument("--name", help="PNG name in the workspace (default from the columns)")
     p.add_argument("--xscale", default="auto", choices=["auto", "linear", "log"],
                    help="auto (default): log if positive and spanning >= 100x")

@@ -448,6 +448,36 @@ def test_heatmap_and_cli(analytic_ws, capsys):
     assert (analytic_ws / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_ratio_plot_draws_one_preset_over_the_other_per_point(analytic_ws, capsys):
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from cxlsim import plot
+
+    path, fig, ax = plot.plot(str(analytic_ws), "fabric.nodes", "latency_us", hue="workload.sizes",
+                              ratio="fabric.preset=eth-100g-roce/ib-hdr")
+    try:
+        frame = pd.read_csv(analytic_ws / "sweep.csv")
+        for line, size in zip(ax.get_lines(), sorted(set(frame["workload.sizes"]))):
+            rows = frame[frame["workload.sizes"] == size].set_index(["fabric.preset", "fabric.nodes"])["latency_us"]
+            want = [rows[("eth-100g-roce", n)] / rows[("ib-hdr", n)] for n in (2, 4, 8)]
+            assert list(line.get_xdata()) == [2, 4, 8] and list(line.get_ydata()) == pytest.approx(want, rel=1e-12)
+        assert ax.get_ylabel() == "latency_us fabric.preset=eth-100g-roce/ib-hdr"
+        assert [tuple(h.get_ydata()) for h in ax.get_lines()[2:]] == [(1.0, 1.0)]  # the dashed line at 1
+        assert path == str(analytic_ws / "latency_us_fabric.preset_eth-100g-roce_ib-hdr-vs-fabric.nodes-by-workload.sizes.png")
+    finally:
+        plt.close(fig)
+    assert cli_main(["plot", str(analytic_ws), "--x", "fabric.nodes", "--y", "latency_us", "--hue", "fabric.preset",
+                     "--where", "workload.sizes=1 MiB", "--ratio", "fabric.preset=eth-100g-roce/ib-hdr"]) == 2
+    assert "fabric.preset is the ratio's own axis" in capsys.readouterr().err
+    assert cli_main(["plot", str(analytic_ws), "--x", "fabric.nodes", "--y", "latency_us",
+                     "--where", "workload.sizes=1 MiB", "--ratio", "fabric.preset=ib-hdr"]) == 2
+    assert "expected KEY=A/B" in capsys.readouterr().err
+    assert cli_main(["plot", str(analytic_ws), "--x", "fabric.nodes", "--y", "latency_us",
+                     "--where", "workload.sizes=1 MiB", "--ratio", "fabric.preset=ib-hdr/eth-400g"]) == 2
+    assert "no finished point has fabric.preset = eth-400g" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, message", [
     (["--x", "fabric.nodes", "--y", "latency_us"],
      "the sweep also varies fabric.preset, workload.sizes; pin them"),
