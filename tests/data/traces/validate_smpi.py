@@ -11,15 +11,15 @@ on a star. Compared (`cases`): the halo trace as recorded (compute included), an
 communication alone (compute lines dropped) repeated --repeat times, so SimGrid's printed
 time (1 us resolution) resolves it; then one collective at a time, 4 ranks calling it
 --repeat times back to back, with SimGrid's algorithm set to the one cxlsim's MPICH selector
-picks (smpi/COLLECTIVE:ALGORITHM) and, on the cxlsim side, a free reduction
-(`fabric.host.reduce_bandwidth` 10^6 GB/s: SimGrid's replay charges an operator only its
-trace's FLOPS field, 0 here, while cxlsim charges a local reduction at the host's reduce
-bandwidth). Prints both times and their difference; --write stores SimGrid's times in
+picks (smpi/COLLECTIVE:ALGORITHM) and, on the cxlsim side, free local copies and reductions
+(`fabric.host.memcpy_bandwidth` and `reduce_bandwidth` 10^6 GB/s: SimGrid's replay has no data
+and charges an operator only its trace's FLOPS field, 0 here, while cxlsim charges a local copy
+or reduction at the host's bandwidths). Prints both times and their difference; --write stores SimGrid's times in
 smpi_replay.json, which tests/test_replay_smpi.py compares the replay with (so the suite
 checks the agreement without SimGrid) for the cases marked `agrees`.
 
-`python validate_smpi.py --others` also prints the collectives that do not agree (alltoall,
-bcast, reducescatter, reduce, gather, scatter), each with SimGrid's eager setting
+`python validate_smpi.py --others` also prints the collectives that do not agree (bcast,
+reducescatter, reduce, gather, scatter), each with SimGrid's eager setting
 (smpi/async-small-thresh and smpi/send-is-detached-thresh at 64 KiB) as well: by default
 SimGrid starts a message's transfer once both its send and its receive are posted, while
 cxlsim's sends are eager (the message travels as soon as it is sent), which the rooted
@@ -85,7 +85,7 @@ COLLECTIVES = [  # (traced line, SimGrid's name of the algorithm cxlsim's MPICH 
     ("allreduce 8192 0 0", "allreduce:rab_rdb", True),      # 64 KiB: Rabenseifner
     ("allgather 1024 1024 1 1", "allgather:rdb", True),
     ("barrier", "barrier:ompi_bruck", True),                # the dissemination barrier
-    ("alltoall 512 512 5 5", "alltoall:pair", False),
+    ("alltoall 512 512 5 5", "alltoall:pair", True),        # pairwise exchange
     ("bcast 4096 1 0", "bcast:binomial_tree", False),
     ("reducescatter 256 256 256 256 0 0", "reduce_scatter:mpich", False),
     ("reduce 1024 0 2 0", "reduce:binomial", False),
@@ -112,9 +112,9 @@ def cases(tmp: str, repeat: int, others: bool = False) -> list:
     """(label, index file, SimGrid settings, cxlsim fabric) of the compared traces, written into `tmp`: the ones
     that agree, or with `others` those that do not."""
     halo = os.path.join(HERE, "halo", "halo.txt")
-    free = os.path.join(tmp, "ib-hdr-free-reduction.yaml")
+    free = os.path.join(tmp, "ib-hdr-free-local-work.yaml")
     with open(free, "w") as fh:
-        fh.write("fabric:\n  preset: ib-hdr\n  host: {reduce_bandwidth: 1000000 GB/s}\n")
+        fh.write("fabric:\n  preset: ib-hdr\n  host: {reduce_bandwidth: 1000000 GB/s, memcpy_bandwidth: 1000000 GB/s}\n")
     found = [] if others else [("halo (as traced)", halo, (), "ib-hdr"),
                                (f"halo communication x{repeat}", communication_only(halo, tmp, repeat), (), "ib-hdr")]
     for k, (action, algorithm, agrees) in enumerate(COLLECTIVES):
