@@ -5,10 +5,12 @@ curves) and compare with hand-computed values; one test measures, for the plumbi
 import dataclasses
 import math
 
+import numpy as np
+
 import pytest
 
 from cxlsim.calibrate import LocalModel, load_profile
-from cxlsim.calibrate.collective_measure import fold_sizes, measure_collectives, measure_fold
+from cxlsim.calibrate.collective_measure import fold_sizes, measure_collectives, measure_fold, measure_remote_fold
 from cxlsim.calibrate.collectives import (COLLECTIVES, fold_bytes, format_collectives, format_fold, predict_collective,
                                           summarize_collectives, validate_collectives)
 from cxlsim.errors import InputError
@@ -111,6 +113,9 @@ def test_fold_primitive_shape():
         assert all(cls["p10_ns"][n] <= cls["ns"][n] <= cls["p90_ns"][n] for n in cls["ns"])
         assert all(v > 0 for v in cls["bytes_per_s"].values())
     assert "fold float32 sum" in format_fold(got)
+    remote = measure_remote_fold([64, 4096], iterations=3, repeats=1)
+    assert set(remote["ns"]) == {"64", "4096"} and remote["p10_ns"]["4096"] <= remote["p90_ns"]["4096"]
+    assert "rewritten by the other core" in format_fold(got, remote)
     assert fold_sizes([1, 100, 4096]) == [8, 56, 104, 2048, 4096]
 
 
@@ -134,3 +139,19 @@ def test_no_collectives_is_refused_where_it_does_not_apply(capsys):
     assert cli_main(["calibrate", "--validate-only", PROFILE, "--no-collectives"]) == 2
     assert "--no-collectives: --validate-only does not use it (--no-collectives applies to a local calibration)" \
         in capsys.readouterr().err
+
+
+def test_the_remote_folds_store_lands_on_rank_1s_block():
+    """fold_other_block names the slot the kernel itself gives rank 1 in every call (both buffers)."""
+    from cxlsim.emulator import primitives
+
+    n = 4096
+    pool = np.zeros(primitives.fold_layout(n)[2], np.uint8)
+    offsets = []
+
+    def mark(call):  # rank 1's input (2.0 everywhere) is in its slot now: find it
+        at = primitives.fold_other_block(n, call)
+        offsets.append(bool((pool[at:at + n].view(np.float32) == 2.0).all()))
+        pool[at:at + n].view(np.float32)[:] = 5.0  # what another core's store would do there
+    primitives.fold_samples_ns(n, "float32", "sum", 3, pool=pool, between=mark)
+    assert offsets == [True] * 5

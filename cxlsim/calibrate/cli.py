@@ -144,7 +144,7 @@ def report_local(args, result) -> int:
         print(f"# the other pool collectives at np 2, predicted from the primitives (host placement "
               f"{coll['placement']}: best flag round trip hw {coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns; "
               f"{sum(j['slow_placement'] for j in coll['jobs'])} of {len(coll['jobs'])} jobs flagged slow, left out):")
-        print(format_fold(prims.get("fold", {})), end="")
+        print(format_fold(prims.get("fold", {}), prims.get("remote_fold")), end="")
         print(format_collectives(coll["rows"]), end="")
     elif result["np"] != 2:
         print("# the other pool collectives: not measured (their prediction is validated at np 2)")

@@ -6,6 +6,10 @@ Primitives (what `collectives.predict_collective` is built from, beside the allg
   an output, per dtype and op and by size, one process, the blocks in this core's cache
   (`primitives.fold_samples_ns`): ns beyond a one-element fold, the median with its spread
   (10th and 90th percentile of the samples), and the rate in bytes/s of one operand;
+- the remote fold (`measure_remote_fold`, float32 sum, the bench's reduction): the same fold at np 2,
+  the second block rewritten by the other process's core just before (`primitives.write_block`), so
+  that the fold loads lines another core holds Modified, as a rank's fold of the other rank's block
+  does in hw mode; ns beyond a one-element call, with its spread;
 - the per-call software overhead of each collective (`measure_call_overheads`): an np = 1 call
   of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times) at its
   smallest size, through `bench.time_loop`, as the allgather's is (`measure._overhead_rank`).
@@ -72,18 +76,60 @@ def measure_fold(sizes, classes=FOLD_CLASSES, iterations: int = 40, repeats: int
         for _ in range(repeats):
             for n in samples:
                 samples[n] += primitives.fold_samples_ns(n, dtype, op, iterations)
-        base = statistics.median(samples[item])
-        got = {"ns": {}, "p10_ns": {}, "p90_ns": {}, "bytes_per_s": {}, "base_ns": base}
-        for n, v in samples.items():
-            if n == item:
-                continue
-            p10, p50, p90 = np.percentile(v, [10, 50, 90])
-            got["ns"][str(n)] = max(float(p50) - base, 0.0)
-            got["p10_ns"][str(n)] = max(float(p10) - base, 0.0)
-            got["p90_ns"][str(n)] = max(float(p90) - base, 0.0)
-            got["bytes_per_s"][str(n)] = n / max(float(p50) - base, 1e-3) * 1e9
-        out[cls] = got
+        base = statistics.median(samples.pop(item))
+        out[cls] = _spread(samples, base)
     return out
+
+
+def _spread(samples: dict, base: float) -> dict:
+    """{'ns', 'p10_ns', 'p90_ns', 'bytes_per_s': {size: ...}, 'base_ns'} of {size: [ns]} beyond `base`."""
+    got = {"ns": {}, "p10_ns": {}, "p90_ns": {}, "bytes_per_s": {}, "base_ns": base}
+    for n, v in samples.items():
+        p10, p50, p90 = np.percentile(v, [10, 50, 90])
+        got["ns"][str(n)] = max(float(p50) - base, 0.0)
+        got["p10_ns"][str(n)] = max(float(p10) - base, 0.0)
+        got["p90_ns"][str(n)] = max(float(p90) - base, 0.0)
+        got["bytes_per_s"][str(n)] = n / max(float(p50) - base, 1e-3) * 1e9
+    return got
+
+
+def _remote_fold_job(comm, sizes, iterations: int, repeats: int):
+    """Rank 0 times the fold on a region of the shared pool's data slots while rank 1 rewrites the second
+    block before every call (two barriers around its store); returns rank 0's {size: [ns]}."""
+    from cxlsim.emulator import primitives
+
+    mapping = np.frombuffer(comm.pool.mapping, np.uint8)
+    region = mapping[min(comm.slot_offset(0, 0), comm.slot_offset(1, 0)):]
+    src = np.full(max(sizes), 3, np.uint8)
+    out = {}
+
+    def handoff(_call):
+        comm.barrier()  # rank 1 stores now
+        comm.barrier()
+    for _ in range(repeats):
+        for n in sizes:
+            if comm.rank == 0:
+                out.setdefault(n, []).extend(primitives.fold_samples_ns(n, "float32", "sum", iterations,
+                                                                        pool=region, between=handoff))
+                continue
+            for i in range(iterations + 2):
+                comm.barrier()
+                at = primitives.fold_other_block(n, i)
+                primitives.write_block(region[at:at + n], src[:n])
+                comm.barrier()
+    return out
+
+
+def measure_remote_fold(sizes, iterations: int = 40, repeats: int = 3) -> dict:
+    """The remote-fold primitive (float32 sum): `_spread` of its samples beyond a one-element call."""
+    from cxlsim.emulator import primitives
+    from cxlsim.emulator.launch import run_local
+
+    sizes = sorted({FLOAT_BYTES} | {int(n) for n in sizes if n % FLOAT_BYTES == 0 and n > 0})
+    slot = primitives.fold_layout(max(sizes))[2]
+    samples = run_local(2, _remote_fold_job, (sizes, iterations, repeats), slot_bytes=slot, timeout_s=60.0)[0]
+    base = statistics.median(samples.pop(FLOAT_BYTES))
+    return _spread(samples, base)
 
 
 def _overhead_job(comm, collectives, batches: int, iterations: int):

@@ -211,10 +211,12 @@ def format_collectives(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_fold(fold: dict) -> str:
-    """The fold primitive per class as comment lines: ns (10th-90th percentile) and GB/s at a few sizes."""
+def format_fold(fold: dict, remote: dict | None = None) -> str:
+    """The fold primitive per class (and the remote fold, float32 sum) as comment lines: ns (10th-90th
+    percentile) and GB/s at a few sizes."""
     lines = []
-    for cls, got in fold.items():
+    for cls, got in list(fold.items()) + ([("float32 sum, the other block rewritten by the other core", remote)]
+                                          if remote else []):
         sizes = sorted(got["ns"], key=int)
         shown = [n for n in sizes if int(n) in (1024, 65536, 1048576)] or sizes[-1:]
         parts = [f"{int(n) // 1024} KiB {got['ns'][n]:.0f} ns ({got['p10_ns'][n]:.0f}-{got['p90_ns'][n]:.0f}), "

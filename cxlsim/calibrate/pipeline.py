@@ -15,7 +15,7 @@ import os
 
 from cxlsim.calibrate.allreduce_threshold import measure_allreduce_threshold
 from cxlsim.calibrate.collective_measure import (fold_sizes, measure_call_overheads, measure_collectives,
-                                                 measure_fold)
+                                                 measure_fold, measure_remote_fold)
 from cxlsim.calibrate.collectives import validate_collectives
 from cxlsim.calibrate.des import predict_injected
 from cxlsim.calibrate.fit import fit_local
@@ -79,6 +79,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     if collectives:
         step("fold and per-call primitives of the other collectives")
         prims["fold"] = measure_fold(fold_sizes(sizes))
+        prims["remote_fold"] = measure_remote_fold(fold_sizes(sizes))
         prims["collective_overhead_samples_ns"] = measure_call_overheads()
     model, fit = fit_local(prims, sizes, path_rule)
     if profile is not None:

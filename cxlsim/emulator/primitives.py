@@ -15,7 +15,8 @@ is their public name. Times are ns of CLOCK_MONOTONIC, sizes bytes.
 - `write_block(dst, src)`, `read_pass(buf)`: a zero-copy application's store of its block and load of
   every block; `checksum_of_fill(value, n)` is what `read_pass` returns for n bytes of `value`;
 - `fold_samples_ns(nbytes, dtype, op, iterations)`: the pool kernels' own fold (cxl_reduce.h) of
-  two blocks into an output, one process, the blocks in this core's cache.
+  two blocks into an output, the blocks in this core's cache, or (with `between`, on a shared pool)
+  one of them rewritten by another core first.
 """
 import numpy as np
 
@@ -26,30 +27,49 @@ from cxlsim.emulator._pool_kernel import PoolKernel
 from cxlsim.errors import InputError
 
 __all__ = ["LINE_BYTES", "OP_CLFLUSH", "OP_CLFLUSHOPT", "OP_CLWB", "OP_NAMES", "OP_NONE", "checksum_of_fill",
-           "clock_read_ns", "cpu_features", "fold_samples_ns", "line_op_ns", "memcpy_ns", "now_ns",
+           "clock_read_ns", "cpu_features", "fold_layout", "fold_other_block", "fold_samples_ns", "line_op_ns", "memcpy_ns", "now_ns",
            "paced_copy_ns", "read_pass", "spin_overhead_ns", "write_block"]
 
 NEVER_LARGE = 1 << 62  # the allreduce threshold that keeps every call on the small algorithm (one fold)
 
 
-def fold_samples_ns(nbytes: int, dtype="float32", op: str = "sum", iterations: int = 50) -> list[float]:
-    """ns per call, `iterations` samples, of the pool kernels' fold of two blocks of `nbytes` (a whole
-    number of `dtype` elements) into an output array under `op`, in one process.
+def fold_layout(nbytes: int) -> tuple[int, int, int]:
+    """(slot stride, data offset, total bytes) of the two-kernel pool `fold_samples_ns` lays out for n-byte blocks."""
+    stride = -(-int(nbytes) // LINE_BYTES) * LINE_BYTES
+    data_offset = 2 * LINE_BYTES
+    return stride, data_offset, data_offset + 4 * stride
 
-    How: two rank kernels (np 2, hw) over one local buffer; both start an allreduce
+
+def fold_other_block(nbytes: int, call: int) -> int:
+    """Byte offset, in `fold_samples_ns`'s pool, of rank 1's block in call `call` (0, 1, ...; its data round
+    is call + 1, and rounds alternate between two buffers)."""
+    stride, data_offset, _ = fold_layout(nbytes)
+    return data_offset + (((call + 1) & 1) * 2 + 1) * stride
+
+
+def fold_samples_ns(nbytes: int, dtype="float32", op: str = "sum", iterations: int = 50, pool=None,
+                    between=None) -> list[float]:
+    """ns per call, `iterations` samples, of the pool kernels' fold of two blocks of `nbytes` (a whole
+    number of `dtype` elements) into an output array under `op`.
+
+    How: two rank kernels (np 2, hw) over one buffer (`pool`, a writable uint8 array of at least
+    `fold_layout(nbytes)[2]` bytes; default a private one); both start an allreduce
     (`allreduce_start` copies each input into its slot and publishes it), then rank 0's
     `allreduce_wait` is timed: its flags are already there, so it is cxl_coll_fold_slots of
     both slots into the output (cxl_reduce.h's vectorised left fold, small algorithm), plus
-    the call's own cost (the caller subtracts a tiny call's to get the fold alone). The blocks
-    were just written by this core, so this is the fold's compute and cache rate, not the
-    cross-core transfer of another rank's lines (the concurrent-copy primitive measures those).
+    the call's own cost (the caller subtracts a tiny call's to get the fold alone). Without
+    `between`, both blocks were just written by this core: the fold's compute and cache rate.
+    `between(call)`, if given, runs after both inputs are published and before the timed fold
+    (call = 0, 1, ... of the calls, warm-up included); another process may then rewrite rank 1's
+    block in a shared `pool` (at `fold_other_block(nbytes, call)`), so that the fold reads lines
+    another core holds Modified, as a rank's fold of the other rank's block does.
     """
     dtype = np.dtype(dtype)
     if nbytes <= 0 or nbytes % dtype.itemsize:
         raise InputError(f"fold: expected a positive whole number of {dtype} elements in bytes, got {nbytes}")
-    stride = -(-nbytes // LINE_BYTES) * LINE_BYTES
-    data_offset = 2 * LINE_BYTES
-    pool = np.zeros(data_offset + 4 * stride, np.uint8)
+    stride, data_offset, total = fold_layout(nbytes)
+    pool = np.zeros(total, np.uint8) if pool is None else pool
+    pool[:data_offset] = 0  # fresh flag lines: the two kernels start at epoch 0
     kernels = [PoolKernel(pool, nranks=2, rank=r, flags_offset=0, data_offset=data_offset, slot_stride=stride,
                           slot_bytes=stride) for r in range(2)]
     count = nbytes // dtype.itemsize
@@ -60,6 +80,8 @@ def fold_samples_ns(nbytes: int, dtype="float32", op: str = "sum", iterations: i
         for i in range(iterations + 2):  # the first two calls warm the slots and outputs
             for k, s, r in zip(kernels, sends, recvs):
                 k.allreduce_start(s, r, op, NEVER_LARGE)
+            if between is not None:
+                between(i)
             t0 = now_ns()
             kernels[0].allreduce_wait()
             t1 = now_ns()
