@@ -184,7 +184,8 @@ def pods_plan(call, pods: int, hosts: int, library: str, ctx: runner.Context, fi
     kind, p = call.kind, pods * hosts
     if kind not in _PODS:
         base = plan(call, p, library, ctx, False)
-        over = f"{kind}: a network algorithm over pod messages (inside a pod the pool or the network by size, between pods the network)"
+        over = (f"{kind}: a network algorithm over pod messages (inside a pod the pool or the network by size, "
+                "between pods the network)")
         return replace(base, note="; ".join(filter(None, [base.note, over])))
     collective = _PODS[kind]
     size = 0 if kind == "barrier" else call.size_bytes
