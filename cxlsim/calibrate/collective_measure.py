@@ -197,7 +197,9 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     its CPU), flagged_all (every job of the mode was flagged: nothing better to keep), large_bytes}], 'jobs':
     [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, slow_placement, concurrent_ns (the
     primitive, mean of before and after: {kind: {size: ns}})}], 'placement': 'fast' | 'slow' (the best
-    hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns'}."""
+    hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns', 'overhead_samples_ns' ({collective:
+    [ns]}: the per-call overhead primitive, one batch at np = 1 before every job, as the allgather's jobs
+    measure theirs, so a batch taken in a passing slow moment is outvoted)}."""
     from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
     from cxlsim.emulator.launch import run_local
 
@@ -212,8 +214,11 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     best = dict(best_roundtrip_ns or {})
     jobs, queue = [], list(Coherence) * rounds
     retries = len(queue) if max_retries is None else max_retries
+    overheads = {c: [] for c in collectives}
     while queue:
         mode = queue.pop(0)
+        for c, v in measure_call_overheads(collectives, batches=1).items():  # np = 1, before every job
+            overheads[c] += v
         per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
                              slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
                              allreduce_large_bytes=large)
@@ -250,7 +255,8 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
                             disturbed_only=not calm, flagged_all=not fast, large_bytes=large))
     hw = best.get(Coherence.HW, math.inf)
     return {"rows": out, "jobs": [{k: v for k, v in j.items() if k != "rows"} for j in jobs],
-            "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best}
+            "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best,
+            "overhead_samples_ns": overheads}
 
 
 def overhead_ns(samples: dict) -> dict:

@@ -102,6 +102,11 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     if collectives:
         coll = measure_collectives(sizes, rounds=rounds, large_bytes=threshold["allreduce_large_bytes"],
                                    best_roundtrip_ns=meas["best_roundtrip_ns"], progress=step)
+        for c, values in coll["overhead_samples_ns"].items():
+            prims["collective_overhead_samples_ns"].setdefault(c, []).extend(values)
+        if profile is None:  # the per-call primitive from every batch (fit_local: `steady` of them)
+            model = dataclasses.replace(model, collective_overhead_ns={
+                c: steady(v) for c, v in prims["collective_overhead_samples_ns"].items()})
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
             "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}
