@@ -61,6 +61,15 @@ large one wins at every larger size is kept in the profile (``emulator.allreduce
 and becomes the emulator's default when CXLSIM_PROFILE names the profile
 (`cxlsim.emulator.tuning`).
 
+**The other pool collectives** (`collective_measure`, `collectives`; issue 14 item 7): two more
+primitives, the fold (the kernels' own reduction of two blocks, per dtype and op, one process;
+and the same with the other block rewritten by the other core) and each collective's np = 1
+per-call overhead, predict the emulator's allreduce, reduce_scatter, broadcast, alltoall and
+barrier at np 2 in the DES (`models/collectives/pool_collectives.py` on the local-host
+transport), with a host bandwidth per collective from the concurrent-copy phases of the bytes
+it moves; they are measured as held-out data in jobs that carry their own concurrent-copy
+primitive and placement probes.
+
 **Emulated CXL timing.** `predict_injected` adds the charges cxl_ops.h documents
 (flags +L per wait, +L per block read one block after the other, copies at min(host,
 B)) as a DES workload on the same transport and predicts the emulator under them.
@@ -84,7 +93,8 @@ local-host model fitted at np 2 projects to P ranks by the pool protocol's own s
 
 **Layout.** `profile` (the JSON format), `allreduce_threshold` (the measured threshold), `project` (a profile as a scenario's preset),
 `osu_fit` (the `--from-osu` LogGP fit), `network_model` (a network profile's projection),
-`local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
+`collective_measure` and `collectives` (the other pool collectives: primitives, measurement,
+prediction), `local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
 path solve, predictions), `fit` (`fit_local` and its least-squares lines), `measure` (this
 machine's primitives and held-out allgather jobs), `validation` (errors, summaries, plot),
 `pipeline` (`calibrate_local`, end to end) and `cli` (the `cxlsim calibrate` command). This
