@@ -15,10 +15,13 @@ once (MPICH's MPIC_Sendrecv), which a point-to-point line cannot see:
   longer a message takes when the other direction runs at the same time (osu_bibw against
   osu_bw at the same size and window, so the tables' common cache and window effects cancel);
   without osu_bibw, c = 1: the two directions are taken as independent (a full-duplex link);
-- rendezvous acknowledgement: at and above the protocol switch (MPICH: the CMA threshold) the
-  receiver copies from the sender and then sends the sender a FIN; a ping-pong hides it under
-  the next message, a step's send completes only when it arrives: + one small-message one-way
-  latency per step (L + 2o of the smallest regime at 0 B).
+- rendezvous acknowledgement (when the protocol switch is a rendezvous: MPICH's CMA single
+  copy): the receiver copies from the sender and then sends the sender a FIN; a ping-pong hides
+  it under the next message, a step's send completes only when it arrives: + one
+  small-message one-way latency per step (L + 2o of the smallest regime at 0 B).
+With a protocol switch both apply to steps at or above it only (below it an eager message is
+a copy-in by the sender and a copy-out by the receiver: an exchange runs both ranks' pairs on
+the two CPUs at once, in a one-way time); without one, the contention applies at every size.
 Each rank's steps are the MPICH algorithm's (`exchange_steps`); at np 2 every algorithm is one
 step of m bytes (plus the own-block copy, MPIR_Localcopy).
 Units: ns, bytes, bytes/ns.
@@ -113,23 +116,29 @@ def exchange_steps(algorithm: str, nodes: int, size_bytes: int) -> list[int]:
 
 
 def exchange_extra_ns(exchange: dict, fit: LogGPFit, algorithm: str, nodes: int, size_bytes: int) -> float:
-    """Contention (c - 1) k G plus the rendezvous FIN per step (see the module docstring); 0 without terms."""
+    """Contention (c - 1) k G plus the rendezvous FIN per step (see the module docstring); 0 without terms.
+
+    With a protocol switch, both apply only to steps of at least that many bytes: below it a
+    message is one eager copy-in by the sender and copy-out by the receiver, which an exchange
+    runs on the two CPUs at once in the time of a one-way message."""
     if not exchange:
         return 0.0
     curve = {int(k): v for k, v in exchange["contention"].items()} if exchange.get("contention") else None
-    threshold = exchange.get("rendezvous_from_bytes")
+    switch = exchange.get("protocol_switch_bytes")
     extra = 0.0
     for k in exchange_steps(algorithm, nodes, size_bytes):
+        if switch is not None and k < switch:
+            continue
         if curve:
             extra += (_contention(curve, k) - 1.0) * k * fit.regime_for(k).gap_per_byte_ns
-        if threshold is not None and k >= threshold:
-            extra += exchange["fin_ns"]
+        extra += exchange.get("fin_ns", 0.0)
     return extra
 
 
 def predict_network(model: dict, sizes, nodes: int) -> list[dict]:
     """A network profile's projection at `nodes` ranks: size_bytes, pure_ns, exchange_ns, full_ns
-    (pure + exchange terms + overhead + own copy)."""
+    (pure + exchange terms + overhead + own copy; the copy is not added when the model's line
+    came from a rewritten-buffer latency table, which holds it)."""
     fit = LogGPFit.from_dict(model["loggp"])
     copy_bw = {int(k): v for k, v in model["memcpy_bw_bytes_per_ns"].items()}
     pure = project_fit(model["base_preset"], nodes, fit, sizes)
@@ -139,6 +148,7 @@ def predict_network(model: dict, sizes, nodes: int) -> list[dict]:
         bw = float(np.interp(s, known, [copy_bw[k] for k in known]))
         ns, algorithm = pure[s]
         extra = exchange_extra_ns(model.get("exchange") or {}, fit, algorithm, nodes, s)
+        own_copy = 0.0 if model.get("own_copy_in_line") else s / bw
         rows.append({"size_bytes": s, "pure_ns": ns, "exchange_ns": extra,
-                     "full_ns": ns + extra + model["collective_overhead_ns"] + s / bw})
+                     "full_ns": ns + extra + model["collective_overhead_ns"] + own_copy})
     return rows

@@ -13,10 +13,19 @@ an osu_allgather file the overhead is unknown, taken as 0 and said so.
 Nor can a one-way line see an exchange (both directions at once) or the rendezvous
 acknowledgement: the full variant adds the exchange terms of `cxlsim.calibrate.network_model`.
 Their inputs: an osu_bibw table (with osu_bw, or a 1-pair osu_mbw_mr, at the same sizes) for
-the contention, else c = 1 (independent directions) and the report says so; and
-`rendezvous_from_bytes`, the library's eager/rendezvous switch (MPICH 4-5 on one node: the CMA
-threshold, MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD, 8192 B by default), which also places the
-fit's regime split; without it the split is found from the rows and no FIN is added.
+the contention, else c = 1 (independent directions) and the report says so;
+`protocol_switch_bytes`, the library's eager switch (MPICH 4-5 on one node: the CMA threshold,
+MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD, 8192 B by default), which also places the fit's regime
+split (without it the split is found from the rows); and `rendezvous_fin`, whether the switch
+is a rendezvous whose receiver acknowledges (MPICH's CMA: yes; CMA off: no).
+
+Nor does osu_latency see the cache state of an allgather's data: it re-sends an unchanged
+buffer, which a single-copy reader keeps in its own cache, while MPICH's allgather first
+copies the own block into recvbuf and sends it from there, so the reader pulls lines just
+written in the other core's cache. A latency table measured with the send buffer rewritten
+before each send (title: "... rewritten ...", `experiments/osu_hypotheses/osu_loops.c`
+fresh) replaces osu_latency for the fit; its line then holds the own-block copy, which is not
+added again.
 Units: ns, bytes, bytes/ns.
 """
 from __future__ import annotations
@@ -28,16 +37,19 @@ from cxlsim import config
 from cxlsim.calibrate.network_model import contention_curve, exchange_extra_ns, project_fit
 from cxlsim.errors import InputError
 
-KINDS = ("latency", "bw", "bibw", "mbw_mr", "allgather")
+KINDS = ("latency", "fresh", "bw", "bibw", "mbw_mr", "allgather")
 
 
 def table_kind(table) -> str:
-    """One of KINDS or 'unknown', from the title: OSU's bibw and mbw_mr titles also say 'Bandwidth'."""
+    """One of KINDS or 'unknown', from the title: OSU's bibw and mbw_mr titles also say 'Bandwidth';
+    'fresh' is a latency table whose send buffer is rewritten before each send."""
     title = table.title.lower().replace("-", "").replace(" ", "")
     if "bidirectional" in title:
         return "bibw"
     if "multiplebandwidth" in title or "messagerate" in title:
         return "mbw_mr"
+    if table.kind == "latency" and "rewritten" in title:
+        return "fresh"
     return table.kind
 
 
@@ -59,8 +71,11 @@ def _classify(paths):
                     raise InputError(f"{path}: osu_mbw_mr with {pairs.group(1)} pairs; the np-2 fit uses it as "
                                      "the one-way bandwidth of one pair: give a 1-pair run")
             found[kind].append((path, table))
-    if not found["latency"]:
+    if not found["latency"] and not found["fresh"]:
         raise InputError("--from-osu: no osu_latency table among the files; LogGP needs one")
+    if found["latency"] and found["fresh"]:
+        raise InputError(f"--from-osu: osu_latency ({found['latency'][0][0]}) and a rewritten-buffer latency "
+                         f"({found['fresh'][0][0]}) both give the fit's line; give one")
     for kind, tables in found.items():
         if len(tables) > 1:
             raise InputError(f"--from-osu: {len(tables)} {kind} tables ({', '.join(p for p, _ in tables)}); "
@@ -74,7 +89,7 @@ def _classify(paths):
     return found
 
 
-def _exchange(found, fit, rendezvous_from_bytes) -> dict:
+def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin) -> dict:
     """The exchange terms' inputs and where each comes from (see network_model)."""
     one_way = (found["bw"] or found["mbw_mr"] or [(None, None)])[0]
     if found["bibw"]:
@@ -84,21 +99,23 @@ def _exchange(found, fit, rendezvous_from_bytes) -> dict:
     else:
         curve = None
         contention_source = "no osu_bibw: c = 1, the two directions taken as independent (assumption)"
-    if rendezvous_from_bytes is None:
-        fin_ns, fin_source = 0.0, "no rendezvous threshold given: no FIN added"
+    if protocol_switch_bytes is not None:
+        contention_source += f", on steps of {protocol_switch_bytes} B or more"
+    if not rendezvous_fin:
+        fin_ns, fin_source = 0.0, "none (no rendezvous acknowledgement given)"
     else:
         small = fit.regimes[0]
         fin_ns = small.latency_ns + 2 * small.overhead_ns
-        fin_source = (f"+ L + 2o of the {small.min_size_bytes}..{small.max_size_bytes} B regime "
-                      f"({fin_ns:.0f} ns) per step of {rendezvous_from_bytes} B or more")
+        fin_source = (f"L + 2o of the {small.min_size_bytes}..{small.max_size_bytes} B regime "
+                      f"({fin_ns:.0f} ns) per step of {protocol_switch_bytes} B or more")
     return {"contention": {str(k): v for k, v in curve.items()} if curve else None,
-            "contention_source": contention_source, "rendezvous_from_bytes": rendezvous_from_bytes,
+            "contention_source": contention_source, "protocol_switch_bytes": protocol_switch_bytes,
             "fin_ns": fin_ns, "fin_source": fin_source}
 
 
 def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
              memcpy_bw_bytes_per_ns: float | None = None, sizes=None,
-             rendezvous_from_bytes: int | None = None) -> dict:
+             protocol_switch_bytes: int | None = None, rendezvous_fin: bool = False) -> dict:
     """Fit LogGP from the files' osu_latency (and osu_bw) and project the allgather; returns model and rows.
 
     rows: size_bytes, pure_ns (point-to-point LogGP through the DES), full_ns (+ exchange terms
@@ -108,22 +125,27 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     full_error (relative), anchor (True on the smallest row, on which the collective overhead is
     anchored). Without one the rows are at `sizes` (default: the osu_latency sizes), measured_ns
     and the errors are None and the overhead is 0, not measured (the model says so).
-    memcpy_bw_bytes_per_ns: the host's copy bandwidth (None: measure this machine's at each size).
-    rendezvous_from_bytes: the eager/rendezvous switch (bytes); None: found from the rows, no FIN.
+    memcpy_bw_bytes_per_ns: the host's copy bandwidth, one value or {size: value} (None: measure
+    this machine's at each size).
+    protocol_switch_bytes: the library's eager switch (bytes); None: the split is found from the rows.
+    rendezvous_fin: the switch is a rendezvous whose receiver acknowledges (needs the switch).
     """
     from cxlsim.loggp import fit_loggp
 
     if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 2:
         raise InputError(f"--np: expected a whole number of ranks >= 2, got {nodes!r}")
-    if rendezvous_from_bytes is not None and (isinstance(rendezvous_from_bytes, bool) or
-                                              not isinstance(rendezvous_from_bytes, int) or rendezvous_from_bytes < 1):
-        raise InputError(f"--rendezvous-from: expected a message size >= 1 byte, got {rendezvous_from_bytes!r}")
+    if protocol_switch_bytes is not None and (isinstance(protocol_switch_bytes, bool) or
+                                              not isinstance(protocol_switch_bytes, int) or protocol_switch_bytes < 1):
+        raise InputError(f"--protocol-switch: expected a message size >= 1 byte, got {protocol_switch_bytes!r}")
+    if rendezvous_fin and protocol_switch_bytes is None:
+        raise InputError("--rendezvous-fin: the acknowledgement starts at the protocol switch: give --protocol-switch")
     found = _classify(paths)
-    latency = found["latency"][0][1]
+    fresh = bool(found["fresh"])
+    latency_path, latency = (found["fresh"] or found["latency"])[0]
     one_way = found["bw"] or found["mbw_mr"]
     bw = one_way[0][1] if one_way else None
-    fit = fit_loggp(latency, bw, split_at=rendezvous_from_bytes)
-    exchange = _exchange(found, fit, rendezvous_from_bytes)
+    fit = fit_loggp(latency, bw, split_at=protocol_switch_bytes)
+    exchange = _exchange(found, fit, protocol_switch_bytes, rendezvous_fin)
     if found["allgather"]:
         if sizes is not None:
             raise InputError("--sizes: the osu_allgather file fixes the sizes it validates; give --sizes only "
@@ -143,13 +165,22 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
         copy_bw = copy_bandwidth_curve([max(s, 1) for s in sizes], min_time_s=0.002)
         copy_bw = {s: copy_bw[max(s, 1)] for s in sizes}
         copy_source = "measured on this machine (copybw.copy_bandwidth_curve, per size)"
+    elif isinstance(memcpy_bw_bytes_per_ns, dict):
+        missing = [s for s in sizes if s not in memcpy_bw_bytes_per_ns]
+        if missing or not all(v > 0 for v in memcpy_bw_bytes_per_ns.values()):
+            raise InputError(f"--memcpy-bandwidth: a per-size curve needs a value > 0 at every size "
+                             f"(missing {missing[:3]})")
+        copy_bw = {s: float(memcpy_bw_bytes_per_ns[s]) for s in sizes}
+        copy_source = "given per size"
     else:
         if not memcpy_bw_bytes_per_ns > 0:
             raise InputError(f"--memcpy-bandwidth: expected > 0, got {memcpy_bw_bytes_per_ns!r}")
         copy_bw = {s: memcpy_bw_bytes_per_ns for s in sizes}
         copy_source = f"given: {memcpy_bw_bytes_per_ns!r} bytes/ns"
     anchor = min(range(len(sizes)), key=lambda i: sizes[i])
-    own_copy = {s: s / copy_bw[s] for s in sizes}
+    own_copy = {s: 0.0 if fresh else s / copy_bw[s] for s in sizes}
+    if fresh:
+        copy_source = "inside the rewritten-buffer latency line, not added"
     if measured is not None:
         overhead = measured[anchor] - pure[sizes[anchor]] - extra[sizes[anchor]] - own_copy[sizes[anchor]]
         overhead_source = f"anchored on the smallest osu_allgather row ({sizes[anchor]} B)"
@@ -169,8 +200,8 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     model = {"base_preset": base_preset, "np": nodes, "loggp": fit.to_dict(),
              "collective_overhead_ns": overhead, "collective_overhead_source": overhead_source,
              "memcpy_bw_bytes_per_ns": {str(s): copy_bw[s] for s in sizes},
-             "memcpy_source": copy_source, "exchange": exchange,
-             "files": {"latency": found["latency"][0][0], "bw": one_way[0][0] if one_way else None,
+             "memcpy_source": copy_source, "own_copy_in_line": fresh, "exchange": exchange,
+             "files": {"latency": latency_path, "latency_rewritten": fresh, "bw": one_way[0][0] if one_way else None,
                        "bibw": found["bibw"][0][0] if found["bibw"] else None, "allgather": path}}
     return {"model": model, "rows": rows, "fit": fit}
 

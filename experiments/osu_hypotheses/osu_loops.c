@@ -6,6 +6,11 @@
  *     bw         rank 0 sends a window of 64 messages, rank 1 acknowledges (osu_bw)
  *     bibw       both ranks send a window of 64 at once (osu_bibw)
  *     allgather  MPI_Allgather, the average over ranks of the per-call time (osu_allgather)
+ *     fresh      latency, with each rank copying the message into its send buffer (memcpy from a
+ *                third buffer) just before each send, as MPICH's allgather copies the own block
+ *                (MPIR_Localcopy) before sending it: the single-copy read then pulls lines just
+ *                written in the other core's cache, where osu_latency re-sends an unchanged
+ *                buffer that stays in the reader's cache
  *   MAX_BYTES   sizes 1 B..MAX_BYTES doubling (latency also at 0 B)
  *   BATCHES     default 10
  * Iterations per size as OSU v5.3 (1000, or 100 above 8 KiB; 10 percent warm-up), split into
@@ -22,16 +27,18 @@
 #include <string.h>
 
 #define WINDOW 64
-#define MAX_BENCH 4
+#define MAX_BENCH 5
 #define MAX_SIZES 40
 
-enum bench { LATENCY, BW, BIBW, ALLGATHER };
-static const char *NAMES[] = {"latency", "bw", "bibw", "allgather"};
+enum bench { LATENCY, BW, BIBW, ALLGATHER, FRESH };
+static const char *NAMES[] = {"latency", "bw", "bibw", "allgather", "fresh"};
 static const char *TITLES[] = {"OSU MPI Latency Test v5.3", "OSU MPI Bandwidth Test v5.3",
-                               "OSU MPI Bi-Directional Bandwidth Test v5.3", "OSU MPI Allgather Latency Test v5.3"};
-static const char *COLUMNS[] = {"Latency (us)", "Bandwidth (MB/s)", "Bandwidth (MB/s)", "Avg Latency(us)"};
+                               "OSU MPI Bi-Directional Bandwidth Test v5.3", "OSU MPI Allgather Latency Test v5.3",
+                               "OSU MPI Latency Test v5.3, send buffer rewritten before each send"};
+static const char *COLUMNS[] = {"Latency (us)", "Bandwidth (MB/s)", "Bandwidth (MB/s)", "Avg Latency(us)",
+                                "Latency (us)"};
 
-static char *sbuf, *rbuf;
+static char *sbuf, *rbuf, *cbuf;
 static int rank, peer;
 
 static int total_iterations(size_t size) { return size > 8192 ? 100 : 1000; }
@@ -67,6 +74,17 @@ static void one_iteration(enum bench b, size_t size) {
     case ALLGATHER:
         MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD);
         break;
+    case FRESH:
+        if (rank == 0) {
+            memcpy(sbuf, cbuf, size);
+            MPI_Send(sbuf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+            MPI_Recv(rbuf, (int)size, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(rbuf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            memcpy(sbuf, cbuf, size);
+            MPI_Send(sbuf, (int)size, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+        }
+        break;
     }
 }
 
@@ -77,7 +95,8 @@ static double batch(enum bench b, size_t size, int iters) {
     for (int i = 0; i < iters; i++) one_iteration(b, size);
     double elapsed = MPI_Wtime() - start;
     switch (b) {
-    case LATENCY: return elapsed * 1e6 / (2.0 * iters);
+    case LATENCY:
+    case FRESH: return elapsed * 1e6 / (2.0 * iters);
     case BW: return size / 1e6 * iters * WINDOW / elapsed;
     case BIBW: return 2.0 * size / 1e6 * iters * WINDOW / elapsed;
     default: {
@@ -97,7 +116,7 @@ static int parse_benchmarks(char *list, enum bench *out) {
     int n = 0;
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         int found = -1;
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < MAX_BENCH; k++)
             if (!strcmp(tok, NAMES[k])) found = k;
         if (found < 0 || n == MAX_BENCH) return -1;
         out[n++] = (enum bench)found;
@@ -115,7 +134,7 @@ int main(int argc, char **argv) {
     int batches = argc == 4 ? atoi(argv[3]) : 10;
     if (nb <= 0 || np != 2 || batches < 1) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather MAX_BYTES [BATCHES]\n", argv[0]);
+            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather,fresh MAX_BYTES [BATCHES]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
@@ -125,6 +144,8 @@ int main(int argc, char **argv) {
     rbuf = malloc(max_bytes * WINDOW + 64);
     memset(sbuf, 1, max_bytes * WINDOW + 64);
     memset(rbuf, 0, max_bytes * WINDOW + 64);
+    cbuf = malloc(max_bytes + 64);
+    memset(cbuf, 2, max_bytes + 64);
     size_t sizes[MAX_SIZES];
     int ns = 0;
     for (size_t s = 0; s <= max_bytes && ns < MAX_SIZES; s = s ? s * 2 : 1) sizes[ns++] = s;
@@ -134,15 +155,15 @@ int main(int argc, char **argv) {
         size_t size = sizes[si];
         int total = total_iterations(size), per_batch = total / batches > 0 ? total / batches : 1;
         for (int k = 0; k < nb; k++)
-            if (size > 0 || benches[k] == LATENCY) batch(benches[k], size, total / 10 > 0 ? total / 10 : 1);
+            if (size > 0 || (benches[k] == LATENCY || benches[k] == FRESH)) batch(benches[k], size, total / 10 > 0 ? total / 10 : 1);
         for (int b = 0; b < batches; b++)
             for (int j = 0; j < nb; j++) {
                 int k = (j + b) % nb;
-                if (size == 0 && benches[k] != LATENCY) continue;
+                if (size == 0 && !(benches[k] == LATENCY || benches[k] == FRESH)) continue;
                 values[k * batches + b] = batch(benches[k], size, per_batch);
             }
         for (int k = 0; k < nb; k++) {
-            if (size == 0 && benches[k] != LATENCY) continue;
+            if (size == 0 && !(benches[k] == LATENCY || benches[k] == FRESH)) continue;
             double *v = values + k * batches;
             qsort(v, batches, sizeof(double), by_value);
             median[k][si] = batches % 2 ? v[batches / 2] : 0.5 * (v[batches / 2 - 1] + v[batches / 2]);
@@ -157,7 +178,7 @@ int main(int argc, char **argv) {
                    batches);
             printf("# Size      %18s %18s %18s\n", COLUMNS[benches[k]], "Min", "Max");
             for (int si = 0; si < ns; si++) {
-                if (sizes[si] == 0 && benches[k] != LATENCY) continue;
+                if (sizes[si] == 0 && !(benches[k] == LATENCY || benches[k] == FRESH)) continue;
                 printf("%-10zu %18.2f %18.2f %18.2f\n", sizes[si], median[k][si], lo[k][si], hi[k][si]);
             }
             printf("\n");
@@ -167,6 +188,7 @@ int main(int argc, char **argv) {
     free(values);
     free(sbuf);
     free(rbuf);
+    free(cbuf);
     MPI_Finalize();
     return 0;
 }

@@ -1,31 +1,29 @@
-"""Issue 18 item 2's hypotheses, tested on this machine's mpich wheel at np=2 (measurements, no model change).
+"""Issue 18 item 2: OMB-style sets of this machine's mpich wheel at np=2, and the --from-osu check on them.
 
-Run: python experiments/osu_hypotheses/run_hypotheses.py [--rounds 5] [--output DIR]
+Run:  python experiments/osu_hypotheses/run_hypotheses.py [--rounds 6] [--output DIR]   # measure, then check
+      python experiments/osu_hypotheses/run_hypotheses.py --sets DIR                   # check a measured set
 
-Hypotheses (the issue's; tested, not assumed):
-H1. The --from-osu re-prediction of osu_allgather misses from exactly the wheel's CMA threshold
-    (8 KiB), where MPICH switches to a single-copy rendezvous: if so, with CMA off
-    (MPIR_CVAR_CH4_CMA_ENABLE=0) the misses should move or vanish.
-H2. The LogGP fit treats a two-way exchange (an np=2 allgather) as two independent one-way
-    transfers: if so, osu_bibw should fall short of 2 x osu_bw where the misses are, and an
-    exchange charged at bibw's per-direction rate should predict the allgather better.
+Measurement: osu_loops.c (OSU v5.3-style C loops, built with mpicc) runs latency, bw, bibw and
+allgather in one mpirun, taking turns batch by batch at every size (20 batches); a round is one
+such run per CMA setting (on: the wheel's default; off: MPIR_CVAR_CH4_CMA_ENABLE=0), and the
+order of the settings alternates between rounds. Per round and size a benchmark's figure is the
+median of its batches. Two sets are written per CMA setting: `median/` (the median over rounds
+of the per-round medians) and `fastest/` (the fastest batch over all rounds: the figure of the
+machine when no other job took one of the two CPUs). The load average is recorded before and
+after every round, and this machine's memcpy bandwidth per size at the end (memcpy.csv).
 
-Method: osu_loops.c (OSU v5.3-style C loops, built with mpicc) for latency, bw, bibw and
-allgather; every round runs every (CMA setting, benchmark) once, in an interleaved order
-(A B A B), and the per-size medians over rounds are the OSU files. Each CMA setting's files go
-through `cxlsim.calibrate.osu_fit.from_osu` (what `cxlsim calibrate --from-osu` runs: the
-LogGP fit from osu_latency and osu_bw alone, validated on osu_allgather); the exchange
-estimate of H2 is latency(0 B) + m / (bibw / 2) (the latency's own 0-B row for the fixed part;
-the exchange's per-direction rate from bibw).
-
-Outputs (DIR, default runs/osu_hypotheses-TIMESTAMP): the median OSU files per CMA setting,
-every round's raw values (raw.csv), the per-size errors (errors.csv) and summary.json.
-The machine is shared and loaded (2 vCPUs, load average about 4 when this was written):
-every figure is a median over rounds, and the spread (min-max over rounds) is in raw.csv.
+Check: every set goes through `cxlsim.calibrate.osu_fit.from_osu` (what `cxlsim calibrate
+--from-osu` runs) in the ways of VARIANTS, re-predicting the set's own osu_allgather. "fresh"
+is osu_latency with the send buffer rewritten before each send (osu_loops.c), the cache state
+of MPICH's allgather, which sends the block it has just copied into recvbuf.
+Target (issue 18 item 2, np=2): worst size <= 20% and median <= 8%, over the sizes other than the
+anchor row (1 B, on which the collective overhead is anchored).
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import os
 import statistics
 import subprocess
@@ -33,19 +31,16 @@ import sys
 import tempfile
 
 from cxlsim.calibrate.osu_fit import from_osu
+from cxlsim.emulator.osu import parse_osu
 from cxlsim.results import Workspace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODES = ("latency", "bw", "bibw", "allgather")
+BENCHMARKS = ("latency", "fresh", "bw", "bibw", "allgather")
 CMA = {"cma-on": {}, "cma-off": {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}}
-HEADERS = {
-    "latency": "# OSU MPI Latency Test v5.3 (C loop, osu_loops.c, median of rounds)\n# Size          Latency (us)\n",
-    "bw": "# OSU MPI Bandwidth Test v5.3 (C loop, osu_loops.c, median of rounds)\n# Size      Bandwidth (MB/s)\n",
-    "bibw": "# OSU MPI Bi-Directional Bandwidth Test v5.3 (C loop, osu_loops.c, median of rounds)\n"
-            "# Size      Bandwidth (MB/s)\n",
-    "allgather": "# OSU MPI Allgather Latency Test v5.3 (C loop, osu_loops.c, median of rounds)\n"
-                 "# Size       Avg Latency(us)\n",
-}
+CMA_THRESHOLD = 8192  # MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD of the mpich 5.0.2 wheel (mpivars)
+BATCHES = 20
+STATISTICS = ("median", "fastest")
+TARGET_WORST, TARGET_MEDIAN = 0.20, 0.08
 
 
 def build(out_dir: str) -> str:
@@ -54,84 +49,167 @@ def build(out_dir: str) -> str:
     return exe
 
 
-def run_once(exe: str, mode: str, env_extra: dict, max_bytes: int) -> dict:
+def loadavg() -> str:
+    with open("/proc/loadavg") as fh:
+        return " ".join(fh.read().split()[:3])
+
+
+def run_round(exe: str, env_extra: dict, max_bytes: int) -> dict:
+    """{benchmark: {size: (median, fastest, slowest)}} from one mpirun of every benchmark."""
     env = {**os.environ, **env_extra}
-    out = subprocess.run(["mpirun", "-np", "2", exe, mode, str(max_bytes)], env=env, capture_output=True,
-                         text=True, timeout=300, check=True).stdout
-    values = {}
-    for line in out.splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        size, value = line.split()
-        values[int(size)] = float(value)
-    return values
+    out = subprocess.run(["mpirun", "-np", "2", exe, ",".join(BENCHMARKS), str(max_bytes), str(BATCHES)],
+                         env=env, capture_output=True, text=True, timeout=600, check=True).stdout
+    tables = parse_osu(out, source="osu_loops")
+    assert len(tables) == len(BENCHMARKS), out
+    return {name: {row[0]: row[1:4] for row in table.rows} for name, table in zip(BENCHMARKS, tables)}
 
 
-def write_osu(path: str, mode: str, medians: dict) -> None:
-    with open(path, "w") as fh:
-        fh.write(HEADERS[mode])
-        for size in sorted(medians):
-            fh.write(f"{size:<10d} {medians[size]:18.2f}\n")
+HEADER = {"latency": ("OSU MPI Latency Test v5.3", "Latency (us)"),
+          "fresh": ("OSU MPI Latency Test v5.3, send buffer rewritten before each send", "Latency (us)"),
+          "bw": ("OSU MPI Bandwidth Test v5.3", "Bandwidth (MB/s)"),
+          "bibw": ("OSU MPI Bi-Directional Bandwidth Test v5.3", "Bandwidth (MB/s)"),
+          "allgather": ("OSU MPI Allgather Latency Test v5.3", "Avg Latency(us)")}
+
+
+def write_osu(path: str, benchmark: str, statistic: str, values: dict, rounds: int) -> None:
+    title, column = HEADER[benchmark]
+    how = {"median": f"median over {rounds} rounds of the median of {BATCHES} batches",
+           "fastest": f"fastest of {rounds} x {BATCHES} batches"}[statistic]
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write(f"# {title} (C loop osu_loops.c, mpich 5.0.2 wheel, np 2; {how})\n")
+        fh.write(f"# Size      {column:>18}\n")
+        for size in sorted(values):
+            fh.write(f"{size:<10d} {values[size]:18.2f}\n")
+    os.replace(tmp, path)
+
+
+def measure(args) -> str:
+    from cxlsim.emulator.copybw import copy_bandwidth_curve
+
+    ws = Workspace(args.output) if args.output else Workspace.new("runs", "osu_sets")
+    rounds, raw_rows = {c: [] for c in CMA}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build(tmp)
+        for r in range(args.rounds):
+            for c in (list(CMA) if r % 2 == 0 else list(reversed(list(CMA)))):
+                before = loadavg()
+                result = run_round(exe, CMA[c], args.max_bytes)
+                after = loadavg()
+                rounds[c].append(result)
+                print(f"round {r + 1}/{args.rounds} {c}: load {before} -> {after}", flush=True)
+                for bench, rows in result.items():
+                    for size, (med, low, high) in rows.items():
+                        fast, slow = (high, low) if bench in ("bw", "bibw") else (low, high)
+                        raw_rows.append({"round": r + 1, "cma": c, "benchmark": bench, "size_bytes": size,
+                                         "batch_median": med, "batch_fastest": fast, "batch_slowest": slow,
+                                         "load_before": before, "load_after": after})
+    ws.write_csv("raw", raw_rows)
+    for c, runs in rounds.items():
+        for bench in BENCHMARKS:
+            sizes = runs[0][bench]
+            # fastest: the least time (the Min column) or the most bandwidth (the Max column)
+            best, column = (max, 2) if bench in ("bw", "bibw") else (min, 1)
+            values = {"median": {s: statistics.median(run[bench][s][0] for run in runs) for s in sizes},
+                      "fastest": {s: best(run[bench][s][column] for run in runs) for s in sizes}}
+            for statistic in STATISTICS:
+                os.makedirs(ws.file(statistic), exist_ok=True)
+                write_osu(ws.file(os.path.join(statistic, f"osu_{bench}_{c}.txt")), bench, statistic,
+                          values[statistic], len(runs))
+    sizes = sorted(rounds["cma-on"][0]["allgather"])
+    copy = copy_bandwidth_curve(sizes, min_time_s=0.002)
+    ws.write_csv("memcpy", [{"size_bytes": s, "bytes_per_ns": copy[s]} for s in sizes])
+    ws.write_json("measurement", {"rounds": args.rounds, "batches": BATCHES, "max_bytes": args.max_bytes,
+                                  "placement": "2 ranks, unpinned (hydra default), one node, 2 vCPUs (KVM)",
+                                  "mpich": "5.0.2 (PyPI wheel, ch4; CMA threshold 8192 B, eager cell 8192 B)",
+                                  "load_first_last": [raw_rows[0]["load_before"], raw_rows[-1]["load_after"]]})
+    ws.write_provenance(0)
+    return ws.path
+
+
+VARIANTS = {  # name: (tables besides the allgather, protocol switch, rendezvous FIN, CMA settings)
+    "lat+bw": (("latency", "bw"), None, False, ("cma-on", "cma-off")),
+    "lat+bibw+sw": (("latency", "bw", "bibw"), CMA_THRESHOLD, True, ("cma-on",)),
+    "fresh+sw": (("fresh", "bw"), CMA_THRESHOLD, True, ("cma-on",)),
+    "model": (("fresh", "bw", "bibw"), CMA_THRESHOLD, True, ("cma-on",)),
+    "model-off": (("fresh", "bw", "bibw"), CMA_THRESHOLD, False, ("cma-off",)),
+}
+"""lat+bw: the import as the issue found it (split found from the rows, no exchange terms);
+lat+bibw+sw: + contention and the switch at 8192 B with its FIN, clean-buffer latency;
+fresh+sw: the rewritten-buffer latency with the switch and FIN, no contention;
+model: all of them (CMA on: MPICH's CMA rendezvous at 8192 B, with FIN);
+model-off: the same with CMA off (the switch is the 8192 B eager cell, above which a message is
+pipelined through cells: contention on, no FIN)."""
+
+
+def spread_by_size(sets_dir: str, cma: str) -> dict:
+    """{size: (max - min) / median of the per-round allgather medians}: the measurement's own spread."""
+    per = {}
+    with open(os.path.join(sets_dir, "raw.csv")) as fh:
+        for row in csv.DictReader(fh):
+            if row["cma"] == cma and row["benchmark"] == "allgather":
+                per.setdefault(int(row["size_bytes"]), []).append(float(row["batch_median"]))
+    return {s: (max(v) - min(v)) / statistics.median(v) for s, v in per.items()}
+
+
+def check(sets_dir: str) -> dict:
+    with open(os.path.join(sets_dir, "memcpy.csv")) as fh:
+        copy = {int(r["size_bytes"]): float(r["bytes_per_ns"]) for r in csv.DictReader(fh)}
+    summary, lines = {}, []
+    for statistic in STATISTICS:
+        for cma in CMA:
+            spread = spread_by_size(sets_dir, cma)
+            rows = {}
+            for variant, (benches, switch, fin, settings) in VARIANTS.items():
+                if cma not in settings:
+                    continue
+                files = [os.path.join(sets_dir, statistic, f"osu_{b}_{cma}.txt") for b in benches + ("allgather",)]
+                result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=copy, protocol_switch_bytes=switch,
+                                  rendezvous_fin=fin)
+                kept = [r for r in result["rows"] if not r["anchor"]]
+                errors = [abs(r["full_error"]) for r in kept]
+                worst = max(kept, key=lambda r: abs(r["full_error"]))
+                summary[f"{statistic} {cma} {variant}"] = {
+                    "median_abs": statistics.median(errors), "worst_abs": max(errors),
+                    "worst_size": worst["size_bytes"],
+                    "meets_target": max(errors) <= TARGET_WORST and statistics.median(errors) <= TARGET_MEDIAN}
+                for r in result["rows"]:
+                    rows.setdefault(r["size_bytes"], {"measured": r["measured_ns"] / 1e3})[variant] = r["full_error"]
+            names = [v for v in VARIANTS if v in next(iter(rows.values()))]
+            lines.append(f"\n## {statistic} set, {cma}: full error per size (measured us; round-to-round spread)")
+            lines.append(f"{'size':>8} {'meas us':>9} {'spread':>7} " + " ".join(f"{n:>11}" for n in names))
+            for size, row in sorted(rows.items()):
+                lines.append(f"{size:>8d} {row['measured']:>9.2f} {100 * spread.get(size, float('nan')):>6.0f}% "
+                             + " ".join(f"{100 * row[n]:>+10.1f}%" for n in names))
+    lines.append("\n## summary (without the 1 B anchor row; target: worst <= 20%, median <= 8%)")
+    for key, v in summary.items():
+        lines.append(f"{key:<32} median {100 * v['median_abs']:5.1f}%  worst {100 * v['worst_abs']:5.1f}% "
+                     f"(at {v['worst_size']} B)  {'meets' if v['meets_target'] else 'misses'}")
+    text = "\n".join(lines) + "\n"
+    tmp = os.path.join(sets_dir, "check.txt.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, os.path.join(sets_dir, "check.txt"))
+    tmp = os.path.join(sets_dir, "check.json.tmp")
+    with open(tmp, "w") as fh:
+        json.dump(summary, fh, indent=1)
+    os.replace(tmp, os.path.join(sets_dir, "check.json"))
+    print(text, end="")
+    return summary
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--max-bytes", type=int, default=1 << 20)
-    ap.add_argument("--output")
+    ap.add_argument("--output", help="workspace for a new measurement (default runs/osu_sets-TIMESTAMP)")
+    ap.add_argument("--sets", help="check the sets already in DIR instead of measuring")
     args = ap.parse_args(argv)
-    ws = Workspace(args.output) if args.output else Workspace.new("runs", "osu_hypotheses")
-    with tempfile.TemporaryDirectory() as tmp:
-        exe = build(tmp)
-        raw = {(c, m): [] for c in CMA for m in MODES}
-        for r in range(args.rounds):
-            order = [(c, m) for m in MODES for c in (CMA if r % 2 == 0 else reversed(list(CMA)))]
-            for c, m in order:
-                raw[(c, m)].append(run_once(exe, m, CMA[c], args.max_bytes))
-    raw_rows, medians = [], {}
-    for (c, m), runs in raw.items():
-        medians[(c, m)] = {s: statistics.median(run[s] for run in runs) for s in runs[0]}
-        for s in runs[0]:
-            vals = [run[s] for run in runs]
-            raw_rows.append({"cma": c, "benchmark": m, "size_bytes": s, "median": medians[(c, m)][s],
-                             "min": min(vals), "max": max(vals), "rounds": len(vals)})
-    ws.write_csv("raw", raw_rows)
-    error_rows, summary = [], {}
-    for c in CMA:
-        paths = {}
-        for m in MODES:
-            paths[m] = ws.file(f"osu_{m}_{c}.txt")
-            write_osu(paths[m], m, medians[(c, m)])
-        result = from_osu([paths["latency"], paths["bw"], paths["allgather"]], nodes=2)
-        lat0 = medians[(c, "latency")][0]
-        for row in result["rows"]:
-            s = row["size_bytes"]
-            bw, bibw = medians[(c, "bw")].get(s), medians[(c, "bibw")].get(s)
-            exchange_ns = (lat0 + s / (bibw / 2)) * 1e3 if bibw else None  # MB/s = bytes/us
-            error_rows.append({
-                "cma": c, "size_bytes": s, "measured_us": row["measured_ns"] / 1e3,
-                "from_osu_us": row["full_ns"] / 1e3, "from_osu_error": row["full_error"],
-                "bibw_over_2bw": bibw / (2 * bw) if bw and bibw else None,
-                "exchange_us": exchange_ns / 1e3 if exchange_ns else None,
-                "exchange_error": (exchange_ns - row["measured_ns"]) / row["measured_ns"] if exchange_ns else None})
-        mine = [e for e in error_rows if e["cma"] == c]
-        for key in ("from_osu_error", "exchange_error"):
-            errs = [abs(e[key]) for e in mine if e[key] is not None]
-            big = [e for e in mine if e[key] is not None and e["size_bytes"] >= 8192]
-            summary[f"{c} {key}"] = {"median_abs": statistics.median(errs), "worst_abs": max(errs),
-                                     "median_abs_from_8KiB": statistics.median(abs(e[key]) for e in big)}
-    ws.write_csv("errors", error_rows)
-    ws.write_json("summary", {"rounds": args.rounds, "summary": summary})
-    ws.write_provenance(0)
-    print(f"{'cma':8} {'size':>8} {'meas us':>9} {'from-osu':>9} {'err':>7} {'bibw/2bw':>9} {'exch':>9} {'err':>7}")
-    for e in error_rows:
-        print(f"{e['cma']:8} {e['size_bytes']:8d} {e['measured_us']:9.2f} {e['from_osu_us']:9.2f} "
-              f"{100 * e['from_osu_error']:+6.0f}% {e['bibw_over_2bw'] or float('nan'):9.2f} "
-              f"{e['exchange_us'] or float('nan'):9.2f} {100 * (e['exchange_error'] or float('nan')):+6.0f}%")
-    for k, v in summary.items():
-        print(f"{k}: median {100 * v['median_abs']:.1f}%, worst {100 * v['worst_abs']:.1f}%, "
-              f"median from 8 KiB {100 * v['median_abs_from_8KiB']:.1f}%")
-    print(f"workspace: {ws.path}")
+    if args.sets and (args.output or args.rounds != 6):
+        ap.error("--sets checks a measured directory; --output and --rounds apply to a new measurement")
+    sets_dir = args.sets or measure(args)
+    check(sets_dir)
+    print(f"sets: {sets_dir}")
     return 0
 
 
