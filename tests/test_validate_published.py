@@ -156,3 +156,18 @@ def test_main_writes_the_workspace(exp, fab, tmp_path):
     assert {r["added_after_first_run"] for r in sweeps} == {"True", "False"}
     assert {r["assumption"] for r in sweeps if r["added_after_first_run"] == "True"} >= set(exp.POST_RUN_SWEEPS) - {
         "IB broadcast algorithm (CCCL Broadcast)", "GPU link, GB/s (CCCL Broadcast)"}
+
+
+def test_keys_runs_only_those_rows_and_refuses_an_unknown_one(exp, tmp_path, capsys):
+    out = tmp_path / "some"
+    assert exp.main(["--keys", "load-latency-direct-hc34", "micro23-bw-cxl-c", "--output", str(out), "--quiet"]) == 0
+    with open(out / "validation.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["key"] for r in rows] == ["load-latency-direct-hc34", "micro23-bw-cxl-c"]
+    assert (out / "validation.png").stat().st_size > 0          # no cMPI curve: that panel is left empty
+    with open(out / "sensitivity.csv") as fh:
+        sweeps = list(csv.DictReader(fh))
+    assert {r["key"] for r in sweeps} == {"micro23-bw-cxl-c"}  # no other row's post-run sweep ran
+    with pytest.raises(SystemExit) as exit_info:
+        exp.main(["--keys", "no-such-row", "--output", str(tmp_path / "x")])
+    assert exit_info.value.code == 2 and "no-such-row" in capsys.readouterr().err
