@@ -148,7 +148,7 @@ static int cxl_coll_wait_one(cxl_coll_t *c, int r, uint64_t value)
         }
         if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value) break;
         if (spins < p->spin_iters) {
-            if (spins > CXL_TIGHT_SPINS) cxl_pause();
+            cxl_pause();
             continue;
         }
         sched_yield();
@@ -247,10 +247,11 @@ static void cxl_coll_acquire(cxl_coll_t *c, uint64_t round, uint64_t offset, uin
     cxl_log(p, CXL_EV_MFENCE, 0, 0);
 }
 
-/* Fold `count` elements of every rank's slot of `round` at byte `offset` into out; charges and
- * paces the reads of the other ranks' blocks when timed. */
+/* Fold `count` elements of every rank's slot of `round` at byte `offset` into out (this rank's
+ * block from `own` instead when own is not NULL; untimed only); charges and paces the reads of the
+ * other ranks' blocks when timed. */
 static void cxl_coll_fold_slots(cxl_coll_t *c, int dtype, int op, uint64_t round, uint64_t offset, char *out,
-                                uint64_t count)
+                                uint64_t count, const char *own)
 {
     cxl_pool_t *p = &c->pool;
     const char *blocks[p->nranks];
@@ -258,6 +259,7 @@ static void cxl_coll_fold_slots(cxl_coll_t *c, int dtype, int op, uint64_t round
     for (int r = 0; r < p->nranks; r++) {
         blocks[r] = cxl_slot(p, round, r) + offset;
         if (r != p->rank) cxl_log(p, CXL_EV_READ, (int64_t)(blocks[r] - p->base), (int64_t)bytes);
+        else if (own) blocks[r] = own;
     }
     if (!p->timed || p->nranks == 1 || !bytes) {
         cxl_fold(dtype, op, out, blocks, p->nranks, count);
@@ -274,6 +276,39 @@ static void cxl_coll_fold_slots(cxl_coll_t *c, int dtype, int op, uint64_t round
         for (int r = 0; r < p->nranks; r++) at[r] = blocks[r] + i * es;
         cxl_fold(dtype, op, out + i * es, at, p->nranks, n);
     }
+}
+
+/* Bounce the flags between ranks 0 and 1 (np = 2 only) `iterations` times; returns the mean ns
+ * per round trip, or a negative number on a timeout (c->missing says who). Rank 0 publishes and
+ * waits, rank 1 waits and publishes: one round trip is two flag hops of the collectives' protocol
+ * in this pool's mode (the probe _probes.flag_pingpong makes from Python). Both ranks call it
+ * with the same count. */
+static double cxl_coll_flag_pingpong(cxl_coll_t *c, uint64_t iterations)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t e = c->epoch;
+    cxl_coll_settle(c);
+    double t0 = cxl_now_ns();
+    for (uint64_t i = 0; i < iterations; i++) {
+        e++;
+        int missing;
+        if (p->rank == 0) {
+            cxl_publish(p, cxl_coll_written(e), c->round, 0);
+            missing = cxl_wait_all(p, cxl_coll_written(e), c->timeout_ns);
+        } else {
+            missing = cxl_wait_all(p, cxl_coll_written(e), c->timeout_ns);
+            cxl_publish(p, cxl_coll_written(e), c->round, 0);
+        }
+        if (missing >= 0) {
+            c->epoch = e;
+            cxl_coll_timed_out(c, missing, cxl_coll_written(e));
+            return -1.0;
+        }
+    }
+    double t1 = cxl_now_ns();
+    c->epoch = e;
+    if (e > c->known_done + 1) c->known_done = e - 1; /* each round trip proved the steps before it */
+    return iterations ? (t1 - t0) / (double)iterations : 0.0;
 }
 
 /* ---- barrier and allgather -------------------------------------------------------------- */
@@ -436,15 +471,24 @@ static int cxl_coll_alltoall(cxl_coll_t *c, const char *send, char *recv, uint64
     cxl_pool_t *p = &c->pool;
     uint64_t P = (uint64_t)p->nranks, me = (uint64_t)p->rank;
     uint64_t room = c->slot_bytes / P, chunk = nbytes < room ? nbytes : room;
+    /* only this rank reads its own block of its row, and only in place: otherwise, with the log off
+     * and no emulated timing (whose copy-in and the log describe the whole row), it stays out */
+    int skip_own = send != recv && !p->log && !p->timed;
     if (chunk == 0 && nbytes) return CXL_COLL_TOO_SMALL;
     for (uint64_t off = 0; off < nbytes; off += chunk) {
         uint64_t len = nbytes - off < chunk ? nbytes - off : chunk, round;
         if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
         uint64_t e = c->epoch;
         char *mine = cxl_slot(p, round, p->rank);
-        if (len == nbytes) cxl_coll_copy_in(c, mine, send, P * len); /* one chunk: the row is sendbuf as it is */
-        else
-            for (uint64_t d = 0; d < P; d++) cxl_coll_copy_in(c, mine + d * len, send + d * nbytes + off, len);
+        if (len == nbytes && !skip_own) {
+            cxl_coll_copy_in(c, mine, send, P * len); /* one chunk: the row is sendbuf as it is */
+        } else if (len == nbytes) { /* the row around this rank's block */
+            cxl_coll_copy_in(c, mine, send, me * len);
+            cxl_coll_copy_in(c, mine + (me + 1) * len, send + (me + 1) * len, (P - me - 1) * len);
+        } else {
+            for (uint64_t d = 0; d < P; d++)
+                if (d != me || !skip_own) cxl_coll_copy_in(c, mine + d * len, send + d * nbytes + off, len);
+        }
         cxl_publish(p, cxl_coll_written(e), round, P * len);
         /* this rank's own block goes straight from send to recv while the others' arrive */
         if (send != recv) memcpy(recv + me * nbytes + off, send + me * nbytes + off, len);
@@ -506,18 +550,23 @@ static int cxl_coll_reduce_scatter_block(cxl_coll_t *c, const char *send, char *
     cxl_pool_t *p = &c->pool;
     uint64_t P = (uint64_t)p->nranks, me = (uint64_t)p->rank, es = cxl_dtype_size[dtype];
     uint64_t room = c->slot_bytes / (P * es), chunk = count < room ? count : room;
+    /* only this rank reads its own block: with the log off and no emulated timing (whose copy-in
+     * and the log describe the whole row) it is folded from send and not copied into the slot */
+    int own_from_send = !p->log && !p->timed;
     if (chunk == 0 && count) return CXL_COLL_TOO_SMALL;
     for (uint64_t off = 0; off < count; off += chunk) {
         uint64_t n = count - off < chunk ? count - off : chunk, round;
         if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
         uint64_t e = c->epoch;
         char *mine = cxl_slot(p, round, p->rank);
-        for (uint64_t d = 0; d < P; d++) cxl_coll_copy_in(c, mine + d * n * es, send + (d * count + off) * es, n * es);
+        for (uint64_t d = 0; d < P; d++)
+            if (d != me || !own_from_send) cxl_coll_copy_in(c, mine + d * n * es, send + (d * count + off) * es, n * es);
         cxl_publish(p, cxl_coll_written(e), round, P * n * es);
         if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
         cxl_coll_note_all_written(c, e);
         cxl_coll_acquire(c, round, me * n * es, n * es);
-        cxl_coll_fold_slots(c, dtype, op, round, me * n * es, recv + off * es, n);
+        cxl_coll_fold_slots(c, dtype, op, round, me * n * es, recv + off * es, n,
+                            own_from_send ? send + (me * count + off) * es : NULL);
     }
     return 0;
 }
@@ -580,7 +629,7 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     }
     if (n * es < a->large_bytes || P == 1) { /* small: fold every block */
         cxl_coll_acquire(c, a->round, 0, n * es);
-        cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n);
+        cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n, NULL);
         return 0;
     }
     /* large: fold this rank's share into the other buffer, publish it, gather every share */
@@ -590,7 +639,8 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     uint64_t input_round = a->round;
     if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
     uint64_t e2 = c->epoch;
-    cxl_coll_fold_slots(c, a->dtype, a->op, input_round, lo * es, cxl_slot(p, round, p->rank) + lo * es, hi - lo);
+    cxl_coll_fold_slots(c, a->dtype, a->op, input_round, lo * es, cxl_slot(p, round, p->rank) + lo * es, hi - lo,
+                        NULL);
     cxl_coll_publish_range(c, cxl_coll_written(e2), round, lo * es, (hi - lo) * es);
     if (cxl_coll_wait_all(c, cxl_coll_written(e2))) return CXL_COLL_TIMEOUT;
     cxl_coll_note_all_written(c, e2);

@@ -133,12 +133,6 @@ static inline void cxl_mfence(void)
 #endif
 }
 
-/* Polls of a flag before the poll loop adds a pause per poll. A pause takes about 25 ns on the
- * AMD EPYC KVM guest this was measured on (and KVM may exit to the host on a run of them), so
- * the first polls spin on the load alone: a flag that arrives within about a microsecond (1024
- * polls of a cached line) is seen at once instead of up to a pause later. */
-#define CXL_TIGHT_SPINS 1024
-
 static inline void cxl_pause(void)
 {
 #if CXL_X86
@@ -309,8 +303,7 @@ static void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t round, uint64_t 
 }
 
 /* Wait until every rank published `epoch`. Returns -1 on success, else the first missing rank
- * after `timeout_ns`. Spins (CXL_TIGHT_SPINS polls without a pause, then with one) up to
- * spin_iters polls, then yields the CPU between polls. */
+ * after `timeout_ns`. Spins first (a pause per poll), then yields the CPU between polls. */
 static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
 {
     double deadline = -1.0;
@@ -326,7 +319,7 @@ static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
             if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= epoch) break;
             spins++;
             if (spins < p->spin_iters) {
-                if (spins > CXL_TIGHT_SPINS) cxl_pause();
+                cxl_pause();
                 continue;
             }
             sched_yield();
