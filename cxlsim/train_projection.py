@@ -17,8 +17,11 @@ What the DES is given, per run:
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
   not the run); and each hand-off of work to the rank's communication thread
-  (`handoff_ns`, timed the same way: sync hands it the gradient, ddp each bucket, hybrid
-  each exchange);
+  (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
+  the run's own, the median over its steps and ranks that the communication thread recorded
+  (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
+  main thread after the last call), else, and for hybrid, a hand-off timed the same way as
+  the vector pass (`handoff_ns`);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
 - hybrid's exchange overlaps the next step's compute, unless the run pinned every rank to
@@ -89,6 +92,7 @@ from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
            "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
+           "recorded_handoff_ns",
            "pinned_one_cpu", "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
@@ -195,6 +199,18 @@ def handoff_ns(calls: int = 500) -> float:
     return float(np.median(times)) * 1e9
 
 
+def recorded_handoff_ns(run: dict) -> float | None:
+    """The hand-off per all-reduce call the run's communication threads recorded (sync, ddp: each rank's
+    `mode_stats` handoff_s_median over its calls_per_step), the median over the ranks, ns; None if a rank
+    did not record it."""
+    per_call = []
+    for stats in run.get("mode_stats") or [None]:
+        if not isinstance(stats, dict) or stats.get("handoff_s_median") is None or not stats.get("calls_per_step"):
+            return None
+        per_call.append(stats["handoff_s_median"] / stats["calls_per_step"] * 1e9)
+    return float(np.median(per_call))
+
+
 def pinned_one_cpu(run: dict) -> bool:
     """Whether the run pinned every rank to one CPU (`pinned_cores`), so a rank's communication thread
     shares that CPU with its compute."""
@@ -280,7 +296,8 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     slot rule).
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
     parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
-    (sync's gradient, ddp's bucket) to the communication thread, ns (default: timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
+    (sync's gradient, ddp's bucket) or of hybrid's exchange to the communication thread, ns (default: the
+    run's recorded one, `recorded_handoff_ns`, else timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
     [{accuracy, step, measured_s, projected_s, error}], des: the DES's parameters}.
     """
@@ -290,8 +307,11 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     slot = slot_bytes if slot_bytes is not None else run.get("slot_bytes") or slot_bytes_of(run)
     if pass_ns is None:
         pass_ns = vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
+    source = "given"
     if bucket_ns is None:
-        bucket_ns = handoff_ns() if mode in HANDED_OFF else 0.0
+        bucket_ns, source = recorded_handoff_ns(run), "run"
+        if bucket_ns is None:
+            bucket_ns, source = (handoff_ns(), "timed") if mode in HANDED_OFF else (0.0, "none")
     result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns)
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)
@@ -329,6 +349,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
             "measured_elapsed_s": float(m_ticks[-1]), "projected_elapsed_s": result.elapsed_ns / 1e9,
             "measured_comm_share": train_clock.comm_share(run), "time_to_accuracy": tta,
             "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns, "bucket_handoff_ns": bucket_ns,
+                    "bucket_handoff_source": source,
                     "pool_bw_bytes_per_ns": preset.host.memcpy_bw_bytes_per_ns,
                     "pool_path_ns": preset.host_path.port_latency_ns, **result.extra}}
 

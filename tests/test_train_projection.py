@@ -284,6 +284,9 @@ def test_a_real_bench_train_run_is_projected_step_by_step(profile, tmp_path, mod
     assert row["des_mode"] == tp.DES_MODES[mode] and row["np"] == 2
     assert row["projected_throughput"] > 0 and row["measured_throughput"] == pytest.approx(
         run["throughput_samples_per_s"], rel=1e-9)
+    if mode in ("sync", "ddp"):  # the run's own hand-offs to its communication thread price the DES's
+        assert row["des"]["bucket_handoff_source"] == "run"
+        assert row["des"]["bucket_handoff_ns"] == tp.recorded_handoff_ns(run) > 0
     result, _ = tp._run_des(run, profile, tp.DEFAULT_LARGE_BYTES, tp.slot_bytes_of(run), 0.0)
     for w, per in enumerate(result.intervals):
         local = train_clock.local_work_ns(run["ranks"][w])
@@ -328,3 +331,12 @@ def test_hybrid_exchange_waits_after_the_step_when_the_thread_shares_the_ranks_c
         # overlapped: only the ticket after the local work; shared CPU: the hand-off and the exchange too
         for (_, c0, e0), (_, c1, e1) in zip(per_free, per_shared):
             assert e0 - c0 < 5000.0 <= e1 - c1
+
+
+def test_recorded_handoff_is_the_ranks_median_per_call_and_none_unless_every_rank_has_it():
+    run = {"mode_stats": [{"handoff_s_median": 4e-4, "calls_per_step": 4}, {"handoff_s_median": 2e-4,
+                                                                            "calls_per_step": 4}]}
+    assert tp.recorded_handoff_ns(run) == pytest.approx(75e3)  # (100 us + 50 us) / 2 per call
+    assert tp.recorded_handoff_ns({"mode_stats": [run["mode_stats"][0], None]}) is None
+    assert tp.recorded_handoff_ns({"mode_stats": [{"exchanges": 3}]}) is None  # async's stats
+    assert tp.recorded_handoff_ns({}) is None

@@ -19,6 +19,7 @@ import contextlib
 import queue
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -40,7 +41,13 @@ def fast_gil_switching(interval_s: float = SWITCH_INTERVAL_S):
 
 class CommThread:
     """Allreduces the (lo, hi) slices handed to `submit`, in order, from `grad` into `total`
-    (split_phase: allreduce_start + allreduce_wait, else one allreduce call)."""
+    (split_phase: allreduce_start + allreduce_wait, else one allreduce call).
+
+    It times its hand-offs (`time.perf_counter`, s): per `wait`, the time a slice waited for the
+    thread to start it after it was submitted (or after the thread's previous call ended, if
+    later), summed over the slices of that wait, plus the time from the last call's end until
+    `wait` returned. `handoff_s` lists one such total per `wait`: the time of the rank's
+    communication that is neither a pool call nor the main thread's own work."""
 
     def __init__(self, comm, grad: np.ndarray, total: np.ndarray, timeout_s: float, split_phase: bool):
         self.comm, self.grad, self.total, self.timeout_s = comm, grad, total, timeout_s
@@ -48,6 +55,8 @@ class CommThread:
         self.jobs = queue.Queue()
         self.done = queue.Queue()
         self.submitted = self.completed = 0
+        self.submit_s, self.call_s = [], []  # per slice: its submit time; its call's (start, end)
+        self.handoff_s = []
         self.thread = threading.Thread(target=self._run, name="cxlsim-comm", daemon=True)
         self.thread.start()
 
@@ -56,6 +65,7 @@ class CommThread:
             span = self.jobs.get()
             if span is None:
                 return
+            start = time.perf_counter()
             lo, hi = span
             try:
                 if self.split_phase:
@@ -66,11 +76,13 @@ class CommThread:
             except BaseException as exc:  # the main thread re-raises it
                 self.done.put(exc)
                 return
+            self.call_s.append((start, time.perf_counter()))
             self.completed += 1
             self.done.put(span)
 
     def submit(self, span) -> None:
         self.submitted += 1
+        self.submit_s.append(time.perf_counter())
         self.jobs.put(span)
 
     def busy(self) -> bool:
@@ -86,6 +98,21 @@ class CommThread:
                 raise RunError(f"the communication thread reduced nothing in {self.timeout_s * 2:g} s") from None
             if isinstance(item, BaseException):
                 raise item
+        self._time_handoffs(count, time.perf_counter())
+
+    def _time_handoffs(self, count: int, back_s: float) -> None:
+        first = len(self.call_s) - count
+        total, previous_end = 0.0, float("-inf")
+        for i in range(first, len(self.call_s)):
+            start, end = self.call_s[i]
+            total += max(0.0, start - max(self.submit_s[i], previous_end))
+            previous_end = end
+        self.handoff_s.append(total + max(0.0, back_s - previous_end))
+
+    def handoff_stats(self, calls_per_step: int) -> dict:
+        """The record of this thread's hand-offs (JSON-ready): the median per step (s) and the calls per step."""
+        return {"handoff_s_median": float(np.median(self.handoff_s)) if self.handoff_s else None,
+                "calls_per_step": calls_per_step}
 
     def close(self) -> None:
         self.jobs.put(None)

@@ -62,5 +62,6 @@ def ddp_loop(ctx) -> None:
                 ctx.snapshot(step + 1, params)
     finally:
         worker.close()
+    ctx.mode_stats = worker.handoff_stats(len(spans))
     ctx.snapshot(cfg.steps, params, final=True)
     ctx.final_params = params

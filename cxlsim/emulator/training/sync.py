@@ -40,5 +40,6 @@ def sync_loop(ctx) -> None:
                 ctx.snapshot(step + 1, params)
     finally:
         worker.close()
+    ctx.mode_stats = worker.handoff_stats(1)
     ctx.snapshot(cfg.steps, params, final=True)
     ctx.final_params = params
