@@ -596,6 +596,19 @@ static inline void cxl_coll_share(uint64_t count, uint64_t es, uint64_t P, uint6
     if (*hi > count) *hi = count;
 }
 
+/* A chunk of n elements that takes the large algorithm is folded share by share, and only this
+ * rank reads its own share [lo, hi) of its slot: with the log off and no emulated timing (whose
+ * copy-in and the log describe the whole input) that share is folded from send and is not
+ * copied into the slot. 1 (and lo, hi) if this chunk does so. */
+static inline int cxl_coll_allreduce_own_share(cxl_coll_t *c, const cxl_allreduce_t *a, uint64_t n, uint64_t *lo,
+                                               uint64_t *hi)
+{
+    uint64_t es = cxl_dtype_size[a->dtype], P = (uint64_t)c->pool.nranks;
+    if (P == 1 || n * es < a->large_bytes || c->pool.log || c->pool.timed) return 0;
+    cxl_coll_share(n, es, P, (uint64_t)c->pool.rank, lo, hi);
+    return 1;
+}
+
 /* Copy count elements at send + off into this rank's slot of a new step and publish them. */
 static int cxl_coll_allreduce_publish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t off, uint64_t n)
 {
@@ -607,7 +620,14 @@ static int cxl_coll_allreduce_publish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_
         a->started = n;
         return 0;
     }
-    cxl_coll_copy_in(c, cxl_slot(&c->pool, a->round, c->pool.rank), a->send + off * es, n * es);
+    char *mine = cxl_slot(&c->pool, a->round, c->pool.rank);
+    uint64_t lo, hi;
+    if (cxl_coll_allreduce_own_share(c, a, n, &lo, &hi)) { /* the other ranks' shares only */
+        cxl_coll_copy_in(c, mine, a->send + off * es, lo * es);
+        cxl_coll_copy_in(c, mine + hi * es, a->send + (off + hi) * es, (n - hi) * es);
+    } else {
+        cxl_coll_copy_in(c, mine, a->send + off * es, n * es);
+    }
     cxl_publish(&c->pool, cxl_coll_written(c->epoch), a->round, n * es);
     a->started = n;
     return 0;
@@ -639,8 +659,10 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     uint64_t input_round = a->round;
     if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
     uint64_t e2 = c->epoch;
+    uint64_t own_lo, own_hi;
+    int own = cxl_coll_allreduce_own_share(c, a, n, &own_lo, &own_hi);
     cxl_coll_fold_slots(c, a->dtype, a->op, input_round, lo * es, cxl_slot(p, round, p->rank) + lo * es, hi - lo,
-                        NULL);
+                        own ? a->send + (off + lo) * es : NULL);
     cxl_coll_publish_range(c, cxl_coll_written(e2), round, lo * es, (hi - lo) * es);
     if (cxl_coll_wait_all(c, cxl_coll_written(e2))) return CXL_COLL_TIMEOUT;
     cxl_coll_note_all_written(c, e2);
