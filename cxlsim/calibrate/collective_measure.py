@@ -82,14 +82,15 @@ def measure_fold(sizes, classes=FOLD_CLASSES, iterations: int = 40, repeats: int
 
 
 def _spread(samples: dict, base: float) -> dict:
-    """{'ns', 'p10_ns', 'p90_ns', 'bytes_per_s': {size: ...}, 'base_ns'} of {size: [ns]} beyond `base`."""
+    """{'ns', 'p10_ns', 'p90_ns', 'bytes_per_s': {size: ...}, 'base_ns'} of {size: [ns]} beyond `base`
+    (bytes_per_s None where the median is not above the base: below the timing's resolution)."""
     got = {"ns": {}, "p10_ns": {}, "p90_ns": {}, "bytes_per_s": {}, "base_ns": base}
     for n, v in samples.items():
         p10, p50, p90 = np.percentile(v, [10, 50, 90])
         got["ns"][str(n)] = max(float(p50) - base, 0.0)
         got["p10_ns"][str(n)] = max(float(p10) - base, 0.0)
         got["p90_ns"][str(n)] = max(float(p90) - base, 0.0)
-        got["bytes_per_s"][str(n)] = n / max(float(p50) - base, 1e-3) * 1e9
+        got["bytes_per_s"][str(n)] = n / (float(p50) - base) * 1e9 if p50 > base else None
     return got
 
 

@@ -22,6 +22,7 @@ import statistics
 import dataclasses
 
 from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, measure_collectives
+from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
 from cxlsim.calibrate.local_model import GiB, LocalModel, local_preset
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
@@ -155,21 +156,36 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
     return float(statistics.fmean(spans.values()))
 
 
+def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalModel:
+    """`model` with the primitives a collectives job measured around itself in its mode: the concurrent
+    copy, and the flag round trip (the mean of before and after) with the path solved from it as
+    `fit_local` solves it (`des.solve_path_ns`, rule `AUTO_PATH_RULE` per mode)."""
+    mode = Coherence.parse(job["coherence"], "coherence")
+    rt = (job["roundtrip_before_ns"] + job["roundtrip_after_ns"]) / 2
+    m = dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves, **{mode: job["concurrent_ns"]}),
+                            roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}))
+    path, _ = solve_path_ns(m, 64, mode, rt, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)
+    return dataclasses.replace(m, path_ns=dict(m.path_ns, **{mode: path}))
+
+
 def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] | None = None) -> list[dict]:
     """Each measured row with the DES prediction and error ((predicted - measured) / measured).
 
-    With `jobs` (`measure_collectives`'s, each with the concurrent-copy primitive measured around it),
-    a row measured in several jobs is predicted once per job with that job's primitive in place of the
-    model's, and the prediction is the median of those, as the measurement is the median of the jobs'
-    times: the primitive and the calls then share the state of the machine (`collective_measure`)."""
-    by_job = {j["job"]: j for j in jobs or [] if j.get("concurrent_ns")}
+    With `jobs` (`measure_collectives`'s, each with the concurrent-copy primitive and the flag round
+    trip measured around it), a row measured in several jobs is predicted once per job with that job's
+    primitives in place of the model's (`job_model`), and the prediction is the median of those, as
+    the measurement is the median of the jobs' times: the primitives and the calls then share the
+    state of the machine (its host placement, and in flush mode the copy-in's state)."""
+    by_job = {j["job"]: j for j in jobs or [] if j.get("concurrent_ns")} if model.np == 2 else {}
+    models = {}
     out = []
     for row in rows:
-        models = [dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves,
-                                                                    **{row["coherence"]: by_job[i]["concurrent_ns"]}))
-                  for i in row.get("job_ids", ()) if i in by_job and model.np == 2] or [model]
+        ids = [i for i in row.get("job_ids", ()) if i in by_job]
+        for i in ids:
+            if i not in models:
+                models[i] = job_model(model, by_job[i])
         predicted = statistics.median(predict_collective(m, row["coherence"], row["collective"], row["size_bytes"],
-                                                         row["large_bytes"]) for m in models)
+                                                         row["large_bytes"]) for m in ([models[i] for i in ids] or [model]))
         out.append(dict(row, predicted_ns=predicted, error=(predicted - row["measured_ns"]) / row["measured_ns"]))
     return out
 
@@ -220,7 +236,8 @@ def format_fold(fold: dict, remote: dict | None = None) -> str:
         sizes = sorted(got["ns"], key=int)
         shown = [n for n in sizes if int(n) in (1024, 65536, 1048576)] or sizes[-1:]
         parts = [f"{int(n) // 1024} KiB {got['ns'][n]:.0f} ns ({got['p10_ns'][n]:.0f}-{got['p90_ns'][n]:.0f}), "
-                 f"{got['bytes_per_s'][n] / 1e9:.1f} GB/s" for n in shown]
+                 + (f"{got['bytes_per_s'][n] / 1e9:.1f} GB/s" if got["bytes_per_s"][n] else
+                    "within the one-element call's cost") for n in shown]
         lines.append(f"#   fold {cls}: " + "; ".join(parts))
     return "\n".join(lines) + ("\n" if lines else "")
 
