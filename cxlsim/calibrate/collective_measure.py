@@ -6,10 +6,11 @@ Primitives (what `collectives.predict_collective` is built from, beside the allg
   an output, per dtype and op and by size, one process, the blocks in this core's cache
   (`primitives.fold_samples_ns`): ns beyond a one-element fold, the median with its spread
   (10th and 90th percentile of the samples), and the rate in bytes/s of one operand;
-- the remote fold (`measure_remote_fold`, float32 sum, the bench's reduction): the same fold at np 2,
-  the second block rewritten by the other process's core just before (`primitives.write_block`), so
-  that the fold loads lines another core holds Modified, as a rank's fold of the other rank's block
-  does in hw mode; ns beyond a one-element call, with its spread;
+- the remote fold (`measure_remote_fold`, float32 sum, the bench's reduction): the same fold on both
+  ranks at once (np 2), each one's second block rewritten by the other rank's core just before
+  (`primitives.write_block`), so that each fold loads lines the other core holds Modified while the
+  other does the same, as the allreduce's folds do in hw mode; ns beyond a one-element call, the
+  samples of both ranks, with their spread;
 - the per-call software overhead of each collective (`measure_call_overheads`): an np = 1 call
   of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times) at its
   smallest size, through `bench.time_loop`, as the allgather's is (`measure._overhead_rank`).
@@ -95,40 +96,40 @@ def _spread(samples: dict, base: float) -> dict:
 
 
 def _remote_fold_job(comm, sizes, iterations: int, repeats: int):
-    """Rank 0 times the fold on a region of the shared pool's data slots while rank 1 rewrites the second
-    block before every call (two barriers around its store); returns rank 0's {size: [ns]}."""
+    """Both ranks at once: each times the fold on its own region of the shared pool's data slots, whose
+    second block the other rank rewrote just before (between two barriers, in lock step), so each folds
+    a block the other core holds Modified while the other does the same, as the allreduce's folds run;
+    returns this rank's {size: [ns]}."""
     from cxlsim.emulator import primitives
 
     mapping = np.frombuffer(comm.pool.mapping, np.uint8)
-    region = mapping[min(comm.slot_offset(0, 0), comm.slot_offset(1, 0)):]
+    start = min(comm.slot_offset(0, 0), comm.slot_offset(1, 0))
+    room = primitives.fold_layout(max(sizes))[2]
+    mine, theirs = (mapping[start + k * room:start + (k + 1) * room] for k in (comm.rank, 1 - comm.rank))
     src = np.full(max(sizes), 3, np.uint8)
     out = {}
-
-    def handoff(_call):
-        comm.barrier()  # rank 1 stores now
-        comm.barrier()
     for _ in range(repeats):
         for n in sizes:
-            if comm.rank == 0:
-                out.setdefault(n, []).extend(primitives.fold_samples_ns(n, "float32", "sum", iterations,
-                                                                        pool=region, between=handoff))
-                continue
-            for i in range(iterations + 2):
+            def handoff(call, n=n):
+                comm.barrier()  # both ranks' inputs are published in their own regions
+                at = primitives.fold_other_block(n, call)
+                primitives.write_block(theirs[at:at + n], src[:n])
                 comm.barrier()
-                at = primitives.fold_other_block(n, i)
-                primitives.write_block(region[at:at + n], src[:n])
-                comm.barrier()
+            out.setdefault(n, []).extend(primitives.fold_samples_ns(n, "float32", "sum", iterations, pool=mine,
+                                                                    between=handoff))
     return out
 
 
 def measure_remote_fold(sizes, iterations: int = 40, repeats: int = 3) -> dict:
-    """The remote-fold primitive (float32 sum): `_spread` of its samples beyond a one-element call."""
+    """The remote-fold primitive (float32 sum, both ranks at once): `_spread` of both ranks' samples beyond a
+    one-element call."""
     from cxlsim.emulator import primitives
     from cxlsim.emulator.launch import run_local
 
     sizes = sorted({FLOAT_BYTES} | {int(n) for n in sizes if n % FLOAT_BYTES == 0 and n > 0})
-    slot = primitives.fold_layout(max(sizes))[2]
-    samples = run_local(2, _remote_fold_job, (sizes, iterations, repeats), slot_bytes=slot, timeout_s=60.0)[0]
+    slot = primitives.fold_layout(max(sizes))[2]  # the data slots then hold two regions of that size
+    per_rank = run_local(2, _remote_fold_job, (sizes, iterations, repeats), slot_bytes=slot, timeout_s=60.0)
+    samples = {n: [v for r in per_rank for v in r[n]] for n in sizes}
     base = statistics.median(samples.pop(FLOAT_BYTES))
     return _spread(samples, base)
 

@@ -231,7 +231,7 @@ def format_fold(fold: dict, remote: dict | None = None) -> str:
     """The fold primitive per class (and the remote fold, float32 sum) as comment lines: ns (10th-90th
     percentile) and GB/s at a few sizes."""
     lines = []
-    for cls, got in list(fold.items()) + ([("float32 sum, the other block rewritten by the other core", remote)]
+    for cls, got in list(fold.items()) + ([("float32 sum, both ranks at once, the other block rewritten by the other core", remote)]
                                           if remote else []):
         sizes = sorted(got["ns"], key=int)
         shown = [n for n in sizes if int(n) in (1024, 65536, 1048576)] or sizes[-1:]
