@@ -106,12 +106,12 @@ def test_summary_by_hand_leaves_out_disturbed_rows():
 
 
 def test_fold_primitive_shape():
-    got = measure_fold([64, 4096], classes=("float32 sum", "int64 max"), iterations=3, repeats=1)
+    got = measure_fold([64, 262144], classes=("float32 sum", "int64 max"), iterations=5, repeats=1)
     assert set(got) == {"float32 sum", "int64 max"}
     for cls in got.values():
-        assert set(cls["ns"]) == {"64", "4096"}
+        assert set(cls["ns"]) == {"64", "262144"}
         assert all(cls["p10_ns"][n] <= cls["ns"][n] <= cls["p90_ns"][n] for n in cls["ns"])
-        assert all(v is None or v > 0 for v in cls["bytes_per_s"].values()) and cls["bytes_per_s"]["4096"]
+        assert all(v is None or v > 0 for v in cls["bytes_per_s"].values()) and cls["bytes_per_s"]["262144"]
     assert "fold float32 sum" in format_fold(got)
     remote = measure_remote_fold([64, 4096], iterations=3, repeats=1)
     assert set(remote["ns"]) == {"64", "4096"} and remote["p10_ns"]["4096"] <= remote["p90_ns"]["4096"]
