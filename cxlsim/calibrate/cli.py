@@ -14,14 +14,15 @@ from cxlsim.calibrate.validation import (TARGET_INJECTED, comparable, format_val
                                          summarize)
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
-from cxlsim.units import UnitError, parse_bandwidth, parse_sizes
+from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes
 
 
 DEFAULT_SIZES = "1B:1MiB"
 
 MODES = {  # how `cxlsim calibrate` runs -> the options it uses (--quiet: any)
     "a local calibration": ("np", "sizes", "rounds", "iterations", "no_mpi", "no_collectives", "timing", "output"),
-    "--from-osu": ("from_osu", "np", "preset", "memcpy_bandwidth", "sizes", "output"),
+    "--from-osu": ("from_osu", "np", "preset", "memcpy_bandwidth", "sizes", "protocol_switch", "rendezvous_fin",
+                   "output"),
     "--profile": ("profile", "np", "sizes"),
     "--validate-only": ("validate_only",),
 }
@@ -192,6 +193,12 @@ def register(subparsers) -> None:
     p.add_argument("--memcpy-bandwidth", default=None, metavar="BW",
                    help="--from-osu: the host's copy bandwidth for MPICH's own-block copy, e.g. 12GB/s "
                         "(default: measure this machine's by size)")
+    p.add_argument("--protocol-switch", default=None, metavar="SIZE",
+                   help="--from-osu: the MPI library's eager switch (MPICH on one node: the CMA threshold, 8KiB); "
+                        "places the LogGP regime split and the exchange terms")
+    p.add_argument("--rendezvous-fin", action="store_true",
+                   help="--from-osu: the switch is a rendezvous whose receiver acknowledges (MPICH's CMA); adds one "
+                        "small-message latency per exchange step (needs --protocol-switch)")
     p.add_argument("--sizes", default=None, help="bytes per rank, LO:HI doubling or a list: local and --profile "
                                                  "(default 1B:1MiB), --from-osu without an osu_allgather file "
                                                  "(default: the osu_latency sizes)")
@@ -267,8 +274,15 @@ def main(args) -> int:
                 memcpy = parse_bandwidth(args.memcpy_bandwidth)
             except UnitError as exc:
                 raise InputError(f"--memcpy-bandwidth: {exc}") from None
+        switch = None
+        if args.protocol_switch is not None:
+            try:
+                switch = parse_size(args.protocol_switch)
+            except UnitError as exc:
+                raise InputError(f"--protocol-switch: {exc}") from None
         result = from_osu(args.from_osu, nodes=args.np, base_preset=args.preset, memcpy_bw_bytes_per_ns=memcpy,
-                          sizes=_sizes(args, default=None))
+                          sizes=_sizes(args, default=None), protocol_switch_bytes=switch,
+                          rendezvous_fin=bool(args.rendezvous_fin))
         sys.stdout.write(report_from_osu(result))
         workspace = _workspace(args, "calibrate-osu")
         profile = make_profile("network", result["model"], result["rows"])
