@@ -339,6 +339,36 @@ def test_bad_arguments_are_input_errors_naming_the_call(kernel):
     assert out[0] == ["allreduce"] * 4 + ["allreduce_large_bytes", "reduce_scatter", "alltoall", "broadcast", True, True]
 
 
+def _codes_after_codes(comm):
+    """Reductions whose dtype or op changes from call to call on one kernel (it reuses the last call's
+    checked codes when the dtype and op objects repeat); and refusals right after a good call."""
+    out, refused = [], []
+    for dtype, op in ((np.float32, "sum"), (np.float32, "sum"), (np.int32, "sum"), (np.int32, "bxor"),
+                      (np.float64, "max"), (np.float32, "sum"), (np.int64, "prod")):
+        send = (np.arange(5) + 2 + comm.rank).astype(dtype)
+        recv = np.empty_like(send)
+        comm.allreduce(send, recv, op)
+        out.append(recv.tolist())
+        for bad in (lambda: comm.allreduce(send.astype(np.float32), recv.astype(np.float32), "band"),
+                    lambda: comm.allreduce(send, recv.astype(np.int16), "sum"),
+                    lambda: comm.allreduce(send.astype(">f4"), recv.astype(">f4"), "sum"),  # not native
+                    lambda: comm.reduce_scatter(np.zeros(2 * 5, np.float16), np.zeros(5, np.float16), "sum")):
+            try:
+                bad()
+            except InputError:
+                refused.append(True)
+    return out, refused
+
+
+def test_reduction_codes_follow_each_calls_dtype_and_op():
+    out = run_local(2, _codes_after_codes, slot_bytes=256, timeout_s=30)
+    values, refused = out[0]
+    assert out[0] == out[1] and refused == [True] * 28
+    a, b = np.arange(5) + 2, np.arange(5) + 3
+    assert values == [(a + b).tolist()] * 3 + [(a ^ b).tolist(), np.maximum(a, b).tolist(), (a + b).tolist(),
+                                              (a * b).tolist()]
+
+
 def test_a_slot_too_small_for_one_element_per_rank_is_refused():
     with pytest.raises(RankFailure, match="cannot hold one element per rank"):
         run_local(3, lambda comm: comm.reduce_scatter(np.zeros(3 * 8), np.zeros(8)), slot_bytes=16, timeout_s=10)

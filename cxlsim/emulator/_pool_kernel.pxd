@@ -37,3 +37,8 @@ cdef class PoolKernel:
     cdef object _zc_all_view(self)
     cdef raise_timeout(self, str what=*)
     cdef void check_idle(self) except *
+    cdef tuple _allreduce_args(self, sendbuf, recvbuf, op, large_bytes)
+    # The last reduction's dtype and op objects and their codes (_reduction_codes).
+    cdef object rc_dtype, rc_op
+    cdef int rc_dt, rc_code
+    cdef void _reduction_codes(self, sendbuf, recvbuf, op, str where) except *

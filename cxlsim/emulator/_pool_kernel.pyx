@@ -19,6 +19,8 @@ from cxlsim.emulator.cxl_coll cimport *
 
 import numpy as np
 
+cdef object ndarray_type = np.ndarray
+
 from cxlsim.coherence import Coherence
 from cxlsim.emulator._kernels import check_timing, spin_overhead_ns
 from cxlsim.emulator.tuning import DEFAULT_ALLREDUCE_LARGE_BYTES, allreduce_large_bytes
@@ -613,7 +615,8 @@ cdef class PoolKernel:
         cdef uint64_t count
         self.check_open()
         self.check_idle()
-        dt, code = reduction_codes(sendbuf, recvbuf, op, "reduce_scatter")
+        self._reduction_codes(sendbuf, recvbuf, op, "reduce_scatter")
+        dt, code = self.rc_dt, self.rc_code
         if sendbuf.size != recvbuf.size * self.coll.pool.nranks:
             raise InputError(f"reduce_scatter: sendbuf has {sendbuf.size} elements, expected "
                              f"{self.coll.pool.nranks} x recvbuf's {recvbuf.size}")
@@ -630,11 +633,24 @@ cdef class PoolKernel:
             PyBuffer_Release(&s)
         self._status(status, "reduce_scatter")
 
-    def _allreduce_args(self, sendbuf, recvbuf, op, large_bytes):
+    cdef void _reduction_codes(self, sendbuf, recvbuf, op, str where) except *:
+        """reduction_codes(sendbuf, recvbuf, op, where) into rc_dt and rc_code; a call with the dtype
+        object and op object of the last checked one (numpy arrays both) reuses its codes."""
+        cdef object dtype
+        if type(sendbuf) is ndarray_type and type(recvbuf) is ndarray_type:
+            dtype = sendbuf.dtype
+            if dtype is self.rc_dtype and op is self.rc_op and recvbuf.dtype is dtype:
+                return
+        self.rc_dt, self.rc_code = reduction_codes(sendbuf, recvbuf, op, where)
+        same = type(sendbuf) is ndarray_type and type(recvbuf) is ndarray_type and recvbuf.dtype is sendbuf.dtype
+        self.rc_dtype, self.rc_op = (sendbuf.dtype, op) if same else (None, None)
+
+    cdef tuple _allreduce_args(self, sendbuf, recvbuf, op, large_bytes):
         """The checks both allreduce calls make: (datatype code, op code, threshold bytes)."""
         self.check_open()
         self.check_idle()
-        dt, code = reduction_codes(sendbuf, recvbuf, op, "allreduce")
+        self._reduction_codes(sendbuf, recvbuf, op, "allreduce")
+        dt, code = self.rc_dt, self.rc_code
         if sendbuf.size != recvbuf.size:
             raise InputError(f"allreduce: sendbuf has {sendbuf.size} elements and recvbuf {recvbuf.size}")
         if large_bytes is None:
@@ -709,6 +725,8 @@ REDUCE_DTYPES = {np.dtype(np.int8): CXL_I8, np.dtype(np.int16): CXL_I16, np.dtyp
                  np.dtype(np.int64): CXL_I64, np.dtype(np.uint8): CXL_U8, np.dtype(np.uint16): CXL_U16,
                  np.dtype(np.uint32): CXL_U32, np.dtype(np.uint64): CXL_U64, np.dtype(np.float32): CXL_F32,
                  np.dtype(np.float64): CXL_F64}
+REDUCE_NUMS = {dtype.num: code for dtype, code in REDUCE_DTYPES.items()}  # (an equal dtype of another number,
+# e.g. longlong beside int64 where both are 8 bytes, takes reduction_codes' slow path)
 REDUCE_OPS = {"sum": CXL_SUM, "prod": CXL_PROD, "min": CXL_MIN, "max": CXL_MAX, "band": CXL_BAND,
               "bor": CXL_BOR, "bxor": CXL_BXOR, "land": CXL_LAND, "lor": CXL_LOR, "lxor": CXL_LXOR}
 FLOAT_OPS = ("sum", "prod", "min", "max")
@@ -727,10 +745,11 @@ except InputError as exc:
 
 def reduction_codes(sendbuf, recvbuf, op, where):
     """The (dtype, op) codes of a reduction of numpy array sendbuf into recvbuf; InputError naming `where`."""
-    if type(sendbuf) is np.ndarray and type(recvbuf) is np.ndarray:  # the fast path: two lookups
+    if type(sendbuf) is np.ndarray and type(recvbuf) is np.ndarray:  # the fast path: lookups by type number
         dtype = sendbuf.dtype
-        if dtype == recvbuf.dtype:
-            code, op_code = REDUCE_DTYPES.get(dtype), (FLOAT_OP_CODES if dtype.kind == "f" else REDUCE_OPS).get(op)
+        if (dtype is recvbuf.dtype or dtype == recvbuf.dtype) and dtype.isnative:
+            # (hashing a dtype, as a dict keyed by dtypes does, costs about a microsecond)
+            code, op_code = REDUCE_NUMS.get(dtype.num), (FLOAT_OP_CODES if dtype.kind == "f" else REDUCE_OPS).get(op)
             if code is not None and op_code is not None:
                 return code, op_code
     if not isinstance(sendbuf, np.ndarray) or not isinstance(recvbuf, np.ndarray):
