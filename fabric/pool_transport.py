@@ -18,6 +18,7 @@ offsets are bytes into the pool:
   place(rank, offset, size, payload)  the application's own stores before the timed region (no time)
   view(rank, offset, size)            what the rank's loads would return now (no time)
   next_epoch(rank), next_round(rank, size)   the protocol's call counters (flag values, buffers)
+  defer(rank, item), take_deferred(rank)     an acknowledgement kept for the rank's next call
   coherence                           the pool's `Coherence` mode (HW or FLUSH)
   pool_bytes                          the pool's size
   figures()                           the derived figures closed forms use (`PoolFigures`)
@@ -109,9 +110,20 @@ class PoolTransport(Transport):
     pool_bytes: int
 
     def start_counters(self, hosts: int) -> None:
-        """Zero the per-rank call counters of `next_epoch` and `next_round`."""
+        """Zero the per-rank call counters of `next_epoch` and `next_round`; nothing deferred."""
         self._epochs = [0] * hosts
         self._rounds = [0] * hosts
+        self._deferred = [None] * hosts
+
+    def defer(self, rank: int, item) -> None:
+        """Keep `item` for the rank's next call (`take_deferred`): an acknowledgement a zero-copy protocol
+        publishes only when its next call starts, since its caller reads the pool in place until then."""
+        self._deferred[rank] = item
+
+    def take_deferred(self, rank: int):
+        """The item `defer` kept for the rank (None if none), cleared."""
+        item, self._deferred[rank] = self._deferred[rank], None
+        return item
 
     def next_epoch(self, rank: int) -> int:
         """Count one more call of a pool protocol on `rank` (1, 2, ...): the flag values."""

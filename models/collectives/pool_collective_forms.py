@@ -3,41 +3,38 @@
 One call that every rank starts together on a fresh pool, by the pool
 transport's rules (`cxlsim.fabric.cxl_transport`).
 
-Barrier and the small allreduce are the pool allgather's own protocol (same
-accesses, same order), so their forms are `pool_forms`' exact one, with no data
-(barrier; in flush mode less the allgather's last mfence, which the barrier
-does not make) or with s-byte blocks plus the fold, (P-1) s / R (R the local
-reduction bandwidth). They hold on trees and under queueing as the allgather's
-does, up to the flags' and slots' places in the pool (two flag lines per rank
-here): the tests find them within 1e-3 of the DES at 15-64 hosts.
+Flush mode: every rank's program is sequential, so each form is a walk of the
+ranks' programs through the pool's FIFO chain in arrival order
+(`pool_flush_programs`, `pool_walk.PoolWalk`), exact on any pool (one switch or
+a tree, any number of devices), queueing included. That matters even on an
+uncongested pool: a broadcast reader's polls queue at a device behind the
+root's chunks (a chunk holds the device for chunk/B while its lines arrive over
+chunk/b), which shifts every later poll and so which poll sees the flag.
 
-The other forms are algebraic and exact only *uncongested*: one switch and P x
-host bandwidth within the devices' (`uncongested`); elsewhere they leave out the
-queueing, and `form_note` says so for the output (and where they are within a
-bound rather than exact uncongested: the table in docs/collectives.md). With X = 64/b the issue time of a
-line (b the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path + media and
-ack(n) = max(D(n) + 2 path, writeback) the acknowledgement of an n-byte
-streamed write, a step in which every rank writes W bytes, publishes and waits
-for every rank costs the barrier's time shifted by what the write adds before
-the sfence,
+hw mode: barrier, the small allreduce and the zero-copy alltoall are the pool
+allgather's own protocol (same accesses, same order), so their forms are
+`pool_forms`' exact one, with no data (barrier, zero-copy alltoall: nobody loads
+a row within the call) or with s-byte blocks plus the fold, (P-1) s / R (R the
+local reduction bandwidth). They hold on trees and under queueing as the
+allgather's does, up to the flags' and slots' places in the pool (two flag
+lines per rank here): within 1% of the DES as measured at 15-64 hosts (0.7% at
+33 hosts, 4 KiB). In flush mode on a congested pool the step collectives' forms
+are walks (`_walk_used`) where affordable.
 
-    hw:    ack(W)
-    flush: max(D(W) + lines(W) F, ack(W), D(W) + lines(W) F + invalidate)
-
-(F the clflushopt issue), since every rank shifts alike; then the rank's reads:
-flush mode's clflushopt of the k other ranges and an mfence, then the loads,
-L + sum D(range) (none for empty ranges), then its fold. The latency is the
-last rank's (column reads of unaligned blocks span more lines for some ranks);
-the form takes every rank's wait to end with the barrier's, which in hw mode is
-one line's issue late for the rank that polls last when the DES's order of equal
-times makes it so (within 0.5%).
-
-The hw broadcast and the large allreduce follow from the same rules; their
-docstrings give the steps. The flush-mode broadcast is a walk of the ranks'
-programs through the pool's FIFO chain (`pool_walk.PoolWalk`), exact on any
-pool: a reader's polls queue at a device behind the root's chunks (a chunk holds
-the device for chunk/B while its lines arrive over chunk/b), which shifts the
-phase of every later poll and so which poll sees the flag.
+The other hw forms are algebraic and exact only *uncongested*: one switch and
+P x host bandwidth within the devices' (`uncongested`); elsewhere they leave out
+the queueing, and `form_note` says so for the output. With X = 64/b the issue
+time of a line (b the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path +
+media and ack(n) = max(D(n) + 2 path, writeback) the acknowledgement of an
+n-byte streamed write, a step in which every rank writes W bytes, publishes and
+waits for every rank costs the barrier's time shifted by ack(W), since every
+rank shifts alike; then the rank's loads, L + sum D(range) (none for empty
+ranges), then its fold. The latency is the last rank's (column reads of
+unaligned blocks span more lines for some ranks); the form takes every rank's
+wait to end with the barrier's, which is one line's issue late for the rank that
+polls last when the DES's order of equal times makes it so (within 0.5%). The
+broadcasts and the large allreduce follow from the same rules; their docstrings
+give the steps.
 """
 from __future__ import annotations
 
@@ -47,16 +44,20 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
-from cxlsim.models.collectives.pool_forms import geometry_from_figures
-from cxlsim.models.collectives.pool_walk import EPS, PoolWalk
+from cxlsim.models.collectives.pool_flush_programs import Step, broadcast_flush, broadcast_flush_ends, walk_steps
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
-           "row_step_cost", "reduce_scatter_cost", "alltoall_cost", "broadcast_cost", "RECORDS",
-           "ALLREDUCE_SMALL", "ALLREDUCE_LARGE", "REDUCE_SCATTER", "BROADCAST", "ALLTOALL", "BARRIER"]
+           "row_step_cost", "reduce_scatter_cost", "alltoall_cost", "alltoall_zero_copy_cost", "broadcast_cost",
+           "broadcast_ends", "broadcast_zero_copy_cost", "flush_steps", "RECORDS", "ALLREDUCE_SMALL", "ALLREDUCE_LARGE", "REDUCE_SCATTER",
+           "BROADCAST", "ALLTOALL", "BARRIER", "BROADCAST_ZERO_COPY", "ALLTOALL_ZERO_COPY"]
 
 LINE = CACHE_LINE_BYTES
 APPROXIMATE = ("approximate: the closed form leaves out queueing (exact on one switch with P x host bandwidth "
                "within the devices'); use engine des")
+
+
+WALK_TIES = ("within 0.05%: a walk of the ranks' programs through the pool's queues; equal times at a queue "
+             "can go in another order than the DES's (as measured at 16-64 hosts)")
 
 
 def uncongested(fig, p: int) -> bool:
@@ -69,12 +70,16 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
 
     The bounds are those the tests measure (tests/test_sim_pool_collectives.py)."""
     key = (algo.collective, algo.name)
-    if p <= 1 or key not in _FORMS or key == ("broadcast", "cxl_pool") and _flush(fig):
-        return None  # the flush-mode broadcast's walk is exact on any pool
+    if p <= 1 or key not in _FORMS or _flush(fig) and algo.collective == "broadcast":
+        return None  # the flush-mode broadcasts' walks are exact on any pool
     calm = uncongested(fig, p)
-    if key in (("barrier", "cxl_pool"), ("allreduce", "cxl_pool")):
+    if _walk_used(fig, p, algo.collective, algo.name, size_bytes):
+        return None if calm else WALK_TIES
+    hw_barrier = not _flush(fig) and key == ("alltoall", "cxl_pool_zero_copy")
+    if key in (("barrier", "cxl_pool"), ("allreduce", "cxl_pool")) or hw_barrier:
         return None if calm else ("the pool allgather's exact form; the flags' places in the pool differ from "
-                                  "the allgather's: within 0.1% of the DES as measured at 15-64 hosts")
+                                  "the allgather's: within 1% of the DES as measured at 15-64 hosts (0.7% at 33 "
+                                  "hosts, 4 KiB)")
     if not calm:
         return APPROXIMATE
     if key in (("reduce_scatter", "cxl_pool"), ("alltoall", "cxl_pool")):
@@ -116,63 +121,120 @@ def _flush(fig) -> bool:
 
 def barrier_cost(fig, p: int, size_bytes: int = 0, ctx=None) -> float:
     """The pool barrier: the allgather of zero-byte blocks, without its last mfence in flush mode."""
+    walked = _walked(fig, p, "barrier", "cxl_pool", 0)
+    return _algebraic_barrier(fig, p) if walked is None else walked
+
+
+def _algebraic_barrier(fig, p: int) -> float:
     cost = cxl_pool_closed_form(fig, p, 0, fig.coherence)
     return cost - fig.fence_ns if _flush(fig) else cost
 
 
 def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
     """The small pool allreduce: the allgather of s-byte blocks, then the fold of P vectors."""
+    walked = _walked(fig, p, "allreduce", "cxl_pool", s)
+    if walked is not None:
+        return walked
     return cxl_pool_closed_form(fig, p, s, fig.coherence) + (p - 1) * s / fig.reduce_bw_bytes_per_ns
 
 
-def _shift(fig, write_bytes: int) -> float:
-    """What writing `write_bytes` (streamed, from a line-aligned slot) adds before the step's sfence, ns."""
+def _shift(fig, write_bytes: int, zero_copy: bool = False) -> float:
+    """What writing `write_bytes` (streamed from a line-aligned slot; zero-copy: written back by the publish's
+    clflushopt) adds before the step's sfence, ns."""
     if write_bytes == 0:
         return 0.0
     lines = _lines(0, write_bytes)
     d = _issue(fig, lines)
     ack = max(d + 2 * fig.path_ns, fig.writeback_ns)
     if not _flush(fig):
-        return ack
-    issued = d + lines * fig.flush_ns_per_line
+        return 0.0 if zero_copy else ack
+    issued = (0.0 if zero_copy else d) + lines * fig.flush_ns_per_line
     return max(issued, ack, issued + fig.invalidate_ns)
 
 
-def _reads(fig, own_lines: int, other_lines: list) -> float:
-    """One rank's acquire (flush mode) and loads of its own range and the others' (line counts), ns."""
+def _reads(fig, own_lines: int, other_lines: list, load: bool = True) -> float:
+    """One rank's acquire (flush mode) and loads (unless not `load`) of its own range and the others' (line
+    counts), ns."""
     t = 0.0
     if _flush(fig):
         flushed = sum(other_lines)
         t += flushed * fig.flush_ns_per_line + (fig.invalidate_ns if flushed else 0.0) + fig.fence_ns
     lines = own_lines + sum(other_lines)
-    if lines:
+    if lines and load:
         t += fig.load_ns + _issue(fig, lines)
     return t
 
 
-def row_step_cost(fig, p: int, row_bytes: int, block: int, fold_bytes: int) -> float:
+def row_step_cost(fig, p: int, row_bytes: int, block: int, fold_bytes: int, zero_copy: bool = False) -> float:
     """Every rank writes a row of `row_bytes`, publishes and waits; rank r then reads block r (`block` bytes at
-    r x block) of every row and folds `fold_bytes`; ns (uncongested)."""
-    base = barrier_cost(fig, p) + _shift(fig, row_bytes)
-    worst = max(_reads(fig, c, [c] * (p - 1)) for c in {_lines(r * block, block) for r in range(p)})
+    r x block) of every row (zero-copy: acquires it only) and folds `fold_bytes`; ns (uncongested)."""
+    base = _algebraic_barrier(fig, p) + _shift(fig, row_bytes, zero_copy)
+    worst = max(_reads(fig, c, [c] * (p - 1), not zero_copy) for c in {_lines(r * block, block) for r in range(p)})
     return base + worst + fold_bytes / fig.reduce_bw_bytes_per_ns
 
 
 def reduce_scatter_cost(fig, p: int, s: int, ctx=None) -> float:
     """The pool reduce_scatter (block) of an s-byte vector: rows of P blocks of ceil(s/P) B, column fold."""
+    walked = _walked(fig, p, "reduce_scatter", "cxl_pool", s)
+    if walked is not None:
+        return walked
     seg = block_bytes(s, p)
     return row_step_cost(fig, p, p * seg, seg, (p - 1) * seg)
 
 
 def alltoall_cost(fig, p: int, m: int, ctx=None) -> float:
     """The pool alltoall of m bytes per destination: rows of P x m bytes, column reads."""
+    walked = _walked(fig, p, "alltoall", "cxl_pool", m)
+    if walked is not None:
+        return walked
     return row_step_cost(fig, p, p * m, m, 0)
+
+
+def alltoall_zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
+    """The zero-copy pool alltoall: hw, the barrier (the rows are in the writers' caches and nobody loads
+    them within the call); flush, the row step with the rows' write-back by the publish's clflushopt and the
+    column's clflushopt, no loads."""
+    walked = _walked(fig, p, "alltoall", "cxl_pool_zero_copy", m)
+    if walked is not None:
+        return walked
+    return row_step_cost(fig, p, p * m, m, 0, zero_copy=True) if _flush(fig) else barrier_cost(fig, p)
+
+
+WALK_CHUNKS = 20_000
+"""Most chunk transfers a flush-mode walk takes on (about 1 s); above it the algebraic form stands, with its note."""
+
+
+def _walk_used(fig, p: int, collective: str, name: str, size: int) -> bool:
+    """Whether a step collective's flush-mode form is its walk: where the algebraic one is not exact (a
+    congested pool; the large allreduce's unequal shares) and the walk is affordable (`WALK_CHUNKS`)."""
+    if not _flush(fig) or collective == "broadcast":
+        return False
+    unequal = (collective, name) == ("allreduce", "cxl_pool_large") and size % (LINE * p)
+    if uncongested(fig, p) and not unequal:
+        return False
+    slot_bytes, steps_of = flush_steps(collective, name, p, size)
+    layout = pc.StepLayout(p, slot_bytes)
+    chunk = fig.chunk_bytes
+    chunks = sum(-(-n // chunk) + 1 for r in range(p) for step in steps_of(r, layout)
+                 for _, n in ((step.write,) if step.write else ()) + step.reads if n)
+    return chunks <= WALK_CHUNKS
+
+
+def _walked(fig, p: int, collective: str, name: str, size: int):
+    """The walk's latency (ns) where `_walk_used`, else None."""
+    if not _walk_used(fig, p, collective, name, size):
+        return None
+    slot_bytes, steps_of = flush_steps(collective, name, p, size)
+    return walk_steps(fig, p, slot_bytes, steps_of)
 
 
 def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
     """The large pool allreduce, ns: the input step (each rank reads and folds its share of every vector), then
     the allgather of the shares on fresh flag lines, which starts when the slowest rank's folded share is
-    written (each rank's share spans its own lines; the form takes the slowest for every rank)."""
+    written (each rank's share spans its own lines; the form takes the slowest for every rank); flush, its walk."""
+    walked = _walked(fig, p, "allreduce", "cxl_pool_large", s)
+    if walked is not None:
+        return walked
     shares = [share_bytes(s, p, r) for r in range(p)]
     first = barrier_cost(fig, p) + _shift(fig, s)
     ready = max(_reads(fig, _lines(lo, hi - lo), [_lines(lo, hi - lo)] * (p - 1))
@@ -183,7 +245,13 @@ def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
 
 
 def broadcast_cost(fig, p: int, s: int, ctx=None) -> float:
-    """The pool broadcast of s bytes from root `ctx.root` (0 without a context), ns.
+    """The pool broadcast of s bytes from root `ctx.root` (0 without a context), ns: the latest of
+    `broadcast_ends`."""
+    return max(broadcast_ends(fig, p, s, ctx.root if ctx is not None else 0))
+
+
+def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
+    """When each rank (index = rank, the root's included) ends its part of the pool broadcast of s bytes, ns.
 
     hw (uncongested; algebraic): the root writes, reaching its sfence at f = fence + (what the write
     adds), and stores its flag: a read for ownership, X + L + 2 path (the readers hold the line).
@@ -194,76 +262,72 @@ def broadcast_cost(fig, p: int, s: int, ctx=None) -> float:
     its flag's read for ownership.
 
     flush (exact, on any pool): the ranks' programs walked through the pool's FIFO chain
-    (`_broadcast_flush`), since a reader's polls queue at the device behind the root's chunks.
+    (`pool_flush_programs.broadcast_flush_ends`), since a reader's polls queue at the device behind
+    the root's chunks.
     """
-    root = ctx.root if ctx is not None else 0
     if _flush(fig):
-        return _broadcast_flush(fig, p, s, root)
+        return broadcast_flush_ends(fig, p, s, root)
     x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
     f = fig.fence_ns + _shift(fig, s)
     if p == 1:
-        return f + x + load
+        return [f + x + load]
+    reader = _hw_seen(fig, f) + _reads(fig, 0, [_lines(0, s)]) + fig.fence_ns + x + load
+    return [f + x + load + 2 * path if r == root else reader for r in range(p)]
+
+
+def _hw_seen(fig, f):
+    """hw: when a reader polling the root's flag from 0 sees it, the root storing it at f (ns)."""
+    x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
     again = x + load if f <= x + load else f + 2 * path
-    seen = again + x + load + 2 * path
-    reader = seen + _reads(fig, 0, [_lines(0, s)]) + fig.fence_ns + x + load
-    return max(f + x + load + 2 * path, reader)
+    return again + x + load + 2 * path
 
 
-def _broadcast_flush(fig, p: int, s: int, root: int) -> float:
-    """The flush-mode broadcast's programs walked through the pool's FIFO chain (`PoolWalk`), ns.
+def broadcast_zero_copy_cost(fig, p: int, s: int, ctx=None) -> float:
+    """The zero-copy pool broadcast, ns: the root publishes the data it placed in its slot; a reader waits for
+    the root's flag (and in flush mode drops the slot) and reads the slot in place after the call, its done
+    deferred to its next call. hw (uncongested): the copy broadcast's root at f = fence, and the reader's end
+    where it sees the flag; flush: its walk (`pool_flush_programs.broadcast_flush`)."""
+    root = ctx.root if ctx is not None else 0
+    if _flush(fig):
+        return broadcast_flush(fig, p, s, root, zero_copy=True)
+    x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
+    f = fig.fence_ns
+    if p == 1:
+        return f + x + load
+    return max(f + x + load + 2 * path, _hw_seen(fig, f))
 
-    Root: stream the slot, clflushopt it, sfence, store the flag (a read into the cache),
-    clflushopt it (its write-back puts the flag in the pool). Reader: poll the root's flag
-    (clflushopt, mfence, load) until the flag is in the pool by the load's data; clflushopt the
-    slot, mfence, load it; sfence, store done (a read into the cache), clflushopt it.
-    """
-    geo = geometry_from_figures(fig, p)
-    lines, n = _lines(0, s), _lines(0, s) * LINE
-    layout = pc.StepLayout(p, s)
-    slot, flags = layout.slot(1, root), [layout.flag(r, 1) for r in range(p)]
-    data = geo.media_ns + geo.path_ns
-    visible = {}
 
-    def clflushopt(t, count, acks):
-        t += count * geo.flush_ns_per_line
-        if count and geo.invalidate_ns > 0:
-            acks.append(t + geo.invalidate_ns)
-        return t
+def flush_steps(collective: str, name: str, p: int, s: int):
+    """(slot bytes, steps_of) of a step collective's flush-mode programs (`pool_flush_programs.walk_steps`)."""
+    others = lambda r: [w for w in range(p) if w != r]  # noqa: E731
+    if collective == "barrier":
+        return 0, lambda r, lay: [Step(wait=others(r))]
+    if collective == "allreduce" and name == "cxl_pool":
+        def small(r, lay):
+            return [Step(write=(lay.slot(1, r), s), wait=others(r), acquire=[(lay.slot(1, w), s) for w in others(r)],
+                         reads=[(lay.slot(1, w), s) for w in range(p)], fold_bytes=(p - 1) * s)]
+        return s, small
+    if collective == "allreduce":
+        shares = [share_bytes(s, p, w) for w in range(p)]
 
-    def fence(t, acks):
-        return max([t] + acks) + geo.fence_ns
+        def large(r, lay):
+            lo, n = shares[r][0], shares[r][1] - shares[r][0]
+            mine = [(lay.slot(1, w) + lo, n) for w in range(p)]
+            theirs = [(lay.slot(2, w) + a, b - a) for w, (a, b) in enumerate(shares)]
+            return [Step(write=(lay.slot(1, r), s), wait=others(r), acquire=[mine[w] for w in others(r)], reads=mine,
+                         fold_bytes=(p - 1) * n),
+                    Step(write=(lay.slot(2, r) + lo, n), wait=others(r), acquire=[theirs[w] for w in others(r)],
+                         reads=theirs)]
+        return s, large
+    block = block_bytes(s, p) if collective == "reduce_scatter" else s
+    fold = (p - 1) * block if collective == "reduce_scatter" else 0
+    zero_copy = name == "cxl_pool_zero_copy"
 
-    def publish(r, t, acks, on_pool=None):
-        """sfence, flag store, its clflushopt (the write-back from the store's data): the CPU's end."""
-        _, end = yield (flags[r], LINE, False, fence(t, acks))
-        stored = end + data
-        yield (flags[r], LINE, True, stored, on_pool) if on_pool else (flags[r], LINE, True, stored)
-        return clflushopt(stored, 1, acks)
-
-    def root_program():
-        acks, t = [], 0.0
-        if n:
-            issued, end = yield (slot, n, True, 0.0)
-            acks.append(max(end + geo.path_ns, geo.writeback_ns))
-            t = clflushopt(issued, lines, acks)
-        return (yield from publish(root, t, acks, lambda end: visible.setdefault("flag", end)))
-
-    def reader_program(r):
-        acks, t = [], 0.0
-        while True:  # clflushopt, mfence, load until the flag is in the pool by the load's data
-            _, end = yield (flags[root], LINE, False, fence(clflushopt(t, 1, acks), acks))
-            t = yield end + data
-            if visible.get("flag", float("inf")) <= t + EPS:
-                break
-        t = fence(clflushopt(t, lines, acks), acks)
-        if n:
-            _, end = yield (slot, n, False, t)
-            t = end + data
-        return (yield from publish(r, t, acks))
-
-    programs = {r: reader_program(r) for r in range(p) if r != root}
-    programs[root] = root_program()
-    return max(PoolWalk(geo).run(dict(sorted(programs.items()))).values())
+    def row(r, lay):
+        column = [(lay.slot(1, w) + r * block, block) for w in range(p)]
+        return [Step(write=(lay.slot(1, r), p * block), zero_copy=zero_copy, wait=others(r),
+                     acquire=[column[w] for w in others(r)], reads=() if zero_copy else column, fold_bytes=fold)]
+    return p * block, row
 
 
 _SOURCE = "cxlsim emulator cxl_coll.h"
@@ -279,6 +343,11 @@ ALLTOALL = Algorithm("alltoall", "cxl_pool", pc.alltoall, alltoall_cost, transpo
                      source=f"{_SOURCE} cxl_coll_alltoall")
 BARRIER = Algorithm("barrier", "cxl_pool", pc.barrier, barrier_cost, transport=POOL,
                     source=f"{_SOURCE} cxl_coll_barrier")
-RECORDS = (ALLREDUCE_SMALL, ALLREDUCE_LARGE, REDUCE_SCATTER, BROADCAST, ALLTOALL, BARRIER)
+BROADCAST_ZERO_COPY = Algorithm("broadcast", "cxl_pool_zero_copy", pc.broadcast_zero_copy, broadcast_zero_copy_cost,
+                                transport=POOL, source=f"{_SOURCE} cxl_coll_broadcast_view (zero-copy)")
+ALLTOALL_ZERO_COPY = Algorithm("alltoall", "cxl_pool_zero_copy", pc.alltoall_zero_copy, alltoall_zero_copy_cost,
+                               transport=POOL, source=f"{_SOURCE} cxl_coll_alltoall_view (zero-copy)")
+RECORDS = (ALLREDUCE_SMALL, ALLREDUCE_LARGE, REDUCE_SCATTER, BROADCAST, ALLTOALL, BARRIER, BROADCAST_ZERO_COPY,
+           ALLTOALL_ZERO_COPY)
 """The pool collectives' records, in the registry's BUILTIN."""
 _FORMS = {(a.collective, a.name) for a in RECORDS}

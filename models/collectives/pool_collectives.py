@@ -29,6 +29,14 @@ copies) and an mfence. The steps:
 - `broadcast` `cxl_pool`: the root writes into its slot and publishes; it does
   not wait for the readers. A reader waits for the root's flag alone, acquires,
   reads the root's slot and publishes done(e).
+- Zero-copy (`cxl_pool_zero_copy`, the emulator's cxl_coll_alltoall_view and
+  cxl_coll_broadcast_view): the writer's data was stored in its slot before the
+  call (`place`: Modified in hw mode, dirty in flush mode, so the publish's
+  clflushopt writes it back), and readers read the writer's slot in place after
+  the call (`view`): no copy-in and no copy-out. The alltoall is the row step
+  without the column's loads. A broadcast reader acknowledges done(e) only when
+  its next call starts (`PoolTransport.defer`), since its caller reads the
+  root's slot until then.
 
 Where the DES differs from the C kernel: a call is one step however large (the
 DES pool has no slot limit below its size, checked); the large allreduce's fold
@@ -55,7 +63,7 @@ from cxlsim.fabric.pool_transport import PoolTransport
 from cxlsim.models.collectives.base import add_vectors, split
 
 __all__ = ["StepLayout", "written", "done", "share_bytes", "block_bytes", "barrier", "allreduce_small", "allreduce_large",
-           "reduce_scatter", "alltoall", "broadcast"]
+           "reduce_scatter", "alltoall", "alltoall_zero_copy", "broadcast", "broadcast_zero_copy"]
 
 LINE = CACHE_LINE_BYTES
 
@@ -298,3 +306,45 @@ def broadcast(g, s, data, ctx=None):
     (label,) = yield from _read_all(t, r, [(slot, s)])
     yield from _publish(t, r, layout, 0, 0, e, done(e))
     return label
+
+
+def alltoall_zero_copy(g, m, blocks, ctx=None):
+    """Zero-copy alltoall: rank r's row of P blocks is already in its slot; it publishes, waits for every row,
+    acquires its column and reads it in place (`view`)."""
+    t = _pool(g, "alltoall cxl_pool_zero_copy")
+    p, r = g.size, g.rank
+    layout = _layout(t, p, p * m, "alltoall cxl_pool_zero_copy")
+    e = t.next_epoch(r)
+    rnd = t.next_round(r, p * m) if m else e
+    mine = layout.slot(rnd, r)
+    t.place(r, mine, p * m, ("row", r, tuple(blocks)))
+    yield from _publish(t, r, layout, mine, p * m, e, written(e))
+    yield from _wait_all(t, r, p, layout, e, written(e))
+    column = [(layout.slot(rnd, w) + r * m, m) for w in range(p)]
+    yield from _acquire(t, r, [c for w, c in enumerate(column) if w != r])
+    return [_row_block(t.view(r, offset, size), w, r) for w, (offset, size) in enumerate(column)]
+
+
+def broadcast_zero_copy(g, s, data, ctx=None):
+    """Zero-copy broadcast: the root's data is already in its slot; it publishes; a reader publishes its last
+    call's done first (deferred), waits for the root, acquires and reads the root's slot in place (`view`)."""
+    t = _pool(g, "broadcast cxl_pool_zero_copy")
+    p, r = g.size, g.rank
+    root = ctx.root if ctx is not None else 0
+    layout = _layout(t, p, s, "broadcast cxl_pool_zero_copy")
+    last = t.take_deferred(r)
+    if last is not None:
+        yield from _publish(t, r, layout, 0, 0, last, done(last))
+    e = t.next_epoch(r)
+    rnd = t.next_round(r, s) if s else e
+    slot = layout.slot(rnd, root)
+    if r == root:
+        if e > 2:  # every reader has read step e - 2, the last to use this buffer (acknowledged at its next call)
+            yield from _wait_all(t, r, p, layout, e - 2, done(e - 2))
+        t.place(r, slot, s, data)
+        yield from _publish(t, r, layout, slot, s, e, written(e))
+        return data
+    yield t.wait_flags(r, [layout.flag(root, e)], written(e))
+    yield from _acquire(t, r, [(slot, s)])
+    t.defer(r, e)
+    return t.view(r, slot, s)

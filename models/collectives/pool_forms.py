@@ -157,13 +157,14 @@ def geometry_of(pool) -> PoolGeometry:
                               switch_levels=2 if path.leaves else 1)
 
 
-def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False) -> float:
+def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False, starts=None) -> float:
     """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on `geo`'s pool,
-    every rank starting together on a fresh pool."""
+    every rank starting together on a fresh pool, or rank r at `starts[r]` ns (the latest end, from 0)."""
     mode = Coherence.parse(coherence, "coherence")
     if not isinstance(m, int) or m < 0:
         raise InputError(f"size: expected an integer >= 0 bytes, got {m!r}")
-    return (_hw if mode is Coherence.HW else _flush)(geo, m, zero_copy)
+    starts = np.zeros(geo.hosts) if starts is None else np.asarray(starts, float)
+    return (_hw if mode is Coherence.HW else _flush)(geo, m, zero_copy, starts)
 
 
 # ---------------------------------------------------------------------- the FIFO chain
@@ -251,7 +252,7 @@ def _fifo(server, arrival, ties, service):
 
 # ---------------------------------------------------------------------- hw mode
 
-def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
+def _hw(geo: PoolGeometry, m: int, zero_copy: bool, starts) -> float:
     p, path = geo.hosts, geo.path_ns
     lines = -(-m // LINE)
     w_bytes = lines * LINE
@@ -262,9 +263,9 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
     # polls: rank r reads the other flags in flag order
     poll_r = np.repeat(ranks, p - 1)
     poll_w = np.array([w for r in range(p) for w in range(p) if w != r], dtype=int)
-    f = np.full(p, geo.fence_ns)
-    flag_done = np.zeros(p)
-    sync = np.zeros(p)
+    f = starts + geo.fence_ns
+    flag_done = starts.copy()
+    sync = starts.copy()
     again = np.full(len(poll_r), np.nan)                  # second read's call time, where there is one
     turn = ranks.copy()                                    # each flag store's place in the device's order
     acked = ranks.copy()                                   # each block write's place in the device's order
@@ -272,7 +273,7 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
     for _ in range(_MAX_PASSES):
         acc = _Accesses(geo)
         if copy:
-            wid = acc.add(ranks, 0.0, slots, w_bytes, up=True)
+            wid = acc.add(ranks, starts, slots, w_bytes, up=True)
         # ranks whose fences end together store their flags in the order their acknowledgements came
         sid = acc.add(ranks, f, ranks * LINE, LINE, up=False, tie=acked)
         # the ranks whose flag stores return together start polling in their stores' device order
@@ -286,7 +287,7 @@ def _hw(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
         issue, last, order = acc.ends()
         new_turn = order[sid]
         new_acked = order[wid] if copy else acked
-        new_f = (np.maximum(issue[wid], np.maximum(last[wid] + path, geo.writeback_ns)) + geo.fence_ns
+        new_f = (np.maximum(issue[wid], np.maximum(last[wid] + path, starts + geo.writeback_ns)) + geo.fence_ns
                  if copy else f)
         stored = last[sid] + data                          # the flag store's data (its ownership)
         new_sync, new_again, snooped = flag_done.copy(), np.full(len(poll_r), np.nan), np.zeros(p, bool)
@@ -355,10 +356,10 @@ def _polls(poll_w, call, turn, first_data, second_data, early, f, flag_done, pat
 
 # ---------------------------------------------------------------------- flush mode
 
-def _flush(geo: PoolGeometry, m: int, zero_copy: bool) -> float:
+def _flush(geo: PoolGeometry, m: int, zero_copy: bool, starts) -> float:
     """flush mode: each pass walks the ranks' programs with every access's queueing delay from the
     last pass (0 at first), until no delay and no poll's number of loads changes."""
-    ranks = _FlushPrograms(geo, m, zero_copy)
+    ranks = _FlushPrograms(geo, m, zero_copy, starts)
     for _ in range(_MAX_PASSES):
         booked, ends, polls = ranks.walk()
         acc = _Accesses(geo)
@@ -389,8 +390,9 @@ class _FlushPrograms:
     ranks calling at the same time call in the order their causes reached the devices.
     """
 
-    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool):
+    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool, starts):
         self.geo = geo
+        self.starts = [float(x) for x in starts]
         self.lines = -(-m // LINE)
         self.w_bytes = self.lines * LINE
         self.slots = geo.hosts * LINE + (geo.hosts + np.arange(geo.hosts)) * max(LINE, self.w_bytes)
@@ -434,11 +436,12 @@ class _FlushPrograms:
     def _publish(self, r):
         """Block, fence, flag store and its clflushopt: (flag in the pool, its acknowledgement, CPU time)."""
         geo, path = self.geo, self.geo.path_ns
-        acks, t = [(0.0, None)], (0.0, None)
+        t0 = self.starts[r]
+        acks, t = [(t0, None)], (t0, None)
         if self.lines:  # streamed (copy), or written back by the slot's clflushopt from 0 (zero-copy)
-            issued, end = self.access(("w", r), r, 0.0, None, int(self.slots[r]), self.w_bytes, True)
-            acks.append((max(end + path, geo.writeback_ns), ("w", r)))
-            t = (issued if self.copy else 0.0, None)
+            issued, end = self.access(("w", r), r, t0, None, int(self.slots[r]), self.w_bytes, True)
+            acks.append((max(end + path, t0 + geo.writeback_ns), ("w", r)))
+            t = (issued if self.copy else t0, None)
         t = self._fence(self._clflushopt(t, self.lines, acks), acks)
         _, end = self.access(("s", r), r, *t, r * LINE, LINE, False)   # the store's read into the cache
         stored = (end + geo.media_ns + path, ("s", r))

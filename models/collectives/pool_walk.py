@@ -63,13 +63,14 @@ class PoolWalk:
         self._seq += 1
         heapq.heappush(self._heap, (_key(when), _key(scheduled), self._seq, when, item))
 
-    def _access(self, rank, offset: int, size: int, up: bool, ready: float, on_end) -> None:
+    def _access(self, rank, offset: int, size: int, up: bool, ready: float, on_end, member) -> None:
         """Cut the access into chunks, serve them at the host's issue port, schedule their next stage."""
         geo = self.geo
         c = geo.chunk_bytes // LINE
         first, stop = offset // LINE, (offset + size - 1) // LINE + 1
         host = self._programs[rank][1]
-        pending = {"left": 0, "issue": ready, "end": -float("inf"), "rank": rank, "on_end": on_end}
+        pending = {"left": 0, "issue": ready, "end": -float("inf"), "rank": rank, "on_end": on_end,
+                   "member": member}
         line = first
         while line < stop:
             chunk = line // c
@@ -98,7 +99,16 @@ class PoolWalk:
         if pending["left"] == 0:
             if pending["on_end"] is not None:
                 pending["on_end"](pending["end"])
-            self._push(pending["end"], when, ("resume", pending["rank"], (pending["issue"], pending["end"])))
+            got = (pending["issue"], pending["end"])
+            if pending["member"] is not None:  # one of accesses issued together: resume after the last
+                group, i = pending["member"]
+                group["got"][i], group["end"] = got, max(group["end"], got[1])
+                group["left"] -= 1
+                if group["left"]:
+                    return
+                self._push(group["end"], when, ("resume", pending["rank"], group["got"]))
+                return
+            self._push(pending["end"], when, ("resume", pending["rank"], got))
 
     def _step(self, rank, value, now) -> None:
         """Resume `rank`'s program with `value`; schedule what it asks for next."""
@@ -108,20 +118,31 @@ class PoolWalk:
         except StopIteration as stop:
             ends[rank] = stop.value
             return
-        if isinstance(ask, tuple):
-            offset, size, up, ready, *on_end = ask
-            if size <= 0:
-                raise RunError(f"pool walk: rank {rank} asked for an empty access at {offset}")
-            self._access(rank, offset, size, up, ready, on_end[0] if on_end else None)
+        if isinstance(ask, list):
+            group = {"left": len(ask), "got": [None] * len(ask), "end": now}
+            for i, access in enumerate(ask):
+                self._ask(rank, access, now, (group, i))
+        elif isinstance(ask, tuple):
+            self._ask(rank, ask, now, None)
         else:
             self._push(ask, now, ("resume", rank, ask))
+
+    def _ask(self, rank, access, now, member) -> None:
+        offset, size, up, ready, *on_end = access
+        if size <= 0:
+            raise RunError(f"pool walk: rank {rank} asked for an empty access at {offset}")
+        if ready < now - EPS:
+            raise RunError(f"pool walk: rank {rank} asked for an access at {ready} ns, before the walk's {now} ns")
+        self._access(rank, offset, size, up, ready, on_end[0] if on_end else None, member)
 
     # ------------------------------------------------------------------ running
     def run(self, programs: dict) -> dict:
         """Walk `programs` ({rank: generator}, rank = its host) to their ends; returns {rank: end ns}.
 
-        A program yields (offset, size, up, ready) for an access, and receives (issue end, end),
-        or yields a time (ns) and receives it back when the walk reaches it; it returns its end.
+        A program yields (offset, size, up, ready) for an access, and receives (issue end, end);
+        or a list of them, issued together (in list order at the host port), and receives the list
+        of their (issue end, end) once the last has ended; or a time (ns), and receives it back when
+        the walk reaches it. It returns its end. An access is never asked for before the walk's time.
         An access may carry a fifth item, on_end(end), called as soon as its end is known (when its
         last chunk reaches its device, before the walk reaches the end: what other ranks may see)."""
         ends = {}
