@@ -82,7 +82,8 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
     copy (`LocalModel.copy_ns`). The movements, per rank:
 
     - broadcast: the root copies s in (the reader read all of it); a reader copies one remote block out
-      (the copy-out of two blocks less a local copy of one);
+      (the copy-out of two blocks less a local copy of one); the DES moves both at one bandwidth, so it
+      is the one that makes the mean over the two ranks right (the bench averages the ranks);
     - alltoall: the row of P x m in (the other rank read one block of it); the own block (from the send
       buffer) and the other's out (the copy-out at m);
     - allreduce small: s in (all of it read by the other); the fold's loads of both blocks (the
@@ -100,7 +101,10 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
         return None
     s, P = size_bytes, model.np
     if collective == "broadcast":
-        moved, ns = 2 * _lines(s), cin(s) + max(cout(s) - model.copy_ns(s), 0.0)
+        # the bench's time is the mean over the root (its write, W / bw) and the reader (the root's write,
+        # then its read, 2 W / bw), so the bandwidth that gives the mean of the root's copy-in and the
+        # reader's copy-in + copy-out is 1.5 W over (copy-in + copy-out / 2)
+        moved, ns = 3 * _lines(s), 2 * cin(s) + max(cout(s) - model.copy_ns(s), 0.0)
     elif collective == "alltoall":
         moved, ns = 2 * _lines(P * s), cin(s) + model.copy_ns(s) + cout(s)
     elif collective == "allreduce" and FLOAT_BYTES * max(1, s // FLOAT_BYTES) < large_bytes:
