@@ -11,8 +11,10 @@ same job: OSU's loop (warm-up, barrier, timed iterations; the per-rank mean, ave
 ranks). Each round runs one job per coherence mode (hw, then flush), so the machine's drift
 hits both sides alike; the table gives the median over rounds of each side and their ratio
 (MPI time / pool time: above 1 the pool is faster). Results are validated against MPICH's
-outside the timed spans. Each job also reports the pool barrier (one flag round trip at
-np=2), which tells this machine's fast host placement (< 200 ns) from its slow one.
+outside the timed spans. Each job also reports the pool barrier (ns per call) and, in hw mode,
+the flag round trip the library's pool set-up probed (it picks the copy-in stores by it),
+which tells this machine's fast host placement (< 200 ns) from its slow one; a job whose
+placement changed during the run is not detected.
 Targets (issue 15): pool >= 2x MPI up to 4 KiB, >= 1x at every size.
 With --python-harness it also runs `cxlsim bench allgather` (the Python harness's pool) in
 each mode and prints its per-call time beside the C loop's.
@@ -28,6 +30,7 @@ import sys
 import tempfile
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.comm import SLOW_ROUNDTRIP_NS
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.mpi.settings import check_environment
 from cxlsim.units import format_size, parse_sizes
@@ -100,13 +103,16 @@ MODES = Coherence.names()
 def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, large: int,
             settings: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
+    env.update(CXLSIM_MPI_VERBOSE="2")  # the pool set-up's placement probe (hw, np 2) reports its round trip
     env.update(settings, LD_PRELOAD=library, CXLSIM_MPI_COHERENCE=mode)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     cmd = [mpiexec, "-n", "2", exe, str(max(sizes)), str(small), str(large), *map(str, sizes)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"{mode}: the job failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    out = {"barrier_ns": float(re.search(r"BARRIER (\S+)", done.stdout).group(1)), "rows": {}}
+    probe = re.search(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip (\S+) ns", done.stderr)
+    out = {"barrier_ns": float(re.search(r"BARRIER (\S+)", done.stdout).group(1)), "rows": {},
+           "roundtrip_ns": float(probe.group(1)) if probe else None}
     for kind, n, tp, tm in re.findall(r"RESULT (\w+) (\d+) (\S+) (\S+)", done.stdout):
         out["rows"][(kind, int(n))] = (float(tp), float(tm))
     return out
@@ -148,14 +154,40 @@ def main() -> int:
         for _ in range(args.rounds):
             for mode in modes:
                 jobs[mode].append(run_job(exe, library, mode, sizes, *args.iterations, settings))
-    print(f"# libcxlsim_mpi vs MPICH (PMPI), np=2, OSU loop, median of {args.rounds} rounds per mode; "
-          f"ratio = MPI time / pool time (> 1: the pool is faster). The machine is shared: see the barrier."
+    print(f"# libcxlsim_mpi vs MPICH (PMPI), np=2, OSU loop; per placement, the median over its rounds "
+          f"of each side; ratio = MPI time / pool time (> 1: the pool is faster). Load average at the end: "
+          f"{open('/proc/loadavg').read().split()[0]} (the machine may be shared)."
           + (f" Settings: {settings}" if settings else ""))
     for mode in modes:
-        trips = [j["barrier_ns"] for j in jobs[mode]]
-        placement = "fast" if statistics.median(trips) < 200 else "slow or disturbed"
-        print(f"# {mode}: pool barrier (flag round trip) {', '.join(f'{t:.0f}' for t in trips)} ns: {placement} placement")
+        barriers = ", ".join(f"{j['barrier_ns']:.0f}" for j in jobs[mode])
+        print(f"# {mode}: pool barrier {barriers} ns per call, by round")
+    placements = [placement_of(j["roundtrip_ns"]) for j in jobs[modes[0]]]
+    if modes[0] == Coherence.HW.value:
+        print(f"# hw set-up probe, flag round trip by round: "
+              + ", ".join(f"{j['roundtrip_ns']:.0f} ns ({p})" for j, p in zip(jobs[modes[0]], placements))
+              + f" (threshold {SLOW_ROUNDTRIP_NS:.0f} ns; in the slow placement the library copies in with "
+              f"non-temporal stores); each round's flush job is counted in its hw job's placement")
     harness = {mode: python_harness(mode, sizes) for mode in modes} if args.python_harness else {}
+    for placement in ("fast", "slow or disturbed", "not probed"):
+        rounds = [i for i, p in enumerate(placements) if p == placement]
+        if not rounds:
+            if placement != "not probed":
+                print(f"\n## {placement} placement: not observed")
+            continue
+        print(f"\n## {placement} placement: {len(rounds)} of {args.rounds} rounds")
+        print_table({m: [jobs[m][i] for i in rounds] for m in modes}, modes, sizes, harness)
+    return 0
+
+
+def placement_of(roundtrip_ns: float | None) -> str:
+    """The host placement a probed flag round trip shows (calibration_error.py's threshold)."""
+    if roundtrip_ns is None:
+        return "not probed"
+    return "fast" if roundtrip_ns < SLOW_ROUNDTRIP_NS else "slow or disturbed"
+
+
+def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict) -> None:
+    """One row per collective and size: per mode the median pool and MPI times, their ratio, the target."""
     print(f"{'collective':<10} {'size':>8} " + " ".join(
         f"{m + ' pool us':>13} {m + ' MPI us':>12} {m + ' ratio':>9} {m + ' target':>10}" for m in modes)
         + ("  " + " ".join(f"{m + ' py pool us':>14}" for m in modes) if harness else ""))
@@ -174,7 +206,6 @@ def main() -> int:
             if harness and kind == "allgather":
                 extra = "  " + " ".join(f"{harness[m].get(n, float('nan')):14.2f}" for m in modes)
             print(f"{kind:<10} {format_size(n):>8} " + " ".join(cells) + extra)
-    return 0
 
 
 if __name__ == "__main__":
