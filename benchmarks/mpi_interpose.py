@@ -163,7 +163,7 @@ def main() -> int:
         print(f"# {mode}: pool barrier {barriers} ns per call, by round")
     placements = [placement_of(j["roundtrip_ns"]) for j in jobs[modes[0]]]
     if modes[0] == Coherence.HW.value:
-        print(f"# hw set-up probe, flag round trip by round: "
+        print("# hw set-up probe, flag round trip by round: "
               + ", ".join(f"{j['roundtrip_ns']:.0f} ns ({p})" for j, p in zip(jobs[modes[0]], placements))
               + f" (threshold {SLOW_ROUNDTRIP_NS:.0f} ns; in the slow placement the library copies in with "
               f"non-temporal stores); each round's flush job is counted in its hw job's placement")

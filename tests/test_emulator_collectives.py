@@ -349,12 +349,13 @@ def _codes_after_codes(comm):
         recv = np.empty_like(send)
         comm.allreduce(send, recv, op)
         out.append(recv.tolist())
-        for bad in (lambda: comm.allreduce(send.astype(np.float32), recv.astype(np.float32), "band"),
-                    lambda: comm.allreduce(send, recv.astype(np.int16), "sum"),
-                    lambda: comm.allreduce(send.astype(">f4"), recv.astype(">f4"), "sum"),  # not native
-                    lambda: comm.reduce_scatter(np.zeros(2 * 5, np.float16), np.zeros(5, np.float16), "sum")):
+        bad_calls = ((comm.allreduce, send.astype(np.float32), recv.astype(np.float32), "band"),
+                     (comm.allreduce, send, recv.astype(np.int16), "sum"),
+                     (comm.allreduce, send.astype(">f4"), recv.astype(">f4"), "sum"),  # not native
+                     (comm.reduce_scatter, np.zeros(2 * 5, np.float16), np.zeros(5, np.float16), "sum"))
+        for call, *args in bad_calls:
             try:
-                bad()
+                call(*args)
             except InputError:
                 refused.append(True)
     return out, refused
