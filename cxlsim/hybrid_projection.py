@@ -18,7 +18,8 @@
 (the pods in one SimPy environment with the network, `cxlsim.fabric.pods.PodsTransport`) and
 checks every rank's payload labels. A `pods` row notes where its form is not exact
 (`form_note`): on a fat tree (every network message charged the longest route, no shared
-uplinks), the broadcast, a pool whose hosts together outrun one device, unaligned pool columns (`hierarchical_pods` says why). `stats`, a list, gets (size_bytes, `cxlsim.fabric.stats.RunStats`)
+uplinks), a broadcast whose network algorithm has no per-rank form, a pool whose hosts together
+outrun one device, unaligned pool columns (`hierarchical_pods` says why). `stats`, a list, gets (size_bytes, `cxlsim.fabric.stats.RunStats`)
 per DES run: the network's ports and every pod's (`cxlsim.fabric.pod_stats`), or the network's
 alone when the network algorithm ran. Units: ns inside, us in the rows.
 """
@@ -26,11 +27,13 @@ from __future__ import annotations
 
 import time
 
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric import stats as fabric_stats
 from cxlsim.fabric.cxl import line_span
 from cxlsim.fabric.pod_stats import collect_pods
 from cxlsim.models.collectives import analytic, registry, runner
+from cxlsim.models.collectives.broadcast_ends import ENDS
 from cxlsim.models.collectives.hierarchical_pods import PODS_COLLECTIVES, PodFigures, phase_sizes, sparse_allreduce_first
 from cxlsim.models.collectives.registry import check_transport, lookup
 from cxlsim.models.collectives.selectors import select
@@ -45,9 +48,8 @@ PODS_RECORDS = {c: registry.algorithm(c, PODS) for c in PODS_COLLECTIVES}
 
 _FAT_TREE = ("approximate: on a fat tree the closed form charges every network message the longest route and "
              "no shared uplinks (use the DES)")
-_BROADCAST = ("approximate (as measured on stars of 2-4 pods: within 5% of the DES with a binomial tree between "
-              "pods, 11% with a scatter-allgather): the root's pool phase ends before its readers', so one host "
-              "of every pod runs ahead, and a tree's receivers end at different times; use the DES")
+_BROADCAST = ("approximate: the network algorithm between pods has no per-rank form (broadcast_ends), so the form "
+              "takes each phase to start on every rank together; use the DES")
 _QUEUED = ("approximate: the pool phases' forms leave out queueing (exact on one switch or none with q x host "
            "bandwidth within one device's; several devices share the load by chunk, but the flags and small "
            "slots all fall on the first); use the DES")
@@ -55,8 +57,9 @@ _COLUMNS = ("within 0.5%: the pool phase's columns span different line counts, a
             "times decides which rank polls last (the form takes every rank as the last)")
 
 
-def form_note(collective: str, fig: PodFigures, size: int, star: bool) -> str | None:
-    """The caveat of the `pods` closed form of `collective` at `size` on this fabric, or None where DES = form."""
+def form_note(collective: str, fig: PodFigures, size: int, star: bool, inter: str | None = None) -> str | None:
+    """The caveat of the `pods` closed form of `collective` at `size` on this fabric, or None where DES = form;
+    `inter` is the broadcast's network algorithm between pods (its name)."""
     if not star:
         return _FAT_TREE
     q = fig.hosts
@@ -64,10 +67,13 @@ def form_note(collective: str, fig: PodFigures, size: int, star: bool) -> str | 
         return None  # the pool allgather's form is exact
     if collective == "allreduce" and fig.heads and sparse_allreduce_first(fig.pool, q, size, fig.heads) == "allgather":
         return None  # a sparse pod's allreduce by allgather: allgathers and a fold
-    if collective == "broadcast":
+    if collective == "broadcast" and fig.pods > 1 and inter is not None and inter not in ENDS:
         return _BROADCAST
     pool, on_pool = fig.pool, fig.heads or q
-    if pool.leaf_hosts or on_pool * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12):
+    queued = pool.leaf_hosts or on_pool * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12)
+    if collective == "broadcast":  # the pool allgather's and the flush broadcast's forms hold under queueing
+        return _QUEUED if queued and Coherence.parse(pool.coherence) is Coherence.HW else None
+    if queued:
         return _QUEUED
     block = (phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size)
     return None if len({line_span(r * block, block)[1] for r in range(on_pool)}) == 1 else _COLUMNS
@@ -143,7 +149,7 @@ def run_hybrid(scenario, setup, bar=None, stats: list | None = None) -> list[dic
             ctx = forms.context(inter)
             if scenario.engine == "analytic":
                 latency_ns, used, events = forms.pods(size, inter), PODS, 0
-                caveat = form_note(wl.collective, forms.fig, size, setup.topology_uncongested)
+                caveat = form_note(wl.collective, forms.fig, size, setup.topology_uncongested, inter)
                 notes += [caveat] if caveat else []
             else:
                 transport = setup.new_transport(wl.chunk_bytes)

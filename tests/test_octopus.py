@@ -200,7 +200,7 @@ def test_sparse_pods_run_every_collective(collective, inter, media_bw):
     for size, root in ((64 * 13, 0), (4096 * 13, 17)):  # whole lines per host
         ctx = runner.Context(inter=inter, root=root if collective == "broadcast" else 0)
         note = form_note(collective, fig, size, True)
-        exact = collective != "broadcast" and media_bw is not None
+        exact = media_bw is not None or collective == "broadcast"  # the flush broadcast's forms hold queued
         assert (note is None) == exact or (collective == "allreduce" and note is None)
         outcome = runner.run_algorithm(setup.new_transport(65536), algo, size, ctx)
         runner.verify(collective, 26, ctx, outcome.results)

@@ -33,31 +33,43 @@ DES equals the sum (to 1e-9) when every rank ends each phase at the same time: t
 star network with the symmetric network algorithms (ring, recursive doubling, Bruck), and the
 allreduce and alltoall on an uncongested pool (one switch or none, q x host bandwidth within the
 devices') whose column reads span the same lines on every host (the allreduce within 0.5%
-otherwise, as the pool reduce_scatter's form). The broadcast is approximate: the root ends its
-pool phase before its readers, so host j0's network group, and then host j0 of every other pod,
-runs ahead; in hw mode the others' polls of its flag, already Modified in its cache, pay a recall
-the form does not charge, and a binomial tree's receivers end at different times
-(tests/test_hybrid_pods_collectives.py holds the form within 5% of the DES on stars with a
-binomial tree between pods, and within 11% with the scatter-allgather broadcasts). On a fat
-tree the forms charge every network message the longest route and no shared uplinks
-(approximate).
+otherwise, as the pool reduce_scatter's form).
+
+The broadcast's phases do not end together, so its form (`pods_broadcast_cost`) follows each
+host. In the DES's order of events:
+1. the home pod's pool broadcast: host j ends at a_j (`pool_collective_forms.broadcast_ends`: the
+   root before its readers, which in flush mode also differ by their place in the device's queue);
+2. network group j starts when its root, pod k0's host j, ends (a_j; every other member already
+   waits), so pod k's host j ends the network phase at a_j + e_k, where e_k is the network
+   algorithm's end for pod k's root-relative rank (`broadcast_ends.network_ends`, the same in
+   every group: the groups share no link on a star);
+3. pod k != k0 runs the pool allgather of the shares with host j starting at a_j + e_k: its end
+   is e_k + G(a), G the pool allgather's form with per-rank starts (`cxl_pool_closed_form`'s
+   `starts`; a sparse pod: each device with its hosts' starts, the latest device).
+The latency is max(max_j a_j + e_k0, max_{k != k0} e_k + G(a)): DES = form to 1e-9 on a star with
+an uncongested pool (tests/test_pods_broadcast_form.py), for every network broadcast with a
+per-rank form (all built-in ones). The sum of the phases' forms, which the early root made wrong
+by up to 11%, remains only for a plug-in network broadcast without one. On a fat tree the forms
+charge every network message the longest route and no shared uplinks (approximate).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cxlsim.fabric.octopus import design
 from cxlsim.fabric.pool_transport import PoolFigures
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import HYBRID, NO_CONTEXT, Algorithm, Context, Group, split
+from cxlsim.models.collectives.broadcast_ends import network_ends
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.network_forms import CostModel, network_closed_form
 from cxlsim.models.collectives.octopus_pool import (octopus_allgather, octopus_allgather_cost, octopus_allreduce,
                                                     octopus_allreduce_cost, octopus_alltoall, octopus_alltoall_cost,
-                                                    octopus_broadcast, octopus_broadcast_cost, octopus_reduce_scatter,
+                                                    octopus_broadcast, octopus_reduce_scatter,
                                                     octopus_reduce_scatter_cost)
-from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost, reduce_scatter_cost
+from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_ends, reduce_scatter_cost
 
-__all__ = ["PodFigures", "pods_closed_form", "pods_algorithms", "phase_sizes",
+__all__ = ["PodFigures", "pods_closed_form", "pods_broadcast_cost", "pods_algorithms", "phase_sizes",
            "sparse_allreduce_costs", "sparse_allreduce_first",
            "INTER_TAG", "PODS_COLLECTIVES"]
 
@@ -201,12 +213,56 @@ def pods_closed_form(fig: PodFigures, m: int, inter: Algorithm | None) -> float:
     return network + cxl_pool_closed_form(fig.pool, fig.hosts, fig.pods * m, fig.pool.coherence)
 
 
-def _network(lookup, collective, fig, size, ctx, root=0) -> float:
+def pods_broadcast_cost(fig: PodFigures, s: int, root: int, inter: Algorithm | None) -> float:
+    """Latency (ns) of one `pods` broadcast of s bytes from rank `root`, the network algorithm `inter` between
+    the pods (None: one pod), every rank starting together on a fresh fabric: each host's end of the home pod's
+    pool broadcast starts its network group, whose per-rank ends (`broadcast_ends.network_ends`) start the
+    other pods' allgathers (see the module docstring). Where `inter` has no per-rank form there, the phases'
+    sum, each taken to start together (approximate)."""
+    q, n = fig.hosts, fig.pods
+    home, j0 = divmod(root, q)
+    starts = _home_pool_ends(fig, s, j0)
+    if n == 1:
+        return max(starts)
+    seg = phase_sizes("broadcast", s, q, n)
+    ends = network_ends(inter.name, fig.network, n, seg, home)
+    if ends is None:
+        return (max(starts) + network_closed_form(inter, fig.network, n, seg, Context(root=home))
+                + _pod_gather(fig, seg, [0.0] * q))
+    return max(max(starts) + ends[0], float(ends[1:].max()) + _pod_gather(fig, seg, starts))
+
+
+def _home_pool_ends(fig: PodFigures, s: int, j0: int) -> list:
+    """Each host's end (ns) of the home pod's pool broadcast from its host j0 (a sparse pod: on each of the
+    root's devices at once; a reader ends as on the one device it shares with the root)."""
+    if not fig.heads:
+        return list(broadcast_ends(fig.pool, fig.hosts, s, j0))
+    ends = [0.0] * fig.hosts
+    for device in design(fig.hosts, fig.heads):
+        if j0 in device:
+            on_device = broadcast_ends(fig.pool, fig.heads, s, device.index(j0))
+            for i, h in enumerate(device):
+                ends[h] = max(ends[h], on_device[i])
+    return ends
+
+
+def _pod_gather(fig: PodFigures, m: int, starts) -> float:
+    """When a pod's allgather of m-byte blocks ends (ns) if its host j starts at starts[j]: the pool allgather's
+    form with those starts (a sparse pod: on every device's hosts at once, the latest device)."""
+    pool = fig.pool
+    if not fig.heads:
+        return cxl_pool_closed_form(pool, fig.hosts, m, pool.coherence, starts=starts)
+    patterns = {tuple(starts[h] for h in device) for device in design(fig.hosts, fig.heads)}
+    return max(cxl_pool_closed_form(pool, fig.heads, m, pool.coherence, starts=list(p)) for p in patterns)
+
+
+def _network(lookup, collective, fig, size, ctx) -> float:
+    """The network phase's closed form (allreduce, alltoall: no root), ns."""
     if fig.pods == 1:
         return 0.0
     algo = _inter(lookup, collective, ctx, fig.pods)
     return network_closed_form(algo, fig.network, fig.pods, phase_sizes(collective, size, fig.hosts, fig.pods),
-                               Context(root=root))
+                               NO_CONTEXT)
 
 
 def sparse_allreduce_costs(pool: PoolFigures, q: int, s: int, heads: int) -> dict:
@@ -238,10 +294,8 @@ def _costs(lookup):
         return first + _network(lookup, "allreduce", fig, s, ctx) + gather(fig, seg)
 
     def broadcast(fig, p, s, ctx=NO_CONTEXT):
-        q, seg = fig.hosts, phase_sizes("broadcast", s, fig.hosts, fig.pods)
-        first = octopus_broadcast_cost(fig.pool, fig.heads, s) if fig.heads else broadcast_cost(fig.pool, q, s)
-        return (first + _network(lookup, "broadcast", fig, s, ctx, ctx.root // q)
-                + (gather(fig, seg) if fig.pods > 1 else 0.0))
+        return pods_broadcast_cost(fig, s, ctx.root, _inter(lookup, "broadcast", ctx, fig.pods) if fig.pods > 1
+                                   else None)
 
     def alltoall(fig, p, m, ctx=NO_CONTEXT):
         first = (octopus_alltoall_cost(fig.pool, fig.heads, fig.pods * m) if fig.heads else

@@ -22,8 +22,9 @@ The other collectives follow the same rule, every device's k hosts at once:
   device d holds its blocks for d's hosts); each pair meets once: the pool alltoall's form on
   one device;
 - broadcast (`octopus_broadcast`): the pool broadcast from the root on each of its X devices;
-  every other host shares exactly one with the root and reads there: the pool broadcast's form
-  on one device (approximate, as that form is).
+  every other host shares exactly one with the root and reads there, so each host ends as its
+  rank on that device's pool broadcast (`pool_collective_forms.broadcast_ends`; the pods
+  broadcast's form, `hierarchical_pods.pods_broadcast_cost`, takes each host's end).
 """
 from __future__ import annotations
 
@@ -32,11 +33,10 @@ from cxlsim.fabric.octopus import SparsePod
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import Context, add_vectors, split
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
-from cxlsim.models.collectives.pool_collective_forms import alltoall_cost, broadcast_cost
+from cxlsim.models.collectives.pool_collective_forms import alltoall_cost
 
 __all__ = ["octopus_allgather", "octopus_allreduce", "octopus_reduce_scatter", "octopus_alltoall", "octopus_broadcast",
-           "octopus_allgather_cost", "octopus_allreduce_cost", "octopus_reduce_scatter_cost", "octopus_alltoall_cost",
-           "octopus_broadcast_cost"]
+           "octopus_allgather_cost", "octopus_allreduce_cost", "octopus_reduce_scatter_cost", "octopus_alltoall_cost"]
 
 
 def _pod(g) -> SparsePod:
@@ -138,7 +138,3 @@ def octopus_alltoall_cost(fig, heads: int, m: int) -> float:
     """ns: the pool alltoall of m bytes per destination among one device's `heads` hosts."""
     return alltoall_cost(fig, heads, m)
 
-
-def octopus_broadcast_cost(fig, heads: int, s: int) -> float:
-    """ns: the pool broadcast of s bytes on one device of `heads` hosts (as approximate as that form)."""
-    return broadcast_cost(fig, heads, s)
