@@ -172,6 +172,24 @@ def test_the_selector_picks_the_large_allreduce_above_the_crossover():
         assert forms.select_pool(collective, fig, 8, 1 << 20)[0] == "cxl_pool"
 
 
+@pytest.mark.parametrize("preset, mode, hosts, levels", [("cxl3-pool", "hw", (2, 3, 8, 16), None),
+                                                          ("cxl3-pool", "flush", (2, 4, 10), None),
+                                                          ("mhd3-pool", "hw", (2, 8), 0)])
+def test_the_allreduce_choice_is_one_threshold_in_size_as_the_emulators(preset, mode, hosts, levels):
+    """By closed forms the choice changes once, small to large, over 4 B-4 MiB (the emulator's rule is a
+    threshold: cxl_pool_large from allreduce_large_bytes on); given a threshold, select_pool is that rule."""
+    for p in hosts:
+        lv = levels if levels is not None else (2 if p > 15 else 1)
+        fig = pool(p, mode, preset=preset, switch_levels=lv).figures()
+        choice = [forms.select_pool("allreduce", fig, p, 4 << k)[0] for k in range(21)]
+        flips = sum(a != b for a, b in zip(choice, choice[1:]))
+        assert choice[0] == "cxl_pool" and choice[-1] == "cxl_pool_large" and flips == 1, (p, choice)
+    fig = pool(4, mode, preset=preset, switch_levels=levels if levels is not None else 1).figures()
+    assert forms.select_pool("allreduce", fig, 4, 65535, large_bytes=65536) == ("cxl_pool", None)
+    name, why = forms.select_pool("allreduce", fig, 4, 65536, large_bytes=65536)
+    assert name == "cxl_pool_large" and "65536 B" in why
+
+
 def cli(*args):
     return subprocess.run([sys.executable, "-m", "cxlsim", "simulate", "--quiet", "--preset", "cxl3-pool", *args],
                           capture_output=True, text=True, timeout=120)

@@ -96,10 +96,20 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
     return None
 
 
-def select_pool(collective: str, fig, p: int, size_bytes: int) -> tuple[str, str | None]:
-    """The pool algorithm 'auto' runs for `collective` (and why): for allreduce the cheaper of cxl_pool (small)
-    and cxl_pool_large by their closed forms on this pool, else the collective's one pool algorithm."""
+def select_pool(collective: str, fig, p: int, size_bytes: int, large_bytes: int | None = None) -> tuple[str, str | None]:
+    """The pool algorithm 'auto' runs for `collective` (and why), by size as the emulator picks.
+
+    allreduce: given `large_bytes` (the emulator's threshold, as a calibration profile keeps it in
+    ``emulator.allreduce_large_bytes``), cxl_pool_large from that size on, as `PoolComm.allreduce`
+    does; without it, the cheaper of cxl_pool (small) and cxl_pool_large by their closed forms on
+    this pool, which is also one threshold in size (tests/test_sim_pool_collectives.py holds that
+    the choice changes once over 4 B-4 MiB). Every other collective has one copy-mode pool
+    algorithm, cxl_pool (zero-copy is the caller's choice of API, as in the emulator)."""
     if collective != "allreduce":
+        return "cxl_pool", None
+    if large_bytes is not None:
+        if size_bytes >= large_bytes:
+            return "cxl_pool_large", f"auto: the emulator's threshold, cxl_pool_large from {large_bytes} B"
         return "cxl_pool", None
     small, large = allreduce_small_cost(fig, p, size_bytes), allreduce_large_cost(fig, p, size_bytes)
     if large < small:
