@@ -134,8 +134,11 @@ def test_without_bibw_the_report_states_the_assumption(tmp_path):
 
 def test_rewritten_buffer_latency_holds_the_own_copy(tmp_path):
     files = write_set(tmp_path, fresh=True)
-    result = from_osu(files, memcpy_bw_bytes_per_ns=20.0)
+    with pytest.raises(InputError, match="--memcpy-bandwidth: the rewritten-buffer latency table .* leave it out"):
+        from_osu(files, memcpy_bw_bytes_per_ns=20.0)
+    result = from_osu(files)  # no copy bandwidth measured or needed
     assert result["model"]["own_copy_in_line"] and result["model"]["files"]["latency_rewritten"]
+    assert result["model"]["memcpy_bw_bytes_per_ns"] == {} and "not used" in result["model"]["memcpy_source"]
     assert all(r["own_copy_ns"] == 0.0 for r in result["rows"])
     again = nm.predict_network(result["model"], [1024, 65536], 2)
     rows = {r["size_bytes"]: r for r in result["rows"]}
@@ -165,7 +168,7 @@ def test_refusals_name_the_problem(tmp_path):
         from_osu(write_set(tmp_path / "b", mbw_pairs=2), memcpy_bw_bytes_per_ns=20.0)
     fresh = write_set(tmp_path / "a", fresh=True)
     with pytest.raises(InputError, match="rewritten-buffer latency .* both give the fit's line"):
-        from_osu(files + [f for f in fresh if "fresh" in f], memcpy_bw_bytes_per_ns=20.0)
+        from_osu(files + [f for f in fresh if "fresh" in f])
     with pytest.raises(InputError, match="--rendezvous-fin: .* give --protocol-switch"):
         from_osu(files, memcpy_bw_bytes_per_ns=20.0, rendezvous_fin=True)
     for bad in (0, -5, 1.5, True):

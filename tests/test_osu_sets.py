@@ -1,6 +1,5 @@
 """The committed OMB-style sets (experiments/osu_hypotheses/sets_*): the model re-predicts their own
 allgather as the committed check says (the memcpy curve is part of the set, so this is exact)."""
-import csv
 import glob
 import json
 import os
@@ -17,12 +16,10 @@ SETS = sorted(glob.glob(os.path.join(ROOT, "sets_*")))
 @pytest.mark.skipif(not SETS, reason="no committed OSU set")
 def test_model_reproduces_the_committed_check():
     sets = SETS[-1]
-    with open(os.path.join(sets, "memcpy.csv")) as fh:
-        copy = {int(r["size_bytes"]): float(r["bytes_per_ns"]) for r in csv.DictReader(fh)}
     with open(os.path.join(sets, "check.json")) as fh:
         committed = json.load(fh)["fastest cma-on model"]
     files = [os.path.join(sets, "fastest", f"osu_{b}_cma-on.txt") for b in ("fresh", "bw", "bibw", "allgather")]
-    result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=copy, protocol_switch_bytes=8192, rendezvous_fin=True)
+    result = from_osu(files, nodes=2, protocol_switch_bytes=8192, rendezvous_fin=True)
     errors = [abs(r["full_error"]) for r in result["rows"] if not r["anchor"]]
     assert statistics.median(errors) == pytest.approx(committed["median_abs"], rel=1e-9)
     assert max(errors) == pytest.approx(committed["worst_abs"], rel=1e-9)

@@ -37,7 +37,7 @@ from cxlsim.fabric.presets import NetworkPreset
 from cxlsim.loggp import LogGPFit
 from cxlsim.projection import run_network
 
-__all__ = ["project_regime", "predict_network", "contention_curve", "exchange_steps", "exchange_extra_ns"]
+__all__ = ["project_regime", "project_fit", "predict_network", "contention_curve", "exchange_steps", "exchange_extra_ns"]
 
 
 def project_regime(base_preset: str, nodes: int, regime, sizes) -> dict:
@@ -145,10 +145,9 @@ def predict_network(model: dict, sizes, nodes: int) -> list[dict]:
     known = sorted(copy_bw)
     rows = []
     for s in sizes:
-        bw = float(np.interp(s, known, [copy_bw[k] for k in known]))
         ns, algorithm = pure[s]
         extra = exchange_extra_ns(model.get("exchange") or {}, fit, algorithm, nodes, s)
-        own_copy = 0.0 if model.get("own_copy_in_line") else s / bw
+        own_copy = 0.0 if model.get("own_copy_in_line") else s / float(np.interp(s, known, [copy_bw[k] for k in known]))
         rows.append({"size_bytes": s, "pure_ns": ns, "exchange_ns": extra,
                      "full_ns": ns + extra + model["collective_overhead_ns"] + own_copy})
     return rows

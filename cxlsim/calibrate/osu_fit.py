@@ -159,7 +159,13 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     projected = project_fit(base_preset, nodes, fit, sizes)
     pure = {s: ns for s, (ns, _) in projected.items()}
     extra = {s: exchange_extra_ns(exchange, fit, algorithm, nodes, s) for s, (_, algorithm) in projected.items()}
-    if memcpy_bw_bytes_per_ns is None:
+    if fresh:
+        if memcpy_bw_bytes_per_ns is not None:
+            raise InputError(f"--memcpy-bandwidth: the rewritten-buffer latency table ({latency_path}) holds the "
+                             "own-block copy, so no memcpy bandwidth is used; leave it out")
+        copy_bw = {}
+        copy_source = "not used: the own-block copy is inside the rewritten-buffer latency line"
+    elif memcpy_bw_bytes_per_ns is None:
         from cxlsim.emulator.copybw import copy_bandwidth_curve
 
         copy_bw = copy_bandwidth_curve([max(s, 1) for s in sizes], min_time_s=0.002)
@@ -179,8 +185,6 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
         copy_source = f"given: {memcpy_bw_bytes_per_ns!r} bytes/ns"
     anchor = min(range(len(sizes)), key=lambda i: sizes[i])
     own_copy = {s: 0.0 if fresh else s / copy_bw[s] for s in sizes}
-    if fresh:
-        copy_source = "inside the rewritten-buffer latency line, not added"
     if measured is not None:
         overhead = measured[anchor] - pure[sizes[anchor]] - extra[sizes[anchor]] - own_copy[sizes[anchor]]
         overhead_source = f"anchored on the smallest osu_allgather row ({sizes[anchor]} B)"
@@ -199,7 +203,7 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
         rows.append(row)
     model = {"base_preset": base_preset, "np": nodes, "loggp": fit.to_dict(),
              "collective_overhead_ns": overhead, "collective_overhead_source": overhead_source,
-             "memcpy_bw_bytes_per_ns": {str(s): copy_bw[s] for s in sizes},
+             "memcpy_bw_bytes_per_ns": {str(s): v for s, v in copy_bw.items()},
              "memcpy_source": copy_source, "own_copy_in_line": fresh, "exchange": exchange,
              "files": {"latency": latency_path, "latency_rewritten": fresh, "bw": one_way[0][0] if one_way else None,
                        "bibw": found["bibw"][0][0] if found["bibw"] else None, "allgather": path}}

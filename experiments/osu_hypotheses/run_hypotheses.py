@@ -164,8 +164,8 @@ def check(sets_dir: str) -> dict:
                 if cma not in settings:
                     continue
                 files = [os.path.join(sets_dir, statistic, f"osu_{b}_{cma}.txt") for b in benches + ("allgather",)]
-                result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=copy, protocol_switch_bytes=switch,
-                                  rendezvous_fin=fin)
+                result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=None if "fresh" in benches else copy,
+                                  protocol_switch_bytes=switch, rendezvous_fin=fin)
                 kept = [r for r in result["rows"] if not r["anchor"]]
                 errors = [abs(r["full_error"]) for r in kept]
                 worst = max(kept, key=lambda r: abs(r["full_error"]))
