@@ -1,25 +1,26 @@
 """The local-host model's prediction of the pool collectives beyond allgather, against the emulator.
 
 `predict_collective` runs a collective's OSU loop in the DES with the local-host pool model
-(`local_preset`, the path, flush and copy figures the primitives gave): per rank, three times
-(timed: the per-call overhead, then the pool algorithm of models/collectives/pool_collectives.py,
-the emulator's cxl_coll.h protocol; untimed: the overhead and a pool barrier), the mean over
-ranks of the last timed call, as `des._des_loop` does for the allgather. Allreduce takes the
-small or the large algorithm by the threshold the emulator uses. The fold's rate is the
-preset's (half the host copy bandwidth: not a measured primitive, so allreduce and
-reduce_scatter predictions carry that assumption). Sizes are the bench's: the whole vector
-(allreduce, reduce_scatter, float32), bytes per destination (alltoall), bytes (broadcast).
+(`collective_preset`: the path, flush and fence figures the primitives gave, the collective's
+own host bandwidth `collective_bw`, the reduction at the fold primitive's rate): per rank, three
+times (timed: the collective's per-call overhead, then the pool algorithm of
+models/collectives/pool_collectives.py, the emulator's cxl_coll.h protocol; untimed: the
+barrier's overhead and a pool barrier), the mean over ranks of the last timed call, as
+`des._des_loop` does for the allgather. Allreduce takes the small or the large algorithm by the
+threshold the emulator uses. Without the fold primitive (older profiles) the reduction runs at
+the preset's half of the host bandwidth, an assumption; without the per-call primitive the
+allgather's overhead stands in. Sizes are the bench's: the whole vector (allreduce,
+reduce_scatter, float32), bytes per destination (alltoall), bytes (broadcast).
 
-`measure_collectives` times the same calls on the emulator (`bench.run_plan`, copy side, np 2,
-both coherence modes, interleaved rounds, medians) and `validate_collectives` joins the two
-into rows with their error, for the issue's target (held-out median |error| <= 10% per
-collective and mode, worst size <= 25%). Units: ns, bytes.
+`collective_measure.measure_collectives` times the same calls on the emulator and
+`validate_collectives` joins the two into rows with their error (each job's rows predicted with
+the primitives measured around that job, `job_model`), for the issue's target (held-out median
+|error| <= 10% per collective and mode, worst size <= 25%). Units: ns, bytes.
 """
 from __future__ import annotations
 
-import statistics
-
 import dataclasses
+import statistics
 
 from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, measure_collectives
 from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
@@ -30,8 +31,9 @@ from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import vector_of
 
-__all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "fold_bytes", "predict_collective", "measure_collectives",
-           "validate_collectives", "summarize_collectives", "format_collectives"]
+__all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "collective_bw", "collective_preset", "fold_bytes",
+           "format_collectives", "format_fold", "job_model", "measure_collectives", "predict_collective",
+           "summarize_collectives", "validate_collectives"]
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 
