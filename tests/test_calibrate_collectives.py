@@ -155,3 +155,23 @@ def test_the_remote_folds_store_lands_on_rank_1s_block():
         pool[at:at + n].view(np.float32)[:] = 5.0  # what another core's store would do there
     primitives.fold_samples_ns(n, "float32", "sum", 3, pool=pool, between=mark)
     assert offsets == [True] * 5
+
+
+def test_collective_bandwidth_by_hand():
+    """Synthetic concurrent-copy phases linear in n (copy-in 1 ns/B, copy-out 2, read 0.5), a one-process copy
+    of 0.25 ns/B and a 10 ns path: each collective's bandwidth is its moved bytes over its phases less 4 paths."""
+    from cxlsim.calibrate.collectives import collective_bw
+
+    def line(ns_per_byte):
+        return {"64": 64 * ns_per_byte, "1048576": 1048576 * ns_per_byte}
+    m = model(concurrent_curves={"hw": {"copyin": line(1.0), "copyout": line(2.0), "readout": line(0.5)}},
+              copy_bw_curve=line(0.25), path_ns={"hw": 10.0, "flush": 10.0})
+    s = 4096
+    assert collective_bw(m, "hw", "broadcast", s, NEVER) == pytest.approx(3 * s / (2 * s + (2 * s - s / 4) - 40))
+    assert collective_bw(m, "hw", "alltoall", s, NEVER) == pytest.approx(4 * s / (s + s / 4 + 2 * s - 40))
+    assert collective_bw(m, "hw", "allreduce", s, NEVER) == pytest.approx(3 * s / (s + s / 2 - 40))
+    half_in = s / 2 + s / 8  # the block the other rank read, at the cross-core rate; the rest a local copy
+    assert collective_bw(m, "hw", "reduce_scatter", s, NEVER) == pytest.approx(2 * s / (half_in + s / 4 - 40))
+    assert collective_bw(m, "hw", "allreduce", s, 0) == pytest.approx(3.5 * s / (half_in + s / 4 + s - 40))
+    assert collective_bw(m, "hw", "barrier", 0, NEVER) is None
+    assert collective_bw(model(concurrent_curves={}), "hw", "broadcast", s, NEVER) is None
