@@ -79,22 +79,26 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
     movements take, less the latency the DES charges around them (as `LocalModel.host_bw` does for the
     allgather); None without the primitive (then the allgather's figure is used).
 
-    A copy-in costs the primitive's copy-in (stores into lines the other core has read, so each takes
-    them back) only for the lines the other rank read in the previous call; the rest cost a one-process
-    copy (`LocalModel.copy_ns`). The movements, per rank:
+    The kernels (cxl_coll.h, log off and untimed, as the bench runs them) copy into the pool only the
+    bytes another rank reads (alltoall, reduce_scatter and the large allreduce leave this rank's own
+    block or share in the send buffer), so every copy-in costs the primitive's copy-in (stores into
+    lines the other core has read, each taken back from it). The movements, per rank, at np 2:
 
-    - broadcast: the root copies s in (the reader read all of it); a reader copies one remote block out
-      (the copy-out of two blocks less a local copy of one); the DES moves both at one bandwidth, so it
-      is the one that makes the mean over the two ranks right (the bench averages the ranks);
-    - alltoall: the row of P x m in (the other rank read one block of it); the own block (from the send
-      buffer) and the other's out (the copy-out at m);
-    - allreduce small: s in (all of it read by the other); the fold's loads of both blocks (the
-      read-in-place phase at s);
-    - reduce_scatter: the row s in (one block b = s/2 of it read by the other); the fold's loads of both
-      rows' block (read at b);
-    - allreduce large: s in (one share h = s/2 of it read by the other); the fold's loads of both shares
-      (read at h); the copy-out of both shares (copy-out at h); the share's write into the pool is the
-      fold's own store, inside the fold primitive, so it is charged nothing here.
+    - broadcast: the root copies s in; a reader copies one remote block out (the copy-out of two blocks
+      less a local copy of one); the DES moves both at one bandwidth, so it is the one that makes the
+      mean over the two ranks right (the bench averages the ranks);
+    - alltoall: the other rank's block m in; the own block (send to recv, local) and the other's out
+      (the copy-out at m);
+    - allreduce small: s in; the fold's loads of both blocks (the read-in-place phase at s);
+    - reduce_scatter: the other rank's block b = s/2 in; the fold's loads of the own block (from send)
+      and the other's (read at b);
+    - allreduce large: the other rank's share h = s/2 in; the fold's loads of both shares (read at h);
+      the copy-out of the own folded share and the other's (copy-out at h); the folded share's store
+      into the pool is the fold's own, inside the fold primitive, so it is charged nothing here.
+
+    The DES (models/collectives/pool_collectives.py) moves whole rows and inputs; its bytes are the
+    numerators (row 2m + column 2m; s + 2b; s + 5h with the share's write), so its total transfer time
+    is the primitives' whatever it moves.
     """
     if collective == "barrier" or model.np != 2 or size_bytes <= 0:
         return None
@@ -108,16 +112,15 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
         # reader's copy-in + copy-out is 1.5 W over (copy-in + copy-out / 2)
         moved, ns = 3 * _lines(s), 2 * cin(s) + max(cout(s) - model.copy_ns(s), 0.0)
     elif collective == "alltoall":
-        moved, ns = 2 * _lines(P * s), cin(s) + model.copy_ns(s) + cout(s)
+        moved, ns = 2 * _lines(P * s), cin(s) + cout(s)
     elif collective == "allreduce" and FLOAT_BYTES * max(1, s // FLOAT_BYTES) < large_bytes:
         moved, ns = 3 * _lines(s), cin(s) + rout(s)
     else:
         h = fold_bytes(collective, s, large_bytes, P)
-        half_in = cin(h) + model.copy_ns(s - h)
         if collective == "reduce_scatter":
-            moved, ns = _lines(s) + 2 * _lines(h), half_in + rout(h)
+            moved, ns = _lines(s) + 2 * _lines(h), cin(h) + rout(h)
         else:  # the large allreduce: the DES also streams the share into the pool (h), charged in the fold
-            moved, ns = _lines(s) + 5 * _lines(h), half_in + rout(h) + cout(h)
+            moved, ns = _lines(s) + 5 * _lines(h), cin(h) + rout(h) + cout(h)
     charged = 2 * model.path_ns[coherence] if coherence == Coherence.FLUSH and model.flush_ack_ns \
         else 4 * model.path_ns[coherence]
     return moved / max(ns - charged, 1e-3)
