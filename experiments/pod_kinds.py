@@ -14,12 +14,14 @@ algorithm at every size (docs/hybrid.md):
   devices' media (small accesses and flags still share the first device: noted approximate);
 - `mhd8-flush`: mhd2-pool (CXL 2.0, software coherence), pods of 8 on 3 devices;
 - `octopus13`: sparse Octopus pods of 13 hosts on octopus4-pool's 4-headed devices (CXL 2.0,
-  software coherence; any two hosts share one device, each host on 4).
+  software coherence; any two hosts share one device, each host on 4); `octopus16`: pods of 16 on
+  the same devices (the affine plane over GF(4): 20 devices, each host on 5; 208 nodes).
 
 Every point is the analytic engine; results.csv's `approximate` column names the fabrics
-whose form is not exact at that point (the broadcast: within 5% of the DES with the binomial
-tree MPICH picks between these pods; switch16's tree: its step collectives' forms leave out
-the uplinks' queueing). A DES cross-check at small scale runs at the end and prints its largest difference.
+whose form is not exact at that point (pools with several devices, whose flags and small slots
+all fall on the first; switch16's tree: its step collectives' forms leave out the uplinks'
+queueing; pods whose hosts together outrun a device). A DES cross-check at small scale runs at
+the end and prints its largest difference.
 
 Reported (stdout and DIR): results.csv (network x nodes x collective x size, a latency per
 fabric, the network's algorithm), crossovers.csv (for each pods fabric against the network:
@@ -42,7 +44,8 @@ NETWORKS = ("eth-100g-roce", "ib-ndr")
 COLLECTIVES = ("allgather", "allreduce", "broadcast", "alltoall")
 SIZES = parse_sizes("8B:1MiB")
 PODS = {"switch8": ("cxl3-pool", 8, 2), "switch16": ("cxl3-pool", 16, 3), "mhd8": ("mhd3-pool", 8, 2),
-        "mhd16": ("mhd3-pool", 16, 3), "mhd8-flush": ("mhd2-pool", 8, 3), "octopus13": ("octopus4-pool", 13, 1)}
+        "mhd16": ("mhd3-pool", 16, 3), "mhd8-flush": ("mhd2-pool", 8, 3), "octopus13": ("octopus4-pool", 13, 1),
+        "octopus16": ("octopus4-pool", 16, 1)}
 """label: (pool preset, hosts per pod, devices per pod). A switch or dense pod has as many interleaved devices as
 its hosts' issue rates need together (12.3 GB/s each through a switch, 21.2 GB/s switchless; 126 GB/s per
 cxl3/mhd3 device, 63 per mhd2 device), the same count for the same pod size, so switch and switchless pods
@@ -149,7 +152,9 @@ def des_check() -> tuple[float, float]:
     for label, n, collective in (("octopus13", 26, "allgather"), ("octopus13", 26, "allreduce"),
                                  ("octopus13", 26, "alltoall"), ("switch8", 16, "allreduce"),
                                  ("switch8", 16, "alltoall"), ("mhd8", 16, "allreduce"), ("mhd16", 32, "allreduce"),
-                                 ("mhd8-flush", 16, "alltoall"), ("mhd8", 16, "broadcast")):
+                                 ("mhd8-flush", 16, "alltoall"), ("mhd8", 16, "broadcast"),
+                                 ("switch8", 16, "broadcast"), ("octopus13", 26, "broadcast"),
+                                 ("octopus16", 32, "allgather"), ("octopus16", 32, "broadcast")):
         sizes = (64, 16384)
         des = project(label, "eth-100g-roce", n, collective, "des", sizes)
         ana = project(label, "eth-100g-roce", n, collective, "analytic", sizes)
@@ -178,7 +183,8 @@ def main() -> int:
         print(f"{b['network_preset']:<14} {b['nodes']:>4} {b['collective']:<10} {b['fastest']}")
     if not args.no_des_check:
         exact, noted = des_check()
-        print(f"# DES cross-check (octopus13 at 26 nodes, switch8 and mhd8 at 16, mhd16 at 32; 64 B and 16 KiB): "
+        print(f"# DES cross-check (octopus13 at 26 nodes, octopus16 and mhd16 at 32, switch8 and mhd8 at 16; 64 B and "
+              f"16 KiB): "
               f"largest |DES/form - 1| = {exact:.1e} where the form is exact, {noted:.1e} where it is noted "
               f"approximate")
     print(f"# workspace: {workspace.path}")
