@@ -13,7 +13,7 @@ from cxlsim.models.collectives.base import NO_CONTEXT, Context
 
 MODES = ("hw", "flush")
 RECORDS = forms.RECORDS
-BOUND = {"within 0.5%": 5e-3, "within 0.05%": 5e-4, "within 1%": 0.01, "within 7%": 0.07}
+BOUND = {"within 0.5%": 5e-3, "within 0.05%": 5e-4, "within 1%": 0.01, "within 0.3%": 3e-3}
 """The error each caveat of `form_note` states, by its words."""
 
 
@@ -77,6 +77,22 @@ def test_the_flush_broadcast_is_exact_on_any_pool(preset, hosts, levels):
             latency, fig = des(algo, p, size, "flush", ctx, preset=preset, switch_levels=levels)
             assert forms.form_note(algo, fig, p, size) is None
             assert analytic.closed_form(algo, fig, p, size, ctx) == pytest.approx(latency, rel=1e-9), (p, size)
+
+
+@pytest.mark.parametrize("preset, levels", [("cxl3-pool", 1), ("mhd3-pool", 0)])
+def test_the_hw_broadcast_is_exact_where_the_first_poll_queues_behind_the_roots_chunk(preset, levels):
+    """hw, uncongested: a reader's first poll reaches the device with the root's first chunk (and the other
+    readers' polls); around 600-1200 B it returns late enough to decide whether the reader waits for the
+    root's BISnp (cxl3-pool 800 B was 12.5% off, mhd3-pool 1000 B 0.8%). Any root."""
+    for algo in (forms.BROADCAST, forms.BROADCAST_ZERO_COPY):
+        for p in (2, 3, 5):
+            for root in sorted({0, p // 2, p - 1}):
+                for size in (250, 600, 700, 800, 1000, 1200, 2000):
+                    ctx = Context(root=root)
+                    latency, fig = des(algo, p, size, "hw", ctx, preset=preset, switch_levels=levels)
+                    assert forms.uncongested(fig, p) and forms.form_note(algo, fig, p, size) is None
+                    assert analytic.closed_form(algo, fig, p, size, ctx) == pytest.approx(latency, rel=1e-9), \
+                        (algo.name, p, root, size)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -200,11 +216,12 @@ def _table(out):
 
 
 def test_cli_runs_each_pool_collective_by_name_and_by_auto(tmp_path):
-    for i, (collective, name) in enumerate((("alltoall", "cxl_pool"), ("allreduce", "auto"),
-                                            ("broadcast", "cxl_pool"))):
+    for i, (collective, name, sizes) in enumerate((("alltoall", "cxl_pool", "64:1MiB"), ("allreduce", "auto", "64:1MiB"),
+                                                   ("broadcast", "cxl_pool", "64:1MiB"),
+                                                   ("broadcast", "cxl_pool_zero_copy", "64:4KiB"))):
         rows = {}
         for engine in ("des", "analytic"):
-            out = cli("--collective", collective, "--algorithm", name, "--nodes", "4", "--sizes", "64:1MiB",
+            out = cli("--collective", collective, "--algorithm", name, "--nodes", "4", "--sizes", sizes,
                       "--engine", engine, "--output", str(tmp_path / f"{i}{engine}"))
             assert out.returncode == 0, out.stderr
             rows[engine] = {int(r[0]): float(r[1]) for r in _table(out)}

@@ -90,8 +90,9 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
         return None
     if key == ("allreduce", "cxl_pool_large"):
         if size_bytes % (LINE * p):
-            return ("approximate: shares of unequal size publish at different times, which the form does not "
-                    "model (within 7% as measured; exact when the size is a multiple of 64 x P bytes); use engine des")
+            return ("within 0.3%: shares of unequal size; the second step's barrier starts at each rank's own "
+                    "time, its first step's end is the latest rank's (as measured at 2-10 hosts; exact when the "
+                    "size is a multiple of 64 x P bytes)")
         return None
     return None
 
@@ -240,18 +241,22 @@ def _walked(fig, p: int, collective: str, name: str, size: int):
 
 def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
     """The large pool allreduce, ns: the input step (each rank reads and folds its share of every vector), then
-    the allgather of the shares on fresh flag lines, which starts when the slowest rank's folded share is
-    written (each rank's share spans its own lines; the form takes the slowest for every rank); flush, its walk."""
+    the allgather of the shares on fresh flag lines: in hw mode the allgather form of zero-byte blocks with each
+    rank starting when its folded share is written (`pool_forms` starts), in flush mode from the slowest rank's;
+    then every rank loads every share. Flush mode on a congested pool, or with unequal shares: its walk."""
     walked = _walked(fig, p, "allreduce", "cxl_pool_large", s)
     if walked is not None:
         return walked
     shares = [share_bytes(s, p, r) for r in range(p)]
     first = barrier_cost(fig, p) + _shift(fig, s)
-    ready = max(_reads(fig, _lines(lo, hi - lo), [_lines(lo, hi - lo)] * (p - 1))
-                + (p - 1) * (hi - lo) / fig.reduce_bw_bytes_per_ns + _shift(fig, hi - lo) for lo, hi in shares)
+    ready = [first + _reads(fig, _lines(lo, hi - lo), [_lines(lo, hi - lo)] * (p - 1))
+             + (p - 1) * (hi - lo) / fig.reduce_bw_bytes_per_ns + _shift(fig, hi - lo) for lo, hi in shares]
     lines = [_lines(lo, hi - lo) for lo, hi in shares]
     gather = max(_reads(fig, lines[r], lines[:r] + lines[r + 1:]) for r in range(p))
-    return first + ready + barrier_cost(fig, p) + gather
+    if _flush(fig):
+        return max(ready) + barrier_cost(fig, p) + gather
+    # hw: the shares' step is a barrier whose ranks start at their own times (their sfence at ready + fence)
+    return cxl_pool_closed_form(fig, p, 0, fig.coherence, starts=ready) + gather
 
 
 def broadcast_cost(fig, p: int, s: int, ctx=None) -> float:
@@ -281,15 +286,39 @@ def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
     f = fig.fence_ns + _shift(fig, s)
     if p == 1:
         return [f + x + load]
-    reader = _hw_seen(fig, f) + _reads(fig, 0, [_lines(0, s)]) + fig.fence_ns + x + load
-    return [f + x + load + 2 * path if r == root else reader for r in range(p)]
+    readers = [r for r in range(p) if r != root]
+    seen = _hw_seen(fig, f, [_first_poll_delay(fig, p, s, root, k) for k in range(p - 1)])
+    tail = _reads(fig, 0, [_lines(0, s)]) + fig.fence_ns + x + load
+    ends = [f + x + load + 2 * path] * p
+    for r, t in zip(readers, seen):
+        ends[r] = t + tail
+    return ends
 
 
-def _hw_seen(fig, f):
-    """hw: when a reader polling the root's flag from 0 sees it, the root storing it at f (ns)."""
+def _first_poll_delay(fig, p: int, s: int, root: int, k: int) -> float:
+    """hw: how late the k-th reader's first poll (a load at 0, readers in rank order) returns, ns: it reaches
+    the flag's device at `path` behind the root's first chunk (its write is called first) and the k earlier
+    readers' polls, so its load waits for chunk/B + (k + 1) 64/B beyond its own issue, X."""
+    if not s:
+        return 0.0
+    layout = pc.StepLayout(p, s)
+    slot, chunk_lines = layout.slot(1, root), fig.chunk_bytes // LINE
+    first, lines = slot // LINE, _lines(slot, s)
+    if (first // chunk_lines) % fig.devices != (layout.flag(root, 1) // LINE // chunk_lines) % fig.devices:
+        return 0.0  # the chunk is on another device
+    chunk = min(lines, chunk_lines - first % chunk_lines) * LINE
+    return max(0.0, (chunk + (k + 1) * LINE) / fig.one_device_bw_bytes_per_ns - _issue(fig, 1))
+
+
+def _hw_seen(fig, f, delays=(0.0,)):
+    """hw: when each reader polling the root's flag from 0 sees it, the root storing it at f and the readers'
+    first loads returning `delays` late (ns). A reader loads again at its first load's data if the root's
+    store already took its copy, else when the root's BISnp wakes it (f + 2 path); the first of those loads
+    recalls the root's line (+ 2 path), and the later ones wait for that recall."""
     x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
-    again = x + load if f <= x + load else f + 2 * path
-    return again + x + load + 2 * path
+    again = [x + load + d if f <= x + load + d else f + 2 * path for d in delays]
+    recalled = min(again) + x + load + 2 * path
+    return [max(a + x + load, recalled) for a in again]
 
 
 def broadcast_zero_copy_cost(fig, p: int, s: int, ctx=None) -> float:
@@ -304,7 +333,7 @@ def broadcast_zero_copy_cost(fig, p: int, s: int, ctx=None) -> float:
     f = fig.fence_ns
     if p == 1:
         return f + x + load
-    return max(f + x + load + 2 * path, _hw_seen(fig, f))
+    return max(f + x + load + 2 * path, *_hw_seen(fig, f))
 
 
 def flush_steps(collective: str, name: str, p: int, s: int):
