@@ -53,6 +53,9 @@ _BROADCAST = ("approximate: the network algorithm between pods has no per-rank f
 _QUEUED = ("approximate: the pool phases' forms leave out queueing (exact on one switch or none with q x host "
            "bandwidth within one device's; several devices share the load by chunk, but the flags and small "
            "slots all fall on the first); use the DES")
+_QUEUED_BROADCAST = ("within 1%: the hw pool broadcast's form leaves out queueing (as measured on pods of 8-16 "
+                     "hosts on 1-3 devices, 1 B-1 MiB: up to 0.9% at 1 MiB on 16 hosts of one cxl3-pool device); "
+                     "use the DES")
 _COLUMNS = ("within 0.5%: the pool phase's columns span different line counts, and the DES's order of equal "
             "times decides which rank polls last (the form takes every rank as the last)")
 
@@ -72,7 +75,7 @@ def form_note(collective: str, fig: PodFigures, size: int, star: bool, inter: st
     pool, on_pool = fig.pool, fig.heads or q
     queued = pool.leaf_hosts or on_pool * pool.host_bw_bytes_per_ns > pool.one_device_bw_bytes_per_ns * (1 + 1e-12)
     if collective == "broadcast":  # the pool allgather's and the flush broadcast's forms hold under queueing
-        return _QUEUED if queued and Coherence.parse(pool.coherence) is Coherence.HW else None
+        return _QUEUED_BROADCAST if queued and Coherence.parse(pool.coherence) is Coherence.HW else None
     if queued:
         return _QUEUED
     block = (phase_sizes("allreduce", size, q, fig.pods) if collective == "allreduce" else fig.pods * size)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from cxlsim import config
+from cxlsim import config, simulate
 from cxlsim.fabric.pod_setup import CXL_PODS
 from cxlsim.hybrid_projection import PODS_RECORDS, form_note
 from cxlsim.models.collectives import analytic, runner
@@ -80,3 +80,15 @@ def test_a_network_algorithm_without_per_rank_ends_is_noted():
     assert form_note("broadcast", fig, 64, True, "binomial") is None
     assert "per-rank" in form_note("broadcast", fig, 64, True, "no_such_algorithm")
     assert "fat tree" in form_note("broadcast", fig, 64, False, "binomial")
+
+
+def test_a_queued_hw_pod_is_within_the_stated_bound():
+    base = {"fabric": {"preset": "cxl-pods", "nodes": 32, "pods": {"hosts": 16}},  # 16 x 12.3 GB/s > 126 GB/s
+            "workload": {"collective": "broadcast", "algorithm": "pods", "sizes": [4096, 1 << 20], "root": 3}}
+    ana = simulate.run(config.from_dict({**base, "engine": "analytic"}))
+    des = simulate.run(config.from_dict({**base, "engine": "des"}))
+    for a, d in zip(ana, des):
+        assert "within 1%" in a["note"]
+        assert d["latency_us"] == pytest.approx(a["latency_us"], rel=0.01)
+    flush = {**base, "fabric": {**base["fabric"], "cxl": {"coherence": "flush"}}}
+    assert "within" not in simulate.run(config.from_dict({**flush, "engine": "analytic"}))[1]["note"]
