@@ -13,9 +13,8 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "experiments", "osu_hypothe
 SETS = sorted(glob.glob(os.path.join(ROOT, "sets_*")))
 
 
-@pytest.mark.skipif(not SETS, reason="no committed OSU set")
-def test_model_reproduces_the_committed_check():
-    sets = SETS[-1]
+@pytest.mark.parametrize("sets", SETS, ids=os.path.basename)
+def test_model_reproduces_the_committed_check(sets):
     with open(os.path.join(sets, "check.json")) as fh:
         committed = json.load(fh)["fastest cma-on model"]
     files = [os.path.join(sets, "fastest", f"osu_{b}_cma-on.txt") for b in ("fresh", "bw", "bibw", "allgather")]
