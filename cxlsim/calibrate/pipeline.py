@@ -53,6 +53,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
         raise InputError(f"--sizes: the local fit needs at least two sizes above 0 B, got {list(sizes)}")
     if profile is not None and profile["kind"] != "local-host":
         raise InputError(f"profile: expected a local-host profile, got kind {profile['kind']!r}")
+    collectives = collectives and nranks == 2  # the other collectives' prediction is validated at np 2
     cores = len(os.sched_getaffinity(0))
     step = progress or (lambda what: None)
     prims = measure_primitives(sizes, 2, step)
