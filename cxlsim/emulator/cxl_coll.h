@@ -639,14 +639,24 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     cxl_pool_t *p = &c->pool;
     uint64_t es = cxl_dtype_size[a->dtype], P = (uint64_t)p->nranks, e = c->epoch;
     a->started = 0;
-    if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
-    cxl_coll_note_all_written(c, e);
-    if (a->inlined) { /* fold the flag lines' halves (recv may be the input: MPI_IN_PLACE) */
+    if (a->inlined) { /* copy each rank's half out as soon as its flag shows, then fold (recv may be the
+                         input: MPI_IN_PLACE). The copy is made at once because the rank may overwrite its
+                         line for its next call soon after: a second read then would cost a transfer */
+        char copies[P][CXL_COLL_INLINE_MAX];
         const char *blocks[P];
-        for (uint64_t r = 0; r < P; r++) blocks[r] = cxl_coll_inline_half(p, (int)r, a->round);
+        for (uint64_t r = 0; r < P; r++) {
+            blocks[r] = cxl_coll_inline_half(p, (int)r, a->round);
+            if (r == (uint64_t)p->rank) continue;
+            if (cxl_coll_wait_one(c, (int)r, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+            memcpy(copies[r], blocks[r], n * es);
+            blocks[r] = copies[r];
+        }
+        cxl_coll_note_all_written(c, e);
         cxl_fold(a->dtype, a->op, a->recv, blocks, (int)P, n);
         return 0;
     }
+    if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+    cxl_coll_note_all_written(c, e);
     if (n * es < a->large_bytes || P == 1) { /* small: fold every block */
         cxl_coll_acquire(c, a->round, 0, n * es);
         cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n, NULL);
