@@ -15,7 +15,7 @@ from libc.stdint cimport uint64_t
 from libc.string cimport memcpy
 
 from cxlsim.emulator.cxl_ops cimport *
-from cxlsim.emulator.cxl_coll cimport cxl_coll_settle, cxl_coll_written
+from cxlsim.emulator.cxl_coll cimport cxl_coll_flag_pingpong, cxl_coll_settle, cxl_coll_written
 from cxlsim.emulator._pool_kernel cimport PoolKernel
 
 import numpy as np
@@ -33,36 +33,17 @@ def flag_pingpong(PoolKernel kernel, uint64_t iterations):
     two flag hops of the allgather's protocol, in this pool's coherence mode, with no
     emulated timing. Both ranks must call it with the same count; the epoch moves on by it.
     """
-    cdef int missing = -1
-    cdef uint64_t i, e
-    cdef double t0, t1
-    cdef int first = kernel.coll.pool.rank == 0
+    cdef double ns
     kernel.check_open()
     if kernel.coll.pool.nranks != 2:
         raise InputError(f"flag_pingpong: needs exactly 2 ranks, the pool has {kernel.coll.pool.nranks}")
     if iterations < 1:
         raise InputError(f"flag_pingpong: iterations: expected >= 1, got {iterations}")
-    e = kernel.coll.epoch
     with nogil:
-        cxl_coll_settle(&kernel.coll)  # a zero-copy broadcast's acknowledgement first (cxl_coll.h)
-        t0 = cxl_now_ns()
-        for i in range(iterations):
-            e += 1
-            if first:
-                cxl_publish(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.round, 0)
-                missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
-            else:
-                missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
-                cxl_publish(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.round, 0)
-            if missing >= 0:
-                break
-        t1 = cxl_now_ns()
-    kernel.coll.epoch = e
-    if missing < 0 and e > kernel.coll.known_done + 1:  # each round trip proved the steps before it
-        kernel.coll.known_done = e - 1
-    if missing >= 0:
-        kernel.raise_timeout()
-    return (t1 - t0) / iterations
+        ns = cxl_coll_flag_pingpong(&kernel.coll, iterations)  # the library's own probe (cxl_coll.h)
+    if ns < 0:
+        kernel.raise_timeout("flag_pingpong")
+    return ns
 
 def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bint read=False):
     """Calibration primitive: every rank copies at once, as in a pool allgather; ns per phase.
