@@ -94,6 +94,7 @@ def test_summary_by_hand_leaves_out_disturbed_rows():
     s = summarize_collectives(rows)["broadcast hw"]
     assert (s["median"], s["worst"], s["worst_size"], s["points"], s["excluded"], s["met"]) == \
         (pytest.approx(0.08), pytest.approx(0.20), 128, 3, 1, True)
+    assert "(1 disturbed, left out)" in format_collectives(rows)
     rows[1]["error"] = 0.30
     assert not summarize_collectives(rows)["broadcast hw"]["met"]
     rows[1]["error"] = -0.20

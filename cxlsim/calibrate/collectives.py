@@ -214,7 +214,8 @@ def summarize_collectives(rows: list[dict]) -> dict:
         worst = max(kept, key=lambda r: abs(r["error"]))
         measured = not all(r.get("flagged_all") for r in group) and any(not r.get("disturbed_only") for r in group)
         out[f"{c} {m}"] = dict(median=statistics.median(errors), worst=max(errors), worst_size=worst["size_bytes"],
-                               points=len(kept), excluded=len(group) - len(kept), measured=measured,
+                               points=len(kept), excluded=sum(bool(r.get("disturbed_only")) for r in group),
+                               left_out=len(kept) < len(group), measured=measured,
                                met=measured and statistics.median(errors) <= TARGET_MEDIAN
                                and max(errors) <= TARGET_WORST)
     return out
@@ -230,7 +231,8 @@ def format_collectives(rows: list[dict]) -> str:
                      + ("  (every run disturbed)" if r.get("disturbed_only") else ""))
     for key, s in summarize_collectives(rows).items():
         lines.append(f"# {key}: median |error| {s['median'] * 100:.1f}%, worst {s['worst'] * 100:.1f}% at "
-                     f"{s['worst_size']} B over {s['points']} sizes ({s['excluded']} disturbed, left out): "
+                     f"{s['worst_size']} B over {s['points']} sizes ({s['excluded']} disturbed"
+                     f"{'' if not s['excluded'] else ', left out' if s['left_out'] else ', kept: none undisturbed'}): "
                      f"{'met' if s['met'] else 'missed' if s['measured'] else 'UNMEASURED (every job slow or disturbed)'}"
                      f" (targets {TARGET_MEDIAN:.0%}, {TARGET_WORST:.0%})")
     return "\n".join(lines) + "\n"
