@@ -11,9 +11,9 @@ Primitives (what `collectives.predict_collective` is built from, beside the allg
   (`primitives.write_block`), so that each fold loads lines the other core holds Modified while the
   other does the same, as the allreduce's folds do in hw mode; ns beyond a one-element call, the
   samples of both ranks, with their spread;
-- the per-call software overhead of each collective (`measure_call_overheads`): an np = 1 call
-  of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times) at its
-  smallest size, through `bench.time_loop`, as the allgather's is (`measure._overhead_rank`).
+- the per-call software overhead of each collective (`measure_call_overheads`): an np = 1, 0-byte
+  call of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times),
+  through `bench.time_loop`, as the allgather's is (`measure._overhead_rank`).
 
 The held-out collectives (`measure_collectives`): the emulator's copy-mode allreduce,
 reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the bench
@@ -44,8 +44,9 @@ FLOAT_BYTES = 4  # the bench's reductions are float32 sums
 FOLD_CLASSES = tuple(f"{d} {o}" for d in ("float32", "float64", "int32", "int64") for o in ("sum", "prod", "min", "max"))
 """The dtype/op classes the fold primitive is measured for (the issue's four dtypes and four ops)."""
 FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
-OVERHEAD_SIZE = {"allreduce": 4, "reduce_scatter": 4, "broadcast": 0, "alltoall": 0, "barrier": 0}
-"""Bytes of the np = 1 call whose time is a collective's per-call overhead (its smallest call)."""
+OVERHEAD_SIZE = {"allreduce": 0, "reduce_scatter": 0, "broadcast": 0, "alltoall": 0, "barrier": 0}
+"""Bytes of the np = 1 call whose time is a collective's per-call overhead: 0, the bench step's software
+path without a data step (which the DES charges itself), as the allgather's overhead is measured."""
 
 
 def fold_class(dtype, op: str) -> str:
@@ -147,7 +148,7 @@ def _overhead_job(comm, collectives, batches: int, iterations: int):
 
 
 def measure_call_overheads(collectives=COLLECTIVES, batches: int = 5, iterations: int = 2000) -> dict:
-    """{collective: [ns per call, one per batch]} of the np = 1 bench step at its smallest size."""
+    """{collective: [ns per call, one per batch]} of the np = 1, 0-byte bench step."""
     from cxlsim.emulator.launch import run_local
 
     return run_local(1, _overhead_job, (tuple(collectives), batches, iterations), slot_bytes=64)[0]

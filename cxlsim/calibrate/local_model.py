@@ -94,7 +94,7 @@ class LocalModel:
     {} = not measured."""
     collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
-    allgather (np = 1, its smallest call, `collective_measure.measure_call_overheads`); {} = not measured."""
+    allgather (np = 1, a 0-byte call, `collective_measure.measure_call_overheads`); {} = not measured."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
