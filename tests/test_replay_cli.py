@@ -180,7 +180,7 @@ def test_a_trace_of_the_interposition_library_replays_on_several_fabrics(tmp_pat
     assert totals["ib-hdr"] < totals["eth-100g-tcp"]
 
 
-def _network_profile(tmp_path):
+def _network_profile(tmp_path, **extra):
     from cxlsim.calibrate.profile import make_profile, save_profile
     from cxlsim.loggp import LogGPFit, Regime
 
@@ -189,8 +189,19 @@ def _network_profile(tmp_path):
     large = Regime(min_size_bytes=8192, max_size_bytes=1 << 22, latency_ns=3000.0, overhead_ns=500.0, gap_ns=500.0,
                    gap_per_byte_ns=0.05, rms_rel_error=0.01)
     model = {"base_preset": "ib-hdr", "np": 2, "loggp": LogGPFit(regimes=(small, large), identified="test").to_dict(),
-             "collective_overhead_ns": 0.0, "memcpy_bw_bytes_per_ns": {"1": 10.0}}
+             "collective_overhead_ns": 0.0, "memcpy_bw_bytes_per_ns": {"1": 10.0}, **extra}
     return save_profile(str(tmp_path / "net.json"), make_profile("network", model, []))
+
+
+def test_a_network_profile_says_which_of_its_fit_the_messages_do_not_use(tmp_path):
+    plain = fabrics.resolve(_network_profile(tmp_path), 2, message_bytes=100).describe
+    assert "exchange terms" not in plain and "rewritten" not in plain
+    exchange = {"contention": {"65536": 1.4}, "contention_source": "test", "protocol_switch_bytes": 8192,
+                "fin_ns": 1400.0, "fin_source": "test"}
+    fitted = fabrics.resolve(_network_profile(tmp_path, exchange=exchange, own_copy_in_line=True), 2,
+                             message_bytes=100).describe
+    assert "exchange terms (two-way contention, rendezvous FIN) are not applied" in fitted
+    assert "fitted on rewritten send buffers" in fitted
 
 
 @pytest.mark.parametrize("size, regime", [(100, (1000.0, 200.0, 0.1)), (32768, (3000.0, 500.0, 0.05))])

@@ -117,6 +117,19 @@ def typical_message_bytes(trace) -> int:
     return 0
 
 
+def _profile_terms_note(model: dict) -> str:
+    """What of a --from-osu fit the replay's messages do not use, or use as fitted (said beside the result)."""
+    parts = []
+    exchange = model.get("exchange") or {}
+    if exchange.get("contention") or exchange.get("fin_ns"):
+        parts.append("its collectives' exchange terms (two-way contention, rendezvous FIN) are not applied: "
+                     "each message costs the LogGP line alone")
+    if model.get("own_copy_in_line"):
+        parts.append("its line was fitted on rewritten send buffers, so each message carries the cost of "
+                     "sending freshly written data")
+    return "".join(f"; {p}" for p in parts)
+
+
 def _profile(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: int):
     """(label, scenario, ranks per node, note) of a network calibration profile (see the module docstring)."""
     profile = load_profile(spec)
@@ -137,7 +150,7 @@ def _profile(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: i
     note = (f"network profile {os.path.basename(spec)} (fitted at np {model['np']}): its LogGP regime "
             f"{regime.min_size_bytes}..{regime.max_size_bytes} B (L {regime.latency_ns:.0f} ns, o = g "
             f"{regime.overhead_ns:.0f} ns, G {g:.5f} ns/B), chosen for the trace's typical message of "
-            f"{message_bytes} B, for every message")
+            f"{message_bytes} B, for every message" + _profile_terms_note(model))
     scenario = config.from_dict({"name": "replay-network-profile", "fabric": fabric})
     return os.path.splitext(os.path.basename(spec))[0], scenario, rpn, note
 
