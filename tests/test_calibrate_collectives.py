@@ -127,6 +127,7 @@ def test_measured_rows_validate_against_the_model_in_both_modes():
                                                                  for c in ("broadcast", "barrier")}
     assert all(r["measured_ns"] > 0 and math.isfinite(r["error"]) for r in rows)
     assert got["placement"] in ("fast", "slow") and len(got["jobs"]) == 2
+    assert all(set(j["overhead_ns"]) == {"broadcast"} and j["overhead_ns"]["broadcast"] > 0 for j in got["jobs"])
     assert set(summarize_collectives(rows)) == {"barrier flush", "barrier hw", "broadcast flush", "broadcast hw"}
     with pytest.raises(InputError, match="multiples of 4 bytes"):
         measure_collectives((3,))
@@ -177,3 +178,17 @@ def test_collective_bandwidth_by_hand():
     assert collective_bw(m, "hw", "allreduce", s, 0) == pytest.approx(3.5 * s / (half_in + s / 4 + s - 40))
     assert collective_bw(m, "hw", "barrier", 0, NEVER) is None
     assert collective_bw(model(concurrent_curves={}), "hw", "broadcast", s, NEVER) is None
+
+
+def test_a_jobs_own_primitives_replace_the_models():
+    """job_model: the job's per-call overheads and concurrent copy stand in for the model's; with the model's own
+    round trip and curves the path solve gives the model's path back."""
+    from cxlsim.calibrate.collectives import job_model
+
+    m = model()
+    job = dict(coherence="hw", roundtrip_before_ns=m.roundtrip_ns["hw"], roundtrip_after_ns=m.roundtrip_ns["hw"],
+               concurrent_ns=m.concurrent_curves["hw"], overhead_ns={"broadcast": 1234.0})
+    got = job_model(m, job)
+    assert got.collective_overhead_ns["broadcast"] == 1234.0 and got.concurrent_curves["hw"] is job["concurrent_ns"]
+    assert got.path_ns["hw"] == pytest.approx(m.path_ns["hw"], rel=1e-6, abs=1e-6)
+    assert got.path_ns["flush"] == m.path_ns["flush"]

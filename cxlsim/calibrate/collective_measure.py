@@ -159,15 +159,38 @@ def primitive_sizes(sizes) -> list[int]:
     return sorted({max(1, int(m)) for n in sizes for m in (n, n // 2)})
 
 
+IN_JOB_OVERHEAD = ("allreduce", "reduce_scatter", "broadcast", "alltoall")
+"""Collectives whose 0-byte call is no step at all (no flag, no wait), so its time at np 2 is the per-call
+overhead primitive, measured inside each job (the barrier always synchronises: np = 1 only)."""
+
+
+def _call_overheads(comm, collectives, iterations: int = 1000) -> dict:
+    """{collective: ns}: the mean over the ranks of this job's 0-byte bench step of each `IN_JOB_OVERHEAD`."""
+    from cxlsim.emulator.bench import time_loop
+    from cxlsim.emulator.bench_collectives import CollectiveSide
+
+    out = {}
+    for c in collectives:
+        if c in IN_JOB_OVERHEAD:
+            mine = np.array([time_loop(CollectiveSide(c, "copy", comm, None, 0, False).op, comm.barrier, 200,
+                                       iterations) * 1e9])
+            everyone = np.zeros(comm.size)
+            comm.allgather(mine, everyone)
+            out[c] = float(everyone.mean())
+    return out
+
+
 def _bench_job(comm, collectives, sizes, iterations):
-    """One job: the flag round trip and the concurrent-copy primitive, then per collective and size a bench
-    run with every rank's least share of its CPU, then the primitive and the round trip again. Returns
-    (rows, round trip before, after, [this rank's primitive rounds before, after])."""
+    """One job: the flag round trip, the concurrent-copy and per-call primitives, then per collective and size
+    a bench run with every rank's least share of its CPU, then the primitives and the round trip again.
+    Returns (rows, round trip before, after, [this rank's concurrent rounds before, after], per-call
+    overheads {collective: [before, after]})."""
     from cxlsim.emulator.bench import BenchPlan, run_plan
 
     comm.flag_pingpong(100)
     before = comm.flag_pingpong(300)
     concurrent = [concurrent_rank(comm, primitive_sizes(sizes))]
+    overheads = [_call_overheads(comm, collectives)]
     rows = []
     for collective in collectives:
         for n in ((0,) if collective == "barrier" else sizes):
@@ -183,7 +206,8 @@ def _bench_job(comm, collectives, sizes, iterations):
             rows += [dict(collective=collective, size_bytes=n, ns=r["avg_us"] * 1e3, busy=float(everyone.min()))
                      for r in got]
     concurrent.append(concurrent_rank(comm, primitive_sizes(sizes)))
-    return rows, before, comm.flag_pingpong(300), concurrent
+    overheads.append(_call_overheads(comm, collectives))
+    return rows, before, comm.flag_pingpong(300), concurrent, {c: [o[c] for o in overheads] for c in overheads[0]}
 
 
 def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
@@ -199,7 +223,8 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only (every run had a rank off
     its CPU), flagged_all (every job of the mode was flagged: nothing better to keep), large_bytes}], 'jobs':
     [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, slow_placement, concurrent_ns (the
-    primitive, mean of before and after: {kind: {size: ns}})}], 'placement': 'fast' | 'slow' (the best
+    primitive, mean of before and after: {kind: {size: ns}}), overhead_ns (the per-call primitive of the
+    `IN_JOB_OVERHEAD` collectives, the mean of before and after: {collective: ns})}], 'placement': 'fast' | 'slow' (the best
     hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns', 'overhead_samples_ns' ({collective:
     [ns]}: the per-call overhead primitive, one batch at np = 1 before every job, as the allgather's jobs
     measure theirs, so a batch taken in a passing slow moment is outvoted)}."""
@@ -225,12 +250,13 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
         per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
                              slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
                              allreduce_large_bytes=large)
-        rows, rt0, rt1, _ = per_rank[0]
+        rows, rt0, rt1, _, job_overheads = per_rank[0]
         joined = [join_ranks([r[3][k] for r in per_rank]) for k in range(2)]
         concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
                       for kind, by in joined[0].items()}
         jobs.append(dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
-                         rows=rows, concurrent_ns=concurrent))
+                         rows=rows, concurrent_ns=concurrent,
+                         overhead_ns={c: statistics.median(v) for c, v in job_overheads.items()}))
         best[mode] = min(best.get(mode, math.inf), rt0, rt1)
         repeat = max(rt0, rt1) > STABLE * best[mode] and retries > 0
         if repeat:

@@ -167,12 +167,14 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
 
 def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalModel:
     """`model` with the primitives a collectives job measured around itself in its mode: the concurrent
-    copy, and the flag round trip (the mean of before and after) with the path solved from it as
+    copy, the per-call overheads of the collectives whose 0-byte call is no step (`IN_JOB_OVERHEAD`),
+    and the flag round trip (the mean of before and after) with the path solved from it as
     `fit_local` solves it (`des.solve_path_ns`, rule `AUTO_PATH_RULE` per mode)."""
     mode = Coherence.parse(job["coherence"], "coherence")
     rt = (job["roundtrip_before_ns"] + job["roundtrip_after_ns"]) / 2
     m = dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves, **{mode: job["concurrent_ns"]}),
-                            roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}))
+                            roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}),
+                            collective_overhead_ns=dict(model.collective_overhead_ns, **job.get("overhead_ns", {})))
     path, _ = solve_path_ns(m, 64, mode, rt, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)
     return dataclasses.replace(m, path_ns=dict(m.path_ns, **{mode: path}))
 
