@@ -224,7 +224,7 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     its CPU), flagged_all (every job of the mode was flagged: nothing better to keep), large_bytes}], 'jobs':
     [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, slow_placement, concurrent_ns (the
     primitive, mean of before and after: {kind: {size: ns}}), overhead_ns (the per-call primitive of the
-    `IN_JOB_OVERHEAD` collectives, the mean of before and after: {collective: ns})}], 'placement': 'fast' | 'slow' (the best
+    `IN_JOB_OVERHEAD` collectives, `measure.steady` of before and after: {collective: ns})}], 'placement': 'fast' | 'slow' (the best
     hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns', 'overhead_samples_ns' ({collective:
     [ns]}: the per-call overhead primitive, one batch at np = 1 before every job, as the allgather's jobs
     measure theirs, so a batch taken in a passing slow moment is outvoted)}."""
@@ -256,7 +256,7 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
                       for kind, by in joined[0].items()}
         jobs.append(dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
                          rows=rows, concurrent_ns=concurrent,
-                         overhead_ns={c: statistics.median(v) for c, v in job_overheads.items()}))
+                         overhead_ns={c: steady(v) for c, v in job_overheads.items()}))
         best[mode] = min(best.get(mode, math.inf), rt0, rt1)
         repeat = max(rt0, rt1) > STABLE * best[mode] and retries > 0
         if repeat:
@@ -270,7 +270,10 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     for mode in Coherence:
         mine = [j for j in jobs if j["coherence"] == mode]
         fast = [j for j in mine if not j["slow_placement"]]
-        kept = fast or mine
+        worst = [max(j["roundtrip_before_ns"], j["roundtrip_after_ns"]) for j in mine]
+        # every job flagged: keep those nearest the best of them (each is predicted with its own primitives,
+        # so a job whose ranks took turns would carry its millisecond round trip into the prediction)
+        kept = fast or [j for j, w in zip(mine, worst) if w <= STABLE * min(worst)]
         keys = sorted({(r["collective"], r["size_bytes"]) for j in kept for r in j["rows"]})
         for collective, n in keys:
             runs = [dict(r, job=j["job"]) for j in kept for r in j["rows"]
