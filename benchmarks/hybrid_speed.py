@@ -21,6 +21,7 @@ import tempfile
 import time
 
 from cxlsim import compare
+from cxlsim.models.collectives import pool_forms
 from cxlsim.units import parse_sizes
 
 TARGETS = {"analytic": 1.0, "des": 20.0}
@@ -43,6 +44,7 @@ def time_compare(nodes: int, hosts: int, network: str, engine: str, repeats: int
     with tempfile.TemporaryDirectory() as tmp:
         fabrics = [compare.parse_fabric(network), compare.parse_fabric(_scenario(tmp, hosts, network, algorithm))]
         for _ in range(repeats):
+            pool_forms.clear_memo()  # every run cold, as one `cxlsim compare` process is
             start = time.perf_counter()
             compare.compare(fabrics, [nodes], {"workload.sizes": sizes, "workload.collective": "allgather"}, engine)
             walls.append(time.perf_counter() - start)
