@@ -1,6 +1,10 @@
 """The CXL pool transport: hosts sharing pool devices on a CXL switch, a two-level tree or none, in SimPy.
 
-One rank runs on each host. Ranks talk only through the pool, with the
+`ranks_per_host` ranks run on each host (default one): rank r on host
+r // ranks_per_host. The ranks of a host share its issue port and its route
+to the devices (`pool_path.PoolPath`); each keeps its own CPU timeline,
+acknowledgements, fences and cache (ranks of one host do not hit in each
+other's cached lines: a shared last-level cache is not modelled). Ranks talk only through the pool, with the
 operations of `cxlsim.fabric.pool_transport.PoolTransport`: loads and stores
 (`pool_read`, `pool_write`), cache maintenance (`flush`, `fence`) and flag
 polling (`wait_flags`). Point-to-point messages need a network
@@ -37,7 +41,7 @@ the protocol's order, which tests compare with the emulator's.
 Not modelled (yet): time for BISnp caused by snoop-filter evictions (they are
 counted and wake pollers, but cost nothing), the owner's link bandwidth on a
 recall (a recall adds 2*path of latency), flit overheads (links run at their raw
-rate), retimers beyond the preset's count, and several ranks per host.
+rate), retimers beyond the preset's count, and a cache shared by the ranks of one host.
 """
 from __future__ import annotations
 
@@ -62,7 +66,8 @@ LINE = CACHE_LINE_BYTES
 
 
 class CXLPoolTransport(PoolTransport):
-    """`hosts` hosts (one rank each) on a CXL switch with `devices` interleaved pool devices.
+    """`hosts` hosts (`ranks_per_host` ranks each, rank r on host r // ranks_per_host) on a CXL switch with
+    `devices` interleaved pool devices; `size` = hosts x ranks_per_host ranks.
 
     preset: a `CXLPoolPreset`; coherence: a `Coherence` or its name (the preset must allow
     it); switch_levels: 0 (no switch: every host on a head of every device, which must
@@ -72,12 +77,16 @@ class CXLPoolTransport(PoolTransport):
     loading a flag gives up with RunError after this long (a hw poller asleep on its cached
     copy costs nothing and is reported as stuck when the run ends). `charges` (default None)
     may be set to an `ExtraCharges` that adds CPU time to the model's own.
+
+    `figures()` describes the pool as the closed forms see it, one rank per host: with
+    ranks_per_host > 1 each rank appears as a host of its own on its host's leaf (the forms do
+    not model ranks sharing a host's port; the DES does).
     """
 
     def __init__(self, preset, hosts: int, *, coherence: Coherence | str = Coherence.FLUSH,
                  env: simpy.Environment | None = None, devices: int = 1, pool_bytes: int | None = None,
                  chunk_bytes: int = DEFAULT_POOL_CHUNK_BYTES, switch_levels: int | None = None,
-                 snoop_filter_lines: int | None = None, poll_limit_ns: float = 1e9):
+                 snoop_filter_lines: int | None = None, poll_limit_ns: float = 1e9, ranks_per_host: int = 1):
         coherence = Coherence.parse(coherence)
         if switch_levels is None:
             switch_levels = min(1, preset.max_switch_levels)
@@ -87,6 +96,8 @@ class CXLPoolTransport(PoolTransport):
                              f"modelled), got {switch_levels}")
         if not isinstance(hosts, int) or hosts < 1:
             raise InputError(f"hosts: expected an integer >= 1, got {hosts!r}")
+        if not isinstance(ranks_per_host, int) or ranks_per_host < 1:
+            raise InputError(f"ranks_per_host: expected an integer >= 1, got {ranks_per_host!r}")
         if not isinstance(devices, int) or devices < 1:
             raise InputError(f"devices: expected an integer >= 1, got {devices!r}")
         if not isinstance(chunk_bytes, int) or chunk_bytes < LINE or chunk_bytes % LINE:
@@ -109,17 +120,22 @@ class CXLPoolTransport(PoolTransport):
             raise InputError(f"poll_limit_ns: expected > 0, got {poll_limit_ns!r}")
         self.env = env if env is not None else Environment()
         self.preset = preset
-        self.size = hosts
+        self.size = size = hosts * ranks_per_host
+        self.hosts, self.ranks_per_host = hosts, ranks_per_host
         self.coherence = coherence
         self.pool_bytes = pool_bytes
         self.poll_limit_ns = poll_limit_ns
-        self.start_counters(hosts)
-        self.path = PoolPath(self.env, preset, hosts, devices, chunk_bytes, switch_levels, leaves)
+        self.start_counters(size)
+        host_of = None if ranks_per_host == 1 else [r // ranks_per_host for r in range(size)]
+        self.path = PoolPath(self.env, preset, hosts, devices, chunk_bytes, switch_levels, leaves, host_of)
+        self.host_of = self.path.host_of
+        """Each rank's host."""
         self.path_ns, self.media_ns, self.load_ns = self.path.path_ns, self.path.media_ns, self.path.load_ns
         self.host_bw_bytes_per_ns = self.path.host_bw_bytes_per_ns
         self.device_bw_bytes_per_ns = self.path.device_bw_bytes_per_ns
         """One device's bandwidth, bytes/ns."""
         self.leaf_of = self.path.leaf_of
+        """Each host's leaf switch (all 0 with one switch)."""
         self.memory = PoolMemory()
         lines = preset.snoop_filter_lines if snoop_filter_lines is None else snoop_filter_lines
         self.coherence_model = MODELS[coherence](self, self.path, self.memory, lines)
@@ -130,7 +146,7 @@ class CXLPoolTransport(PoolTransport):
         """Flag loads made by wait_flags."""
         self.log = None
         """The event log (a list of (rank, PoolEvent, offset, arg)) once `enable_log()` was called, else None."""
-        self._polling = [0] * hosts          # wait_flags in progress per rank (its inner ops are not logged)
+        self._polling = [0] * size          # wait_flags in progress per rank (its inner ops are not logged)
 
     @property
     def device_bytes(self) -> int:
@@ -148,6 +164,7 @@ class CXLPoolTransport(PoolTransport):
 
     def figures(self) -> PoolFigures:
         hp, path = self.preset.host_path, self.path
+        leaf_of = [self.leaf_of[h] for h in self.host_of]  # one entry per rank, as the forms index it
         return PoolFigures(coherence=self.coherence, path_ns=self.path_ns, load_ns=self.load_ns,
                            media_ns=self.media_ns, host_bw_bytes_per_ns=self.host_bw_bytes_per_ns,
                            device_bw_bytes_per_ns=self.device_bw_bytes_per_ns * len(path.devices),
@@ -155,10 +172,10 @@ class CXLPoolTransport(PoolTransport):
                            reduce_bw_bytes_per_ns=self.preset.host.reduce_bw_bytes_per_ns,
                            flush_ns_per_line=hp.flush_ns_per_line, fence_ns=hp.fence_ns,
                            invalidate_ns=hp.invalidate_ns, writeback_ns=hp.writeback_ns,
-                           leaf_hosts=max(self.leaf_of.count(k) for k in set(self.leaf_of)) if path.leaves else 0,
+                           leaf_hosts=max(leaf_of.count(k) for k in set(leaf_of)) if path.leaves else 0,
                            uplink_bw_bytes_per_ns=self.preset.switch.port_bw_bytes_per_ns if path.leaves else 0.0,
                            devices=len(path.devices), one_device_bw_bytes_per_ns=self.device_bw_bytes_per_ns,
-                           chunk_bytes=path.chunk_lines * LINE, leaf_of=tuple(self.leaf_of) if path.leaves else (),
+                           chunk_bytes=path.chunk_lines * LINE, leaf_of=tuple(leaf_of) if path.leaves else (),
                            to_leaf_uplink_ns=path.to_leaf_uplink_ns)
 
     def _check(self, method, rank, offset_bytes, size_bytes):

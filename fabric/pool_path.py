@@ -31,6 +31,10 @@ switches (`leaves`), whose uplinks meet at a root switch that holds the
 devices. The path gains a hop and a link, and each chunk also queues at its
 leaf's uplink (per direction, at the port bandwidth) before the device.
 
+Several ranks may run on one host (`host_of`, rank -> host): they share its
+issue port and its route (its leaf's uplinks), while each rank keeps its own
+CPU timeline, pending acknowledgements and fences (a rank is one core).
+
 Each rank's CPU is one FIFO timeline (`start`, `cpu`): stores, flush issue and
 cache hits take CPU time; loads that miss are asynchronous, so reads issued
 together overlap. A fence (`fence`) waits for the rank's streamed writes and
@@ -52,10 +56,17 @@ LINE = CACHE_LINE_BYTES
 
 
 class PoolPath:
-    """The ports, devices and per-rank CPU and acknowledgement state of one pool (times ns, bytes)."""
+    """The ports, devices and per-rank CPU and acknowledgement state of one pool (times ns, bytes).
 
-    def __init__(self, env, preset, hosts: int, devices: int, chunk_bytes: int, switch_levels: int, leaves: int):
+    host_of[r]: the host (0..hosts-1) rank r runs on; None: one rank per host, rank r on host r.
+    """
+
+    def __init__(self, env, preset, hosts: int, devices: int, chunk_bytes: int, switch_levels: int, leaves: int,
+                 host_of=None):
         self.env = env
+        self.host_of = list(range(hosts)) if host_of is None else list(host_of)
+        """Each rank's host."""
+        ranks = len(self.host_of)
         self.host_path = hp = preset.host_path
         sw = preset.switch
         link = preset.link.traversal_ns
@@ -102,11 +113,13 @@ class PoolPath:
             links = ([up for up, _ in self.device_links], [down for _, down in self.device_links])
             self._stages = [tuple(stages[:-1] + ((link, stages[-1][1]), (None, 0.0))
                                   for stages, link in zip(pair, links)) for pair in self._stages]
-        self._pipeline = ChunkPipeline(env, self._host_ports, self._stages, self.devices, self.chunk_lines)
-        self._cpu_free = [0.0] * hosts
-        self._pending = [0] * hosts          # streamed writes and write-backs not yet acknowledged
-        self._acked = [0.0] * hosts          # latest acknowledgement of those, ns
-        self._fences = [[] for _ in range(hosts)]
+        # the pipeline is indexed by rank: each rank issues through its host's port and route
+        self._pipeline = ChunkPipeline(env, [self._host_ports[h] for h in self.host_of],
+                                       [self._stages[h] for h in self.host_of], self.devices, self.chunk_lines)
+        self._cpu_free = [0.0] * ranks
+        self._pending = [0] * ranks          # streamed writes and write-backs not yet acknowledged
+        self._acked = [0.0] * ranks          # latest acknowledgement of those, ns
+        self._fences = [[] for _ in range(ranks)]
 
     def ports(self) -> list:
         """(component, port) of every FIFO server a chunk queues at: each host's issue port ('host port'),
