@@ -11,12 +11,16 @@ Hosts: a preset gets ceil(P / ranks_per_node) hosts on a star; a scenario file
 keeps its `fabric.nodes` (default: the same count) and topology. `--placement`
 is `block` (rank r on host r // K), `round_robin` (r % hosts), or a file with
 one host index per line, rank order (blank lines and '#' comments skipped).
-A network transport places the ranks itself. A CXL pool or a pod fabric runs
-one rank per host (P hosts), so there a placement is one-to-one and `Fabric.at`
-carries it (`cxlsim.replay.placed`): on a pool it says which host of the pool
-(and of a switch tree's leaves) each rank runs on; on pods it decides which
-ranks share a pod. Several ranks per host are refused there: the pool transport
-does not model ranks sharing a host's link.
+A network transport places the ranks itself. On a CXL pool or a pod fabric
+`Fabric.at` carries the placement (`cxlsim.replay.placed`): on a pool it says
+which host of the pool (and of a switch tree's leaves) each rank runs on; on
+pods it decides which ranks share a pod. With one rank per host (the default)
+there are P hosts and a placement is one-to-one; with K ranks per host there
+are P / K hosts (a preset's; a scenario file's `fabric.nodes`), the ranks of a
+host share its pool port and NIC, and a placement puts at most K ranks on a
+host (`cxlsim.replay.shared_hosts`). There K is `--ranks-per-node`, taken by
+the replay, not by the preset (which refuses a scenario file's
+`fabric.ranks_per_node`).
 A calibration profile (PATH.json, `cxlsim calibrate`) of kind `network` (a
 `--from-osu` fit) is a network fabric: its base preset on a star with one LogGP
 regime's figures as NIC and link (switch latency 0, so a message costs
@@ -35,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from cxlsim import config, simulate
+from cxlsim.fabric.preset import uses
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.errors import InputError
 from cxlsim.fabric.placement import Placement
@@ -42,6 +47,7 @@ from cxlsim.fabric.pod_setup import PodsSetup
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.loggp import LogGPFit
 from cxlsim.replay.placed import check_one_to_one
+from cxlsim.replay.shared_hosts import describe_shared, fabric_ranks, pods_transport, pool_transport
 from cxlsim.replay.trace import COLLECTIVES
 
 __all__ = ["Fabric", "RankMap", "rank_map", "resolve", "typical_message_bytes"]
@@ -171,20 +177,26 @@ def _scenario(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: 
         fabric = raw.get("fabric") or {}
         rpn = ranks_per_node or fabric.get("ranks_per_node") or 1
         overrides = {} if "nodes" in fabric else {"fabric.nodes": math.ceil(ranks / rpn)}
-        if ranks_per_node is not None:
-            overrides["fabric.ranks_per_node"] = ranks_per_node
+        if ranks_per_node is not None and (ranks_per_node == 1 or _places_ranks(
+                simulate.scenario_from(spec, overrides)[0].fabric.preset)):
+            overrides["fabric.ranks_per_node"] = ranks_per_node  # (the replay places a pool's or pods' ranks)
         label = os.path.splitext(os.path.basename(spec))[0]
         return label, simulate.scenario_from(spec, overrides)[0], rpn, ""
     rpn = ranks_per_node or 1
     overrides = {"fabric.preset": spec, "fabric.nodes": math.ceil(ranks / rpn)}
-    if rpn != 1:
+    if rpn != 1 and _places_ranks(spec):
         overrides["fabric.ranks_per_node"] = rpn
     return spec, simulate.scenario_from(None, overrides)[0], rpn, ""
 
 
+def _places_ranks(preset_name: str) -> bool:
+    """True if the preset places several ranks per host itself (a network's `fabric.ranks_per_node`); False for a
+    pool or pods, whose ranks per host the replay places (`cxlsim.replay.shared_hosts`)."""
+    return uses(simulate.find_preset(preset_name), "fabric.ranks_per_node")
+
+
 def _one_to_one(placement: str, ranks: int) -> RankMap:
-    """`--placement` on a fabric of one rank per host (`ranks` hosts): a one-to-one RankMap. (Several ranks per
-    host are refused before, by the preset: `fabric.ranks_per_node` applies to networks only.)"""
+    """`--placement` on a fabric of one rank per host (`ranks` hosts): a one-to-one RankMap."""
     mapping = rank_map(placement, ranks, ranks, 1)
     check_one_to_one(mapping.host_of, ranks, f"--placement {placement}")
     return mapping
@@ -201,6 +213,13 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
         raise InputError(f"--fabric {spec}: {exc}") from None
     hosts = scenario.fabric.nodes
     chunk = scenario.workload.chunk_bytes
+    if isinstance(setup, PodsSetup) and rpn > 1:  # pods whose hosts run rpn ranks each
+        mapping = rank_map(placement, ranks, hosts, rpn)
+        at = fabric_ranks(mapping.host_of, hosts, rpn, f"--placement {placement}")
+        q = setup.hosts * rpn
+        return Fabric(label, "hybrid", describe_shared(f"{setup.describe(hosts)}; placement {mapping.policy}", rpn),
+                      lambda: pods_transport(setup, rpn, chunk),
+                      tuple(tuple(range(k * q, (k + 1) * q)) for k in range(setup.pods)), at)
     if isinstance(setup, PodsSetup):  # pods of hosts on CXL pools, joined by a network
         if hosts != ranks:
             raise InputError(f"--fabric {spec}: the pod fabric has {hosts} hosts (fabric.nodes) and runs one rank "
@@ -215,6 +234,12 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
         where = f"{setup.describe(hosts)}; placement {mapping.policy}" + (f"; {note}" if note else "")
         return Fabric(label, "network", where, lambda: NetworkTransport(setup.network(), mapping, chunk),
                       tuple(tuple(g) for g in mapping.groups() if g))
+    if rpn > 1:  # a pool whose hosts run rpn ranks each
+        mapping = rank_map(placement, ranks, hosts, rpn)
+        at = fabric_ranks(mapping.host_of, hosts, rpn, f"--placement {placement}")
+        return Fabric(label, "pool", describe_shared(f"{setup.describe(hosts)}; placement {mapping.policy}", rpn),
+                      lambda: pool_transport(setup, hosts, rpn),
+                      tuple(tuple(range(h * rpn, (h + 1) * rpn)) for h in range(hosts)), at)
     mapping = _one_to_one(placement, ranks)
     return Fabric(label, "pool", f"{setup.describe(ranks)}; placement {mapping.policy}",
                   lambda: setup.new_transport(ranks), tuple((r,) for r in range(ranks)), tuple(mapping.host_of))
