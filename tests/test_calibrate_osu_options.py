@@ -28,3 +28,16 @@ def test_bad_or_misplaced_protocol_options_are_refused(capsys):
     assert "--protocol-switch:" in capsys.readouterr().err
     assert cli_main(["calibrate", "--validate-only", "tests/data/local_host_profile_np2.json", "--rendezvous-fin"]) == 2
     assert "--rendezvous-fin: --validate-only does not use it" in capsys.readouterr().err
+
+
+def test_projection_note_names_the_copy_inside_the_line_and_the_exchange_terms():
+    from cxlsim.calibrate.project import projection_note
+
+    base = {"kind": "network", "model": {"np": 2, "base_preset": "ib-hdr"}}
+    assert projection_note(base, 2) == "network profile fitted at np 2: LogGP on ib-hdr + collective overhead + own-block copy"
+    fitted = {"kind": "network", "model": {"np": 2, "base_preset": "ib-hdr", "own_copy_in_line": True,
+                                           "exchange": {"contention": {"65536": 1.3}, "contention_source": "c from bibw",
+                                                        "fin_ns": 900.0, "fin_source": "L + 2o"}}}
+    note = projection_note(fitted, 2)
+    assert "own-block copy inside the latency line" in note
+    assert "exchange terms (contention: c from bibw; FIN: L + 2o)" in note

@@ -50,8 +50,13 @@ def projection_note(profile: dict, nranks: int) -> str:
     """What a projection of `profile` to `nranks` ranks assumes, for the output."""
     fitted = profile["model"]["np"]
     if profile["kind"] == "network":
-        return (f"network profile fitted at np {fitted}: LogGP on {profile['model']['base_preset']} + "
-                "collective overhead + own-block copy" +
+        model = profile["model"]
+        copy = "own-block copy inside the latency line" if model.get("own_copy_in_line") else "own-block copy"
+        exchange = model.get("exchange") or {}
+        terms = (f" + exchange terms (contention: {exchange['contention_source']}; FIN: {exchange['fin_source']})"
+                 if exchange.get("contention") or exchange.get("fin_ns") else "")
+        return (f"network profile fitted at np {fitted}: LogGP on {model['base_preset']} + "
+                f"collective overhead + {copy}{terms}" +
                 ("" if nranks == fitted else f"; at np {nranks} the MPICH selector and the DES scale the LogGP "
                                               "messages, the overhead and copy stay as fitted"))
     return (f"local-host profile fitted at np {fitted}" +
