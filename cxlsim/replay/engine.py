@@ -18,7 +18,7 @@
 - collectives run their `Plan` (cxlsim.replay.collectives); each gets its own
   tag range, so collectives in flight at once never take each other's messages.
 
-On a CXL pool fabric (a transport of kind 'pool', one rank per host) the
+On a CXL pool fabric (a transport of kind 'pool', one rank per host or K) the
 messages go through the pool's send/recv protocol with flags
 (cxlsim.replay.pool_messages), whose mailboxes sit above the pool
 collectives' regions; allgather, barrier, allreduce, alltoall and

@@ -1,7 +1,8 @@
 """A transport seen through a placement: trace rank r runs as the fabric's rank `at[r]`.
 
-On pool and pod fabrics (one rank per host) `--placement` is a one-to-one map of trace ranks
-onto the fabric's hosts; the fabric's ranks are its hosts. `Placed(inner, at)` renames the
+On pool and pod fabrics `--placement` maps trace ranks one-to-one onto the fabric's ranks: with
+one rank per host these are its hosts; with K per host (`cxlsim.replay.shared_hosts`) a host's
+K fabric ranks. `Placed(inner, at)` renames the
 ranks of the message and local-work calls (`send`, `recv`, `compute`, `copy`, `reduce`) from
 trace ranks to fabric ranks, so the replay's MPI matching keeps trace ranks while every cost is
 paid by the host the rank runs on. A collective runs wholly among fabric ranks: the replay
@@ -24,7 +25,7 @@ def check_one_to_one(at, hosts: int, where: str) -> None:
             raise InputError(f"{where}: rank {rank} on host {host}: the fabric has hosts 0..{hosts - 1}")
         if host in seen:
             raise InputError(f"{where}: ranks {seen[host]} and {rank} are both on host {host}; this fabric runs "
-                             "one rank per host (its pool transport models no ranks sharing a host)")
+                             "one rank per host (--ranks-per-node K runs K)")
         seen[host] = rank
 
 

@@ -1,7 +1,8 @@
 """Replay on hybrid pod fabrics: pods of hosts on CXL pools, every host also on a network.
 
-A pod fabric (`fabric.preset: cxl-pods`, `cxlsim.fabric.pod_setup`) runs one rank per host;
-fabric rank h is host h % q of pod h // q (q hosts per pod, n pods), as
+A pod fabric (`fabric.preset: cxl-pods`, `cxlsim.fabric.pod_setup`) runs one rank per host
+(or K, `cxlsim.replay.shared_hosts`: then q counts a pod's ranks);
+fabric rank h is rank h % q of pod h // q (q ranks per pod, n pods), as
 `cxlsim.fabric.pods.PodsTransport` numbers them, and `--placement` says which fabric rank
 each trace rank runs as (`cxlsim.replay.placed`; block: the same number), so it decides which
 ranks share a pod.

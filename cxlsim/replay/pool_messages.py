@@ -1,7 +1,7 @@
 """Point-to-point messages over a CXL pool: mailboxes in pool memory, published and acknowledged with flags.
 
 `PoolMessages(pool)` gives a pool transport (`cxlsim.fabric.pool_transport`,
-one rank per host) the message half of the transport interface (`send`,
+one rank per host, or several) the message half of the transport interface (`send`,
 `recv`, like `NetworkTransport`'s), so the trace's point-to-point calls and the
 network collective algorithms run on a pool fabric. Its `kind` is 'network'
 (it carries messages); `compute`, `copy` and `reduce` are the pool's.

@@ -1,6 +1,6 @@
 """Which traced collectives a CXL pool fabric runs with its own pool algorithms, and where in the pool.
 
-On a pool fabric (one rank per host) `pool_plan` gives:
+On a pool fabric (one rank per host, or K) `pool_plan` gives:
 - allgather: the pool allgather (`cxl_pool`) in region 0 of the pool;
 - barrier, allreduce, alltoall and reducescatter with equal counts: the pool step
   collectives of `cxlsim.models.collectives.pool_collectives` (the emulator's cxl_coll.h
