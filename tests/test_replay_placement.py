@@ -125,3 +125,37 @@ def test_the_command_takes_a_placement_on_pods(tmp_path, capsys):
                  "--no-plots", "--output", str(tmp_path / "ws")]) == 0
     out = capsys.readouterr().out
     assert "placement split.txt" in out
+
+
+@pytest.mark.parametrize("action", ["bcast 4096 {root} 0", "reduce 1024 0 {root} 0", "scatter 128 128 {root} 2 2"])
+def test_a_rooted_collective_is_rooted_at_the_host_the_traced_root_runs_on(tmp_path, action):
+    """Trace root 1 under placement (0, 2, 1, 3) runs on fabric rank 2, so each trace rank r ends when fabric rank
+    at[r] ends in the same collective rooted at fabric rank 2 under block placement."""
+    spec = pods_yaml(tmp_path, 2, 2, network="eth-100g-tcp")
+    split = tmp_path / "split.txt"
+    split.write_text("0\n2\n1\n3\n")
+
+    def trace(root):
+        return simgrid.read(write_trace(tmp_path / f"root{root}", 4, lambda r: [action.format(root=root)]), 1e9)
+
+    placed_fab = fabrics.resolve(spec, 4, placement=str(split))
+    placed = engine.replay(trace(1), placed_fab.make(), at=placed_fab.at)
+    block = engine.replay(trace(2), fabrics.resolve(spec, 4).make())
+    other = engine.replay(trace(1), fabrics.resolve(spec, 4).make())
+    assert placed.finish_ns == pytest.approx([block.finish_ns[h] for h in placed_fab.at], rel=1e-12)
+    assert placed.finish_ns != pytest.approx([other.finish_ns[h] for h in placed_fab.at], rel=1e-12)
+
+
+def test_a_pods_bcast_after_other_pods_collectives_runs_over_pod_messages(tmp_path):
+    """The pods broadcast's pool phase waits for its readers' acknowledgements of the call two before it in the
+    pod's region 0: after two allreduces it would wait for ever, so that bcast runs a network algorithm over pod
+    messages (noted); two broadcasts from one root in a row stay pods broadcasts."""
+    spec = pods_yaml(tmp_path, 1, 4, network="eth-100g-tcp")
+    after = write_trace(tmp_path / "after", 4, lambda r: ["allreduce 16 0 0", "allreduce 16 0 0", "bcast 4096 1 0"])
+    timeline = engine.replay(simgrid.read(after, 1e9), fabrics.resolve(spec, 4).make())
+    assert timeline.algorithms["bcast"] == ["binomial"] and timeline.algorithms["allreduce"] == ["pods"]
+    assert any("that was not a broadcast from the same root" in note for note in timeline.notes)
+    repeated = write_trace(tmp_path / "repeated", 4,
+                           lambda r: ["bcast 4096 1 0"] * 3 + ["allreduce 16 0 0", "bcast 4096 1 0"])
+    timeline = engine.replay(simgrid.read(repeated, 1e9), fabrics.resolve(spec, 4).make())
+    assert timeline.algorithms["bcast"] == ["pods"]

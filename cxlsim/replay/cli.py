@@ -126,8 +126,9 @@ def register(subparsers) -> None:
                    help="trace ranks on the fabric's hosts: block (default; rank r on host r // K), round_robin, "
                         "or a file with one host index per line, in rank order (on a CXL pool or pods: at most K "
                         "ranks per host; on pods it decides which ranks share a pod)")
-    p.add_argument("--ranks-per-node", type=int, help="K, ranks per host (default 1, or the scenario's; on a CXL pool or pods they "
-                                                      "share the host's pool port and NIC)")
+    p.add_argument("--ranks-per-node", type=int,
+                   help="K, ranks per host (default 1, or the scenario's; on a CXL pool or pods they share the "
+                        "host's pool port and NIC)")
     p.add_argument("--selector", choices=["mpich", "ompi"], default="mpich",
                    help="library whose collective algorithm choice to mimic (default mpich)")
     p.add_argument("--compute-scale",

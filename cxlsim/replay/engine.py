@@ -49,7 +49,7 @@ from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.replay.collectives import plan
 from cxlsim.replay.placed import Placed, check_one_to_one
 from cxlsim.replay.pod_routes import MessageRoute
-from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pod_figures, pods_plan
+from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pod_figures, pods_plans
 from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.pool_plans import RegionPlan, pool_plan, regions_of
 from cxlsim.replay.pool_plans import mailbox_floor as pool_mailbox_floor
@@ -182,12 +182,20 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         raise InputError(f"step factors: expected {steps} steps x {p} ranks of compute multipliers")
     ctx = context or runner.Context()
     on_pool = transport.kind == POOL
-    collectives = [c for c in trace.ranks[0] if c.kind in COLLECTIVES]
+    at = tuple(at) or tuple(range(p))
+    placed = at != tuple(range(p))
+    if placed:
+        if transport.kind not in (POOL, HYBRID):
+            raise InputError("--placement: a network transport places its ranks itself; `at` is for pool and "
+                             "pod fabrics")
+        check_one_to_one(at, p, "--placement")
+    # a collective runs among fabric ranks, so its root is the fabric rank the traced root runs as
+    collectives = [c._replace(root=at[c.root]) for c in trace.ranks[0] if c.kind in COLLECTIVES]
     extra_notes, regions = [], []
     route = None
     if transport.kind == HYBRID:
         fig = pod_figures(transport)
-        plans = [pods_plan(c, transport.pods, transport.hosts, library, ctx, fig) for c in collectives]
+        plans = pods_plans(collectives, transport.pods, transport.hosts, library, ctx, fig)
         route = MessageRoute(fig.pool, fig.network)
         messages = PodMessages(transport, low_bytes=mailbox_floor(transport), route=route)
         extra_notes.append(CPU_NOTE)
@@ -199,12 +207,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     else:
         plans = [plan(c, p, library, ctx, False) for c in collectives]
         messages = transport
-    at = tuple(at) or tuple(range(p))
-    if at != tuple(range(p)):
-        if transport.kind not in (POOL, HYBRID):
-            raise InputError("--placement: a network transport places its ranks itself; `at` is for pool and "
-                             "pod fabrics")
-        check_one_to_one(at, p, "--placement")
+    if placed:
         messages = Placed(messages, at)
     env = transport.env
     matcher = Matcher(messages)

@@ -23,7 +23,12 @@ ranks share a pod.
   closed form (`hierarchical_pods`) is below that of the network algorithm the selector picks
   for all P ranks (`cxlsim.models.collectives.analytic.cost`), as `cxlsim simulate` chooses;
   otherwise the network algorithm runs on the network alone (`NetworkPlan`), noted with both
-  forms. Sparse (Octopus) pods are refused.
+  forms. A bcast takes the pods broadcast only where its pool phase may reuse its buffer
+  (`pods_plans`): in the root's pod that phase's root waits for the readers' acknowledgements
+  of the call two before it in region 0 of the pod's pool (`pool_collectives.broadcast`), so
+  that call must have been a pods broadcast from the same root, or there must be none;
+  otherwise the bcast runs its network algorithm over `PodMessages`, noted. Sparse (Octopus)
+  pods are refused.
 
 Each part of a pod fabric books a rank's CPU on its own timeline (the network's for
 compute and network messages, the pod pool's for pool messages), so a pool message's
@@ -46,7 +51,7 @@ from cxlsim.replay.collectives import Plan, plan
 from cxlsim.replay.pod_routes import POOL
 from cxlsim.replay.pool_messages import PoolMessages
 
-__all__ = ["PodMessages", "PodsPlan", "NetworkPlan", "pods_plan", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
+__all__ = ["PodMessages", "PodsPlan", "NetworkPlan", "pods_plan", "pods_plans", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
 
 _PODS = {"allgather": "allgather", "barrier": "allgather", "allreduce": "allreduce", "bcast": "broadcast",
          "alltoall": "alltoall"}
@@ -206,6 +211,31 @@ def pods_plan(call, pods: int, hosts: int, library: str, ctx: runner.Context, fi
         notes.insert(0, "barrier: the pods allgather of 0 B")
     return PodsPlan(kind, collective, "pods", size, pods_ctx, "; ".join(notes), on_pool=True,
                     pods_collective=collective)
+
+
+def pods_plans(calls, pods: int, hosts: int, library: str, ctx: runner.Context, fig: PodFigures) -> list:
+    """The Plans of a trace's collectives `calls`, in order, on n = `pods` pods of q = `hosts` ranks (roots are
+    fabric ranks): each `pods_plan`'s, except a bcast whose pods broadcast could not reuse its buffer (see the
+    module docstring), which runs its network algorithm over pod messages."""
+    region0 = [[] for _ in range(pods)]  # per pod: each pods call's use of region 0, a bcast's root or None
+    plans = []
+    for call in calls:
+        chosen = pods_plan(call, pods, hosts, library, ctx, fig)
+        if isinstance(chosen, PodsPlan) and call.kind == "bcast":
+            home = region0[call.root // hosts]
+            if len(home) >= 2 and home[-2] != call.root:
+                base = plan(call, pods * hosts, library, ctx, False)
+                why = ("bcast: a network algorithm over pod messages where the pods broadcast's pool phase would "
+                       "wait for acknowledgements of a call two before it in its pod's region 0 that was not a "
+                       "broadcast from the same root")
+                chosen = replace(base, note="; ".join(filter(None, [base.note, why])))
+            else:
+                home.append(call.root)
+        elif isinstance(chosen, PodsPlan):
+            for uses in region0:
+                uses.append(None)
+        plans.append(chosen)
+    return plans
 
 
 def mailbox_floor(pods) -> int:
