@@ -159,3 +159,18 @@ def test_a_pods_bcast_after_other_pods_collectives_runs_over_pod_messages(tmp_pa
                            lambda r: ["bcast 4096 1 0"] * 3 + ["allreduce 16 0 0", "bcast 4096 1 0"])
     timeline = engine.replay(simgrid.read(repeated, 1e9), fabrics.resolve(spec, 4).make())
     assert timeline.algorithms["bcast"] == ["pods"]
+
+
+@pytest.mark.parametrize("last", ["barrier", "allgather 1024 1024 1 1"])
+def test_on_pods_an_allgather_after_an_allreduce_waits_for_every_rank(tmp_path, last):
+    """The pods allgather's pool phase keeps its flags apart from the allreduce's (ALLGATHER_REGION): after an
+    allreduce and compute skewed by rank, no rank leaves the barrier (or allgather) before the last rank entered
+    it."""
+    spec = pods_yaml(tmp_path, 1, 4, network="eth-100g-tcp")
+    index = write_trace(tmp_path / last.split()[0], 4, lambda r: [f"compute {1000 * (3 - r)}", "allreduce 16 0 0",
+                                                                  f"compute {5000 * r}", last])
+    timeline = engine.replay(simgrid.read(index, 1e9), fabrics.resolve(spec, 4).make())
+    assert timeline.algorithms[last.split()[0]] == ["pods"]
+    ends = [segs[-1] for segs in timeline.segments]
+    entered = max(start for start, *_ in ends)
+    assert entered == pytest.approx(ends[3][0]) and all(end > entered for _, end, *_ in ends)

@@ -14,7 +14,8 @@ ranks share a pod.
   both times.
 - **Collectives** (`pods_plan`): allgather, allreduce, bcast and alltoall run the
   multi-leader pods collectives of `cxlsim.models.collectives.hierarchical_pods` (pool phases
-  inside each pod, in regions 0 and 1 of its pool, and a network phase among the hosts of one
+  inside each pod, in regions 0 and 1 of its pool (the allgather's and barrier's in region
+  ALLGATHER_REGION, apart from the step collectives' flags), and a network phase among the hosts of one
   index in every pod, with the algorithm the selector picks for n pods and that phase's size);
   barrier runs the pods allgather with 0-byte blocks (a rank leaves once its pod's hosts are
   in, each of which heard from its peers in every pod). Every other collective (reduce,
@@ -42,7 +43,7 @@ from dataclasses import dataclass, fields, replace
 
 import simpy
 
-from cxlsim.fabric.pods import REGIONS
+from cxlsim.fabric.pods import REGIONS, PodEndpoint
 from cxlsim.fabric.transport import Transport
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import analytic, registry, runner, selectors
@@ -51,13 +52,18 @@ from cxlsim.replay.collectives import Plan, plan
 from cxlsim.replay.pod_routes import POOL
 from cxlsim.replay.pool_messages import PoolMessages
 
-__all__ = ["PodMessages", "PodsPlan", "NetworkPlan", "pods_plan", "pods_plans", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
+__all__ = ["PodMessages", "PodsPlan", "ShiftedPodEndpoint", "ALLGATHER_REGION", "NetworkPlan", "pods_plan", "pods_plans", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
 
 _PODS = {"allgather": "allgather", "barrier": "allgather", "allreduce": "allreduce", "bcast": "broadcast",
          "alltoall": "alltoall"}
 """Traced kind -> the pods collective that runs it."""
-_REGIONS_USED = 2
-"""The pods collectives use regions 0 and 1 of each pod's pool; the mailboxes go above them."""
+ALLGATHER_REGION = 2
+"""The region the pods allgather (and barrier) runs its pool phase in, instead of its own region 0: the pool
+allgather's flags hold the epoch while the step collectives' (allreduce's reduce-scatter, bcast, alltoall, in
+region 0) hold 2 x epoch (+1), on other flag lines of the same offsets, so in one region a poll could take another
+protocol's flag for its own and read before the data is written."""
+_REGIONS_USED = 3
+"""The pods collectives use regions 0, 1 and ALLGATHER_REGION of each pod's pool; the mailboxes go above them."""
 
 CPU_NOTE = ("pods: a rank's pool messages use the pod pool's CPU timeline, its compute and network messages the "
             "network's (pool message polls do not delay compute)")
@@ -152,9 +158,20 @@ class PodsPlan(Plan):
 
     def run(self, ep, tag: int):
         record = registry.algorithm(self.pods_collective, "pods")
+        if self.pods_collective == "allgather":
+            ep = ShiftedPodEndpoint(ep.transport, ep.rank)
         ctx = replace(self.ctx, elements=ep.size)
         data = runner.initial(self.pods_collective, ep.rank, ep.size, ctx)
         return (yield from record.run(ep, self.size_bytes, data, ctx))
+
+
+class ShiftedPodEndpoint(PodEndpoint):
+    """A `PodEndpoint` whose pool region 0 is ALLGATHER_REGION (regions 1.. as they are)."""
+
+    __slots__ = ()
+
+    def pod_region(self, k: int):
+        return super().pod_region(ALLGATHER_REGION if k == 0 else k)
 
 
 @dataclass(frozen=True)
@@ -231,7 +248,7 @@ def pods_plans(calls, pods: int, hosts: int, library: str, ctx: runner.Context, 
                 chosen = replace(base, note="; ".join(filter(None, [base.note, why])))
             else:
                 home.append(call.root)
-        elif isinstance(chosen, PodsPlan):
+        elif isinstance(chosen, PodsPlan) and chosen.pods_collective != "allgather":  # (that one: ALLGATHER_REGION)
             for uses in region0:
                 uses.append(None)
         plans.append(chosen)
