@@ -52,7 +52,8 @@ from cxlsim.replay.collectives import Plan, plan
 from cxlsim.replay.pod_routes import POOL
 from cxlsim.replay.pool_messages import PoolMessages
 
-__all__ = ["PodMessages", "PodsPlan", "ShiftedPodEndpoint", "ALLGATHER_REGION", "NetworkPlan", "pods_plan", "pods_plans", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
+__all__ = ["PodMessages", "PodsPlan", "ShiftedPodEndpoint", "ALLGATHER_REGION", "NetworkPlan", "pods_plan",
+           "pods_plans", "inter_algorithm", "pod_figures", "mailbox_floor", "CPU_NOTE"]
 
 _PODS = {"allgather": "allgather", "barrier": "allgather", "allreduce": "allreduce", "bcast": "broadcast",
          "alltoall": "alltoall"}
