@@ -149,8 +149,9 @@ def test_pods_refuse_a_trace_of_another_size_ranks_per_node_and_shared_hosts(tmp
     spec = pods_yaml(tmp_path, 2, 2)
     with pytest.raises(InputError, match=r"the pod fabric has 4 hosts .* the trace has 6 ranks"):
         fabrics.resolve(spec, 6)
-    with pytest.raises(InputError, match=r"--ranks-per-node .*cxl-pods does not use it"):
-        fabrics.resolve(spec, 4, ranks_per_node=2)
+    with pytest.raises(InputError, match=r"--ranks-per-node 2: a pool or pod fabric of 4 hosts runs 4 x 2 = 8 ranks, "
+                                         r"the trace has 6"):
+        fabrics.resolve(spec, 6, ranks_per_node=2)
     placement = tmp_path / "hosts.txt"
     placement.write_text("1\n0\n1\n3\n")
     with pytest.raises(InputError, match=r"--placement .*hosts.txt: ranks 0 and 2 are both on host 1; this fabric "

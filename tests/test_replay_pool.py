@@ -87,9 +87,10 @@ def test_real_traces_replay_on_pools(spec):
             assert any("over the pool's send/recv protocol" in note for note in timeline.notes)
 
 
-def test_a_pool_runs_one_rank_per_host(tmp_path):
-    with pytest.raises(InputError, match=r"--ranks-per-node .*cxl3-pool does not use it"):
-        fabrics.resolve("cxl3-pool", 4, "block", ranks_per_node=2)
+def test_a_pool_refuses_a_trace_that_does_not_fill_its_hosts_and_a_crowded_placement(tmp_path):
+    with pytest.raises(InputError, match=r"--ranks-per-node 2: a pool or pod fabric of 3 hosts runs 3 x 2 = 6 ranks, "
+                                         r"the trace has 5"):
+        fabrics.resolve("cxl3-pool", 5, "block", ranks_per_node=2)
     mapping = tmp_path / "hosts.txt"
     mapping.write_text("0\n1\n2\n2\n")
     with pytest.raises(InputError, match="ranks 2 and 3 are both on host 2; this fabric runs one rank per host"):
