@@ -54,7 +54,7 @@ def test_two_ranks_on_one_host_stream_through_its_port_one_after_the_other(name,
         t = CXLPoolTransport(preset, hosts, ranks_per_host=per_host, coherence=coherence)
         assert t.size == 2 and t.host_of == [r // per_host for r in range(2)]
 
-        def rank(r):
+        def rank(r, t=t, per_host=per_host):
             yield t.pool_write(r, r * W, W)
             issued = t.env.now
             yield t.fence(r)
