@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cxlsim.models.collectives.chain import segments
+from cxlsim.models.collectives.chain import pipelined_chain_ends
 from cxlsim.models.collectives.network_forms import CostModel, pairwise_steps, ring_recurrence, scatter_tree
-from cxlsim.models.collectives.tree_bcast import TREES, children
+from cxlsim.models.collectives.tree_bcast import TREES, tree_ends
 
 __all__ = ["network_ends", "ENDS"]
 
@@ -50,62 +50,6 @@ def binomial_ends(cm: CostModel, p: int, s: int) -> np.ndarray:
         for i, child in enumerate(kids):
             have[child] = have[rel] + i * busy + deliver
         ends[rel] = have[rel] + len(kids) * busy
-    return ends
-
-
-def tree_ends(cm: CostModel, p: int, s: int, tree: str, root: int) -> np.ndarray:
-    """An Open MPI tree broadcast (`tree_bcast`, whole message, isends) from `root`: each relative rank's
-    end, ns (`linear` sends in rank order, so its ends depend on the root)."""
-    o, intra = cm.overhead_ns, cm.intra_only
-    have, ends = {root: 0.0}, np.zeros(p)
-    for rel in range(p):  # parents come before their children in root-relative order
-        rank = (rel + root) % p
-        cpu = done = have[rank]
-        nic = link = float("-inf")
-        for child in children(tree, rank, p, root):
-            cpu += o
-            if intra:
-                have[child] = cpu + cm.receive(s, True)
-                done = cpu
-                continue
-            start = max(cpu, nic)
-            nic = start + cm.gap_ns
-            start = max(start, link)
-            link = start + s * cm.beta_ns_per_byte
-            have[child] = start + cm.wire(s) + cm.receive(s, False)
-            done = max(done, link)
-        ends[rel] = done
-    return ends
-
-
-def pipelined_chain_ends(cm: CostModel, p: int, s: int) -> np.ndarray:
-    """The pipelined chain (`chain.pipelined_chain`): each relative rank's end, ns."""
-    o, beta, intra = cm.overhead_ns, cm.beta_ns_per_byte, cm.intra_only
-    pieces = segments(s)
-    arrived = [0.0] * len(pieces)
-    ends = np.zeros(p)
-    for rank in range(p):
-        cpu = nic = link = float("-inf")
-        ready = 0.0
-        forwarded = []
-        for j, k in enumerate(pieces):
-            if rank:
-                ready = max(arrived[j], ready) + cm.receive(k, intra)
-            if rank == p - 1:
-                continue
-            cpu = max(cpu, ready) + o
-            if intra:
-                forwarded.append(cpu)
-                ready = cpu
-                continue
-            start = max(cpu, nic)
-            nic = start + cm.gap_ns
-            start = max(start, link)
-            link = start + k * beta
-            forwarded.append(start + cm.wire(k))
-            ready = link
-        ends[rank] = ready
-        arrived = forwarded
     return ends
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from cxlsim.models.collectives.base import Algorithm
 
-__all__ = ["SEGMENT_BYTES", "segments", "pipelined_chain", "pipelined_chain_cost", "PIPELINED_CHAIN"]
+__all__ = ["SEGMENT_BYTES", "segments", "pipelined_chain", "pipelined_chain_ends", "pipelined_chain_cost", "PIPELINED_CHAIN"]
 
 SEGMENT_BYTES = 512 * 1024
 """NCCL's Simple-protocol step: NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 x BROADCAST_CHUNKSTEPS 1."""
@@ -57,12 +57,13 @@ def pipelined_chain(g, s, data, ctx):
     return data
 
 
-def pipelined_chain_cost(cm, p, s, ctx=None):
-    """Closed form of `pipelined_chain` on a network `CostModel` (see the module docstring), ns."""
+def pipelined_chain_ends(cm, p, s) -> list[float]:
+    """Each rank's end (ns) of `pipelined_chain` on a network `CostModel`: when it has received its
+    last segment, or its last forward has left (see the module docstring)."""
     o, beta, intra = cm.overhead_ns, cm.beta_ns_per_byte, cm.intra_only
     pieces = segments(s)
     arrived = [0.0] * len(pieces)  # when each segment has arrived at the current rank
-    end = 0.0
+    ends = []
     for rank in range(p):
         cpu = nic = link = float("-inf")
         ready = 0.0  # when the rank may start its next operation
@@ -83,9 +84,14 @@ def pipelined_chain_cost(cm, p, s, ctx=None):
             link = start + k * beta
             forwarded.append(start + cm.wire(k))
             ready = link
-        end = max(end, ready)
+        ends.append(ready)
         arrived = forwarded
-    return end
+    return ends
+
+
+def pipelined_chain_cost(cm, p, s, ctx=None):
+    """Closed form of `pipelined_chain` on a network `CostModel`: its last rank's end, ns."""
+    return max(0.0, *pipelined_chain_ends(cm, p, s))
 
 
 PIPELINED_CHAIN = Algorithm("broadcast", "pipelined_chain", pipelined_chain, pipelined_chain_cost,

@@ -31,7 +31,7 @@ from functools import partial
 
 from cxlsim.models.collectives.base import Algorithm
 
-__all__ = ["KNOMIAL_RADIX", "TREES", "children", "tree_bcast", "tree_bcast_cost", "LINEAR", "CHAIN", "BINARY_TREE",
+__all__ = ["KNOMIAL_RADIX", "TREES", "children", "tree_bcast", "tree_ends", "tree_bcast_cost", "LINEAR", "CHAIN", "BINARY_TREE",
            "OMPI_BINOMIAL", "KNOMIAL", "RECORDS"]
 
 KNOMIAL_RADIX = 4
@@ -100,12 +100,12 @@ def tree_bcast(g, s, data, ctx, tree):
     return data
 
 
-def tree_bcast_cost(cm, p, s, ctx, tree):
-    """Closed form of `tree_bcast` on a network `CostModel` (see the module docstring), ns."""
+def tree_ends(cm, p, s, tree, root) -> list[float]:
+    """Each root-relative rank's end (ns) of `tree_bcast` from `root` on a network `CostModel`: when
+    its last isend has left, or a leaf has its data (`linear` sends in rank order, so the ends
+    depend on the root)."""
     o, intra = cm.overhead_ns, cm.intra_only
-    root = ctx.root if ctx is not None else 0
-    have = {root: 0.0}
-    end = 0.0
+    have, ends = {root: 0.0}, []
     for rel in range(p):  # parents come before their children in root-relative order
         rank = (rel + root) % p
         cpu = done = have[rank]
@@ -122,8 +122,13 @@ def tree_bcast_cost(cm, p, s, ctx, tree):
             link = start + s * cm.beta_ns_per_byte
             have[child] = start + cm.wire(s) + cm.receive(s, False)
             done = max(done, link)
-        end = max(end, done)
-    return max(end, max(have.values()))
+        ends.append(done)
+    return ends
+
+
+def tree_bcast_cost(cm, p, s, ctx, tree):
+    """Closed form of `tree_bcast` on a network `CostModel`: its last rank's end, ns."""
+    return max(0.0, *tree_ends(cm, p, s, tree, ctx.root if ctx is not None else 0))
 
 
 def _record(name, source):
