@@ -92,6 +92,20 @@ def test_run_reports_fallbacks_and_checks_payloads():
     assert row["algorithm"] == "bruck" and "fell back to bruck" in row["note"] and row["events"] > 0
 
 
+@pytest.mark.parametrize("engine", ["analytic", "des"])
+@pytest.mark.parametrize("collective", ["allgather", "broadcast", "alltoall"])
+def test_a_zero_copy_row_says_what_its_latency_leaves_to_the_caller(collective, engine):
+    from cxlsim.projection import ZERO_COPY_NOTE
+
+    cfg = config.from_dict({"engine": engine, "fabric": {"preset": "cxl3-pool", "nodes": 4},
+                            "workload": {"collective": collective, "algorithm": "cxl_pool_zero_copy",
+                                         "sizes": [64, 1 << 20]}})
+    rows = run(cfg)
+    assert all(ZERO_COPY_NOTE in r["note"] for r in rows)
+    copy = run(config.with_overrides(cfg, {"workload.algorithm": "cxl_pool"}))
+    assert not any(ZERO_COPY_NOTE in r["note"] for r in copy)
+
+
 def test_hierarchical_reports_the_leaders_fallback():
     cfg = config.with_overrides(config.from_dict(DEFAULT_SCENARIO),
                                 {"fabric.nodes": 6, "fabric.ranks_per_node": 2, "workload.algorithm": "hierarchical",
