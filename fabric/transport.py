@@ -31,12 +31,12 @@ overheads, copies and reductions never overlap.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections import defaultdict, deque
 
 import simpy
 from simpy.core import NORMAL
 
 from cxlsim.errors import InputError, RunError
+from cxlsim.fabric.matching import Matching
 
 __all__ = ["Transport", "Endpoint", "NetworkTransport", "UnsupportedOperation", "DEFAULT_CHUNK_BYTES", "fire_at"]
 
@@ -166,8 +166,7 @@ class NetworkTransport(Transport):
         self.chunk_bytes = chunk_bytes
         self.host_of = placement.host_of
         self._cpu_free = [0.0] * self.size
-        self._arrived = defaultdict(deque)   # (dst, src, tag) -> deque of (size, payload, intra)
-        self._posted = defaultdict(deque)    # (dst, src, tag) -> deque of pending recv events
+        self._matching = Matching()          # (dst, src, tag) -> (size, payload, intra) or recv events
         self.messages = 0
         self.bytes = 0
 
@@ -235,20 +234,15 @@ class NetworkTransport(Transport):
         if not 0 <= src < self.size or src == dst:
             raise RunError(f"recv: rank {dst} cannot receive from rank {src} (P={self.size})")
         event = simpy.Event(self.env)
-        key = (dst, src, tag)
-        arrived = self._arrived.get(key)
-        if arrived:
-            self._complete(event, dst, *arrived.popleft())
-        else:
-            self._posted[key].append(event)
+        landed = self._matching.post((dst, src, tag), event)
+        if landed:
+            self._complete(event, dst, *landed[0])
         return event
 
     def _arrive(self, key, size_bytes, payload, intra):
-        posted = self._posted.get(key)
-        if posted:
-            self._complete(posted.popleft(), key[0], size_bytes, payload, intra)
-        else:
-            self._arrived[key].append((size_bytes, payload, intra))
+        waiting = self._matching.arrive(key, (size_bytes, payload, intra))
+        if waiting is not None:
+            self._complete(waiting, key[0], size_bytes, payload, intra)
 
     def _complete(self, event, rank, size_bytes, payload, intra):
         host = self.network.hosts[self.host_of[rank]]
@@ -257,5 +251,4 @@ class NetworkTransport(Transport):
 
     def _waiting(self) -> str:
         """What blocked ranks wait for, for the deadlock message."""
-        waiting = sorted(k for k, v in self._posted.items() if v)
-        return f"unmatched receives (dst, src, tag): {waiting[:8]}"
+        return f"unmatched receives (dst, src, tag): {self._matching.waiting()[:8]}"

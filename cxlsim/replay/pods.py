@@ -38,12 +38,13 @@ says so.
 """
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass, fields, replace
 
 import simpy
 
 from cxlsim.fabric.pods import REGIONS, PodEndpoint
+from cxlsim.fabric.matching import Matching
 from cxlsim.fabric.transport import Transport
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import analytic, registry, runner, selectors
@@ -90,8 +91,7 @@ class PodMessages(Transport):
         self._sent = defaultdict(int)        # (dst, src, tag) -> messages sent inside a pod
         self._next = defaultdict(int)        # (dst, src, tag) -> the next one to deliver
         self._landed = defaultdict(dict)     # (dst, src, tag) -> {sequence number: payload} landed early
-        self._arrived = defaultdict(deque)   # (dst, src, tag) -> payloads delivered, not yet received
-        self._posted = defaultdict(deque)    # (dst, src, tag) -> receive events waiting
+        self._matching = Matching()          # (dst, src, tag) -> payloads delivered in order, or receives
 
     @property
     def messages(self) -> int:
@@ -120,22 +120,17 @@ class PodMessages(Transport):
         while self._next[key] in early:
             got = early.pop(self._next[key])
             self._next[key] += 1
-            posted = self._posted.get(key)
-            if posted:
-                posted.popleft().succeed(got)
-            else:
-                self._arrived[key].append(got)
+            waiting = self._matching.arrive(key, got)
+            if waiting is not None:
+                waiting.succeed(got)
 
     def recv(self, dst, src, tag=0):
         q = self.hosts
         if src // q != dst // q:
             return self.network.recv(dst, src, tag)
         event = simpy.Event(self.env)
-        arrived = self._arrived.get((dst, src, tag))
-        if arrived:
-            return event.succeed(arrived.popleft())
-        self._posted[(dst, src, tag)].append(event)
-        return event
+        landed = self._matching.post((dst, src, tag), event)
+        return event.succeed(landed[0]) if landed else event
 
     def compute(self, rank, duration_ns):
         return self.network.compute(rank, duration_ns)
@@ -147,8 +142,7 @@ class PodMessages(Transport):
         return self.network.reduce(rank, size_bytes)
 
     def _waiting(self) -> str:
-        waiting = sorted(k for k, v in self._posted.items() if v)
-        return f"unmatched receives inside pods (dst, src, tag): {waiting[:8]}"
+        return f"unmatched receives inside pods (dst, src, tag): {self._matching.waiting()[:8]}"
 
 
 @dataclass(frozen=True)

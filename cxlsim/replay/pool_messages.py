@@ -45,12 +45,12 @@ the CXL presets).
 """
 from __future__ import annotations
 
-from collections import defaultdict, deque
 
 import simpy
 
 from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError, RunError
+from cxlsim.fabric.matching import Matching
 from cxlsim.fabric.transport import Transport
 
 __all__ = ["PoolMessages", "message_ns", "LINE_BYTES", "DEFAULT_SLOT_BYTES", "DEFAULT_SLOTS"]
@@ -103,8 +103,7 @@ class PoolMessages(Transport):
         self._pieces = [[0] * p for _ in range(p)]     # next piece number per (src, dst)
         self._sent = [[None] * p for _ in range(p)]    # the pair's last send, for ordering
         self._pulled = [[None] * p for _ in range(p)]  # the pair's last receive
-        self._arrived = defaultdict(deque)             # (dst, src, tag) -> payloads
-        self._posted = defaultdict(deque)              # (dst, src, tag) -> recv events
+        self._matching = Matching()                    # (dst, src, tag) -> payloads or recv events
         self.messages = 0
 
     def _slot(self, src: int, dst: int, piece: int) -> tuple:
@@ -168,22 +167,16 @@ class PoolMessages(Transport):
                 yield pool.flush(dst, ack, 8)
         pulled.succeed()
         tag, payload = message
-        key = (dst, src, tag)
-        posted = self._posted.get(key)
-        if posted:
-            posted.popleft().succeed(payload)
-        else:
-            self._arrived[key].append(payload)
+        waiting = self._matching.arrive((dst, src, tag), payload)
+        if waiting is not None:
+            waiting.succeed(payload)
 
     def recv(self, dst, src, tag=0):
         if not 0 <= src < self.size or src == dst:
             raise RunError(f"recv: rank {dst} cannot receive from rank {src} (P={self.size})")
         event = simpy.Event(self.env)
-        arrived = self._arrived.get((dst, src, tag))
-        if arrived:
-            return event.succeed(arrived.popleft())
-        self._posted[(dst, src, tag)].append(event)
-        return event
+        landed = self._matching.post((dst, src, tag), event)
+        return event.succeed(landed[0]) if landed else event
 
     def compute(self, rank, duration_ns):
         return self.pool.compute(rank, duration_ns)
@@ -195,5 +188,4 @@ class PoolMessages(Transport):
         return self.pool.reduce(rank, size_bytes)
 
     def _waiting(self) -> str:
-        waiting = sorted(k for k, v in self._posted.items() if v)
-        return f"unmatched pool receives (dst, src, tag): {waiting[:8]}"
+        return f"unmatched pool receives (dst, src, tag): {self._matching.waiting()[:8]}"
