@@ -30,7 +30,7 @@ from typing import Callable
 from cxlsim.errors import InputError
 
 __all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "HYBRID", "flat_exact",
-           "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "split", "is_pow2"]
+           "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "fold_vectors", "split", "is_pow2"]
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather", "alltoall", "barrier")
 REDUCE_BITS = 24
@@ -160,6 +160,16 @@ def add_vectors(a: tuple, b: tuple) -> tuple:
     if len(a) != len(b):
         raise AssertionError(f"reduction of segments of different lengths {len(a)} and {len(b)}")
     return tuple(x + y for x, y in zip(a, b))
+
+
+def fold_vectors(vectors) -> tuple | None:
+    """Left fold over ranks 0..P-1 of their reduction labels (`add_vectors`); None if a contribution is missing."""
+    if any(v is None or not isinstance(v, tuple) for v in vectors):
+        return None
+    out = vectors[0]
+    for v in vectors[1:]:
+        out = add_vectors(out, v)
+    return out
 
 
 def split(vec: tuple, parts: int) -> list[tuple]:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from cxlsim.errors import InputError
 from cxlsim.fabric.octopus import SparsePod
 from cxlsim.models.collectives import pool_collectives as pc
-from cxlsim.models.collectives.base import Context, add_vectors, split
+from cxlsim.models.collectives.base import Context, fold_vectors, split
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collective_forms import alltoall_cost
 
@@ -71,12 +71,7 @@ def octopus_allreduce(g, s, vec, region: int = 0):
     """The allgather of the vectors, then the fold of all q in host order; the reduced vector (None if one is missing)."""
     vectors = yield from octopus_allgather(g, s, vec, region)
     yield g.reduce((len(vectors) - 1) * s)
-    if any(v is None or not isinstance(v, tuple) for v in vectors):
-        return None
-    out = vectors[0]
-    for v in vectors[1:]:
-        out = add_vectors(out, v)
-    return out
+    return fold_vectors(vectors)
 
 
 def octopus_reduce_scatter(g, s, vec, region: int = 0):
@@ -86,12 +81,7 @@ def octopus_reduce_scatter(g, s, vec, region: int = 0):
     seg = -(-s // t.size)
     column = yield from octopus_alltoall(g, seg, split(vec, t.size), region)
     yield g.reduce((t.size - 1) * seg)
-    if any(b is None or not isinstance(b, tuple) for b in column):
-        return None
-    out = column[0]
-    for b in column[1:]:
-        out = add_vectors(out, b)
-    return out
+    return fold_vectors(column)
 
 
 def octopus_alltoall(g, m, blocks, region: int = 0):

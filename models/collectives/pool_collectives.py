@@ -60,7 +60,7 @@ from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.fabric.pool_transport import PoolTransport
-from cxlsim.models.collectives.base import add_vectors, split
+from cxlsim.models.collectives.base import fold_vectors, split
 
 __all__ = ["StepLayout", "written", "done", "share_bytes", "block_bytes", "barrier", "allreduce_small", "allreduce_large",
            "reduce_scatter", "alltoall", "alltoall_zero_copy", "broadcast", "broadcast_zero_copy"]
@@ -170,16 +170,6 @@ def _row_block(label, writer, index):
     return None
 
 
-def _fold(vectors):
-    """Left fold over ranks 0..P-1 (labels add); None if a contribution is missing."""
-    if any(v is None or not isinstance(v, tuple) for v in vectors):
-        return None
-    out = vectors[0]
-    for v in vectors[1:]:
-        out = add_vectors(out, v)
-    return out
-
-
 def barrier(g, size_bytes, mine, ctx=None):
     """Every rank publishes written(e) without data and waits for every other rank's; returns the ranks seen."""
     t = _pool(g, "barrier")
@@ -211,7 +201,7 @@ def allreduce_small(g, s, vec, ctx=None):
     vectors = yield from _read_all(t, r, [(layout.slot(rnd, w), s) for w in range(p)])
     if p > 1:
         yield g.reduce((p - 1) * s)
-    return _fold(vectors)
+    return fold_vectors(vectors)
 
 
 def allreduce_large(g, s, vec, ctx=None):
@@ -228,7 +218,7 @@ def allreduce_large(g, s, vec, ctx=None):
     labels = [_share_of(label, p, r) for label in got]
     if p > 1:
         yield g.reduce((p - 1) * (hi - lo))
-    share = _fold(labels)
+    share = fold_vectors(labels)
     e2 = t.next_epoch(r)
     rnd2 = t.next_round(r, s) if s else e2
     mine = layout.slot(rnd2, r) + lo
@@ -277,7 +267,7 @@ def reduce_scatter(g, s, vec, ctx=None):
     column = yield from _row_step(t, g, seg, split(vec, p), "reduce_scatter cxl_pool")
     if p > 1:
         yield g.reduce((p - 1) * seg)
-    return _fold(column)
+    return fold_vectors(column)
 
 
 def alltoall(g, m, blocks, ctx=None):
