@@ -1,0 +1,202 @@
+/* cxl_coll_reduce.h: the pool collectives that fold data (reduce_scatter block, allreduce small, large and split phase),
+ * on the step machinery of cxl_coll_core.h (see its comment for steps, chunks and modes). */
+#ifndef CXLSIM_CXL_COLL_REDUCE_H
+#define CXLSIM_CXL_COLL_REDUCE_H
+
+#include "cxl_coll_core.h"
+
+/* ---- reduce_scatter (block) ----------------------------------------------------------- */
+
+/* send holds P blocks of count elements; rank r gets the fold over ranks of block r in recv.
+ * send == recv is MPI_IN_PLACE (the result goes to the first count elements). */
+static int cxl_coll_reduce_scatter_block(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int dtype,
+                                         int op)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t P = (uint64_t)p->nranks, me = (uint64_t)p->rank, es = cxl_dtype_size[dtype];
+    uint64_t room = c->slot_bytes / (P * es), chunk = count < room ? count : room;
+    /* only this rank reads its own block: with the log off and no emulated timing (whose copy-in
+     * and the log describe the whole row) it is folded from send and not copied into the slot */
+    int own_from_send = !p->log && !p->timed;
+    if (chunk == 0 && count) return CXL_COLL_TOO_SMALL;
+    for (uint64_t off = 0; off < count; off += chunk) {
+        uint64_t n = count - off < chunk ? count - off : chunk, round;
+        if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
+        uint64_t e = c->epoch;
+        char *mine = cxl_slot(p, round, p->rank);
+        for (uint64_t d = 0; d < P; d++)
+            if (d != me || !own_from_send) cxl_coll_copy_in(c, mine + d * n * es, send + (d * count + off) * es, n * es);
+        cxl_publish(p, cxl_coll_written(e), round, P * n * es);
+        if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+        cxl_coll_note_all_written(c, e);
+        cxl_coll_acquire(c, round, me * n * es, n * es);
+        cxl_coll_fold_slots(c, dtype, op, round, me * n * es, recv + off * es, n,
+                            own_from_send ? send + (me * count + off) * es : NULL);
+    }
+    return 0;
+}
+
+/* ---- allreduce, split phase ------------------------------------------------------------ */
+
+/* One allreduce in flight: what cxl_coll_allreduce_wait needs to finish it. */
+typedef struct {
+    const char *send;
+    char *recv;
+    uint64_t count;        /* elements */
+    int dtype, op;
+    uint64_t large_bytes;  /* chunks of at least this many bytes use reduce-scatter + allgather */
+    uint64_t chunk;        /* elements per chunk (one slot) */
+    uint64_t started;      /* elements whose chunk is published but not yet folded: the first chunk's */
+    uint64_t round;        /* that chunk's round */
+    int inlined;           /* the call's input rides in the flag lines (cxl_coll_t.inline_bytes) */
+} cxl_allreduce_t;
+
+/* Share r of count elements over P ranks: [lo, hi), boundaries on 64-byte lines. */
+static inline void cxl_coll_share(uint64_t count, uint64_t es, uint64_t P, uint64_t r, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t unit = CXL_LINE / es, units = (count + unit - 1) / unit;
+    *lo = units * r / P * unit;
+    *hi = units * (r + 1) / P * unit;
+    if (*lo > count) *lo = count;
+    if (*hi > count) *hi = count;
+}
+
+/* A chunk of n elements that takes the large algorithm is folded share by share, and only this
+ * rank reads its own share [lo, hi) of its slot: with the log off and no emulated timing (whose
+ * copy-in and the log describe the whole input) that share is folded from send and is not
+ * copied into the slot. 1 (and lo, hi) if this chunk does so. */
+static inline int cxl_coll_allreduce_own_share(cxl_coll_t *c, const cxl_allreduce_t *a, uint64_t n, uint64_t *lo,
+                                               uint64_t *hi)
+{
+    uint64_t es = cxl_dtype_size[a->dtype], P = (uint64_t)c->pool.nranks;
+    if (P == 1 || n * es < a->large_bytes || c->pool.log || c->pool.timed) return 0;
+    cxl_coll_share(n, es, P, (uint64_t)c->pool.rank, lo, hi);
+    return 1;
+}
+
+/* Copy count elements at send + off into this rank's slot of a new step and publish them. */
+static int cxl_coll_allreduce_publish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t off, uint64_t n)
+{
+    uint64_t es = cxl_dtype_size[a->dtype];
+    if (cxl_coll_claim(c, 1, &a->round)) return CXL_COLL_TIMEOUT;
+    if (a->inlined) { /* into the flag line, then the flag: one line, plain stores in order */
+        memcpy(cxl_coll_inline_half(&c->pool, c->pool.rank, a->round), a->send, n * es);
+        __atomic_store_n(cxl_flag(&c->pool, c->pool.rank), cxl_coll_written(c->epoch), __ATOMIC_RELEASE);
+        a->started = n;
+        return 0;
+    }
+    char *mine = cxl_slot(&c->pool, a->round, c->pool.rank);
+    uint64_t lo, hi;
+    if (cxl_coll_allreduce_own_share(c, a, n, &lo, &hi)) { /* the other ranks' shares only */
+        cxl_coll_copy_in(c, mine, a->send + off * es, lo * es);
+        cxl_coll_copy_in(c, mine + hi * es, a->send + (off + hi) * es, (n - hi) * es);
+    } else {
+        cxl_coll_copy_in(c, mine, a->send + off * es, n * es);
+    }
+    cxl_publish(&c->pool, cxl_coll_written(c->epoch), a->round, n * es);
+    a->started = n;
+    return 0;
+}
+
+/* Finish the chunk of n elements at element off whose input step is published. */
+static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t off, uint64_t n)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t es = cxl_dtype_size[a->dtype], P = (uint64_t)p->nranks, e = c->epoch;
+    a->started = 0;
+    if (a->inlined) { /* copy each rank's half out as soon as its flag shows, then fold (recv may be the
+                         input: MPI_IN_PLACE). The copy is made at once because the rank may overwrite its
+                         line for its next call soon after: a second read then would cost a transfer */
+        char copies[P][CXL_COLL_INLINE_MAX];
+        const char *blocks[P];
+        for (uint64_t r = 0; r < P; r++) {
+            blocks[r] = cxl_coll_inline_half(p, (int)r, a->round);
+            if (r == (uint64_t)p->rank) continue;
+            if (cxl_coll_wait_one(c, (int)r, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+            memcpy(copies[r], blocks[r], n * es);
+            blocks[r] = copies[r];
+        }
+        cxl_coll_note_all_written(c, e);
+        cxl_fold(a->dtype, a->op, a->recv, blocks, (int)P, n);
+        return 0;
+    }
+    if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
+    cxl_coll_note_all_written(c, e);
+    if (n * es < a->large_bytes || P == 1) { /* small: fold every block */
+        cxl_coll_acquire(c, a->round, 0, n * es);
+        cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n, NULL);
+        return 0;
+    }
+    /* large: fold this rank's share into the other buffer, publish it, gather every share */
+    uint64_t lo, hi, round;
+    cxl_coll_share(n, es, P, (uint64_t)p->rank, &lo, &hi);
+    cxl_coll_acquire(c, a->round, lo * es, (hi - lo) * es);
+    uint64_t input_round = a->round;
+    if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
+    uint64_t e2 = c->epoch;
+    uint64_t own_lo, own_hi;
+    int own = cxl_coll_allreduce_own_share(c, a, n, &own_lo, &own_hi);
+    cxl_coll_fold_slots(c, a->dtype, a->op, input_round, lo * es, cxl_slot(p, round, p->rank) + lo * es, hi - lo,
+                        own ? a->send + (off + lo) * es : NULL);
+    cxl_coll_publish_range(c, cxl_coll_written(e2), round, lo * es, (hi - lo) * es);
+    if (cxl_coll_wait_all(c, cxl_coll_written(e2))) return CXL_COLL_TIMEOUT;
+    cxl_coll_note_all_written(c, e2);
+    for (uint64_t r = 0; r < P; r++) {
+        uint64_t rlo, rhi;
+        cxl_coll_share(n, es, P, r, &rlo, &rhi);
+        const char *src = cxl_slot(p, round, (int)r) + rlo * es;
+        if (r == (uint64_t)p->rank) {
+            memcpy(a->recv + (off + rlo) * es, src, (rhi - rlo) * es);
+            continue;
+        }
+        if (p->flush_mode) {
+            cxl_range_op(p, p->invalidate_op, src, (rhi - rlo) * es);
+            cxl_mfence();
+            cxl_log(p, CXL_EV_MFENCE, 0, 0);
+        }
+        cxl_coll_copy_out(c, a->recv + (off + rlo) * es, src, (rhi - rlo) * es);
+    }
+    return 0;
+}
+
+/* Start an allreduce of count elements of dtype under op (cxl_fold_for(dtype, op) != NULL):
+ * the first chunk's input is in the pool and published when this returns. send == recv is
+ * MPI_IN_PLACE. large_bytes: chunks of at least this many bytes use the large algorithm. */
+static int cxl_coll_allreduce_start(cxl_coll_t *c, cxl_allreduce_t *a, const char *send, char *recv, uint64_t count,
+                                    int dtype, int op, uint64_t large_bytes)
+{
+    uint64_t es = cxl_dtype_size[dtype];
+    a->send = send;
+    a->recv = recv;
+    a->count = count;
+    a->dtype = dtype;
+    a->op = op;
+    a->large_bytes = large_bytes;
+    a->chunk = c->slot_bytes / es;
+    a->started = 0;
+    a->inlined = count * es <= c->inline_bytes && !c->pool.flush_mode && !c->pool.timed;
+    if (count == 0) return 0;
+    return cxl_coll_allreduce_publish(c, a, 0, count < a->chunk ? count : a->chunk);
+}
+
+/* Complete the allreduce begun by cxl_coll_allreduce_start (the remaining chunks run here). */
+static int cxl_coll_allreduce_wait(cxl_coll_t *c, cxl_allreduce_t *a)
+{
+    for (uint64_t off = 0; off < a->count; off += a->chunk) {
+        uint64_t n = a->count - off < a->chunk ? a->count - off : a->chunk;
+        if (off > 0 && cxl_coll_allreduce_publish(c, a, off, n)) return CXL_COLL_TIMEOUT;
+        if (cxl_coll_allreduce_finish(c, a, off, n)) return CXL_COLL_TIMEOUT;
+    }
+    return 0;
+}
+
+/* The blocking allreduce: start, then wait. */
+static int cxl_coll_allreduce(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int dtype, int op,
+                              uint64_t large_bytes)
+{
+    cxl_allreduce_t a;
+    if (cxl_coll_allreduce_start(c, &a, send, recv, count, dtype, op, large_bytes)) return CXL_COLL_TIMEOUT;
+    return cxl_coll_allreduce_wait(c, &a);
+}
+
+#endif
