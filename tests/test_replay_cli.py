@@ -231,6 +231,6 @@ def test_a_local_host_profile_is_refused(tmp_path):
     data.update(kind="local-host", model={k: 0 for k in MODEL_KEYS["local-host"]})
     path = tmp_path / "local.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(InputError, match=r"--fabric .*local\.json: a local-host profile fits the emulator's pool "
-                                         r"allgather on one host"):
+    with pytest.raises(InputError, match=r"--fabric .*local\.json: a local-host profile models the emulator's pool "
+                                         r"collectives on one host"):
         fabrics.resolve(str(path), 2)

@@ -17,7 +17,7 @@ from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import runner
 from cxlsim.models.training.stragglers import Slowdown
-from cxlsim.replay import engine, fabrics, otf2_reader, output, simgrid, stragglers
+from cxlsim.replay import engine, fabrics, otf2_reader, output, pool_profile, simgrid, stragglers
 from cxlsim.results import Workspace, make_rng
 
 __all__ = ["main", "register", "compute_scale", "read_trace", "is_otf2"]
@@ -80,7 +80,12 @@ def main(args) -> int:
         step_factors = stragglers.draw(rng, trace, args.cv, slowdown).tolist()
     specs = args.fabric
     typical = fabrics.typical_message_bytes(trace)
-    chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node, typical) for spec in specs]
+    stats = pool_profile.read_library_stats(args.library_stats) if args.library_stats else None
+    chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node, typical, trace, stats)
+              for spec in specs]
+    if stats is not None and not any(fab.priced for fab in chosen):
+        raise InputError("--library-stats: says which collectives ran on the library's pool, for a --fabric "
+                         "NET.json+LOCAL.json; no --fabric is one")
     labels = {}
     timelines = {}
     for fab in chosen:
@@ -89,7 +94,7 @@ def main(args) -> int:
         label = fab.label if n == 0 else f"{fab.label}#{n + 1}"
         timelines[label] = engine.replay(trace, fab.make(), library=args.selector, compute_scale=scale,
                                          context=runner.Context(groups=fab.groups), step_factors=step_factors,
-                                         at=fab.at)
+                                         at=fab.at, priced=fab.priced)
         print(f"# {label}: {fab.describe}", file=sys.stderr if args.quiet else sys.stdout)
     res = output.results(timelines)
     sys.stdout.write(output.table(res))
@@ -100,7 +105,8 @@ def main(args) -> int:
     workspace = Workspace(args.output) if args.output else Workspace.new("runs", "replay")
     workspace.write_config({"trace": args.trace, "trace_ranks": trace.size, "trace_calls": trace.calls(),
                             "host_speed_flops_per_s": trace.host_speed_flops_per_s,
-                            "fabrics": specs, "placement": args.placement, "ranks_per_node": args.ranks_per_node,
+                            "fabrics": specs, "library_stats": args.library_stats, "placement": args.placement,
+                            "ranks_per_node": args.ranks_per_node,
                             "selector": args.selector, "compute_scale": args.compute_scale,
                             "cv": args.cv, "slowdown": args.slowdown,
                             "timeline_ms": args.timeline_ms})
@@ -120,8 +126,13 @@ def register(subparsers) -> None:
                                  "OTF2 archive (traces.otf2 or its directory; needs the otf2 extra)")
     p.add_argument("--fabric", action="append", required=True,
                    help="a preset (e.g. ib-hdr, eth-100g-tcp, cxl3-pool, cxl-pods), a scenario PATH.yaml (its "
-                        "fabric section) or a network calibration profile PATH.json (cxlsim calibrate --from-osu); "
-                        "repeat for several fabrics, the first is the reference")
+                        "fabric section), a network calibration profile PATH.json (cxlsim calibrate --from-osu), or "
+                        "NET.json+LOCAL.json for a trace of the interposition library (messages on the network "
+                        "profile, the collectives it ran on its pool on the local-host profile); repeat for "
+                        "several fabrics, the first is the reference")
+    p.add_argument("--library-stats",
+                   help="the stats the interposition library printed for the traced run (cxlsim mpi run --stats, "
+                        "its stderr): which collectives ran on its pool, for NET.json+LOCAL.json fabrics")
     p.add_argument("--placement", default="block",
                    help="trace ranks on the fabric's hosts: block (default; rank r on host r // K), round_robin, "
                         "or a file with one host index per line, in rank order (on a CXL pool or pods: at most K "

@@ -158,7 +158,7 @@ def _scales(compute_scale, p: int) -> list:
 
 def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0,
            host_speed_flops_per_s: float | None = None, context: runner.Context | None = None,
-           step_factors=None, at=()) -> Timeline:
+           step_factors=None, at=(), priced=None) -> Timeline:
     """Replay `trace` on `transport` (one rank per trace rank); return the Timeline.
 
     `host_speed_flops_per_s` (default: the trace's) converts compute flops to time;
@@ -166,7 +166,8 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     multiplies rank r's compute gaps after its k-th collective (stragglers,
     cxlsim.replay.stragglers); `context` carries the host groups for hierarchical
     algorithms; `at[r]`, on a pool or pod transport, is the fabric rank trace rank r
-    runs as (`--placement`, cxlsim.replay.placed; () is the identity).
+    runs as (`--placement`, cxlsim.replay.placed; () is the identity); `priced`, on a network transport,
+    prices the collectives the traced library ran on its pool (cxlsim.replay.pool_profile.PoolPricing).
     """
     p = trace.size
     if transport.size != p:
@@ -182,6 +183,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         raise InputError(f"step factors: expected {steps} steps x {p} ranks of compute multipliers")
     ctx = context or runner.Context()
     on_pool = transport.kind == POOL
+    if priced is not None and transport.kind in (POOL, HYBRID):
+        raise InputError("a local-host profile prices a traced library's pool collectives beside a network "
+                         "profile's messages; this fabric is a pool or pods")
     at = tuple(at) or tuple(range(p))
     placed = at != tuple(range(p))
     if placed:
@@ -205,7 +209,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         regions = regions_of(transport)
         messages = PoolMessages(transport, low_bytes=pool_mailbox_floor(transport))
     else:
-        plans = [plan(c, p, library, ctx, False) for c in collectives]
+        plans = [(priced and priced.plan(c, p)) or plan(c, p, library, ctx, False) for c in collectives]
         messages = transport
     if placed:
         messages = Placed(messages, at)

@@ -28,8 +28,11 @@ o + k*G + L + o, as `cxlsim.calibrate.network_model.project_regime` projects
 it). A NIC has one set of figures, so the regime is the one covering
 `message_bytes` (the trace's bytes-weighted median point-to-point message,
 `typical_message_bytes`) and the description says which; every message size
-runs with it. A `local-host` profile is refused: it fits the emulator's pool
-allgather on one host, not messages.
+runs with it. A `local-host` profile alone is refused: it models the emulator's pool
+collectives on one host, not messages. `NET.json+LOCAL.json` joins the two for a
+trace of the interposition library: the messages on the network profile, the
+collectives the library ran on its pool priced by the local-host profile
+(`cxlsim.replay.pool_profile`; which ran there: `--library-stats`).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ from cxlsim.fabric.pod_setup import PodsSetup
 from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.loggp import LogGPFit
 from cxlsim.replay.placed import check_one_to_one
+from cxlsim.replay.pool_profile import PoolPricing
 from cxlsim.replay.shared_hosts import describe_shared, fabric_ranks, pods_transport, pool_transport
 from cxlsim.replay.trace import COLLECTIVES
 
@@ -106,6 +110,8 @@ class Fabric:
     at: tuple = field(default=())
     """Pool and pod fabrics: trace rank r runs as fabric rank at[r] (`cxlsim.replay.placed`); () on a network,
     whose transport places the ranks itself (then fabric ranks are trace ranks)."""
+    priced: PoolPricing | None = None
+    """`NET.json+LOCAL.json`: the collectives priced by the local-host profile (`cxlsim.replay.pool_profile`)."""
 
 
 def typical_message_bytes(trace) -> int:
@@ -140,9 +146,10 @@ def _profile(spec: str, ranks: int, ranks_per_node: int | None, message_bytes: i
     """(label, scenario, ranks per node, note) of a network calibration profile (see the module docstring)."""
     profile = load_profile(spec)
     if profile["kind"] != "network":
-        raise InputError(f"--fabric {spec}: a {profile['kind']} profile fits the emulator's pool allgather on one "
-                         "host, not an application's messages; give a network profile (cxlsim calibrate "
-                         "--from-osu), a preset or a scenario file")
+        raise InputError(f"--fabric {spec}: a {profile['kind']} profile models the emulator's pool collectives on "
+                         "one host, not an application's messages; give a network profile (cxlsim calibrate "
+                         "--from-osu), a preset or a scenario file, or join them as NET.json+LOCAL.json (the "
+                         "messages on the network profile, the library's pool collectives on the local-host one)")
     model = profile["model"]
     regime = LogGPFit.from_dict(model["loggp"]).regime_for(message_bytes)
     g = regime.gap_per_byte_ns
@@ -202,10 +209,32 @@ def _one_to_one(placement: str, ranks: int) -> RankMap:
     return mapping
 
 
+def _joined(spec: str, ranks: int, placement: str, ranks_per_node: int | None, message_bytes: int,
+            trace, library_stats: dict | None) -> Fabric:
+    """`NET.json+LOCAL.json`: the network profile's Fabric with the local-host profile pricing the pool
+    collectives (`cxlsim.replay.pool_profile`)."""
+    network, _, local = spec.partition("+")
+    if not (network.endswith(".json") and local.endswith(".json")):
+        raise InputError(f"--fabric {spec}: expected NET.json+LOCAL.json (a --from-osu network profile and a "
+                         "local-host profile)")
+    if load_profile(network)["kind"] != "network":
+        raise InputError(f"--fabric {spec}: the part before '+' carries the messages: expected a network profile "
+                         "(cxlsim calibrate --from-osu)")
+    if (ranks_per_node or 1) != 1:
+        raise InputError(f"--ranks-per-node: {spec} models one host's ranks, one per CPU; remove the option")
+    fab = resolve(network, ranks, placement, None, message_bytes)
+    priced = PoolPricing(local, ranks, library_stats, trace)
+    label = f"{fab.label}+{os.path.splitext(os.path.basename(local))[0]}"
+    return Fabric(label, fab.kind, f"{fab.describe}; {priced.describe()}", fab.make, fab.groups, fab.at, priced)
+
+
 def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int | None = None,
-            message_bytes: int = 0) -> Fabric:
+            message_bytes: int = 0, trace=None, library_stats: dict | None = None) -> Fabric:
     """The Fabric of `--fabric spec` for a trace of `ranks` ranks (`message_bytes`: a network profile's
-    regime is the one covering it)."""
+    regime is the one covering it; `trace` and `library_stats`, `cxlsim.replay.pool_profile.read_library_stats`,
+    for a joined `NET.json+LOCAL.json`)."""
+    if ".json+" in spec:
+        return _joined(spec, ranks, placement, ranks_per_node, message_bytes, trace, library_stats)
     label, scenario, rpn, note = _scenario(spec, ranks, ranks_per_node, message_bytes)
     try:
         _, setup = simulate.elaborate(scenario)

@@ -1,0 +1,194 @@
+"""The traced run's pool collectives priced by a `local-host` calibration profile.
+
+A trace recorded under the interposition library (`cxlsim mpi run --trace`) ran its point-to-point
+through MPI (priced by a `--from-osu` network profile, `cxlsim.replay.fabrics`) and most of its
+collectives on the library's pool on this host. `--fabric NET.json+LOCAL.json` replays the messages
+on the network profile and prices each collective the library ran on the pool with the local-host
+profile's DES model of the emulator's kernels (`cxlsim.calibrate.collectives.predict_collective`;
+allgather `cxlsim.calibrate.des.predict_local`), the model `cxlsim calibrate` validates against the
+emulator per collective (`validation_collectives.csv`).
+
+Which collectives ran on the pool: the library's stats (`cxlsim mpi run --stats`, the table world
+rank 0 prints on stderr at MPI_Finalize), given with `--library-stats FILE`. A traced kind whose
+every call ran on the pool, on one node, is priced by the profile; a kind with no pool call runs its
+network algorithm on the network profile; a kind with some calls on the pool and some not is refused
+(the trace does not say which call was which), and so are stats whose call counts are not the
+trace's. Without stats every kind the library runs on the pool (`POOL_KINDS`) is priced, and the
+fabric line says it is assumed. The coherence mode is the stats' (without them hw, the library's
+default).
+
+How a call is priced (`PricedPlan`): the pool collectives of the library wait for every rank, so
+every rank leaves a call at the last rank's entry + T, where T is the profile's time of the call
+from a common start (the DES's bench loop: mean over ranks of the last of three calls) without the
+profile's per-call software overhead, which is the Python bench's (`collective_overhead_ns`,
+120-340 ns) and not the C library's (33-59 ns at np 1, docs/mpi.md), which no profile measures and
+which is not charged. The rank's CPU is held for T (the kernel copies and polls). Approximations,
+said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
+sooner); the library's inline allreduce of <= 24 B (one line transfer per rank, not the slot's two)
+is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
+with the per-block figures (outside the np the profile was validated at). Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+from cxlsim import config
+from cxlsim.calibrate.collectives import COLLECTIVES as PROFILE_COLLECTIVES
+from cxlsim.calibrate.collectives import predict_collective
+from cxlsim.calibrate.des import predict_local
+from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.profile import load_profile
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+
+__all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats"]
+
+POOL_KINDS = {"allgather": "allgather", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
+              "bcast": "broadcast", "alltoall": "alltoall", "barrier": "barrier"}
+"""Traced kind -> the profile's collective, for every kind the library runs on its pool."""
+LIBRARY_NAMES = {"MPI_Allgather": "allgather", "MPI_Allreduce": "allreduce",
+                 "MPI_Reduce_scatter_block": "reducescatter", "MPI_Bcast": "bcast", "MPI_Alltoall": "alltoall",
+                 "MPI_Barrier": "barrier"}
+"""The library's stats rows (cxlsim/mpi/stats.c) -> traced kind."""
+ALLREDUCE_LARGE_BYTES = 64 << 10
+"""The library's default CXLSIM_MPI_ALLREDUCE_LARGE (cxlsim/mpi/settings.c): from it allreduce takes the
+large (reduce-scatter + gather) algorithm."""
+
+_HEADER = re.compile(r"cxlsim-mpi stats: (\d+) ranks.*coherence (\w+)")
+_ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+def read_library_stats(path: str) -> dict:
+    """The library's stats table (`cxlsim mpi run --stats`'s stderr) at `path`:
+    {'ranks': P, 'coherence': Coherence, 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}}."""
+    text = config.read_text(path, "--library-stats")
+    header = _HEADER.search(text)
+    if header is None:
+        raise InputError(f"--library-stats {path}: no 'cxlsim-mpi stats: N ranks, ...; coherence MODE' line "
+                         "(the table `cxlsim mpi run --stats` prints on stderr)")
+    rows = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        m = _ROW.match(line)
+        if m is None:
+            continue
+        if m.group(1) not in LIBRARY_NAMES:
+            raise InputError(f"{path}:{number}: {m.group(1)}: not a collective of the library's stats "
+                             f"(known: {', '.join(LIBRARY_NAMES)})")
+        calls, _, _, pool, hier, fallback = (int(m.group(i)) for i in range(2, 8))
+        rows[LIBRARY_NAMES[m.group(1)]] = {"calls": calls, "pool": pool, "hier": hier, "fallback": fallback}
+    return {"ranks": int(header.group(1)), "coherence": Coherence.parse(header.group(2), f"{path}: coherence"),
+            "rows": rows}
+
+
+@dataclasses.dataclass
+class PricedPlan:
+    """One traced collective priced by the profile: every rank leaves at the last entry + `cost_ns`.
+
+    Runs where a `cxlsim.replay.collectives.Plan` runs (`run(ep, tag)`); holds the call's arrivals, so a
+    fresh one per replay."""
+
+    kind: str
+    collective: str
+    size_bytes: int
+    cost_ns: float
+    ranks: int
+    note: str = ""
+    algorithm: str = "local-host profile"
+    on_pool: bool = False
+    arrived: int = 0
+    all_in: object = None
+
+    def run(self, ep, tag: int):
+        """Generator: wait for every rank, then hold this rank's CPU for the call's time (`tag` unused)."""
+        env = ep.transport.env
+        if self.all_in is None:
+            self.all_in = env.event()
+        self.arrived += 1
+        if self.arrived == self.ranks:
+            self.all_in.succeed()
+        yield self.all_in
+        yield ep.compute(self.cost_ns)
+
+
+class PoolPricing:
+    """The local-host profile at `path` pricing the traced kinds the library ran on the pool."""
+
+    def __init__(self, path: str, ranks: int, stats: dict | None = None, trace=None):
+        profile = load_profile(path)
+        if profile["kind"] != "local-host":
+            raise InputError(f"--fabric ...+{path}: the part after '+' prices the library's pool collectives: "
+                             f"expected a local-host profile (cxlsim calibrate), got a {profile['kind']} one")
+        model = LocalModel.from_dict(profile["model"])
+        self.fitted_np, self.ranks = model.np, ranks
+        self.name = os.path.basename(path)
+        # the kernel alone: the profile's per-call overheads are the Python bench's, not the library's
+        self.model = dataclasses.replace(model, np=ranks, overhead_ns=dict(model.overhead_ns, copy=0.0),
+                                         collective_overhead_ns={c: 0.0 for c in PROFILE_COLLECTIVES})
+        self.coherence = stats["coherence"] if stats else Coherence.HW
+        self.kinds = self._kinds(stats, trace) if stats else set(POOL_KINDS)
+        self.assumed = stats is None
+        self._costs = {}
+
+    def _kinds(self, stats: dict, trace) -> set:
+        """The traced kinds every call of which ran on the pool, by the stats (see the module docstring)."""
+        if stats["ranks"] != self.ranks:
+            raise InputError(f"--library-stats: the stats are of {stats['ranks']} ranks, the trace has {self.ranks}")
+        traced = {}
+        for calls in trace.ranks:
+            for c in calls:
+                if c.kind in POOL_KINDS:
+                    traced[c.kind] = traced.get(c.kind, 0) + 1
+        kinds = set()
+        for kind in sorted(set(traced) | set(stats["rows"])):
+            row = stats["rows"].get(kind, {"calls": 0, "pool": 0, "hier": 0, "fallback": 0})
+            if row["calls"] != traced.get(kind, 0):
+                raise InputError(f"--library-stats: {kind}: the stats count {row['calls']} calls (summed over "
+                                 f"ranks), the trace {traced.get(kind, 0)}; they are not of the same run")
+            if row["hier"]:
+                raise InputError(f"--library-stats: {kind}: {row['hier']} calls took the library's many-node "
+                                 "path (pool in each node, MPI between), which a local-host profile does not price")
+            if row["pool"] and row["pool"] != row["calls"]:
+                raise InputError(f"--library-stats: {kind}: {row['pool']} of {row['calls']} calls ran on the pool "
+                                 f"and {row['fallback']} fell back to MPI; the trace does not say which call was which")
+            if row["pool"]:
+                kinds.add(kind)
+        return kinds
+
+    def describe(self) -> str:
+        """What the profile prices and how, for the fabric line."""
+        kinds = ", ".join(sorted(self.kinds)) or "none"
+        source = ("assumed: every kind the library runs on its pool (no --library-stats)" if self.assumed
+                  else "those every call of which ran on the pool, by --library-stats")
+        np_note = (f"; priced at np {self.ranks}, outside the profile's np {self.fitted_np}"
+                   if self.ranks != self.fitted_np else "")
+        return (f"collectives on the pool by local-host profile {self.name} ({self.coherence.value}): {kinds} "
+                f"({source}); each rank leaves at the last entry + the profile's kernel time (no per-call "
+                f"overhead){np_note}")
+
+    def cost_ns(self, kind: str, size_bytes: int) -> float:
+        """The profile's time of one call of traced `kind` (the kernel from a common start), ns."""
+        key = (kind, size_bytes)
+        if key not in self._costs:
+            collective = POOL_KINDS[kind]
+            size = 0 if kind == "barrier" else size_bytes
+            if collective == "allgather":
+                cost = predict_local(self.model, self.coherence, "copy", size)
+            else:
+                cost = predict_collective(self.model, self.coherence, collective, size, ALLREDUCE_LARGE_BYTES)
+            self._costs[key] = cost
+        return self._costs[key]
+
+    def plan(self, call, ranks: int) -> PricedPlan | None:
+        """The PricedPlan of a traced collective the library ran on the pool, else None (a network plan)."""
+        if call.kind not in self.kinds or (call.kind == "reducescatter" and len(set(call.counts)) > 1):
+            return None
+        notes = []
+        if call.kind == "bcast":
+            notes.append("bcast on the local-host profile: the root also waits for the last rank")
+        if call.kind == "allreduce" and call.size_bytes <= 24:
+            notes.append("allreduce of <= 24 B on the local-host profile: priced as the slot path (the "
+                         "library's inline path moves one line per rank fewer)")
+        return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
+                          self.cost_ns(call.kind, call.size_bytes), ranks, "; ".join(notes))

@@ -1,0 +1,200 @@
+"""`--fabric NET.json+LOCAL.json`: a library trace's messages on a network profile and the collectives the
+library ran on its pool priced by a local-host profile (cxlsim.replay.pool_profile), against hand sums."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+
+import pytest
+
+from cxlsim.calibrate.collectives import COLLECTIVES, predict_collective
+from cxlsim.calibrate.des import predict_local
+from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.profile import load_profile
+from cxlsim.coherence import Coherence
+from cxlsim.errors import InputError
+from cxlsim.replay import cli, engine, fabrics, simgrid
+from cxlsim.replay.pool_profile import ALLREDUCE_LARGE_BYTES, read_library_stats
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOCAL = os.path.join(HERE, "data", "local_host_profile_np2.json")
+LIBRARY = os.path.join(HERE, "data", "traces", "library")
+L_NS, O_NS, G_NS_PER_B = 1000.0, 200.0, 0.1  # the network profile's one regime
+
+
+def network_profile(tmp_path):
+    from cxlsim.calibrate.profile import make_profile, save_profile
+    from cxlsim.loggp import LogGPFit, Regime
+
+    regime = Regime(min_size_bytes=0, max_size_bytes=1 << 22, latency_ns=L_NS, overhead_ns=O_NS, gap_ns=O_NS,
+                    gap_per_byte_ns=G_NS_PER_B, rms_rel_error=0.01)
+    model = {"base_preset": "ib-hdr", "np": 2, "loggp": LogGPFit(regimes=(regime,), identified="test").to_dict(),
+             "collective_overhead_ns": 0.0, "memcpy_bw_bytes_per_ns": {"1": 10.0}}
+    return save_profile(str(tmp_path / "net.json"), make_profile("network", model, []))
+
+
+def kernel_model(coherence=Coherence.HW) -> LocalModel:
+    """The test profile's model without its per-call overheads (the Python bench's), as the replay prices."""
+    m = LocalModel.from_dict(load_profile(LOCAL)["model"])
+    return dataclasses.replace(m, overhead_ns=dict(m.overhead_ns, copy=0.0),
+                               collective_overhead_ns={c: 0.0 for c in COLLECTIVES})
+
+
+def stats_text(rows: dict, ranks=2, coherence="hw") -> str:
+    """The library's stats table (cxlsim/mpi/stats.c's layout); rows: {MPI name: (calls, pool, fallback)}."""
+    lines = [f"cxlsim-mpi stats: {ranks} ranks, sums over ranks; pool shm, coherence {coherence}, slot 1048576 B",
+             f"{'collective':<26} {'calls':>10} {'c_calls':>10} {'bytes':>14} {'pool':>10} {'hier':>10} "
+             f"{'fallback':>10}  reasons"]
+    for name in ("MPI_Allgather", "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall",
+                 "MPI_Barrier"):
+        calls, pool, fallback = rows.get(name, (0, 0, 0))
+        lines.append(f"{name:<26} {calls:>10} {0:>10} {0:>14} {pool:>10} {0:>10} {fallback:>10} "
+                     + (f" datatype={fallback}" if fallback else ""))
+    return "\n".join(lines) + "\n"
+
+
+def write_trace(tmp_path, per_rank) -> simgrid.Trace:
+    d = tmp_path / "trace"
+    d.mkdir()
+    for r, lines in enumerate(per_rank):
+        (d / f"rank{r}.txt").write_text("".join(f"{r} {line}\n" for line in ["init", *lines, "finalize"]))
+    return simgrid.read(str(d), 1e9)
+
+
+# collectives separated by barriers, compute gaps of different lengths per rank (ns: host speed 1e9)
+CALLS = [("allreduce 8 0", "allreduce", 8), ("allgather 4096 4096", "allgather", 4096),
+         ("bcast 1024 0", "broadcast", 1024), ("alltoall 64 64", "alltoall", 64),
+         ("reducescatter 64 64 0", "reduce_scatter", 128), ("allreduce 1048576 0", "allreduce", 1 << 20)]
+
+
+def collectives_trace(tmp_path):
+    per_rank = [[], []]
+    for k, (line, _, _) in enumerate(CALLS):
+        for r in range(2):
+            per_rank[r] += [f"compute {1000 * (k + 1) * (r + 1)}", line, f"compute {300 * (2 - r)}", "barrier"]
+    return write_trace(tmp_path, per_rank)
+
+
+def expected_end_ns(model, coherence) -> float:
+    """The hand sum: each call ends at the last rank's entry + the profile's time for it."""
+    def price(collective, size):
+        if collective == "allgather":
+            return predict_local(model, coherence, "copy", size)
+        return predict_collective(model, coherence, collective, size, ALLREDUCE_LARGE_BYTES)
+
+    barrier, t = price("barrier", 0), 0.0
+    for k, (_, collective, size) in enumerate(CALLS):
+        t += max(1000 * (k + 1) * (r + 1) for r in range(2)) + price(collective, size)
+        t += max(300 * (2 - r) for r in range(2)) + barrier
+    return t
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(tmp_path, coherence):
+    trace = collectives_trace(tmp_path)
+    stats = tmp_path / "stats.txt"
+    n = len(CALLS)
+    stats.write_text(stats_text({"MPI_Allreduce": (4, 4, 0), "MPI_Allgather": (2, 2, 0), "MPI_Bcast": (2, 2, 0),
+                                 "MPI_Alltoall": (2, 2, 0), "MPI_Reduce_scatter_block": (2, 2, 0),
+                                 "MPI_Barrier": (2 * n, 2 * n, 0)}, coherence=coherence))
+    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace,
+                          library_stats=read_library_stats(str(stats)))
+    assert fab.label == "net+local_host_profile_np2"
+    assert f"local-host profile local_host_profile_np2.json ({coherence})" in fab.describe
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    expected = expected_end_ns(kernel_model(), Coherence.parse(coherence, "coherence"))
+    assert timeline.finish_ns == pytest.approx([expected, expected], rel=1e-12)
+    assert set(timeline.algorithms) == {"allreduce", "allgather", "bcast", "alltoall", "reducescatter", "barrier"}
+    assert all(names == ["local-host profile"] for names in timeline.algorithms.values())
+    assert any("root also waits" in note for note in timeline.notes)
+
+
+def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_network_algorithm(tmp_path):
+    trace = write_trace(tmp_path, [["send 1 0 1000", "allreduce 8 0", "barrier"],
+                                   ["recv 0 0 1000", "allreduce 8 0", "barrier"]])
+    stats = tmp_path / "stats.txt"
+    stats.write_text(stats_text({"MPI_Allreduce": (2, 0, 2), "MPI_Barrier": (2, 2, 0)}))
+    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace,
+                          library_stats=read_library_stats(str(stats)))
+    assert "barrier (those every call of which ran on the pool" in fab.describe
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    message = 2 * O_NS + 1000 * G_NS_PER_B + L_NS  # o + k*G + L + o, the fit's line
+    recv_end = timeline.segments[1][0][1]
+    assert recv_end == pytest.approx(message, rel=1e-9)
+    assert timeline.algorithms["allreduce"] != ["local-host profile"]  # fell back to MPI: the network's
+    assert timeline.algorithms["barrier"] == ["local-host profile"]
+    allreduce_end = max(timeline.segments[r][1][1] for r in range(2))
+    barrier = predict_collective(kernel_model(), Coherence.HW, "barrier", 0, ALLREDUCE_LARGE_BYTES)
+    assert timeline.finish_ns == pytest.approx([allreduce_end + barrier] * 2, rel=1e-9)
+
+
+def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path):
+    trace = collectives_trace(tmp_path)
+    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace)
+    assert "assumed: every kind the library runs on its pool (no --library-stats)" in fab.describe
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    assert timeline.total_ns == pytest.approx(expected_end_ns(kernel_model(), Coherence.HW), rel=1e-12)
+
+
+@pytest.mark.parametrize("rows, message", [
+    ({"MPI_Allreduce": (2, 1, 1), "MPI_Barrier": (2, 2, 0)},
+     r"allreduce: 1 of 2 calls ran on the pool and 1 fell back to MPI; the trace does not say which"),
+    ({"MPI_Allreduce": (4, 4, 0), "MPI_Barrier": (2, 2, 0)},
+     r"allreduce: the stats count 4 calls \(summed over ranks\), the trace 2; they are not of the same run"),
+])
+def test_stats_that_do_not_say_which_calls_ran_on_the_pool_are_refused(tmp_path, rows, message):
+    trace = write_trace(tmp_path, [["allreduce 8 0", "barrier"], ["allreduce 8 0", "barrier"]])
+    stats = tmp_path / "stats.txt"
+    stats.write_text(stats_text(rows))
+    with pytest.raises(InputError, match=message):
+        fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace,
+                        library_stats=read_library_stats(str(stats)))
+
+
+def test_bad_joined_specs_and_stats_are_refused(tmp_path):
+    net = network_profile(tmp_path)
+    with pytest.raises(InputError, match=r"the part before '\+' carries the messages: expected a network profile"):
+        fabrics.resolve(f"{LOCAL}+{LOCAL}", 2)
+    with pytest.raises(InputError, match=r"the part after '\+' prices the library's pool collectives: expected a "
+                                         r"local-host profile"):
+        fabrics.resolve(f"{net}+{net}", 2)
+    with pytest.raises(InputError, match=r"--ranks-per-node: .* models one host's ranks"):
+        fabrics.resolve(f"{net}+{LOCAL}", 2, ranks_per_node=2)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("no table here\n")
+    with pytest.raises(InputError, match=r"--library-stats .*bad\.txt: no 'cxlsim-mpi stats"):
+        read_library_stats(str(bad))
+    bad.write_text(stats_text({}) + "MPI_Scan 1 0 0 0 0 1\n")
+    with pytest.raises(InputError, match=r"bad\.txt:9: MPI_Scan: not a collective of the library's stats"):
+        read_library_stats(str(bad))
+    with pytest.raises(InputError, match=r"--library-stats: the stats are of 4 ranks, the trace has 2"):
+        fabrics.resolve(f"{net}+{LOCAL}", 2, trace=simgrid.read(LIBRARY),
+                        library_stats={"ranks": 4, "coherence": Coherence.HW, "rows": {}})
+
+
+def run(argv):
+    parser = argparse.ArgumentParser(prog="cxlsim")
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["replay", *argv])
+    return args.func(args)
+
+
+def test_the_command_replays_the_library_trace_on_the_joined_profiles(tmp_path, capsys):
+    net = network_profile(tmp_path)
+    trace = simgrid.read(LIBRARY)
+    counts = {k: sum(c.kind == k for calls in trace.ranks for c in calls) for k in ("allreduce", "barrier")}
+    stats = tmp_path / "stats.txt"
+    stats.write_text(stats_text({"MPI_Allreduce": (counts["allreduce"],) * 2 + (0,),
+                                 "MPI_Barrier": (counts["barrier"],) * 2 + (0,)}))
+    out = tmp_path / "run"
+    assert run([LIBRARY, "--fabric", net, "--fabric", f"{net}+{LOCAL}", "--library-stats", str(stats),
+                "--output", str(out), "--no-plots"]) == 0
+    text = capsys.readouterr().out
+    assert "# net+local_host_profile_np2: " in text and "allreduce, barrier (those every call" in text
+    totals = {t["fabric"]: t["total_s"] for t in json.loads((out / "totals.json").read_text())}
+    assert set(totals) == {"net", "net+local_host_profile_np2"}
+    with pytest.raises(InputError, match=r"--library-stats: says which collectives ran on the library's pool, "
+                                         r"for a --fabric NET.json\+LOCAL.json; no --fabric is one"):
+        run([LIBRARY, "--fabric", net, "--library-stats", str(stats), "--output", str(out), "--no-plots"])
