@@ -19,6 +19,17 @@ MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD, 8192 B by default), which also places the f
 split (without it the split is found from the rows); and `rendezvous_fin`, whether the switch
 is a rendezvous whose receiver acknowledges (MPICH's CMA: yes; CMA off: no).
 
+A window-1 osu_bibw (`osu_bibw -W 1`: one message each way at once, the working set of one
+exchange step; the title says "window 1") measures an exchange step itself. Given one, the
+exchange term of a step of k bytes is its measured excess over a one-way message, T_bibw1(k) -
+T_latency(k), against the latency table of the same cache state (osu_latency for an unchanged
+buffer, the rewritten-buffer table for a "rewritten" bibw). That excess holds the rendezvous
+acknowledgement and any contention of the two directions, so no FIN is added, and it replaces
+the window-64 contention (whose 64 distinct buffers stream from DRAM, unlike an exchange of
+cached blocks). It is handed to `network_model` as the stretch c(k) = 1 + excess(k) / (k G) of
+the step's byte part, which gives the measured excess at every measured size (and interpolates
+c in log2(size) between them).
+
 Nor does osu_latency see the cache state of an allgather's data: it re-sends an unchanged
 buffer, which a single-copy reader keeps in its own cache, while MPICH's allgather first
 copies the own block into recvbuf and sends it from there, so the reader pulls lines just
@@ -37,15 +48,22 @@ from cxlsim import config
 from cxlsim.calibrate.network_model import contention_curve, exchange_extra_ns, project_fit
 from cxlsim.errors import InputError
 
-KINDS = ("latency", "fresh", "bw", "bibw", "mbw_mr", "allgather")
+KINDS = ("latency", "fresh", "bw", "bibw", "mbw_mr", "allgather", "bw_window1", "bibw_window1", "fresh_bibw_window1")
+WINDOW_1 = re.compile(r"window(\s*size)?\s*:?\s*1\b", re.IGNORECASE)
 
 
 def table_kind(table) -> str:
     """One of KINDS or 'unknown', from the title: OSU's bibw and mbw_mr titles also say 'Bandwidth';
-    'fresh' is a latency table whose send buffer is rewritten before each send."""
+    'fresh' is a latency table whose send buffer is rewritten before each send; a bandwidth title
+    saying 'window 1' (or 'window size: 1') is a window-1 run, one message per iteration."""
     title = table.title.lower().replace("-", "").replace(" ", "")
+    window_1 = bool(WINDOW_1.search(table.title))
     if "bidirectional" in title:
+        if window_1:
+            return "fresh_bibw_window1" if "rewritten" in title else "bibw_window1"
         return "bibw"
+    if window_1 and table.kind == "bw":
+        return "bw_window1"
     if "multiplebandwidth" in title or "messagerate" in title:
         return "mbw_mr"
     if table.kind == "latency" and "rewritten" in title:
@@ -73,13 +91,27 @@ def _classify(paths):
             found[kind].append((path, table))
     if not found["latency"] and not found["fresh"]:
         raise InputError("--from-osu: no osu_latency table among the files; LogGP needs one")
-    if found["latency"] and found["fresh"]:
-        raise InputError(f"--from-osu: osu_latency ({found['latency'][0][0]}) and a rewritten-buffer latency "
-                         f"({found['fresh'][0][0]}) both give the fit's line; give one")
     for kind, tables in found.items():
         if len(tables) > 1:
             raise InputError(f"--from-osu: {len(tables)} {kind} tables ({', '.join(p for p, _ in tables)}); "
                              "give one of each kind")
+    if found["bw_window1"]:
+        raise InputError(f"--from-osu: {found['bw_window1'][0][0]} is a window-1 osu_bw: its smallest message "
+                         "gives a latency, not the message rate o = g is taken from, and the exchange is "
+                         "measured by a window-1 osu_bibw against osu_latency; give osu_bw at its default window")
+    exchanges = found["bibw"] + found["bibw_window1"] + found["fresh_bibw_window1"]
+    if len(exchanges) > 1:
+        raise InputError(f"--from-osu: {', '.join(p for p, _ in exchanges)} each give the exchange term "
+                         "(a window-1 osu_bibw measures one exchange step; a windowed one, the contention); give one")
+    if found["latency"] and found["fresh"] and not found["bibw_window1"]:
+        raise InputError(f"--from-osu: osu_latency ({found['latency'][0][0]}) and a rewritten-buffer latency "
+                         f"({found['fresh'][0][0]}) both give the fit's line; give one (both only with a "
+                         "window-1 osu_bibw, which osu_latency is then the one-way reference of)")
+    for kind, reference in (("bibw_window1", "latency"), ("fresh_bibw_window1", "fresh")):
+        if found[kind] and not found[reference]:
+            what = "osu_latency" if reference == "latency" else "a rewritten-buffer latency table"
+            raise InputError(f"--from-osu: the window-1 osu_bibw {found[kind][0][0]} is compared with {what} of "
+                             "the same cache state at the same sizes: add it")
     if found["bw"] and found["mbw_mr"]:
         raise InputError(f"--from-osu: osu_bw ({found['bw'][0][0]}) and osu_mbw_mr ({found['mbw_mr'][0][0]}) "
                          "both give the one-way bandwidth; give one")
@@ -89,10 +121,45 @@ def _classify(paths):
     return found
 
 
+def window1_excess(bibw_table, latency_table) -> dict:
+    """{size: ns}: a window-1 osu_bibw iteration (one message each way) minus the one-way osu_latency
+    at every size both tables hold (> 0 B); InputError if none."""
+    times = dict(zip(bibw_table.sizes, bibw_table.column(bibw_table.columns[1])))
+    latency = dict(zip(latency_table.sizes, latency_table.column(latency_table.columns[1])))
+    common = sorted(s for s in times if s in latency and s > 0)
+    if not common:
+        raise InputError(f"window-1 osu_bibw {bibw_table.title!r} and {latency_table.title!r} share no message size")
+    if any(not times[s] > 0 for s in common):
+        raise InputError(f"window-1 osu_bibw {bibw_table.title!r}: bandwidth must be > 0 at every size")
+    return {s: 2 * s / (times[s] * 1e6) * 1e9 - latency[s] * 1e3 for s in common}
+
+
+def _window1_contention(excess: dict, fit, protocol_switch_bytes) -> dict:
+    """{size: c} with (c - 1) k G equal to the measured excess, at the sizes where the terms apply."""
+    curve = {}
+    for k, extra in excess.items():
+        byte_part = k * fit.regime_for(k).gap_per_byte_ns
+        if (protocol_switch_bytes is None or k >= protocol_switch_bytes) and byte_part > 0:
+            curve[k] = 1.0 + extra / byte_part
+    if not curve:
+        raise InputError("window-1 osu_bibw: no size at or above the protocol switch with a byte part k G > 0 "
+                         "to carry the exchange excess")
+    return curve
+
+
 def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin) -> dict:
     """The exchange terms' inputs and where each comes from (see network_model)."""
     one_way = (found["bw"] or found["mbw_mr"] or [(None, None)])[0]
-    if found["bibw"]:
+    window1 = found["bibw_window1"] or found["fresh_bibw_window1"]
+    if window1:
+        path, bibw = window1[0]
+        reference_path, reference = (found["fresh"] if found["fresh_bibw_window1"] else found["latency"])[0]
+        excess = window1_excess(bibw, reference)
+        curve = _window1_contention(excess, fit, protocol_switch_bytes)
+        contention_source = (f"measured exchange step: window-1 osu_bibw {path} minus one-way {reference_path} "
+                             f"({min(excess.values()):.0f}..{max(excess.values()):.0f} ns), as c = 1 + excess / kG; "
+                             "it holds the acknowledgement")
+    elif found["bibw"]:
         path, bibw = found["bibw"][0]
         curve = contention_curve(one_way[1], bibw)
         contention_source = f"c = 2 bw / bibw from {one_way[0]} and {path}"
@@ -101,7 +168,9 @@ def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin) -> dict:
         contention_source = "no osu_bibw: c = 1, the two directions taken as independent (assumption)"
     if protocol_switch_bytes is not None:
         contention_source += f", on steps of {protocol_switch_bytes} B or more"
-    if not rendezvous_fin:
+    if window1:
+        fin_ns, fin_source = 0.0, "inside the window-1 exchange (not added)"
+    elif not rendezvous_fin:
         fin_ns, fin_source = 0.0, "none (no rendezvous acknowledgement given)"
     else:
         small = fit.regimes[0]
@@ -140,6 +209,9 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     if rendezvous_fin and protocol_switch_bytes is None:
         raise InputError("--rendezvous-fin: the acknowledgement starts at the protocol switch: give --protocol-switch")
     found = _classify(paths)
+    if rendezvous_fin and (found["bibw_window1"] or found["fresh_bibw_window1"]):
+        raise InputError("--rendezvous-fin: a window-1 osu_bibw measures the exchange step with its "
+                         "acknowledgement; leave --rendezvous-fin out")
     fresh = bool(found["fresh"])
     latency_path, latency = (found["fresh"] or found["latency"])[0]
     one_way = found["bw"] or found["mbw_mr"]
@@ -206,7 +278,9 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
              "memcpy_bw_bytes_per_ns": {str(s): v for s, v in copy_bw.items()},
              "memcpy_source": copy_source, "own_copy_in_line": fresh, "exchange": exchange,
              "files": {"latency": latency_path, "latency_rewritten": fresh, "bw": one_way[0][0] if one_way else None,
-                       "bibw": found["bibw"][0][0] if found["bibw"] else None, "allgather": path}}
+                       "bibw": found["bibw"][0][0] if found["bibw"] else None,
+                       "bibw_window1": next((p for p, _ in found["bibw_window1"] + found["fresh_bibw_window1"]), None),
+                       "allgather": path}}
     return {"model": model, "rows": rows, "fit": fit}
 
 

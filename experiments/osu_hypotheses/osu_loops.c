@@ -1,4 +1,4 @@
-/* OSU-style loops at np=2 (issue 18 item 2): latency, bw, bibw, allgather, interleaved per size.
+/* OSU-style loops at np=2 (issue 18 item 2): latency, bw, bibw, allgather and variants, interleaved per size.
  *
  * Usage: mpirun -np 2 ./osu_loops BENCHMARKS MAX_BYTES [BATCHES]
  *   BENCHMARKS  a comma-separated list of
@@ -11,6 +11,12 @@
  *                (MPIR_Localcopy) before sending it: the single-copy read then pulls lines just
  *                written in the other core's cache, where osu_latency re-sends an unchanged
  *                buffer that stays in the reader's cache
+ *     bw1        bw at window 1 (osu_bw -W 1): one message, then the acknowledgement
+ *     bibw1      bibw at window 1 (osu_bibw -W 1): one message each way at once, the working set
+ *                of one exchange step
+ *     freshbw1   bw1 with the sender rewriting its send buffer (as fresh) before each message
+ *     freshbibw1 bibw1 with each rank rewriting its send buffer (as fresh) before each exchange:
+ *                the cache state and pattern of MPICH's np-2 allgather step
  *   MAX_BYTES   sizes 1 B..MAX_BYTES doubling (latency also at 0 B)
  *   BATCHES     default 10
  * Iterations per size as OSU v5.3 (1000, or 100 above 8 KiB; 10 percent warm-up), split into
@@ -27,16 +33,22 @@
 #include <string.h>
 
 #define WINDOW 64
-#define MAX_BENCH 5
+#define MAX_BENCH 9
 #define MAX_SIZES 40
 
-enum bench { LATENCY, BW, BIBW, ALLGATHER, FRESH };
-static const char *NAMES[] = {"latency", "bw", "bibw", "allgather", "fresh"};
+enum bench { LATENCY, BW, BIBW, ALLGATHER, FRESH, BW1, BIBW1, FRESHBW1, FRESHBIBW1 };
+static const char *NAMES[] = {"latency", "bw", "bibw", "allgather", "fresh", "bw1", "bibw1", "freshbw1", "freshbibw1"};
 static const char *TITLES[] = {"OSU MPI Latency Test v5.3", "OSU MPI Bandwidth Test v5.3",
                                "OSU MPI Bi-Directional Bandwidth Test v5.3", "OSU MPI Allgather Latency Test v5.3",
-                               "OSU MPI Latency Test v5.3, send buffer rewritten before each send"};
+                               "OSU MPI Latency Test v5.3, send buffer rewritten before each send",
+                               "OSU MPI Bandwidth Test v5.3, window 1",
+                               "OSU MPI Bi-Directional Bandwidth Test v5.3, window 1",
+                               "OSU MPI Bandwidth Test v5.3, window 1, send buffer rewritten before each send",
+                               "OSU MPI Bi-Directional Bandwidth Test v5.3, window 1, send buffer rewritten before each send"};
 static const char *COLUMNS[] = {"Latency (us)", "Bandwidth (MB/s)", "Bandwidth (MB/s)", "Avg Latency(us)",
-                                "Latency (us)"};
+                                "Latency (us)", "Bandwidth (MB/s)", "Bandwidth (MB/s)", "Bandwidth (MB/s)",
+                                "Bandwidth (MB/s)"};
+static int window_of(enum bench b) { return (b == BW || b == BIBW) ? WINDOW : 1; }
 
 static char *sbuf, *rbuf, *cbuf;
 static int rank, peer;
@@ -56,21 +68,29 @@ static void one_iteration(enum bench b, size_t size) {
         }
         break;
     case BW:
-        for (int w = 0; w < WINDOW; w++) {
+    case BW1:
+    case FRESHBW1:
+        if (b == FRESHBW1 && rank == 0) memcpy(sbuf, cbuf, size);
+        for (int w = 0; w < window_of(b); w++) {
             if (rank == 0) MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, 1, 100, MPI_COMM_WORLD, &req[w]);
             else MPI_Irecv(rbuf + w * size, (int)size, MPI_CHAR, 0, 100, MPI_COMM_WORLD, &req[w]);
         }
-        MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
+        MPI_Waitall(window_of(b), req, MPI_STATUSES_IGNORE);
         if (rank == 0) MPI_Recv(rbuf, 4, MPI_CHAR, 1, 101, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         else MPI_Send(sbuf, 4, MPI_CHAR, 0, 101, MPI_COMM_WORLD);
         break;
     case BIBW:
-        for (int w = 0; w < WINDOW; w++)
+    case BIBW1:
+    case FRESHBIBW1: {
+        int window = window_of(b);
+        for (int w = 0; w < window; w++)
             MPI_Irecv(rbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[w]);
-        for (int w = 0; w < WINDOW; w++)
-            MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[WINDOW + w]);
-        MPI_Waitall(2 * WINDOW, req, MPI_STATUSES_IGNORE);
+        if (b == FRESHBIBW1) memcpy(sbuf, cbuf, size);
+        for (int w = 0; w < window; w++)
+            MPI_Isend(sbuf + w * size, (int)size, MPI_CHAR, peer, 100, MPI_COMM_WORLD, &req[window + w]);
+        MPI_Waitall(2 * window, req, MPI_STATUSES_IGNORE);
         break;
+    }
     case ALLGATHER:
         MPI_Allgather(sbuf, (int)size, MPI_CHAR, rbuf, (int)size, MPI_CHAR, MPI_COMM_WORLD);
         break;
@@ -97,8 +117,12 @@ static double batch(enum bench b, size_t size, int iters) {
     switch (b) {
     case LATENCY:
     case FRESH: return elapsed * 1e6 / (2.0 * iters);
-    case BW: return size / 1e6 * iters * WINDOW / elapsed;
-    case BIBW: return 2.0 * size / 1e6 * iters * WINDOW / elapsed;
+    case BW:
+    case BW1:
+    case FRESHBW1: return size / 1e6 * iters * window_of(b) / elapsed;
+    case BIBW:
+    case BIBW1:
+    case FRESHBIBW1: return 2.0 * size / 1e6 * iters * window_of(b) / elapsed;
     default: {
         double mine = elapsed * 1e6 / iters, sum = 0.0;
         MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -134,7 +158,7 @@ int main(int argc, char **argv) {
     int batches = argc == 4 ? atoi(argv[3]) : 10;
     if (nb <= 0 || np != 2 || batches < 1) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather,fresh MAX_BYTES [BATCHES]\n", argv[0]);
+            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather,fresh,bw1,bibw1,freshbw1,freshbibw1 MAX_BYTES [BATCHES]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }

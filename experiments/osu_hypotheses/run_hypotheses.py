@@ -35,7 +35,8 @@ from cxlsim.emulator.osu import parse_osu
 from cxlsim.results import Workspace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = ("latency", "fresh", "bw", "bibw", "allgather")
+BENCHMARKS = ("latency", "fresh", "bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1", "allgather")
+BANDWIDTHS = ("bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1")  # MB/s: the fastest is the largest
 CMA = {"cma-on": {}, "cma-off": {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}}
 CMA_THRESHOLD = 8192  # MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD of the mpich 5.0.2 wheel (mpivars)
 BATCHES = 20
@@ -68,6 +69,12 @@ HEADER = {"latency": ("OSU MPI Latency Test v5.3", "Latency (us)"),
           "fresh": ("OSU MPI Latency Test v5.3, send buffer rewritten before each send", "Latency (us)"),
           "bw": ("OSU MPI Bandwidth Test v5.3", "Bandwidth (MB/s)"),
           "bibw": ("OSU MPI Bi-Directional Bandwidth Test v5.3", "Bandwidth (MB/s)"),
+          "bw1": ("OSU MPI Bandwidth Test v5.3, window 1", "Bandwidth (MB/s)"),
+          "bibw1": ("OSU MPI Bi-Directional Bandwidth Test v5.3, window 1", "Bandwidth (MB/s)"),
+          "freshbw1": ("OSU MPI Bandwidth Test v5.3, window 1, send buffer rewritten before each send",
+                       "Bandwidth (MB/s)"),
+          "freshbibw1": ("OSU MPI Bi-Directional Bandwidth Test v5.3, window 1, send buffer rewritten before each "
+                         "send", "Bandwidth (MB/s)"),
           "allgather": ("OSU MPI Allgather Latency Test v5.3", "Avg Latency(us)")}
 
 
@@ -100,7 +107,7 @@ def measure(args) -> str:
                 print(f"round {r + 1}/{args.rounds} {c}: load {before} -> {after}", flush=True)
                 for bench, rows in result.items():
                     for size, (med, low, high) in rows.items():
-                        fast, slow = (high, low) if bench in ("bw", "bibw") else (low, high)
+                        fast, slow = (high, low) if bench in BANDWIDTHS else (low, high)
                         raw_rows.append({"round": r + 1, "cma": c, "benchmark": bench, "size_bytes": size,
                                          "batch_median": med, "batch_fastest": fast, "batch_slowest": slow,
                                          "load_before": before, "load_after": after})
@@ -109,7 +116,7 @@ def measure(args) -> str:
         for bench in BENCHMARKS:
             sizes = runs[0][bench]
             # fastest: the least time (the Min column) or the most bandwidth (the Max column)
-            best, column = (max, 2) if bench in ("bw", "bibw") else (min, 1)
+            best, column = (max, 2) if bench in BANDWIDTHS else (min, 1)
             values = {"median": {s: statistics.median(run[bench][s][0] for run in runs) for s in sizes},
                       "fastest": {s: best(run[bench][s][column] for run in runs) for s in sizes}}
             for statistic in STATISTICS:
@@ -133,13 +140,22 @@ VARIANTS = {  # name: (tables besides the allgather, protocol switch, rendezvous
     "fresh+sw": (("fresh", "bw"), CMA_THRESHOLD, True, ("cma-on",)),
     "model": (("fresh", "bw", "bibw"), CMA_THRESHOLD, True, ("cma-on",)),
     "model-off": (("fresh", "bw", "bibw"), CMA_THRESHOLD, False, ("cma-off",)),
+    "x-w1": (("fresh", "bw", "latency", "bibw1"), CMA_THRESHOLD, False, ("cma-on", "cma-off")),
+    "x-w1-fresh": (("fresh", "bw", "freshbibw1"), CMA_THRESHOLD, False, ("cma-on",)),
 }
 """lat+bw: the import as the issue found it (split found from the rows, no exchange terms);
 lat+bibw+sw: + contention and the switch at 8192 B with its FIN, clean-buffer latency;
 fresh+sw: the rewritten-buffer latency with the switch and FIN, no contention;
-model: all of them (CMA on: MPICH's CMA rendezvous at 8192 B, with FIN);
+model: all of them (CMA on: MPICH's CMA rendezvous at 8192 B, with FIN; contention from the
+window-64 osu_bibw);
 model-off: the same with CMA off (the switch is the 8192 B eager cell, above which a message is
-pipelined through cells: contention on, no FIN)."""
+pipelined through cells: contention on, no FIN);
+x-w1: the rewritten-buffer line with a measured exchange step: the window-1 osu_bibw (unchanged
+buffers) minus osu_latency per size, which holds the acknowledgement and any contention;
+x-w1-fresh: the same from the window-1 bibw of rewritten buffers minus the rewritten-buffer
+latency (the allgather step's own pattern and cache state: a consistency check, not an import
+of standard OMB files).
+A variant whose tables a set lacks (sets measured before bw1/bibw1 existed) is left out."""
 
 
 def spread_by_size(sets_dir: str, cma: str) -> dict:
@@ -152,6 +168,36 @@ def spread_by_size(sets_dir: str, cma: str) -> dict:
     return {s: (max(v) - min(v)) / statistics.median(v) for s, v in per.items()}
 
 
+def exchange_ab(sets_dir: str, statistic: str, cma: str) -> list:
+    """The exchange hypotheses side by side per size (us per iteration): one direction against both at
+    once, at window 64 and window 1, unchanged and rewritten buffers; [] if the set lacks the tables."""
+    def times(bench):
+        path = os.path.join(sets_dir, statistic, f"osu_{bench}_{cma}.txt")
+        if not os.path.exists(path):
+            return None
+        with open(path) as fh:
+            [table] = parse_osu(fh.read(), source=path)
+        ways = 2 if "bibw" in bench else 1
+        return {s: (ways * s / v if bench in BANDWIDTHS else v) for s, v in table.rows if s > 0}
+
+    t = {b: times(b) for b in BENCHMARKS}
+    if any(v is None for v in t.values()):
+        return []
+    lines = [f"\n## {statistic} set, {cma}: exchange A/B (us per iteration; c = both ways / one way)",
+             f"{'size':>8} {'lat':>7} {'fresh':>7} {'bw1':>7} {'bibw1':>7} {'fbw1':>7} {'fbibw1':>7} {'allg':>7} "
+             f"{'c(W64)':>7} {'c(W1)':>6} {'c(W1f)':>6} {'bibw1-lat':>9} {'fbibw1-fresh':>12}"]
+    for size in sorted(t["allgather"]):
+        if size < 1024:
+            continue
+        c64 = t["bibw"][size] / t["bw"][size]  # = 2 bw / bibw: per message, both ways against one way
+        lines.append(f"{size:>8d} {t['latency'][size]:>7.2f} {t['fresh'][size]:>7.2f} {t['bw1'][size]:>7.2f} "
+                     f"{t['bibw1'][size]:>7.2f} {t['freshbw1'][size]:>7.2f} {t['freshbibw1'][size]:>7.2f} "
+                     f"{t['allgather'][size]:>7.2f} {c64:>7.2f} {t['bibw1'][size] / t['bw1'][size]:>6.2f} "
+                     f"{t['freshbibw1'][size] / t['freshbw1'][size]:>6.2f} "
+                     f"{t['bibw1'][size] - t['latency'][size]:>+9.2f} {t['freshbibw1'][size] - t['fresh'][size]:>+12.2f}")
+    return lines
+
+
 def check(sets_dir: str) -> dict:
     with open(os.path.join(sets_dir, "memcpy.csv")) as fh:
         copy = {int(r["size_bytes"]): float(r["bytes_per_ns"]) for r in csv.DictReader(fh)}
@@ -161,9 +207,9 @@ def check(sets_dir: str) -> dict:
             spread = spread_by_size(sets_dir, cma)
             rows = {}
             for variant, (benches, switch, fin, settings) in VARIANTS.items():
-                if cma not in settings:
-                    continue
                 files = [os.path.join(sets_dir, statistic, f"osu_{b}_{cma}.txt") for b in benches + ("allgather",)]
+                if cma not in settings or not all(os.path.exists(f) for f in files):
+                    continue
                 result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=None if "fresh" in benches else copy,
                                   protocol_switch_bytes=switch, rendezvous_fin=fin)
                 kept = [r for r in result["rows"] if not r["anchor"]]
@@ -175,6 +221,7 @@ def check(sets_dir: str) -> dict:
                     "meets_target": max(errors) <= TARGET_WORST and statistics.median(errors) <= TARGET_MEDIAN}
                 for r in result["rows"]:
                     rows.setdefault(r["size_bytes"], {"measured": r["measured_ns"] / 1e3})[variant] = r["full_error"]
+            lines.extend(exchange_ab(sets_dir, statistic, cma))
             names = [v for v in VARIANTS if v in next(iter(rows.values()))]
             lines.append(f"\n## {statistic} set, {cma}: full error per size (measured us; round-to-round spread)")
             lines.append(f"{'size':>8} {'meas us':>9} {'spread':>7} " + " ".join(f"{n:>11}" for n in names))
