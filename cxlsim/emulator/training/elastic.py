@@ -31,6 +31,11 @@ thread. Every rank then reads the same pushes, so the shared parameters are bitw
 every rank and in every run of one seed. --lockstep cannot be combined with --fail (the others
 would wait for the failed rank at the next barrier).
 
+Each step takes its batch before its start (``ctx.now()``), as sync does: the record counts the
+batch with the local work the DES is given, not with the step's communication (comm_s). Every
+step's phases and the threads' scheduling go into `mode_stats` (`phases`; the phase names are
+ASYNC_PHASES, HYBRID_PHASES, EXCHANGE_PHASES).
+
 A worker done (or stopped by --fail: `RankStopped`) pushes a last time with its done flag; the
 evaluating rank (0, or 1 when rank 0 is the one to fail) waits until every other slot is done or
 its worker dead, merges, and keeps that as the final parameters. Snapshots for evaluation are
@@ -45,7 +50,8 @@ import time
 import numpy as np
 
 from cxlsim.emulator.training.context import RankStopped
-from cxlsim.emulator.training.shared_state import SharedState, shared_region as make_region
+from cxlsim.emulator.training.phases import PhaseClock, ThreadSchedule
+from cxlsim.emulator.training.shared_state import SharedState, fold_rows, shared_region as make_region
 from cxlsim.errors import InputError, RunError
 from cxlsim.models.training.hybrid import DEFAULT_STALENESS
 
@@ -91,10 +97,16 @@ class SharedModel:
     def publish(self, local_steps: int, done: bool = False) -> None:
         self.state.push(self.acc, meta=(DONE if done else 0, local_steps, self.accepted))
 
-    def pull(self, out: np.ndarray) -> list:
-        """out = theta0 + every worker's accumulator; returns the slots' reads."""
-        reads = self.state.merge(out)
+    def pull(self, out: np.ndarray, clock: PhaseClock | None = None) -> list:
+        """out = theta0 + every worker's accumulator; returns the slots' reads. clock: marks "read" (the
+        slots copied out of the pool) and "fold" (their sum, plus theta0)."""
+        rows, reads = self.state.read_all()
+        if clock is not None:
+            clock.mark("read")
+        fold_rows(rows, out)
         out += self.base
+        if clock is not None:
+            clock.mark("fold")
         return reads
 
     def offer(self, global_step: int, params: np.ndarray) -> None:
@@ -144,6 +156,12 @@ def _take_ticket(ctx, shared, local: int) -> int | None:
     return ticket if ctx.config.lockstep or ticket < ctx.config.steps * ctx.nranks else None
 
 
+ASYNC_PHASES = ("batch", "ticket", "compute", "sgd", "read", "fold", "elastic", "push")
+"""async's phases of a step (`PhaseClock`): the batch (taken before the step starts, so the record counts it as
+local work, as sync's), the ticket (with the pacer's set-up), the paced compute, the SGD update, the merge's
+copy of the slots out of the pool and their fold with theta0, the elastic update, the push (and centre += d)."""
+
+
 def async_loop(ctx) -> None:
     """The async mode's rank loop (EASGD-style; the contract: `context`)."""
     cfg, model, W = ctx.config, ctx.model, ctx.nranks
@@ -152,46 +170,70 @@ def async_loop(ctx) -> None:
     x = ctx.params0.copy()
     grad, centre, diff = np.empty_like(x), ctx.params0.copy(), np.empty_like(x)
     local = 0
+    clock, schedule = PhaseClock(ASYNC_PHASES), ThreadSchedule()
+    schedule.start()
     try:
         while True:
+            clock.begin()
+            xb, yb = ctx.batch(local)
+            clock.mark("batch")
             start = ctx.now()
             paced = ctx.pace(local)  # a failed rank stops here, before it takes a ticket it would not use
             ticket = _take_ticket(ctx, shared, local)
             if ticket is None:
                 break
-            xb, yb = ctx.batch(local)
+            clock.mark("ticket")
             with paced as pacer:
                 loss = model.loss_grad(x, xb, yb, grad)
+            clock.mark("compute")
             grad *= cfg.lr
             x -= grad
             local += 1
+            clock.mark("sgd")
             if local % TAU == 0:
                 if cfg.lockstep:
                     ctx.comm.barrier()
-                shared.pull(centre)
+                    clock.begin()  # the barrier's wait is no phase of the exchange
+                shared.pull(centre, clock)
                 if cfg.lockstep:
                     ctx.comm.barrier()
+                    clock.begin()
                 np.subtract(x, centre, out=diff)
                 diff *= alpha
                 x -= diff
                 shared.acc += diff
                 shared.accepted += 1
+                clock.mark("elastic")
                 shared.publish(local)
                 centre += diff
+                clock.mark("push")
             ctx.log.step(start, pacer.seconds, loss)
             shared.offer(local if cfg.lockstep else (ticket + 1) // W, centre)
     except RankStopped:
-        _record_async(ctx, shared)
+        _record_async(ctx, shared, clock, schedule)
         shared.finish(local, centre)
         raise
-    _record_async(ctx, shared)
+    _record_async(ctx, shared, clock, schedule)
     shared.finish(local, centre)
 
 
-def _record_async(ctx, shared) -> None:
-    """async's counts on the context (`mode_stats`, recorded per rank in train.json)."""
+def _record_async(ctx, shared, clock: PhaseClock, schedule: ThreadSchedule) -> None:
+    """async's counts on the context (`mode_stats`, recorded per rank in train.json), with the step's phases
+    and the rank's scheduling over the loop."""
+    schedule.stop()
     ctx.mode_stats = {"exchanges": shared.accepted, "tau": TAU, "alpha": BETA / ctx.nranks,
-                      "counter": ctx.shared.counter}
+                      "counter": ctx.shared.counter, "phases_s": clock.summary(),
+                      "schedule": {"main": schedule.summary()}}
+
+
+HYBRID_PHASES = ("batch", "compute", "ticket", "wait", "handover", "apply")
+"""hybrid's phases of a step on the main thread (`PhaseClock`): the batch (before the step starts: local work),
+the paced compute, the ticket, the wait for the previous exchange, the hand-over (the pulled parameters copied
+in, the snapshot offered, the next exchange submitted; without a thread the exchange itself), the update
+applied to the parameters."""
+EXCHANGE_PHASES = ("handoff", "update", "push", "counter", "read", "fold")
+"""hybrid's phases of an exchange (`PhaseClock`, on the thread that runs it): from its submission until it
+starts, acc += update, the push, the counter's load, the merge's copy of the slots and their fold."""
 
 
 class Exchanger:
@@ -199,6 +241,7 @@ class Exchanger:
 
     With a thread, `submit` runs the exchange on it and `result` waits for the last one; without,
     `submit` runs it at once. The result is (global parameters, the round the counter showed).
+    `clock` times the exchanges' phases, `schedule` the scheduling of the thread that runs them.
     """
 
     def __init__(self, shared: SharedModel, threaded: bool):
@@ -207,25 +250,36 @@ class Exchanger:
         self.version = 0
         self.pool = concurrent.futures.ThreadPoolExecutor(1, "cxlsim-hybrid-comm") if threaded else None
         self.pending = None
+        self.clock, self.schedule = PhaseClock(EXCHANGE_PHASES), ThreadSchedule()
+        if self.pool is not None:
+            self.pool.submit(self.schedule.start).result()
 
-    def _exchange(self, update, local_steps: int, barrier) -> None:
+    def _exchange(self, update, local_steps: int, barrier, submitted: float) -> None:
+        clock = self.clock
+        clock.last = submitted
+        clock.mark("handoff")
         if update is not None:
             self.shared.acc += update
             self.shared.accepted += 1
+        clock.mark("update")
         self.shared.publish(local_steps)
+        clock.mark("push")
         if barrier is not None:
             barrier()
+            clock.begin()
         counter = self.shared.state.counter()
-        self.shared.pull(self.theta)
+        clock.mark("counter")
+        self.shared.pull(self.theta, clock)
         if barrier is not None:
             barrier()
         self.version = counter // self.shared.ctx.nranks
 
     def submit(self, update, local_steps: int, barrier=None) -> None:
+        submitted = time.perf_counter()
         if self.pool is None:
-            self._exchange(update, local_steps, barrier)
+            self._exchange(update, local_steps, barrier, submitted)
         else:
-            self.pending = self.pool.submit(self._exchange, update, local_steps, barrier)
+            self.pending = self.pool.submit(self._exchange, update, local_steps, barrier, submitted)
 
     def result(self) -> None:
         """Wait for the exchange in flight (if any); its error, if it failed, is raised here."""
@@ -236,6 +290,7 @@ class Exchanger:
     def close(self) -> None:
         self.result()
         if self.pool is not None:
+            self.pool.submit(self.schedule.stop).result()
             self.pool.shutdown()
 
 
@@ -248,15 +303,21 @@ def hybrid_loop(ctx) -> None:
     params, grad = ctx.params0.copy(), np.empty_like(ctx.params0)
     version, local, budget = 0, 0, cfg.steps * W
     dropped, staleness = 0, {}
+    clock, schedule = PhaseClock(HYBRID_PHASES), ThreadSchedule()
+    schedule.start()
     try:
         while cfg.lockstep and local < cfg.steps or not cfg.lockstep and shared.state.counter() < budget:
-            start = ctx.now()
+            clock.begin()
             xb, yb = ctx.batch(local)
+            clock.mark("batch")
+            start = ctx.now()
             with ctx.pace(local) as pacer:
                 loss = model.loss_grad(params, xb, yb, grad)
+            clock.mark("compute")
             ticket = shared.state.fetch_add()
             if ticket >= budget:  # the budget ran out while this step computed: its work is not counted
                 break
+            clock.mark("ticket")
             local += 1
             d = ticket // W - version
             staleness[d] = staleness.get(d, 0) + 1
@@ -266,30 +327,41 @@ def hybrid_loop(ctx) -> None:
             else:
                 dropped += 1
             exchanger.result()  # the previous exchange: its pull is what this step's update lands on
+            clock.mark("wait")
             params[:] = exchanger.theta
             version = exchanger.version
             shared.offer(version, params)
             exchanger.submit(update, local, barrier)
+            clock.mark("handover")
             if exchanger.pool is None:  # no thread: the exchange above already pulled this update in
                 params[:] = exchanger.theta
                 version = exchanger.version
             elif update is not None:
                 params += update
+            clock.mark("apply")
             ctx.log.step(start, pacer.seconds, loss)
     except RankStopped:
         exchanger.close()
-        _record_hybrid(ctx, shared, dropped, staleness)
+        _record_hybrid(ctx, shared, dropped, staleness, clock, schedule, exchanger)
         shared.finish(local, exchanger.theta)
         raise
     exchanger.close()
-    _record_hybrid(ctx, shared, dropped, staleness)
+    _record_hybrid(ctx, shared, dropped, staleness, clock, schedule, exchanger)
     shared.finish(local, exchanger.theta)
 
 
-def _record_hybrid(ctx, shared, dropped: int, staleness: dict) -> None:
+def _record_hybrid(ctx, shared, dropped: int, staleness: dict, clock: PhaseClock, schedule: ThreadSchedule,
+                   exchanger: Exchanger) -> None:
     """hybrid's counts on the context (`mode_stats`, recorded per rank in train.json): accepted and dropped
-    contributions, the staleness histogram (rounds: count), the bound, the counter scheme, overlap."""
+    contributions, the staleness histogram (rounds: count), the bound, the counter scheme, overlap, the step's
+    and the exchange's phases, and the scheduling of the main thread and of the exchange's thread (if any)."""
+    schedule.stop()
+    threads = {"main": schedule.summary()}
+    if exchanger.pool is not None:
+        threads["exchange"] = exchanger.schedule.summary()
     ctx.mode_stats = {"accepted": shared.accepted, "dropped": dropped,
                       "staleness_histogram": {str(k): v for k, v in sorted(staleness.items())},
                       "staleness_bound": STALENESS, "counter": ctx.shared.counter,
-                      "overlap": not ctx.config.lockstep and ctx.config.overlap is not False}
+                      "overlap": not ctx.config.lockstep and ctx.config.overlap is not False,
+                      "phases_s": clock.summary(), "exchange_phases_s": exchanger.clock.summary(),
+                      "schedule": threads}

@@ -179,6 +179,13 @@ def region_spec(spec: PoolSpec) -> PoolSpec:
     return spec
 
 
+def fold_rows(rows: np.ndarray, out: np.ndarray) -> None:
+    """out = rows[0] + rows[1] + ..., added in row order (one rounding order on every reader)."""
+    out[:] = rows[0]
+    for row in rows[1:]:
+        out += row
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` lives (a zombie does not: it died and awaits its parent's wait)."""
     try:
@@ -275,14 +282,17 @@ class SharedState:
                                     f"slot {worker} in {self.handle.timeout_s:g} s (its writer kept overwriting it)",
                                     worker)
 
+    def read_all(self) -> tuple[np.ndarray, list[SlotRead]]:
+        """Every slot's newest complete push, as the rows of a (W, n) array that the next call reuses, and
+        each slot's `SlotRead`."""
+        return self._rows, [self.read(w, self._rows[w]) for w in range(self.nworkers)]
+
     def merge(self, out: np.ndarray) -> list[SlotRead]:
         """out = the sum of every slot's newest complete push, added in worker order (the same bits on
         every reader that read the same pushes); returns each slot's `SlotRead`."""
         out = self._vector(out, writable=True)
-        reads = [self.read(w, self._rows[w]) for w in range(self.nworkers)]
-        out[:] = self._rows[0]
-        for w in range(1, self.nworkers):
-            out += self._rows[w]
+        rows, reads = self.read_all()
+        fold_rows(rows, out)
         return reads
 
     # -- the counter ----------------------------------------------------------------
