@@ -16,14 +16,6 @@ from cxlsim.replay import collectives as replay_collectives
 TRACES = os.path.join(os.path.dirname(__file__), "data", "traces")
 
 
-def write_trace(directory, ranks: dict) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for rank, lines in ranks.items():
-        with open(os.path.join(directory, f"t_rank-{rank + 1}.txt"), "w") as fh:
-            fh.write("".join(f"{rank} {line}\n" for line in ["init"] + lines + ["finalize"]))
-    return str(directory)
-
-
 def same(p, lines):
     return {r: list(lines) for r in range(p)}
 
@@ -49,7 +41,7 @@ def closed(collective, p, size, cm, root=0):
 
 @pytest.mark.parametrize("preset", ["ib-hdr", "eth-100g-tcp"])
 @pytest.mark.parametrize("p", [2, 4, 8])
-def test_collectives_separated_by_barriers_replay_to_the_analytic_sum(tmp_path, preset, p):
+def test_collectives_separated_by_barriers_replay_to_the_analytic_sum(tmp_path, write_trace, preset, p):
     lines = ["compute 1000", "barrier", "allreduce 2 0 0", "barrier", "allreduce 8192 0 0", "barrier",
              "allgather 512 512 0 0", "barrier", "reducescatter " + " ".join(["300"] * p) + " 0 0", "barrier",
              "alltoall 1000 1000 1 1", "barrier", "compute 500", "allreduce 1 0 1"]
@@ -63,7 +55,7 @@ def test_collectives_separated_by_barriers_replay_to_the_analytic_sum(tmp_path, 
     assert max(timeline.finish_ns) == min(timeline.finish_ns)  # symmetric: every rank ends together
 
 
-def test_symmetric_collectives_on_a_non_power_of_two_count_replay_to_the_analytic_sum(tmp_path):
+def test_symmetric_collectives_on_a_non_power_of_two_count_replay_to_the_analytic_sum(tmp_path, write_trace):
     # (MPICH's reduce_scatter at P = 6 is recursive halving, whose ranks finish at different times: the
     # next call does not start together, so it is summed at P = 2, 4, 8 only, above)
     p = 6
@@ -77,7 +69,7 @@ def test_symmetric_collectives_on_a_non_power_of_two_count_replay_to_the_analyti
 
 
 @pytest.mark.parametrize("p", [2, 5, 8])
-def test_rooted_collectives_replay_to_their_closed_forms(tmp_path, p):
+def test_rooted_collectives_replay_to_their_closed_forms(tmp_path, write_trace, p):
     cm = cost_model(p)
     cases = [("bcast 1000 1 0", closed("broadcast", p, 8000, cm, root=1)),
              ("bcast 100000 1 0", closed("broadcast", p, 800000, cm, root=1)),
@@ -90,7 +82,7 @@ def test_rooted_collectives_replay_to_their_closed_forms(tmp_path, p):
         assert timeline.total_ns - 1000 == pytest.approx(expect, rel=1e-12), line
 
 
-def test_the_selector_is_used_and_reported(tmp_path):
+def test_the_selector_is_used_and_reported(tmp_path, write_trace):
     path = write_trace(tmp_path, same(6, ["allgather 4096 4096 0 0"]))  # 32 KiB per rank on 6 ranks
     mpich = engine.replay(simgrid.read(path), transport(6), library="mpich")
     ompi = engine.replay(simgrid.read(path), transport(6), library="ompi")
@@ -100,7 +92,7 @@ def test_the_selector_is_used_and_reported(tmp_path):
     assert mpich.total_ns != ompi.total_ns
 
 
-def test_a_reduction_operator_cost_runs_as_compute(tmp_path):
+def test_a_reduction_operator_cost_runs_as_compute(tmp_path, write_trace):
     plain = replay(write_trace(tmp_path / "a", same(2, ["allreduce 4 0 0"])), 2)
     costly = replay(write_trace(tmp_path / "b", same(2, ["allreduce 4 5000 0"])), 2)
     assert costly.total_ns - plain.total_ns == pytest.approx(5000.0)
@@ -108,7 +100,7 @@ def test_a_reduction_operator_cost_runs_as_compute(tmp_path):
 
 # ------------------------------------------------------------------ point-to-point
 
-def test_a_blocking_message_costs_one_loggp_message(tmp_path):
+def test_a_blocking_message_costs_one_loggp_message(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["send 1 7 1000 0"], 1: ["recv 0 7 1000 0"]})
     timeline = replay(path, 2)
     assert timeline.total_ns == pytest.approx(cost_model(2).T(8000))
@@ -116,7 +108,7 @@ def test_a_blocking_message_costs_one_loggp_message(tmp_path):
     assert (kind, dep_rank, dep_ns, end) == ("recv", 0, 0.0, pytest.approx(cost_model(2).T(8000)))
 
 
-def test_any_source_receives_match_in_arrival_order(tmp_path):
+def test_any_source_receives_match_in_arrival_order(tmp_path, write_trace):
     ranks = {0: ["irecv -333 6 1 1", "wait -333 0 6"] * 3}
     for r, delay in ((1, 30000), (2, 20000), (3, 10000)):  # rank 3 sends first, then 2, then 1
         ranks[r] = [f"compute {delay}", "send 0 6 1 1"]
@@ -126,7 +118,7 @@ def test_any_source_receives_match_in_arrival_order(tmp_path):
     assert [w[4] for w in waits] == [10000.0, 20000.0, 30000.0]
 
 
-def test_any_tag_takes_the_earliest_arrived_message_and_tags_select(tmp_path):
+def test_any_tag_takes_the_earliest_arrived_message_and_tags_select(tmp_path, write_trace):
     # rank 1 sends tag 1 then tag 2; rank 0 first waits for tag 2, then takes any tag (so tag 1)
     ranks = {0: ["compute 100000", "recv 1 2 1 1", "recv 1 -444 1 1"], 1: ["send 0 1 1 1", "send 0 2 1 1"]}
     timeline = replay(write_trace(tmp_path, ranks), 2)
@@ -135,7 +127,7 @@ def test_any_tag_takes_the_earliest_arrived_message_and_tags_select(tmp_path):
     assert recvs[0][4] == second_send_at and recvs[1][4] == first_send_at
 
 
-def test_requests_of_one_name_complete_in_posting_order(tmp_path):
+def test_requests_of_one_name_complete_in_posting_order(tmp_path, write_trace):
     ranks = {0: ["irecv 1 4 1 1", "irecv 1 4 1 1", "wait 1 0 4", "wait 1 0 4"],
              1: ["send 0 4 1 1", "compute 50000", "send 0 4 1 1"]}
     timeline = replay(write_trace(tmp_path, ranks), 2)
@@ -154,19 +146,19 @@ def test_the_real_p2p_trace_replays_on_both_networks():
                                                               "sendrecv", "barrier", "compute"}
 
 
-def test_an_unmatched_receive_is_a_run_error_naming_it(tmp_path):
+def test_an_unmatched_receive_is_a_run_error_naming_it(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["recv 1 3 1 1"], 1: ["compute 10"]})
     with pytest.raises(RunError, match=r"never finished.*unmatched receives \(rank, src, tag\): \[\(0, 1, 3\)\]"):
         replay(path, 2)
 
 
-def test_a_trace_with_compute_needs_a_host_speed(tmp_path):
+def test_a_trace_with_compute_needs_a_host_speed(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["compute 10"]})
     with pytest.raises(InputError, match="--trace-host-speed"):
         engine.replay(simgrid.read(path), transport(1))
 
 
-def test_the_fabric_must_run_every_trace_rank(tmp_path):
+def test_the_fabric_must_run_every_trace_rank(tmp_path, write_trace):
     path = write_trace(tmp_path, same(3, ["barrier"]))
     with pytest.raises(InputError, match="the fabric runs 2 ranks but the trace has 3"):
         engine.replay(simgrid.read(path), transport(2))
@@ -174,7 +166,7 @@ def test_the_fabric_must_run_every_trace_rank(tmp_path):
 
 # ------------------------------------------------------------------ compute, shares and the critical path
 
-def test_compute_scale_scales_every_gap_and_per_rank_factors(tmp_path):
+def test_compute_scale_scales_every_gap_and_per_rank_factors(tmp_path, write_trace):
     path = write_trace(tmp_path, same(2, ["compute 4000", "barrier", "compute 2000"]))
     base = replay(path, 2)
     half = replay(path, 2, compute_scale=0.5)
@@ -186,7 +178,7 @@ def test_compute_scale_scales_every_gap_and_per_rank_factors(tmp_path):
         replay(path, 2, compute_scale=[1.0])
 
 
-def test_critical_path_covers_the_total_and_follows_the_straggler(tmp_path):
+def test_critical_path_covers_the_total_and_follows_the_straggler(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["compute 1000", "send 1 0 1000 0"],
                                   1: ["compute 50000", "recv 0 0 1000 0", "compute 1000"]})
     timeline = replay(path, 2)
@@ -206,7 +198,7 @@ def test_critical_path_covers_the_total_and_follows_the_straggler(tmp_path):
     assert row["compute_share"] + row["communication_share"] + row["idle_share"] == pytest.approx(1.0)
 
 
-def test_per_call_rows_add_up_to_rank_time(tmp_path):
+def test_per_call_rows_add_up_to_rank_time(tmp_path, write_trace):
     path = write_trace(tmp_path, same(4, ["compute 3000", "allreduce 100 0 0", "barrier"]))
     timeline = replay(path, 4)
     rows = analysis.per_call(timeline)

@@ -3,7 +3,6 @@ share a pod, so which messages go through a pod's pool and which over the networ
 MPI's order whichever way each goes."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -18,14 +17,6 @@ from cxlsim.replay.pool_messages import message_ns
 SIZE = 1000
 
 
-def write_trace(directory, p, lines_of) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for r in range(p):
-        with open(os.path.join(directory, f"t_rank-{r + 1}.txt"), "w") as fh:
-            fh.write("".join(f"{r} {line}\n" for line in ["init", *lines_of(r), "finalize"]))
-    return str(directory)
-
-
 def pods_yaml(tmp_path, pods, hosts, network="ib-hdr") -> str:
     path = tmp_path / f"pods-{pods}x{hosts}-{network}.yaml"
     path.write_text(f"fabric:\n  preset: cxl-pods\n  nodes: {pods * hosts}\n"
@@ -33,19 +24,19 @@ def pods_yaml(tmp_path, pods, hosts, network="ib-hdr") -> str:
     return str(path)
 
 
-def neighbours(tmp_path, name):
+def neighbours(write_trace, tmp_path, name):
     """Ranks 0 -> 1 and 2 -> 3 each send one message of SIZE bytes (the pairs are neighbours)."""
     def lines(r):
         return [f"send {r + 1} 7 {SIZE}"] if r % 2 == 0 else [f"recv {r - 1} 7 {SIZE}"]
-    return simgrid.read(write_trace(tmp_path / name, 4, lines), 1e9)
+    return simgrid.read(write_trace(tmp_path / name, lines, 4), 1e9)
 
 
 @pytest.mark.parametrize("network", ["eth-100g-tcp", "eth-100g-roce"])
-def test_neighbours_in_one_pod_beat_neighbours_split_by_the_analytic_amount(tmp_path, network):
+def test_neighbours_in_one_pod_beat_neighbours_split_by_the_analytic_amount(tmp_path, write_trace, network):
     spec = pods_yaml(tmp_path, 2, 2, network=network)
     split = tmp_path / "split.txt"
     split.write_text("0\n2\n1\n3\n")  # rank 1 on host 2 (pod 1), rank 2 on host 1 (pod 0)
-    trace = neighbours(tmp_path, "pairs")
+    trace = neighbours(write_trace, tmp_path, "pairs")
     together_fab, split_fab = fabrics.resolve(spec, 4), fabrics.resolve(spec, 4, placement=str(split))
     assert split_fab.at == (0, 2, 1, 3) and together_fab.at == (0, 1, 2, 3)
     fig = pod_figures(together_fab.make())
@@ -62,12 +53,12 @@ def test_neighbours_in_one_pod_beat_neighbours_split_by_the_analytic_amount(tmp_
     assert apart.segments[1][-1][3] == 0
 
 
-def test_on_a_pool_each_rank_runs_on_the_host_the_placement_names(tmp_path):
+def test_on_a_pool_each_rank_runs_on_the_host_the_placement_names(tmp_path, write_trace):
     placement = tmp_path / "hosts.txt"
     placement.write_text("# trace rank -> pool host\n2\n0\n3\n1\n")
     fab = fabrics.resolve("cxl3-pool", 4, placement=str(placement))
     assert fab.at == (2, 0, 3, 1) and "placement hosts.txt" in fab.describe
-    trace = neighbours(tmp_path, "pairs")
+    trace = neighbours(write_trace, tmp_path, "pairs")
     transport = fab.make()
     log = transport.enable_log()
     placed = engine.replay(trace, transport, at=fab.at)
@@ -115,12 +106,12 @@ def test_messages_inside_a_pod_keep_their_order_whichever_way_each_goes(tmp_path
     assert got[0][1] == pytest.approx(route.network_ns(65536), rel=1e-12)
 
 
-def test_the_command_takes_a_placement_on_pods(tmp_path, capsys):
+def test_the_command_takes_a_placement_on_pods(tmp_path, write_trace, capsys):
     spec = pods_yaml(tmp_path, 2, 2, network="eth-100g-tcp")
     split = tmp_path / "split.txt"
     split.write_text("0\n2\n1\n3\n")
-    index = write_trace(tmp_path / "pairs", 4, lambda r: [f"send {r + 1} 7 {SIZE}"] if r % 2 == 0
-                        else [f"recv {r - 1} 7 {SIZE}"])
+    index = write_trace(tmp_path / "pairs", lambda r: [f"send {r + 1} 7 {SIZE}"] if r % 2 == 0
+                        else [f"recv {r - 1} 7 {SIZE}"], 4)
     assert main(["replay", index, "--fabric", spec, "--placement", str(split), "--trace-host-speed", "1Gf",
                  "--no-plots", "--output", str(tmp_path / "ws")]) == 0
     out = capsys.readouterr().out
@@ -128,7 +119,7 @@ def test_the_command_takes_a_placement_on_pods(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("action", ["bcast 4096 {root} 0", "reduce 1024 0 {root} 0", "scatter 128 128 {root} 2 2"])
-def test_a_rooted_collective_is_rooted_at_the_host_the_traced_root_runs_on(tmp_path, action):
+def test_a_rooted_collective_is_rooted_at_the_host_the_traced_root_runs_on(tmp_path, write_trace, action):
     """Trace root 1 under placement (0, 2, 1, 3) runs on fabric rank 2, so each trace rank r ends when fabric rank
     at[r] ends in the same collective rooted at fabric rank 2 under block placement."""
     spec = pods_yaml(tmp_path, 2, 2, network="eth-100g-tcp")
@@ -136,7 +127,7 @@ def test_a_rooted_collective_is_rooted_at_the_host_the_traced_root_runs_on(tmp_p
     split.write_text("0\n2\n1\n3\n")
 
     def trace(root):
-        return simgrid.read(write_trace(tmp_path / f"root{root}", 4, lambda r: [action.format(root=root)]), 1e9)
+        return simgrid.read(write_trace(tmp_path / f"root{root}", lambda r: [action.format(root=root)], 4), 1e9)
 
     placed_fab = fabrics.resolve(spec, 4, placement=str(split))
     placed = engine.replay(trace(1), placed_fab.make(), at=placed_fab.at)
@@ -146,29 +137,29 @@ def test_a_rooted_collective_is_rooted_at_the_host_the_traced_root_runs_on(tmp_p
     assert placed.finish_ns != pytest.approx([other.finish_ns[h] for h in placed_fab.at], rel=1e-12)
 
 
-def test_a_pods_bcast_after_other_pods_collectives_runs_over_pod_messages(tmp_path):
+def test_a_pods_bcast_after_other_pods_collectives_runs_over_pod_messages(tmp_path, write_trace):
     """The pods broadcast's pool phase waits for its readers' acknowledgements of the call two before it in the
     pod's region 0: after two allreduces it would wait for ever, so that bcast runs a network algorithm over pod
     messages (noted); two broadcasts from one root in a row stay pods broadcasts."""
     spec = pods_yaml(tmp_path, 1, 4, network="eth-100g-tcp")
-    after = write_trace(tmp_path / "after", 4, lambda r: ["allreduce 16 0 0", "allreduce 16 0 0", "bcast 4096 1 0"])
+    after = write_trace(tmp_path / "after", lambda r: ["allreduce 16 0 0", "allreduce 16 0 0", "bcast 4096 1 0"], 4)
     timeline = engine.replay(simgrid.read(after, 1e9), fabrics.resolve(spec, 4).make())
     assert timeline.algorithms["bcast"] == ["binomial"] and timeline.algorithms["allreduce"] == ["pods"]
     assert any("that was not a broadcast from the same root" in note for note in timeline.notes)
-    repeated = write_trace(tmp_path / "repeated", 4,
-                           lambda r: ["bcast 4096 1 0"] * 3 + ["allreduce 16 0 0", "bcast 4096 1 0"])
+    repeated = write_trace(tmp_path / "repeated",
+                           lambda r: ["bcast 4096 1 0"] * 3 + ["allreduce 16 0 0", "bcast 4096 1 0"], 4)
     timeline = engine.replay(simgrid.read(repeated, 1e9), fabrics.resolve(spec, 4).make())
     assert timeline.algorithms["bcast"] == ["pods"]
 
 
 @pytest.mark.parametrize("last", ["barrier", "allgather 1024 1024 1 1"])
-def test_on_pods_an_allgather_after_an_allreduce_waits_for_every_rank(tmp_path, last):
+def test_on_pods_an_allgather_after_an_allreduce_waits_for_every_rank(tmp_path, write_trace, last):
     """The pods allgather's pool phase keeps its flags apart from the allreduce's (ALLGATHER_REGION): after an
     allreduce and compute skewed by rank, no rank leaves the barrier (or allgather) before the last rank entered
     it."""
     spec = pods_yaml(tmp_path, 1, 4, network="eth-100g-tcp")
-    index = write_trace(tmp_path / last.split()[0], 4, lambda r: [f"compute {1000 * (3 - r)}", "allreduce 16 0 0",
-                                                                  f"compute {5000 * r}", last])
+    index = write_trace(tmp_path / last.split()[0], lambda r: [f"compute {1000 * (3 - r)}", "allreduce 16 0 0",
+                                                                  f"compute {5000 * r}", last], 4)
     timeline = engine.replay(simgrid.read(index, 1e9), fabrics.resolve(spec, 4).make())
     assert timeline.algorithms[last.split()[0]] == ["pods"]
     ends = [segs[-1] for segs in timeline.segments]

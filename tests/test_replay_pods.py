@@ -2,7 +2,6 @@
 allgather and barrier run the pods allgather and equal its closed form; the fabric is refused where it cannot run."""
 from __future__ import annotations
 
-import os
 
 import pytest
 
@@ -12,14 +11,6 @@ from cxlsim.models.collectives import analytic, runner
 from cxlsim.replay import engine, fabrics, simgrid
 from cxlsim.replay.pods import PodMessages
 from cxlsim.replay.pool_messages import message_ns
-
-
-def write_trace(directory, p, lines_of) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for r in range(p):
-        with open(os.path.join(directory, f"t_rank-{r + 1}.txt"), "w") as fh:
-            fh.write("".join(f"{r} {line}\n" for line in ["init", *lines_of(r), "finalize"]))
-    return str(directory)
 
 
 def pods_yaml(tmp_path, pods, hosts, network="ib-hdr", pool="cxl3-pool") -> str:
@@ -54,13 +45,14 @@ def expected_ns(call, transport, fig):
 @pytest.mark.parametrize("pods, hosts", [(1, 4), (2, 2), (2, 4), (4, 2)])
 @pytest.mark.parametrize("pool", ["cxl3-pool", "cxl2-pool"])
 @pytest.mark.parametrize("network", ["ib-hdr", "eth-100g-tcp"])
-def test_a_traced_allgather_and_barrier_take_the_cheaper_form_and_equal_it(tmp_path, pods, hosts, pool, network):
+def test_a_traced_allgather_and_barrier_take_the_cheaper_form_and_equal_it(tmp_path, write_trace, pods, hosts, pool,
+                                                                           network):
     from cxlsim.replay.pods import pod_figures
 
     spec = pods_yaml(tmp_path, pods, hosts, network=network, pool=pool)
     p = pods * hosts
     for action in ("allgather 512 512 0 0", "barrier"):
-        path = write_trace(tmp_path / f"{action.split()[0]}-{pods}-{hosts}", p, lambda r, a=action: [a])
+        path = write_trace(tmp_path / f"{action.split()[0]}-{pods}-{hosts}", lambda r, a=action: [a], p)
         trace = simgrid.read(path, 1e9)
         transport = fabrics.resolve(spec, p).make()
         chosen, form, other = expected_ns(trace.ranks[0][0], transport, pod_figures(transport))
@@ -73,7 +65,8 @@ def test_a_traced_allgather_and_barrier_take_the_cheaper_form_and_equal_it(tmp_p
 @pytest.mark.parametrize("pool", ["cxl3-pool", "cxl2-pool"])
 @pytest.mark.parametrize("network", ["ib-hdr", "eth-100g-roce", "eth-100g-tcp"])
 @pytest.mark.parametrize("size", [1000, 65536])
-def test_a_message_inside_a_pod_takes_the_cheaper_way_and_between_pods_the_network(tmp_path, pool, network, size):
+def test_a_message_inside_a_pod_takes_the_cheaper_way_and_between_pods_the_network(tmp_path, write_trace, pool, network,
+                                                                                  size):
     from cxlsim.replay.pod_routes import POOL, MessageRoute
     from cxlsim.replay.pods import pod_figures
 
@@ -85,7 +78,7 @@ def test_a_message_inside_a_pod_takes_the_cheaper_way_and_between_pods_the_netwo
     def one_message(src, dst, fabric):
         def lines(r):
             return [f"send {dst} 7 {size}"] if r == src else [f"recv {src} 7 {size}"] if r == dst else []
-        path = write_trace(tmp_path / f"m{src}{dst}-{fabric}", 4, lines)
+        path = write_trace(tmp_path / f"m{src}{dst}-{fabric}", lines, 4)
         return engine.replay(simgrid.read(path, 1e9), fabrics.resolve(fabric, 4).make())
 
     inside = one_message(0, 1, spec)
@@ -161,11 +154,11 @@ def test_pods_refuse_a_trace_of_another_size_ranks_per_node_and_shared_hosts(tmp
 
 @pytest.mark.parametrize("network", ["ib-hdr", "eth-100g-tcp"])
 @pytest.mark.parametrize("action", ["allreduce 1 0 0", "allreduce 1024 0 0", "alltoall 128 128 0 0"])
-def test_a_traced_allreduce_and_alltoall_take_the_cheaper_form_and_equal_it(tmp_path, network, action):
+def test_a_traced_allreduce_and_alltoall_take_the_cheaper_form_and_equal_it(tmp_path, write_trace, network, action):
     from cxlsim.replay.pods import pod_figures
 
     spec = pods_yaml(tmp_path, 2, 4, network=network)
-    trace = simgrid.read(write_trace(tmp_path / "t", 8, lambda r, a=action: [a]), 1e9)
+    trace = simgrid.read(write_trace(tmp_path / "t", lambda r, a=action: [a], 8), 1e9)
     transport = fabrics.resolve(spec, 8).make()
     chosen, form, other = expected_ns(trace.ranks[0][0], transport, pod_figures(transport))
     assert form <= other
@@ -173,13 +166,13 @@ def test_a_traced_allreduce_and_alltoall_take_the_cheaper_form_and_equal_it(tmp_
     assert timeline.total_ns == pytest.approx(form, rel=1e-9)
 
 
-def test_both_choices_occur_and_the_note_gives_both_forms(tmp_path):
+def test_both_choices_occur_and_the_note_gives_both_forms(tmp_path, write_trace):
     from cxlsim.replay.pods import pod_figures
 
     seen = {}
     for network in ("ib-hdr", "eth-100g-tcp"):
         for action in ("allreduce 1 0 0", "allgather 512 512 0 0", "alltoall 128 128 0 0"):
-            trace = simgrid.read(write_trace(tmp_path / f"{network}-{action[:5]}", 8, lambda r, a=action: [a]), 1e9)
+            trace = simgrid.read(write_trace(tmp_path / f"{network}-{action[:5]}", lambda r, a=action: [a], 8), 1e9)
             transport = fabrics.resolve(pods_yaml(tmp_path, 2, 4, network=network), 8).make()
             seen.setdefault(expected_ns(trace.ranks[0][0], transport, pod_figures(transport))[0], []).append(action)
             timeline = engine.replay(trace, transport)
@@ -189,11 +182,11 @@ def test_both_choices_occur_and_the_note_gives_both_forms(tmp_path):
 
 
 @pytest.mark.parametrize("action", ["allreduce 96 0 0", "bcast 100 5 0", "alltoall 16 16 0 0", "allgather 8 8 0 0"])
-def test_the_pods_plans_deliver_the_right_labels(tmp_path, action):
+def test_the_pods_plans_deliver_the_right_labels(tmp_path, write_trace, action):
     from cxlsim.replay.pods import PodsPlan, inter_algorithm
     from cxlsim.replay.trace import COLLECTIVES
 
-    path = write_trace(tmp_path / "t", 8, lambda r, a=action: [a])
+    path = write_trace(tmp_path / "t", lambda r, a=action: [a], 8)
     call = [c for c in simgrid.read(path, 1e9).ranks[0] if c.kind in COLLECTIVES][0]
     pods = fabrics.resolve(pods_yaml(tmp_path, 2, 4), 8).make()
     collective = {"bcast": "broadcast"}.get(call.kind, call.kind)

@@ -16,14 +16,6 @@ from cxlsim.replay.pool_messages import PoolMessages, message_ns
 TRACES = os.path.join(os.path.dirname(__file__), "data", "traces")
 
 
-def write_trace(directory, p, lines) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for r in range(p):
-        with open(os.path.join(directory, f"t_rank-{r + 1}.txt"), "w") as fh:
-            fh.write("".join(f"{r} {line}\n" for line in ["init", *lines, "finalize"]))
-    return str(directory)
-
-
 @pytest.mark.parametrize("spec", ["cxl3-pool", "cxl2-pool"])
 @pytest.mark.parametrize("collective, name, size", [
     ("allreduce", "ring", 4096),
@@ -65,9 +57,9 @@ def test_the_mailboxes_must_fit_the_pool():
 
 
 @pytest.mark.parametrize("spec, sizes", [("cxl3-pool", (2, 4, 8)), ("cxl2-pool", (2, 4))])
-def test_the_traced_allgather_on_a_pool_equals_the_pool_closed_form(tmp_path, spec, sizes):
+def test_the_traced_allgather_on_a_pool_equals_the_pool_closed_form(tmp_path, write_trace, spec, sizes):
     for p in sizes:
-        path = write_trace(tmp_path / f"{p}", p, ["compute 1000", "allgather 512 512 0 0"])
+        path = write_trace(tmp_path / f"{p}", ["compute 1000", "allgather 512 512 0 0"], p)
         pool = fabrics.resolve(spec, p).make()
         timeline = engine.replay(simgrid.read(path, 1e9), pool)
         assert timeline.algorithms == {"allgather": ["cxl_pool"]}
@@ -127,11 +119,12 @@ def test_one_message_over_the_pool_equals_its_closed_form(spec, size):
     ("alltoall 32 32 0 0", "alltoall"),              # 256 B per destination
     ("reducescatter 128 128 128 128 0 0", "reduce_scatter"),
 ])
-def test_pool_step_collectives_run_the_pools_own_and_equal_their_closed_forms(tmp_path, spec, action, collective):
+def test_pool_step_collectives_run_the_pools_own_and_equal_their_closed_forms(tmp_path, write_trace, spec, action,
+                                                                             collective):
     from cxlsim.models.collectives.pool_collective_forms import select_pool
     from cxlsim.models.collectives.registry import algorithm
 
-    trace = simgrid.read(write_trace(tmp_path / "t", 4, [action]), 1e9)
+    trace = simgrid.read(write_trace(tmp_path / "t", [action], 4), 1e9)
     size = trace.ranks[0][0].size_bytes if collective != "barrier" else 0
     pool = fabrics.resolve(spec, 4).make()
     fig = pool.figures()
@@ -141,13 +134,13 @@ def test_pool_step_collectives_run_the_pools_own_and_equal_their_closed_forms(tm
     assert timeline.total_ns == pytest.approx(algorithm(collective, name).cost(fig, 4, size), rel=1e-9)
 
 
-def test_a_pool_runs_mixed_collectives_in_its_regions_with_the_right_labels(tmp_path):
+def test_a_pool_runs_mixed_collectives_in_its_regions_with_the_right_labels(tmp_path, write_trace):
     from cxlsim.replay.pool_plans import pool_plan, regions_of
     from cxlsim.replay.trace import COLLECTIVES
 
     lines = ["allgather 64 64 0 0", "allreduce 96 0 0", "barrier", "alltoall 16 16 0 0", "allgather 8 8 0 0",
              "reducescatter 64 64 64 64 0 0", "allreduce 300000 0 0"]
-    path = write_trace(tmp_path / "t", 4, lines)
+    path = write_trace(tmp_path / "t", lines, 4)
     trace = simgrid.read(path, 1e9)
     pool = fabrics.resolve("cxl2-pool", 4).make()
     regions = regions_of(pool)

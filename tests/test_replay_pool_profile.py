@@ -55,26 +55,22 @@ def stats_text(rows: dict, ranks=2, coherence="hw") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_trace(tmp_path, per_rank) -> simgrid.Trace:
-    d = tmp_path / "trace"
-    d.mkdir()
-    for r, lines in enumerate(per_rank):
-        (d / f"rank{r}.txt").write_text("".join(f"{r} {line}\n" for line in ["init", *lines, "finalize"]))
-    return simgrid.read(str(d), 1e9)
-
-
 # collectives separated by barriers, compute gaps of different lengths per rank (ns: host speed 1e9)
 CALLS = [("allreduce 8 0", "allreduce", 8), ("allgather 4096 4096", "allgather", 4096),
          ("bcast 1024 0", "broadcast", 1024), ("alltoall 64 64", "alltoall", 64),
          ("reducescatter 64 64 0", "reduce_scatter", 128), ("allreduce 1048576 0", "allreduce", 1 << 20)]
 
 
-def collectives_trace(tmp_path):
+def read_trace(write_trace, tmp_path, per_rank) -> simgrid.Trace:
+    return simgrid.read(write_trace(tmp_path / "trace", dict(enumerate(per_rank))), 1e9)
+
+
+def collectives_trace(write_trace, tmp_path):
     per_rank = [[], []]
     for k, (line, _, _) in enumerate(CALLS):
         for r in range(2):
             per_rank[r] += [f"compute {1000 * (k + 1) * (r + 1)}", line, f"compute {300 * (2 - r)}", "barrier"]
-    return write_trace(tmp_path, per_rank)
+    return read_trace(write_trace, tmp_path, per_rank)
 
 
 def expected_end_ns(model, coherence) -> float:
@@ -92,8 +88,8 @@ def expected_end_ns(model, coherence) -> float:
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
-def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(tmp_path, coherence):
-    trace = collectives_trace(tmp_path)
+def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(tmp_path, write_trace, coherence):
+    trace = collectives_trace(write_trace, tmp_path)
     stats = tmp_path / "stats.txt"
     n = len(CALLS)
     stats.write_text(stats_text({"MPI_Allreduce": (4, 4, 0), "MPI_Allgather": (2, 2, 0), "MPI_Bcast": (2, 2, 0),
@@ -111,8 +107,8 @@ def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(t
     assert any("root also waits" in note for note in timeline.notes)
 
 
-def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_network_algorithm(tmp_path):
-    trace = write_trace(tmp_path, [["send 1 0 1000", "allreduce 8 0", "barrier"],
+def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_network_algorithm(tmp_path, write_trace):
+    trace = read_trace(write_trace, tmp_path, [["send 1 0 1000", "allreduce 8 0", "barrier"],
                                    ["recv 0 0 1000", "allreduce 8 0", "barrier"]])
     stats = tmp_path / "stats.txt"
     stats.write_text(stats_text({"MPI_Allreduce": (2, 0, 2), "MPI_Barrier": (2, 2, 0)}))
@@ -130,8 +126,8 @@ def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_netw
     assert timeline.finish_ns == pytest.approx([allreduce_end + barrier] * 2, rel=1e-9)
 
 
-def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path):
-    trace = collectives_trace(tmp_path)
+def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path, write_trace):
+    trace = collectives_trace(write_trace, tmp_path)
     fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace)
     assert "assumed: every kind the library runs on its pool (no --library-stats)" in fab.describe
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
@@ -144,8 +140,8 @@ def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path
     ({"MPI_Allreduce": (4, 4, 0), "MPI_Barrier": (2, 2, 0)},
      r"allreduce: the stats count 4 calls \(summed over ranks\), the trace 2; they are not of the same run"),
 ])
-def test_stats_that_do_not_say_which_calls_ran_on_the_pool_are_refused(tmp_path, rows, message):
-    trace = write_trace(tmp_path, [["allreduce 8 0", "barrier"], ["allreduce 8 0", "barrier"]])
+def test_stats_that_do_not_say_which_calls_ran_on_the_pool_are_refused(tmp_path, write_trace, rows, message):
+    trace = read_trace(write_trace, tmp_path, [["allreduce 8 0", "barrier"], ["allreduce 8 0", "barrier"]])
     stats = tmp_path / "stats.txt"
     stats.write_text(stats_text(rows))
     with pytest.raises(InputError, match=message):

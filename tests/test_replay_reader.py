@@ -19,16 +19,6 @@ def real(name):
     return os.path.join(TRACES, name, f"{name}.txt")
 
 
-def write_trace(directory, ranks: dict, names=None) -> str:
-    """Per-rank files in `directory`: ranks = {rank: [line without the rank, ...]}; file i holds names[i]'s lines."""
-    os.makedirs(directory, exist_ok=True)
-    order = names or sorted(ranks)
-    for i, rank in enumerate(order):
-        with open(os.path.join(directory, f"t_rank-{i + 1}.txt"), "w") as fh:
-            fh.write("".join(f"{rank} {line}\n" for line in ["init"] + ranks[rank] + ["finalize"]))
-    return str(directory)
-
-
 def refused(path, *patterns, speed=1e9):
     with pytest.raises(InputError) as err:
         simgrid.read(str(path), speed)
@@ -69,14 +59,14 @@ def test_real_collective_trace_sizes_roots_and_sidecar_speed():
     assert check_collectives(trace) == 19
 
 
-def test_ranks_are_ordered_by_the_line_not_by_the_file_name(tmp_path):
+def test_ranks_are_ordered_by_the_line_not_by_the_file_name(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["compute 5"], 1: ["compute 7"]}, names=[1, 0])  # rank-1.txt holds rank 1
     trace = simgrid.read(path, 1.0)
     assert [c.amount for c in (trace.ranks[0][0], trace.ranks[1][0])] == [5.0, 7.0]
     assert trace.files[0].endswith("t_rank-2.txt")
 
 
-def test_index_paths_are_relative_to_the_index_file(tmp_path):
+def test_index_paths_are_relative_to_the_index_file(tmp_path, write_trace):
     write_trace(tmp_path / "files", {0: ["barrier"], 1: ["barrier"]})
     index = tmp_path / "sub" / "index.txt"
     index.parent.mkdir()
@@ -86,7 +76,7 @@ def test_index_paths_are_relative_to_the_index_file(tmp_path):
     refused(index, r"index\.txt:2: per-rank file '../files/missing.txt' not found")
 
 
-def test_a_rank_file_given_as_the_index_is_refused(tmp_path):
+def test_a_rank_file_given_as_the_index_is_refused(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["barrier"]})
     refused(os.path.join(path, "t_rank-1.txt"), r"t_rank-1\.txt:1: expected the index file")
 
@@ -102,7 +92,7 @@ def test_reduce_scatter_block_is_refused_naming_file_line_and_field():
 
 
 @pytest.mark.parametrize("action", ["allgatherv 4 4 4 0 0", "gatherv 4 4 4 0 0 0", "alltoallv 8 4 4 8 4 4"])
-def test_v_collectives_are_refused(tmp_path, action):
+def test_v_collectives_are_refused(tmp_path, write_trace, action):
     path = write_trace(tmp_path, {0: [action], 1: [action]})
     refused(path, r"rank-1\.txt:2: .*field 'action'", "not replayed")
 
@@ -131,34 +121,34 @@ def test_v_collectives_are_refused(tmp_path, action):
     ("wait 0 1 x", "tag"),
     ("sendRecv 4 1 4", "src"),
 ])
-def test_malformed_line_names_file_line_and_field(tmp_path, line, field):
+def test_malformed_line_names_file_line_and_field(tmp_path, write_trace, line, field):
     path = write_trace(tmp_path, {0: ["compute 1", line], 1: ["compute 1"]})
     refused(path, r"t_rank-1\.txt:3: ", f"field '{field}")
 
 
-def test_a_line_of_another_rank_in_a_file_is_refused(tmp_path):
+def test_a_line_of_another_rank_in_a_file_is_refused(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["compute 1"], 1: ["compute 1"]})
     with open(os.path.join(path, "t_rank-1.txt"), "a") as fh:
         fh.write("1 compute 2\n")
     refused(path, r"t_rank-1\.txt:4: compute: field 'rank' \(field 1\): expected 0")
 
 
-def test_two_files_of_one_rank_are_refused(tmp_path):
+def test_two_files_of_one_rank_are_refused(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["compute 1"], 1: ["compute 1"]}, names=[0, 0])
     refused(path, r"t_rank-2\.txt:1: .*field 'rank'.*also in .*t_rank-1\.txt")
 
 
-def test_a_wait_that_names_no_request_is_refused(tmp_path):
+def test_a_wait_that_names_no_request_is_refused(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["isend 1 3 4 0", "wait 0 1 4"], 1: ["recv 0 3 4 0"]})
     refused(path, r"t_rank-1\.txt:3: wait: fields 'src dst tag' \(0 1 4\) name no request")
 
 
-def test_a_wait_after_a_test_of_its_request_is_allowed(tmp_path):
+def test_a_wait_after_a_test_of_its_request_is_allowed(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["irecv 1 9 1 0", "test 1 0 9", "wait 1 0 9"], 1: ["send 0 9 1 0"]})
     assert [c.kind for c in simgrid.read(path).ranks[0]] == ["irecv", "test", "wait"]
 
 
-def test_collective_sequences_that_disagree_are_refused_naming_the_line(tmp_path):
+def test_collective_sequences_that_disagree_are_refused_naming_the_line(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["barrier", "allreduce 4 0 0"], 1: ["barrier", "bcast 4 0 0"]})
     trace = simgrid.read(path)
     with pytest.raises(InputError, match=r"t_rank-2\.txt:3: rank 1's collective #2 is bcast of 32 B \(root 0\), "
@@ -170,7 +160,7 @@ def test_collective_sequences_that_disagree_are_refused_naming_the_line(tmp_path
         check_collectives(simgrid.read(path))
 
 
-def test_datatype_codes_convert_counts_to_bytes(tmp_path):
+def test_datatype_codes_convert_counts_to_bytes(tmp_path, write_trace):
     lines = ["allreduce 3 0 4", "allreduce 3 0 5", "allreduce 3 0 19", "allreduce 3 0 21", "allreduce 3 0 7",
              "allreduce 3 0 9", "allreduce 3 0 20", "allreduce 3 0 2", "allreduce 3 0 3", "allreduce 3 0 6",
              "allreduce 3 0 0", "allreduce 3 0 1"]
@@ -179,7 +169,7 @@ def test_datatype_codes_convert_counts_to_bytes(tmp_path):
     assert sizes == [24, 12, 12, 3, 24, 3, 24, 3, 6, 3, 24, 12]
 
 
-def test_default_datatype_is_byte_or_double_after_an_init_with_an_argument(tmp_path):
+def test_default_datatype_is_byte_or_double_after_an_init_with_an_argument(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["send 0 1 10"]})
     assert simgrid.read(path).ranks[0][0].size_bytes == 10
     with open(os.path.join(path, "t_rank-1.txt"), "w") as fh:
@@ -187,7 +177,7 @@ def test_default_datatype_is_byte_or_double_after_an_init_with_an_argument(tmp_p
     assert simgrid.read(path).ranks[0][0].size_bytes == 80
 
 
-def test_host_speed_option_and_sidecar(tmp_path):
+def test_host_speed_option_and_sidecar(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["compute 5"]})
     assert simgrid.read(path).host_speed_flops_per_s is None
     (tmp_path / "trace.meta.json").write_text(json.dumps({"host_speed_flops_per_s": 2e4}))
@@ -212,7 +202,7 @@ def test_parse_speed_refuses(text):
         simgrid.parse_speed(text)
 
 
-def test_a_binary_rank_file_is_refused(tmp_path):
+def test_a_binary_rank_file_is_refused(tmp_path, write_trace):
     path = write_trace(tmp_path, {0: ["barrier"]})
     with open(os.path.join(path, "t_rank-1.txt"), "wb") as fh:
         fh.write(b"0 init\n\x00\x01")

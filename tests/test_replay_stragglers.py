@@ -14,14 +14,6 @@ from cxlsim.models.training.stragglers import Slowdown, multipliers
 from cxlsim.replay import engine, fabrics, simgrid, stragglers
 
 
-def write_trace(directory, lines_of, p) -> str:
-    os.makedirs(directory, exist_ok=True)
-    for r in range(p):
-        with open(os.path.join(directory, f"t_rank-{r + 1}.txt"), "w") as fh:
-            fh.write("".join(f"{r} {line}\n" for line in ["init", *lines_of(r), "finalize"]))
-    return str(directory)
-
-
 STEPS = ["compute 4000", "barrier", "compute 2000", "compute 1000", "allreduce 8 0", "compute 3000"]
 
 
@@ -29,7 +21,7 @@ def computes(timeline, r):
     return [end - start for start, end, kind, _, _ in timeline.segments[r] if kind == "compute"]
 
 
-def test_every_compute_gap_of_a_step_gets_its_rank_and_step_multiplier(tmp_path):
+def test_every_compute_gap_of_a_step_gets_its_rank_and_step_multiplier(tmp_path, write_trace):
     trace = simgrid.read(write_trace(tmp_path, lambda r: STEPS, 3), 1e9)
     assert stragglers.steps_of(trace) == 3
     m = stragglers.draw(np.random.default_rng(7), trace, 0.3, None)
@@ -41,7 +33,7 @@ def test_every_compute_gap_of_a_step_gets_its_rank_and_step_multiplier(tmp_path)
         assert computes(timeline, r) == pytest.approx(expect, rel=1e-12)
 
 
-def test_a_slowdown_on_every_step_equals_the_compute_scale(tmp_path):
+def test_a_slowdown_on_every_step_equals_the_compute_scale(tmp_path, write_trace):
     trace = simgrid.read(write_trace(tmp_path, lambda r: STEPS, 2), 1e9)
     always = Slowdown(probability=1.0, factor=2.0, duration_steps=100)
     m = stragglers.draw(np.random.default_rng(1), trace, 0.0, always)
@@ -51,7 +43,7 @@ def test_a_slowdown_on_every_step_equals_the_compute_scale(tmp_path):
     assert slowed.finish_ns == scaled.finish_ns
 
 
-def test_the_command_draws_with_the_seed_and_records_it(tmp_path, capsys):
+def test_the_command_draws_with_the_seed_and_records_it(tmp_path, write_trace, capsys):
     path = write_trace(tmp_path / "t", lambda r: STEPS, 4)
 
     def run(seed, out):
@@ -75,14 +67,14 @@ def test_the_command_draws_with_the_seed_and_records_it(tmp_path, capsys):
     (["--slowdown", "0.1,0.5,3"], r"slowdown.factor: expected a finite multiplier >= 1"),
     (["--cv", "-1"], r"--cv: expected a coefficient of variation >= 0"),
 ])
-def test_bad_straggler_options_are_refused_naming_them(tmp_path, capsys, flags, message):
+def test_bad_straggler_options_are_refused_naming_them(tmp_path, write_trace, capsys, flags, message):
     path = write_trace(tmp_path / "t", lambda r: STEPS, 2)
     assert main(["replay", path, "--trace-host-speed", "1Gf", "--fabric", "ib-hdr", *flags, "--no-plots",
                  "--output", str(tmp_path / "ws")]) == 2
     assert __import__("re").search(message, capsys.readouterr().err)
 
 
-def test_step_factors_of_the_wrong_shape_are_refused(tmp_path):
+def test_step_factors_of_the_wrong_shape_are_refused(tmp_path, write_trace):
     trace = simgrid.read(write_trace(tmp_path, lambda r: STEPS, 2), 1e9)
     with pytest.raises(InputError, match=r"expected 3 steps x 2 ranks"):
         engine.replay(trace, fabrics.resolve("ib-hdr", 2).make(), step_factors=[[1.0, 1.0]])
