@@ -58,7 +58,7 @@ def stats_text(rows: dict, ranks=2, coherence="hw") -> str:
 # collectives separated by barriers, compute gaps of different lengths per rank (ns: host speed 1e9)
 CALLS = [("allreduce 8 0", "allreduce", 8), ("allgather 4096 4096", "allgather", 4096),
          ("bcast 1024 0", "broadcast", 1024), ("alltoall 64 64", "alltoall", 64),
-         ("reducescatter 64 64 0", "reduce_scatter", 128), ("allreduce 1048576 0", "allreduce", 1 << 20)]
+         ("reducescatter 64 64 0", "reduce_scatter", 128), ("allreduce 131072 0", "allreduce", 1 << 17)]
 
 
 def read_trace(write_trace, tmp_path, per_rank) -> simgrid.Trace:
