@@ -55,6 +55,47 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "tests", "data", "traces", "src")
 HALO_BYTES = 4096 * 8
 
+COLLECTIVES_APP = r"""
+/* A collective-bound loop (the pool's collectives carry most of its MPI time), timed as halo_timed.c:
+ * per iteration a little work, then MPI_Allreduce of 16384 floats (64 KiB: the library's large
+ * algorithm), MPI_Allgather of 4 KiB per rank, MPI_Bcast of 4 KiB from rank 0, MPI_Allreduce of one
+ * double; rank 0 prints the wall time from the first barrier's end to the last barrier's end.
+ *     coll_timed [ITERATIONS [WORK]] */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void work(long n) { volatile double x = 0; for (long i = 0; i < n; i++) x += i * 0.5; }
+int main(int argc, char **argv) {
+  static float v[16384], w[16384];
+  static char block[4096], all[4 * 4096], b[4096];
+  double res = 1.0, sum;
+  int rank, size;
+  MPI_Init(&argc, &argv);
+  int iterations = argc > 1 ? atoi(argv[1]) : 20;
+  long steps = argc > 2 ? atol(argv[2]) : 2000;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  for (int it = 0; it < iterations; it++) {
+    work(steps);
+    MPI_Allreduce(v, w, 16384, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allgather(block, 4096, MPI_CHAR, all, 4096, MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Bcast(b, 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(&res, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t1 = MPI_Wtime();
+  if (rank == 0) printf("wall_s %.9f\n", t1 - t0);
+  MPI_Finalize();
+  return 0;
+}
+"""
+WORK = {"c": 200000, "py": 20000, "coll": 2000}
+"""Default work steps per iteration per app."""
+ITERATIONS = {"c": 20, "py": 20, "coll": 200}
+"""Default iterations per app."""
+
 PINGPONG = r"""
 #include <mpi.h>
 #include <stdio.h>
@@ -132,7 +173,7 @@ def fit_this_machine(tmp: str) -> tuple[str, str]:
 def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int) -> tuple[float, str]:
     """Run the halo app under the library with tracing and stats; return the wall time it printed (s) and
     the path of the stats (its stderr)."""
-    program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe]
+    program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -170,10 +211,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--np", type=int, nargs="+", default=[2], help="rank counts (2-4; default 2)")
     parser.add_argument("--runs", type=int, default=5, help="runs per app and rank count (interleaved)")
-    parser.add_argument("--apps", nargs="+", default=["c"], choices=["c", "py"], help="halo_timed.c and/or .py")
-    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--apps", nargs="+", default=["c"], choices=sorted(WORK),
+                        help="c, py: the halo (halo_timed.c, .py); coll: a collective-bound loop (allreduce of 64 KiB "
+                             "and of 8 B, allgather and bcast of 4 KiB per iteration), whose MPI time is the pool's")
+    parser.add_argument("--iterations", type=int, help="iterations per run (default: 20 for c and py, 200 for coll)")
     parser.add_argument("--work", type=int, default=0,
-                        help="work steps per iteration (default: 200000 for C, 20000 for Python)")
+                        help="work steps per iteration (default: 200000 for c, 20000 for py, 2000 for coll)")
     parser.add_argument("--pool-profile",
                         help="local-host profile pricing the collectives that ran on the pool (default: calibrate "
                              "this machine now, np 2)")
@@ -194,8 +237,11 @@ def main() -> int:
         local = args.pool_profile or calibrate_pool(tmp)
         print(f"# local-host profile {local if args.pool_profile else '(calibrated now)'}: "
               f"made {load_profile(local)['provenance'].get('timestamp_utc', '?')}")
-        exe = os.path.join(tmp, "halo_timed")
-        subprocess.run([find_mpicc(), "-O0", os.path.join(SRC, "halo_timed.c"), "-o", exe], check=True)
+        exe = {"c": os.path.join(tmp, "halo_timed"), "coll": os.path.join(tmp, "coll_timed")}
+        subprocess.run([find_mpicc(), "-O0", os.path.join(SRC, "halo_timed.c"), "-o", exe["c"]], check=True)
+        with open(exe["coll"] + ".c", "w") as fh:
+            fh.write(COLLECTIVES_APP)
+        subprocess.run([find_mpicc(), "-O0", exe["coll"] + ".c", "-o", exe["coll"]], check=True)
         cpus = os.cpu_count() or 1
         if max(args.np) > cpus:
             print(f"# np > {cpus} CPUs: the ranks cannot all run at once (MPICH polls while it waits), so the "
@@ -207,11 +253,11 @@ def main() -> int:
         lines = set()
         for run in range(args.runs):
             for app in args.apps:
-                work = args.work or (200000 if app == "c" else 20000)
+                work = args.work or WORK[app]
                 for n in args.np:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
-                    measured, stats = traced_run(app, exe, n, directory, args.iterations, work)
+                    measured, stats = traced_run(app, exe, n, directory, args.iterations or ITERATIONS[app], work)
                     predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats)
                     network, _, _ = predicted_window_s(directory, profile)
                     lines.add(line.replace(tmp, "TMP"))
@@ -220,7 +266,7 @@ def main() -> int:
                                  "measured_s": measured, "predicted_s": predicted, "error": error,
                                  "network_only_s": network, "network_only_error": network_error,
                                  "traced_compute_s": compute})
-                    print(f"  {app:<4}{n:>3}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
+                    print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
                           f"{compute * 1e3:>19.3f}{(measured - compute) * 1e3:>17.3f}"
                           f"{(predicted - compute) * 1e3:>11.3f}", flush=True)
@@ -234,7 +280,7 @@ def main() -> int:
             for key, what in (("error", "predicted"), ("network_only_error", "network only")):
                 errs = [r[key] for r in got]
                 within = sum(abs(e) <= 0.10 for e in errs)
-                print(f"  {app:<4}np={n} {what:<13}: median |error| {statistics.median(abs(e) for e in errs) * 100:.1f}%, "
+                print(f"  {app:<5}np={n} {what:<13}: median |error| {statistics.median(abs(e) for e in errs) * 100:.1f}%, "
                       f"range {min(errs) * 100:+.1f}% .. {max(errs) * 100:+.1f}%, {within} of {len(errs)} runs within 10%"
                       + ("" if n == 2 else " (outside the target: np 2)"))
     if args.out:
