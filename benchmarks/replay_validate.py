@@ -248,7 +248,7 @@ def main() -> int:
                   "measured times include time slicing the model does not contain")
         print("# predicted: messages on the LogGP fit, the collectives that ran on the pool on the local-host "
               "profile (the target); network only: every collective as MPICH's algorithm on the LogGP fit")
-        print(f"# {'app':<4}{'np':>3}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
+        print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'traced compute ms':>19}{'MPI ms measured':>17}{'predicted':>11}")
         lines = set()
         for run in range(args.runs):
