@@ -79,12 +79,12 @@ def coll(op, sent, received, root=NO_ROOT, comm=None):
     return make
 
 
-def write_halo(tmp_path, p=4):
+def write_halo(write_trace, tmp_path, p=4):
     """Init; 2 iterations of compute, a ring halo (irecv, isend, waitall), an allreduce of 8 B; a bcast of
     100 B from rank 1; a barrier; MPI_Comm_rank (no communication); finalize. And the same as a SimGrid trace."""
     a = Archive(tmp_path / "archive", p)
     world = a.world
-    simgrid_lines = {r: ["init"] for r in range(p)}
+    simgrid_lines = {r: [] for r in range(p)}  # between init and finalize
     for r in range(p):
         w = a.rank(r)
         lines = simgrid_lines[r]
@@ -115,17 +115,12 @@ def write_halo(tmp_path, p=4):
         lines += ["compute 1000", "bcast 100 1", "barrier"]
         w.compute(300)
         w.call("MPI_Finalize", 1000)
-        lines.append("finalize")
     path = a.close()
-    directory = tmp_path / "simgrid"
-    directory.mkdir()
-    for r in range(p):
-        (directory / f"t_rank-{r + 1}.txt").write_text("".join(f"{r} {line}\n" for line in simgrid_lines[r]))
-    return path, str(directory)
+    return path, write_trace(tmp_path / "simgrid", simgrid_lines)
 
 
-def test_an_archive_reads_as_the_equivalent_simgrid_trace_and_replays_the_same(tmp_path):
-    archive, directory = write_halo(tmp_path)
+def test_an_archive_reads_as_the_equivalent_simgrid_trace_and_replays_the_same(tmp_path, write_trace):
+    archive, directory = write_halo(write_trace, tmp_path)
     ours = otf2_reader.read(archive)
     theirs = simgrid.read(directory, 1e9)
     assert ours.host_speed_flops_per_s == RESOLUTION
@@ -141,8 +136,8 @@ def test_an_archive_reads_as_the_equivalent_simgrid_trace_and_replays_the_same(t
     assert otf2_reader.read(os.path.join(archive, "traces.otf2")).ranks == ours.ranks
 
 
-def test_the_command_replays_an_archive(tmp_path, capsys):
-    archive, _ = write_halo(tmp_path)
+def test_the_command_replays_an_archive(tmp_path, write_trace, capsys):
+    archive, _ = write_halo(write_trace, tmp_path)
     assert main(["replay", archive, "--fabric", "ib-hdr", "--no-plots", "--output", str(tmp_path / "ws")]) == 0
     assert "ib-hdr" in capsys.readouterr().out
     assert main(["replay", archive, "--fabric", "ib-hdr", "--trace-host-speed", "1Gf", "--no-plots",
