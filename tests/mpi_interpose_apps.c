@@ -140,7 +140,7 @@ static int stress(int rank, int size)
             MPI_Bcast(in, (int)n, MPI_LONG, root, MPI_COMM_WORLD);
             for (long i = 0; i < n; i++) bad += in[i] != value(root, i, k);
         } else if (kind == 1) { /* allreduce: large sometimes (chunked, reduce-scatter + allgather), else
-                                   1-3 doubles (inline in the flag lines) or n */
+                                   1-3 doubles or n (up to 70 doubles: the inline area of cxl_coll_reduce.h) */
             long m = k % 60 == 1 ? BIG : (k / 6) % 2 ? 1 + (k / 12) % 3 : n;
             for (long i = 0; i < m; i++) din[i] = (double)value(rank, i, k);
             MPI_Allreduce(din, dout, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -168,6 +168,20 @@ static int stress(int rank, int size)
                 for (int r = 0; r < size; r++) want += value(r, rank * n + i, k);
                 bad += out[i] != want;
             }
+        }
+    }
+    /* back-to-back allreduces alone, 1-80 doubles (both halves of the inline area and the slot
+     * path above 70), late ranks: a rank may not rewrite a half another rank still reads */
+    for (int k = 0; k < CALLS; k++) {
+        seed = seed * 1103515245u + 12345u;
+        if ((seed >> 16) % 4 == 0) usleep((seed >> 8) % 100);
+        long m = 1 + (long)((k * 2654435761u) % 80);
+        for (long i = 0; i < m; i++) din[i] = (double)value(rank, i, k);
+        MPI_Allreduce(din, dout, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        for (long i = 0; i < m; i++) {
+            double want = 0;
+            for (int r = 0; r < size; r++) want += (double)value(r, i, k);
+            bad += dout[i] != want;
         }
     }
     free(in);

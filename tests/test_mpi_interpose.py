@@ -135,7 +135,7 @@ def test_collectives_match_mpich(library, programs, np, coherence, slot, large, 
         assert row["pool"] > 0 and row["hier"] == 0, (name, row)
         assert row["pool"] + row["fallback"] == row["calls"] and row["c_calls"] == 0
     # the only fallbacks: types with two basic types (MPI_2INT and a struct) and a user-defined op
-    nsizes = 3 if quick else 7
+    nsizes = 3 if quick else 9
     assert stats["MPI_Allgather"]["reasons"] == {"datatype": np * (2 * 2 * nsizes + 1)}
     assert stats["MPI_Allreduce"]["reasons"] == {"op": np}
     assert set(stats["MPI_Bcast"]["reasons"]) == {"datatype"} == set(stats["MPI_Alltoall"]["reasons"])

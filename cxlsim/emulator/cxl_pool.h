@@ -23,6 +23,9 @@
  *   64    attach counter (u32, atomic)
  *   4096  flag lines: rank r's flag (u64) at flags_offset + 64 r, single writer
  *   ...   data: buffer b (0 or 1), slot r at data_offset + (b nranks + r) slot_stride
+ *   ...   inline area: rank r's CXL_POOL_INLINE_AREA_BYTES at inline_offset + r x that, single
+ *         writer (the line-flag allreduce of cxl_coll_reduce.h; inline_offset = data_offset +
+ *         2 nranks slot_stride)
  *
  * Functions return CXL_POOL_OK, or CXL_POOL_EINPUT (the spec or the sizes are bad: the
  * user's input) or CXL_POOL_ERUN (the system refused), with a message in err naming
@@ -50,7 +53,7 @@
 #include <unistd.h>
 
 #define CXL_POOL_MAGIC 0x43584C53494D5031ULL /* "CXLSIMP1" */
-#define CXL_POOL_VERSION 1u
+#define CXL_POOL_VERSION 2u
 #define CXL_POOL_LINE 64u
 #define CXL_POOL_PAGE 4096u
 #define CXL_POOL_DAX_ALIGN (2u << 20)
@@ -59,6 +62,9 @@
 #define CXL_POOL_SHM_DIR "/dev/shm"
 #define CXL_POOL_PREFIX "cxlsim-"
 #define CXL_POOL_PATH_MAX 4096
+/* Bytes of one rank's inline area: 2 halves x 10 lines (= 2 x CXL_COLL_LINES_PER_HALF x 64 in
+ * cxl_coll_reduce.h, which checks it when both headers are included). */
+#define CXL_POOL_INLINE_AREA_BYTES 1280u
 
 enum { CXL_POOL_OK = 0, CXL_POOL_EINPUT = 1, CXL_POOL_ERUN = 2 };
 enum { CXL_POOL_SHM = 0, CXL_POOL_FILE = 1, CXL_POOL_DAX = 2, CXL_POOL_NUMA = 3 };
@@ -70,7 +76,8 @@ typedef struct {
     uint64_t slot_stride;  /* bytes between slots: slot_bytes rounded up to 64, at least 64 */
     uint64_t flags_offset; /* 4096 */
     uint64_t data_offset;  /* flags_offset + nranks x 64 rounded up to 4096 */
-    uint64_t total_bytes;  /* data_offset + 2 nranks slot_stride, rounded up to the alignment */
+    uint64_t inline_offset;/* data_offset + 2 nranks slot_stride */
+    uint64_t total_bytes;  /* inline_offset + nranks x CXL_POOL_INLINE_AREA_BYTES, rounded up to the alignment */
 } cxl_layout_t;
 
 /* A parsed pool backend ("shm", "file:PATH", "dax:PATH", "numa:N"). */
@@ -119,7 +126,8 @@ static int cxl_layout_plan(uint32_t nranks, uint64_t slot_bytes, uint64_t align,
     out->slot_stride = slot_bytes < CXL_POOL_LINE ? CXL_POOL_LINE : cxl_pool_round_up(slot_bytes, CXL_POOL_LINE);
     out->flags_offset = CXL_POOL_PAGE;
     out->data_offset = out->flags_offset + cxl_pool_round_up((uint64_t)nranks * CXL_POOL_LINE, CXL_POOL_PAGE);
-    out->total_bytes = cxl_pool_round_up(out->data_offset + 2 * (uint64_t)nranks * out->slot_stride, align);
+    out->inline_offset = out->data_offset + 2 * (uint64_t)nranks * out->slot_stride;
+    out->total_bytes = cxl_pool_round_up(out->inline_offset + (uint64_t)nranks * CXL_POOL_INLINE_AREA_BYTES, align);
     return CXL_POOL_OK;
 }
 

@@ -26,6 +26,8 @@ Layout (bytes from the start; every flag and slot on its own 64-byte lines)::
     64    attach counter (uint32, atomic)
     4096  flag lines: rank r's epoch (uint64) at flags_offset + 64 r, single writer
     ...   data: buffer b (epoch parity), slot r at data_offset + (b nranks + r) slot_stride
+    ...   inline area: rank r's INLINE_AREA_BYTES at inline_offset + r INLINE_AREA_BYTES,
+          single writer (the MPI library's line-flag allreduce, cxl_coll_reduce.h)
 """
 from __future__ import annotations
 
@@ -44,8 +46,9 @@ from cxlsim.emulator.pool_devices import check_dax, check_numa_node, dax_device_
 from cxlsim.errors import InputError, RunError
 
 MAGIC = 0x43584C53494D5031  # "CXLSIMP1"
-VERSION = 1
+VERSION = 2
 LINE = 64
+INLINE_AREA_BYTES = 1280  # = CXL_POOL_INLINE_AREA_BYTES (cxl_pool.h): 2 halves x 10 lines per rank
 PAGE = 4096
 DAX_ALIGN = 2 << 20
 SHM_DIR = "/dev/shm"
@@ -106,6 +109,7 @@ class SegmentLayout:
     slot_stride: int
     flags_offset: int
     data_offset: int
+    inline_offset: int
     total_bytes: int
 
     @classmethod
@@ -117,9 +121,10 @@ class SegmentLayout:
         stride = max(LINE, _round_up(slot_bytes, LINE))
         flags = PAGE
         data = flags + _round_up(nranks * LINE, PAGE)
-        total = _round_up(data + 2 * nranks * stride, align)
-        return cls(nranks=nranks, slot_bytes=slot_bytes, slot_stride=stride,
-                   flags_offset=flags, data_offset=data, total_bytes=total)
+        inline = data + 2 * nranks * stride
+        total = _round_up(inline + nranks * INLINE_AREA_BYTES, align)
+        return cls(nranks=nranks, slot_bytes=slot_bytes, slot_stride=stride, flags_offset=flags,
+                   data_offset=data, inline_offset=inline, total_bytes=total)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -24,6 +24,9 @@
 
 enum { SPIN_ITERS = 4096, OVERSUBSCRIBED_SPIN_ITERS = 8 };
 
+_Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_LINE,
+               "the pool layout's inline area holds the kernel's two halves per rank");
+
 /* The placement probe of a new two-rank hw pool (choose_copy_in's, comm.py): above this flag
  * round trip (ns) the ranks' cores do not share a cache, and copies into the pool of at least
  * NT_SLOW_MIN_BYTES use non-temporal stores; below it plain ones. */
@@ -99,7 +102,7 @@ static void pool_kernel(cxlsim_pool_t *pool)
     if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
     p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
     cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
-    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = CXL_COLL_INLINE_MAX; /* (cxl_coll.h) */
+    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = CXL_COLL_LINES_MAX; /* the line-flag allreduce (cxl_coll_reduce.h) */
 }
 
 typedef struct {
