@@ -159,25 +159,29 @@ def test_the_remote_folds_store_lands_on_rank_1s_block():
     assert offsets == [True] * 5
 
 
-def test_collective_bandwidth_by_hand():
-    """Synthetic concurrent-copy phases linear in n (copy-in 1 ns/B, copy-out 2, read 0.5), a one-process copy
-    of 0.25 ns/B and a 10 ns path: each collective's bandwidth is the DES's bytes over the kernel's phases less
-    4 paths."""
-    from cxlsim.calibrate.collectives import collective_bw
+def test_collective_bandwidth_makes_the_des_data_time_the_patterns():
+    """Synthetic pattern primitives linear in n (3 ns/B) and a 10 ns path: at the collective's bandwidth the
+    DES's per-call time is its time at an unlimited bandwidth plus the pattern's data time less the 4 paths
+    the DES charges around the copies, plus its flag lines at the allgather's 64-B bandwidth (the round
+    trip's). By hand for the broadcast: the DES moves 1.5 x the lines (root W, reader W + W, the mean over
+    the ranks) and two flag lines per rank (its publish, its barrier's), 128 B in the mean."""
+    from cxlsim.calibrate.collectives import _des_call_ns, collective_bw
+    from cxlsim.calibrate.patterns import PATTERNS
 
-    def line(ns_per_byte):
-        return {"64": 64 * ns_per_byte, "1048576": 1048576 * ns_per_byte}
-    m = model(concurrent_curves={"hw": {"copyin": line(1.0), "copyout": line(2.0), "readout": line(0.5)}},
-              copy_bw_curve=line(0.25), path_ns={"hw": 10.0, "flush": 10.0})
+    curve = {"64": 3 * 64.0, "1048576": 3 * 1048576.0}
+    m = model(pattern_curves={"hw": {p: curve for p in PATTERNS}}, path_ns={"hw": 10.0, "flush": 10.0})
     s = 4096
-    assert collective_bw(m, "hw", "broadcast", s, NEVER) == pytest.approx(3 * s / (2 * s + (2 * s - s / 4) - 40))
-    assert collective_bw(m, "hw", "alltoall", s, NEVER) == pytest.approx(4 * s / (s + 2 * s - 40))
-    assert collective_bw(m, "hw", "allreduce", s, NEVER) == pytest.approx(3 * s / (s + s / 2 - 40))
-    half_in = s / 2  # only the other rank's block or share goes in (the own one stays in the send buffer)
-    assert collective_bw(m, "hw", "reduce_scatter", s, NEVER) == pytest.approx(2 * s / (half_in + s / 4 - 40))
-    assert collective_bw(m, "hw", "allreduce", s, 0) == pytest.approx(3.5 * s / (half_in + s / 4 + s - 40))
+    flags_ns = 128 / m.host_bw(64, "hw", 10.0)
+    assert collective_bw(m, "hw", "broadcast", s, NEVER) == pytest.approx((1.5 * s + 128) / (3 * s - 40 + flags_ns))
+    for collective, large in (("broadcast", NEVER), ("alltoall", NEVER), ("reduce_scatter", NEVER),
+                              ("allreduce", NEVER), ("allreduce", 0)):
+        bw = collective_bw(m, "hw", collective, s, large)
+        flags = 2 * (_des_call_ns(m, "hw", collective, 0, large, 1.0) - _des_call_ns(m, "hw", collective, 0, large, 2.0))
+        got = _des_call_ns(m, "hw", collective, s, large, bw) - _des_call_ns(m, "hw", collective, s, large, 1e9)
+        assert got == pytest.approx(3 * s - 40 + flags / m.host_bw(64, "hw", 10.0), rel=1e-4), collective
     assert collective_bw(m, "hw", "barrier", 0, NEVER) is None
-    assert collective_bw(model(concurrent_curves={}), "hw", "broadcast", s, NEVER) is None
+    assert collective_bw(m, "hw", "broadcast", 2 << 20, NEVER) is None  # beyond the measured sizes: no extrapolation
+    assert collective_bw(model(pattern_curves={}), "hw", "broadcast", s, NEVER) is None
 
 
 def test_a_jobs_own_primitives_replace_the_models():
@@ -187,8 +191,10 @@ def test_a_jobs_own_primitives_replace_the_models():
 
     m = model()
     job = dict(coherence="hw", roundtrip_before_ns=m.roundtrip_ns["hw"], roundtrip_after_ns=m.roundtrip_ns["hw"],
-               concurrent_ns=m.concurrent_curves["hw"], overhead_ns={"broadcast": 1234.0})
+               concurrent_ns=m.concurrent_curves["hw"], overhead_ns={"broadcast": 1234.0},
+               pattern_ns={"broadcast": {"data": {"64": 50.0}, "maintenance": {"64": 0.0}}})
     got = job_model(m, job)
     assert got.collective_overhead_ns["broadcast"] == 1234.0 and got.concurrent_curves["hw"] is job["concurrent_ns"]
+    assert got.pattern_curves["hw"] == {"broadcast": {"64": 50.0}}
     assert got.path_ns["hw"] == pytest.approx(m.path_ns["hw"], rel=1e-6, abs=1e-6)
     assert got.path_ns["flush"] == m.path_ns["flush"]

@@ -21,7 +21,9 @@ reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the
 round trip before and after (a job above `measure.STABLE` x the best seen in its mode ran in
 the slow host placement or was disturbed, and is left out when others are not) and the
 concurrent-copy primitive before and after (`measure.concurrent_rank`, the ranks joined by
-`measure.join_ranks`), as the allgather's jobs do: a primitive taken in the same state of the
+`measure.join_ranks`) and each collective's copy pattern before and after (`patterns.pattern_rank`,
+joined by `patterns.join_pattern_ranks`, the mean of before and after), as the allgather's jobs
+do: a primitive taken in the same state of the
 machine as the job's calls (in flush mode its copy-in at 256 KiB-1 MiB is bimodal from job to
 job, about 100 or 490 us at 1 MiB, so a primitive from another job can be in the other state),
 and records each rank's share of its CPU per size (below `measure.BUSY`: another job ran
@@ -36,6 +38,7 @@ import time
 import numpy as np
 
 from cxlsim.calibrate.measure import BUSY, STABLE, concurrent_rank, join_ranks, steady
+from cxlsim.calibrate.patterns import join_pattern_ranks, pattern_name, pattern_rank
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
@@ -180,16 +183,25 @@ def _call_overheads(comm, collectives, iterations: int = 1000) -> dict:
     return out
 
 
-def _bench_job(comm, collectives, sizes, iterations):
-    """One job: the flag round trip, the concurrent-copy and per-call primitives, then per collective and size
-    a bench run with every rank's least share of its CPU, then the primitives and the round trip again.
-    Returns (rows, round trip before, after, [this rank's concurrent rounds before, after], per-call
-    overheads {collective: [before, after]})."""
+def _job_patterns(collectives, large: int) -> tuple:
+    """The copy patterns the job's collectives run at some size (allreduce: both algorithms, so that
+    a profile predicts either at every size)."""
+    names = {pattern_name(c, n, large) for c in collectives for n in (0, 1 << 62)}
+    return tuple(sorted(n for n in names if n))
+
+
+def _bench_job(comm, collectives, sizes, iterations, large):
+    """One job: the flag round trip, the concurrent-copy, pattern and per-call primitives, then per
+    collective and size a bench run with every rank's least share of its CPU, then the primitives and
+    the round trip again. Returns (rows, round trip before, after, [this rank's concurrent rounds
+    before, after], per-call overheads {collective: [before, after]}, [this rank's pattern rounds
+    before, after])."""
     from cxlsim.emulator.bench import BenchPlan, run_plan
 
     comm.flag_pingpong(100)
     before = comm.flag_pingpong(300)
     concurrent = [concurrent_rank(comm, primitive_sizes(sizes))]
+    patterns = [pattern_rank(comm, sizes, _job_patterns(collectives, large))]
     overheads = [_call_overheads(comm, collectives)]
     rows = []
     for collective in collectives:
@@ -206,8 +218,10 @@ def _bench_job(comm, collectives, sizes, iterations):
             rows += [dict(collective=collective, size_bytes=n, ns=r["avg_us"] * 1e3, busy=float(everyone.min()))
                      for r in got]
     concurrent.append(concurrent_rank(comm, primitive_sizes(sizes)))
+    patterns.append(pattern_rank(comm, sizes, _job_patterns(collectives, large)))
     overheads.append(_call_overheads(comm, collectives))
-    return rows, before, comm.flag_pingpong(300), concurrent, {c: [o[c] for o in overheads] for c in overheads[0]}
+    return (rows, before, comm.flag_pingpong(300), concurrent, {c: [o[c] for o in overheads] for c in overheads[0]},
+            patterns)
 
 
 def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
@@ -223,7 +237,8 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only (every run had a rank off
     its CPU), flagged_all (every job of the mode was flagged: nothing better to keep), large_bytes}], 'jobs':
     [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, slow_placement, concurrent_ns (the
-    primitive, mean of before and after: {kind: {size: ns}}), overhead_ns (the per-call primitive of the
+    primitive, mean of before and after: {kind: {size: ns}}), pattern_ns (each collective's copy pattern,
+    the mean of before and after: {pattern: {'data', 'maintenance': {size: ns}}}), overhead_ns (the per-call primitive of the
     `IN_JOB_OVERHEAD` collectives, `measure.steady` of before and after: {collective: ns})}], 'placement': 'fast' | 'slow' (the best
     hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns', 'overhead_samples_ns' ({collective:
     [ns]}: the per-call overhead primitive, one batch at np = 1 before every job, as the allgather's jobs
@@ -247,15 +262,18 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
         mode = queue.pop(0)
         for c, v in measure_call_overheads(collectives, batches=1).items():  # np = 1, before every job
             overheads[c] += v
-        per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations),
+        per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations, large),
                              slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
                              allreduce_large_bytes=large)
-        rows, rt0, rt1, _, job_overheads = per_rank[0]
+        rows, rt0, rt1, _, job_overheads, _ = per_rank[0]
         joined = [join_ranks([r[3][k] for r in per_rank]) for k in range(2)]
         concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
                       for kind, by in joined[0].items()}
+        both = [join_pattern_ranks([r[5][k] for r in per_rank]) for k in range(2)]
+        patterns = {name: {part: {n: (v + both[1][name][part][n]) / 2 for n, v in by.items()}
+                           for part, by in got.items()} for name, got in both[0].items()}
         jobs.append(dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
-                         rows=rows, concurrent_ns=concurrent,
+                         rows=rows, concurrent_ns=concurrent, pattern_ns=patterns,
                          overhead_ns={c: steady(v) for c, v in job_overheads.items()}))
         best[mode] = min(best.get(mode, math.inf), rt0, rt1)
         repeat = max(rt0, rt1) > STABLE * best[mode] and retries > 0
@@ -289,6 +307,20 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     return {"rows": out, "jobs": [{k: v for k, v in j.items() if k != "rows"} for j in jobs],
             "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best,
             "overhead_samples_ns": overheads}
+
+
+def pattern_curves(jobs: list[dict]) -> dict:
+    """{mode: {pattern: {size: ns}}}: the median over a mode's jobs of each pattern primitive's data time,
+    from the jobs not flagged slow (all of them if every one was), for a profile's model."""
+    out = {}
+    for mode in Coherence:
+        mine = [j for j in jobs if j["coherence"] == mode and j.get("pattern_ns")]
+        kept = [j for j in mine if not j.get("slow_placement")] or mine
+        if kept:
+            names = kept[0]["pattern_ns"]
+            out[mode.value] = {name: {n: statistics.median(j["pattern_ns"][name]["data"][n] for j in kept)
+                                      for n in names[name]["data"]} for name in names}
+    return out
 
 
 def overhead_ns(samples: dict) -> dict:

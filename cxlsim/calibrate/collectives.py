@@ -24,7 +24,8 @@ import statistics
 
 from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, measure_collectives
 from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
-from cxlsim.calibrate.local_model import GiB, LocalModel, local_preset
+from cxlsim.calibrate.local_model import MIN_PATH_NS, GiB, LocalModel, local_preset
+from cxlsim.calibrate.patterns import pattern_name
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
@@ -36,11 +37,14 @@ __all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "collective_bw", "col
            "summarize_collectives", "validate_collectives"]
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
+LABEL_ELEMENTS = 64
+"""Payload labels per input vector in the DES runs: the DES's times follow the call's bytes, never the
+labels' count, and a label per float32 of a 1 MiB vector made one run take about a second."""
 
 
 def _call(collective: str, size_bytes: int, large_bytes: int):
     """(algorithm, per-rank input) of the DES pool algorithm the emulator runs for this call."""
-    elements = max(1, size_bytes // FLOAT_BYTES)
+    elements = max(1, min(size_bytes // FLOAT_BYTES, LABEL_ELEMENTS))
     if collective == "allreduce":
         algorithm = pc.allreduce_large if size_bytes >= large_bytes else pc.allreduce_small
         return algorithm, lambda r, p: vector_of(r, elements)
@@ -69,69 +73,44 @@ def fold_bytes(collective: str, size_bytes: int, large_bytes: int, nranks: int) 
     return 0
 
 
-def _lines(n: int) -> int:
-    return 64 * max(-(-int(n) // 64), 1)
-
-
 def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
-    """Host bandwidth (bytes/ns) for one np-2 call, so that the bytes the DES moves at it (its pool writes
-    and reads, W = whole lines each) take what the concurrent-copy primitive's phases for the same
-    movements take, less the latency the DES charges around them (as `LocalModel.host_bw` does for the
-    allgather); None without the primitive (then the allgather's figure is used).
+    """Host bandwidth (bytes/ns) for one np-2 call, so that the DES's data transfers of the call take what
+    the collective's own copy pattern took (`patterns`: its primitive, `LocalModel.pattern_ns`), less
+    the latency the DES charges around them (as `LocalModel.host_bw` does for the allgather); None
+    without the pattern at this size (then the allgather's figure is used).
 
-    The kernels (cxl_coll.h, log off and untimed, as the bench runs them) copy into the pool only the
-    bytes another rank reads (alltoall, reduce_scatter and the large allreduce leave this rank's own
-    block or share in the send buffer), so every copy-in costs the primitive's copy-in (stores into
-    lines the other core has read, each taken back from it). The movements, per rank, at np 2:
-
-    - broadcast: the root copies s in; a reader copies one remote block out (the copy-out of two blocks
-      less a local copy of one); the DES moves both at one bandwidth, so it is the one that makes the
-      mean over the two ranks right (the bench averages the ranks);
-    - alltoall: the other rank's block m in; the own block (send to recv, local) and the other's out
-      (the copy-out at m);
-    - allreduce small: s in; the fold's loads of both blocks (the read-in-place phase at s);
-    - reduce_scatter: the other rank's block b = s/2 in; the fold's loads of the own block (from send)
-      and the other's (read at b);
-    - allreduce large: the other rank's share h = s/2 in; the fold's loads of both shares (read at h);
-      the copy-out of the own folded share and the other's (copy-out at h); the folded share's store
-      into the pool is the fold's own, inside the fold primitive, so it is charged nothing here.
-
-    The DES (models/collectives/pool_collectives.py) moves whole rows and inputs; its bytes are the
-    numerators (row 2m + column 2m; s + 2b; s + 5h with the share's write), so its total transfer time
-    is the primitives' whatever it moves.
-    """
-    if collective == "barrier" or model.np != 2 or size_bytes <= 0:
+    What the DES moves is read off the DES itself, not restated here: its per-call time (the mean over
+    the ranks, as the bench's) is T0 + X / bw in the host bandwidth bw, so runs at 1 and 2 bytes/ns
+    give X = 2 (T(1) - T(2)), the bytes it moves on the ranks' critical paths, whatever its programs
+    (models/collectives/pool_collectives.py) move. X includes the protocol's flag lines (X at 0 bytes,
+    X0), which the flag round trip's path solve prices at the allgather's bandwidth for 64 B
+    (`LocalModel.host_bw`); so the bandwidth is X over the pattern's data time less the charged
+    latency plus X0 at that bandwidth: the DES's call then takes T0, the data time, and its flags
+    as in the round trip."""
+    name = pattern_name(collective, size_bytes, large_bytes)
+    if name is None or model.np != 2 or size_bytes <= 0:
         return None
-    cin, cout, rout = (lambda n, k=k: model.concurrent_ns(k, n, coherence) for k in ("copyin", "copyout", "readout"))
-    if cin(1) is None or cout(1) is None or rout(1) is None:
+    data = model.pattern_ns(name, size_bytes, coherence)
+    if data is None:
         return None
-    s, P = size_bytes, model.np
-    if collective == "broadcast":
-        # the bench's time is the mean over the root (its write, W / bw) and the reader (the root's write,
-        # then its read, 2 W / bw), so the bandwidth that gives the mean of the root's copy-in and the
-        # reader's copy-in + copy-out is 1.5 W over (copy-in + copy-out / 2)
-        moved, ns = 3 * _lines(s), 2 * cin(s) + max(cout(s) - model.copy_ns(s), 0.0)
-    elif collective == "alltoall":
-        moved, ns = 2 * _lines(P * s), cin(s) + cout(s)
-    elif collective == "allreduce" and FLOAT_BYTES * max(1, s // FLOAT_BYTES) < large_bytes:
-        moved, ns = 3 * _lines(s), cin(s) + rout(s)
-    else:
-        h = fold_bytes(collective, s, large_bytes, P)
-        if collective == "reduce_scatter":
-            moved, ns = _lines(s) + 2 * _lines(h), cin(h) + rout(h)
-        else:  # the large allreduce: the DES also streams the share into the pool (h), charged in the fold
-            moved, ns = _lines(s) + 5 * _lines(h), cin(h) + rout(h) + cout(h)
-    charged = 2 * model.path_ns[coherence] if coherence == Coherence.FLUSH and model.flush_ack_ns \
-        else 4 * model.path_ns[coherence]
-    return moved / max(ns - charged, 1e-3)
+
+    def moved(n):  # the DES's bytes on the critical path at n bytes (T(1 B/ns) - T(2 B/ns) = X / 2)
+        return 2 * (_des_call_ns(model, coherence, collective, n, large_bytes, 1.0)
+                    - _des_call_ns(model, coherence, collective, n, large_bytes, 2.0))
+    path = model.path_ns[coherence]
+    charged = 2 * path if coherence == Coherence.FLUSH and model.flush_ack_ns else 4 * path
+    flags = moved(0) / model.host_bw(64, coherence, max(path, MIN_PATH_NS))
+    return max(moved(size_bytes), 1.0) / max(data - charged + flags, 1e-3)
 
 
-def collective_preset(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
+def collective_preset(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int,
+                      bw: float | None = None):
     """The local-host preset of one call: `local_preset` at the call's block (alltoall: its row of P blocks)
-    with the collective's own host bandwidth (`collective_bw`), and the reduction at the fold primitive's
-    rate for the bytes folded (`LocalModel.reduce_bw`)."""
+    with host bandwidth `bw` (default the collective's own, `collective_bw`), and the reduction at the
+    fold primitive's rate for the bytes folded (`LocalModel.reduce_bw`)."""
     block = size_bytes * model.np if collective == "alltoall" else size_bytes
-    bw = collective_bw(model, coherence, collective, size_bytes, large_bytes)
+    if bw is None:
+        bw = collective_bw(model, coherence, collective, size_bytes, large_bytes)
     preset = local_preset(model, max(block, 1), model.path_ns[coherence], coherence, host_bw_bytes_per_ns=bw or 0.0)
     folded = fold_bytes(collective, size_bytes, large_bytes, model.np)
     bw = model.reduce_bw(folded) if folded else None
@@ -140,12 +119,12 @@ def collective_preset(model: LocalModel, coherence: Coherence, collective: str, 
     return dataclasses.replace(preset, host=dataclasses.replace(preset.host, reduce_bw_bytes_per_ns=bw))
 
 
-def predict_collective(model: LocalModel, coherence: Coherence | str, collective: str, size_bytes: int,
-                       large_bytes: int, calls: int = 3) -> float:
-    """DES prediction (ns) of the bench's per-call time of a copy-mode pool `collective` at `size_bytes`."""
-    coherence = Coherence.parse(coherence, "coherence")
+def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int,
+                 bw: float | None = None, calls: int = 3) -> float:
+    """The DES's per-call time (ns, mean over the ranks of the last of `calls` timed calls) at host bandwidth
+    `bw` (default `collective_bw`)."""
     algorithm, data = _call(collective, size_bytes, large_bytes)
-    preset = collective_preset(model, coherence, collective, size_bytes, large_bytes)
+    preset = collective_preset(model, coherence, collective, size_bytes, large_bytes, bw)
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
     overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
@@ -165,14 +144,24 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
     return float(statistics.fmean(spans.values()))
 
 
+def predict_collective(model: LocalModel, coherence: Coherence | str, collective: str, size_bytes: int,
+                       large_bytes: int, calls: int = 3) -> float:
+    """DES prediction (ns) of the bench's per-call time of a copy-mode pool `collective` at `size_bytes`."""
+    coherence = Coherence.parse(coherence, "coherence")
+    return _des_call_ns(model, coherence, collective, size_bytes, large_bytes, None, calls)
+
+
 def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalModel:
     """`model` with the primitives a collectives job measured around itself in its mode: the concurrent
-    copy, the per-call overheads of the collectives whose 0-byte call is no step (`IN_JOB_OVERHEAD`),
+    copy, the collectives' copy patterns (`patterns`), the per-call overheads of the collectives whose 0-byte call is no step (`IN_JOB_OVERHEAD`),
     and the flag round trip (the mean of before and after) with the path solved from it as
     `fit_local` solves it (`des.solve_path_ns`, rule `AUTO_PATH_RULE` per mode)."""
     mode = Coherence.parse(job["coherence"], "coherence")
     rt = (job["roundtrip_before_ns"] + job["roundtrip_after_ns"]) / 2
+    patterns = {name: got["data"] for name, got in job.get("pattern_ns", {}).items()}
     m = dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves, **{mode: job["concurrent_ns"]}),
+                            pattern_curves=dict(model.pattern_curves, **{mode: patterns}) if patterns
+                            else model.pattern_curves,
                             roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}),
                             collective_overhead_ns=dict(model.collective_overhead_ns, **job.get("overhead_ns", {})))
     path, _ = solve_path_ns(m, 64, mode, rt, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)
@@ -182,8 +171,8 @@ def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalMod
 def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] | None = None) -> list[dict]:
     """Each measured row with the DES prediction and error ((predicted - measured) / measured).
 
-    With `jobs` (`measure_collectives`'s, each with the concurrent-copy primitive and the flag round
-    trip measured around it), a row measured in several jobs is predicted once per job with that job's
+    With `jobs` (`measure_collectives`'s, each with the concurrent-copy and pattern primitives and the
+    flag round trip measured around it), a row measured in several jobs is predicted once per job with that job's
     primitives in place of the model's (`job_model`), and the prediction is the median of those, as
     the measurement is the median of the jobs' times: the primitives and the calls then share the
     state of the machine (its host placement, and in flush mode the copy-in's state)."""

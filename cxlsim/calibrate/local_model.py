@@ -92,6 +92,10 @@ class LocalModel:
     """{'dtype op' (e.g. 'float32 sum'): {size: ns}}: the pool kernels' fold of two blocks of n bytes into
     an output, one process, the blocks in its cache, beyond a one-element fold (`collective_measure.measure_fold`);
     {} = not measured."""
+    pattern_curves: dict = dataclasses.field(default_factory=dict)
+    """Per mode, {pattern: {size: ns}}: the data time of each pool collective's own copies at np = 2
+    (`patterns.join_pattern_ranks`'s 'data': the slowest copy-in plus the ranks' mean copy-out, per
+    step); {} = not measured."""
     collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
     allgather (np = 1, a 0-byte call, `collective_measure.measure_call_overheads`); {} = not measured."""
@@ -132,6 +136,14 @@ class LocalModel:
         """The concurrent-copy primitive `kind` at this size and mode (ns), or None if not measured."""
         curve = self.concurrent_curves.get(coherence, {}).get(kind)
         return max(_curve(curve)(size_bytes), 0.0) if curve else None
+
+    def pattern_ns(self, pattern: str, size_bytes: int, coherence: str):
+        """The pattern primitive's data time at this size and mode (ns, interpolated between measured
+        sizes), or None if not measured or outside the measured sizes (no extrapolation)."""
+        curve = self.pattern_curves.get(coherence, {}).get(pattern)
+        if not curve or not min(int(k) for k in curve) <= size_bytes <= max(int(k) for k in curve):
+            return None
+        return max(_curve(curve)(size_bytes), 0.0)
 
     def flush_line_ns(self, size_bytes: int, coherence: Coherence = Coherence.FLUSH) -> float:
         """clflushopt per line for an n-byte call: the one-process line fit, or, if larger, the

@@ -15,7 +15,7 @@ import os
 
 from cxlsim.calibrate.allreduce_threshold import measure_allreduce_threshold
 from cxlsim.calibrate.collective_measure import (fold_sizes, measure_call_overheads, measure_collectives,
-                                                 measure_fold, measure_remote_fold)
+                                                 measure_fold, measure_remote_fold, pattern_curves)
 from cxlsim.calibrate.collectives import validate_collectives
 from cxlsim.calibrate.des import predict_injected
 from cxlsim.calibrate.fit import fit_local
@@ -105,9 +105,11 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                                    best_roundtrip_ns=meas["best_roundtrip_ns"], progress=step)
         for c, values in coll["overhead_samples_ns"].items():
             prims["collective_overhead_samples_ns"].setdefault(c, []).extend(values)
-        if profile is None:  # the per-call primitive from every batch (fit_local: `steady` of them)
+        if profile is None:  # the per-call primitive from every batch (fit_local: `steady` of them), the
+            # collectives' copy patterns from the jobs (each row is predicted with its own jobs' anyway)
             model = dataclasses.replace(model, collective_overhead_ns={
-                c: steady(v) for c, v in prims["collective_overhead_samples_ns"].items()})
+                c: steady(v) for c, v in prims["collective_overhead_samples_ns"].items()},
+                pattern_curves=pattern_curves(coll["jobs"]))
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
             "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}

@@ -5,18 +5,23 @@ A pool allgather's cost is not the sum of what one process measures alone: a fla
 needs a second core to answer, and a copy into lines another core has just read must take
 them back from it. These probes run those steps on a rank kernel's pool with the GIL
 released for the whole loop, on every rank at once, and return ns: `flag_pingpong` (two
-flag hops of the allgather's protocol) and `concurrent_copy` (each phase of a data round
-with every rank copying at once). Every rank must call a probe with the same arguments;
-it moves the kernel's epoch (and data round) on as the calls it stands for would.
+flag hops of the allgather's protocol), `concurrent_copy` (each phase of a data round
+with every rank copying at once) and `pattern_copy` (the same for one collective's own
+pattern of copies). Every rank must call a probe in step with the others (the same
+iterations and rounds); it moves the kernel's epoch (and data round) on as the calls it
+stands for would.
 `cxlsim.calibrate` fits its model to what they measure; the one-process primitives
 (`line_op_ns`, `memcpy_ns`, `clock_read_ns`) are in `_kernels`.
 """
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
 from cxlsim.emulator.cxl_ops cimport *
 from cxlsim.emulator.cxl_coll cimport cxl_coll_flag_pingpong, cxl_coll_settle, cxl_coll_written
 from cxlsim.emulator._pool_kernel cimport PoolKernel
+
+cdef extern from "cxl_ops.h" nogil:
+    void cxl_copy_in(const cxl_pool_t *p, char *dst, const char *src, uint64_t n)  # the kernels' copy-in
 
 import numpy as np
 
@@ -58,46 +63,92 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
     its lines. Neither a lone memcpy nor a copy of the other's block with an idle
     writer sees that cross-core traffic in both directions at once.
 
-    Per iteration, on all ranks: a barrier (flag publish and wait, as the bench's barrier
-    between calls), the data round moves on (so buffers alternate as the allgather's do),
-    phase 'in': memcpy of `nbytes` from a private buffer into this rank's slot and an
-    mfence, timed (the stores must have left the store buffer, each line taken from the
-    other core's cache, before the flag store behind them can be seen: without the
-    fence that cost would land in the untimed wait);
-    phase 'writeback' (flush mode; 0 in hw mode): the write-back op over the slot and an
-    mfence, timed (the publish's; its sfence returns at once, but the flag behind it
-    is seen only once the write-backs are acknowledged, which the mfence waits for);
-    then the publish (flag
-    store) and wait, untimed (the flag round trip is its own primitive); phase
-    'invalidate' (flush mode; 0 in hw mode): the acquire's invalidation of the others'
-    slots and its mfence, timed; phase 'out': memcpy of every rank's slot into a private
-    (np x nbytes) buffer, or with read=True a read_pass of every slot in place (the
-    zero-copy application's loads), timed. The allgather itself is never called, and
-    the flag waits are in no phase. Each phase's time has the clock's own cost (the best
-    of 64 empty intervals; for 'in' and 'writeback' the best of 64 bare mfences) taken
-    off, floored at 0. Returns an (iterations, 4) float64
-    array of (in, out, writeback, invalidate) ns. Every rank must call it with the same
-    arguments; the epoch moves on by 2 x iterations.
+    It is `pattern_copy` with the allgather's one step: every rank writes its whole block
+    (offset 0, `nbytes`) and copies out (or with read=True reads in place) every rank's.
+    Returns an (iterations, 4) float64 array of (in, out, writeback, invalidate) ns; every
+    rank must call it with the same arguments.
+    """
+    if nbytes > kernel.slot_bytes:
+        raise InputError(f"concurrent_copy: {nbytes} bytes per rank but pool slots hold {kernel.slot_bytes}")
+    P = kernel.coll.pool.nranks
+    step = ([(0, nbytes)], [(r, 0, nbytes) for r in range(P)], read)
+    return pattern_copy(kernel, [step], iterations)[:, 0, :]
+
+
+def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
+    """Calibration primitive: the data movement of one pool kernel's call, every rank at once; ns per phase.
+
+    A collective's kernel moves its own pattern of bytes: a broadcast root writes its block and
+    only the reader copies it out; an alltoall or reduce_scatter rank writes the block the other
+    reads and reads one block of the other's row; the large allreduce takes two steps, one per
+    buffer. What the copies cost depends on who copies what at the same moment (lines taken from
+    the other core, in one direction or both) and on how much of the caches the call touches,
+    so each collective's primitive is its own pattern, on this kernel's pool, GIL released.
+
+    steps: one (writes, reads, read) per step of the call. writes: this rank's copy-ins,
+    (offset, nbytes) ranges of its slot, filled from a private buffer with the kernels' copy-in
+    (`cxl_copy_in`: non-temporal stores from the pool's nt_min_bytes). reads: (rank, offset,
+    nbytes) ranges copied into a private buffer, or with read=True loaded in place (a fold's
+    loads); rank -1 is this rank's private source buffer (a block the kernel takes from send).
+    A step that moves bytes on this rank takes the next data round (buffers alternate, as the
+    kernels' steps do), so every rank must move bytes in the same steps.
+
+    Per step, on all ranks: a flag publish and wait (the bench's barrier between calls, or the
+    step's own start); phase 'in': the writes and an mfence, timed; phase 'writeback' (flush
+    mode; 0 in hw): the write-back op over the written ranges and an mfence, timed; the publish
+    (flag store) and wait, untimed; phase 'invalidate' (flush mode; 0 in hw): the invalidation
+    of the other ranks' read ranges and an mfence, timed; phase 'out': the reads, timed. Each
+    phase's time has the clock's own cost (the best of 64 empty intervals; for 'in' and
+    'writeback' the best of 64 bare mfences) taken off, floored at 0. Returns an (iterations,
+    steps, 4) float64 array of (in, out, writeback, invalidate) ns. Every rank must call it
+    with as many steps and iterations; the epoch moves on by 2 x steps x iterations.
     """
     cdef int missing = -1
-    cdef uint64_t i, e, rnd, sink = 0
-    cdef int r
+    cdef uint64_t i, j, k, e, rnd, sink = 0, src_bytes = 1, dst_bytes = 1, at, nsteps = len(steps)
     cdef double t0, t1, t2, t3, t4, t5, clock = 1e30, fenced = 1e30
     cdef char *src
     cdef char *dst
+    cdef char *slot
+    cdef char *from_
+    cdef int P = kernel.coll.pool.nranks, me = kernel.coll.pool.rank
     kernel.check_open()
-    if nbytes > kernel.slot_bytes:
-        raise InputError(f"concurrent_copy: {nbytes} bytes per rank but pool slots hold {kernel.slot_bytes}")
     if iterations < 1:
-        raise InputError(f"concurrent_copy: iterations: expected >= 1, got {iterations}")
-    out = np.zeros((iterations, 4), np.float64)
-    cdef double[:, ::1] times = out
-    send = np.full(max(nbytes, 1), (kernel.coll.pool.rank + 1) & 255, np.uint8)
-    recv = np.zeros(max(nbytes, 1) * kernel.coll.pool.nranks, np.uint8)
+        raise InputError(f"pattern_copy: iterations: expected >= 1, got {iterations}")
+    if nsteps < 1:
+        raise InputError("pattern_copy: steps: expected at least one (writes, reads, read) step")
+    rows_w, rows_r = [], []  # (step, offset, nbytes), (step, rank, offset, nbytes, read)
+    for j, (writes, reads, read) in enumerate(steps):
+        for o, n in writes:
+            if o < 0 or n < 0 or o + n > kernel.slot_bytes:
+                raise InputError(f"pattern_copy: write [{o}, {o + n}) outside the pool's {kernel.slot_bytes}-byte slot")
+            rows_w.append((j, o, n))
+            src_bytes = max(src_bytes, o + n)
+        for r, o, n in reads:
+            if not -1 <= r < P or o < 0 or n < 0 or (r >= 0 and o + n > kernel.slot_bytes):
+                raise InputError(f"pattern_copy: read (rank {r}, [{o}, {o + n})) outside the {P} ranks' "
+                                 f"{kernel.slot_bytes}-byte slots (rank -1: this rank's own buffer)")
+            rows_r.append((j, r, o, n, bool(read)))
+            src_bytes = max(src_bytes, o + n if r < 0 else 1)
+            dst_bytes += n
+    w = np.array(rows_w, np.int64).reshape(-1, 3)
+    rd = np.array(rows_r, np.int64).reshape(-1, 5)
+    moves = np.zeros(nsteps, np.int64)
+    for j, o, n in rows_w:
+        moves[j] += n
+    for j, r, o, n, _ in rows_r:
+        moves[j] += n
+    cdef int64_t[:, ::1] wv = w
+    cdef int64_t[:, ::1] rv = rd
+    cdef int64_t[::1] mv = moves
+    cdef uint64_t nw = w.shape[0], nr = rd.shape[0]
+    out = np.zeros((iterations, nsteps, 4), np.float64)
+    cdef double[:, :, ::1] times = out
+    send = np.full(src_bytes, (me + 1) & 255, np.uint8)
+    recv = np.zeros(dst_bytes, np.uint8)
     cdef unsigned char[::1] sv = send
-    cdef unsigned char[::1] rv = recv
+    cdef unsigned char[::1] dv = recv
     src = <char *>&sv[0]
-    dst = <char *>&rv[0]
+    dst = <char *>&dv[0]
     e = kernel.coll.epoch
     rnd = kernel.coll.round
     with nogil:
@@ -113,47 +164,65 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
             if t1 - t0 < fenced:
                 fenced = t1 - t0
         for i in range(iterations):
-            e += 1
-            cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)
-            missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
-            if missing >= 0:
-                break
-            rnd += nbytes > 0
-            t0 = cxl_now_ns()
-            if nbytes:
-                memcpy(cxl_slot(&kernel.coll.pool, rnd, kernel.coll.pool.rank), src, nbytes)
-            cxl_mfence()
-            t1 = cxl_now_ns()
-            if kernel.coll.pool.flush_mode:
-                cxl_range_op(&kernel.coll.pool, kernel.coll.pool.writeback_op, cxl_slot(&kernel.coll.pool, rnd, kernel.coll.pool.rank), nbytes)
+            for j in range(nsteps):
+                e += 1
+                cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)
+                missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
+                if missing >= 0:
+                    break
+                rnd += mv[j] > 0
+                slot = cxl_slot(&kernel.coll.pool, rnd, me)
+                t0 = cxl_now_ns()
+                for k in range(nw):
+                    if wv[k, 0] == j and wv[k, 2]:
+                        cxl_copy_in(&kernel.coll.pool, slot + wv[k, 1], src + wv[k, 1], <uint64_t>wv[k, 2])
                 cxl_mfence()
-            t4 = cxl_now_ns()
-            e += 1
-            cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)  # the slot is written back already
-            missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
+                t1 = cxl_now_ns()
+                if kernel.coll.pool.flush_mode:
+                    for k in range(nw):
+                        if wv[k, 0] == j:
+                            cxl_range_op(&kernel.coll.pool, kernel.coll.pool.writeback_op, slot + wv[k, 1],
+                                         <uint64_t>wv[k, 2])
+                    cxl_mfence()
+                t4 = cxl_now_ns()
+                e += 1
+                cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)  # the ranges are written back already
+                missing = cxl_wait_all(&kernel.coll.pool, cxl_coll_written(e), kernel.coll.timeout_ns)
+                if missing >= 0:
+                    break
+                t5 = cxl_now_ns()
+                if kernel.coll.pool.flush_mode:
+                    for k in range(nr):
+                        if rv[k, 0] == j and rv[k, 1] >= 0 and rv[k, 1] != me:
+                            cxl_range_op(&kernel.coll.pool, kernel.coll.pool.invalidate_op,
+                                         cxl_slot(&kernel.coll.pool, rnd, <int>rv[k, 1]) + rv[k, 2], <uint64_t>rv[k, 3])
+                    cxl_mfence()
+                t2 = cxl_now_ns()
+                at = 0
+                for k in range(nr):
+                    if rv[k, 0] != j or rv[k, 3] == 0:
+                        continue
+                    from_ = src + rv[k, 2] if rv[k, 1] < 0 else cxl_slot(&kernel.coll.pool, rnd, <int>rv[k, 1]) + rv[k, 2]
+                    if rv[k, 4]:
+                        sink += cxl_read_pass(from_, <uint64_t>rv[k, 3])
+                    else:
+                        memcpy(dst + at, from_, <uint64_t>rv[k, 3])
+                    at += <uint64_t>rv[k, 3]
+                t3 = cxl_now_ns()
+                times[i, j, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
+                times[i, j, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
+                if kernel.coll.pool.flush_mode:
+                    times[i, j, 2] = t4 - t1 - fenced if t4 - t1 > fenced else 0.0
+                    times[i, j, 3] = t2 - t5 - clock if t2 - t5 > clock else 0.0
             if missing >= 0:
                 break
-            t5 = cxl_now_ns()
-            cxl_acquire_slots(&kernel.coll.pool, rnd, nbytes)
-            t2 = cxl_now_ns()
-            for r in range(kernel.coll.pool.nranks):
-                if read:
-                    sink += cxl_read_pass(cxl_slot(&kernel.coll.pool, rnd, r), nbytes)
-                elif nbytes:
-                    memcpy(dst + <uint64_t>r * nbytes, cxl_slot(&kernel.coll.pool, rnd, r), nbytes)
-            t3 = cxl_now_ns()
-            times[i, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
-            times[i, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
-            if kernel.coll.pool.flush_mode:
-                times[i, 2] = t4 - t1 - fenced if t4 - t1 > fenced else 0.0
-                times[i, 3] = t2 - t5 - clock if t2 - t5 > clock else 0.0
     kernel.coll.epoch = e
     kernel.coll.round = rnd
-    if missing < 0 and iterations:  # every step waited for all; the last round's buffer is read in step e
+    if missing < 0:  # every step waited for all; the last round's buffer is read in step e
         kernel.coll.known_done = e - 1
         kernel.coll.buffer_epoch[rnd & 1] = e
     if missing >= 0:
         kernel.raise_timeout()
-    if read and sink == 1:  # keeps the loads; never true in practice
-        out[0, 1] += 0.0
+    if sink == 1:  # keeps the loads; never true in practice
+        out[0, 0, 1] += 0.0
     return out

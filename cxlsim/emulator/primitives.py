@@ -14,6 +14,8 @@ is their public name. Times are ns of CLOCK_MONOTONIC, sizes bytes.
 - `line_op_ns(buf, op, dirty, fence, n)`: one write-back or invalidation pass over a buffer, timed;
 - `write_block(dst, src)`, `read_pass(buf)`: a zero-copy application's store of its block and load of
   every block; `checksum_of_fill(value, n)` is what `read_pass` returns for n bytes of `value`;
+- `pattern_copy(comm, steps, iterations)`: one collective's copies on a two-rank pool, every rank at
+  once, each phase timed (`_probes.pattern_copy`); the calibration's per-collective primitive;
 - `fold_samples_ns(nbytes, dtype, op, iterations)`: the pool kernels' own fold (cxl_reduce.h) of
   two blocks into an output, the blocks in this core's cache, or (with `between`, on a shared pool)
   one of them rewritten by another core first.
@@ -24,11 +26,12 @@ from cxlsim.emulator._kernels import (LINE_BYTES, OP_CLFLUSH, OP_CLFLUSHOPT, OP_
                                       checksum_of_fill, clock_read_ns, cpu_features, line_op_ns, memcpy_ns,
                                       now_ns, paced_copy_ns, read_pass, spin_overhead_ns, write_block)
 from cxlsim.emulator._pool_kernel import PoolKernel
+from cxlsim.emulator._probes import pattern_copy
 from cxlsim.errors import InputError
 
 __all__ = ["LINE_BYTES", "OP_CLFLUSH", "OP_CLFLUSHOPT", "OP_CLWB", "OP_NAMES", "OP_NONE", "checksum_of_fill",
            "clock_read_ns", "cpu_features", "fold_layout", "fold_other_block", "fold_samples_ns", "line_op_ns", "memcpy_ns", "now_ns",
-           "paced_copy_ns", "read_pass", "spin_overhead_ns", "write_block"]
+           "paced_copy_ns", "pattern_copy", "read_pass", "spin_overhead_ns", "write_block"]
 
 NEVER_LARGE = 1 << 62  # the allreduce threshold that keeps every call on the small algorithm (one fold)
 

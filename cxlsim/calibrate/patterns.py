@@ -1,0 +1,104 @@
+"""Each pool collective's copy pattern at np = 2, and its primitive: the kernel's copies alone, timed.
+
+The allgather's concurrent copy (every rank writes its block, then copies out every block) is not
+what the other kernels do (cxlsim/emulator/cxl_coll_move.h, cxl_coll_reduce.h, log off and untimed,
+as the bench runs them), and a copy's cost depends on who else copies what at that moment and on how
+much of the caches the call touches: at 1 MiB the allgather's copy-in took 72 us and its copy-out of
+two blocks 64 us, while a whole broadcast (root writes once, the reader copies one block out) took
+38-48 us. So each collective has its own primitive, `primitives.pattern_copy` with the kernel's
+copies, step by step (rank r, the other rank o, s bytes):
+
+- broadcast (root 0): the root writes [0, s) of its slot; the reader copies the root's [0, s) out;
+- alltoall (s per destination): rank r writes block o of its row; copies its own block from send
+  (local) and block r of o's row out;
+- reduce_scatter (blocks of b = `block_bytes(s, 2)`): r writes block o of its row; the fold loads its
+  own block from send and block r of o's row (in place);
+- allreduce small: r writes its vector; the fold loads both slots (in place);
+- allreduce large (shares `share_bytes`): step 1 writes o's share, the fold loads r's share from
+  send and from o's slot; step 2 (the other buffer) writes r's folded share, then copies r's share
+  and o's share out.
+
+The fold's arithmetic is not in these (the fold primitive has it); nor are the flags, which the
+flag round trip measures. The data time of a call (`data_ns`) is, per step, the slowest rank's
+copy-in (every rank then waits for it) plus the mean over the ranks of their copy-out (the bench
+averages the ranks' times). Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from cxlsim.errors import InputError
+from cxlsim.models.collectives import pool_collectives as pc
+
+PATTERNS = ("broadcast", "alltoall", "reduce_scatter", "allreduce_small", "allreduce_large")
+"""The patterns measured: the collectives' kernels (allreduce's two algorithms apart)."""
+WARMUP, ITERATIONS = 50, 150  # calls of the pattern per size: dropped (the lines' states settle), kept
+
+
+def pattern_name(collective: str, size_bytes: int, large_bytes: int) -> str | None:
+    """The pattern a copy-mode call runs (None: barrier, no data)."""
+    if collective == "allreduce":
+        return "allreduce_large" if size_bytes >= large_bytes else "allreduce_small"
+    return collective if collective in PATTERNS else None
+
+
+def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool]]:
+    """`pattern_copy` steps of rank `rank` (np 2) in a call of s bytes (the bench's size: the vector,
+    bytes per destination for alltoall)."""
+    r, o = rank, 1 - rank
+    if pattern == "broadcast":
+        return [([(0, s)], [], False)] if r == 0 else [([], [(0, 0, s)], False)]
+    if pattern == "alltoall":
+        return [([(o * s, s)], [(-1, r * s, s), (o, r * s, s)], False)]
+    if pattern == "reduce_scatter":
+        b = pc.block_bytes(s, 2)
+        return [([(o * b, b)], [(-1, r * b, b), (o, r * b, b)], True)]
+    if pattern == "allreduce_small":
+        return [([(0, s)], [(0, 0, s), (1, 0, s)], True)]
+    if pattern == "allreduce_large":
+        (mlo, mhi), (olo, ohi) = pc.share_bytes(s, 2, r), pc.share_bytes(s, 2, o)
+        return [([(olo, ohi - olo)], [(-1, mlo, mhi - mlo), (o, mlo, mhi - mlo)], True),
+                ([(mlo, mhi - mlo)], [(r, mlo, mhi - mlo), (o, olo, ohi - olo)], False)]
+    raise InputError(f"pattern: expected one of {PATTERNS}, got {pattern!r}")
+
+
+def slot_bytes_for(sizes) -> int:
+    """Slot bytes the patterns of `sizes` need (the alltoall's row of two blocks)."""
+    return max(64, 2 * max(int(n) for n in sizes))
+
+
+def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iterations: int = ITERATIONS) -> dict:
+    """This rank's times of every pattern per size: {pattern: {size: (iterations, steps, 4) ns array}}
+    (phases in, out, writeback, invalidate; `primitives.pattern_copy`)."""
+    from cxlsim.emulator import primitives
+
+    if comm.size != 2:
+        raise InputError(f"pattern primitives: need np = 2, got {comm.size}")
+    out = {}
+    for name in patterns:
+        out[name] = {}
+        for n in sizes:
+            if n > 0:
+                got = primitives.pattern_copy(comm, kernel_steps(name, int(n), comm.rank), warmup + iterations)
+                out[name][int(n)] = got[warmup:]
+    return out
+
+
+def join_pattern_ranks(per_rank: list[dict]) -> dict:
+    """{pattern: {'data': {size: ns}, 'maintenance': {size: ns}}} from every rank's `pattern_rank`: per step, the
+    median over calls of the slowest rank's copy-in (every rank waits for it: its flag is published after
+    it), plus the mean over the ranks of each rank's median copy-out; 'maintenance' the same of the write-back
+    (before the flag) and the invalidation (after it), 0 in hw mode."""
+    out = {}
+    for name in per_rank[0]:
+        data, maintenance = {}, {}
+        for n in per_rank[0][name]:
+            t = np.stack([r[name][n] for r in per_rank])  # (ranks, iterations, steps, 4)
+            pre_in = np.median(t[:, :, :, 0].max(axis=0), axis=0)
+            pre_wb = np.median(t[:, :, :, 2].max(axis=0), axis=0)
+            post_out = np.median(t[:, :, :, 1], axis=1).mean(axis=0)
+            post_inv = np.median(t[:, :, :, 3], axis=1).mean(axis=0)
+            data[str(n)] = float((pre_in + post_out).sum())
+            maintenance[str(n)] = float((pre_wb + post_inv).sum())
+        out[name] = {"data": data, "maintenance": maintenance}
+    return out

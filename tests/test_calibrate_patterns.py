@@ -1,0 +1,77 @@
+"""The pool collectives' copy patterns (calibrate.patterns) and their primitive (primitives.pattern_copy)."""
+import numpy as np
+
+import pytest
+
+from cxlsim.calibrate.patterns import PATTERNS, join_pattern_ranks, kernel_steps, pattern_name, pattern_rank
+from cxlsim.errors import InputError
+
+
+def moved(steps):
+    """(bytes written, bytes read from pool slots, bytes read locally) of a rank's steps."""
+    w = sum(n for s in steps for _, n in s[0])
+    pool = sum(n for s in steps for r, _, n in s[1] if r >= 0)
+    local = sum(n for s in steps for r, _, n in s[1] if r < 0)
+    return w, pool, local
+
+
+def test_kernel_steps_move_what_the_kernels_move_by_hand():
+    s = 4096
+    assert moved(kernel_steps("broadcast", s, 0)) == (s, 0, 0)  # the root writes once
+    assert moved(kernel_steps("broadcast", s, 1)) == (0, s, 0)  # the reader copies the root's block out
+    for r in (0, 1):
+        assert kernel_steps("alltoall", s, r) == [([((1 - r) * s, s)], [(-1, r * s, s), (1 - r, r * s, s)], False)]
+        assert moved(kernel_steps("reduce_scatter", s, r)) == (s // 2, s // 2, s // 2)  # the other's block in
+        assert moved(kernel_steps("allreduce_small", s, r)) == (s, 2 * s, 0)
+        large = kernel_steps("allreduce_large", s, r)
+        assert len(large) == 2 and large[0][2] and not large[1][2]  # the fold's loads, then the copies out
+        assert moved(large) == (s, 3 * s // 2, s // 2)  # shares: the other's in, own folded in; 1 + 2 out
+    assert pattern_name("allreduce", 100, 64) == "allreduce_large" and pattern_name("allreduce", 8, 64) == "allreduce_small"
+    assert pattern_name("barrier", 0, 64) is None and pattern_name("broadcast", 8, 64) == "broadcast"
+    with pytest.raises(InputError, match="pattern"):
+        kernel_steps("gather", s, 0)
+
+
+def test_join_takes_the_slowest_copy_in_and_the_mean_copy_out_by_hand():
+    t0 = np.zeros((3, 1, 4))
+    t1 = np.zeros((3, 1, 4))
+    t0[:, 0, 0] = [10, 30, 10]  # rank 0's copy-in per call
+    t1[:, 0, 0] = [20, 20, 20]
+    t0[:, 0, 1] = 100.0  # copy-out
+    t1[:, 0, 1] = 300.0
+    t0[:, 0, 2] = 5.0  # write-back; invalidate 0
+    got = join_pattern_ranks([{"broadcast": {64: t0}}, {"broadcast": {64: t1}}])
+    assert got["broadcast"]["data"]["64"] == pytest.approx(20 + 200)  # median of (20, 30, 20) + mean(100, 300)
+    assert got["broadcast"]["maintenance"]["64"] == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(coherence):
+    from cxlsim.emulator import primitives
+    from cxlsim.emulator.launch import run_local
+
+    if coherence == "flush" and not {"clflushopt", "clflush"} & primitives.cpu_features():
+        pytest.skip("no clflush on this CPU")
+
+    def rank(comm):
+        got = pattern_rank(comm, [4096], warmup=2, iterations=10)
+        send = np.full(64, comm.rank + 3, np.uint8)
+        recv = np.zeros(128, np.uint8)
+        comm.allgather(send, recv)  # the pool protocol is still in step afterwards
+        return got, comm.epoch, comm.data_round, recv.tolist()
+    out = run_local(2, rank, coherence=coherence, slot_bytes=8192)
+    steps = {p: len(kernel_steps(p, 4096, 0)) for p in PATTERNS}
+    for got, epoch, data_round, recv in out:
+        assert set(got) == set(PATTERNS)
+        for p, by in got.items():
+            t = by[4096]
+            assert t.shape == (10, steps[p], 4) and np.all(np.isfinite(t)) and np.all(t >= 0)
+            if coherence == "hw":
+                assert not t[:, :, 2:].any()  # no write-back or invalidation in hw mode
+        calls = sum(steps.values()) * 12
+        assert epoch == 2 * calls + 1 and data_round == calls + 1
+        assert recv == [3] * 64 + [4] * 64
+    joined = join_pattern_ranks([o[0] for o in out])
+    assert all(joined[p]["data"]["4096"] > 0 for p in PATTERNS)  # every pattern copies 4 KiB somewhere
+    with pytest.raises(Exception, match="outside"):
+        run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 128)], [], False)], 1), slot_bytes=64)
