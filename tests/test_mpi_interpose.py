@@ -489,3 +489,44 @@ def test_mpi_run_error_names_the_command_and_the_option(capsys):
 
     assert cli.main(["mpi", "run", "--pool", "bogus", "--", "true"]) == 2
     assert capsys.readouterr().err.startswith("cxlsim mpi: error: --pool: expected")
+
+
+LAYOUT_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "cxl_pool.h"
+#include "cxl_coll.h"
+int main(int argc, char **argv)
+{
+    cxl_layout_t l;
+    char err[256];
+    if (cxl_layout_plan((uint32_t)atoi(argv[1]), strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), &l, err,
+                        sizeof err)) return 2;
+    printf("%llu %llu %llu %llu %llu %llu %u\n", (unsigned long long)l.slot_stride, (unsigned long long)l.flags_offset,
+           (unsigned long long)l.data_offset, (unsigned long long)l.inline_offset, (unsigned long long)l.total_bytes,
+           (unsigned long long)(2 * CXL_COLL_LINES_PER_HALF * CXL_LINE), CXL_POOL_INLINE_AREA_BYTES);
+    return 0;
+}
+"""
+
+
+def test_pool_layout_is_the_same_in_c_and_python(tmp_path):
+    """pool.py's SegmentLayout and cxl_pool.h's cxl_layout_plan place every region alike, and the inline
+    area holds the line-flag allreduce's two halves per rank (cxl_coll_reduce.h), after the data."""
+    from cxlsim.emulator import pool as poolmod
+    src = tmp_path / "layout.c"
+    src.write_text(LAYOUT_PROGRAM)
+    exe = tmp_path / "layout"
+    subprocess.run([MPICC, "-O1", "-I", str(ROOT / "cxlsim" / "emulator"), str(src), "-o", str(exe)], check=True,
+                   timeout=120)
+    for nranks, slot, align in ((1, 0, poolmod.PAGE), (2, 1 << 20, poolmod.PAGE), (5, 65, poolmod.PAGE),
+                                (3, 1000, poolmod.DAX_ALIGN)):
+        out = subprocess.run([str(exe), str(nranks), str(slot), str(align)], capture_output=True, text=True,
+                             check=True).stdout.split()
+        stride, flags, data, inline, total, kernel_area, pool_area = map(int, out)
+        lay = poolmod.SegmentLayout.plan(nranks, slot, align=align)
+        assert (lay.slot_stride, lay.flags_offset, lay.data_offset, lay.inline_offset, lay.total_bytes) == (
+            stride, flags, data, inline, total)
+        assert kernel_area == pool_area == poolmod.INLINE_AREA_BYTES
+        assert lay.inline_offset == lay.data_offset + 2 * nranks * lay.slot_stride
+        assert lay.total_bytes >= lay.inline_offset + nranks * poolmod.INLINE_AREA_BYTES

@@ -10,12 +10,12 @@
  * untimed, no event log: the MPI library's pools) goes into the rank's own inline area
  * (cxl_pool.h's layout: lines only this protocol writes, after the data buffers), in half
  * round % 2, as lines of 56 payload bytes each followed by the step's epoch in its last 8 bytes.
- * The writer stores each line's payload, then its epoch, then the rank's flag; a reader waits
- * for the epoch of the rank's last line and then reads every line: x86 keeps stores in order and
- * loads in order, so the epoch seen in the last line means every earlier store is visible. The
- * reader's one wait brings data (one transfer per line, the lines in parallel) instead of the
- * slot path's flag and then data (two transfers in series); measured at np 2 on this machine's
- * fast placement, 4-512 B calls take 46-160 ns against 79-203 ns. The flag is still published
+ * The writer stores each line's payload, then its epoch, then the rank's flag; a reader polls
+ * every line's epoch until all show the step and then reads the payloads: x86 keeps stores in
+ * order and loads in order, so an epoch seen in a line means that line's payload is visible. The
+ * reader's wait brings the data (one transfer per line, the lines in parallel) instead of the
+ * slot path's flag and then data (two transfers in series). benchmarks/allreduce_split.py
+ * measures both paths and their steps. The flag is still published
  * after the lines, so every other wait of the step protocol (cxl_coll_claim's reuse rule,
  * barriers, timeouts) sees the step as on the slot path; the halves follow the buffers' reuse
  * rule. The fold is the same left fold, so results are bitwise those of the slot path. The
@@ -23,8 +23,8 @@
  * The event log and the cache model describe the slot protocol: a kernel that logs keeps
  * inline_bytes 0 (the Python kernel does). */
 #define CXL_COLL_LINE_PAYLOAD 56
-#define CXL_COLL_LINES_PER_HALF 10 /* cxl_pool.h's CXL_POOL_INLINE_AREA_BYTES is 2 halves of these lines */
-#define CXL_COLL_LINES_MAX (CXL_COLL_LINES_PER_HALF * CXL_COLL_LINE_PAYLOAD) /* 560 B per rank and call */
+#define CXL_COLL_LINES_PER_HALF 5 /* cxl_pool.h's CXL_POOL_INLINE_AREA_BYTES is 2 halves of these lines */
+#define CXL_COLL_LINES_MAX (CXL_COLL_LINES_PER_HALF * CXL_COLL_LINE_PAYLOAD) /* 280 B per rank and call */
 
 /* Line k of rank r's inline half for data round `round` (the area follows the two buffers). */
 static inline char *cxl_coll_inline_line(cxl_pool_t *p, int r, uint64_t round, uint64_t k)
@@ -50,14 +50,23 @@ static void cxl_coll_lines_publish(cxl_coll_t *c, uint64_t e, uint64_t round, co
     __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
 }
 
-/* Wait until rank r's half for `round` holds step e's n bytes, and copy them to out. */
+/* Wait until rank r's half for `round` holds step e's n bytes, and copy them to out. Every poll
+ * loads the epochs of all the half's lines (independent loads: their transfers overlap), so the
+ * poll that sees the last epoch has brought every line; polling the last line alone would fetch
+ * the others only after it, one more transfer in series. */
 static int cxl_coll_lines_read(cxl_coll_t *c, int r, uint64_t e, uint64_t round, char *out, uint64_t n)
 {
     cxl_pool_t *p = &c->pool;
     uint64_t lines = n ? (n + CXL_COLL_LINE_PAYLOAD - 1) / CXL_COLL_LINE_PAYLOAD : 1;
-    volatile uint64_t *last = cxl_coll_line_epoch(cxl_coll_inline_line(p, r, round, lines - 1));
+    char *first = cxl_coll_inline_line(p, r, round, 0);
     double deadline = -1.0;
-    for (uint64_t spins = 0; __atomic_load_n(last, __ATOMIC_ACQUIRE) < e; spins++) {
+    for (uint64_t spins = 0;; spins++) {
+        uint64_t oldest = UINT64_MAX;
+        for (uint64_t k = 0; k < lines; k++) {
+            uint64_t seen = __atomic_load_n(cxl_coll_line_epoch(first + k * CXL_LINE), __ATOMIC_RELAXED);
+            oldest = seen < oldest ? seen : oldest;
+        }
+        if (oldest >= e) break;
         if (spins < p->spin_iters) {
             cxl_pause();
             continue;
@@ -69,8 +78,9 @@ static int cxl_coll_lines_read(cxl_coll_t *c, int r, uint64_t e, uint64_t round,
             else if (now > deadline) return cxl_coll_timed_out(c, r, cxl_coll_written(e));
         }
     }
+    __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the payload loads after the epochs' */
     for (uint64_t k = 0, at = 0; at < n; k++, at += CXL_COLL_LINE_PAYLOAD)
-        memcpy(out + at, cxl_coll_inline_line(p, r, round, k), n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
+        memcpy(out + at, first + k * CXL_LINE, n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
     return 0;
 }
 
