@@ -16,7 +16,8 @@ What the DES is given, per run:
   (the SGD update, async's elastic update, the merge's copy and base), as passes over
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
-  not the run); and each hand-off of work to the rank's communication thread
+  not the run; async and hybrid: the pass right after a step's compute, `train_costs`, since
+  the compute displaces the exchange's vectors from the core's caches); and each hand-off of work to the rank's communication thread
   (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
   the run's own, the median over its steps and ranks that the communication thread recorded
   (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
@@ -32,6 +33,10 @@ What the DES is given, per run:
   gradient's (ddp: the largest bucket's) size, in the run's coherence mode, with the
   emulator's allreduce rule (cxl_pool_large from `allreduce_large_bytes` on) and its
   slot chunking (the launcher's slot: the vector rounded up to a page, at most 1 MiB);
+- async and hybrid in hw coherence: the region's copies (push, merge) at the host bandwidth
+  they took measured right after a step's compute (`train_costs.measure_exchange`, timed when
+  projecting with the run's model and batch), and each ticket's call at its measured software
+  cost (`ticket_ns`);
 - the fold at the profile's host reduction bandwidth.
 
 Which DES mode projects which emulated mode (`DES_MODES`): sync by the pool all-reduce
@@ -74,7 +79,7 @@ import time
 
 import numpy as np
 
-from cxlsim import train_clock
+from cxlsim import train_clock, train_costs, train_phases
 from cxlsim.calibrate.local_model import LocalModel, local_preset
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.coherence import Coherence
@@ -155,13 +160,15 @@ def load_run(path: str) -> dict:
     return check_run(run_record.read(path), path)
 
 
-def pool_preset(profile: dict, coherence: Coherence, size_bytes: int, nranks: int):
-    """The profile's local-host CXL pool for calls of `size_bytes` at `nranks` ranks (calibrate.local_preset)."""
+def pool_preset(profile: dict, coherence: Coherence, size_bytes: int, nranks: int, host_bw_bytes_per_ns: float = 0.0):
+    """The profile's local-host CXL pool for calls of `size_bytes` at `nranks` ranks (calibrate.local_preset;
+    host_bw_bytes_per_ns > 0: that host bandwidth instead of the profile's copy curve)."""
     if profile.get("kind") != "local-host":
         raise InputError(f"profile: the projection needs a local-host profile (cxlsim calibrate), got kind "
                          f"{profile.get('kind')!r}")
     model = LocalModel.from_dict({**profile["model"], "np": nranks})
-    return local_preset(model, size_bytes, model.path_ns[coherence.value], coherence)
+    return local_preset(model, size_bytes, model.path_ns[coherence.value], coherence,
+                        host_bw_bytes_per_ns=host_bw_bytes_per_ns)
 
 
 def vector_pass_ns(count: int, repeats: int = 7, calls: int = 50) -> float:
@@ -244,14 +251,27 @@ def _buckets(run: dict) -> list[int]:
     return [(edges[i + 1] - edges[i]) * item for i in range(n - 1, -1, -1)]
 
 
-def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_ns: float, bucket_ns: float = 0.0):
+def exchange_host_bw(exchange, coherence: Coherence) -> float:
+    """The host bandwidth of an async or hybrid run's region copies: hw, the one its push and merge took after a
+    step's compute (`train_costs.exchange_bandwidth`); flush, 0 (the profile's: every read there follows an
+    invalidation, so it comes from memory as in the calibration's flush primitives)."""
+    return train_costs.exchange_bandwidth(exchange) if coherence is Coherence.HW else 0.0
+
+
+def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_ns: float, bucket_ns: float = 0.0,
+             exchange=None):
     mode, W = run["mode"], run["np"]
     coherence = Coherence.parse(run["coherence"])
     local = [train_clock.local_work_ns(r) for r in run["ranks"]]
     size = max(_buckets(run)) if mode == "ddp" else run["param_bytes"]
     preset = pool_preset(profile, coherence, size, W)
+    spec, job = _spec(W), _job(run, preset, local)  # the fold works on rows just copied: the profile's rate
+    measured = mode in ("async", "hybrid") and exchange is not None  # else the profile's bandwidth and pass_ns
+    if measured:
+        preset = pool_preset(profile, coherence, size, W, exchange_host_bw(exchange, coherence))
+    pass_ns = exchange.pass_ns if measured else pass_ns
+    ticket_ns = exchange.ticket_ns if measured else 0.0
     on_thread, off_thread = (n * pass_ns for n in VECTOR_PASSES[mode])
-    spec, job = _spec(W), _job(run, preset, local)
     noise = {"cv": 0.0, "slowdown": None, "failure": None, "compute": "measured (train.json)"}
     if mode in ("sync", "ddp"):
         steps = min(r["steps_done"] for r in run["ranks"])
@@ -273,11 +293,12 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
     stops = [r["steps_done"] if r["rank"] in failed else None for r in run["ranks"]]
     if mode == "async":
         return run_async_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
-                                 vector_ns=on_thread, stop_after=stops, seed=run.get("seed")), preset
+                                 vector_ns=on_thread, stop_after=stops, ticket_ns=ticket_ns,
+                                 seed=run.get("seed")), preset
     return run_hybrid_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
                               vector_ns=on_thread, exchange_vector_ns=off_thread, stop_after=stops,
                               handoff_ns=bucket_ns, thread_shares_cpu=pinned_one_cpu(run),
-                              seed=run.get("seed")), preset
+                              ticket_ns=ticket_ns, seed=run.get("seed")), preset
 
 
 def _error(projected, measured):
@@ -288,7 +309,7 @@ def _error(projected, measured):
 
 def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_bytes: int | None = None,
             warmup_fraction: float = DEFAULT_WARMUP_FRACTION, pass_ns: float | None = None,
-            bucket_ns: float | None = None) -> dict:
+            bucket_ns: float | None = None, exchange: train_costs.ExchangeCosts | None = None) -> dict:
     """Project `run` (a train.json record) with the DES on the local-host pool of `profile`.
 
     large_bytes, slot_bytes: the emulator's allreduce threshold and pool slot (default: the record's
@@ -297,7 +318,10 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
     parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
     (sync's gradient, ddp's bucket) or of hybrid's exchange to the communication thread, ns (default: the
-    run's recorded one, `recorded_handoff_ns`, else timed now, `handoff_ns`). Returns {mode, des_mode, np, coherence,
+    run's recorded one, `recorded_handoff_ns`, else timed now, `handoff_ns`). exchange (async, hybrid): the
+    region's operations right after a step's compute (default: measured now with the run's model, batch and
+    ranks, `train_costs.measure_exchange`); their vector passes are priced at its pass_ns, not `pass_ns`.
+    Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
     [{accuracy, step, measured_s, projected_s, error}], des: the DES's parameters}.
     """
@@ -312,7 +336,11 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
         bucket_ns, source = recorded_handoff_ns(run), "run"
         if bucket_ns is None:
             bucket_ns, source = (handoff_ns(), "timed") if mode in HANDED_OFF else (0.0, "none")
-    result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns)
+    if mode in ("async", "hybrid") and exchange is None:
+        exchange = train_costs.measure_exchange(run.get("model", "mlp"), run["batch_size"], W)
+    result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns, exchange)
+    if exchange is not None:
+        pass_ns = exchange.pass_ns
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)
     p_ends = [[end / 1e9 for (_, _, end) in per] for per in result.intervals]
@@ -348,8 +376,11 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
             "undisturbed_share": calm["kept_share"],
             "measured_elapsed_s": float(m_ticks[-1]), "projected_elapsed_s": result.elapsed_ns / 1e9,
             "measured_comm_share": train_clock.comm_share(run), "time_to_accuracy": tta,
+            "phases": train_phases.phase_rows(run, result.extra.get("phases_ns", {}), pass_ns, bucket_ns,
+                                              pinned_one_cpu(run)),
             "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns, "bucket_handoff_ns": bucket_ns,
                     "bucket_handoff_source": source,
+                    "exchange": exchange.to_dict() if exchange is not None else None,
                     "pool_bw_bytes_per_ns": preset.host.memcpy_bw_bytes_per_ns,
                     "pool_path_ns": preset.host_path.port_latency_ns, **result.extra}}
 

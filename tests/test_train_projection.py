@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from cxlsim import train_clock
+from cxlsim import train_clock, train_costs, train_phases
 from cxlsim import train_projection as tp
 from cxlsim.coherence import Coherence
-from cxlsim.emulator.training import run_record
+from cxlsim.emulator.training import elastic, run_record
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import pool_collective_forms as forms
 from cxlsim.models.training import cluster, core, pool_shared, pool_sync, sync
@@ -161,13 +161,14 @@ def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
                                           tau=100)  # no exchange: only the tickets touch the pool
     fast, slow = alone.extra["local_steps"]
     assert fast + slow == 2 * steps == alone.extra["tickets"] and (fast, slow) == (12, 4)
-    result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0)
+    costs = exchange_costs(G, push_ns=4000.0, read_ns=8000.0, pass_ns=0.0, ticket_ns=500.0)
+    result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, exchange=costs)
     assert sum(result.extra["local_steps"]) == 2 * steps
     # each step of the fast worker: its local time, a ticket, a merge and a push, microseconds on this pool
     starts, _, ends = zip(*result.intervals[0])
     steps_ns = np.array(ends) - np.array(starts)
     assert np.all(steps_ns > 1e6) and np.all(steps_ns < 1.1e6)
-    row = tp.project(run, profile, pass_ns=0.0, bucket_ns=0.0)
+    row = tp.project(run, profile, pass_ns=0.0, bucket_ns=0.0, exchange=costs)
     assert row["projected_throughput"] == pytest.approx(2 * steps * 16 / (result.elapsed_ns / 1e9), rel=1e-9)
     # calm steps of async: each rank's own rate, summed (every step of this record is calm)
     assert row["undisturbed_share"] == 1.0
@@ -340,3 +341,59 @@ def test_recorded_handoff_is_the_ranks_median_per_call_and_none_unless_every_ran
     assert tp.recorded_handoff_ns({"mode_stats": [run["mode_stats"][0], None]}) is None
     assert tp.recorded_handoff_ns({"mode_stats": [{"exchanges": 3}]}) is None  # async's stats
     assert tp.recorded_handoff_ns({}) is None
+
+
+def exchange_costs(G, **kw):
+    """Exchange costs as `train_costs.measure_exchange` returns them, with given figures (ns)."""
+    values = dict(model="mlp", batch=16, workers=2, vector_bytes=G, push_ns=6000.0, read_ns=20000.0, pass_ns=700.0,
+                  ticket_ns=900.0, repeats=1, spread_ns={})
+    return train_costs.ExchangeCosts(**{**values, **kw})
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_async_des_step_is_local_ticket_passes_and_the_measured_exchange(profile, coherence):
+    """Cross-check: with exchange costs given, an async DES step on the uncongested local-host pool is its local
+    time + the ticket's call + 9 vector passes at the measured pass + the fold at the profile's rate + (hw) the
+    push and the merge's copies, which take together what was measured for them."""
+    G, local = 137808, 1e-3
+    run = record("async", local_s=[local, local], comm_s=0.0, G=G, steps=6, coherence=coherence)
+    given = exchange_costs(G)
+    result, preset = tp._run_des(run, profile, 65536, 1 << 20, 0.0, exchange=given)
+    phases = result.extra["phases_ns"]
+    reduce_bw = tp.pool_preset(profile, Coherence.parse(coherence), G, 2).host.reduce_bw_bytes_per_ns
+    assert phases["fold"] == pytest.approx(G / reduce_bw, rel=1e-9)
+    plain, _ = tp._run_des(run, profile, 65536, 1 << 20, given.pass_ns)  # the profile's pool, no ticket call
+    # the call, then the counter's line ops (hw: ns; flush: the bakery's flushes and fences, as without the call)
+    assert phases["ticket"] == pytest.approx(given.ticket_ns + plain.extra["phases_ns"]["ticket"], abs=20.0)
+    if coherence == "hw":
+        assert phases["push"] + phases["read"] == pytest.approx(given.push_ns + given.read_ns, rel=1e-4)
+        starts, _, ends = zip(*result.intervals[0])
+        expect = (local * 1e9 + given.ticket_ns + tp.VECTOR_PASSES["async"][0] * given.pass_ns + phases["fold"]
+                  + given.push_ns + given.read_ns)
+        assert np.array(ends) - np.array(starts) == pytest.approx(expect, rel=1e-4)
+    else:  # flush: the profile's copies from memory, its line flushes and fences
+        assert phases["read"] == pytest.approx(plain.extra["phases_ns"]["read"], rel=1e-9)
+    assert result.params["ticket_ns"] == given.ticket_ns
+
+
+def test_phase_rows_put_each_measured_phase_beside_the_des():
+    run = record("async", local_s=[1e-3, 1e-3], comm_s=100e-6, steps=4)
+    stats = {"phases_s": {name: {"median_s": 1e-5 * (i + 1), "mean_s": 1e-5, "steps": 4}
+                          for i, name in enumerate(elastic.ASYNC_PHASES)},
+             "schedule": {"main": {"run_s": 0.004, "runnable_s": 0.0008, "slices": 10}}}
+    run["mode_stats"] = [stats, stats]
+    des = {"ticket": 1000.0, "read": 15000.0, "fold": 7000.0, "push": 7500.0}
+    rows = {r["phase"]: r for r in train_phases.phase_rows(run, des, pass_ns=4000.0, handoff_ns=0.0)}
+    assert rows["read"]["des_s"] == pytest.approx(15e-6) and rows["read"]["measured_s"] == pytest.approx(5e-5)
+    assert rows["fold"]["des_s"] == pytest.approx(7e-6 + 2 * 4e-6)
+    assert rows["elastic"]["des_s"] == pytest.approx(4 * 4e-6)
+    assert rows["push"]["des_s"] == pytest.approx(7.5e-6 + 4e-6)
+    passes = sum(n for _, n in train_phases.PASSES["async"]["main"].values())
+    assert passes == tp.VECTOR_PASSES["async"][0]
+    assert rows["comm_s (step total)"]["des_s"] == pytest.approx((1000 + 15000 + 7000 + 7500 + 9 * 4000) / 1e9)
+    assert rows["comm_s (step total)"]["measured_s"] == pytest.approx(100e-6)
+    assert rows["runnable, not running (per step)"]["measured_s"] == pytest.approx(0.0008 / 4)
+    hybrid = {k: sum(n for _, n in v.values()) for k, v in train_phases.PASSES["hybrid"].items()}
+    assert (hybrid["main"], hybrid["exchange"]) == tp.VECTOR_PASSES["hybrid"]
+    assert train_phases.phase_rows({**run, "mode": "sync"}, des, 4000.0, 0.0) == []
+    assert len(train_phases.format_phase_rows(list(rows.values()))) == len(rows) + 1

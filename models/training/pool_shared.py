@@ -34,7 +34,8 @@ writes slot w, and a reader reads every slot and merges them itself.
   Distributed Deep Networks", NIPS 2012); keeping the shards in the pool with one
   owner each is cxlsim's design. A worker that stops (`stop_after`) leaves its shards
   to the next live worker in rank order, which merges them beside its own.
-- ticket(w): `cxl-device`, one pool round trip on the counter line
+- ticket(w): the call's software cost on the host (`ticket_ns`, measured:
+  cxlsim/train_costs.py), then `cxl-device`, one pool round trip on the counter line
   (a load and a store of it), serialised over the workers (a device executes
   same-line atomics in order); `cxl-flush-lock` (flush mode), the bakery lock
   of hybrid.py: write and flush the own flag, read the W - 1 others' (flush,
@@ -70,6 +71,10 @@ clflushopt per line and a fence first), and a push at least its streamed lines
 plus their write-back (2 x path); a sharded merge at W = 1 is a push of the
 centre between two such reads (tests/test_pool_shared_sharded.py).
 
+Each run records the median of each operation (`extra["phases_ns"]`: ticket, read and fold of a
+merge, push, hybrid's counter load; a sharded merge as one "merge"), which cxlsim/train_phases.py
+puts beside the emulated run's measured phases.
+
 Throughput: every worker's local steps x batch over the end of the last step.
 No waiting is modelled beyond the pool's own queues and the counter's
 serialisation. Units: ns, bytes.
@@ -100,10 +105,13 @@ CENTRES = ("slots", "sharded")
 class SharedRegion:
     """The shared region on a pool transport and its operations (generators), see the module docstring."""
 
-    def __init__(self, preset, workers: int, vector_bytes: int, coherence: Coherence | str, centre: str = "slots"):
+    def __init__(self, preset, workers: int, vector_bytes: int, coherence: Coherence | str, centre: str = "slots",
+                 ticket_ns: float = 0.0):
         if centre not in CENTRES:
             raise InputError(f"centre: expected one of {', '.join(CENTRES)}, got {centre!r}")
-        self.W, self.G, self.centre = workers, vector_bytes, centre
+        if not (ticket_ns >= 0 and math.isfinite(ticket_ns)):
+            raise InputError(f"ticket_ns: expected a time >= 0 ns, got {ticket_ns!r}")
+        self.W, self.G, self.centre, self.ticket_ns = workers, vector_bytes, centre, ticket_ns
         self.coherence = Coherence.parse(coherence)
         self.flush = self.coherence is Coherence.FLUSH
         self.vector = -(-vector_bytes // LINE) * LINE
@@ -124,12 +132,22 @@ class SharedRegion:
         self.env = self.tr.env
         self.counter = simpy.Resource(self.env, capacity=1)
         self.tickets = 0
+        self.phase_ns = {}  # phase name: the durations of its operations, ns (`phase_medians`)
+
+    def note(self, phase: str, since: float) -> None:
+        """Record an operation of `phase` that began at simulated time `since`."""
+        self.phase_ns.setdefault(phase, []).append(self.env.now - since)
+
+    def phase_medians(self) -> dict:
+        """{phase: median ns} over the run's operations: ticket, read (a merge's loads), fold (its reduction),
+        push, merge (a sharded centre's whole merge), and hybrid's handoff and counter."""
+        return {phase: float(np.median(v)) for phase, v in self.phase_ns.items()}
 
     def _slot(self, w: int) -> int:
         return self.slots + w * self.slot_stride
 
     def push(self, w: int, version):
-        tr, at = self.tr, self._slot(w)
+        tr, at, since = self.tr, self._slot(w), self.env.now
         yield tr.pool_write(w, at, LINE, ("seq-odd", w), streaming=False)
         yield tr.pool_write(w, at + LINE, LINE + self.vector, ("push", w, version), streaming=True)
         if self.flush:
@@ -138,16 +156,20 @@ class SharedRegion:
         yield tr.pool_write(w, at, LINE, ("seq", w, version), streaming=False)
         if self.flush:
             yield tr.flush(w, at, LINE)
+        self.note("push", since)
 
     def merge(self, w: int, reduce_ns_per_byte: float):
-        tr = self.tr
+        tr, since = self.tr, self.env.now
         if self.flush:
             yield tr.flush(w, self.slots, self.W * self.slot_stride)
             yield tr.fence(w)
         reads = [tr.pool_read(w, self._slot(v), self.slot_stride) for v in range(self.W)]
         yield self.env.all_of(reads)
+        self.note("read", since)
         if self.W > 1:
+            since = self.env.now
             yield self.env.timeout((self.W - 1) * self.G * reduce_ns_per_byte)
+            self.note("fold", since)
 
     def shard_span(self, s: int) -> tuple[int, int]:
         """Shard s of the vector: (byte offset in it, bytes), whole lines; (.., 0) past the vector's end."""
@@ -157,7 +179,7 @@ class SharedRegion:
     def merge_sharded(self, w: int, owned, reduce_ns_per_byte: float):
         """Generator: worker w merges the centre shards `owned` (its own, and those of stopped workers it
         took over) from every slot, writes them, then reads the whole centre (see the module docstring)."""
-        tr = self.tr
+        tr, since = self.tr, self.env.now
         for s in owned:
             lo, n = self.shard_span(s)
             if self.flush:
@@ -188,10 +210,14 @@ class SharedRegion:
                 yield tr.flush(w, at, size)
             yield tr.fence(w)
         yield self.env.all_of([tr.pool_read(w, at, size) for at, size in shards])
+        self.note("merge", since)
 
     def ticket(self, w: int):
-        """Generator: take the next ticket (returned) by the coherence mode's counter scheme."""
-        tr = self.tr
+        """Generator: take the next ticket (returned) by the coherence mode's counter scheme, after the
+        call's software cost (`ticket_ns`)."""
+        tr, since = self.tr, self.env.now
+        if self.ticket_ns:
+            yield self.env.timeout(self.ticket_ns)
         if self.flush:  # bakery: announce, read the others' flags, then the serialised critical section
             yield tr.pool_write(w, (1 + w) * LINE, 8, ("flag", w), streaming=False)
             yield tr.flush(w, (1 + w) * LINE, 8)
@@ -213,6 +239,7 @@ class SharedRegion:
         if self.flush:
             yield tr.pool_write(w, (1 + w) * LINE, 8, None, streaming=False)
             yield tr.flush(w, (1 + w) * LINE, 8)
+        self.note("ticket", since)
         return value
 
 
@@ -273,17 +300,18 @@ def _result(mode, spec, job, steps, log, params, seed, events, extra) -> Trainin
 
 def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
                       tau: int = 1, vector_ns: float = 0.0, stop_after=None, centre: str = "slots",
-                      seed: int | None = None) -> TrainingResult:
+                      ticket_ns: float = 0.0, seed: int | None = None) -> TrainingResult:
     """Async (elastic averaging) through the pool's slots, `steps * W` tickets shared by the workers, a merge
     and a push every `tau` local steps. pool: a CXLPoolPreset; local_ns: per worker, its local step times (ns);
     vector_ns: each step's vector work outside the pool calls (ns); stop_after: per worker None, or the local
     steps after which it fails (the others go on and take over its tickets); centre: "slots" (every merge
-    reads the W slots) or "sharded" (each worker merges its shard of the centre: the module docstring)."""
+    reads the W slots) or "sharded" (each worker merges its shard of the centre: the module docstring);
+    ticket_ns: the software cost of one ticket call on the host, ns (before the counter's pool operations)."""
     _check(spec, job, steps, local_ns)
     stops = _stops(stop_after, spec.size)
     if isinstance(tau, bool) or not isinstance(tau, int) or tau < 1:
         raise InputError(f"tau: expected an integer >= 1, got {tau!r}")
-    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence, centre)
+    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence, centre, ticket_ns)
     env, log, budget = region.env, StepLog(spec.size), steps * spec.size
     owners = ShardOwners(spec.size)
 
@@ -313,22 +341,23 @@ def run_async_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coher
     return _result("async", spec, job, steps, log,
                    {"tau": tau, "counter": COUNTERS[region.coherence], "store": "CXL pool slots", "centre": centre,
                     "pool": pool.name,
-                    "coherence": region.coherence.value, "vector_ns": vector_ns},
-                   seed, env.events, {"tickets": min(region.tickets, budget)})
+                    "coherence": region.coherence.value, "vector_ns": vector_ns, "ticket_ns": ticket_ns},
+                   seed, env.events, {"tickets": min(region.tickets, budget), "phases_ns": region.phase_medians()})
 
 
 def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Coherence | str = Coherence.HW,
                        vector_ns: float = 0.0, exchange_vector_ns: float = 0.0, stop_after=None,
                        handoff_ns: float = 0.0, thread_shares_cpu: bool = False, centre: str = "slots",
-                       seed: int | None = None) -> TrainingResult:
+                       ticket_ns: float = 0.0, seed: int | None = None) -> TrainingResult:
     """Hybrid through the pool: compute, take a ticket of the `steps * W` budget, start the exchange (push, counter,
     merge) on the worker's communication thread while the next step computes (see the module docstring);
     stop_after as in run_async_on_pool. handoff_ns: handing an exchange to the thread and back, ns.
     thread_shares_cpu: the thread has no CPU of its own (a rank pinned to one CPU), so its exchange, CPU
-    work throughout, runs after the step instead of beside the next one. centre: as in run_async_on_pool."""
+    work throughout, runs after the step instead of beside the next one. centre, ticket_ns: as in
+    run_async_on_pool."""
     _check(spec, job, steps, local_ns)
     stops = _stops(stop_after, spec.size)
-    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence, centre)
+    region = SharedRegion(pool, spec.size, job.gradient_bytes, coherence, centre, ticket_ns)
     owners = ShardOwners(spec.size)
     env, log, budget = region.env, StepLog(spec.size), steps * spec.size
     wasted = [0] * spec.size
@@ -337,7 +366,9 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
         if handoff_ns or exchange_vector_ns:
             yield env.timeout(handoff_ns + exchange_vector_ns)
         yield from region.push(w, k)
+        since = env.now
         yield region.tr.pool_read(w, 0, 8)  # the counter's value: the version of the pull
+        region.note("counter", since)
         yield from _merge(region, owners, w, ns_per_byte)
 
     def worker(w):
@@ -373,5 +404,6 @@ def run_hybrid_on_pool(spec, job, *, steps: int, local_ns, pool, coherence: Cohe
                     "centre": centre,
                     "pool": pool.name, "coherence": region.coherence.value, "vector_ns": vector_ns,
                     "exchange_vector_ns": exchange_vector_ns, "handoff_ns": handoff_ns,
-                    "thread_shares_cpu": thread_shares_cpu},
-                   seed, env.events, {"tickets": min(region.tickets, budget), "wasted_steps": wasted})
+                    "thread_shares_cpu": thread_shares_cpu, "ticket_ns": ticket_ns},
+                   seed, env.events, {"tickets": min(region.tickets, budget), "wasted_steps": wasted,
+                                      "phases_ns": region.phase_medians()})

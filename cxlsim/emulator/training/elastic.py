@@ -226,11 +226,11 @@ def _record_async(ctx, shared, clock: PhaseClock, schedule: ThreadSchedule) -> N
                       "schedule": {"main": schedule.summary()}}
 
 
-HYBRID_PHASES = ("batch", "compute", "ticket", "wait", "handover", "apply")
+HYBRID_PHASES = ("batch", "compute", "ticket", "scale", "wait", "handover", "apply")
 """hybrid's phases of a step on the main thread (`PhaseClock`): the batch (before the step starts: local work),
-the paced compute, the ticket, the wait for the previous exchange, the hand-over (the pulled parameters copied
-in, the snapshot offered, the next exchange submitted; without a thread the exchange itself), the update
-applied to the parameters."""
+the paced compute, the ticket, the update (the gradient scaled), the wait for the previous exchange, the
+hand-over (the pulled parameters copied in, the snapshot offered, the next exchange submitted; without a
+thread the exchange itself), the update applied to the parameters."""
 EXCHANGE_PHASES = ("handoff", "update", "push", "counter", "read", "fold")
 """hybrid's phases of an exchange (`PhaseClock`, on the thread that runs it): from its submission until it
 starts, acc += update, the push, the counter's load, the merge's copy of the slots and their fold."""
@@ -326,6 +326,7 @@ def hybrid_loop(ctx) -> None:
                 update = grad * (-cfg.lr / W)
             else:
                 dropped += 1
+            clock.mark("scale")
             exchanger.result()  # the previous exchange: its pull is what this step's update lands on
             clock.mark("wait")
             params[:] = exchanger.theta

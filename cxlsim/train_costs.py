@@ -1,0 +1,110 @@
+"""This machine's cost of an async or hybrid exchange's operations right after a training step's compute.
+
+Between two exchanges a rank computes its step: the model's forward and backward pass over a
+batch fills the core's caches with the batch, the activations and the gradient (about 2 MB for
+the mlp at batch 256, against a 1 MB L2 per core here) and displaces the shared region's slots
+and the vectors the exchange works on. So the exchange's copies and vector passes run from the
+next level of the memory hierarchy, slower than the calibration's primitives and
+`train_projection.vector_pass_ns`, which repeat one operation over the same lines (hot). The
+phases a run records (cxlsim/train_phases.py) show it: the merge's copy of two 135 KiB slots
+took 35 us in the run against 15 us at the profile's bandwidth.
+
+`measure_exchange` times, in this process and with the run's model and batch size, each
+operation right after one `loss_grad` (the step's own displacement), as a rank does it:
+
+- push: a seqlock write of this worker's slot (`SharedState.push`; hw coherence);
+- read: the merge's copy of the W slots out of the pool (`SharedState.read_all`);
+- pass: one pass over the parameter vector (np.add of two vectors into a third, none of
+  them touched by the compute);
+- ticket: one ticket of the region's counter (`SharedState.fetch_add`, hw: the device atomic, so
+  the figure is the call's software cost; the DES prices the counter's pool operations of either
+  scheme on top).
+
+The projection gives the DES these costs for async and hybrid (cxlsim/train_projection.py): the
+pool's host bandwidth for the region's copies, so that a push and a merge take what they took
+measured (hw coherence only: in flush mode every read follows an invalidation and so comes
+from memory whatever the compute displaced, as in the calibration's flush primitives), the
+vector passes at `pass_ns`, and each ticket's call at `ticket_ns`. Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from cxlsim.coherence import Coherence
+from cxlsim.emulator.training import models
+from cxlsim.emulator.training.shared_state import SharedState, shared_region
+
+__all__ = ["ExchangeCosts", "measure_exchange", "exchange_bandwidth"]
+
+LINE = 64
+REPEATS = 60
+"""Steps (compute + operation) per operation; each figure is the median of as many timings."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExchangeCosts:
+    """ns per operation right after a step's compute (the lower quartile of the timings; see the module
+    docstring), with the [min, max] of the timings in `spread_ns` (operation: (min, max))."""
+
+    model: str
+    batch: int
+    workers: int
+    vector_bytes: int
+    push_ns: float
+    read_ns: float
+    pass_ns: float
+    ticket_ns: float
+    repeats: int
+    spread_ns: dict
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = REPEATS, seed: int = 1) -> ExchangeCosts:
+    """Time push, read, pass and ticket right after one `loss_grad` each (the module docstring), the lower
+    quartile of `repeats` timings (one the scheduler did not interrupt, in the cache state the compute
+    leaves; the spread is beside it); a shared region of `workers` slots of the model's parameters in a
+    fresh hw pool segment (removed on the way out)."""
+    model = models.build(model_name)
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(batch, models.FEATURES))
+    y = rng.integers(0, models.CLASSES, size=batch)
+    params, grad = model.init(seed), np.empty(model.size)
+    a, b, c = np.ones(model.size), np.ones(model.size), np.empty(model.size)
+    times = {"push": [], "read": [], "pass": [], "ticket": []}
+    with threadpool_limits(limits=1), shared_region(workers, model.size, coherence=Coherence.HW) as handle:
+        states = [SharedState.attach(handle, w) for w in range(workers)]
+        try:
+            for state in states:
+                state.push(params)
+            me = states[0]
+            ops = {"push": lambda: me.push(params), "read": me.read_all, "pass": lambda: np.add(a, b, out=c),
+                   "ticket": me.fetch_add}
+            for _ in range(repeats):
+                for name, op in ops.items():
+                    model.loss_grad(params, x, y, grad)
+                    start = time.perf_counter_ns()
+                    op()
+                    times[name].append(time.perf_counter_ns() - start)
+        finally:
+            for state in states:
+                state.close()
+    med = {k: float(np.percentile(v, 25)) for k, v in times.items()}
+    return ExchangeCosts(model=model_name, batch=batch, workers=workers,
+                         vector_bytes=model.nbytes, push_ns=med["push"], read_ns=med["read"], pass_ns=med["pass"],
+                         ticket_ns=med["ticket"], repeats=repeats,
+                         spread_ns={k: (float(min(v)), float(max(v))) for k, v in times.items()})
+
+
+def exchange_bandwidth(costs: ExchangeCosts) -> float:
+    """The host bandwidth (bytes/ns) at which the DES's push and merge of the region (models/training/
+    pool_shared.py, on the local-host pool, whose path latency is negligible: a push moves a slot's sequence
+    line, meta line and vector, a merge W of them) take together what `costs` measured for them."""
+    slot = 2 * LINE + -(-costs.vector_bytes // LINE) * LINE
+    moved = (1 + costs.workers) * slot
+    return moved / max(costs.push_ns + costs.read_ns, 1e-3)
