@@ -283,6 +283,10 @@ def main() -> int:
                 print(f"  {app:<5}np={n} {what:<13}: median |error| {statistics.median(abs(e) for e in errs) * 100:.1f}%, "
                       f"range {min(errs) * 100:+.1f}% .. {max(errs) * 100:+.1f}%, {within} of {len(errs)} runs within 10%"
                       + ("" if n == 2 else " (outside the target: np 2)"))
+            calm = min(got, key=lambda r: r["measured_s"] - r["traced_compute_s"])
+            print(f"  {app:<5}np={n} least disturbed run (the smallest measured MPI time, run {calm['run']}, load "
+                  f"{calm['load_before']:.2f}): predicted {calm['error'] * 100:+.1f}%, network only "
+                  f"{calm['network_only_error'] * 100:+.1f}%")
     if args.out:
         atomic_write(args.out, json.dumps({"fit": fit.to_dict(), "osu": osu_text, "pool_profile": args.pool_profile,
                                            "pool_profile_provenance": local_profile["provenance"], "rows": rows},
