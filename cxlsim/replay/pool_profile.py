@@ -24,8 +24,8 @@ profile's per-call software overhead, which is the Python bench's (`collective_o
 120-340 ns) and not the C library's (33-59 ns at np 1, docs/mpi.md), which no profile measures and
 which is not charged. The rank's CPU is held for T (the kernel copies and polls). Approximations,
 said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
-sooner); the library's inline allreduce of <= 24 B (one line transfer per rank, not the slot's two)
-is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
+sooner); the library's inline allreduce of <= 24 B in hw mode (one line transfer per rank, not the
+slot's two) is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
 with the per-block figures (outside the np the profile was validated at). Units: ns, bytes.
 """
 from __future__ import annotations
@@ -187,7 +187,7 @@ class PoolPricing:
         notes = []
         if call.kind == "bcast":
             notes.append("bcast on the local-host profile: the root also waits for the last rank")
-        if call.kind == "allreduce" and call.size_bytes <= 24:
+        if call.kind == "allreduce" and call.size_bytes <= 24 and self.coherence == Coherence.HW:
             notes.append("allreduce of <= 24 B on the local-host profile: priced as the slot path (the "
                          "library's inline path moves one line per rank fewer)")
         return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
