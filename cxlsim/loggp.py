@@ -8,6 +8,9 @@ own line (a split is kept only if one line misses by 1% rms or more and the spli
 halves the residual). When the protocol switch is known (an MPI library's documented
 eager/rendezvous threshold, e.g. MPICH's MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD), `split_at`
 places the split there instead: sizes below it form one regime, the rest the other.
+Above a known switch (a single-copy rendezvous) the per-byte cost of the copy changes where
+the message outgrows a cache level, so those rows are split again wherever their line bends,
+by the same rule; each piece is a regime of its own (three or more rows, L and o >= 0).
 
 o and L cannot be told apart from latency alone. osu_bw's smallest messages give
 the message rate, whose inverse is max(g, o); cxlsim assumes g = o (as its presets
@@ -80,37 +83,64 @@ def _line(sizes: np.ndarray, times: np.ndarray) -> tuple[float, float, float]:
     return float(a), float(b), float(np.sqrt(np.mean(rel**2)))
 
 
-def fit_latency_lines(table: OSUTable, split_at: int | None = None) -> list[tuple[int, int, float, float, float]]:
-    """Split osu_latency rows into one or two regimes: (lo, hi, intercept_ns, slope_ns_per_byte, rms).
+def _best_split(sizes: np.ndarray, times: np.ndarray, bend: bool = False):
+    """The index splitting the rows into two lines, or None when one line is good (rms < GOOD_FIT) or no
+    split of MIN_POINTS+ rows each halves the squared relative residual.
 
-    split_at: the first size (bytes) of the second regime; None finds the split from the rows."""
+    bend: a split inside a protocol regime, kept only if both lines are LogGP lines (intercept
+    L + 2o - G >= -G, i.e. L, o >= 0); a steeper line through a load-slowed point can need a
+    negative intercept, which the fit would clip."""
+    a, b, rms = _line(sizes, times)
+    best, best_sse = None, rms**2 * len(sizes)
+    if rms < GOOD_FIT:
+        return None
+    for split in range(MIN_POINTS, len(sizes) - MIN_POINTS + 1):
+        (a1, b1, r1), (a2, b2, r2) = _line(sizes[:split], times[:split]), _line(sizes[split:], times[split:])
+        if bend and (a1 + max(b1, 0.0) < 0 or a2 + max(b2, 0.0) < 0):
+            continue
+        sse = r1**2 * split + r2**2 * (len(sizes) - split)
+        if sse < 0.5 * best_sse:
+            best, best_sse = split, sse
+    return best
+
+
+def _one_line(sizes: np.ndarray, times: np.ndarray) -> tuple[int, int, float, float, float]:
+    a, b, rms = _line(sizes, times)
+    return (int(sizes[0]), int(sizes[-1]), a, b, rms)
+
+
+def _lines(sizes: np.ndarray, times: np.ndarray) -> list[tuple[int, int, float, float, float]]:
+    """The rows as lines, split again wherever a line bends (`_best_split`), recursively."""
+    split = _best_split(sizes, times, bend=True)
+    if split is None:
+        return [_one_line(sizes, times)]
+    return _lines(sizes[:split], times[:split]) + _lines(sizes[split:], times[split:])
+
+
+def fit_latency_lines(table: OSUTable, split_at: int | None = None) -> list[tuple[int, int, float, float, float]]:
+    """Split osu_latency rows into regimes, one line each: (lo, hi, intercept_ns, slope_ns_per_byte, rms).
+
+    split_at: the first size (bytes) of the protocol's second regime (a single-copy rendezvous); its
+    rows are then split again wherever their line bends, by the same rule as the split (one line
+    missing by GOOD_FIT rms or more, a split halving the residual, MIN_POINTS rows a line): the
+    per-byte cost of a copy changes where the message outgrows a cache level. None: the one split
+    (at most) is found from the rows."""
     if table.kind != "latency":
         raise InputError(f"expected an osu_latency table, got {table.kind!r} ({table.title!r})")
     sizes = np.array(table.sizes, dtype=float)
     times = np.array(table.column(table.columns[1]), dtype=float) * 1e3  # us -> ns
     if len(sizes) < MIN_POINTS or np.any(times <= 0):
         raise InputError(f"osu_latency table {table.title!r}: need {MIN_POINTS}+ rows of positive latencies")
-    if split_at is not None:
-        split = int(np.searchsorted(sizes, split_at))
-        if split < MIN_POINTS or len(sizes) - split < MIN_POINTS:
-            raise InputError(f"protocol threshold {split_at} B: osu_latency table {table.title!r} needs "
-                             f"{MIN_POINTS}+ rows on each side of it ({split} below, {len(sizes) - split} at or above)")
-        (a1, b1, r1), (a2, b2, r2) = _line(sizes[:split], times[:split]), _line(sizes[split:], times[split:])
-        return [(int(sizes[0]), int(sizes[split - 1]), a1, b1, r1), (int(sizes[split]), int(sizes[-1]), a2, b2, r2)]
-    a, b, rms = _line(sizes, times)
-    best = [(int(sizes[0]), int(sizes[-1]), a, b, rms)]
-    best_sse = rms**2 * len(sizes)
-    if rms < GOOD_FIT:
-        return best
-    for split in range(MIN_POINTS, len(sizes) - MIN_POINTS + 1):
-        a1, b1, r1 = _line(sizes[:split], times[:split])
-        a2, b2, r2 = _line(sizes[split:], times[split:])
-        sse = r1**2 * split + r2**2 * (len(sizes) - split)
-        if sse < 0.5 * best_sse:
-            best_sse = sse
-            best = [(int(sizes[0]), int(sizes[split - 1]), a1, b1, r1),
-                    (int(sizes[split]), int(sizes[-1]), a2, b2, r2)]
-    return best
+    if split_at is None:
+        split = _best_split(sizes, times)
+        if split is None:
+            return [_one_line(sizes, times)]
+        return [_one_line(sizes[:split], times[:split]), _one_line(sizes[split:], times[split:])]
+    split = int(np.searchsorted(sizes, split_at))
+    if split < MIN_POINTS or len(sizes) - split < MIN_POINTS:
+        raise InputError(f"protocol threshold {split_at} B: osu_latency table {table.title!r} needs "
+                         f"{MIN_POINTS}+ rows on each side of it ({split} below, {len(sizes) - split} at or above)")
+    return [_one_line(sizes[:split], times[:split])] + _lines(sizes[split:], times[split:])
 
 
 def fit_loggp(latency: OSUTable, bandwidth: OSUTable | None = None, split_at: int | None = None) -> LogGPFit:

@@ -6,7 +6,7 @@ import pytest
 import cxlsim
 from cxlsim.emulator.osu import OSUTable, read_osu
 from cxlsim.errors import InputError
-from cxlsim.loggp import LogGPFit, Regime, fit_loggp
+from cxlsim.loggp import LogGPFit, Regime, fit_latency_lines, fit_loggp
 
 SIZES = [0] + [2**i for i in range(23)]
 EAGER = Regime(min_size_bytes=0, max_size_bytes=8192, latency_ns=900.0, overhead_ns=300.0, gap_ns=300.0,
@@ -71,3 +71,33 @@ def test_shipped_examples_fit():
     fit = fit_loggp(latency, bw)
     assert 1 <= len(fit.regimes) <= 2
     assert all(r.gap_per_byte_ns > 0 and r.rms_rel_error < 0.3 for r in fit.regimes)
+
+
+def test_rows_above_a_known_switch_split_where_the_line_bends():
+    # eager line to 4 KiB; above the 8 KiB switch 0.2 ns/B to 64 KiB, then 0.1 ns/B (a cache level)
+    def one_way_ns(k):
+        if k < 8192:
+            return 1000 + 0.1 * k
+        return 3000 + 0.2 * k if k <= 65536 else 5000 + 0.1 * 65536 + 0.1 * k
+    sizes = [0] + [2**i for i in range(21)]
+    latency = OSUTable(title="OSU MPI Latency Test", columns=("Size", "Latency (us)"),
+                       rows=tuple((k, one_way_ns(k) / 1e3) for k in sizes))
+    fit = fit_loggp(latency, split_at=8192)
+    assert [(r.min_size_bytes, r.max_size_bytes) for r in fit.regimes] == [(0, 4096), (8192, 65536), (131072, 2**20)]
+    assert [r.gap_per_byte_ns for r in fit.regimes] == pytest.approx([0.1, 0.2, 0.1], rel=1e-6)
+    assert all(fit.regime_for(k).one_way_ns(k) == pytest.approx(one_way_ns(k), rel=1e-3) for k in sizes if k >= 8192)
+    # without a switch the split is one, found from the rows
+    assert len(fit_loggp(latency).regimes) <= 2
+
+
+def test_a_bend_that_needs_a_negative_intercept_is_not_a_regime():
+    # a loaded set's rewritten-buffer latency (us): 512 KiB slowed 8x by other jobs; the best split of the
+    # rows above 8 KiB would put 256 KiB..1 MiB on a line of intercept -290 us, which L, o >= 0 cannot give
+    loaded = [(8192, 6.11), (16384, 8.17), (32768, 12.08), (65536, 18.6), (131072, 34.56), (262144, 116.72),
+              (524288, 920.3), (1048576, 1152.33)]
+    latency = OSUTable(title="OSU MPI Latency Test", columns=("Size", "Latency (us)"),
+                       rows=((0, 1.0), (1, 1.0), (64, 1.1), (1024, 1.2), (4096, 1.5)) + tuple(loaded))
+    lines = fit_latency_lines(latency, split_at=8192)
+    assert len(lines) >= 2
+    for lo, hi, intercept, slope, _ in lines:
+        assert intercept + slope >= 0, (lo, hi)  # L + 2o >= 0: no line the fit would have to clip
