@@ -9,6 +9,7 @@ from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import analytic, registry, runner
 from cxlsim.models.collectives import pool_collective_forms as forms
+from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import NO_CONTEXT, Context
 
 MODES = ("hw", "flush")
@@ -166,6 +167,47 @@ def test_broadcast_ends_are_each_ranks_end():
         ends = forms.broadcast_ends(fig, 4, 4096, root=1)
         assert len(ends) == 4 and ends[1] < min(ends[r] for r in (0, 2, 3))
         assert max(ends) == forms.broadcast_cost(fig, 4, 4096, Context(root=1))
+
+
+def _moved(t, p):
+    """Per rank: the (offset, bytes) ranges it streamed into the pool and those it loaded, from the event log."""
+    from cxlsim.coherence import PoolEvent
+    wrote, read = {r: [] for r in range(p)}, {r: [] for r in range(p)}
+    for rank, op, offset, arg in t.log:
+        if op == PoolEvent.WRITE and arg:
+            wrote[rank].append((offset, arg))
+        elif op == PoolEvent.READ and arg:
+            read[rank].append((offset, arg))
+    return wrote, read
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_pool_programs_move_the_kernels_bytes(mode):
+    """As the C kernels' fast path (cxl_coll_move.h, cxl_coll_reduce.h): a rank's own alltoall or
+    reduce_scatter block, and its own share of the large allreduce's input, never enter the pool; every
+    other rank's block is stored once and loaded once, by its reader alone. The alltoall's own block is a
+    local copy of m bytes, the reduce_scatter's is folded from the input."""
+    p, m = 4, 1000
+    for algo, size in ((forms.ALLTOALL, m), (forms.REDUCE_SCATTER, p * m), (forms.ALLREDUCE_LARGE, 4096)):
+        t = pool(p, mode)
+        t.enable_log()
+        out = runner.run_algorithm(t, algo, size, NO_CONTEXT)
+        runner.verify(algo.collective, p, NO_CONTEXT, out.results)
+        wrote, read = _moved(t, p)
+        layout = pc.StepLayout(p, p * m if algo is not forms.ALLREDUCE_LARGE else size)
+        for r in range(p):
+            slot = layout.slot(1, r)
+            if algo is forms.ALLREDUCE_LARGE:
+                lo, hi = pc.share_bytes(size, p, r)
+                first_step = [w for w in wrote[r] if slot <= w[0] < slot + layout.stride_bytes]
+                assert first_step == [x for x in ((slot, lo), (slot + hi, size - hi)) if x[1]], (r, wrote[r])
+                mine = [(layout.slot(1, w) + lo, hi - lo) for w in range(p) if w != r]
+                assert read[r][:p - 1] == mine  # then the second step's P shares
+                continue
+            own = (slot + r * m, m)
+            pieces = [(slot, r * m), (slot + (r + 1) * m, (p - 1 - r) * m)]
+            assert wrote[r] == [x for x in pieces if x[1]] and own not in wrote[r], (algo.collective, r)
+            assert read[r] == [(layout.slot(1, w) + r * m, m) for w in range(p) if w != r], (algo.collective, r)
 
 
 def test_verify_catches_a_wrong_alltoall_or_barrier_result():

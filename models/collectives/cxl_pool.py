@@ -118,10 +118,12 @@ def cxl_pool_zero_copy(g, m, mine, ctx=None):
     return (yield from _allgather(g, m, mine, zero_copy=True))
 
 
-def cxl_pool_closed_form(fig, p: int, m: int, coherence, zero_copy: bool = False, starts=None) -> float:
+def cxl_pool_closed_form(fig, p: int, m: int, coherence, zero_copy: bool = False, starts=None,
+                         poll_delay: float = 0.0) -> float:
     """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on P hosts,
     all ranks starting together on a fresh pool (or rank r at starts[r] ns); `fig` is `CXLPoolTransport.figures()`."""
-    return pool_closed_form(geometry_from_figures(fig, p), m, Coherence.parse(coherence), zero_copy, starts)
+    return pool_closed_form(geometry_from_figures(fig, p), m, Coherence.parse(coherence), zero_copy, starts,
+                            poll_delay)
 
 
 def _copy_cost(fig, p: int, m: int, ctx=None) -> float:

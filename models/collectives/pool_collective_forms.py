@@ -26,15 +26,18 @@ P x host bandwidth within the devices' (`uncongested`); elsewhere they leave out
 the queueing, and `form_note` says so for the output. With X = 64/b the issue
 time of a line (b the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path +
 media and ack(n) = max(D(n) + 2 path, writeback) the acknowledgement of an
-n-byte streamed write, a step in which every rank writes W bytes, publishes and
-waits for every rank costs the barrier's time shifted by ack(W), since every
-rank shifts alike; then the rank's loads, L + sum D(range) (none for empty
-ranges), then its fold. The latency is the last rank's (column reads of
-unaligned blocks span more lines for some ranks); the form takes every rank's
-wait to end with the barrier's, which is one line's issue late for the rank that
-polls last when the DES's order of equal times makes it so (within 0.5%). The
-broadcasts and the large allreduce follow from the same rules; their docstrings
-give the steps.
+n-byte streamed write: in a step, rank r stores its row (or vector) but the
+block (or share) only it reads, in one or two pieces issued one after the
+other, so it reaches its sfence at its own shift (the last piece's
+acknowledgement); the step's wait is the barrier's form with rank r starting
+there (`pool_forms` starts), and for the alltoall polling after the local copy
+of its own block, m / (copy bandwidth) (`pool_forms` poll_delay). Rank r then
+loads the other ranks' ranges from its own barrier end, L + sum D(range) (none
+for empty ranges), and folds. The latency is the last rank's. Where ranks'
+column reads span different line counts (unaligned blocks) or their shares
+differ, the DES's order of equal times can put a poll one line's issue later
+than the form's (within 0.5%). The broadcasts and the large allreduce follow
+from the same rules; their docstrings give the steps.
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
+from cxlsim.models.collectives.pool_forms import geometry_from_figures, pool_rank_ends
 from cxlsim.models.collectives.pool_flush_programs import Step, broadcast_flush, broadcast_flush_ends, walk_steps
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
@@ -90,9 +94,8 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
         return None
     if key == ("allreduce", "cxl_pool_large"):
         if size_bytes % (LINE * p):
-            return ("within 0.3%: shares of unequal size; the second step's barrier starts at each rank's own "
-                    "time, its first step's end is the latest rank's (as measured at 2-10 hosts; exact when the "
-                    "size is a multiple of 64 x P bytes)")
+            return ("within 0.3%: shares of unequal size, and the DES's order of equal times decides which "
+                    "rank polls last (as measured at 2-10 hosts; exact when the size is a multiple of 64 x P bytes)")
         return None
     return None
 
@@ -137,8 +140,14 @@ def barrier_cost(fig, p: int, size_bytes: int = 0, ctx=None) -> float:
 
 
 def _algebraic_barrier(fig, p: int) -> float:
-    cost = cxl_pool_closed_form(fig, p, 0, fig.coherence)
-    return cost - fig.fence_ns if _flush(fig) else cost
+    return max(_barrier_ends(fig, p))
+
+
+def _barrier_ends(fig, p: int, starts=None, poll_delay: float = 0.0) -> list:
+    """When each rank ends the barrier's form (index = rank), rank r reaching its sfence at starts[r]
+    (default 0) and polling `poll_delay` ns after its flag store, ns."""
+    ends = pool_rank_ends(geometry_from_figures(fig, p), 0, fig.coherence, starts=starts, poll_delay=poll_delay)
+    return [t - fig.fence_ns for t in ends] if _flush(fig) else list(ends)
 
 
 def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
@@ -149,18 +158,26 @@ def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
     return cxl_pool_closed_form(fig, p, s, fig.coherence) + (p - 1) * s / fig.reduce_bw_bytes_per_ns
 
 
-def _shift(fig, write_bytes: int, zero_copy: bool = False) -> float:
-    """What writing `write_bytes` (streamed from a line-aligned slot; zero-copy: written back by the publish's
-    clflushopt) adds before the step's sfence, ns."""
-    if write_bytes == 0:
-        return 0.0
-    lines = _lines(0, write_bytes)
-    d = _issue(fig, lines)
-    ack = max(d + 2 * fig.path_ns, fig.writeback_ns)
+def _shift(fig, pieces, flushed_lines: int, zero_copy: bool = False) -> float:
+    """What storing the (offset, bytes) `pieces` of a line-aligned slot one after the other (streamed;
+    zero-copy: written back by the publish's clflushopt), and in flush mode the publish's clflushopt of
+    `flushed_lines` lines, add before the step's sfence, ns."""
+    issued = ack = 0.0
+    for offset, n in pieces:
+        if n:
+            start, issued = issued, issued + _issue(fig, _lines(offset, n))
+            ack = max(ack, issued + 2 * fig.path_ns, start + fig.writeback_ns)
     if not _flush(fig):
         return 0.0 if zero_copy else ack
-    issued = (0.0 if zero_copy else d) + lines * fig.flush_ns_per_line
-    return max(issued, ack, issued + fig.invalidate_ns)
+    if not flushed_lines:
+        return ack
+    cpu = (0.0 if zero_copy else issued) + flushed_lines * fig.flush_ns_per_line
+    return max(cpu, ack, cpu + fig.invalidate_ns)
+
+
+def _write_shift(fig, size: int, keep=(0, 0)) -> float:
+    """`_shift` of storing an s-byte row (or vector) from offset 0 but bytes [keep) and writing it back whole."""
+    return _shift(fig, pc.row_pieces(*keep, size), _lines(0, size))
 
 
 def _reads(fig, own_lines: int, other_lines: list, load: bool = True) -> float:
@@ -176,12 +193,19 @@ def _reads(fig, own_lines: int, other_lines: list, load: bool = True) -> float:
     return t
 
 
-def row_step_cost(fig, p: int, row_bytes: int, block: int, fold_bytes: int, zero_copy: bool = False) -> float:
-    """Every rank writes a row of `row_bytes`, publishes and waits; rank r then reads block r (`block` bytes at
-    r x block) of every row (zero-copy: acquires it only) and folds `fold_bytes`; ns (uncongested)."""
-    base = _algebraic_barrier(fig, p) + _shift(fig, row_bytes, zero_copy)
-    worst = max(_reads(fig, c, [c] * (p - 1), not zero_copy) for c in {_lines(r * block, block) for r in range(p)})
-    return base + worst + fold_bytes / fig.reduce_bw_bytes_per_ns
+def row_step_cost(fig, p: int, block: int, fold_bytes: int, zero_copy: bool = False, copy_own: bool = False) -> float:
+    """Every rank writes its row of P blocks of `block` bytes but its own (zero-copy: its whole row, placed,
+    is written back), publishes, copies its own block locally (`copy_own`) and waits; rank r then reads
+    block r of every other row (zero-copy: acquires it only) and folds `fold_bytes`; ns (uncongested)."""
+    row = p * block
+    if zero_copy:
+        starts = [_shift(fig, [(0, row)], _lines(0, row), zero_copy=True)] * p
+    else:
+        starts = [_write_shift(fig, row, (r * block, (r + 1) * block)) for r in range(p)]
+    delay = block / fig.copy_bw_bytes_per_ns if copy_own else 0.0
+    ends = _barrier_ends(fig, p, starts, delay)
+    return max(ends[r] + _reads(fig, 0, [_lines(r * block, block)] * (p - 1), not zero_copy)
+               for r in range(p)) + fold_bytes / fig.reduce_bw_bytes_per_ns
 
 
 def reduce_scatter_cost(fig, p: int, s: int, ctx=None) -> float:
@@ -190,7 +214,7 @@ def reduce_scatter_cost(fig, p: int, s: int, ctx=None) -> float:
     if walked is not None:
         return walked
     seg = block_bytes(s, p)
-    return row_step_cost(fig, p, p * seg, seg, (p - 1) * seg)
+    return row_step_cost(fig, p, seg, (p - 1) * seg)
 
 
 def alltoall_cost(fig, p: int, m: int, ctx=None) -> float:
@@ -198,7 +222,7 @@ def alltoall_cost(fig, p: int, m: int, ctx=None) -> float:
     walked = _walked(fig, p, "alltoall", "cxl_pool", m)
     if walked is not None:
         return walked
-    return row_step_cost(fig, p, p * m, m, 0)
+    return row_step_cost(fig, p, m, 0, copy_own=True)
 
 
 def alltoall_zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
@@ -208,7 +232,7 @@ def alltoall_zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
     walked = _walked(fig, p, "alltoall", "cxl_pool_zero_copy", m)
     if walked is not None:
         return walked
-    return row_step_cost(fig, p, p * m, m, 0, zero_copy=True) if _flush(fig) else barrier_cost(fig, p)
+    return row_step_cost(fig, p, m, 0, zero_copy=True) if _flush(fig) else barrier_cost(fig, p)
 
 
 WALK_CHUNKS = 20_000
@@ -248,9 +272,9 @@ def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
     if walked is not None:
         return walked
     shares = [share_bytes(s, p, r) for r in range(p)]
-    first = barrier_cost(fig, p) + _shift(fig, s)
-    ready = [first + _reads(fig, _lines(lo, hi - lo), [_lines(lo, hi - lo)] * (p - 1))
-             + (p - 1) * (hi - lo) / fig.reduce_bw_bytes_per_ns + _shift(fig, hi - lo) for lo, hi in shares]
+    first = _barrier_ends(fig, p, [_write_shift(fig, s, share) for share in shares])
+    ready = [t + _reads(fig, 0, [_lines(lo, hi - lo)] * (p - 1)) + (p - 1) * (hi - lo) / fig.reduce_bw_bytes_per_ns
+             + _shift(fig, [(lo, hi - lo)], _lines(lo, hi - lo)) for t, (lo, hi) in zip(first, shares)]
     lines = [_lines(lo, hi - lo) for lo, hi in shares]
     gather = max(_reads(fig, lines[r], lines[:r] + lines[r + 1:]) for r in range(p))
     if _flush(fig):
@@ -283,7 +307,7 @@ def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
     if _flush(fig):
         return broadcast_flush_ends(fig, p, s, root)
     x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
-    f = fig.fence_ns + _shift(fig, s)
+    f = fig.fence_ns + _write_shift(fig, s)
     if p == 1:
         return [f + x + load]
     readers = [r for r in range(p) if r != root]
@@ -351,10 +375,10 @@ def flush_steps(collective: str, name: str, p: int, s: int):
 
         def large(r, lay):
             lo, n = shares[r][0], shares[r][1] - shares[r][0]
-            mine = [(lay.slot(1, w) + lo, n) for w in range(p)]
+            mine = [(lay.slot(1, w) + lo, n) for w in others(r)]
             theirs = [(lay.slot(2, w) + a, b - a) for w, (a, b) in enumerate(shares)]
-            return [Step(write=(lay.slot(1, r), s), wait=others(r), acquire=[mine[w] for w in others(r)], reads=mine,
-                         fold_bytes=(p - 1) * n),
+            return [Step(write=(lay.slot(1, r), s), keep=(lay.slot(1, r) + lo, n), wait=others(r), acquire=mine,
+                         reads=mine, fold_bytes=(p - 1) * n),
                     Step(write=(lay.slot(2, r) + lo, n), wait=others(r), acquire=[theirs[w] for w in others(r)],
                          reads=theirs)]
         return s, large
@@ -363,9 +387,11 @@ def flush_steps(collective: str, name: str, p: int, s: int):
     zero_copy = name == "cxl_pool_zero_copy"
 
     def row(r, lay):
-        column = [(lay.slot(1, w) + r * block, block) for w in range(p)]
-        return [Step(write=(lay.slot(1, r), p * block), zero_copy=zero_copy, wait=others(r),
-                     acquire=[column[w] for w in others(r)], reads=() if zero_copy else column, fold_bytes=fold)]
+        column = [(lay.slot(1, w) + r * block, block) for w in others(r)]
+        keep = None if zero_copy else (lay.slot(1, r) + r * block, block)
+        copy = block if collective == "alltoall" and not zero_copy else 0
+        return [Step(write=(lay.slot(1, r), p * block), keep=keep, zero_copy=zero_copy, copy_bytes=copy,
+                     wait=others(r), acquire=column, reads=() if zero_copy else column, fold_bytes=fold)]
     return p * block, row
 
 

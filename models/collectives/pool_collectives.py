@@ -8,6 +8,13 @@ of step e is in my slot") or, for a broadcast reader, done(e) = 2e + 1 ("I have
 read step e"). Layout (`StepLayout`): two flag lines per rank from offset 0, then
 two buffers of P slots, used by odd and even data rounds.
 
+The bytes are the kernels' with the event log off and no emulated timing (their
+fast path): a rank's own block of a row (reduce_scatter, alltoall) or its own
+share of the large allreduce's input never enters the pool. The publish still
+writes back (flush mode) the whole row or vector, as the kernels' cxl_publish
+does: a clflushopt of a line the rank did not write costs its CPU time and
+moves nothing.
+
 Publishing (`_publish`) is `cxl_publish`: flush mode clflushopt the written
 range; sfence; store the flag; flush mode clflushopt the flag line. Acquiring
 (`_acquire`) is flush mode's clflushopt of the ranges about to be read (stale
@@ -17,15 +24,20 @@ copies) and an mfence. The steps:
 - `allreduce` `cxl_pool` (small): write the vector into the slot, publish, wait,
   acquire, read every slot (the rank's own included), fold ranks 0..P-1 left to
   right ((P-1) x s bytes of reduction).
-- `allreduce` `cxl_pool_large`: that step, but each rank reads and folds only its
-  share (1/P of the vector, share boundaries on 64-byte lines, `share_bytes`) of
-  every slot, then a second step in the other buffer: write the folded share
-  into the slot, publish, wait, acquire the other shares, read every share.
-- `reduce_scatter` `cxl_pool` (block): rank r writes its P blocks (its row,
-  ceil(s/P) bytes each, unpadded) into its slot; every rank reads and folds its
-  column (block r of every row).
+- `allreduce` `cxl_pool_large`: that step, but each rank writes its vector
+  around its own share (1/P of the vector, share boundaries on 64-byte lines,
+  `share_bytes`), which only it reads, and folds that share of every other
+  slot with its own, taken from its input; then a second step in the other
+  buffer: write the folded share into the slot, publish, wait, acquire the
+  other shares, read every share.
+- `reduce_scatter` `cxl_pool` (block): rank r writes its row of P blocks
+  (ceil(s/P) bytes each, unpadded) into its slot, all but its own block r
+  (`row_pieces`), which only it reads; every rank reads its column (block r
+  of every other row) and folds it with its own block, taken from its input
+  ((P-1) x ceil(s/P) bytes of reduction).
 - `alltoall` `cxl_pool`: the same row and column with m bytes per destination,
-  and no fold.
+  and no fold: the rank's own block goes from its send buffer to its receive
+  buffer (a local copy of m bytes) between its publish and its wait.
 - `broadcast` `cxl_pool`: the root writes into its slot and publishes; it does
   not wait for the readers. A reader waits for the root's flag alone, acquires,
   reads the root's slot and publishes done(e).
@@ -39,9 +51,11 @@ copies) and an mfence. The steps:
   root's slot until then.
 
 Where the DES differs from the C kernel: a call is one step however large (the
-DES pool has no slot limit below its size, checked); the large allreduce's fold
-streams its share into the pool (the C kernel folds with ordinary stores into the
-slot and writes them back); and `wait_flags` waits for a flag to *equal* a value
+DES pool has no slot limit below its size, checked); a zero-byte call is a step
+(the kernels return at once); the large allreduce's fold streams its share into
+the pool (the C kernel folds with ordinary stores into the slot and writes them
+back), and in flush mode its second step drops and loads the other shares
+together (the C kernel drops, fences and copies one share after the other); and `wait_flags` waits for a flag to *equal* a value
 (the C kernels wait for >=), so a rank has two flag lines, one per epoch parity
 (the C kernels one): a rank cannot store step e + 2's flag before every rank has
 stored step e + 1's, which it does only after seeing step e's, so a value waited
@@ -62,7 +76,7 @@ from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.fabric.pool_transport import PoolTransport
 from cxlsim.models.collectives.base import fold_vectors, split
 
-__all__ = ["StepLayout", "written", "done", "share_bytes", "block_bytes", "barrier", "allreduce_small", "allreduce_large",
+__all__ = ["StepLayout", "written", "done", "share_bytes", "block_bytes", "row_pieces", "barrier", "allreduce_small", "allreduce_large",
            "reduce_scatter", "alltoall", "alltoall_zero_copy", "broadcast", "broadcast_zero_copy"]
 
 LINE = CACHE_LINE_BYTES
@@ -87,6 +101,15 @@ def share_bytes(s: int, p: int, r: int) -> tuple[int, int]:
 def block_bytes(s: int, p: int) -> int:
     """Bytes of one reduce_scatter block of an s-byte vector over p ranks: ceil(s/p)."""
     return -(-s // p)
+
+
+def row_pieces(start: int, stop: int, size: int) -> list:
+    """The (offset, bytes) ranges of [0, size) around [start, stop) that a rank writes into its slot: its row
+    (or vector) but the block (or share) only it reads; one zero-byte range (which carries the row's label
+    and takes no time) where that leaves nothing."""
+    if start >= stop:
+        return [(0, size)]
+    return [(lo, hi - lo) for lo, hi in ((0, start), (stop, size)) if hi > lo] or [(0, 0)]
 
 
 class StepLayout:
@@ -181,13 +204,16 @@ def barrier(g, size_bytes, mine, ctx=None):
     return list(range(p))
 
 
-def _input_step(t, r, p, s, vec, name):
-    """Write the s-byte vector into this rank's slot of a new step, publish it and wait for every rank's."""
+def _input_step(t, r, p, s, vec, name, keep=(0, 0)):
+    """Write the s-byte vector into this rank's slot of a new step (but bytes [keep) of it, which only this
+    rank reads, from its input), publish it and wait for every rank's."""
     layout = _layout(t, p, s, name)
     e = t.next_epoch(r)
     rnd = t.next_round(r, s) if s else e
-    yield t.pool_write(r, layout.slot(rnd, r), s, vec, streaming=True)
-    yield from _publish(t, r, layout, layout.slot(rnd, r), s, e, written(e))
+    slot = layout.slot(rnd, r)
+    for offset, size in row_pieces(*keep, s):
+        yield t.pool_write(r, slot + offset, size, vec, streaming=True)
+    yield from _publish(t, r, layout, slot, s, e, written(e))
     yield from _wait_all(t, r, p, layout, e, written(e))
     return layout, rnd
 
@@ -208,13 +234,16 @@ def allreduce_large(g, s, vec, ctx=None):
     """Reduce-scatter through the pool (each rank folds its share of every vector), then an allgather of the shares."""
     t = _pool(g, "allreduce cxl_pool_large")
     p, r = g.size, g.rank
-    layout, rnd = yield from _input_step(t, r, p, s, vec, "allreduce cxl_pool_large")
     lo, hi = share_bytes(s, p, r)
-    yield from _acquire(t, r, [(layout.slot(rnd, w) + lo, hi - lo) for w in range(p) if w != r])
+    layout, rnd = yield from _input_step(t, r, p, s, vec, "allreduce cxl_pool_large", (lo, hi))
+    others = [w for w in range(p) if w != r]
+    yield from _acquire(t, r, [(layout.slot(rnd, w) + lo, hi - lo) for w in others])
     if hi > lo:
-        got = yield from _read_all(t, r, [(layout.slot(rnd, w) + lo, hi - lo) for w in range(p)])
-    else:  # an empty share of bytes still carries its label elements; a zero-byte read takes no time
-        got = [t.view(r, layout.slot(rnd, w), s) for w in range(p)]
+        got = yield from _read_all(t, r, [(layout.slot(rnd, w) + lo, hi - lo) for w in others])
+    else:  # an empty share of bytes still carries its label elements (seen in a piece w wrote); no time
+        got = [t.view(r, layout.slot(rnd, w) + a, n) for w in others
+               for a, n in row_pieces(*share_bytes(s, p, w), s)[:1]]
+    got.insert(r, vec)  # this rank's own share, from its input
     labels = [_share_of(label, p, r) for label in got]
     if p > 1:
         yield g.reduce((p - 1) * (hi - lo))
@@ -242,21 +271,29 @@ def _share_of(label, p, r):
     return split(label, p)[r]
 
 
-def _row_step(t, g, block, blocks, name):
-    """Write this rank's row of P blocks (block bytes each) into a new step, publish, wait, acquire its column,
-    read it; returns the P blocks of the column in writer order."""
+def _row_step(t, g, block, blocks, name, copy_own):
+    """Write this rank's row of P blocks (block bytes each) but its own into a new step, publish, (alltoall:
+    `copy_own`, copy its own block locally), wait, acquire the other rows' block r and read them; returns the
+    P blocks of the column in writer order, this rank's own from `blocks`."""
     p, r = g.size, g.rank
     layout = _layout(t, p, p * block, name)
     e = t.next_epoch(r)
     row = p * block
     rnd = t.next_round(r, row) if row else e
-    yield t.pool_write(r, layout.slot(rnd, r), row, ("row", r, tuple(blocks)), streaming=True)
-    yield from _publish(t, r, layout, layout.slot(rnd, r), row, e, written(e))
+    slot = layout.slot(rnd, r)
+    for offset, size in row_pieces(r * block, (r + 1) * block, row):
+        yield t.pool_write(r, slot + offset, size, ("row", r, tuple(blocks)), streaming=True)
+    yield from _publish(t, r, layout, slot, row, e, written(e))
+    if copy_own and block:
+        yield g.copy(block)
     yield from _wait_all(t, r, p, layout, e, written(e))
-    column = [(layout.slot(rnd, w) + r * block, block) for w in range(p)]
-    yield from _acquire(t, r, [c for w, c in enumerate(column) if w != r])
+    others = [w for w in range(p) if w != r]
+    column = [(layout.slot(rnd, w) + r * block, block) for w in others]
+    yield from _acquire(t, r, column)
     got = yield from _read_all(t, r, column)
-    return [_row_block(label, w, r) for w, label in enumerate(got)]
+    out = [_row_block(label, w, r) for w, label in zip(others, got)]
+    out.insert(r, blocks[r])
+    return out
 
 
 def reduce_scatter(g, s, vec, ctx=None):
@@ -264,7 +301,7 @@ def reduce_scatter(g, s, vec, ctx=None):
     t = _pool(g, "reduce_scatter cxl_pool")
     p = g.size
     seg = block_bytes(s, p)
-    column = yield from _row_step(t, g, seg, split(vec, p), "reduce_scatter cxl_pool")
+    column = yield from _row_step(t, g, seg, split(vec, p), "reduce_scatter cxl_pool", copy_own=False)
     if p > 1:
         yield g.reduce((p - 1) * seg)
     return fold_vectors(column)
@@ -273,7 +310,7 @@ def reduce_scatter(g, s, vec, ctx=None):
 def alltoall(g, m, blocks, ctx=None):
     """Rank r writes its P blocks of m bytes (block d for rank d) as its row; every rank reads its column."""
     t = _pool(g, "alltoall cxl_pool")
-    return (yield from _row_step(t, g, m, blocks, "alltoall cxl_pool"))
+    return (yield from _row_step(t, g, m, blocks, "alltoall cxl_pool", copy_own=True))
 
 
 def broadcast(g, s, data, ctx=None):

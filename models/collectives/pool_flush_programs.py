@@ -10,7 +10,7 @@ one call that every rank starts together on a fresh pool. CPU rules (the transpo
 clflushopt costs F per line of CPU (a dirty line's write-back starts with the first
 clflushopt); a fence ends at max(now, every acknowledgement so far, last clflushopt +
 invalidate_ns) + fence; a streamed write holds the CPU until its issue ends; a fold of n
-bytes costs n / R of CPU. Times are ns, sizes bytes.
+bytes costs n / R of CPU, a local copy n / (the host's copy bandwidth). Times are ns, sizes bytes.
 """
 from __future__ import annotations
 
@@ -46,31 +46,47 @@ class _Cpu:
 class Step:
     """One step of rank r: what it writes, whose flags it waits for, what it drops and reads, what it folds.
 
-    write: (offset, bytes) or None; zero_copy: the written range is already dirty in the cache
-    (written back by its clflushopt) instead of streamed; wait: the ranks whose flags of this
-    step it polls, in order; acquire: None (no acquire, as the barrier) or the (offset, bytes)
-    ranges it drops; reads: the (offset, bytes) ranges it loads together; fold_bytes: its fold.
+    write: (offset, bytes) or None, the range its publish writes back; keep: the (offset, bytes)
+    part of it that only this rank reads, which it does not store (its own block or share);
+    zero_copy: the written range is already dirty in the cache (written back by its clflushopt)
+    instead of streamed; copy_bytes: a local copy after its flag (the alltoall's own block);
+    wait: the ranks whose flags of this step it polls, in order; acquire: None (no acquire, as
+    the barrier) or the (offset, bytes) ranges it drops; reads: the (offset, bytes) ranges it
+    loads together; fold_bytes: its fold.
     """
 
-    __slots__ = ("write", "zero_copy", "wait", "acquire", "reads", "fold_bytes")
+    __slots__ = ("write", "keep", "zero_copy", "copy_bytes", "wait", "acquire", "reads", "fold_bytes")
 
-    def __init__(self, write=None, wait=(), acquire=None, reads=(), fold_bytes=0, zero_copy=False):
-        self.write, self.zero_copy, self.wait = write, zero_copy, tuple(wait)
+    def __init__(self, write=None, wait=(), acquire=None, reads=(), fold_bytes=0, zero_copy=False, keep=None,
+                 copy_bytes=0):
+        self.write, self.keep, self.zero_copy, self.wait = write, keep, zero_copy, tuple(wait)
+        self.copy_bytes = copy_bytes
         self.acquire, self.reads, self.fold_bytes = acquire, tuple(reads), fold_bytes
+
+    def stored(self) -> list:
+        """The (offset, bytes) ranges the step stores (or writes back, zero-copy): `write` but `keep`."""
+        if self.write is None or self.write[1] <= 0:
+            return []
+        offset, size = self.write
+        if self.keep is None:
+            return [self.write]
+        lo = self.keep[0] - offset
+        return [(offset + a, n) for a, n in pc.row_pieces(lo, lo + self.keep[1], size) if n]
 
 
 def _program(geo, r, steps, layout, visible):
     """Rank r's steps (epochs 1, 2, ...) as a `PoolWalk` program; returns its end."""
     cpu, data = _Cpu(geo), geo.media_ns + geo.path_ns
     for e, step in enumerate(steps, start=1):
-        if step.write is not None and step.write[1] > 0:
-            offset, size = step.write
-            start = cpu.t
-            issued, end = yield (offset, size, True, start)
-            cpu.acks.append(max(end + geo.path_ns, start + geo.writeback_ns))
+        pieces = step.stored()
+        if pieces:  # issued one after the other at the host port
+            got = yield [(offset, size, True, cpu.t) for offset, size in pieces]
+            for k, (issued, end) in enumerate(got):
+                cpu.acks.append(max(end + geo.path_ns, (got[k - 1][0] if k else cpu.t) + geo.writeback_ns))
             if not step.zero_copy:
-                cpu.t = issued
-            cpu.clflushopt(_lines(offset, size))
+                cpu.t = max(issued for issued, _ in got)
+        if step.write is not None and step.write[1] > 0:
+            cpu.clflushopt(_lines(*step.write))
         cpu.fence()
         flag = layout.flag(r, e)
         _, end = yield (flag, LINE, False, cpu.t)             # the flag store's read into the cache
@@ -78,6 +94,7 @@ def _program(geo, r, steps, layout, visible):
         _, end = yield (flag, LINE, True, cpu.t, lambda end, key=(r, e): visible.setdefault(key, end))
         cpu.acks.append(max(end + geo.path_ns, cpu.t + geo.writeback_ns))
         cpu.clflushopt(1)
+        cpu.t += step.copy_bytes / geo.copy_bw
         for w in step.wait:
             yield from _poll(cpu, layout.flag(w, e), visible, (w, e), data)
         if step.acquire is not None:
@@ -115,11 +132,11 @@ def walk_steps(fig, p: int, slot_bytes: int, steps_of) -> float:
 
 
 class _Geometry:
-    """`pool_forms.PoolGeometry` of the figures, with the local reduction bandwidth R (bytes/ns)."""
+    """`pool_forms.PoolGeometry` of the figures, with the local reduction and copy bandwidths (bytes/ns)."""
 
     def __init__(self, fig, p):
         self._geo = geometry_from_figures(fig, p)
-        self.reduce_bw = fig.reduce_bw_bytes_per_ns
+        self.reduce_bw, self.copy_bw = fig.reduce_bw_bytes_per_ns, fig.copy_bw_bytes_per_ns
 
     def __getattr__(self, name):
         return getattr(self._geo, name)

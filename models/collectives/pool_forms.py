@@ -80,7 +80,7 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 
-__all__ = ["PoolGeometry", "clear_memo", "geometry_of", "geometry_from_figures", "pool_closed_form"]
+__all__ = ["PoolGeometry", "clear_memo", "geometry_of", "geometry_from_figures", "pool_closed_form", "pool_rank_ends"]
 
 LINE = CACHE_LINE_BYTES
 _MAX_PASSES = 200
@@ -158,17 +158,27 @@ def geometry_of(pool) -> PoolGeometry:
                               switch_levels=2 if path.leaves else 1)
 
 
-def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False, starts=None) -> float:
+def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False, starts=None,
+                     poll_delay: float = 0.0) -> float:
     """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on `geo`'s pool,
-    every rank starting together on a fresh pool, or rank r at `starts[r]` ns (the latest end, from 0)."""
+    every rank starting together on a fresh pool, or rank r at `starts[r]` ns (the latest end, from 0).
+
+    `poll_delay`: CPU time (ns) each rank spends between its flag store and its first poll (a local copy the
+    protocol makes there, as the pool alltoall's own block)."""
+    return max(pool_rank_ends(geo, m, coherence, zero_copy, starts, poll_delay))
+
+
+def pool_rank_ends(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False, starts=None,
+                   poll_delay: float = 0.0) -> tuple:
+    """When each rank (index = rank) ends its part of the allgather of `pool_closed_form`, ns."""
     mode = Coherence.parse(coherence, "coherence")
     if not isinstance(m, int) or m < 0:
         raise InputError(f"size: expected an integer >= 0 bytes, got {m!r}")
     if mode is Coherence.HW:  # its form depends on m only through the line count: one fixed point per count
         starts = (0.0,) * geo.hosts if starts is None else tuple(float(t) for t in starts)
-        return _hw(geo, -(-m // LINE), bool(zero_copy), starts)
+        return _hw(geo, -(-m // LINE), bool(zero_copy), starts, float(poll_delay))
     starts = np.zeros(geo.hosts) if starts is None else np.asarray(starts, float)
-    return _flush(geo, m, zero_copy, starts)
+    return _flush(geo, m, zero_copy, starts, float(poll_delay))
 
 
 def clear_memo() -> None:
@@ -262,8 +272,9 @@ def _fifo(server, arrival, ties, service):
 # ---------------------------------------------------------------------- hw mode
 
 @functools.lru_cache(maxsize=4096)
-def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple) -> float:
-    """The hw-mode form of an allgather of `lines` lines per block (memoised: geometries are frozen)."""
+def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: float = 0.0) -> tuple:
+    """The hw-mode form of an allgather of `lines` lines per block, each rank polling `delay` ns after its flag
+    store returns (memoised: geometries are frozen)."""
     p, path = geo.hosts, geo.path_ns
     starts = np.asarray(starts, float)
     w_bytes = lines * LINE
@@ -288,7 +299,8 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple) -> float:
         # ranks whose fences end together store their flags in the order their acknowledgements came
         sid = acc.add(ranks, f, ranks * LINE, LINE, up=False, tie=acked)
         # the ranks whose flag stores return together start polling in their stores' device order
-        pid = acc.add(poll_r, flag_done[poll_r], poll_w * LINE, LINE, up=False, tie=turn[poll_r]) if p > 1 else None
+        pid = (acc.add(poll_r, flag_done[poll_r] + delay, poll_w * LINE, LINE, up=False, tie=turn[poll_r])
+               if p > 1 else None)
         redo = np.flatnonzero(~np.isnan(again))
         rid = (acc.add(poll_r[redo], again[redo], poll_w[redo] * LINE, LINE, up=False, tie=turn[poll_r[redo]])
                if len(redo) else None)
@@ -301,13 +313,13 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple) -> float:
         new_f = (np.maximum(issue[wid], np.maximum(last[wid] + path, starts + geo.writeback_ns)) + geo.fence_ns
                  if copy else f)
         stored = last[sid] + data                          # the flag store's data (its ownership)
-        new_sync, new_again, snooped = flag_done.copy(), np.full(len(poll_r), np.nan), np.zeros(p, bool)
+        new_sync, new_again, snooped = flag_done + delay, np.full(len(poll_r), np.nan), np.zeros(p, bool)
         if p > 1:
             first_data = last[pid] + data
             second_data = np.full(len(poll_r), np.nan)
             if rid is not None:
                 second_data[redo] = last[rid] + data
-            call = flag_done[poll_r]
+            call = flag_done[poll_r] + delay
             early = call < f[poll_w] - _EPS
             snooped[np.unique(poll_w[early])] = True
             new_flag_done = stored + 2 * path * snooped
@@ -316,7 +328,7 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple) -> float:
             np.maximum.at(new_sync, poll_r, done)
         else:
             new_flag_done = stored
-        new_sync = np.maximum(new_sync, new_flag_done)
+        new_sync = np.maximum(new_sync, new_flag_done + delay)
         if copy:
             end = np.full(p, -np.inf)
             np.maximum.at(end, reader, last[did] + data)
@@ -328,7 +340,7 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple) -> float:
                 and np.array_equal(new_acked, acked))
         f, flag_done, sync, again, turn, acked = new_f, new_flag_done, new_sync, new_again, new_turn, new_acked
         if same:
-            return float(end.max())
+            return tuple(end.tolist())
     raise RunError(f"pool closed form: the hw-mode fixed point for P={p}, {lines} lines per block did not settle "
                    f"in {_MAX_PASSES} passes")
 
@@ -367,10 +379,10 @@ def _polls(poll_w, call, turn, first_data, second_data, early, f, flag_done, pat
 
 # ---------------------------------------------------------------------- flush mode
 
-def _flush(geo: PoolGeometry, m: int, zero_copy: bool, starts) -> float:
+def _flush(geo: PoolGeometry, m: int, zero_copy: bool, starts, delay: float = 0.0) -> tuple:
     """flush mode: each pass walks the ranks' programs with every access's queueing delay from the
     last pass (0 at first), until no delay and no poll's number of loads changes."""
-    ranks = _FlushPrograms(geo, m, zero_copy, starts)
+    ranks = _FlushPrograms(geo, m, zero_copy, starts, delay)
     for _ in range(_MAX_PASSES):
         booked, ends, polls = ranks.walk()
         acc = _Accesses(geo)
@@ -388,7 +400,7 @@ def _flush(geo: PoolGeometry, m: int, zero_copy: bool, starts) -> float:
         order = dict(zip(keys, order[ids].tolist()))
         if polls == ranks.polls and delay.keys() == ranks.delay.keys() and \
                 _close(np.array(list(delay.values())), np.array([ranks.delay[k] for k in delay])):
-            return float(ends.max())
+            return tuple(ends.tolist())
         ranks.delay, ranks.polls, ranks.order = delay, polls, order
     raise RunError(f"pool closed form: the flush-mode fixed point for P={geo.hosts}, m={m} did not settle "
                    f"in {_MAX_PASSES} passes")
@@ -401,8 +413,8 @@ class _FlushPrograms:
     ranks calling at the same time call in the order their causes reached the devices.
     """
 
-    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool, starts):
-        self.geo = geo
+    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool, starts, delay: float = 0.0):
+        self.geo, self.delay_ns = geo, delay
         self.starts = [float(x) for x in starts]
         self.lines = -(-m // LINE)
         self.w_bytes = self.lines * LINE
@@ -429,7 +441,8 @@ class _FlushPrograms:
         visible = [v for v, _, _ in flags]
         ends, polls = np.zeros(p), []
         for r in range(p):
-            ends[r] = self._gather(r, visible, *flags[r][1:], polls)
+            acks, (t, cause) = flags[r][1:]
+            ends[r] = self._gather(r, visible, acks, (t + self.delay_ns, cause), polls)
         return self.booked, ends, polls
 
     def _fence(self, now, acks):
