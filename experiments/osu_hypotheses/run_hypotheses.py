@@ -3,8 +3,10 @@
 Run:  python experiments/osu_hypotheses/run_hypotheses.py [--rounds 6] [--output DIR]   # measure, then check
       python experiments/osu_hypotheses/run_hypotheses.py --sets DIR                   # check a measured set
 
-Measurement: osu_loops.c (OSU v5.3-style C loops, built with mpicc) runs latency, bw, bibw and
-allgather in one mpirun, taking turns batch by batch at every size (20 batches); a round is one
+Measurement: osu_loops.c (OSU v5.3-style C loops, built with mpicc) runs latency, bw, bibw, their
+window-1 forms (bw1, bibw1: one message per iteration), the rewritten-buffer forms (fresh,
+freshbw1, freshbibw1) and allgather in one mpirun, taking turns batch by batch at every size
+(20 batches); a round is one
 such run per CMA setting (on: the wheel's default; off: MPIR_CVAR_CH4_CMA_ENABLE=0), and the
 order of the settings alternates between rounds. Per round and size a benchmark's figure is the
 median of its batches. Two sets are written per CMA setting: `median/` (the median over rounds
@@ -17,12 +19,15 @@ Check: every set goes through `cxlsim.calibrate.osu_fit.from_osu` (what `cxlsim 
 is osu_latency with the send buffer rewritten before each send (osu_loops.c), the cache state
 of MPICH's allgather, which sends the block it has just copied into recvbuf.
 Target (issue 18 item 2, np=2): worst size <= 20% and median <= 8%, over the sizes other than the
-anchor row (1 B, on which the collective overhead is anchored).
+anchor row (1 B, on which the collective overhead is anchored). After the check of the new (or
+given) set, every committed set (sets_*) is re-checked (not re-written) and one line per set and
+main variant is printed.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import glob
 import json
 import os
 import statistics
@@ -198,7 +203,8 @@ def exchange_ab(sets_dir: str, statistic: str, cma: str) -> list:
     return lines
 
 
-def check(sets_dir: str) -> dict:
+def check(sets_dir: str, write: bool = True) -> dict:
+    """Every variant on the set's own allgather; write: also write check.txt/json in the set and print."""
     with open(os.path.join(sets_dir, "memcpy.csv")) as fh:
         copy = {int(r["size_bytes"]): float(r["bytes_per_ns"]) for r in csv.DictReader(fh)}
     summary, lines = {}, []
@@ -233,6 +239,8 @@ def check(sets_dir: str) -> dict:
         lines.append(f"{key:<32} median {100 * v['median_abs']:5.1f}%  worst {100 * v['worst_abs']:5.1f}% "
                      f"(at {v['worst_size']} B)  {'meets' if v['meets_target'] else 'misses'}")
     text = "\n".join(lines) + "\n"
+    if not write:
+        return summary
     tmp = os.path.join(sets_dir, "check.txt.tmp")
     with open(tmp, "w") as fh:
         fh.write(text)
@@ -243,6 +251,24 @@ def check(sets_dir: str) -> dict:
     os.replace(tmp, os.path.join(sets_dir, "check.json"))
     print(text, end="")
     return summary
+
+
+SUMMARY_ROWS = ("fastest cma-on x-w1", "fastest cma-on x-w1-fresh", "fastest cma-on model", "fastest cma-on fresh+sw",
+                "fastest cma-off x-w1", "median cma-on x-w1", "median cma-on x-w1-fresh", "median cma-on model")
+
+
+def report_all(sets_dirs: list) -> None:
+    """One line per set and main variant (both statistics): the target check on every set, old and new
+    (the committed sets are re-checked, not re-written)."""
+    print("\n## every set (without the 1 B anchor row; target: worst <= 20%, median <= 8%)")
+    print(f"{'set':<34} {'variant':<28} {'median':>7} {'worst':>7} {'at':>8}")
+    for sets_dir in sets_dirs:
+        summary = check(sets_dir, write=False)
+        for key in SUMMARY_ROWS:
+            if key in summary:
+                v = summary[key]
+                print(f"{os.path.basename(os.path.normpath(sets_dir)):<34} {key:<28} {100 * v['median_abs']:>6.1f}% "
+                      f"{100 * v['worst_abs']:>6.1f}% {v['worst_size']:>8d}  {'meets' if v['meets_target'] else 'misses'}")
 
 
 def main(argv=None) -> int:
@@ -256,6 +282,9 @@ def main(argv=None) -> int:
         ap.error("--sets checks a measured directory; --output and --rounds apply to a new measurement")
     sets_dir = args.sets or measure(args)
     check(sets_dir)
+    committed = sorted(d for d in glob.glob(os.path.join(HERE, "sets_*"))
+                       if os.path.realpath(d) != os.path.realpath(sets_dir))
+    report_all([sets_dir] + committed)
     print(f"sets: {sets_dir}")
     return 0
 
