@@ -50,11 +50,13 @@ class CXLSetup:
     devices: int
     chunk_bytes: int
 
-    def new_transport(self, hosts: int) -> CXLPoolTransport:
-        """A fresh environment and pool transport of `hosts` hosts (one rank each) for one simulated call."""
-        return CXLPoolTransport(self.preset, hosts, coherence=self.coherence, env=Environment(),
-                                devices=self.devices, chunk_bytes=self.chunk_bytes,
-                                switch_levels=self.switch_levels)
+    def new_transport(self, hosts: int, ranks_per_host: int = 1, env=None) -> CXLPoolTransport:
+        """A pool transport of `hosts` hosts x `ranks_per_host` ranks (sharing their host's port,
+        `CXLPoolTransport`) for one simulated call, in `env` (default: a fresh environment)."""
+        return CXLPoolTransport(self.preset, hosts, coherence=self.coherence,
+                                env=env if env is not None else Environment(), devices=self.devices,
+                                chunk_bytes=self.chunk_bytes, switch_levels=self.switch_levels,
+                                ranks_per_host=ranks_per_host)
 
     def written_out(self) -> dict:
         p = self.preset
@@ -69,11 +71,12 @@ class CXLSetup:
             "fabric.host.reduce_bandwidth": _gbs(p.host.reduce_bw_bytes_per_ns),
         }
 
-    def describe(self, nodes: int) -> str:
+    def describe(self, nodes: int, ranks_per_host: int = 1) -> str:
         attach = (f"{self.switch_levels} switch level(s)" if self.switch_levels else
                   f"no switch ({self.preset.device.heads}-headed devices)")
+        ranks = "1 rank" if ranks_per_host == 1 else f"{ranks_per_host} ranks"
         return (f"{self.preset.name}, {self.coherence.value} coherence, {self.devices} device(s), "
-                f"{attach}, {nodes} hosts x 1 rank")
+                f"{attach}, {nodes} hosts x {ranks}")
 
 
 def scale_latency(preset, load_latency_ns: float):

@@ -109,8 +109,9 @@ class NetworkSetup:
             "fabric.host.reduce_bandwidth": _gbs(p.host.reduce_bw_bytes_per_ns),
         }
 
-    def describe(self, nodes: int) -> str:
-        pl = self.placement
+    def describe(self, nodes: int, placement=None) -> str:
+        """One line: preset, topology, nodes x ranks (policy) of `placement` (default the scenario's)."""
+        pl = placement if placement is not None else self.placement
         return f"{self.preset.name}, {self.topology}, {nodes} nodes x {pl.ranks_per_node} ranks ({pl.policy})"
 
 

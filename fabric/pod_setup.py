@@ -42,6 +42,7 @@ from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.fabric.engine import Environment
 from cxlsim.fabric.network import build
 from cxlsim.fabric.octopus import SparsePod, design
+from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.pods import PodsTransport
 from cxlsim.fabric.pool_transport import PoolFigures
 from cxlsim.fabric.presets import PRESETS as NETWORK_PRESETS
@@ -72,24 +73,33 @@ class PodsSetup:
     """A sparse pod's devices (`cxlsim.fabric.octopus.design`: each a tuple of its hosts); () for a dense pod,
     where `pool` is every host's. In a sparse pod `pool` is one device's, elaborated for its heads."""
 
-    def _pool(self, env) -> CXLPoolTransport:
-        s = self.pool
+    def _pool(self, env, ranks_per_host: int = 1) -> CXLPoolTransport:
         hosts = len(self.design[0]) if self.design else self.hosts
-        return CXLPoolTransport(s.preset, hosts, coherence=s.coherence, env=env, devices=s.devices,
-                                chunk_bytes=s.chunk_bytes, switch_levels=s.switch_levels)
+        return self.pool.new_transport(hosts, ranks_per_host, env)
 
-    def _pod(self, env):
+    def _pod(self, env, ranks_per_host: int = 1):
         if not self.design:
-            return self._pool(env)
+            return self._pool(env, ranks_per_host)
+        if ranks_per_host != 1:
+            raise InputError(f"ranks_per_host: a sparse (Octopus) pod runs one rank per host, got {ranks_per_host}")
         s = self.pool
         return SparsePod(s.preset, self.design, env=env, coherence=s.coherence, chunk_bytes=s.chunk_bytes)
 
-    def new_transport(self, chunk_bytes: int) -> PodsTransport:
-        """A fresh environment holding every pod's pool and the network (messages pipelined in `chunk_bytes`)."""
+    def placement(self, ranks_per_host: int = 1):
+        """The network's placement: the scenario's with one rank per host, else `ranks_per_host` ranks on
+        each host, consecutive ranks on one host ("block", as a pod's pool numbers them)."""
+        if ranks_per_host == 1:
+            return self.network.placement
+        return Placement(self.pods * self.hosts, ranks_per_host, "block")
+
+    def new_transport(self, chunk_bytes: int, ranks_per_host: int = 1) -> PodsTransport:
+        """A fresh environment holding every pod's pool and the network (messages pipelined in `chunk_bytes`),
+        `ranks_per_host` ranks on each host (they share its pool port and its NIC)."""
         env = Environment()
-        pools = [self._pod(env) for _ in range(self.pods)]
-        net = NetworkTransport(build(self.network.graph, self.network.preset, env), self.network.placement, chunk_bytes)
-        return PodsTransport(pools, net, self.hosts)
+        pools = [self._pod(env, ranks_per_host) for _ in range(self.pods)]
+        net = NetworkTransport(build(self.network.graph, self.network.preset, env), self.placement(ranks_per_host),
+                               chunk_bytes)
+        return PodsTransport(pools, net, self.hosts * ranks_per_host)
 
     def network_transport(self, chunk_bytes: int) -> NetworkTransport:
         """The network alone over every host, for plain network algorithms."""
@@ -110,14 +120,15 @@ class PodsSetup:
         out.update({k: v for k, v in net.items() if k.startswith("fabric.host.") and pool.get(k) == v})
         return out
 
-    def describe(self, nodes: int) -> str:
+    def describe(self, nodes: int, ranks_per_host: int = 1) -> str:
         if self.design:
             k = len(self.design[0])
             pod = (f"a sparse pod of {len(self.design)} devices, every two hosts sharing one, each host on "
                    f"{(self.hosts - 1) // (k - 1)}; each device {self.pool.describe(k)}")
         else:
-            pod = self.pool.describe(self.hosts)
-        return f"{self.pods} pods x {self.hosts} hosts, each on {pod}; between pods {self.network.describe(nodes)}"
+            pod = self.pool.describe(self.hosts, ranks_per_host)
+        between = self.network.describe(nodes, self.placement(ranks_per_host))
+        return f"{self.pods} pods x {self.hosts} hosts, each on {pod}; between pods {between}"
 
 
 def _named(kind, name: str, known: dict, key: str):
