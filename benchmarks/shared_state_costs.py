@@ -1,6 +1,7 @@
 """What one operation on the training modes' shared region costs on this machine (one process, no contention).
 
     python benchmarks/shared_state_costs.py [--items 17226] [--workers 2] [--repeats 7] [--calls 200]
+                                            [--batch 256] [--rounds 5] [--race-s 0.5]
 
 For a region of `--workers` slots of `--items` float64 (default: the mlp model's 17,226
 parameters), in hw and in flush coherence, it times one push (a seqlock write of the slot),
@@ -9,6 +10,11 @@ by each scheme the coherence allows (cxl-device: an atomic; cxl-flush-lock: the 
 uncontended). Every figure is the median over `--repeats` batches of `--calls` calls, with the
 batches' min and max (the spread), in us per call. These are the costs the async and hybrid
 loops pay per exchange; the DES's pool model (models/training/pool_shared.py) charges its own.
+
+Then the exchange after a step's compute (`cxlsim/train_costs.py`, the costs the projection gives the DES
+for async and hybrid): the same operations, one step after another, with the mlp's forward and
+backward pass at `--batch` between the steps and without it (hot), `--rounds` rounds of each
+interleaved, each round's lower quartile; the median round and the rounds' min-max.
 
 Then the race (`--race-s`, default 0.5 s, 0 = skip): a second process pushes 1 MiB vectors whose
 items all equal the push's number, back to back, while this one reads the slot for the given time
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import statistics
 import time
 
@@ -27,6 +34,7 @@ import numpy as np
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.training.shared_state import COUNTER_SCHEMES, SharedState, check_counter, shared_region
 from cxlsim.errors import InputError
+from cxlsim.train_costs import measure_exchange
 
 
 def per_call_us(fn, calls: int, repeats: int) -> tuple[float, float, float]:
@@ -64,6 +72,17 @@ def measure(items: int, workers: int, repeats: int, calls: int) -> list[tuple[st
                 for state in states:
                     state.close()
     return rows
+
+
+def after_compute(batch: int, workers: int, rounds: int) -> dict:
+    """{(variant, op): [per-round ns]} for variant 'after compute' and 'hot' (train_costs.measure_exchange)."""
+    got = {}
+    for _ in range(rounds):
+        for variant, displace in (("after compute", True), ("hot", False)):
+            costs = measure_exchange("mlp", batch, workers, displace=displace)
+            for op in ("read", "pass", "push", "ticket"):
+                got.setdefault((variant, op), []).append(getattr(costs, f"{op}_ns"))
+    return got
 
 
 def _pusher(handle, stop):
@@ -112,12 +131,25 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=256, help="the step's batch for the exchange A/B (default 256)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the exchange A/B (0: skip it)")
     parser.add_argument("--race-s", type=float, default=0.5, help="seconds of the read race (0: skip it)")
     args = parser.parse_args(argv)
     print(f"shared region: {args.workers} slots of {args.items} float64 ({args.items * 8} B); us per call, "
           f"median [min, max] of {args.repeats} batches of {args.calls}; one process, no contention")
     for where, what, (median, low, high) in measure(args.items, args.workers, args.repeats, args.calls):
         print(f"  {where:22s} {what:16s} {median:9.2f} [{low:.2f}, {high:.2f}]")
+    if args.rounds > 0:
+        got = after_compute(args.batch, args.workers, args.rounds)
+        print(f"the exchange after a step's compute (mlp, batch {args.batch}, {args.workers} slots; us, median round "
+              f"[min, max] of {args.rounds}; load average {os.getloadavg()[0]:.1f}):")
+        for op in ("read", "pass", "push", "ticket"):
+            cols = []
+            for variant in ("hot", "after compute"):
+                v = got[variant, op]
+                cols.append(f"{variant} {statistics.median(v) / 1e3:7.2f} [{min(v) / 1e3:.2f}, {max(v) / 1e3:.2f}]")
+            ratio = statistics.median(got["after compute", op]) / statistics.median(got["hot", op])
+            print(f"  {op:7s} " + "   ".join(cols) + f"   after/hot {ratio:.2f}")
     if args.race_s > 0:
         print(f"race: {args.race_s:g} s of reads of a slot whose writer pushes 1 MiB vectors back to back (hw)")
         for how, (reads, mixed) in race(args.race_s).items():

@@ -9,13 +9,14 @@ next level of the memory hierarchy, slower than the calibration's primitives and
 phases a run records (cxlsim/train_phases.py) show it: the merge's copy of two 135 KiB slots
 took 35 us in the run against 15 us at the profile's bandwidth.
 
-`measure_exchange` times, in this process and with the run's model and batch size, each
-operation right after one `loss_grad` (the step's own displacement), as a rank does it:
+`measure_exchange` times, in this process and with the run's model and batch size, one step
+after another as a rank does it (BLAS on one thread, as every rank): one `loss_grad` (the step's
+own displacement), then each operation once, in the async step's order:
 
-- push: a seqlock write of this worker's slot (`SharedState.push`; hw coherence);
 - read: the merge's copy of the W slots out of the pool (`SharedState.read_all`);
 - pass: one pass over the parameter vector (np.add of two vectors into a third, none of
   them touched by the compute);
+- push: a seqlock write of this worker's slot (`SharedState.push`; hw coherence);
 - ticket: one ticket of the region's counter (`SharedState.fetch_add`, hw: the device atomic, so
   the figure is the call's software cost; the DES prices the counter's pool operations of either
   scheme on top).
@@ -65,11 +66,13 @@ class ExchangeCosts:
         return dataclasses.asdict(self)
 
 
-def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = REPEATS, seed: int = 1) -> ExchangeCosts:
-    """Time push, read, pass and ticket right after one `loss_grad` each (the module docstring), the lower
-    quartile of `repeats` timings (one the scheduler did not interrupt, in the cache state the compute
+def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = REPEATS, seed: int = 1,
+                     displace: bool = True) -> ExchangeCosts:
+    """Time read, pass, push and ticket after one `loss_grad` per step (the module docstring), the lower
+    quartile of `repeats` steps' timings (one the scheduler did not interrupt, in the cache state the compute
     leaves; the spread is beside it); a shared region of `workers` slots of the model's parameters in a
-    fresh hw pool segment (removed on the way out)."""
+    fresh hw pool segment (removed on the way out). displace=False: no compute between the steps (the
+    operations hot in the cache; the A/B of benchmarks/shared_state_costs.py)."""
     model = models.build(model_name)
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(batch, models.FEATURES))
@@ -83,11 +86,12 @@ def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = R
             for state in states:
                 state.push(params)
             me = states[0]
-            ops = {"push": lambda: me.push(params), "read": me.read_all, "pass": lambda: np.add(a, b, out=c),
-                   "ticket": me.fetch_add}
+            ops = {"read": me.read_all, "pass": lambda: np.add(a, b, out=c), "push": lambda: me.push(params),
+                   "ticket": me.fetch_add}  # in the async step's order: merge, vector work, push, next ticket
             for _ in range(repeats):
-                for name, op in ops.items():
+                if displace:
                     model.loss_grad(params, x, y, grad)
+                for name, op in ops.items():
                     start = time.perf_counter_ns()
                     op()
                     times[name].append(time.perf_counter_ns() - start)

@@ -18,17 +18,19 @@ What the DES is given, per run:
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
   not the run; async and hybrid: the pass right after a step's compute, `train_costs`, since
   the compute displaces the exchange's vectors from the core's caches); and each hand-off of work to the rank's communication thread
-  (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
-  the run's own, the median over its steps and ranks that the communication thread recorded
-  (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
-  main thread after the last call), else, and for hybrid, a hand-off timed the same way as
-  the vector pass (`handoff_ns`);
+  (sync hands it the gradient, ddp each bucket, hybrid each exchange): the run's own, the
+  median over its steps and ranks that the communication thread recorded
+  (`recorded_handoff_ns`; sync and ddp: a slice's wait for the thread to start it and the
+  wake-up of the main thread after the last call; hybrid: an exchange's wait from its
+  submission until its thread starts it), else a hand-off timed the same way as the vector
+  pass (`handoff_ns`);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
 - hybrid's exchange overlaps the next step's compute, unless the run pinned every rank to
   one CPU (`pinned_cores`): then its thread shares that CPU and the exchange, CPU work
-  throughout, runs after the step (ddp's buckets overlap as the run says: their thread
-  mostly waits for the partner, which costs no CPU);
+  throughout, runs after the step; so does an exchange the run did without a thread
+  (`--overlap off`, `--lockstep`; no hand-off then) (ddp's buckets overlap as the run says:
+  their thread mostly waits for the partner, which costs no CPU);
 - the pool: the profile's local-host CXL pool (`cxlsim.calibrate.local_preset`) at the
   gradient's (ddp: the largest bucket's) size, in the run's coherence mode, with the
   emulator's allreduce rule (cxl_pool_large from `allreduce_large_bytes` on) and its
@@ -97,7 +99,7 @@ from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
            "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
-           "recorded_handoff_ns",
+           "recorded_handoff_ns", "threaded_exchange", "exchange_host_bw",
            "pinned_one_cpu", "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
@@ -207,15 +209,27 @@ def handoff_ns(calls: int = 500) -> float:
 
 
 def recorded_handoff_ns(run: dict) -> float | None:
-    """The hand-off per all-reduce call the run's communication threads recorded (sync, ddp: each rank's
-    `mode_stats` handoff_s_median over its calls_per_step), the median over the ranks, ns; None if a rank
-    did not record it."""
+    """The hand-off per call the run's communication threads recorded, the median over the ranks, ns: sync and
+    ddp each rank's `mode_stats` handoff_s_median over its calls_per_step; hybrid with its exchange on a
+    thread, the median of its exchanges' "handoff" phase (from the submission until the thread starts it,
+    `exchange_phases_s`). None if a rank did not record it."""
     per_call = []
     for stats in run.get("mode_stats") or [None]:
-        if not isinstance(stats, dict) or stats.get("handoff_s_median") is None or not stats.get("calls_per_step"):
+        handoff = ((stats or {}).get("exchange_phases_s") or {}).get("handoff", {}) if isinstance(stats, dict) else {}
+        if run.get("mode") == "hybrid" and (stats or {}).get("overlap") and handoff.get("median_s") is not None:
+            per_call.append(handoff["median_s"] * 1e9)
+        elif not isinstance(stats, dict) or stats.get("handoff_s_median") is None or not stats.get("calls_per_step"):
             return None
-        per_call.append(stats["handoff_s_median"] / stats["calls_per_step"] * 1e9)
+        else:
+            per_call.append(stats["handoff_s_median"] / stats["calls_per_step"] * 1e9)
     return float(np.median(per_call))
+
+
+def threaded_exchange(run: dict) -> bool:
+    """hybrid: whether the run's exchanges ran on a communication thread (every rank's mode_stats says overlap;
+    a record without mode_stats: yes, the default)."""
+    stats = [s for s in run.get("mode_stats") or [] if isinstance(s, dict)]
+    return all(s.get("overlap", True) for s in stats) and not run.get("lockstep")
 
 
 def pinned_one_cpu(run: dict) -> bool:
@@ -295,9 +309,11 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
         return run_async_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
                                  vector_ns=on_thread, stop_after=stops, ticket_ns=ticket_ns,
                                  seed=run.get("seed")), preset
+    inline = not threaded_exchange(run)  # --overlap off or --lockstep: no thread, the exchange runs after the step
     return run_hybrid_on_pool(spec, job, steps=run["steps"], local_ns=local, pool=preset, coherence=coherence,
                               vector_ns=on_thread, exchange_vector_ns=off_thread, stop_after=stops,
-                              handoff_ns=bucket_ns, thread_shares_cpu=pinned_one_cpu(run),
+                              handoff_ns=0.0 if inline else bucket_ns,
+                              thread_shares_cpu=inline or pinned_one_cpu(run),
                               ticket_ns=ticket_ns, seed=run.get("seed")), preset
 
 
@@ -377,7 +393,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
             "measured_elapsed_s": float(m_ticks[-1]), "projected_elapsed_s": result.elapsed_ns / 1e9,
             "measured_comm_share": train_clock.comm_share(run), "time_to_accuracy": tta,
             "phases": train_phases.phase_rows(run, result.extra.get("phases_ns", {}), pass_ns, bucket_ns,
-                                              pinned_one_cpu(run)),
+                                              pinned_one_cpu(run) or not threaded_exchange(run)),
             "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns, "bucket_handoff_ns": bucket_ns,
                     "bucket_handoff_source": source,
                     "exchange": exchange.to_dict() if exchange is not None else None,

@@ -11,7 +11,10 @@ What it does (write-up: experiments/README_eddis_local.md):
    projected by the DES (cxlsim/train_projection.py) on this machine's local-host pool (a
    calibration profile: --profile, or `cxlsim calibrate` run here first), with one timing of
    this machine's vector pass for every projection, and each sync and ddp run's own recorded
-   hand-off to its communication thread (hybrid's: one timing for every run). Runs are
+   hand-off to its communication thread (hybrid's: one timing for every run); async and
+   hybrid with one timing of their exchange's operations right after a step's compute
+   (cxlsim/train_costs.py) per rank count, and each step's measured phases beside the DES's
+   (section 1c). Runs are
    interleaved over `--repeats` rounds (every configuration once per round), so a load
    change hits every mode alike; each figure is the median over the rounds with its
    min-max. Throughput three ways (whole run, steady state, and over the undisturbed steps
@@ -48,6 +51,7 @@ import subprocess
 import sys
 import time
 
+from cxlsim import train_costs, train_phases
 from cxlsim import train_projection as tp
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.coherence import Coherence
@@ -168,7 +172,7 @@ def order_by_tta(by_label: dict, labels: list[str]) -> list[str]:
     projected = sorted(reached, key=lambda lab: med[lab][1])
     lines = [f"measured order by time to {ACCURACY}:  " + " < ".join(f"{lab} ({med[lab][0]:.3f} s)" for lab in measured),
              f"projected order by time to {ACCURACY}: " + " < ".join(f"{lab} ({med[lab][1]:.3f} s)" for lab in projected),
-             f"same order: {measured == projected}"]
+             f"same order (strict, the medians): {measured == projected}"]
     lines += resolved_pairs(by_label, reached)
     missing = [lab for lab in labels if lab not in reached]
     if missing:
@@ -190,10 +194,48 @@ def resolved_pairs(by_label: dict, labels: list[str]) -> list[str]:
     alike = [projected[f] < projected[s] for f, s in apart]
     lines = [f"pairs the rounds resolve (measured [min, max] apart): {len(apart)} of {len(apart) + len(tied)}; "
              f"the projection orders {sum(alike)} of them alike"
-             + "".join(f"; NOT {f} < {s}" for (f, s), ok in zip(apart, alike) if not ok)]
+             + "".join(f"; NOT {f} < {s}" for (f, s), ok in zip(apart, alike) if not ok),
+             f"same order (spread-aware: every pair the measurement orders, ordered alike; a tied pair has no "
+             f"measured order): {all(alike)}"]
     if tied:
         lines.append("tied within their spread (ranges overlap): " + ", ".join(f"{f} ~ {s}" for f, s in tied))
     return lines
+
+
+def phase_report(by_label: dict, labels: list[str]) -> list[str]:
+    """Per async or hybrid run: each measured phase of a step beside the DES's figure (train_phases), the median
+    over the rounds."""
+    lines = []
+    for label in labels:
+        rounds = [r["phases"] for r in by_label[label] if r.get("phases")]
+        if not rounds:
+            continue
+        merged = []
+        for i, row in enumerate(rounds[0]):
+            values = [r[i] for r in rounds if len(r) > i and r[i]["phase"] == row["phase"]]
+            merged.append({**row, **{key: spread(v[key] for v in values)[0] if row[key] is not None else None
+                                     for key in ("measured_s", "des_s")}})
+        lines += [f"### {label}"] + train_phases.format_phase_rows(merged)
+    return lines
+
+
+def exchange_lines(measured: dict) -> list[str]:
+    """The report's header lines of the exchange costs measured after a step's compute, per rank count."""
+    return [f"# async/hybrid exchange after a step's compute at np {key} (train_costs, lower quartile of "
+            f"{c['repeats']}, us): push {c['push_ns'] / 1e3:.1f}, merge copy {c['read_ns'] / 1e3:.1f}, vector pass "
+            f"{c['pass_ns'] / 1e3:.1f}, ticket call {c['ticket_ns'] / 1e3:.1f}; spread (min-max) "
+            + ", ".join(f"{k} {lo / 1e3:.1f}-{hi / 1e3:.1f}" for k, (lo, hi) in c["spread_ns"].items())
+            for key, c in sorted(measured.items())]
+
+
+def exchange_costs(timings: dict, record: dict) -> train_costs.ExchangeCosts:
+    """The exchange's costs after a step's compute for this run's ranks, measured once per rank count."""
+    key = str(record["np"])
+    if key not in timings.setdefault("exchange", {}):
+        timings["exchange"][key] = train_costs.measure_exchange(record["model"], record["batch_size"],
+                                                                record["np"]).to_dict()
+    return train_costs.ExchangeCosts(**{k: tuple(v) if isinstance(v, list) else v
+                                        for k, v in timings["exchange"][key].items()})
 
 
 # ---------------------------------------------------------------- part 6: the DES alone, 16 nodes
@@ -280,8 +322,10 @@ def main(argv=None) -> int:
             if not timings:  # this machine's vector pass and thread hand-off (for runs that record none), timed once
                 timings.update(pass_ns=tp.vector_pass_ns(got["record"]["param_count"]), bucket_ns=tp.handoff_ns())
             own = tp.recorded_handoff_ns(got["record"]) is not None  # sync, ddp: the run's own hand-offs
+            shared = got["record"]["mode"] in ("async", "hybrid")
             row = tp.project(got["record"], profile, pass_ns=timings["pass_ns"],
-                             bucket_ns=None if own else timings["bucket_ns"])
+                             bucket_ns=None if own else timings["bucket_ns"],
+                             exchange=exchange_costs(timings, got["record"]) if shared else None)
             row.update(label=label, round=k, load_before=got["load_before"], load_after=got["load_after"])
             by_label[label].append(row)
             rows.append(row)
@@ -301,9 +345,13 @@ def main(argv=None) -> int:
             f"runs on a {os.cpu_count()}-CPU machine; vector pass {timings['pass_ns'] / 1e3:.1f} us, thread "
             f"hand-off {timings['bucket_ns'] / 1e3:.1f} us (timed once, for hybrid); sync and ddp: each run's recorded "
             f"hand-off per call, {hand_range}",
+            *exchange_lines(timings.get("exchange") or {}),
             "# figures: median over the rounds [min, max]", "",
             "## 1. measured vs projected, np 2 (target: |throughput error| <= 15%)"]
     text += report_projection(by_label, ["np1 sync"] + homog)
+    text += ["", "## 1c. where an async or hybrid step goes: each measured phase beside the DES's (us, median over "
+                 "the rounds; cxlsim/train_phases.py)"]
+    text += phase_report(by_label, [lab for lab in homog + flushed if by_label[lab][0]["mode"] in ("async", "hybrid")])
     text += ["", "## 2. order by time to accuracy, np 2"] + order_by_tta(by_label, homog)
     text += ["", "## 3. speedup over one process (np 1 sync)"] + speedups(by_label, homog, "np1 sync")
     text += ["", "## 4. heterogeneity: factors 1,2 (rank 1 at half speed)"] + report_projection(by_label, hetero)

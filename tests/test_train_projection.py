@@ -341,6 +341,12 @@ def test_recorded_handoff_is_the_ranks_median_per_call_and_none_unless_every_ran
     assert tp.recorded_handoff_ns({"mode_stats": [run["mode_stats"][0], None]}) is None
     assert tp.recorded_handoff_ns({"mode_stats": [{"exchanges": 3}]}) is None  # async's stats
     assert tp.recorded_handoff_ns({}) is None
+    hybrid = [{"overlap": True, "exchange_phases_s": {"handoff": {"median_s": s, "mean_s": s, "steps": 9}}}
+              for s in (3e-5, 5e-5)]
+    assert tp.recorded_handoff_ns({"mode": "hybrid", "mode_stats": hybrid}) == pytest.approx(40e3)
+    inline = [{**h, "overlap": False} for h in hybrid]  # no thread: no hand-off recorded
+    assert tp.recorded_handoff_ns({"mode": "hybrid", "mode_stats": inline}) is None
+    assert not tp.threaded_exchange({"mode": "hybrid", "mode_stats": inline}) and tp.threaded_exchange({})
 
 
 def exchange_costs(G, **kw):
@@ -397,3 +403,13 @@ def test_phase_rows_put_each_measured_phase_beside_the_des():
     assert (hybrid["main"], hybrid["exchange"]) == tp.VECTOR_PASSES["hybrid"]
     assert train_phases.phase_rows({**run, "mode": "sync"}, des, 4000.0, 0.0) == []
     assert len(train_phases.format_phase_rows(list(rows.values()))) == len(rows) + 1
+
+
+def test_hybrid_without_a_thread_is_projected_in_line_without_a_hand_off(profile):
+    run = record("hybrid", local_s=[1e-3, 1e-3], comm_s=0.0, steps=4)
+    run["mode_stats"] = [{"overlap": False}, {"overlap": False}]
+    result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, 5000.0)
+    assert result.params["handoff_ns"] == 0.0 and result.params["thread_shares_cpu"]
+    run["mode_stats"] = [{"overlap": True}, {"overlap": True}]
+    threaded, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, 5000.0)
+    assert threaded.params["handoff_ns"] == 5000.0
