@@ -18,12 +18,11 @@ What the DES is given, per run:
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
   not the run; async and hybrid: the pass right after a step's compute, `train_costs`, since
   the compute displaces the exchange's vectors from the core's caches); and each hand-off of work to the rank's communication thread
-  (sync hands it the gradient, ddp each bucket, hybrid each exchange): the run's own, the
-  median over its steps and ranks that the communication thread recorded
-  (`recorded_handoff_ns`; sync and ddp: a slice's wait for the thread to start it and the
-  wake-up of the main thread after the last call; hybrid: an exchange's wait from its
-  submission until its thread starts it), else a hand-off timed the same way as the vector
-  pass (`handoff_ns`);
+  (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
+  the run's own, the median over its steps and ranks that the communication thread recorded
+  (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
+  main thread after the last call), else, and for hybrid, a hand-off timed the same way as
+  the vector pass (`handoff_ns`);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
 - hybrid's exchange overlaps the next step's compute, unless the run pinned every rank to
@@ -209,19 +208,16 @@ def handoff_ns(calls: int = 500) -> float:
 
 
 def recorded_handoff_ns(run: dict) -> float | None:
-    """The hand-off per call the run's communication threads recorded, the median over the ranks, ns: sync and
-    ddp each rank's `mode_stats` handoff_s_median over its calls_per_step; hybrid with its exchange on a
-    thread, the median of its exchanges' "handoff" phase (from the submission until the thread starts it,
-    `exchange_phases_s`). None if a rank did not record it."""
+    """The hand-off per all-reduce call the run's communication threads recorded (sync, ddp: each rank's
+    `mode_stats` handoff_s_median over its calls_per_step), the median over the ranks, ns; None if a rank
+    did not record it. hybrid's recorded "handoff" phase (`exchange_phases_s`, beside the DES's in the
+    `phases` rows) is not one: its main thread goes on working after it submits an exchange, so the wait
+    until the thread starts holds that work, which the DES charges itself."""
     per_call = []
     for stats in run.get("mode_stats") or [None]:
-        handoff = ((stats or {}).get("exchange_phases_s") or {}).get("handoff", {}) if isinstance(stats, dict) else {}
-        if run.get("mode") == "hybrid" and (stats or {}).get("overlap") and handoff.get("median_s") is not None:
-            per_call.append(handoff["median_s"] * 1e9)
-        elif not isinstance(stats, dict) or stats.get("handoff_s_median") is None or not stats.get("calls_per_step"):
+        if not isinstance(stats, dict) or stats.get("handoff_s_median") is None or not stats.get("calls_per_step"):
             return None
-        else:
-            per_call.append(stats["handoff_s_median"] / stats["calls_per_step"] * 1e9)
+        per_call.append(stats["handoff_s_median"] / stats["calls_per_step"] * 1e9)
     return float(np.median(per_call))
 
 
