@@ -14,8 +14,8 @@ interleaved batches so drift hits every side alike:
     lines, folding, writing the result);
   - the line-flag path's steps: publish (payload lines, their epochs, the flag), read (poll until
     every line of the peer's shows its epoch, copy the payloads out), fold.
-Prints the flag round trip (the host placement: fast below 200 ns, the cores share a cache) and
-the load average, then per size the median [min, max] over batches, in ns per call.
+Prints the flag round trip (the host placement, by mpi_interpose.py's rule: fast below 200 ns,
+the cores share a cache; slow below 2 us; disturbed above) and the load average, then per size the median [min, max] over batches, in ns per call.
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cxlsim.emulator.comm import SLOW_ROUNDTRIP_NS
 from cxlsim.units import format_size, parse_sizes
+from mpi_interpose import placement_of  # the benchmark beside this one: the same placement rule
 
 EMULATOR = Path(__file__).resolve().parent.parent / "cxlsim" / "emulator"
 
@@ -164,10 +164,10 @@ def main() -> int:
         raise SystemExit(f"the split program failed ({done.returncode}): {done.stderr}")
     lines = done.stdout.splitlines()
     roundtrip = float(lines[0].split()[1])
-    placement = "fast" if roundtrip < SLOW_ROUNDTRIP_NS else "slow or disturbed"
+    placement = placement_of(roundtrip)
     print(f"# pool allreduce at np=2, hw, float32 sum, no MPI: ns per call, median [min-max] over {args.batches} "
-          f"batches of {args.iterations}; flag round trip {roundtrip:.0f} ns ({placement} placement; threshold "
-          f"{SLOW_ROUNDTRIP_NS:.0f} ns); load average {load_before} before, {load_after} after (the machine may be "
+          f"batches of {args.iterations}; flag round trip {roundtrip:.0f} ns ({placement}: fast below 200 ns, slow "
+          f"below 2 us, disturbed above); load average {load_before} before, {load_after} after (the machine may be "
           f"shared). `lines` is the path the MPI library takes up to 280 B; steps are timed with rdtsc.")
     print(f"{'size':>7} {'lines':>18} {'slot':>18} {'slot/lines':>10} | slot steps: {'claim+copy-in':>13} "
           f"{'publish':>7} {'wait':>6} {'fold':>6} | lines steps: {'publish':>7} {'read':>6} {'fold':>9}")

@@ -530,3 +530,25 @@ def test_pool_layout_is_the_same_in_c_and_python(tmp_path):
         assert kernel_area == pool_area == poolmod.INLINE_AREA_BYTES
         assert lay.inline_offset == lay.data_offset + 2 * nranks * lay.slot_stride
         assert lay.total_bytes >= lay.inline_offset + nranks * poolmod.INLINE_AREA_BYTES
+
+
+def test_line_flag_allreduce_gives_the_slot_paths_bits_at_the_area_edges():
+    """benchmarks/allreduce_split.py folds float32 inputs on both paths (np 2, no MPI) and compares the
+    results bitwise: one line, the first byte of a second line, the area's last line, the slot above it."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "allreduce_split.py"), "--batches", "1",
+                           "--iterations", "20", "--sizes", "4B,56B,60B,280B,284B"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if re.match(r"^\s+\d+ B ", line)]
+    assert [row.split()[0] for row in rows] == ["4", "56", "60", "280", "284"], done.stdout
+    assert "RESULTS DIFFER" not in done.stdout, done.stdout
+
+
+def test_benchmark_placement_rule():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from mpi_interpose import placement_of
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert [placement_of(t) for t in (None, 80.0, 199.9, 200.0, 450.0, 1999.0, 2000.0, 2e5)] == [
+        "not probed", "fast", "fast", "slow", "slow", "slow", "disturbed", "disturbed"]
