@@ -17,6 +17,9 @@
   receives with tag 0, as SimGrid replays it;
 - collectives run their `Plan` (cxlsim.replay.collectives); each gets its own
   tag range, so collectives in flight at once never take each other's messages.
+  With `priced` (a library trace on `NET.json+LOCAL.json`), those the traced
+  library ran on its pool run as the local-host profile's `PricedPlan` instead
+  (cxlsim.replay.pool_profile).
 
 On a CXL pool fabric (a transport of kind 'pool', one rank per host or K) the
 messages go through the pool's send/recv protocol with flags
