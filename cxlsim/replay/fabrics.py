@@ -51,7 +51,7 @@ from cxlsim.fabric.transport import NetworkTransport
 from cxlsim.loggp import LogGPFit
 from cxlsim.replay.placed import check_one_to_one
 from cxlsim.replay.pool_profile import PoolPricing
-from cxlsim.replay.shared_hosts import describe_shared, fabric_ranks, pods_transport, pool_transport
+from cxlsim.replay.shared_hosts import SHARED_NOTE, fabric_ranks
 from cxlsim.replay.trace import COLLECTIVES
 
 __all__ = ["Fabric", "RankMap", "rank_map", "resolve", "typical_message_bytes"]
@@ -245,9 +245,11 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
     if isinstance(setup, PodsSetup) and rpn > 1:  # pods whose hosts run rpn ranks each
         mapping = rank_map(placement, ranks, hosts, rpn)
         at = fabric_ranks(mapping.host_of, hosts, rpn, f"--placement {placement}")
+        if setup.design:
+            raise InputError("--fabric: sparse (Octopus) pods are not replayed: their pools run only the allgather")
         q = setup.hosts * rpn
-        return Fabric(label, "hybrid", describe_shared(f"{setup.describe(hosts)}; placement {mapping.policy}", rpn),
-                      lambda: pods_transport(setup, rpn, chunk),
+        return Fabric(label, "hybrid", f"{setup.describe(hosts, rpn)}; placement {mapping.policy}; {SHARED_NOTE}",
+                      lambda: setup.new_transport(chunk, rpn),
                       tuple(tuple(range(k * q, (k + 1) * q)) for k in range(setup.pods)), at)
     if isinstance(setup, PodsSetup):  # pods of hosts on CXL pools, joined by a network
         if hosts != ranks:
@@ -266,8 +268,8 @@ def resolve(spec: str, ranks: int, placement: str = "block", ranks_per_node: int
     if rpn > 1:  # a pool whose hosts run rpn ranks each
         mapping = rank_map(placement, ranks, hosts, rpn)
         at = fabric_ranks(mapping.host_of, hosts, rpn, f"--placement {placement}")
-        return Fabric(label, "pool", describe_shared(f"{setup.describe(hosts)}; placement {mapping.policy}", rpn),
-                      lambda: pool_transport(setup, hosts, rpn),
+        return Fabric(label, "pool", f"{setup.describe(hosts, rpn)}; placement {mapping.policy}; {SHARED_NOTE}",
+                      lambda: setup.new_transport(hosts, rpn),
                       tuple(tuple(range(h * rpn, (h + 1) * rpn)) for h in range(hosts)), at)
     mapping = _one_to_one(placement, ranks)
     return Fabric(label, "pool", f"{setup.describe(ranks)}; placement {mapping.policy}",
