@@ -12,9 +12,11 @@ batches' min and max (the spread), in us per call. These are the costs the async
 loops pay per exchange; the DES's pool model (models/training/pool_shared.py) charges its own.
 
 Then the exchange after a step's compute (`cxlsim/train_costs.py`, the costs the projection gives the DES
-for async and hybrid): the same operations, one step after another, with the mlp's forward and
-backward pass at `--batch` between the steps and without it (hot), `--rounds` rounds of each
-interleaved, each round's lower quartile; the median round and the rounds' min-max.
+for async and hybrid: the merge's copy, the push, the ticket's call; and a vector pass over
+vectors the compute displaced, which the projection does not use): the same operations, one
+step after another, with the mlp's forward and backward pass at `--batch` between the steps
+and without it (hot), `--rounds` rounds of each interleaved, each round's lower quartile; the
+median round and the rounds' min-max.
 
 Then the race (`--race-s`, default 0.5 s, 0 = skip): a second process pushes 1 MiB vectors whose
 items all equal the push's number, back to back, while this one reads the slot for the given time
@@ -30,8 +32,10 @@ import statistics
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.training import models
 from cxlsim.emulator.training.shared_state import COUNTER_SCHEMES, SharedState, check_counter, shared_region
 from cxlsim.errors import InputError
 from cxlsim.train_costs import measure_exchange
@@ -74,14 +78,35 @@ def measure(items: int, workers: int, repeats: int, calls: int) -> list[tuple[st
     return rows
 
 
+def pass_ns(batch: int, displace: bool, repeats: int = 60) -> float:
+    """One vector pass (np.add of two mlp-sized vectors into a third), after the mlp's compute at `batch` or hot;
+    the lower quartile of `repeats`, ns."""
+    model = models.build("mlp")
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(batch, models.FEATURES)), rng.integers(0, models.CLASSES, size=batch)
+    params, grad = model.init(1), np.empty(model.size)
+    a, b, c = np.ones(model.size), np.ones(model.size), np.empty(model.size)
+    times = []
+    with threadpool_limits(limits=1):
+        for _ in range(repeats):
+            if displace:
+                model.loss_grad(params, x, y, grad)
+            start = time.perf_counter_ns()
+            np.add(a, b, out=c)
+            times.append(time.perf_counter_ns() - start)
+    return float(np.percentile(times, 25))
+
+
 def after_compute(batch: int, workers: int, rounds: int) -> dict:
-    """{(variant, op): [per-round ns]} for variant 'after compute' and 'hot' (train_costs.measure_exchange)."""
+    """{(variant, op): [per-round ns]} for variant 'after compute' and 'hot' (train_costs.measure_exchange, and a
+    vector pass)."""
     got = {}
     for _ in range(rounds):
         for variant, displace in (("after compute", True), ("hot", False)):
             costs = measure_exchange("mlp", batch, workers, displace=displace)
-            for op in ("read", "pass", "push", "ticket"):
+            for op in ("read", "push", "ticket"):
                 got.setdefault((variant, op), []).append(getattr(costs, f"{op}_ns"))
+            got.setdefault((variant, "pass"), []).append(pass_ns(batch, displace))
     return got
 
 

@@ -2,20 +2,22 @@
 
 Between two exchanges a rank computes its step: the model's forward and backward pass over a
 batch fills the core's caches with the batch, the activations and the gradient (about 2 MB for
-the mlp at batch 256, against a 1 MB L2 per core here) and displaces the shared region's slots
-and the vectors the exchange works on. So the exchange's copies and vector passes run from the
-next level of the memory hierarchy, slower than the calibration's primitives and
-`train_projection.vector_pass_ns`, which repeat one operation over the same lines (hot). The
-phases a run records (cxlsim/train_phases.py) show it: the merge's copy of two 135 KiB slots
-took 35 us in the run against 15 us at the profile's bandwidth.
+the mlp at batch 256, against a 1 MB L2 per core here) and displaces the shared region's slots,
+which only the exchange touches, once per step. So the merge's copy of the slots and the push
+into its own run from the next level of the memory hierarchy, slower than the calibration's
+primitives, which repeat one copy over the same lines (hot). The phases a run records
+(cxlsim/train_phases.py) show it: the merge's copy of two 135 KiB slots took 35 us in the run
+against 15 us at the profile's bandwidth. The vector passes of the step work on vectors the
+compute has just used (the parameters, the gradient) or the merge has just written (the
+centre), and take about the hot pass's time (`train_projection.vector_pass_ns`): a pass over
+vectors the compute displaced took 2-4 x that here, more than any pass of a run's phases.
 
 `measure_exchange` times, in this process and with the run's model and batch size, one step
 after another as a rank does it (BLAS on one thread, as every rank): one `loss_grad` (the step's
-own displacement), then each operation once, in the async step's order:
+own displacement), then each operation once, in the async step's order (the A/B of
+benchmarks/shared_state_costs.py also times a vector pass over three vectors the compute displaced):
 
 - read: the merge's copy of the W slots out of the pool (`SharedState.read_all`);
-- pass: one pass over the parameter vector (np.add of two vectors into a third, none of
-  them touched by the compute);
 - push: a seqlock write of this worker's slot (`SharedState.push`; hw coherence);
 - ticket: one ticket of the region's counter (`SharedState.fetch_add`, hw: the device atomic, so
   the figure is the call's software cost; the DES prices the counter's pool operations of either
@@ -24,8 +26,8 @@ own displacement), then each operation once, in the async step's order:
 The projection gives the DES these costs for async and hybrid (cxlsim/train_projection.py): the
 pool's host bandwidth for the region's copies, so that a push and a merge take what they took
 measured (hw coherence only: in flush mode every read follows an invalidation and so comes
-from memory whatever the compute displaced, as in the calibration's flush primitives), the
-vector passes at `pass_ns`, and each ticket's call at `ticket_ns`. Units: ns, bytes.
+from memory whatever the compute displaced, as in the calibration's flush primitives), and each
+ticket's call at `ticket_ns`. Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -57,7 +59,6 @@ class ExchangeCosts:
     vector_bytes: int
     push_ns: float
     read_ns: float
-    pass_ns: float
     ticket_ns: float
     repeats: int
     spread_ns: dict
@@ -68,7 +69,7 @@ class ExchangeCosts:
 
 def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = REPEATS, seed: int = 1,
                      displace: bool = True) -> ExchangeCosts:
-    """Time read, pass, push and ticket after one `loss_grad` per step (the module docstring), the lower
+    """Time read, push and ticket after one `loss_grad` per step (the module docstring), the lower
     quartile of `repeats` steps' timings (one the scheduler did not interrupt, in the cache state the compute
     leaves; the spread is beside it); a shared region of `workers` slots of the model's parameters in a
     fresh hw pool segment (removed on the way out). displace=False: no compute between the steps (the
@@ -78,16 +79,15 @@ def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = R
     x = rng.normal(size=(batch, models.FEATURES))
     y = rng.integers(0, models.CLASSES, size=batch)
     params, grad = model.init(seed), np.empty(model.size)
-    a, b, c = np.ones(model.size), np.ones(model.size), np.empty(model.size)
-    times = {"push": [], "read": [], "pass": [], "ticket": []}
+    times = {"read": [], "push": [], "ticket": []}
     with threadpool_limits(limits=1), shared_region(workers, model.size, coherence=Coherence.HW) as handle:
         states = [SharedState.attach(handle, w) for w in range(workers)]
         try:
             for state in states:
                 state.push(params)
             me = states[0]
-            ops = {"read": me.read_all, "pass": lambda: np.add(a, b, out=c), "push": lambda: me.push(params),
-                   "ticket": me.fetch_add}  # in the async step's order: merge, vector work, push, next ticket
+            ops = {"read": me.read_all, "push": lambda: me.push(params),
+                   "ticket": me.fetch_add}  # in the async step's order: merge, push, next ticket
             for _ in range(repeats):
                 if displace:
                     model.loss_grad(params, x, y, grad)
@@ -100,7 +100,7 @@ def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = R
                 state.close()
     med = {k: float(np.percentile(v, 25)) for k, v in times.items()}
     return ExchangeCosts(model=model_name, batch=batch, workers=workers,
-                         vector_bytes=model.nbytes, push_ns=med["push"], read_ns=med["read"], pass_ns=med["pass"],
+                         vector_bytes=model.nbytes, push_ns=med["push"], read_ns=med["read"],
                          ticket_ns=med["ticket"], repeats=repeats,
                          spread_ns={k: (float(min(v)), float(max(v))) for k, v in times.items()})
 

@@ -16,8 +16,7 @@ What the DES is given, per run:
   (the SGD update, async's elastic update, the merge's copy and base), as passes over
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
   time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
-  not the run; async and hybrid: the pass right after a step's compute, `train_costs`, since
-  the compute displaces the exchange's vectors from the core's caches); and each hand-off of work to the rank's communication thread
+  not the run); and each hand-off of work to the rank's communication thread
   (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
   the run's own, the median over its steps and ranks that the communication thread recorded
   (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
@@ -279,7 +278,6 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
     measured = mode in ("async", "hybrid") and exchange is not None  # else the profile's bandwidth and pass_ns
     if measured:
         preset = pool_preset(profile, coherence, size, W, exchange_host_bw(exchange, coherence))
-    pass_ns = exchange.pass_ns if measured else pass_ns
     ticket_ns = exchange.ticket_ns if measured else 0.0
     on_thread, off_thread = (n * pass_ns for n in VECTOR_PASSES[mode])
     noise = {"cv": 0.0, "slowdown": None, "failure": None, "compute": "measured (train.json)"}
@@ -332,8 +330,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     (sync's gradient, ddp's bucket) or of hybrid's exchange to the communication thread, ns (default: the
     run's recorded one, `recorded_handoff_ns`, else timed now, `handoff_ns`). exchange (async, hybrid): the
     region's operations right after a step's compute (default: measured now with the run's model, batch and
-    ranks, `train_costs.measure_exchange`); their vector passes are priced at its pass_ns, not `pass_ns`.
-    Returns {mode, des_mode, np, coherence,
+    ranks, `train_costs.measure_exchange`). Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
     [{accuracy, step, measured_s, projected_s, error}], des: the DES's parameters}.
     """
@@ -351,8 +348,6 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     if mode in ("async", "hybrid") and exchange is None:
         exchange = train_costs.measure_exchange(run.get("model", "mlp"), run["batch_size"], W)
     result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns, exchange)
-    if exchange is not None:
-        pass_ns = exchange.pass_ns
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)
     p_ends = [[end / 1e9 for (_, _, end) in per] for per in result.intervals]

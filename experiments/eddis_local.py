@@ -222,8 +222,8 @@ def phase_report(by_label: dict, labels: list[str]) -> list[str]:
 def exchange_lines(measured: dict) -> list[str]:
     """The report's header lines of the exchange costs measured after a step's compute, per rank count."""
     return [f"# async/hybrid exchange after a step's compute at np {key} (train_costs, lower quartile of "
-            f"{c['repeats']}, us): push {c['push_ns'] / 1e3:.1f}, merge copy {c['read_ns'] / 1e3:.1f}, vector pass "
-            f"{c['pass_ns'] / 1e3:.1f}, ticket call {c['ticket_ns'] / 1e3:.1f}; spread (min-max) "
+            f"{c['repeats']}, us): push {c['push_ns'] / 1e3:.1f}, merge copy {c['read_ns'] / 1e3:.1f}, "
+            f"ticket call {c['ticket_ns'] / 1e3:.1f}; spread (min-max) "
             + ", ".join(f"{k} {lo / 1e3:.1f}-{hi / 1e3:.1f}" for k, (lo, hi) in c["spread_ns"].items())
             for key, c in sorted(measured.items())]
 

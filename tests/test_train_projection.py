@@ -161,7 +161,7 @@ def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
                                           tau=100)  # no exchange: only the tickets touch the pool
     fast, slow = alone.extra["local_steps"]
     assert fast + slow == 2 * steps == alone.extra["tickets"] and (fast, slow) == (12, 4)
-    costs = exchange_costs(G, push_ns=4000.0, read_ns=8000.0, pass_ns=0.0, ticket_ns=500.0)
+    costs = exchange_costs(G, push_ns=4000.0, read_ns=8000.0, ticket_ns=500.0)
     result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, exchange=costs)
     assert sum(result.extra["local_steps"]) == 2 * steps
     # each step of the fast worker: its local time, a ticket, a merge and a push, microseconds on this pool
@@ -350,30 +350,30 @@ def test_recorded_handoff_is_the_ranks_median_per_call_and_none_unless_every_ran
 
 def exchange_costs(G, **kw):
     """Exchange costs as `train_costs.measure_exchange` returns them, with given figures (ns)."""
-    values = dict(model="mlp", batch=16, workers=2, vector_bytes=G, push_ns=6000.0, read_ns=20000.0, pass_ns=700.0,
-                  ticket_ns=900.0, repeats=1, spread_ns={})
+    values = dict(model="mlp", batch=16, workers=2, vector_bytes=G, push_ns=6000.0, read_ns=20000.0, ticket_ns=900.0,
+                  repeats=1, spread_ns={})
     return train_costs.ExchangeCosts(**{**values, **kw})
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
 def test_async_des_step_is_local_ticket_passes_and_the_measured_exchange(profile, coherence):
     """Cross-check: with exchange costs given, an async DES step on the uncongested local-host pool is its local
-    time + the ticket's call + 9 vector passes at the measured pass + the fold at the profile's rate + (hw) the
-    push and the merge's copies, which take together what was measured for them."""
+    time + the ticket's call + 9 vector passes + the fold at the profile's rate + (hw) the push and the merge's
+    copies, which take together what was measured for them."""
     G, local = 137808, 1e-3
     run = record("async", local_s=[local, local], comm_s=0.0, G=G, steps=6, coherence=coherence)
-    given = exchange_costs(G)
-    result, preset = tp._run_des(run, profile, 65536, 1 << 20, 0.0, exchange=given)
+    given, pass_ns = exchange_costs(G), 700.0
+    result, preset = tp._run_des(run, profile, 65536, 1 << 20, pass_ns, exchange=given)
     phases = result.extra["phases_ns"]
     reduce_bw = tp.pool_preset(profile, Coherence.parse(coherence), G, 2).host.reduce_bw_bytes_per_ns
     assert phases["fold"] == pytest.approx(G / reduce_bw, rel=1e-9)
-    plain, _ = tp._run_des(run, profile, 65536, 1 << 20, given.pass_ns)  # the profile's pool, no ticket call
+    plain, _ = tp._run_des(run, profile, 65536, 1 << 20, pass_ns)  # the profile's pool, no ticket call
     # the call, then the counter's line ops (hw: ns; flush: the bakery's flushes and fences, as without the call)
     assert phases["ticket"] == pytest.approx(given.ticket_ns + plain.extra["phases_ns"]["ticket"], abs=20.0)
     if coherence == "hw":
         assert phases["push"] + phases["read"] == pytest.approx(given.push_ns + given.read_ns, rel=1e-4)
         starts, _, ends = zip(*result.intervals[0])
-        expect = (local * 1e9 + given.ticket_ns + tp.VECTOR_PASSES["async"][0] * given.pass_ns + phases["fold"]
+        expect = (local * 1e9 + given.ticket_ns + tp.VECTOR_PASSES["async"][0] * pass_ns + phases["fold"]
                   + given.push_ns + given.read_ns)
         assert np.array(ends) - np.array(starts) == pytest.approx(expect, rel=1e-4)
     else:  # flush: the profile's copies from memory, its line flushes and fences
