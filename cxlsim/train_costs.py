@@ -21,17 +21,25 @@ benchmarks/shared_state_costs.py also times a vector pass over three vectors the
 - push: a seqlock write of this worker's slot (`SharedState.push`; hw coherence);
 - ticket: one ticket of the region's counter (`SharedState.fetch_add`, hw: the device atomic, so
   the figure is the call's software cost; the DES prices the counter's pool operations of either
-  scheme on top).
+  scheme on top);
+- handoff: hybrid's hand-off of an exchange to its communication thread and back, as the run
+  does it (`ThreadPoolExecutor(1).submit(...).result()`), the thread on the same CPU as the
+  caller (a pinned rank's): the executor's work on both threads and the two switches. The
+  runs' phases show it is CPU work: 20-30 us on the main thread to submit, 25-35 us on the
+  exchange's thread before it starts (load 7-9).
 
 The projection gives the DES these costs for async and hybrid (cxlsim/train_projection.py): the
 pool's host bandwidth for the region's copies, so that a push and a merge take what they took
 measured (hw coherence only: in flush mode every read follows an invalidation and so comes
-from memory whatever the compute displaced, as in the calibration's flush primitives), and each
-ticket's call at `ticket_ns`. Units: ns, bytes.
+from memory whatever the compute displaced, as in the calibration's flush primitives), each
+ticket's call at `ticket_ns`, and hybrid's hand-off at `handoff_ns`. Units: ns, bytes.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import os
+import threading
 import time
 
 import numpy as np
@@ -40,6 +48,7 @@ from threadpoolctl import threadpool_limits
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.training import models
 from cxlsim.emulator.training.shared_state import SharedState, shared_region
+from cxlsim.errors import RunError
 
 __all__ = ["ExchangeCosts", "measure_exchange", "exchange_bandwidth"]
 
@@ -60,6 +69,7 @@ class ExchangeCosts:
     push_ns: float
     read_ns: float
     ticket_ns: float
+    handoff_ns: float
     repeats: int
     spread_ns: dict
 
@@ -69,25 +79,41 @@ class ExchangeCosts:
 
 def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = REPEATS, seed: int = 1,
                      displace: bool = True) -> ExchangeCosts:
-    """Time read, push and ticket after one `loss_grad` per step (the module docstring), the lower
+    """Time read, push, ticket and hand-off after one `loss_grad` per step (the module docstring), the lower
     quartile of `repeats` steps' timings (one the scheduler did not interrupt, in the cache state the compute
-    leaves; the spread is beside it); a shared region of `workers` slots of the model's parameters in a
-    fresh hw pool segment (removed on the way out). displace=False: no compute between the steps (the
-    operations hot in the cache; the A/B of benchmarks/shared_state_costs.py)."""
+    leaves; the spread is beside it), on a thread of this process pinned to one CPU, as a pinned rank; a
+    shared region of `workers` slots of the model's parameters in a fresh hw pool segment (removed on the
+    way out). displace=False: no compute between the steps (the operations hot in the cache; the A/B of
+    benchmarks/shared_state_costs.py)."""
+    got = []
+    thread = threading.Thread(target=lambda: got.append(_measure(model_name, batch, workers, repeats, seed, displace)),
+                              name="cxlsim-exchange-costs")
+    thread.start()
+    thread.join()
+    if not got:
+        raise RunError("train_costs: the exchange's measurement failed (see the thread's traceback above)")
+    return got[0]
+
+
+def _measure(model_name: str, batch: int, workers: int, repeats: int, seed: int, displace: bool) -> ExchangeCosts:
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[-1]})  # this thread only (and the executor's thread, which inherits it)
     model = models.build(model_name)
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(batch, models.FEATURES))
     y = rng.integers(0, models.CLASSES, size=batch)
     params, grad = model.init(seed), np.empty(model.size)
-    times = {"read": [], "push": [], "ticket": []}
+    times = {"read": [], "push": [], "ticket": [], "handoff": []}
+    executor = concurrent.futures.ThreadPoolExecutor(1, "cxlsim-exchange-costs-comm")
+    executor.submit(int).result()  # its thread started
     with threadpool_limits(limits=1), shared_region(workers, model.size, coherence=Coherence.HW) as handle:
         states = [SharedState.attach(handle, w) for w in range(workers)]
         try:
             for state in states:
                 state.push(params)
             me = states[0]
-            ops = {"read": me.read_all, "push": lambda: me.push(params),
-                   "ticket": me.fetch_add}  # in the async step's order: merge, push, next ticket
+            ops = {"read": me.read_all, "push": lambda: me.push(params), "ticket": me.fetch_add,
+                   "handoff": lambda: executor.submit(int).result()}  # the async step's order; hybrid's hand-off
             for _ in range(repeats):
                 if displace:
                     model.loss_grad(params, x, y, grad)
@@ -98,10 +124,11 @@ def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = R
         finally:
             for state in states:
                 state.close()
+            executor.shutdown()
     med = {k: float(np.percentile(v, 25)) for k, v in times.items()}
     return ExchangeCosts(model=model_name, batch=batch, workers=workers,
                          vector_bytes=model.nbytes, push_ns=med["push"], read_ns=med["read"],
-                         ticket_ns=med["ticket"], repeats=repeats,
+                         ticket_ns=med["ticket"], handoff_ns=med["handoff"], repeats=repeats,
                          spread_ns={k: (float(min(v)), float(max(v))) for k, v in times.items()})
 
 

@@ -20,8 +20,9 @@ What the DES is given, per run:
   (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
   the run's own, the median over its steps and ranks that the communication thread recorded
   (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
-  main thread after the last call), else, and for hybrid, a hand-off timed the same way as
-  the vector pass (`handoff_ns`);
+  main thread after the last call), else a hand-off timed the same way as the vector pass
+  (`handoff_ns`); hybrid, its executor's hand-off and back timed right after a step's
+  compute on one CPU (`train_costs`);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
 - hybrid's exchange overlaps the next step's compute, unless the run pinned every rank to
@@ -328,7 +329,8 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
     parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
     (sync's gradient, ddp's bucket) or of hybrid's exchange to the communication thread, ns (default: the
-    run's recorded one, `recorded_handoff_ns`, else timed now, `handoff_ns`). exchange (async, hybrid): the
+    run's recorded one, `recorded_handoff_ns`; hybrid: the exchange's, `exchange.handoff_ns`; else timed
+    now, `handoff_ns`). exchange (async, hybrid): the
     region's operations right after a step's compute (default: measured now with the run's model, batch and
     ranks, `train_costs.measure_exchange`). Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
@@ -340,13 +342,15 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     slot = slot_bytes if slot_bytes is not None else run.get("slot_bytes") or slot_bytes_of(run)
     if pass_ns is None:
         pass_ns = vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
+    if mode in ("async", "hybrid") and exchange is None:
+        exchange = train_costs.measure_exchange(run.get("model", "mlp"), run["batch_size"], W)
     source = "given"
     if bucket_ns is None:
         bucket_ns, source = recorded_handoff_ns(run), "run"
+        if bucket_ns is None and mode == "hybrid":
+            bucket_ns, source = exchange.handoff_ns, "exchange"
         if bucket_ns is None:
             bucket_ns, source = (handoff_ns(), "timed") if mode in HANDED_OFF else (0.0, "none")
-    if mode in ("async", "hybrid") and exchange is None:
-        exchange = train_costs.measure_exchange(run.get("model", "mlp"), run["batch_size"], W)
     result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns, exchange)
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)

@@ -11,9 +11,9 @@ What it does (write-up: experiments/README_eddis_local.md):
    projected by the DES (cxlsim/train_projection.py) on this machine's local-host pool (a
    calibration profile: --profile, or `cxlsim calibrate` run here first), with one timing of
    this machine's vector pass for every projection, and each sync and ddp run's own recorded
-   hand-off to its communication thread (hybrid's: one timing for every run); async and
-   hybrid with one timing of their exchange's operations right after a step's compute
-   (cxlsim/train_costs.py) per rank count, and each step's measured phases beside the DES's
+   hand-off to its communication thread; async and hybrid with one timing of their
+   exchange's operations right after a step's compute (cxlsim/train_costs.py: the region's
+   copies, the ticket's call, hybrid's hand-off to its thread) per rank count, and each step's measured phases beside the DES's
    (section 1c). Runs are
    interleaved over `--repeats` rounds (every configuration once per round), so a load
    change hits every mode alike; each figure is the median over the rounds with its
@@ -223,7 +223,7 @@ def exchange_lines(measured: dict) -> list[str]:
     """The report's header lines of the exchange costs measured after a step's compute, per rank count."""
     return [f"# async/hybrid exchange after a step's compute at np {key} (train_costs, lower quartile of "
             f"{c['repeats']}, us): push {c['push_ns'] / 1e3:.1f}, merge copy {c['read_ns'] / 1e3:.1f}, "
-            f"ticket call {c['ticket_ns'] / 1e3:.1f}; spread (min-max) "
+            f"ticket call {c['ticket_ns'] / 1e3:.1f}, hybrid's hand-off {c['handoff_ns'] / 1e3:.1f}; spread (min-max) "
             + ", ".join(f"{k} {lo / 1e3:.1f}-{hi / 1e3:.1f}" for k, (lo, hi) in c["spread_ns"].items())
             for key, c in sorted(measured.items())]
 
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
             own = tp.recorded_handoff_ns(got["record"]) is not None  # sync, ddp: the run's own hand-offs
             shared = got["record"]["mode"] in ("async", "hybrid")
             row = tp.project(got["record"], profile, pass_ns=timings["pass_ns"],
-                             bucket_ns=None if own else timings["bucket_ns"],
+                             bucket_ns=None if own or shared else timings["bucket_ns"],
                              exchange=exchange_costs(timings, got["record"]) if shared else None)
             row.update(label=label, round=k, load_before=got["load_before"], load_after=got["load_after"])
             by_label[label].append(row)
@@ -343,7 +343,7 @@ def main(argv=None) -> int:
     text = [f"# eddis_local: {args.repeats} round(s), {args.steps} steps x batch {args.batch_size}, mlp on synthetic, "
             f"pool shm, hw unless a row says flush; profile {profile_path}; load average (1 min) {min(loads):.1f}-{max(loads):.1f} over the "
             f"runs on a {os.cpu_count()}-CPU machine; vector pass {timings['pass_ns'] / 1e3:.1f} us, thread "
-            f"hand-off {timings['bucket_ns'] / 1e3:.1f} us (timed once, for hybrid); sync and ddp: each run's recorded "
+            f"hand-off {timings['bucket_ns'] / 1e3:.1f} us (timed once, for a run that records none); sync and ddp: each run's recorded "
             f"hand-off per call, {hand_range}",
             *exchange_lines(timings.get("exchange") or {}),
             "# figures: median over the rounds [min, max]", "",

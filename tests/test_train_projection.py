@@ -351,7 +351,7 @@ def test_recorded_handoff_is_the_ranks_median_per_call_and_none_unless_every_ran
 def exchange_costs(G, **kw):
     """Exchange costs as `train_costs.measure_exchange` returns them, with given figures (ns)."""
     values = dict(model="mlp", batch=16, workers=2, vector_bytes=G, push_ns=6000.0, read_ns=20000.0, ticket_ns=900.0,
-                  repeats=1, spread_ns={})
+                  handoff_ns=30000.0, repeats=1, spread_ns={})
     return train_costs.ExchangeCosts(**{**values, **kw})
 
 
@@ -412,3 +412,11 @@ def test_hybrid_without_a_thread_is_projected_in_line_without_a_hand_off(profile
     run["mode_stats"] = [{"overlap": True}, {"overlap": True}]
     threaded, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0, 5000.0)
     assert threaded.params["handoff_ns"] == 5000.0
+
+
+def test_hybrid_hands_off_at_the_exchanges_measured_cost(profile):
+    run = record("hybrid", local_s=[1e-3, 1e-3], comm_s=0.0, steps=4)
+    given = exchange_costs(80000, handoff_ns=45000.0)
+    row = tp.project(run, profile, pass_ns=0.0, exchange=given)
+    assert row["des"]["bucket_handoff_ns"] == 45000.0 and row["des"]["bucket_handoff_source"] == "exchange"
+    assert row["des"]["exchange"]["handoff_ns"] == 45000.0 and row["des"]["ticket_ns"] == given.ticket_ns

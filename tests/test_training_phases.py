@@ -69,7 +69,7 @@ def test_the_batch_is_local_work_and_every_phase_is_recorded(monkeypatch, mode):
 
 def test_measure_exchange_times_every_operation():
     got = train_costs.measure_exchange("mlp", 32, 2, repeats=4)
-    for name in ("push", "read", "ticket"):
+    for name in ("push", "read", "ticket", "handoff"):
         low, high = got.spread_ns[name]
         assert 0 < low <= getattr(got, f"{name}_ns") <= high
     slot = 2 * 64 + -(-got.vector_bytes // 64) * 64
