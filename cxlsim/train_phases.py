@@ -54,6 +54,8 @@ def phase_rows(run: dict, des_phases_ns: dict, pass_ns: float, handoff_ns: float
         for phase, (ops, passes) in phases.items():
             des = sum(des_ns.get(op, 0.0) for op in ops) + passes * pass_ns
             terms = " + ".join([*ops] + ([f"{passes} pass{'es' if passes > 1 else ''}"] if passes else [])) or "0"
+            if phase == "handoff":
+                terms = "handoff (the submission and the return, timed)"
             if mode == "hybrid" and phase == "wait" and not thread_shares_cpu:
                 des, terms = None, "the DES's overlap (not split)"
             rows.append({"thread": thread, "phase": phase, "measured_s": _measured(run, STATS_KEY[thread], phase),
