@@ -38,6 +38,7 @@ import sys
 import time
 
 from cxlsim import calibrate as cal
+from cxlsim.calibrate.collective_measure import jobs_line
 from cxlsim.calibrate.collectives import summarize_collectives
 from cxlsim.coherence import Coherence
 from cxlsim.results import Workspace
@@ -141,15 +142,13 @@ def main() -> int:
             print(f"    {key:<28} median {s['median'] * 100:5.1f}%, worst {s['worst'] * 100:5.1f}% at {s['worst_size']} B")
     coll = result.get("collectives")
     if coll:
-        jobs = coll["jobs"]
         print(f"  the other pool collectives (np 2; host placement {coll['placement']}: best hw flag round trip "
-              f"{coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns, {sum(j['slow_placement'] for j in jobs)} of "
-              f"{len(jobs)} jobs flagged slow or disturbed and left out):")
+              f"{coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns; {jobs_line(coll['jobs'])}):")
         for key, s in summarize_collectives(coll["rows"]).items():
             ok_all &= s["met"]
             print(f"    {key:<22} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
-                  f"at {s['worst_size']} B (<= 25%) over {s['points']} sizes ({s['excluded']} disturbed): "
-                  f"{_verdict(s['met'], s['measured'])}")
+                  f"at {s['worst_size']} B (<= 25%) over {s['points']} sizes x >= {s['jobs']} jobs "
+                  f"({s['excluded']} disturbed): {_verdict(s['met'], s['measured'])}")
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))
     osu = cal.from_osu(files, nodes=2)
     print(cal.report_from_osu(osu), end="")

@@ -198,3 +198,45 @@ def test_a_jobs_own_primitives_replace_the_models():
     assert got.pattern_curves["hw"] == {"broadcast": {"64": 50.0}}
     assert got.path_ns["hw"] == pytest.approx(m.path_ns["hw"], rel=1e-6, abs=1e-6)
     assert got.path_ns["flush"] == m.path_ns["flush"]
+
+
+def test_job_states_by_hand():
+    from cxlsim.calibrate.collective_measure import job_state
+
+    def job(mode, before, after):
+        return dict(coherence=mode, roundtrip_before_ns=before, roundtrip_after_ns=after)
+    best = {"hw": 60.0, "flush": 450.0}
+    assert job_state(job("hw", 60, 110), best) == "fast"  # the fast placement spans 55-110 ns: not flagged
+    assert job_state(job("hw", 90, 460), best) == "slow placement"  # above the 200 ns threshold
+    assert job_state(job("hw", 90, 208425), best) == "disturbed"  # a rank off its CPU
+    assert job_state(job("flush", 500, 600), best) == "fast"
+    assert job_state(job("flush", 500, 700), best) == "slow placement"  # above 1.5 x the best
+    assert job_state(job("flush", 500, 5000), best) == "disturbed"
+
+
+def test_a_run_tops_up_each_mode_until_it_has_its_fast_jobs(monkeypatch):
+    """Scripted round trips: hw's first job is in the slow placement and its second disturbed, so the run adds
+    hw jobs until one is fast; flush's only job is fast. The rows come from the fast jobs alone."""
+    from cxlsim.calibrate import collective_measure as cm
+    from cxlsim.emulator import launch
+
+    script = {"hw": [(90.0, 470.0), (80.0, 9000.0), (70.0, 80.0)], "flush": [(480.0, 500.0)]}
+    calls = []
+
+    def fake_run_local(nranks, fn, args, **kw):
+        mode = str(kw["coherence"].value if hasattr(kw["coherence"], "value") else kw["coherence"])
+        rt0, rt1 = script[mode][sum(c == mode for c in calls)]
+        calls.append(mode)
+        rows = [dict(collective="broadcast", size_bytes=64, ns=100.0 * len(calls), busy=1.0)]
+        concurrent = {k: {64: [1.0]} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
+        pattern = {"broadcast": {64: np.ones((2, 1, 4))}}
+        one = (rows, rt0, rt1, [concurrent, concurrent], {"broadcast": [50.0, 50.0]}, [pattern, pattern])
+        return [one, one]
+    monkeypatch.setattr(launch, "run_local", fake_run_local)
+    monkeypatch.setattr(cm, "measure_call_overheads", lambda collectives, batches=1: {c: [1.0] for c in collectives})
+    got = cm.measure_collectives((64,), ("broadcast",), rounds=1, max_retries=3)
+    assert calls == ["hw", "flush", "hw", "hw"]
+    assert [j["state"] for j in got["jobs"]] == ["slow placement", "fast", "disturbed", "fast"]
+    hw = [r for r in got["rows"] if r["coherence"] == "hw"]
+    assert len(hw) == 1 and hw[0]["job_ids"] == [3] and hw[0]["measured_ns"] == 400.0
+    assert "hw 3 jobs, 1 fast kept, left out 1 slow placement, 1 disturbed" in cm.jobs_line(got["jobs"])

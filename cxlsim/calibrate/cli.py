@@ -5,6 +5,7 @@ import statistics
 import sys
 
 from cxlsim.calibrate.allreduce_threshold import format_threshold
+from cxlsim.calibrate.collective_measure import jobs_line
 from cxlsim.calibrate.collectives import format_collectives, format_fold, summarize_collectives
 from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
@@ -144,7 +145,7 @@ def report_local(args, result) -> int:
     if coll:
         print(f"# the other pool collectives at np 2, predicted from the primitives (host placement "
               f"{coll['placement']}: best flag round trip hw {coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns; "
-              f"{sum(j['slow_placement'] for j in coll['jobs'])} of {len(coll['jobs'])} jobs flagged slow, left out):")
+              f"{jobs_line(coll['jobs'])}):")
         print(format_fold(prims.get("fold", {}), prims.get("remote_fold")), end="")
         print(format_collectives(coll["rows"]), end="")
     elif result["np"] != 2:

@@ -192,7 +192,8 @@ def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] |
 
 def summarize_collectives(rows: list[dict]) -> dict:
     """Per 'collective mode': median and worst |error| over the sizes measured undisturbed (rows whose
-    every run had a rank off its CPU are left out, and counted, unless every row was), the worst size,
+    every run had a rank off its CPU are left out, and counted, unless every row was), the held-out
+    points (sizes) and the fewest jobs a size's measurement is the median of, the worst size,
     whether it was measured at all (not every job flagged slow, not every row disturbed) and whether
     the issue's targets hold (never, unmeasured)."""
     groups = {}
@@ -205,7 +206,7 @@ def summarize_collectives(rows: list[dict]) -> dict:
         worst = max(kept, key=lambda r: abs(r["error"]))
         measured = not all(r.get("flagged_all") for r in group) and any(not r.get("disturbed_only") for r in group)
         out[f"{c} {m}"] = dict(median=statistics.median(errors), worst=max(errors), worst_size=worst["size_bytes"],
-                               points=len(kept), excluded=sum(bool(r.get("disturbed_only")) for r in group),
+                               points=len(kept), jobs=min(r.get("jobs", 1) for r in kept), excluded=sum(bool(r.get("disturbed_only")) for r in group),
                                left_out=len(kept) < len(group), measured=measured,
                                met=measured and statistics.median(errors) <= TARGET_MEDIAN
                                and max(errors) <= TARGET_WORST)
@@ -222,7 +223,7 @@ def format_collectives(rows: list[dict]) -> str:
                      + ("  (every run disturbed)" if r.get("disturbed_only") else ""))
     for key, s in summarize_collectives(rows).items():
         lines.append(f"# {key}: median |error| {s['median'] * 100:.1f}%, worst {s['worst'] * 100:.1f}% at "
-                     f"{s['worst_size']} B over {s['points']} sizes ({s['excluded']} disturbed"
+                     f"{s['worst_size']} B over {s['points']} sizes x >= {s['jobs']} jobs ({s['excluded']} disturbed"
                      f"{'' if not s['excluded'] else ', left out' if s['left_out'] else ', kept: none undisturbed'}): "
                      f"{'met' if s['met'] else 'missed' if s['measured'] else 'UNMEASURED (every job slow or disturbed)'}"
                      f" (targets {TARGET_MEDIAN:.0%}, {TARGET_WORST:.0%})")
