@@ -24,9 +24,11 @@ benchmarks/shared_state_costs.py also times a vector pass over three vectors the
   scheme on top);
 - handoff: hybrid's hand-off of an exchange to its communication thread and back, as the run
   does it (`ThreadPoolExecutor(1).submit(...).result()`), the thread on the same CPU as the
-  caller (a pinned rank's): the executor's work on both threads and the two switches. The
-  runs' phases show it is CPU work: 20-30 us on the main thread to submit, 25-35 us on the
-  exchange's thread before it starts (load 7-9).
+  caller (a pinned rank's), in CPU time: the caller's (thread_time) plus the executor thread's
+  (its schedstat) from one step to the next. On one CPU the two threads' work is serial, and
+  the runs' phases show the hand-off is CPU work (20-30 us on the main thread to submit, 25-35
+  us on the exchange's thread before it starts, load 7-9); CPU time leaves out the waits for
+  other tenants of the CPU, which a wall-clock round trip catches (one took 1.4 ms at load 9).
 
 The projection gives the DES these costs for async and hybrid (cxlsim/train_projection.py): the
 pool's host bandwidth for the region's copies, so that a push and a merge take what they took
@@ -81,7 +83,8 @@ def measure_exchange(model_name: str, batch: int, workers: int, repeats: int = R
                      displace: bool = True) -> ExchangeCosts:
     """Time read, push, ticket and hand-off after one `loss_grad` per step (the module docstring), the lower
     quartile of `repeats` steps' timings (one the scheduler did not interrupt, in the cache state the compute
-    leaves; the spread is beside it), on a thread of this process pinned to one CPU, as a pinned rank; a
+    leaves; the spread is beside it; the hand-off in CPU time), on a thread of this process pinned to one
+    CPU, as a pinned rank; a
     shared region of `workers` slots of the model's parameters in a fresh hw pool segment (removed on the
     way out). displace=False: no compute between the steps (the operations hot in the cache; the A/B of
     benchmarks/shared_state_costs.py)."""
@@ -105,22 +108,28 @@ def _measure(model_name: str, batch: int, workers: int, repeats: int, seed: int,
     params, grad = model.init(seed), np.empty(model.size)
     times = {"read": [], "push": [], "ticket": [], "handoff": []}
     executor = concurrent.futures.ThreadPoolExecutor(1, "cxlsim-exchange-costs-comm")
-    executor.submit(int).result()  # its thread started
+    worker = executor.submit(threading.get_native_id).result()  # its thread started: its tid
     with threadpool_limits(limits=1), shared_region(workers, model.size, coherence=Coherence.HW) as handle:
         states = [SharedState.attach(handle, w) for w in range(workers)]
         try:
             for state in states:
                 state.push(params)
             me = states[0]
-            ops = {"read": me.read_all, "push": lambda: me.push(params), "ticket": me.fetch_add,
-                   "handoff": lambda: executor.submit(int).result()}  # the async step's order; hybrid's hand-off
-            for _ in range(repeats):
+            ops = {"read": me.read_all, "push": lambda: me.push(params), "ticket": me.fetch_add}  # the async order
+            main_cpu, worker_before = None, None
+            for _ in range(repeats + 1):
                 if displace:
                     model.loss_grad(params, x, y, grad)
+                worker_now = _thread_cpu_ns(worker)
+                if main_cpu is not None:  # the last hand-off: this thread's CPU in it, the worker's since
+                    times["handoff"].append(main_cpu + worker_now - worker_before)
                 for name, op in ops.items():
                     start = time.perf_counter_ns()
                     op()
                     times[name].append(time.perf_counter_ns() - start)
+                start = time.thread_time_ns()
+                executor.submit(int).result()
+                main_cpu, worker_before = time.thread_time_ns() - start, worker_now
         finally:
             for state in states:
                 state.close()
@@ -130,6 +139,15 @@ def _measure(model_name: str, batch: int, workers: int, repeats: int, seed: int,
                          vector_bytes=model.nbytes, push_ns=med["push"], read_ns=med["read"],
                          ticket_ns=med["ticket"], handoff_ns=med["handoff"], repeats=repeats,
                          spread_ns={k: (float(min(v)), float(max(v))) for k, v in times.items()})
+
+
+def _thread_cpu_ns(tid: int) -> int:
+    """CPU time thread `tid` of this process has run, ns (its schedstat; 0 where the file is absent)."""
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def exchange_bandwidth(costs: ExchangeCosts) -> float:
