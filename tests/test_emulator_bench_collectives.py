@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from cxlsim.emulator.bench import BenchPlan, run_plan
-from cxlsim.emulator.bench_collectives import CollectiveSide
+from cxlsim.emulator._kernels import checksum_of_fill
+from cxlsim.emulator.bench_collectives import CollectiveSide, pattern
 from cxlsim.emulator.launch import RankFailure, run_local
 from cxlsim.emulator.osu import parse_osu
 from cxlsim.errors import InputError
@@ -61,6 +62,33 @@ def test_plans_refuse_sides_a_collective_does_not_have():
         BenchPlan(sizes=(8,), sides=("sync",), collective="broadcast")
     with pytest.raises(InputError, match="collective: expected one of"):
         BenchPlan(sizes=(8,), collective="gather")
+
+
+def _copy_read(comm, collective, n):
+    """A validated copy-read run (a wrong result raises), then, beside allgather, one iteration's checksum:
+    what its read pass took over the received buffer."""
+    plan = BenchPlan(sizes=(n,), sides=("copy-read",), iterations=3, warmup=1, validate=True, collective=collective)
+    rows = run_plan(comm, plan)
+    if collective == "allgather":
+        return rows[0]["side"], None
+    side = CollectiveSide(collective, "copy-read", comm, None, n, True)
+    side.before(0)
+    side.op()
+    side.after(0)
+    return rows[0]["side"], side.checksum
+
+
+@pytest.mark.parametrize("collective", ["allgather", "broadcast", "alltoall"])
+def test_copy_read_times_the_copy_call_and_a_read_pass_over_its_result(collective):
+    n = 4096
+    got = run_local(2, _copy_read, (collective, n), slot_bytes=2 * n, timeout_s=30)
+    assert [side for side, _ in got] == ["copy-read"] * 2
+    checksums = [checksum for _, checksum in got]
+    if collective == "broadcast":  # the root reads nothing; the other rank reads the root's data
+        assert checksums == [None, checksum_of_fill(pattern(0, 0), n)]
+    elif collective == "alltoall":  # rank me receives block me of every rank s: pattern(s + 7 me, 0)
+        assert checksums == [sum(checksum_of_fill(pattern(s + 7 * me, 0), n) for s in range(2)) % 2**64
+                             for me in range(2)]
 
 
 def _stale_broadcast(comm):

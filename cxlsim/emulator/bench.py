@@ -30,7 +30,7 @@ from cxlsim.errors import InputError
 from cxlsim.units import format_bandwidth, format_size, format_time
 
 LARGE_MESSAGE_BYTES = 8192  # OMB's LARGE_MESSAGE_SIZE
-SIDES = ("copy", "zero-copy", "sync", "mpi")
+SIDES = ("copy", "copy-read", "zero-copy", "sync", "mpi")
 CI_FROM_ROUNDS = 5  # from this many rounds the spread is a 95% confidence interval, below it the min-max
 # Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (any statistics table).
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -52,7 +52,10 @@ class BenchPlan:
     iterations/warmup: None for OMB's defaults. validate: check contents every iteration
     (the contents change every iteration, so a stale epoch is caught). collective: one of
     bench_collectives.COLLECTIVES; allgather has every side, broadcast and alltoall also
-    'zero-copy' (their fused view calls), the others 'copy' (the pool) and 'mpi'."""
+    'zero-copy' (their fused view calls) and 'copy-read', the others 'copy' (the pool) and 'mpi'.
+    'copy-read' is the copy call plus one read pass over its result (recvbuf): what a copy-mode
+    caller that uses its result does, so it is zero-copy's fair baseline (zero-copy times its
+    call plus one read pass over the result in place)."""
 
     sizes: tuple[int, ...]
     sides: tuple[str, ...] = ("copy",)
@@ -107,6 +110,7 @@ class _Side:
         self.checksum = None
         self.op = {
             "copy": lambda: comm.allgather(self.send, self.recv),
+            "copy-read": self._copy_read_op(),
             "zero-copy": self._zero_copy_op(),
             "sync": lambda: comm.allgather_in_place(n),
             "mpi": lambda: mpi.Allgather(self.send, self.recv),
@@ -114,6 +118,16 @@ class _Side:
         self.before = self.after = None
         if validate and name != "sync":
             self.before, self.after = self._fill, self._check
+
+    def _copy_read_op(self):
+        """The copy call and one read pass over its result in recvbuf (local memory): what a caller that
+        uses a copy-mode result does, timed as zero-copy's call and read pass in place are."""
+        comm, send, recv, read_pass = self.comm, self.send, self.recv, _kernels.read_pass
+
+        def copy_read():
+            comm.allgather(send, recv)
+            self.checksum = read_pass(recv)
+        return copy_read
 
     def _zero_copy_op(self):
         """What an application does per zero-copy call, with its buffers bound as the copy side's are:

@@ -5,7 +5,8 @@ MPI_SUM; the size is the whole vector in bytes, and osu_reduce_scatter gives eac
 size / 4 / P floats), osu_bcast (MPI_CHAR from root 0), osu_alltoall (size bytes per
 destination) and osu_barrier (no data). A side is the pool ("copy"), the pool's fused
 zero-copy call plus one read pass over the result in place ("zero-copy": broadcast, alltoall),
-or MPI through mpi4py ("mpi"), timed in the same loop as allgather's (`bench.time_loop`). With validation every
+the copy call plus one read pass over its result in recvbuf ("copy-read": zero-copy's baseline, what a
+copy-mode caller that uses its result does), or MPI through mpi4py ("mpi"), timed in the same loop as allgather's (`bench.time_loop`). With validation every
 iteration's inputs change (`pattern`), so stale or misplaced data is caught.
 """
 from __future__ import annotations
@@ -51,7 +52,7 @@ class CollectiveSide:
     def __init__(self, collective: str, name: str, comm, mpi, n: int, validate: bool):
         self.collective, self.name, self.comm, self.n = collective, name, comm, n
         P, me = comm.size, comm.rank
-        if name not in ("copy", "mpi") and not (name == "zero-copy" and collective in ZERO_COPY_COLLECTIVES):
+        if name not in ("copy", "mpi") and not (name in ("zero-copy", "copy-read") and collective in ZERO_COPY_COLLECTIVES):
             raise InputError(f"side {name!r}: {collective} runs on the pool ('copy') or MPI ('mpi') only")
         self.result = self.checksum = None
         op_sum = None
@@ -71,11 +72,11 @@ class CollectiveSide:
         elif collective == "broadcast":
             self.send = self.recv = np.zeros(n, np.uint8)
             self.op = {"copy": lambda: comm.broadcast(self.recv, 0), "mpi": lambda: mpi.Bcast(self.recv, root=0),
-                       "zero-copy": self._broadcast_view}.get(name)
+                       "zero-copy": self._broadcast_view, "copy-read": self._broadcast_read}.get(name)
         elif collective == "alltoall":
             self.send, self.recv = np.zeros(n * P, np.uint8), np.zeros(n * P, np.uint8)
             self.op = {"copy": lambda: comm.alltoall(self.send, self.recv), "mpi": lambda: mpi.Alltoall(self.send, self.recv),
-                       "zero-copy": self._alltoall_view}.get(name)
+                       "zero-copy": self._alltoall_view, "copy-read": self._alltoall_read}.get(name)
         elif collective == "barrier":
             self.send = self.recv = np.zeros(0, np.uint8)
             self.op = comm.barrier if name == "copy" else mpi.Barrier
@@ -97,6 +98,18 @@ class CollectiveSide:
             return
         self.result = self.comm.broadcast_view(self.n, np.uint8, 0)
         self.checksum = read_pass(self.result.array)
+
+    def _broadcast_read(self) -> None:
+        """The copy broadcast, then on every other rank one read pass over the received buffer (local
+        memory; the root reads nothing, as in the zero-copy side)."""
+        self.comm.broadcast(self.recv, 0)
+        if self.comm.rank != 0:
+            self.checksum = read_pass(self.recv)
+
+    def _alltoall_read(self) -> None:
+        """The copy alltoall, then one read pass over the received blocks (local memory)."""
+        self.comm.alltoall(self.send, self.recv)
+        self.checksum = read_pass(self.recv)
 
     def _alltoall_view(self) -> None:
         """The zero-copy alltoall: the fused call (the kernel puts the row in), one read pass over the column."""

@@ -345,12 +345,13 @@ static void cxl_acquire_slots(cxl_pool_t *p, uint64_t round, uint64_t nbytes)
     cxl_log(p, CXL_EV_MFENCE, 0, 0);
 }
 
-/* Copy every slot of `round` to recv, block r at recv + r * nbytes. timed: charge each block
- * one pool latency, then pace its copy (see the header comment). */
+/* Copy every slot of `round` to recv, block r at recv + r * nbytes, except block `skip` (-1: none).
+ * timed: charge each block one pool latency, then pace its copy (see the header comment). */
 static inline __attribute__((always_inline)) void cxl_copy_out_impl(cxl_pool_t *p, uint64_t round, char *recv,
-                                                                    uint64_t nbytes, const int timed)
+                                                                    uint64_t nbytes, int skip, const int timed)
 {
     for (int r = 0; r < p->nranks; r++) {
+        if (r == skip) continue;
         const char *slot = cxl_slot(p, round, r);
         if (timed) {
             double start = cxl_now_ns() + p->latency_ns - p->spin_overhead_ns;
@@ -364,15 +365,42 @@ static inline __attribute__((always_inline)) void cxl_copy_out_impl(cxl_pool_t *
     }
 }
 
-/* The body of cxl_allgather, specialised for timed = 0 (the plain path) and timed = 1. */
+#define CXL_KEEP_CHUNK 16384
+
+/* Copy n bytes from src into this rank's slot (non-temporal from nt_min_bytes, as cxl_copy_in) and into
+ * own (plain stores), 16 KiB at a time, so the second copy reads the chunk from L1 instead of reading
+ * src or the slot again: an allgather's own block goes straight from the send buffer to recv in the
+ * copy-in's pass. own == src (MPI_IN_PLACE) copies into the slot alone. */
+static void cxl_copy_in_keep(const cxl_pool_t *p, char *slot, char *own, const char *src, uint64_t n)
+{
+    int nt = p->nt_min_bytes && n >= p->nt_min_bytes;
+    if (own == src) {
+        cxl_copy_in(p, slot, src, n);
+        return;
+    }
+    for (uint64_t off = 0; off < n; off += CXL_KEEP_CHUNK) {
+        uint64_t len = n - off < CXL_KEEP_CHUNK ? n - off : CXL_KEEP_CHUNK;
+        if (nt) cxl_copy_nt(slot + off, src + off, len);
+        else memcpy(slot + off, src + off, len);
+        memcpy(own + off, src + off, len);
+    }
+}
+
+/* The body of cxl_allgather, specialised for timed = 0 (the plain path) and timed = 1. Untimed with
+ * the event log off, a copy-mode call takes its own block from send in the copy-in's pass
+ * (cxl_copy_in_keep) and copies out only the other ranks' slots; the logged and timed paths read
+ * every slot, as the cache model and the DES's programs describe. */
 static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *p, uint64_t epoch, uint64_t round,
                                                                     const char *send, char *recv,
                                                                     uint64_t nbytes, double timeout_ns,
                                                                     const int timed)
 {
+    const int keep_own = !timed && !p->log && send && recv && nbytes;
     if (send && nbytes) {
         if (timed) cxl_paced_copy(cxl_slot(p, round, p->rank), send, nbytes, p->bw_bytes_per_ns, 0.0,
                                   p->spin_overhead_ns);
+        else if (keep_own) cxl_copy_in_keep(p, cxl_slot(p, round, p->rank), recv + (uint64_t)p->rank * nbytes,
+                                            send, nbytes);
         else cxl_copy_in(p, cxl_slot(p, round, p->rank), send, nbytes);
     }
     cxl_publish(p, epoch, round, nbytes);
@@ -382,7 +410,7 @@ static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *
         cxl_delay(p, p->latency_ns); /* the flags become visible L after the last one showed */
     cxl_acquire_slots(p, round, nbytes);
     if (recv) {
-        cxl_copy_out_impl(p, round, recv, nbytes, timed);
+        cxl_copy_out_impl(p, round, recv, nbytes, keep_own ? p->rank : -1, timed);
     } else {
         if (timed && nbytes)  /* the caller's first load of each block misses */
             cxl_delay(p, (double)p->nranks * p->latency_ns);
