@@ -1,15 +1,17 @@
 """Wall-time validation of a library trace: does `cxlsim replay` predict a local MPI run's measured time?
 
-    python benchmarks/replay_validate.py [--np 2 3] [--runs 5] [--apps c py] [--pool-profile LOCAL.json]
+    python benchmarks/replay_validate.py [--np 2 3] [--runs 5] [--apps c py coll] [--pool-profile LOCAL.json]
                                          [--out FILE.json]
 
 1. Fit this machine's MPI point-to-point: an OSU-style ping-pong (osu_latency) and window
    (osu_bw) loop in C, under MPICH at np=2 without the library, written as OSU files and
    fitted to LogGP per protocol regime by `cxlsim calibrate --from-osu`, which writes a
    network calibration profile.
-2. Per run, interleaved over the apps and rank counts: the halo program
-   (tests/data/traces/src/halo_timed.c, or halo_timed.py in mpi4py: 1-D exchange of 32 KiB
-   with both neighbours and an 8-byte allreduce per iteration) under
+2. Per run, interleaved over the apps and rank counts: the halo program (`c`:
+   tests/data/traces/src/halo_timed.c, or `py`: halo_timed.py in mpi4py; 20 iterations of a 1-D
+   exchange of 32 KiB with both neighbours and an 8-byte allreduce), or `coll`, a
+   collective-bound loop written here (200 iterations of a little work, an allreduce of 64 KiB
+   and one of 8 B, an allgather and a bcast of 4 KiB: its MPI time is the pool's), under
    `cxlsim mpi run --stats --trace DIR`; the program prints its wall time from its first
    barrier's end to its last barrier's end (rank 0), the library its stats (which collectives
    ran on its pool) on stderr.
@@ -18,8 +20,8 @@
    as NIC and link figures on a star, switch latency 0, so a message costs o + k*G + L + o, the
    fit's line; the collectives as MPICH's algorithms over those messages), and as the run went
    (`--fabric profile.json+LOCAL.json --library-stats`): the messages on the network profile,
-   the collectives the stats say ran on the pool (here the 8-byte allreduce and the barriers)
-   priced by the local-host profile's DES of the emulator's kernels
+   the collectives the stats say ran on the pool (the halo's 8-byte allreduce and barriers;
+   all of coll's) priced by the local-host profile's DES of the emulator's kernels
    (`cxlsim.replay.pool_profile`). The local-host profile is `--pool-profile`, or, without it, a
    fresh `cxlsim calibrate --np 2 --no-mpi --timing` of this machine (a few minutes). The
    predicted time is rank 0's last barrier end minus its first barrier end, the window the
