@@ -1,4 +1,9 @@
-"""This machine's cost of an async or hybrid exchange's operations right after a training step's compute.
+"""This machine's costs that a training projection times: a vector pass, a thread hand-off, and an async or
+hybrid exchange's operations right after a training step's compute.
+
+`vector_pass_ns` (one pass over the parameter vector, hot) and `handoff_ns` (work to a Python
+thread and back through queues) are what cxlsim/train_projection.py charges for the vector
+work and the hand-offs that a record counts as communication but that are no pool calls.
 
 Between two exchanges a rank computes its step: the model's forward and backward pass over a
 batch fills the core's caches with the batch, the activations and the gradient (about 2 MB for
@@ -9,7 +14,7 @@ primitives, which repeat one copy over the same lines (hot). The phases a run re
 (cxlsim/train_phases.py) show it: the merge's copy of two 135 KiB slots took 35 us in the run
 against 15 us at the profile's bandwidth. The vector passes of the step work on vectors the
 compute has just used (the parameters, the gradient) or the merge has just written (the
-centre), and take about the hot pass's time (`train_projection.vector_pass_ns`): a pass over
+centre), and take about the hot pass's time (`vector_pass_ns`): a pass over
 vectors the compute displaced took 2-4 x that here, more than any pass of a run's phases.
 
 `measure_exchange` times, in this process and with the run's model and batch size, one step
@@ -40,7 +45,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import os
+import queue
 import threading
 import time
 
@@ -52,7 +59,7 @@ from cxlsim.emulator.training import models
 from cxlsim.emulator.training.shared_state import SharedState, shared_region
 from cxlsim.errors import RunError
 
-__all__ = ["ExchangeCosts", "measure_exchange", "exchange_bandwidth"]
+__all__ = ["vector_pass_ns", "handoff_ns", "ExchangeCosts", "measure_exchange", "exchange_bandwidth"]
 
 LINE = 64
 REPEATS = 60
@@ -139,6 +146,41 @@ def _measure(model_name: str, batch: int, workers: int, repeats: int, seed: int,
                          vector_bytes=model.nbytes, push_ns=med["push"], read_ns=med["read"],
                          ticket_ns=med["ticket"], handoff_ns=med["handoff"], repeats=repeats,
                          spread_ns={k: (float(min(v)), float(max(v))) for k, v in times.items()})
+
+
+def vector_pass_ns(count: int, repeats: int = 7, calls: int = 50) -> float:
+    """One pass over `count` float64 elements (np.add into a third array) on this machine, ns: the best
+    of `repeats` batches of `calls` (the pass's own cost, not the machine's load)."""
+    a, b, c = np.ones(count), np.ones(count), np.empty(count)
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            np.add(a, b, out=c)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best * 1e9
+
+
+def handoff_ns(calls: int = 500) -> float:
+    """One hand-off of work to a Python thread and back (queue.put, the thread's get and put, the caller's
+    get), the median of `calls`, ns: what ddp pays per bucket to reach its communication thread."""
+    jobs, done = queue.Queue(), queue.Queue()
+
+    def serve():
+        for item in iter(jobs.get, None):
+            done.put(item)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    times = []
+    for i in range(calls):
+        start = time.perf_counter()
+        jobs.put(i)
+        done.get()
+        times.append(time.perf_counter() - start)
+    jobs.put(None)
+    thread.join(1.0)
+    return float(np.median(times)) * 1e9
 
 
 def _thread_cpu_ns(tid: int) -> int:

@@ -15,13 +15,13 @@ What the DES is given, per run:
 - the step's vector work that the record counts in `comm_s` but that is no pool call
   (the SGD update, async's elastic update, the merge's copy and base), as passes over
   the parameter vector (`VECTOR_PASSES`, counted from the emulator's loops) times the
-  time of one pass on this machine (`vector_pass_ns`, timed when projecting: a profile,
+  time of one pass on this machine (`train_costs.vector_pass_ns`, timed when projecting: a profile,
   not the run); and each hand-off of work to the rank's communication thread
   (sync hands it the gradient, ddp each bucket, hybrid each exchange): for sync and ddp
   the run's own, the median over its steps and ranks that the communication thread recorded
   (`recorded_handoff_ns`: a slice's wait for the thread to start it and the wake-up of the
   main thread after the last call), else a hand-off timed the same way as the vector pass
-  (`handoff_ns`); hybrid, its executor's hand-off and back timed right after a step's
+  (`train_costs.handoff_ns`); hybrid, its executor's hand-off and back timed right after a step's
   compute on one CPU (`train_costs`);
 - a rank the run lists in `failed_ranks` (async, hybrid) stops in the DES after the
   steps it did;
@@ -73,10 +73,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import queue
 import sys
-import threading
-import time
 
 import numpy as np
 
@@ -97,7 +94,7 @@ from cxlsim.models.training.stragglers import measured_multipliers
 from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
-           "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset", "vector_pass_ns", "handoff_ns",
+           "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset",
            "recorded_handoff_ns", "threaded_exchange", "exchange_host_bw",
            "pinned_one_cpu", "slot_bytes_of", "project", "format_projection", "main"]
 
@@ -170,41 +167,6 @@ def pool_preset(profile: dict, coherence: Coherence, size_bytes: int, nranks: in
     model = LocalModel.from_dict({**profile["model"], "np": nranks})
     return local_preset(model, size_bytes, model.path_ns[coherence.value], coherence,
                         host_bw_bytes_per_ns=host_bw_bytes_per_ns)
-
-
-def vector_pass_ns(count: int, repeats: int = 7, calls: int = 50) -> float:
-    """One pass over `count` float64 elements (np.add into a third array) on this machine, ns: the best
-    of `repeats` batches of `calls` (the pass's own cost, not the machine's load)."""
-    a, b, c = np.ones(count), np.ones(count), np.empty(count)
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            np.add(a, b, out=c)
-        best = min(best, (time.perf_counter() - start) / calls)
-    return best * 1e9
-
-
-def handoff_ns(calls: int = 500) -> float:
-    """One hand-off of work to a Python thread and back (queue.put, the thread's get and put, the caller's
-    get), the median of `calls`, ns: what ddp pays per bucket to reach its communication thread."""
-    jobs, done = queue.Queue(), queue.Queue()
-
-    def serve():
-        for item in iter(jobs.get, None):
-            done.put(item)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    times = []
-    for i in range(calls):
-        start = time.perf_counter()
-        jobs.put(i)
-        done.get()
-        times.append(time.perf_counter() - start)
-    jobs.put(None)
-    thread.join(1.0)
-    return float(np.median(times)) * 1e9
 
 
 def recorded_handoff_ns(run: dict) -> float | None:
@@ -327,10 +289,10 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     `allreduce_large_bytes` and `slot_bytes`, else the emulator's default threshold and the launcher's
     slot rule).
     warmup_fraction: the part of the global steps steady state leaves out. pass_ns: one pass over the
-    parameter vector, ns (default: timed now, `vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
+    parameter vector, ns (default: timed now, `train_costs.vector_pass_ns`). bucket_ns: the hand-off of an all-reduce
     (sync's gradient, ddp's bucket) or of hybrid's exchange to the communication thread, ns (default: the
     run's recorded one, `recorded_handoff_ns`; hybrid: the exchange's, `exchange.handoff_ns`; else timed
-    now, `handoff_ns`). exchange (async, hybrid): the
+    now, `train_costs.handoff_ns`). exchange (async, hybrid): the
     region's operations right after a step's compute (default: measured now with the run's model, batch and
     ranks, `train_costs.measure_exchange`). Returns {mode, des_mode, np, coherence,
     measured_/projected_ throughput and steady_throughput, their errors, elapsed, time_to_accuracy:
@@ -341,7 +303,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     large = large_bytes if large_bytes is not None else run.get("allreduce_large_bytes", DEFAULT_LARGE_BYTES)
     slot = slot_bytes if slot_bytes is not None else run.get("slot_bytes") or slot_bytes_of(run)
     if pass_ns is None:
-        pass_ns = vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
+        pass_ns = train_costs.vector_pass_ns(run.get("param_count") or run["param_bytes"] // 8)
     if mode in ("async", "hybrid") and exchange is None:
         exchange = train_costs.measure_exchange(run.get("model", "mlp"), run["batch_size"], W)
     source = "given"
@@ -350,7 +312,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
         if bucket_ns is None and mode == "hybrid":
             bucket_ns, source = exchange.handoff_ns, "exchange"
         if bucket_ns is None:
-            bucket_ns, source = (handoff_ns(), "timed") if mode in HANDED_OFF else (0.0, "none")
+            bucket_ns, source = (train_costs.handoff_ns(), "timed") if mode in HANDED_OFF else (0.0, "none")
     result, preset = _run_des(run, profile, large, slot, pass_ns, bucket_ns, exchange)
     synchronous = mode in ("sync", "ddp")
     m_ticks, per_tick = train_clock.clock([r["t_end_s"] for r in run["ranks"]], synchronous, W)

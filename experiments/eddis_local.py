@@ -320,7 +320,8 @@ def main(argv=None) -> int:
                 got = {"record": tp.load_run(os.path.join(args.reproject, name)), "load_before": old["load_before"],
                        "load_after": old["load_after"]}
             if not timings:  # this machine's vector pass and thread hand-off (for runs that record none), timed once
-                timings.update(pass_ns=tp.vector_pass_ns(got["record"]["param_count"]), bucket_ns=tp.handoff_ns())
+                timings.update(pass_ns=train_costs.vector_pass_ns(got["record"]["param_count"]),
+                               bucket_ns=train_costs.handoff_ns())
             own = tp.recorded_handoff_ns(got["record"]) is not None  # sync, ddp: the run's own hand-offs
             shared = got["record"]["mode"] in ("async", "hybrid")
             row = tp.project(got["record"], profile, pass_ns=timings["pass_ns"],

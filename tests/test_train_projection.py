@@ -148,7 +148,7 @@ def test_ddp_projection_overlap_hides_buckets_and_off_adds_them(profile):
     # each bucket's hand-off to the communication thread comes before its all-reduce
     assert (handed["projected_elapsed_s"] - off["projected_elapsed_s"]) * 1e9 == pytest.approx(steps * 4 * 3000.0,
                                                                                               rel=1e-6)
-    assert 0 < tp.handoff_ns(calls=20) < 1e9
+    assert 0 < train_costs.handoff_ns(calls=20) < 1e9
 
 
 def test_async_projection_shares_the_ticket_budget_and_never_waits(profile):
@@ -183,7 +183,7 @@ def test_vector_passes_add_to_each_step(profile):
     assert (more - base) * 1e9 == pytest.approx(steps * tp.VECTOR_PASSES["sync"][0] * extra, rel=1e-6)
     handed = tp.project(run, profile, pass_ns=0.0, bucket_ns=extra)["projected_elapsed_s"]
     assert (handed - base) * 1e9 == pytest.approx(steps * extra, rel=1e-6)  # sync: one hand-off per step
-    assert tp.vector_pass_ns(1000, repeats=2, calls=5) > 0
+    assert train_costs.vector_pass_ns(1000, repeats=2, calls=5) > 0
 
 
 def test_hybrid_projection_hands_the_faster_worker_more_tickets(profile):

@@ -33,8 +33,9 @@ would wait for the failed rank at the next barrier).
 
 Each step takes its batch before its start (``ctx.now()``), as sync does: the record counts the
 batch with the local work the DES is given, not with the step's communication (comm_s). Every
-step's phases and the threads' scheduling go into `mode_stats` (`phases`; the phase names are
-ASYNC_PHASES, HYBRID_PHASES, EXCHANGE_PHASES).
+step's phases and the threads' scheduling go into `mode_stats` (`phases_s`: ASYNC_PHASES or
+HYBRID_PHASES; hybrid's `exchange_phases_s`: EXCHANGE_PHASES; `schedule`: per thread, its time
+on a CPU and runnable but not running, `phases.ThreadSchedule`).
 
 A worker done (or stopped by --fail: `RankStopped`) pushes a last time with its done flag; the
 evaluating rank (0, or 1 when rank 0 is the one to fail) waits until every other slot is done or
