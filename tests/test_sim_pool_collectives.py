@@ -106,13 +106,22 @@ def test_the_large_allreduce_is_exact_when_the_shares_are_equal(mode):
             assert analytic.closed_form(algo, fig, p, size) == pytest.approx(latency, rel=1e-9)
 
 
-@pytest.mark.parametrize("hosts, size", [(64, 1), (33, 4096)])
-def test_hw_barrier_small_allreduce_and_zero_copy_alltoall_follow_the_allgather_form_on_a_tree(hosts, size):
-    for algo in (forms.BARRIER, forms.ALLREDUCE_SMALL, forms.ALLTOALL_ZERO_COPY):
-        latency, fig = des(algo, hosts, size, "hw", switch_levels=2)
-        note = forms.form_note(algo, fig, hosts, size)
-        assert "within 1%" in note
-        assert analytic.closed_form(algo, fig, hosts, size) == pytest.approx(latency, rel=0.01)
+HW_STEPS = (forms.BARRIER, forms.ALLREDUCE_SMALL, forms.ALLREDUCE_LARGE, forms.REDUCE_SCATTER, forms.ALLTOALL,
+            forms.ALLTOALL_ZERO_COPY)
+
+
+@pytest.mark.parametrize("hosts, sizes, devices", [(16, (1, 100, 4096, 65536), 1), (33, (1, 4096), 1), (64, (1,), 1),
+                                                   (33, (8192,), 2)])
+def test_the_hw_step_forms_hold_on_a_congested_tree(hosts, sizes, devices):
+    """Two-level trees of cxl3-pool: each hw step is the allgather's fixed point with the step's own accesses
+    (pool_forms.hw_step_ends), within the order of equal times (they were 1-54% off as algebraic forms)."""
+    for algo in HW_STEPS:
+        for size in sizes:
+            latency, fig = des(algo, hosts, size, "hw", switch_levels=2, devices=devices)
+            note = forms.form_note(algo, fig, hosts, size)
+            assert note == (forms.HW_STEPS_APART if algo is forms.ALLREDUCE_LARGE else forms.HW_TIES)
+            err = abs(analytic.closed_form(algo, fig, hosts, size) / latency - 1)
+            assert err <= allowed(note), (algo.collective, algo.name, size, err)
 
 
 @pytest.mark.parametrize("hosts, sizes", [(16, (1, 100, 4096, 65536)), (33, (1, 4096)), (64, (1,))])
@@ -131,11 +140,17 @@ def test_the_flush_forms_hold_on_a_congested_tree(hosts, sizes):
             assert err <= allowed(note), (algo.collective, algo.name, size, note)
 
 
-def test_a_congested_pool_marks_the_algebraic_forms_approximate():
-    t = pool(32, "hw", switch_levels=2)
-    fig = t.figures()
-    for algo in (forms.REDUCE_SCATTER, forms.ALLTOALL, forms.BROADCAST, forms.ALLREDUCE_LARGE):
+def test_a_congested_pool_marks_the_algebraic_hw_broadcasts_approximate():
+    """The hw broadcasts' forms leave out queueing (the copy broadcast is 33% low at 32 hosts, 64 KiB, as
+    measured); the step collectives' carry their bound."""
+    fig = pool(32, "hw", switch_levels=2).figures()
+    for algo in (forms.BROADCAST, forms.BROADCAST_ZERO_COPY):
         assert "approximate" in forms.form_note(algo, fig, 32, 1024)
+    for algo in HW_STEPS:
+        assert forms.form_note(algo, fig, 32, 1024) in (forms.HW_TIES, forms.HW_STEPS_APART)
+    # past HW_CHUNKS chunk transfers (64 hosts, 1 MiB per destination) the algebraic form stands, and says so
+    fig = pool(64, "hw", switch_levels=2).figures()
+    assert "approximate" in forms.form_note(forms.ALLTOALL, fig, 64, 1 << 20)
 
 
 @pytest.mark.parametrize("mode", MODES)

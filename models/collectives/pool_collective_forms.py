@@ -11,33 +11,34 @@ uncongested pool: a broadcast reader's polls queue at a device behind the
 root's chunks (a chunk holds the device for chunk/B while its lines arrive over
 chunk/b), which shifts every later poll and so which poll sees the flag.
 
-hw mode: barrier, the small allreduce and the zero-copy alltoall are the pool
-allgather's own protocol (same accesses, same order), so their forms are
-`pool_forms`' exact one, with no data (barrier, zero-copy alltoall: nobody loads
-a row within the call) or with s-byte blocks plus the fold, (P-1) s / R (R the
-local reduction bandwidth). They hold on trees and under queueing as the
-allgather's does, up to the flags' and slots' places in the pool (two flag
-lines per rank here): within 1% of the DES as measured at 15-64 hosts (0.7% at
-33 hosts, 4 KiB). In flush mode on a congested pool the step collectives' forms
-are walks (`_walk_used`) where affordable.
+hw mode, the step collectives (barrier, both allreduces, reduce_scatter, both
+alltoalls): each step is the pool allgather's fixed point through the pool's
+FIFO chain (`pool_forms.hw_step_ends`) with the step's own accesses: rank r
+streams its row (or vector) but the block (or share) only it reads, in one or
+two pieces, fences, stores its flag line of the step, polls every other
+rank's (after the local copy of its own block, for the alltoall), then loads
+the other ranks' ranges and folds; rank r starts its next step (the large
+allreduce's allgather of shares) when it ends the last. Exact on one switch,
+and on trees and under queueing as the allgather's form is, up to the order
+of equal times (within 0.5% as measured at 16-64 hosts; `form_note`). The
+large allreduce's two steps are solved one after the other, which leaves out
+queueing between one rank's second step and another's first (within 1%: 0.65%
+at 33 hosts on two devices, 8 KiB, as measured at 16-64 hosts). Above
+`HW_CHUNKS` chunk transfers the algebraic forms below stand, noted approximate.
 
-The other hw forms are algebraic and exact only *uncongested*: one switch and
-P x host bandwidth within the devices' (`uncongested`); elsewhere they leave out
-the queueing, and `form_note` says so for the output. With X = 64/b the issue
-time of a line (b the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path +
-media and ack(n) = max(D(n) + 2 path, writeback) the acknowledgement of an
-n-byte streamed write: in a step, rank r stores its row (or vector) but the
-block (or share) only it reads, in one or two pieces issued one after the
-other, so it reaches its sfence at its own shift (the last piece's
-acknowledgement); the step's wait is the barrier's form with rank r starting
-there (`pool_forms` starts), and for the alltoall polling after the local copy
-of its own block, m / (copy bandwidth) (`pool_forms` poll_delay). Rank r then
-loads the other ranks' ranges from its own barrier end, L + sum D(range) (none
-for empty ranges), and folds. The latency is the last rank's. Where ranks'
-column reads span different line counts (unaligned blocks) or their shares
-differ, the DES's order of equal times can put a poll one line's issue later
-than the form's (within 0.5%). The broadcasts and the large allreduce follow
-from the same rules; their docstrings give the steps.
+The hw broadcasts are algebraic and exact only *uncongested*: one switch and
+P x host bandwidth within the devices' (`uncongested`); elsewhere they leave
+out the queueing, and `form_note` says so for the output (copy mode 33% low
+at 32 hosts, 64 KiB, as measured). With X = 64/b the issue time of a line (b
+the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path + media and ack(n) =
+max(D(n) + 2 path, writeback) the acknowledgement of an n-byte streamed write,
+`broadcast_ends` gives the steps. The flush-mode row steps use the same rules
+where their walk is unaffordable (`row_step_cost`): rank r reaches its sfence
+at its own shift (the last piece's acknowledgement and the publish's
+clflushopt), the step's wait is the barrier's form with rank r starting there
+(`pool_forms` starts) and polling after its local copy (`pool_forms`
+poll_delay), then rank r drops and loads the other ranks' ranges from its own
+barrier end and folds.
 """
 from __future__ import annotations
 
@@ -47,17 +48,26 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
-from cxlsim.models.collectives.pool_forms import geometry_from_figures, pool_rank_ends
+from cxlsim.models.collectives.pool_forms import geometry_from_figures, hw_step_ends, pool_rank_ends
 from cxlsim.models.collectives.pool_flush_programs import Step, broadcast_flush, broadcast_flush_ends, walk_steps
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
            "row_step_cost", "reduce_scatter_cost", "alltoall_cost", "alltoall_zero_copy_cost", "broadcast_cost",
-           "broadcast_ends", "broadcast_zero_copy_cost", "flush_steps", "RECORDS", "ALLREDUCE_SMALL", "ALLREDUCE_LARGE", "REDUCE_SCATTER",
+           "broadcast_ends", "broadcast_zero_copy_cost", "flush_steps", "hw_steps_cost", "HW_TIES", "HW_STEPS_APART", "RECORDS", "ALLREDUCE_SMALL", "ALLREDUCE_LARGE", "REDUCE_SCATTER",
            "BROADCAST", "ALLTOALL", "BARRIER", "BROADCAST_ZERO_COPY", "ALLTOALL_ZERO_COPY"]
 
 LINE = CACHE_LINE_BYTES
 APPROXIMATE = ("approximate: the closed form leaves out queueing (exact on one switch with P x host bandwidth "
                "within the devices'); use engine des")
+
+
+HW_TIES = ("within 0.5%: the allgather's fixed point with the step's own accesses, through the pool's queues; "
+           "equal times at a queue can go in another order than the DES's (as measured at 16-64 hosts)")
+
+
+HW_STEPS_APART = ("within 1%: its two steps are the allgather's fixed point each, solved one after the other, "
+                  "which leaves out queueing between one rank's second step and another's first (0.65% at 33 hosts "
+                  "on two devices, 8 KiB, as measured at 16-64 hosts)")
 
 
 WALK_TIES = ("within 0.05%: a walk of the ranks' programs through the pool's queues; equal times at a queue "
@@ -79,8 +89,9 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
     calm = uncongested(fig, p)
     if _walk_used(fig, p, algo.collective, algo.name, size_bytes):
         return None if calm else WALK_TIES
-    hw_barrier = not _flush(fig) and key == ("alltoall", "cxl_pool_zero_copy")
-    if key in (("barrier", "cxl_pool"), ("allreduce", "cxl_pool")) or hw_barrier:
+    if _hw_stepped(fig, p, algo.collective, algo.name, size_bytes) and not calm:
+        return HW_STEPS_APART if key == ("allreduce", "cxl_pool_large") else HW_TIES
+    if key in (("barrier", "cxl_pool"), ("allreduce", "cxl_pool")):
         return None if calm else ("the pool allgather's exact form; the flags' places in the pool differ from "
                                   "the allgather's: within 1% of the DES as measured at 15-64 hosts (0.7% at 33 "
                                   "hosts, 4 KiB)")
@@ -135,6 +146,8 @@ def _flush(fig) -> bool:
 
 def barrier_cost(fig, p: int, size_bytes: int = 0, ctx=None) -> float:
     """The pool barrier: the allgather of zero-byte blocks, without its last mfence in flush mode."""
+    if not _flush(fig):
+        return hw_steps_cost(fig, p, "barrier", "cxl_pool", 0)
     walked = _walked(fig, p, "barrier", "cxl_pool", 0)
     return _algebraic_barrier(fig, p) if walked is None else walked
 
@@ -152,6 +165,8 @@ def _barrier_ends(fig, p: int, starts=None, poll_delay: float = 0.0) -> list:
 
 def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
     """The small pool allreduce: the allgather of s-byte blocks, then the fold of P vectors."""
+    if _hw_stepped(fig, p, "allreduce", "cxl_pool", s):
+        return hw_steps_cost(fig, p, "allreduce", "cxl_pool", s)
     walked = _walked(fig, p, "allreduce", "cxl_pool", s)
     if walked is not None:
         return walked
@@ -213,6 +228,8 @@ def reduce_scatter_cost(fig, p: int, s: int, ctx=None) -> float:
     walked = _walked(fig, p, "reduce_scatter", "cxl_pool", s)
     if walked is not None:
         return walked
+    if _hw_stepped(fig, p, "reduce_scatter", "cxl_pool", s):
+        return hw_steps_cost(fig, p, "reduce_scatter", "cxl_pool", s)
     seg = block_bytes(s, p)
     return row_step_cost(fig, p, seg, (p - 1) * seg)
 
@@ -222,6 +239,8 @@ def alltoall_cost(fig, p: int, m: int, ctx=None) -> float:
     walked = _walked(fig, p, "alltoall", "cxl_pool", m)
     if walked is not None:
         return walked
+    if _hw_stepped(fig, p, "alltoall", "cxl_pool", m):
+        return hw_steps_cost(fig, p, "alltoall", "cxl_pool", m)
     return row_step_cost(fig, p, m, 0, copy_own=True)
 
 
@@ -232,7 +251,7 @@ def alltoall_zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
     walked = _walked(fig, p, "alltoall", "cxl_pool_zero_copy", m)
     if walked is not None:
         return walked
-    return row_step_cost(fig, p, m, 0, zero_copy=True) if _flush(fig) else barrier_cost(fig, p)
+    return row_step_cost(fig, p, m, 0, zero_copy=True) if _flush(fig) else hw_steps_cost(fig, p, "barrier", "cxl_pool", 0)
 
 
 WALK_CHUNKS = 20_000
@@ -247,12 +266,7 @@ def _walk_used(fig, p: int, collective: str, name: str, size: int) -> bool:
     unequal = (collective, name) == ("allreduce", "cxl_pool_large") and size % (LINE * p)
     if uncongested(fig, p) and not unequal:
         return False
-    slot_bytes, steps_of = flush_steps(collective, name, p, size)
-    layout = pc.StepLayout(p, slot_bytes)
-    chunk = fig.chunk_bytes
-    chunks = sum(-(-n // chunk) + 1 for r in range(p) for step in steps_of(r, layout)
-                 for _, n in ((step.write,) if step.write else ()) + step.reads if n)
-    return chunks <= WALK_CHUNKS
+    return _chunks(fig, p, collective, name, size) <= WALK_CHUNKS
 
 
 def _walked(fig, p: int, collective: str, name: str, size: int):
@@ -268,6 +282,8 @@ def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
     the allgather of the shares on fresh flag lines: in hw mode the allgather form of zero-byte blocks with each
     rank starting when its folded share is written (`pool_forms` starts), in flush mode from the slowest rank's;
     then every rank loads every share. Flush mode on a congested pool, or with unequal shares: its walk."""
+    if _hw_stepped(fig, p, "allreduce", "cxl_pool_large", s):
+        return hw_steps_cost(fig, p, "allreduce", "cxl_pool_large", s)
     walked = _walked(fig, p, "allreduce", "cxl_pool_large", s)
     if walked is not None:
         return walked
@@ -358,6 +374,47 @@ def broadcast_zero_copy_cost(fig, p: int, s: int, ctx=None) -> float:
     if p == 1:
         return f + x + load
     return max(f + x + load + 2 * path, *_hw_seen(fig, f))
+
+
+HW_CHUNKS = 250_000
+"""Most chunk transfers an hw step form takes on (a pass each, about 1 s in all); above it the algebraic form
+stands, with its note."""
+
+
+def _chunks(fig, p: int, collective: str, name: str, s: int) -> int:
+    """Chunk transfers of a step collective's stores and loads (`flush_steps`), one more per access."""
+    slot_bytes, steps_of = flush_steps(collective, name, p, s)
+    layout = pc.StepLayout(p, slot_bytes)
+    chunk = fig.chunk_bytes
+    return sum(-(-n // chunk) + 1 for r in range(p) for step in steps_of(r, layout)
+               for _, n in step.stored() + list(step.reads) if n)
+
+
+def _hw_stepped(fig, p: int, collective: str, name: str, s: int) -> bool:
+    """Whether an hw step collective's form is `hw_steps_cost` (where affordable, `HW_CHUNKS`)."""
+    if _flush(fig) or collective == "broadcast":
+        return False
+    return _chunks(fig, p, collective, name, s) + p * p <= HW_CHUNKS  # and the P(P-1) polls
+
+
+def hw_steps_cost(fig, p: int, collective: str, name: str, s: int) -> float:
+    """hw mode: a step collective's latency, ns, its steps (`flush_steps`) one after the other, each by
+    `pool_forms.hw_step_ends` (the allgather's fixed point with the step's own writes, flags, loads and local
+    copy): rank r starts step k + 1 when it ends step k and its fold. Exact on one switch and on trees up to
+    the order of equal times; the large allreduce's two steps are solved apart, so where its ranks' steps
+    overlap in time on a congested pool, the queueing between them is left out (`form_note`)."""
+    slot_bytes, steps_of = flush_steps(collective, name, p, s)
+    layout = pc.StepLayout(p, slot_bytes)
+    programs = [steps_of(r, layout) for r in range(p)]
+    geo = geometry_from_figures(fig, p)
+    starts = [0.0] * p
+    for k in range(len(programs[0])):
+        steps = [program[k] for program in programs]
+        ends = hw_step_ends(geo, [layout.flag(r, k + 1) for r in range(p)],
+                            [[] if step.zero_copy else step.stored() for step in steps], [step.reads for step in steps],
+                            starts, steps[0].copy_bytes / fig.copy_bw_bytes_per_ns)
+        starts = [t + step.fold_bytes / fig.reduce_bw_bytes_per_ns for t, step in zip(ends, steps)]
+    return max(starts)
 
 
 def flush_steps(collective: str, name: str, p: int, s: int):

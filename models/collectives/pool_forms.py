@@ -80,7 +80,8 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 
-__all__ = ["PoolGeometry", "clear_memo", "geometry_of", "geometry_from_figures", "pool_closed_form", "pool_rank_ends"]
+__all__ = ["PoolGeometry", "clear_memo", "geometry_of", "geometry_from_figures", "pool_closed_form", "pool_rank_ends",
+           "hw_step_ends"]
 
 LINE = CACHE_LINE_BYTES
 _MAX_PASSES = 200
@@ -184,6 +185,7 @@ def pool_rank_ends(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False
 def clear_memo() -> None:
     """Forget the memoised hw-mode forms (a benchmark timing cold runs calls it between them)."""
     _hw.cache_clear()
+    _hw_program.cache_clear()
 
 
 # ---------------------------------------------------------------------- the FIFO chain
@@ -275,13 +277,53 @@ def _fifo(server, arrival, ties, service):
 def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: float = 0.0) -> tuple:
     """The hw-mode form of an allgather of `lines` lines per block, each rank polling `delay` ns after its flag
     store returns (memoised: geometries are frozen)."""
-    p, path = geo.hosts, geo.path_ns
-    starts = np.asarray(starts, float)
+    p = geo.hosts
     w_bytes = lines * LINE
     stride = max(LINE, w_bytes)
-    slots = p * LINE + (p + np.arange(p)) * stride        # data round 1: the second buffer
+    slots = [p * LINE + (p + r) * stride for r in range(p)]  # data round 1: the second buffer
     copy = lines > 0 and not zero_copy
+    writes = tuple(((slots[r], w_bytes),) if copy else () for r in range(p))
+    reads = tuple(tuple((slot, w_bytes) for slot in slots) if copy else () for _ in range(p))
+    return _hw_program(geo, tuple(r * LINE for r in range(p)), writes, reads, starts, delay)
+
+
+def hw_step_ends(geo: PoolGeometry, flags, writes, reads, starts=None, poll_delay: float = 0.0) -> tuple:
+    """hw mode: when each rank (index = rank) ends one step of a pool protocol, ns, by the allgather's fixed
+    point (module docstring) with other accesses: rank r streams the (offset, bytes) pieces `writes[r]` one
+    after the other from `starts[r]` (default 0), fences, stores its flag (the line at pool offset
+    `flags[r]`), polls every other rank's flag `poll_delay` ns after its store returns, then loads the
+    (offset, bytes) ranges `reads[r]` together; it ends when the last load's data is back (at its wait's
+    end if it loads nothing). Exact on any pool as the allgather's form is, up to the order of equal times."""
+    p = geo.hosts
+    starts = (0.0,) * p if starts is None else tuple(float(t) for t in starts)
+    clean = lambda ranges: tuple((int(o), int(n)) for o, n in ranges if n > 0)  # noqa: E731
+    return _hw_program(geo, tuple(int(f) for f in flags), tuple(clean(w) for w in writes),
+                       tuple(clean(r) for r in reads), starts, float(poll_delay))
+
+
+def _grouped(items):
+    """(indices, size) of `items` (each (.., size)) with one size each, sizes in order of first appearance."""
+    sizes = {}
+    for i, item in enumerate(items):
+        sizes.setdefault(item[-1], []).append(i)
+    return [(np.array(idx, int), size) for size, idx in sizes.items()]
+
+
+@functools.lru_cache(maxsize=4096)
+def _hw_program(geo: PoolGeometry, flags: tuple, writes: tuple, reads: tuple, starts: tuple, delay: float) -> tuple:
+    """`hw_step_ends` on hashable arguments (memoised)."""
+    p, path = geo.hosts, geo.path_ns
+    starts = np.asarray(starts, float)
+    flag_at = np.asarray(flags, int)
     ranks = np.arange(p)
+    # streamed pieces, in the order each rank issues them: (rank, k-th piece, offset, bytes)
+    pieces = [(r, k, o, n) for k in range(max(map(len, writes), default=0)) for r in range(p)
+              if k < len(writes[r]) for o, n in writes[r][k:k + 1]]
+    last_piece = {r: i for i, (r, *_rest) in enumerate(pieces)}   # the piece each rank's fence waits for last
+    where = {(r, k): i for i, (r, k, *_rest) in enumerate(pieces)}
+    prev = {i: where[r, k - 1] for i, (r, k, *_rest) in enumerate(pieces) if k}
+    writers = np.array(sorted(last_piece), int)
+    loads = [(r, o, n) for r in range(p) for o, n in reads[r]]
     # polls: rank r reads the other flags in flag order
     poll_r = np.repeat(ranks, p - 1)
     poll_w = np.array([w for r in range(p) for w in range(p) if w != r], dtype=int)
@@ -290,28 +332,39 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: fl
     sync = starts.copy()
     again = np.full(len(poll_r), np.nan)                  # second read's call time, where there is one
     turn = ranks.copy()                                    # each flag store's place in the device's order
-    acked = ranks.copy()                                   # each block write's place in the device's order
+    acked = ranks.copy()                                   # each rank's last write's place in the device's order
     data = geo.media_ns + path
     for _ in range(_MAX_PASSES):
         acc = _Accesses(geo)
-        if copy:
-            wid = acc.add(ranks, starts, slots, w_bytes, up=True)
+        wid = np.empty(len(pieces), int)
+        for idx, n in _grouped(pieces):  # issued from the rank's start, one after the other at its port
+            host = np.array([pieces[i][0] for i in idx], int)
+            wid[idx] = acc.add(host, starts[host], np.array([pieces[i][2] for i in idx], int), n, up=True,
+                               tie=np.array([pieces[i][1] for i in idx], int))
         # ranks whose fences end together store their flags in the order their acknowledgements came
-        sid = acc.add(ranks, f, ranks * LINE, LINE, up=False, tie=acked)
+        sid = acc.add(ranks, f, flag_at, LINE, up=False, tie=acked)
         # the ranks whose flag stores return together start polling in their stores' device order
-        pid = (acc.add(poll_r, flag_done[poll_r] + delay, poll_w * LINE, LINE, up=False, tie=turn[poll_r])
+        pid = (acc.add(poll_r, flag_done[poll_r] + delay, flag_at[poll_w], LINE, up=False, tie=turn[poll_r])
                if p > 1 else None)
         redo = np.flatnonzero(~np.isnan(again))
-        rid = (acc.add(poll_r[redo], again[redo], poll_w[redo] * LINE, LINE, up=False, tie=turn[poll_r[redo]])
+        rid = (acc.add(poll_r[redo], again[redo], flag_at[poll_w[redo]], LINE, up=False, tie=turn[poll_r[redo]])
                if len(redo) else None)
-        if copy:
-            reader = np.repeat(ranks, p)
-            did = acc.add(reader, sync[reader], slots[np.tile(ranks, p)], w_bytes, up=False, tie=turn[reader])
+        did = np.empty(len(loads), int)
+        for idx, n in _grouped(loads):
+            reader = np.array([loads[i][0] for i in idx], int)
+            did[idx] = acc.add(reader, sync[reader], np.array([loads[i][1] for i in idx], int), n, up=False,
+                               tie=turn[reader])
         issue, last, order = acc.ends()
         new_turn = order[sid]
-        new_acked = order[wid] if copy else acked
-        new_f = (np.maximum(issue[wid], np.maximum(last[wid] + path, starts + geo.writeback_ns)) + geo.fence_ns
-                 if copy else f)
+        new_acked, new_f = acked.copy(), f.copy()
+        if pieces:
+            # a piece starts at its rank's start, or when the rank's piece before it is issued
+            begun = np.array([issue[wid[prev[i]]] if i in prev else starts[r] for i, (r, *_rest) in enumerate(pieces)])
+            acks = np.maximum(issue[wid], np.maximum(last[wid] + path, begun + geo.writeback_ns))
+            done_at = np.full(p, -np.inf)
+            np.maximum.at(done_at, np.array([r for r, *_ in pieces], int), acks)
+            new_f[writers] = done_at[writers] + geo.fence_ns
+            new_acked[writers] = order[wid[[last_piece[r] for r in writers]]]
         stored = last[sid] + data                          # the flag store's data (its ownership)
         new_sync, new_again, snooped = flag_done + delay, np.full(len(poll_r), np.nan), np.zeros(p, bool)
         if p > 1:
@@ -329,11 +382,11 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: fl
         else:
             new_flag_done = stored
         new_sync = np.maximum(new_sync, new_flag_done + delay)
-        if copy:
+        end = new_sync.copy()
+        if loads:
             end = np.full(p, -np.inf)
-            np.maximum.at(end, reader, last[did] + data)
-        else:
-            end = new_sync
+            np.maximum.at(end, np.array([r for r, *_ in loads], int), last[did] + data)
+            end = np.where(np.isfinite(end), end, new_sync)
         same = (_close(new_f, f) and _close(new_flag_done, flag_done) and _close(new_sync, sync)
                 and np.array_equal(np.isnan(new_again), np.isnan(again))
                 and _close(np.nan_to_num(new_again), np.nan_to_num(again)) and np.array_equal(new_turn, turn)
@@ -341,8 +394,7 @@ def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: fl
         f, flag_done, sync, again, turn, acked = new_f, new_flag_done, new_sync, new_again, new_turn, new_acked
         if same:
             return tuple(end.tolist())
-    raise RunError(f"pool closed form: the hw-mode fixed point for P={p}, {lines} lines per block did not settle "
-                   f"in {_MAX_PASSES} passes")
+    raise RunError(f"pool closed form: the hw-mode fixed point for P={p} did not settle in {_MAX_PASSES} passes")
 
 
 def _polls(poll_w, call, turn, first_data, second_data, early, f, flag_done, path, again):
