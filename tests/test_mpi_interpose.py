@@ -114,6 +114,7 @@ CASES = [
     pytest.param(1, "hw", 1 << 20, 65536, False, id="np1-hw"),
     pytest.param(2, "hw", 1 << 20, 65536, False, id="np2-hw"),
     pytest.param(2, "flush", 1024, 256, True, id="np2-flush-chunked-large"),
+    pytest.param(2, "hw", 64, 65536, True, id="np2-hw-64B-chunks-through-the-inline-area"),
     pytest.param(3, "hw", 4096, 1024, True, id="np3-hw-chunked", marks=pytest.mark.slow),
     pytest.param(4, "flush", 1 << 20, 0, True, id="np4-flush-large", marks=pytest.mark.slow),
 ]
