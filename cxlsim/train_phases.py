@@ -63,8 +63,9 @@ def phase_rows(run: dict, des_phases_ns: dict, pass_ns: float, handoff_ns: float
     comm = [float(np.median(r["comm_s"])) for r in run["ranks"] if r["comm_s"]]
     des_total = sum(r["des_s"] or 0.0 for r in rows if r["thread"] == "main" or thread_shares_cpu)
     rows.append({"thread": "main", "phase": "comm_s (step total)", "measured_s": float(np.median(comm)) if comm else None,
-                 "des_s": des_total, "des_terms": "the sum above" if mode == "async" or thread_shares_cpu else
-                 "the main thread's rows (the exchange overlaps the next step)"})
+                 "des_s": des_total, "des_terms": "the sum above" if mode == "async" else
+                 "the sum above (one CPU: the exchange's rows run inside the main thread's measured ones)"
+                 if thread_shares_cpu else "the main thread's rows (the exchange overlaps the next step)"})
     for thread in PASSES[mode]:
         runnable = []
         for stats, rank in zip(run.get("mode_stats") or [], run["ranks"]):
