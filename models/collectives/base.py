@@ -32,7 +32,7 @@ from cxlsim.errors import InputError
 __all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "HYBRID", "flat_exact",
            "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "fold_vectors", "split", "is_pow2"]
 
-COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather", "alltoall", "barrier")
+COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather", "alltoall", "barrier", "scatter")
 REDUCE_BITS = 24
 NETWORK = "network"
 """Transport kind: messages (`Transport.kind`); network algorithms run on any fabric with messages."""

@@ -54,7 +54,8 @@ __all__ = ["CostModel", "network_closed_form", "bcast_tree", "gather_tree", "sca
            "pairwise_steps", "ring_exact", "allgather_ring", "allgather_recursive_doubling", "allgather_bruck",
            "allgather_neighbor_exchange", "allgather_two_proc", "allgather_hierarchical", "allreduce_ring",
            "allreduce_recursive_doubling", "allreduce_rabenseifner", "reduce_scatter_ring", "broadcast_binomial",
-           "broadcast_scatter_ring_allgather", "broadcast_scatter_recursive_doubling_allgather", "gather_binomial"]
+           "broadcast_scatter_ring_allgather", "broadcast_scatter_recursive_doubling_allgather", "gather_binomial",
+           "scatter_binomial"]
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,13 @@ def broadcast_scatter_recursive_doubling_allgather(cm, p, s, ctx):
 
 def gather_binomial(cm, p, m, ctx):
     return gather_tree(cm, p, m, False)
+
+
+def scatter_binomial(cm, p, m, ctx):
+    """Binomial scatter of m-byte segments from ctx.root: the last rank's end of `scatter_tree`."""
+    host_of = _host_of(p, ctx)
+    rel_hosts = [0] * p if cm.intra_only else [host_of[(ctx.root + i) % p] for i in range(p)]
+    return float(max(scatter_tree(cm, rel_hosts, m)))
 
 
 def ring_exact(p: int, ctx) -> bool:

@@ -55,7 +55,7 @@ BUILTIN = (
     reductions.REDUCE_SCATTER_RING, *reduce_scatter.RECORDS, reduce_scatter_butterfly.BUTTERFLY,
     *alltoall.RECORDS, *barrier.RECORDS,
     rooted.BROADCAST_BINOMIAL, rooted.SCATTER_RING_ALLGATHER, rooted.SCATTER_RECURSIVE_DOUBLING_ALLGATHER,
-    rooted.GATHER_BINOMIAL, chain.PIPELINED_CHAIN, *tree_bcast.RECORDS,
+    rooted.GATHER_BINOMIAL, rooted.SCATTER_BINOMIAL, chain.PIPELINED_CHAIN, *tree_bcast.RECORDS,
 )
 """Every built-in algorithm record."""
 

@@ -16,7 +16,7 @@ from cxlsim.models.collectives.allgather import recursive_doubling, ring
 from cxlsim.models.collectives.base import Algorithm, Group, is_pow2
 from cxlsim.models.collectives.trees import binomial_bcast, binomial_gather, binomial_scatter
 
-__all__ = ["broadcast_binomial", "gather_binomial", "scatter_ring_allgather", "scatter_recursive_doubling_allgather",
+__all__ = ["broadcast_binomial", "gather_binomial", "scatter_binomial", "SCATTER_BINOMIAL", "scatter_ring_allgather", "scatter_recursive_doubling_allgather",
            "BROADCAST_BINOMIAL", "GATHER_BINOMIAL", "SCATTER_RING_ALLGATHER", "SCATTER_RECURSIVE_DOUBLING_ALLGATHER"]
 
 
@@ -51,12 +51,21 @@ def scatter_recursive_doubling_allgather(g, size_bytes, data, ctx):
     return (yield from _scatter_allgather(g, size_bytes, data, ctx, recursive_doubling))
 
 
+def scatter_binomial(g, m, segments, ctx):
+    """Binomial scatter of m-byte segments from ctx.root (segment r, of the root's P, to rank r)."""
+    p, root = g.size, ctx.root
+    relative = tuple(segments[(root + i) % p] for i in range(p)) if g.rank == root else None
+    return (yield from binomial_scatter(g, m, relative, root))
+
+
 def _pow2(p):
     return None if is_pow2(p) else "needs a power-of-two P"
 
 
 BROADCAST_BINOMIAL = Algorithm("broadcast", "binomial", broadcast_binomial, forms.broadcast_binomial,
                                source="MPICH bcast_intra_binomial; Open MPI binomial (id 5)")
+SCATTER_BINOMIAL = Algorithm("scatter", "binomial", scatter_binomial, forms.scatter_binomial,
+                             source="MPICH scatter_intra_binomial; Open MPI binomial")
 GATHER_BINOMIAL = Algorithm("gather", "binomial", gather_binomial, forms.gather_binomial,
                             source="MPICH gather_intra_binomial; Open MPI binomial (id 2)")
 SCATTER_RING_ALLGATHER = Algorithm("broadcast", "scatter_ring_allgather", scatter_ring_allgather,

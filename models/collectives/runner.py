@@ -13,10 +13,12 @@ Inside a longer workload (e.g. a training step), a rank's own process calls
 collectives in flight at the same time need different `tag`s.
 
 Size convention (as in OSU): for allgather and gather `size_bytes` is the
-block per rank, for alltoall the block per destination; for allreduce,
-reduce_scatter and broadcast it is the whole vector per rank; a barrier moves
-no data. Labels: an alltoall rank r sends block (r, d) to rank d; a barrier
-rank ends with the ranks it saw arrive.
+block per rank, for alltoall the block per destination, for scatter the
+segment each rank receives; for allreduce, reduce_scatter and broadcast it
+is the whole vector per rank; a barrier moves no data. Labels: an alltoall
+rank r sends block (r, d) to rank d; a scatter root sends segment
+("data-from", root, r) to rank r; a barrier rank ends with the ranks it saw
+arrive.
 """
 from __future__ import annotations
 
@@ -50,6 +52,8 @@ def initial(collective: str, rank: int, p: int, ctx: Context):
         return [(rank, d) for d in range(p)]
     if collective == "broadcast":
         return ("data-from", ctx.root) if rank == ctx.root else None
+    if collective == "scatter":
+        return tuple(("data-from", ctx.root, r) for r in range(p)) if rank == ctx.root else None
     return vector_of(rank, _elements(ctx, p))
 
 
@@ -63,6 +67,8 @@ def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
         expect = {r: (list(range(p)) if r == ctx.root else None) for r in range(p)}
     elif collective == "broadcast":
         expect = {r: ("data-from", ctx.root) for r in range(p)}
+    elif collective == "scatter":
+        expect = {r: ("data-from", ctx.root, r) for r in range(p)}
     else:
         full = reduced_vector(p, _elements(ctx, p))
         if collective == "allreduce":

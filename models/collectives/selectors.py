@@ -261,7 +261,7 @@ def ompi_reduce_scatter(p: int, s: int) -> tuple[str, str | None]:
     return _ompi_table("reduce_scatter", _OMPI_REDUCE_SCATTER, p, s)
 
 
-_SINGLE = {"gather": "binomial"}
+_SINGLE = {"gather": "binomial", "scatter": "binomial"}
 SELECTORS = {
     ("mpich", "alltoall"): mpich_alltoall,
     ("ompi", "alltoall"): ompi_alltoall,
