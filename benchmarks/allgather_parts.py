@@ -11,7 +11,8 @@ ranks' mean), one right after the other:
   in       the copy-in alone: the fused zero-copy call (send -> own slot, publish, wait), no read;
   in+own   that, then the own block copied out of the slot into recv;
   in+peer  that, then the peer's block copied out of its slot into recv (lines the peer just wrote);
-  copy     the whole copy-mode allgather (copy-in, wait, both blocks out);
+  copy     the whole copy-mode allgather (the kernel's: its own block goes from send to recv in the
+           copy-in's pass, then the wait and the peer's block out);
   local    a plain memcpy of n bytes from send to recv (MPICH's own-block copy) and nothing else;
 each pool part twice, with the copy-in's stores plain and non-temporal (from 4 KiB).
 The parts are differences of these (copy-in = in - sync, own-out = in+own - in, peer-out =
@@ -108,12 +109,13 @@ def print_table(placement: str, rows) -> None:
     print(f"{'size':>8} {'MPI cma1':>17} {'MPI cma0':>17} {'local':>6} | {'copy-in':>7} {'pool copy':>17} "
           f"{'sync':>5} {'in':>6} {'own-out':>7} {'peer-out':>8} {'cma1/pool':>9} {'cma0/pool':>9}")
     for n in sorted({n for (_, _, n) in rows}):
-        m1, m0, local = med(("1", "mpi", n)), med(("0", "mpi", n)), med(("1", "local", n))
+        m1, m0 = med(("1", "mpi", n)), med(("0", "mpi", n))
+        local = statistics.median(rows.get(("1", "local", n), []) + rows.get(("0", "local", n), []))
         for mode in COPY_INS:
             part = {k: statistics.median(both(mode, k, n)) if both(mode, k, n) else math.nan for k in POOL_PARTS}
             copy = sorted(both(mode, "copy", n)) or [math.nan]
             print(f"{n:>8} {m1[0]:7.1f} [{m1[1]:.0f}-{m1[2]:.0f}] {m0[0]:7.1f} [{m0[1]:.0f}-{m0[2]:.0f}] "
-                  f"{local[0]:6.1f} | {mode:>7} {part['copy']:7.1f} [{copy[0]:.0f}-{copy[-1]:.0f}] "
+                  f"{local:6.1f} | {mode:>7} {part['copy']:7.1f} [{copy[0]:.0f}-{copy[-1]:.0f}] "
                   f"{part['sync']:5.1f} {part['in'] - part['sync']:6.1f} {part['in+own'] - part['in']:7.1f} "
                   f"{part['in+peer'] - part['in']:8.1f} {m1[0] / part['copy']:9.2f} {m0[0] / part['copy']:9.2f}")
 
@@ -127,47 +129,48 @@ def inside_mpi(args) -> int:
 
 
 def _measure(comm, world, sizes, args):
-    import numpy as np
-
     from cxlsim.emulator.host import roundtrip_ns
 
-    me, peer = world.rank, 1 - world.rank
     trips = [roundtrip_ns(comm)]
     lines = []
+    for n in sizes:
+        _measure_size(comm, world, n, args, lines)
+    trips.append(roundtrip_ns(comm))
+    if world.rank == 0:
+        with open(args.inside, "w") as f:
+            f.write("\n".join(lines) + f"\ntrip {' '.join(f'{t:.1f}' for t in trips)}\nload {os.getloadavg()[0]:.2f}\n")
+    return 0
 
-    def measure(kind, n, op):
+
+def _measure_size(comm, world, n, args, lines) -> None:
+    """Every part at n bytes per rank, one line each into `lines` (kind, n, the ranks' mean of medians, us)."""
+    import numpy as np
+
+    me, peer = world.rank, 1 - world.rank
+    send = np.full(n, me + 1, np.uint8)
+    recv = np.zeros(2 * n, np.uint8)
+    blocks = recv.reshape(2, n)
+
+    def measure(kind, op):
         both = np.empty(2)
         comm.allgather(np.array([median_s(op, comm.barrier, args.warmup, args.iterations)]), both)
         lines.append(f"{kind} {n} {both.mean() * 1e6:.3f}")
 
-    for n in sizes:
-        send = np.full(n, me + 1, np.uint8)
-        recv = np.zeros(2 * n, np.uint8)
-        blocks = recv.reshape(2, n)
+    def copy_out(r):
+        view = comm.allgather_view(send).array
+        np.copyto(blocks[r], view[r])
 
-        def copy_own():
-            view = comm.allgather_view(send).array
-            np.copyto(blocks[me], view[me])
-
-        def copy_peer():
-            view = comm.allgather_view(send).array
-            np.copyto(blocks[peer], view[peer])
-
-        measure("mpi", n, lambda: world.Allgather(send, recv))
-        measure("local", n, lambda: np.copyto(blocks[me], send))
-        for mode, nt_min in COPY_INS.items():
-            comm.nt_min_bytes = nt_min
-            ops = {"sync": lambda: comm.allgather_in_place(n), "in": lambda: comm.allgather_view(send),
-                   "in+own": copy_own, "in+peer": copy_peer, "copy": lambda: comm.allgather(send, recv)}
-            for kind in POOL_PARTS:
-                measure(f"{mode}:{kind}", n, ops[kind])
-        if not np.all(blocks[peer] == peer + 1):
-            raise RuntimeError(f"allgather_parts: rank {me} got a wrong peer block at {n} B")
-    trips.append(roundtrip_ns(comm))
-    if me == 0:
-        with open(args.inside, "w") as f:
-            f.write("\n".join(lines) + f"\ntrip {' '.join(f'{t:.1f}' for t in trips)}\nload {os.getloadavg()[0]:.2f}\n")
-    return 0
+    measure("mpi", lambda: world.Allgather(send, recv))
+    measure("local", lambda: np.copyto(blocks[me], send))
+    ops = {"sync": lambda: comm.allgather_in_place(n), "in": lambda: comm.allgather_view(send),
+           "in+own": lambda: copy_out(me), "in+peer": lambda: copy_out(peer),
+           "copy": lambda: comm.allgather(send, recv)}
+    for mode, nt_min in COPY_INS.items():
+        comm.nt_min_bytes = nt_min
+        for kind in POOL_PARTS:
+            measure(f"{mode}:{kind}", ops[kind])
+    if not np.all(blocks[peer] == peer + 1):
+        raise RuntimeError(f"allgather_parts: rank {me} got a wrong peer block at {n} B")
 
 
 def median_s(op, barrier, warmup: int, iterations: int) -> float:
