@@ -54,7 +54,7 @@ def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(co
         pytest.skip("no clflush on this CPU")
 
     def rank(comm):
-        got = pattern_rank(comm, [4096], warmup=2, iterations=10)
+        got = pattern_rank(comm, [4096], warmup=2, iterations=5, passes=2)
         send = np.full(64, comm.rank + 3, np.uint8)
         recv = np.zeros(128, np.uint8)
         comm.allgather(send, recv)  # the pool protocol is still in step afterwards
@@ -68,7 +68,7 @@ def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(co
             assert t.shape == (10, steps[p], 4) and np.all(np.isfinite(t)) and np.all(t >= 0)
             if coherence == "hw":
                 assert not t[:, :, 2:].any()  # no write-back or invalidation in hw mode
-        calls = sum(steps.values()) * 12
+        calls = sum(steps.values()) * 14
         assert epoch == 2 * calls + 1 and data_round == calls + 1
         assert recv == [3] * 64 + [4] * 64
     joined = join_pattern_ranks([o[0] for o in out])

@@ -22,7 +22,7 @@ round trip before and after (a job above `measure.STABLE` x the best seen in its
 the slow host placement or was disturbed, and is left out when others are not) and the
 concurrent-copy primitive before and after (`measure.concurrent_rank`, the ranks joined by
 `measure.join_ranks`) and each collective's copy pattern before and after (`patterns.pattern_rank`,
-joined by `patterns.join_pattern_ranks`, the mean of before and after), as the allgather's jobs
+joined by `patterns.join_pattern_ranks`, the lower of before and after), as the allgather's jobs
 do: a primitive taken in the same state of the
 machine as the job's calls (in flush mode its copy-in at 256 KiB-1 MiB is bimodal from job to
 job, about 100 or 490 us at 1 MiB, so a primitive from another job can be in the other state),
@@ -242,7 +242,7 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, state (`job_state`), slow_placement (state is
     not 'fast'), concurrent_ns (the
     primitive, mean of before and after: {kind: {size: ns}}), pattern_ns (each collective's copy pattern,
-    the mean of before and after: {pattern: {'data', 'maintenance': {size: ns}}}), overhead_ns (the per-call primitive of the
+    the lower of before and after: {pattern: {'data', 'maintenance': {size: ns}}}), overhead_ns (the per-call primitive of the
     `IN_JOB_OVERHEAD` collectives, `measure.steady` of before and after: {collective: ns})}], 'placement': 'fast' | 'slow' (the best
     hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns', 'overhead_samples_ns' ({collective:
     [ns]}: the per-call overhead primitive, one batch at np = 1 before every job, as the allgather's jobs
@@ -280,7 +280,7 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
         concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
                       for kind, by in joined[0].items()}
         both = [join_pattern_ranks([r[5][k] for r in per_rank]) for k in range(2)]
-        patterns = {name: {part: {n: (v + both[1][name][part][n]) / 2 for n, v in by.items()}
+        patterns = {name: {part: {n: min(v, both[1][name][part][n]) for n, v in by.items()}
                            for part, by in got.items()} for name, got in both[0].items()}
         job = dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
                    rows=rows, concurrent_ns=concurrent, pattern_ns=patterns,

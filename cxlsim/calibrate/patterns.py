@@ -19,7 +19,9 @@ copies, step by step (rank r, the other rank o, s bytes):
   and o's share out.
 
 The fold's arithmetic is not in these (the fold primitive has it); nor are the flags, which the
-flag round trip measures. The data time of a call (`data_ns`) is, per step, the slowest rank's
+flag round trip measures. A job measures the patterns before and after its calls and keeps, per size,
+the lower of the two data times: a rank taken off its CPU only adds time, and for tens of
+milliseconds at a time on this loaded machine. The data time of a call (`data_ns`) is, per step, the slowest rank's
 copy-in (every rank then waits for it) plus the mean over the ranks of their copy-out (the bench
 averages the ranks' times). Units: ns, bytes.
 """
@@ -32,7 +34,10 @@ from cxlsim.models.collectives import pool_collectives as pc
 
 PATTERNS = ("broadcast", "alltoall", "reduce_scatter", "allreduce_small", "allreduce_large")
 """The patterns measured: the collectives' kernels (allreduce's two algorithms apart)."""
-WARMUP, ITERATIONS = 50, 150  # calls of the pattern per size: dropped (the lines' states settle), kept
+WARMUP, ITERATIONS, PASSES = 30, 50, 3
+"""Per size and pass: calls dropped (the lines' states settle after the previous size's), calls kept. The
+passes go over all sizes in turn, so a stretch of time with a rank off its CPU spoils a few calls of
+many sizes rather than every call of one (the samples of the passes are pooled)."""
 
 
 def pattern_name(collective: str, size_bytes: int, large_bytes: int) -> str | None:
@@ -67,21 +72,22 @@ def slot_bytes_for(sizes) -> int:
     return max(64, 2 * max(int(n) for n in sizes))
 
 
-def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iterations: int = ITERATIONS) -> dict:
-    """This rank's times of every pattern per size: {pattern: {size: (iterations, steps, 4) ns array}}
-    (phases in, out, writeback, invalidate; `primitives.pattern_copy`)."""
+def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iterations: int = ITERATIONS,
+                 passes: int = PASSES) -> dict:
+    """This rank's times of every pattern per size: {pattern: {size: (passes x iterations, steps, 4) ns
+    array}} (phases in, out, writeback, invalidate; `primitives.pattern_copy`), `passes` interleaved
+    passes over the sizes."""
     from cxlsim.emulator import primitives
 
     if comm.size != 2:
         raise InputError(f"pattern primitives: need np = 2, got {comm.size}")
-    out = {}
-    for name in patterns:
-        out[name] = {}
-        for n in sizes:
-            if n > 0:
-                got = primitives.pattern_copy(comm, kernel_steps(name, int(n), comm.rank), warmup + iterations)
-                out[name][int(n)] = got[warmup:]
-    return out
+    got = {name: {int(n): [] for n in sizes if n > 0} for name in patterns}
+    for _ in range(passes):
+        for name in patterns:
+            for n in got[name]:
+                t = primitives.pattern_copy(comm, kernel_steps(name, n, comm.rank), warmup + iterations)
+                got[name][n].append(t[warmup:])
+    return {name: {n: np.concatenate(v) for n, v in by.items()} for name, by in got.items()}
 
 
 def join_pattern_ranks(per_rank: list[dict]) -> dict:
