@@ -5,8 +5,9 @@
 Compiles a C program on the kernel headers (cxl_coll.h, cxl_pool.h: the code the MPI library
 runs) and forks two ranks on one shm pool, no MPI. For each size (float32 sum) it times, in
 interleaved batches so drift hits every side alike:
-  - `lines`: cxl_coll_allreduce with the inline area on (cxl_coll_t.inline_bytes = CXL_COLL_LINES_MAX,
-    as the MPI library sets it; inputs up to 280 B take the line-flag path);
+  - `lines`: cxl_coll_allreduce with the whole inline area on (cxl_coll_t.inline_bytes =
+    CXL_COLL_LINES_MAX: inputs up to 560 B take the line-flag path; the MPI library sets this in
+    the slow placement and 280 B in the fast one);
   - `slot`: the same call with inline_bytes 0 (flag, then the slot's lines);
   - the slot path's steps one by one (the same calls cxl_coll_allreduce makes), with the time
     stamp counter between them: claim + copy-in, publish (sfence + flag store), wait (until the
@@ -168,7 +169,7 @@ def main() -> int:
     print(f"# pool allreduce at np=2, hw, float32 sum, no MPI: ns per call, median [min-max] over {args.batches} "
           f"batches of {args.iterations}; flag round trip {roundtrip:.0f} ns ({placement}: fast below 200 ns, slow "
           f"below 2 us, disturbed above); load average {load_before} before, {load_after} after (the machine may be "
-          f"shared). `lines` is the path the MPI library takes up to 280 B; steps are timed with rdtsc.")
+          f"shared). `lines` is the line-flag path up to 560 B (the MPI library's up to 280 B in the fast placement, 560 B in the slow); steps are timed with rdtsc.")
     print(f"{'size':>7} {'lines':>18} {'slot':>18} {'slot/lines':>10} | slot steps: {'claim+copy-in':>13} "
           f"{'publish':>7} {'wait':>6} {'fold':>6} | lines steps: {'publish':>7} {'read':>6} {'fold':>9}")
     for row in lines[1:]:

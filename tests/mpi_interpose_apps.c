@@ -140,7 +140,7 @@ static int stress(int rank, int size)
             MPI_Bcast(in, (int)n, MPI_LONG, root, MPI_COMM_WORLD);
             for (long i = 0; i < n; i++) bad += in[i] != value(root, i, k);
         } else if (kind == 1) { /* allreduce: large sometimes (chunked, reduce-scatter + allgather), else
-                                   1-3 doubles or n (up to 35 doubles: the inline area of cxl_coll_reduce.h) */
+                                   1-3 doubles or n (up to 35 or 70 doubles, by placement: the inline area of cxl_coll_reduce.h) */
             long m = k % 60 == 1 ? BIG : (k / 6) % 2 ? 1 + (k / 12) % 3 : n;
             for (long i = 0; i < m; i++) din[i] = (double)value(rank, i, k);
             MPI_Allreduce(din, dout, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -171,7 +171,7 @@ static int stress(int rank, int size)
         }
     }
     /* back-to-back allreduces alone, 1-80 doubles (both halves of the inline area and the slot
-     * path above 35), late ranks: a rank may not rewrite a half another rank still reads */
+     * path above its limit), late ranks: a rank may not rewrite a half another rank still reads */
     for (int k = 0; k < CALLS; k++) {
         seed = seed * 1103515245u + 12345u;
         if ((seed >> 16) % 4 == 0) usleep((seed >> 8) % 100);

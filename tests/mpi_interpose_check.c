@@ -18,8 +18,9 @@
 static long checks, failures;
 static int quick; /* argv[1] == "quick": a few types, sizes and ops (for np > cores) */
 
-/* the quick set first; 35 and 36: 35 doubles (280 B) fill the inline area's last line, 36 take the slot */
-static const int sizes[] = {0, 17, 1001, 1, 3, 16, 5003, 35, 36};
+/* the quick set first; 35, 36, 70, 71 doubles: 280 B and 560 B fill the inline area's fifth and tenth
+ * lines (the limits of the fast and slow placements), 288 B and 568 B are past them */
+static const int sizes[] = {0, 17, 1001, 1, 3, 16, 5003, 35, 36, 70, 71};
 #define NSIZES (quick ? 3 : (int)(sizeof sizes / sizeof sizes[0]))
 
 typedef struct {

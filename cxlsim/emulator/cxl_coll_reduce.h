@@ -23,8 +23,8 @@
  * The event log and the cache model describe the slot protocol: a kernel that logs keeps
  * inline_bytes 0 (the Python kernel does). */
 #define CXL_COLL_LINE_PAYLOAD 56
-#define CXL_COLL_LINES_PER_HALF 5 /* cxl_pool.h's CXL_POOL_INLINE_AREA_BYTES is 2 halves of these lines */
-#define CXL_COLL_LINES_MAX (CXL_COLL_LINES_PER_HALF * CXL_COLL_LINE_PAYLOAD) /* 280 B per rank and call */
+#define CXL_COLL_LINES_PER_HALF 10 /* cxl_pool.h's CXL_POOL_INLINE_AREA_BYTES is 2 halves of these lines */
+#define CXL_COLL_LINES_MAX (CXL_COLL_LINES_PER_HALF * CXL_COLL_LINE_PAYLOAD) /* 560 B per rank and call */
 
 /* Line k of rank r's inline half for data round `round` (the area follows the two buffers). */
 static inline char *cxl_coll_inline_line(cxl_pool_t *p, int r, uint64_t round, uint64_t k)

@@ -62,9 +62,9 @@
 #define CXL_POOL_SHM_DIR "/dev/shm"
 #define CXL_POOL_PREFIX "cxlsim-"
 #define CXL_POOL_PATH_MAX 4096
-/* Bytes of one rank's inline area: 2 halves x 5 lines (= 2 x CXL_COLL_LINES_PER_HALF x 64 in
+/* Bytes of one rank's inline area: 2 halves x 10 lines (= 2 x CXL_COLL_LINES_PER_HALF x 64 in
  * cxl_coll_reduce.h, which checks it when both headers are included). */
-#define CXL_POOL_INLINE_AREA_BYTES 640u
+#define CXL_POOL_INLINE_AREA_BYTES 1280u
 
 enum { CXL_POOL_OK = 0, CXL_POOL_EINPUT = 1, CXL_POOL_ERUN = 2 };
 enum { CXL_POOL_SHM = 0, CXL_POOL_FILE = 1, CXL_POOL_DAX = 2, CXL_POOL_NUMA = 3 };

@@ -48,7 +48,7 @@ from cxlsim.errors import InputError, RunError
 MAGIC = 0x43584C53494D5031  # "CXLSIMP1"
 VERSION = 2
 LINE = 64
-INLINE_AREA_BYTES = 640  # = CXL_POOL_INLINE_AREA_BYTES (cxl_pool.h): 2 halves x 5 lines per rank
+INLINE_AREA_BYTES = 1280  # = CXL_POOL_INLINE_AREA_BYTES (cxl_pool.h): 2 halves x 10 lines per rank
 PAGE = 4096
 DAX_ALIGN = 2 << 20
 SHM_DIR = "/dev/shm"

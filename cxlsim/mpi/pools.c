@@ -32,6 +32,13 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
  * NT_SLOW_MIN_BYTES use non-temporal stores; below it plain ones. */
 #define SLOW_ROUNDTRIP_NS 200.0
 #define NT_SLOW_MIN_BYTES 4096u
+/* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): in the fast
+ * placement, and when not probed, 5 of the area's 10 lines per half; in the slow placement all 10.
+ * Measured at np 2 (benchmarks/allreduce_split.py): the line-flag path against the slot path
+ * 1.1-1.25x at 256 B in both placements; at 512 B 1.20-1.26x in the slow placement and 0.72-1.04x
+ * in the fast one, where the writer's stores into lines the reader polls bounce sooner. */
+#define INLINE_FAST_BYTES 280u
+#define INLINE_SLOW_BYTES CXL_COLL_LINES_MAX
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cxlsim_pool_t *pools; /* every live pool */
@@ -102,7 +109,7 @@ static void pool_kernel(cxlsim_pool_t *pool)
     if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
     p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
     cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
-    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = CXL_COLL_LINES_MAX; /* the line-flag allreduce (cxl_coll_reduce.h) */
+    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = INLINE_FAST_BYTES; /* the slow placement: see below */
 }
 
 typedef struct {
@@ -183,7 +190,8 @@ static cxlsim_pool_t *pool_new(MPI_Comm comm)
 }
 
 /* At np = 2 in hw mode without emulated timing: time the flag round trip (the best of 3 x 100
- * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores by it:
+ * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores and the
+ * line-flag allreduce's limit (INLINE_*_BYTES) by it:
  * measured here, non-temporal copy-ins are 1.5-6x faster from 8 KiB when the round trip is slow
  * (a line Modified in the other core's cache costs far more to read than one in memory) and
  * 1.1-2.4x slower when it is fast (the cores share their cache). Collective on pool->comm. */
@@ -198,9 +206,12 @@ static void pool_choose_copy_in(cxlsim_pool_t *pool)
     }
     if (best < 0.0) cxlsim_pool_abort(pool, "the pool's placement probe");
     PMPI_Allreduce(&best, &worst, 1, MPI_DOUBLE, MPI_MAX, pool->comm);
-    c->pool.nt_min_bytes = worst > SLOW_ROUNDTRIP_NS ? NT_SLOW_MIN_BYTES : 0;
-    cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: %s copy-ins", worst,
-               worst > SLOW_ROUNDTRIP_NS ? "slow" : "fast", c->pool.nt_min_bytes ? "non-temporal" : "plain");
+    int slow = worst > SLOW_ROUNDTRIP_NS;
+    c->pool.nt_min_bytes = slow ? NT_SLOW_MIN_BYTES : 0;
+    c->inline_bytes = slow ? INLINE_SLOW_BYTES : INLINE_FAST_BYTES;
+    cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: %s copy-ins, allreduce inputs up to "
+               "%llu B in the inline area", worst, slow ? "slow" : "fast", c->pool.nt_min_bytes ? "non-temporal" : "plain",
+               (unsigned long long)c->inline_bytes);
 }
 
 static void pool_map_all(cxlsim_pool_t *pool)
