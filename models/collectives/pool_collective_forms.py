@@ -26,13 +26,18 @@ queueing between one rank's second step and another's first (within 1%: 0.65%
 at 33 hosts on two devices, 8 KiB, as measured at 16-64 hosts). Above
 `HW_CHUNKS` chunk transfers the algebraic forms below stand, noted approximate.
 
-The hw broadcasts are algebraic and exact only *uncongested*: one switch and
-P x host bandwidth within the devices' (`uncongested`); elsewhere they leave
-out the queueing, and `form_note` says so for the output (copy mode 33% low
-at 32 hosts, 64 KiB, as measured). With X = 64/b the issue time of a line (b
-the host bandwidth), D(n) = 64 ceil(n/64)/b, L = 2 path + media and ack(n) =
-max(D(n) + 2 path, writeback) the acknowledgement of an n-byte streamed write,
-`broadcast_ends` gives the steps. The flush-mode row steps use the same rules
+The hw broadcasts are `hw_step_ends` fixed points too, with per-rank waits and
+stores: the root streams its slot and stores its flag; each reader polls the
+root's flag from 0, loads the slot and then stores its done flag (zero-copy:
+neither). Exact on any pool as measured (one switch, trees of 16-64 hosts, two
+devices, switchless 16 hosts), any root. Beyond `HW_CHUNKS` the algebraic forms
+stand, exact only *uncongested*: one switch and P x host bandwidth within the
+devices' (`uncongested`); elsewhere they leave out the queueing (the copy
+broadcast's was 33% low at 32 hosts, 64 KiB), and `form_note` says so. With
+X = 64/b the issue time of a line (b the host bandwidth), D(n) = 64
+ceil(n/64)/b, L = 2 path + media and ack(n) = max(D(n) + 2 path, writeback) the
+acknowledgement of an n-byte streamed write, `broadcast_ends` gives the steps.
+The flush-mode row steps use the same rules
 where their walk is unaffordable (`row_step_cost`): rank r reaches its sfence
 at its own shift (the last piece's acknowledgement and the publish's
 clflushopt), the step's wait is the barrier's form with rank r starting there
@@ -48,7 +53,7 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
-from cxlsim.models.collectives.pool_forms import geometry_from_figures, hw_step_ends, pool_rank_ends
+from cxlsim.models.collectives.pool_forms import AFTER, FIRST, geometry_from_figures, hw_step_ends, pool_rank_ends
 from cxlsim.models.collectives.pool_flush_programs import Step, broadcast_flush, broadcast_flush_ends, walk_steps
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
@@ -84,8 +89,9 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
 
     The bounds are those the tests measure (tests/test_sim_pool_collectives.py)."""
     key = (algo.collective, algo.name)
-    if p <= 1 or key not in _FORMS or _flush(fig) and algo.collective == "broadcast":
-        return None  # the flush-mode broadcasts' walks are exact on any pool
+    if p <= 1 or key not in _FORMS or algo.collective == "broadcast" and (_flush(fig)
+                                                                         or _hw_broadcast_stepped(fig, p, size_bytes)):
+        return None  # the broadcasts' walks (flush) and fixed points (hw) are exact on any pool
     calm = uncongested(fig, p)
     if _walk_used(fig, p, algo.collective, algo.name, size_bytes):
         return None if calm else WALK_TIES
@@ -308,7 +314,8 @@ def broadcast_cost(fig, p: int, s: int, ctx=None) -> float:
 def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
     """When each rank (index = rank, the root's included) ends its part of the pool broadcast of s bytes, ns.
 
-    hw (uncongested; algebraic): the root writes, reaching its sfence at f = fence + (what the write
+    hw: `_hw_broadcast_ends`, the fixed point through the pool's queues, up to `HW_CHUNKS`; beyond it
+    (uncongested; algebraic): the root writes, reaching its sfence at f = fence + (what the write
     adds), and stores its flag: a read for ownership, X + L + 2 path (the readers hold the line).
     Every reader polls the root's flag from time 0: its load at 0 misses and sees nothing; the next
     load starts at its data, X + L, if the root's store already took the copy (f <= X + L), else
@@ -322,6 +329,8 @@ def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
     """
     if _flush(fig):
         return broadcast_flush_ends(fig, p, s, root)
+    if _hw_broadcast_stepped(fig, p, s):
+        return list(_hw_broadcast_ends(fig, p, s, root, zero_copy=False))
     x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
     f = fig.fence_ns + _write_shift(fig, s)
     if p == 1:
@@ -333,6 +342,25 @@ def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
     for r, t in zip(readers, seen):
         ends[r] = t + tail
     return ends
+
+
+def _hw_broadcast_stepped(fig, p: int, s: int) -> bool:
+    """Whether the hw broadcast's form is its fixed point (`_hw_broadcast_ends`): up to `HW_CHUNKS`."""
+    return p > 1 and p * (-(-s // fig.chunk_bytes) + 2) <= HW_CHUNKS
+
+
+def _hw_broadcast_ends(fig, p: int, s: int, root: int, zero_copy: bool) -> tuple:
+    """hw: each rank's end of the broadcast by `pool_forms.hw_step_ends`: the root streams its slot (zero-copy:
+    placed, nothing to stream), fences and stores its flag; every reader polls the root's flag from 0, loads
+    the slot and stores its done flag (zero-copy: neither; its caller reads in place, done deferred)."""
+    layout = pc.StepLayout(p, s)
+    slot = layout.slot(1, root)
+    writes = [[(slot, s)] if r == root and not zero_copy else [] for r in range(p)]
+    reads = [[(slot, s)] if r != root and not zero_copy else [] for r in range(p)]
+    waits = [() if r == root else (root,) for r in range(p)]
+    stores = [FIRST if r == root else (None if zero_copy else AFTER) for r in range(p)]
+    return hw_step_ends(geometry_from_figures(fig, p), [layout.flag(r, 1) for r in range(p)], writes, reads,
+                        waits=waits, stores=stores)
 
 
 def _first_poll_delay(fig, p: int, s: int, root: int, k: int) -> float:
@@ -364,11 +392,14 @@ def _hw_seen(fig, f, delays=(0.0,)):
 def broadcast_zero_copy_cost(fig, p: int, s: int, ctx=None) -> float:
     """The zero-copy pool broadcast, ns: the root publishes the data it placed in its slot; a reader waits for
     the root's flag (and in flush mode drops the slot) and reads the slot in place after the call, its done
-    deferred to its next call. hw (uncongested): the copy broadcast's root at f = fence, and the reader's end
-    where it sees the flag; flush: its walk (`pool_flush_programs.broadcast_flush`)."""
+    deferred to its next call. hw: its fixed point (`_hw_broadcast_ends`), beyond `HW_CHUNKS` (uncongested)
+    the copy broadcast's root at f = fence, and the reader's end where it sees the flag; flush: its walk
+    (`pool_flush_programs.broadcast_flush`)."""
     root = ctx.root if ctx is not None else 0
     if _flush(fig):
         return broadcast_flush(fig, p, s, root, zero_copy=True)
+    if _hw_broadcast_stepped(fig, p, s):
+        return max(_hw_broadcast_ends(fig, p, s, root, zero_copy=True))
     x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
     f = fig.fence_ns
     if p == 1:
