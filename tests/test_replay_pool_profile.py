@@ -194,3 +194,40 @@ def test_the_command_replays_the_library_trace_on_the_joined_profiles(tmp_path, 
     with pytest.raises(InputError, match=r"--library-stats: says which collectives ran on the library's pool, "
                                          r"for a --fabric NET.json\+LOCAL.json; no --fabric is one"):
         run([LIBRARY, "--fabric", net, "--library-stats", str(stats), "--output", str(out), "--no-plots"])
+
+
+def _beside_python(name: str) -> str | None:
+    import shutil
+    import sys
+
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.access(path, os.X_OK) else shutil.which(name)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_beside_python("mpiexec") is None or _beside_python("mpicc") is None,
+                    reason="no mpiexec/mpicc (install cxlsim[mpi])")
+def test_a_real_library_run_s_stats_say_its_allreduce_and_barriers_ran_on_the_pool(tmp_path):
+    """The halo program under the library (stats and trace, 3 iterations): its stats parse, agree with its
+    trace, and name the kinds the joined replay prices; the replay then runs."""
+    import subprocess
+    import sys
+
+    exe = tmp_path / "halo_timed"
+    subprocess.run([_beside_python("mpicc"), "-O0", os.path.join(HERE, "data", "traces", "src", "halo_timed.c"),
+                    "-o", str(exe)], check=True, timeout=120)
+    directory = tmp_path / "trace"
+    done = subprocess.run([sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", str(directory), "--",
+                           _beside_python("mpiexec"), "-n", "2", str(exe), "3", "1000"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    stats = tmp_path / "stats.txt"
+    stats.write_text(done.stderr)
+    got = read_library_stats(str(stats))
+    assert got["ranks"] == 2 and got["coherence"] == Coherence.HW
+    assert got["rows"]["allreduce"]["calls"] == got["rows"]["allreduce"]["pool"] == 2 * 3
+    trace = simgrid.read(str(directory))
+    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace, library_stats=got)
+    assert fab.priced.kinds == {"allreduce", "barrier"}
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    assert timeline.algorithms["allreduce"] == timeline.algorithms["barrier"] == ["local-host profile"]
