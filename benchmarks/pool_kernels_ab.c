@@ -1,0 +1,172 @@
+/* pool_kernels_ab.c: A/B runs of the pool kernels themselves (cxl_coll.h), without Python or MPI.
+ *
+ *   cc -O3 -I cxlsim/emulator -o /tmp/pool_kernels_ab benchmarks/pool_kernels_ab.c && /tmp/pool_kernels_ab [bytes] [nt]
+ *
+ * Two processes share an anonymous mapping laid out as a pool (flags at 4096, two buffers of two
+ * slots of 2 x bytes), pinned to CPUs 0 and 1. Per variant, in blocks of 20 calls (steady state,
+ * as the OSU loop runs one side per size) repeated 20 times, each call timed alone after a pool
+ * barrier, the send buffer rewritten before each call (as a validated benchmark does). Variants:
+ *   allgather kernel       cxl_coll_allgather (its own block goes from send to recv in the copy-in's pass)
+ *   allgather 3 copies     the same steps by hand with the own block copied out of the slot
+ *   allgather pipelined    128 KiB chunks: chunk k in (own kept), published, then the peer's chunk k-1 out
+ *   <coll> copy+read       the copy call, then one read pass over recv (a broadcast root reads nothing)
+ *   <coll> zero-copy+read  the view call, then one read pass over the result in place
+ * nt = 1: copy-ins with non-temporal stores from 4 KiB (as PoolComm.choose_copy_in picks in the slow
+ * placement). Each rank prints min, 10th percentile and median per variant (us), its flag round trips
+ * before and after (below 200 ns: the fast placement) and the load average.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cxl_coll.h"
+
+#define BLOCK 20
+#define BLOCKS 20
+#define CALLS (BLOCK * BLOCKS)
+enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, BC_READ, BC_ZC, AA_READ, AA_ZC, NV };
+static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allgather pipelined", "allgather copy+read",
+                                "allgather zero-copy+read", "broadcast copy+read", "broadcast zero-copy+read",
+                                "alltoall copy+read", "alltoall zero-copy+read"};
+static volatile uint64_t sink;
+
+static void pin(int cpu)
+{
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof s, &s);
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The np 2 allgather with every block copied out of its slot (the path before the own block was kept). */
+static void allgather_three_copies(cxl_coll_t *c, const char *send, char *recv, uint64_t n)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    cxl_copy_in(p, cxl_slot(p, round, p->rank), send, n);
+    cxl_publish(p, e, round, n);
+    cxl_wait_all(p, e, 1e10);
+    for (int r = 0; r < 2; r++) memcpy(recv + r * n, cxl_slot(p, round, r), n);
+    cxl_coll_note_all_written(c, e);
+}
+
+/* Chunk k of the own block goes in (kept in recv in the same pass) and is published as epoch e + k;
+ * then the peer's chunk k - 1 is copied out. The call takes epochs e .. e + K - 1 in one data round. */
+static void allgather_pipelined(cxl_coll_t *c, const char *send, char *recv, uint64_t n, uint64_t chunk)
+{
+    cxl_pool_t *p = &c->pool;
+    int me = p->rank, peer = 1 - me;
+    uint64_t round, K = (n + chunk - 1) / chunk;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    char *mine = cxl_slot(p, round, me);
+    const char *theirs = cxl_slot(p, round, peer);
+    for (uint64_t k = 0; k <= K; k++) {
+        if (k < K) {
+            uint64_t off = k * chunk, len = n - off < chunk ? n - off : chunk;
+            cxl_copy_in_keep(p, mine + off, recv + me * n + off, send + off, len);
+            cxl_sfence();
+            __atomic_store_n(cxl_flag(p, me), e + k, __ATOMIC_RELEASE);
+        }
+        if (k) {
+            uint64_t off = (k - 1) * chunk, len = n - off < chunk ? n - off : chunk;
+            while (__atomic_load_n(cxl_flag(p, peer), __ATOMIC_ACQUIRE) < e + k - 1) cxl_pause();
+            memcpy(recv + peer * n + off, theirs + off, len);
+        }
+    }
+    c->epoch = e + K - 1;
+    c->buffer_epoch[round & 1] = c->epoch;
+    cxl_coll_note_all_written(c, e);
+}
+
+static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64_t slot)
+{
+    int me = c->pool.rank;
+    const char *out = NULL;
+    switch (v) {
+    case AG_KERNEL: cxl_coll_allgather(c, send, recv, n); break;
+    case AG_THREE: allgather_three_copies(c, send, recv, n); break;
+    case AG_PIPE: allgather_pipelined(c, send, recv, n, 131072); break;
+    case AG_READ: cxl_coll_allgather(c, send, recv, n); sink += cxl_read_pass(recv, 2 * n); break;
+    case AG_ZC:
+        cxl_coll_allgather_step(c, send, NULL, n);
+        sink += cxl_read_pass(cxl_slot(&c->pool, c->round, 0), n) + cxl_read_pass(cxl_slot(&c->pool, c->round, 1), n);
+        break;
+    case BC_READ: cxl_coll_broadcast(c, me == 0 ? send : recv, n, 0); if (me) sink += cxl_read_pass(recv, n); break;
+    case BC_ZC: cxl_coll_broadcast_view(c, send, n, 0, &out); if (me) sink += cxl_read_pass(out, n); break;
+    case AA_READ: cxl_coll_alltoall(c, send, recv, n); sink += cxl_read_pass(recv, 2 * n); break;
+    case AA_ZC:
+        cxl_coll_alltoall_view(c, send, n, &out);
+        sink += cxl_read_pass(out, n) + cxl_read_pass(out + slot, n);
+        break;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1 << 20;
+    int nt = argc > 2 ? atoi(argv[2]) : 0;
+    uint64_t slot = 2 * n, total = 8192 + 4 * slot;
+    char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return 1;
+    memset(base, 0, total);
+    pid_t child = fork();
+    int rank = child == 0;
+    pin(rank);
+    cxl_pool_t p;
+    memset(&p, 0, sizeof p);
+    p.base = base; p.flags_offset = 4096; p.data_offset = 8192; p.slot_stride = slot;
+    p.nranks = 2; p.rank = rank; p.spin_iters = (uint64_t)1 << 30; p.nt_min_bytes = nt ? 4096 : 0;
+    cxl_coll_t c;
+    cxl_coll_init(&c, &p, slot, 10e9);
+    /* 16 bytes past a page, as malloc'd (numpy) buffers are */
+    char *send = (char *)aligned_alloc(4096, 2 * n + 4096) + 16, *recv = (char *)aligned_alloc(4096, 2 * n + 4096) + 16;
+    memset(recv, 0, 2 * n);
+    static double t[NV][CALLS];
+    double trip0 = cxl_coll_flag_pingpong(&c, 2000);
+    for (int b = 0; b < BLOCKS; b++)
+        for (int v = 0; v < NV; v++)
+            for (int i = b * BLOCK; i < (b + 1) * BLOCK; i++) {
+                int fill = (rank + 1 + i + v) & 255;
+                memset(send, fill, 2 * n);
+                cxl_coll_barrier(&c);
+                double t0 = cxl_now_ns();
+                run(&c, v, send, recv, n, slot);
+                t[v][i] = cxl_now_ns() - t0;
+                if (v <= AG_READ && (unsigned char)recv[(1 - rank) * n + n - 1] != ((2 - rank + i + v) & 255)) {
+                    fprintf(stderr, "rank %d: %s delivered a wrong block\n", rank, NAMES[v]);
+                    return 1;
+                }
+            }
+    double trip1 = cxl_coll_flag_pingpong(&c, 2000);
+    char load[64] = "?";
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) { if (!fgets(load, sizeof load, f)) load[0] = 0; fclose(f); }
+    for (int r = 0; r < 2; r++) {
+        cxl_coll_barrier(&c);
+        if (r == rank) {
+            printf("rank %d, %llu B per rank, copy-in %s; flag round trips %.0f / %.0f ns; load %s", rank,
+                   (unsigned long long)n, nt ? "non-temporal from 4 KiB" : "plain", trip0, trip1, load);
+            for (int v = 0; v < NV; v++) {
+                qsort(t[v], CALLS, sizeof(double), by_value);
+                printf("  %-26s min %8.2f  q10 %8.2f  median %8.2f us\n", NAMES[v], t[v][0] / 1e3,
+                       t[v][CALLS / 10] / 1e3, t[v][CALLS / 2] / 1e3);
+            }
+            fflush(stdout);
+        }
+        cxl_coll_barrier(&c);
+    }
+    if (rank) _exit(0);
+    waitpid(child, NULL, 0);
+    return 0;
+}
