@@ -114,7 +114,7 @@ HW_STEPS = (forms.BARRIER, forms.ALLREDUCE_SMALL, forms.ALLREDUCE_LARGE, forms.R
                                                    (33, (8192,), 2)])
 def test_the_hw_step_forms_hold_on_a_congested_tree(hosts, sizes, devices):
     """Two-level trees of cxl3-pool: each hw step is the allgather's fixed point with the step's own accesses
-    (pool_forms.hw_step_ends), within the order of equal times (they were 1-54% off as algebraic forms)."""
+    (pool_hw_steps.hw_step_ends), within the order of equal times (they were 1-54% off as algebraic forms)."""
     for algo in HW_STEPS:
         for size in sizes:
             latency, fig = des(algo, hosts, size, "hw", switch_levels=2, devices=devices)

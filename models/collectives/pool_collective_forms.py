@@ -13,7 +13,7 @@ chunk/b), which shifts every later poll and so which poll sees the flag.
 
 hw mode, the step collectives (barrier, both allreduces, reduce_scatter, both
 alltoalls): each step is the pool allgather's fixed point through the pool's
-FIFO chain (`pool_forms.hw_step_ends`) with the step's own accesses: rank r
+FIFO chain (`pool_hw_steps.hw_step_ends`) with the step's own accesses: rank r
 streams its row (or vector) but the block (or share) only it reads, in one or
 two pieces, fences, stores its flag line of the step, polls every other
 rank's (after the local copy of its own block, for the alltoall), then loads
@@ -53,7 +53,8 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
-from cxlsim.models.collectives.pool_forms import AFTER, FIRST, geometry_from_figures, hw_step_ends, pool_rank_ends
+from cxlsim.models.collectives.pool_forms import geometry_from_figures, pool_rank_ends
+from cxlsim.models.collectives.pool_hw_steps import AFTER, FIRST, hw_step_ends
 from cxlsim.models.collectives.pool_flush_programs import Step, broadcast_flush, broadcast_flush_ends, walk_steps
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
@@ -350,7 +351,7 @@ def _hw_broadcast_stepped(fig, p: int, s: int) -> bool:
 
 
 def _hw_broadcast_ends(fig, p: int, s: int, root: int, zero_copy: bool) -> tuple:
-    """hw: each rank's end of the broadcast by `pool_forms.hw_step_ends`: the root streams its slot (zero-copy:
+    """hw: each rank's end of the broadcast by `pool_hw_steps.hw_step_ends`: the root streams its slot (zero-copy:
     placed, nothing to stream), fences and stores its flag; every reader polls the root's flag from 0, loads
     the slot and stores its done flag (zero-copy: neither; its caller reads in place, done deferred)."""
     layout = pc.StepLayout(p, s)
@@ -430,7 +431,7 @@ def _hw_stepped(fig, p: int, collective: str, name: str, s: int) -> bool:
 
 def hw_steps_cost(fig, p: int, collective: str, name: str, s: int) -> float:
     """hw mode: a step collective's latency, ns, its steps (`flush_steps`) one after the other, each by
-    `pool_forms.hw_step_ends` (the allgather's fixed point with the step's own writes, flags, loads and local
+    `pool_hw_steps.hw_step_ends` (the allgather's fixed point with the step's own writes, flags, loads and local
     copy): rank r starts step k + 1 when it ends step k and its fold. Exact on one switch and on trees up to
     the order of equal times; the large allreduce's two steps are solved apart, so where its ranks' steps
     overlap in time on a congested pool, the queueing between them is left out (`form_note`)."""

@@ -81,7 +81,7 @@ def _program(geo, r, steps, layout, visible):
         pieces = step.stored()
         if pieces:  # issued one after the other at the host port
             got = yield [(offset, size, True, cpu.t) for offset, size in pieces]
-            for k, (issued, end) in enumerate(got):
+            for k, (_, end) in enumerate(got):
                 cpu.acks.append(max(end + geo.path_ns, (got[k - 1][0] if k else cpu.t) + geo.writeback_ns))
             if not step.zero_copy:
                 cpu.t = max(issued for issued, _ in got)
