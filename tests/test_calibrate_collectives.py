@@ -212,6 +212,9 @@ def test_job_states_by_hand():
     assert job_state(job("flush", 500, 600), best) == "fast"
     assert job_state(job("flush", 500, 700), best) == "slow placement"  # above 1.5 x the best
     assert job_state(job("flush", 500, 5000), best) == "disturbed"
+    calm, busy = dict(busy=1.0), dict(busy=0.3)
+    assert job_state(dict(job("hw", 60, 70), rows=[calm, busy, busy]), best) == "disturbed"  # most calls off-CPU
+    assert job_state(dict(job("hw", 60, 70), rows=[calm, calm, busy]), best) == "fast"
 
 
 def test_a_run_tops_up_each_mode_until_it_has_its_fast_jobs(monkeypatch):

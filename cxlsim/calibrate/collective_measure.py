@@ -359,6 +359,9 @@ def job_state(job: dict, best: dict) -> str:
     ref = best.get(mode, worst)
     if not math.isfinite(worst) or worst > (DISTURBED_HW_NS if mode == Coherence.HW else DISTURBED * ref):
         return "disturbed"
+    rows = job.get("rows") or []
+    if sum(r["busy"] < BUSY for r in rows) > len(rows) / 2:  # between two calm round trips, most calls were not
+        return "disturbed"
     if worst > (FAST_ROUNDTRIP_NS if mode == Coherence.HW else STABLE * ref):
         return "slow placement"
     return "fast"
