@@ -11,22 +11,23 @@ uncongested pool: a broadcast reader's polls queue at a device behind the
 root's chunks (a chunk holds the device for chunk/B while its lines arrive over
 chunk/b), which shifts every later poll and so which poll sees the flag.
 
-hw mode, the step collectives (barrier, both allreduces, reduce_scatter, both
-alltoalls): each step is the pool allgather's fixed point through the pool's
+hw mode on a congested pool (not `uncongested`; there the algebraic forms below
+are exact and cheaper), the step collectives (barrier, both allreduces,
+reduce_scatter, both alltoalls): each step is the pool allgather's fixed point through the pool's
 FIFO chain (`pool_hw_steps.hw_step_ends`) with the step's own accesses: rank r
 streams its row (or vector) but the block (or share) only it reads, in one or
 two pieces, fences, stores its flag line of the step, polls every other
 rank's (after the local copy of its own block, for the alltoall), then loads
 the other ranks' ranges and folds; rank r starts its next step (the large
-allreduce's allgather of shares) when it ends the last. Exact on one switch,
-and on trees and under queueing as the allgather's form is, up to the order
+allreduce's allgather of shares) when it ends the last. Exact on trees and
+under queueing as the allgather's form is (and on one switch), up to the order
 of equal times (within 0.5% as measured at 16-64 hosts; `form_note`). The
 large allreduce's two steps are solved one after the other, which leaves out
 queueing between one rank's second step and another's first (within 1%: 0.65%
 at 33 hosts on two devices, 8 KiB, as measured at 16-64 hosts). Above
 `HW_CHUNKS` chunk transfers the algebraic forms below stand, noted approximate.
 
-The hw broadcasts are `hw_step_ends` fixed points too, with per-rank waits and
+The hw broadcasts on a congested pool are `hw_step_ends` fixed points too, with per-rank waits and
 stores: the root streams its slot and stores its flag; each reader polls the
 root's flag from 0, loads the slot and then stores its done flag (zero-copy:
 neither). Exact on any pool as measured (one switch, trees of 16-64 hosts, two
@@ -153,7 +154,7 @@ def _flush(fig) -> bool:
 
 def barrier_cost(fig, p: int, size_bytes: int = 0, ctx=None) -> float:
     """The pool barrier: the allgather of zero-byte blocks, without its last mfence in flush mode."""
-    if not _flush(fig):
+    if _hw_stepped(fig, p, "barrier", "cxl_pool", 0):
         return hw_steps_cost(fig, p, "barrier", "cxl_pool", 0)
     walked = _walked(fig, p, "barrier", "cxl_pool", 0)
     return _algebraic_barrier(fig, p) if walked is None else walked
@@ -258,7 +259,7 @@ def alltoall_zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
     walked = _walked(fig, p, "alltoall", "cxl_pool_zero_copy", m)
     if walked is not None:
         return walked
-    return row_step_cost(fig, p, m, 0, zero_copy=True) if _flush(fig) else hw_steps_cost(fig, p, "barrier", "cxl_pool", 0)
+    return row_step_cost(fig, p, m, 0, zero_copy=True) if _flush(fig) else barrier_cost(fig, p)
 
 
 WALK_CHUNKS = 20_000
@@ -346,8 +347,9 @@ def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
 
 
 def _hw_broadcast_stepped(fig, p: int, s: int) -> bool:
-    """Whether the hw broadcast's form is its fixed point (`_hw_broadcast_ends`): up to `HW_CHUNKS`."""
-    return p > 1 and p * (-(-s // fig.chunk_bytes) + 2) <= HW_CHUNKS
+    """Whether the hw broadcast's form is its fixed point (`_hw_broadcast_ends`): on a congested pool, up to
+    `HW_CHUNKS`."""
+    return p > 1 and not uncongested(fig, p) and p * (-(-s // fig.chunk_bytes) + 2) <= HW_CHUNKS
 
 
 def _hw_broadcast_ends(fig, p: int, s: int, root: int, zero_copy: bool) -> tuple:
@@ -423,9 +425,10 @@ def _chunks(fig, p: int, collective: str, name: str, s: int) -> int:
 
 
 def _hw_stepped(fig, p: int, collective: str, name: str, s: int) -> bool:
-    """Whether an hw step collective's form is `hw_steps_cost` (where affordable, `HW_CHUNKS`)."""
-    if _flush(fig) or collective == "broadcast":
-        return False
+    """Whether an hw step collective's form is `hw_steps_cost`: on a congested pool, where affordable
+    (`HW_CHUNKS`)."""
+    if _flush(fig) or collective == "broadcast" or uncongested(fig, p):
+        return False  # uncongested, the algebraic forms are exact (and cheaper)
     return _chunks(fig, p, collective, name, s) + p * p <= HW_CHUNKS  # and the P(P-1) polls
 
 
