@@ -144,6 +144,11 @@ int main(int argc, char **argv)
     return 0;
 }
 """
+def cell(med: list[float], lo: list[float], hi: list[float], i: int) -> str:
+    """Median [min-max] of column i, or a dash where the column was not measured (nan)."""
+    return f"{med[i]:6.0f} [{lo[i]:4.0f}-{hi[i]:5.0f}]" if med[i] == med[i] else f"{'-':>18}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="4B:4KiB")
@@ -179,11 +184,10 @@ def main() -> int:
         vals = [float(x) for x in words[3 if bad else 2:]]
         med = vals[0::3]
         lo, hi = vals[1::3], vals[2::3]
-        cell = (lambda i: f"{med[i]:6.0f} [{lo[i]:4.0f}-{hi[i]:5.0f}]" if med[i] == med[i] else f"{'-':>18}")
         ratio = med[1] / med[0]
         lines_part = " ".join(f"{med[i]:>{w}.0f}" if med[i] == med[i] else f"{'-':>{w}}"
                               for i, w in zip((8, 9, 10), (7, 6, 9)))
-        print(f"{format_size(n):>7} {cell(0)} {cell(1)} {ratio:10.2f} | {'':12}{med[4]:13.0f} {med[5]:7.0f} "
+        print(f"{format_size(n):>7} {cell(med, lo, hi, 0)} {cell(med, lo, hi, 1)} {ratio:10.2f} | {'':12}{med[4]:13.0f} {med[5]:7.0f} "
               f"{med[6]:6.0f} {med[7]:6.0f} | {'':13}{lines_part}" + ("  RESULTS DIFFER" if bad else ""))
     return 0
 
