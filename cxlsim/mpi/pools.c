@@ -35,7 +35,7 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
 /* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): in the fast
  * placement, and when not probed, 5 of the area's 10 lines per half; in the slow placement all 10.
  * Measured at np 2 (benchmarks/allreduce_split.py): the line-flag path against the slot path
- * 1.1-1.25x at 256 B in both placements; at 512 B 1.20-1.26x in the slow placement and 0.72-1.04x
+ * 1.1-1.25x at 256 B in both placements; at 512 B 1.01-1.26x in the slow placement and 0.72-1.04x
  * in the fast one, where the writer's stores into lines the reader polls bounce sooner. */
 #define INLINE_FAST_BYTES 280u
 #define INLINE_SLOW_BYTES CXL_COLL_LINES_MAX
