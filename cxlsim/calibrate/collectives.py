@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, measure_collectives
+from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, jobs_line, measure_collectives
 from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
 from cxlsim.calibrate.local_model import MIN_PATH_NS, GiB, LocalModel, local_preset
 from cxlsim.calibrate.patterns import pattern_name
@@ -274,7 +274,8 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"cxlsim.calibrate.collectives: error: {exc}")
         return 2
-    print(f"# host placement {got['placement']} (best flag round trip hw {got['best_roundtrip_ns'][Coherence.HW]:.0f} ns)"
+    print(f"# host placement {got['placement']} (best flag round trip hw {got['best_roundtrip_ns'][Coherence.HW]:.0f} ns; "
+          f"{jobs_line(got['jobs'])})"
           + ("" if model.fold_curves else "; this profile has no fold primitive: the reduction runs at half "
              "the host copy bandwidth (an assumption)"))
     print(format_collectives(rows), end="")
