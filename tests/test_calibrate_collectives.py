@@ -232,7 +232,7 @@ def test_a_run_tops_up_each_mode_until_it_has_its_fast_jobs(monkeypatch):
         calls.append(mode)
         rows = [dict(collective="broadcast", size_bytes=64, ns=100.0 * len(calls), busy=1.0)]
         concurrent = {k: {64: [1.0]} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
-        pattern = {"broadcast": {64: np.ones((2, 1, 4))}}
+        pattern = {"broadcast": {64: np.ones((2, 1, 5))}}
         one = (rows, rt0, rt1, [concurrent, concurrent], {"broadcast": [50.0, 50.0]}, [pattern, pattern])
         return [one, one]
     monkeypatch.setattr(launch, "run_local", fake_run_local)

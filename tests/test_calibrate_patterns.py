@@ -33,16 +33,21 @@ def test_kernel_steps_move_what_the_kernels_move_by_hand():
 
 
 def test_join_takes_the_slowest_copy_in_and_the_mean_copy_out_by_hand():
-    t0 = np.zeros((3, 1, 4))
-    t1 = np.zeros((3, 1, 4))
-    t0[:, 0, 0] = [10, 30, 10]  # rank 0's copy-in per call
+    """alltoall: both ranks wait for the other's flag, so each takes the slowest copy-in of each call; broadcast:
+    the root waits for nothing, so its part is its own stores' issue time, the reader's the root's drained copy-in."""
+    t0 = np.zeros((3, 1, 5))
+    t1 = np.zeros((3, 1, 5))
+    t0[:, 0, 0] = [10, 30, 10]  # rank 0's copy-in per call, stores drained
     t1[:, 0, 0] = [20, 20, 20]
+    t0[:, 0, 4] = 4.0  # rank 0's stores issued
     t0[:, 0, 1] = 100.0  # copy-out
     t1[:, 0, 1] = 300.0
-    t0[:, 0, 2] = 5.0  # write-back; invalidate 0
-    got = join_pattern_ranks([{"broadcast": {64: t0}}, {"broadcast": {64: t1}}])
-    assert got["broadcast"]["data"]["64"] == pytest.approx(20 + 200)  # median of (20, 30, 20) + mean(100, 300)
-    assert got["broadcast"]["maintenance"]["64"] == pytest.approx(5.0)
+    t0[:, 0, 2] = 6.0  # write-back; invalidate 0
+    got = join_pattern_ranks([{"alltoall": {64: t0}, "broadcast": {64: t0}}, {"alltoall": {64: t1}, "broadcast": {64: t1}}])
+    assert got["alltoall"]["data"]["64"] == pytest.approx(20 + (100 + 300) / 2)  # median of (20, 30, 20) + mean out
+    assert got["alltoall"]["maintenance"]["64"] == pytest.approx(6.0)
+    assert got["broadcast"]["data"]["64"] == pytest.approx((4 + 100 + 20 + 300) / 2)  # root: issue + out; reader
+    assert got["broadcast"]["maintenance"]["64"] == pytest.approx((6 + 6) / 2)
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
@@ -65,9 +70,10 @@ def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(co
         assert set(got) == set(PATTERNS)
         for p, by in got.items():
             t = by[4096]
-            assert t.shape == (10, steps[p], 4) and np.all(np.isfinite(t)) and np.all(t >= 0)
+            assert t.shape == (10, steps[p], 5) and np.all(np.isfinite(t)) and np.all(t >= 0)
+            assert np.median(t[:, :, 4]) <= np.median(t[:, :, 0]) + 60  # issued no later than drained
             if coherence == "hw":
-                assert not t[:, :, 2:].any()  # no write-back or invalidation in hw mode
+                assert not t[:, :, 2:4].any()  # no write-back or invalidation in hw mode
         calls = sum(steps.values()) * 14
         assert epoch == 2 * calls + 1 and data_round == calls + 1
         assert recv == [3] * 64 + [4] * 64

@@ -19,11 +19,13 @@ copies, step by step (rank r, the other rank o, s bytes):
   and o's share out.
 
 The fold's arithmetic is not in these (the fold primitive has it); nor are the flags, which the
-flag round trip measures. A job measures the patterns before and after its calls and keeps, per size,
+flag round trip measures. A writer's stores drain from its store buffer while it goes on: only a
+rank that waits for the writer's flag waits for them, so a broadcast root's own part is its stores'
+issue time (at 4 B-1 KiB about 10-30 ns against 100-140 ns until drained, loaded machine), every
+other rank's the slowest copy-in drained. A job measures the patterns before and after its calls and keeps, per size,
 the lower of the two data times: a rank taken off its CPU only adds time, and for tens of
-milliseconds at a time on this loaded machine. The data time of a call (`data_ns`) is, per step, the slowest rank's
-copy-in (every rank then waits for it) plus the mean over the ranks of their copy-out (the bench
-averages the ranks' times). Units: ns, bytes.
+milliseconds at a time on this loaded machine. The data time of a call (`join_pattern_ranks`) is, per step, the mean over the ranks (the bench
+averages the ranks' times) of each rank's copy-in part and its copy-out. Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -74,8 +76,8 @@ def slot_bytes_for(sizes) -> int:
 
 def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iterations: int = ITERATIONS,
                  passes: int = PASSES) -> dict:
-    """This rank's times of every pattern per size: {pattern: {size: (passes x iterations, steps, 4) ns
-    array}} (phases in, out, writeback, invalidate; `primitives.pattern_copy`), `passes` interleaved
+    """This rank's times of every pattern per size: {pattern: {size: (passes x iterations, steps, 5) ns
+    array}} (phases in, out, writeback, invalidate, issue; `primitives.pattern_copy`), `passes` interleaved
     passes over the sizes."""
     from cxlsim.emulator import primitives
 
@@ -90,21 +92,34 @@ def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iteration
     return {name: {n: np.concatenate(v) for n, v in by.items()} for name, by in got.items()}
 
 
+def waits_for_writers(pattern: str, rank: int) -> bool:
+    """Whether this rank's call waits for the other ranks' flags after its copy-in (every kernel's rank
+    does, but a broadcast root, which publishes and returns)."""
+    return not (pattern == "broadcast" and rank == 0)
+
+
 def join_pattern_ranks(per_rank: list[dict]) -> dict:
-    """{pattern: {'data': {size: ns}, 'maintenance': {size: ns}}} from every rank's `pattern_rank`: per step, the
-    median over calls of the slowest rank's copy-in (every rank waits for it: its flag is published after
-    it), plus the mean over the ranks of each rank's median copy-out; 'maintenance' the same of the write-back
-    (before the flag) and the invalidation (after it), 0 in hw mode."""
+    """{pattern: {'data': {size: ns}, 'maintenance': {size: ns}}} from every rank's `pattern_rank` (in rank
+    order): per step, the mean over the ranks of each rank's median copy-in part plus its median copy-out.
+    A rank that waits for the others' flags (`waits_for_writers`) waits for the slowest copy-in, stores
+    drained (every flag is published after them): per call the largest 'in' of the ranks. A broadcast
+    root waits for nothing: its part is its own 'issue' (its stores leave the store buffer behind it).
+    'maintenance' is the same of the write-back (before the flag) and the invalidation (after it), 0 in
+    hw mode."""
     out = {}
     for name in per_rank[0]:
         data, maintenance = {}, {}
         for n in per_rank[0][name]:
-            t = np.stack([r[name][n] for r in per_rank])  # (ranks, iterations, steps, 4)
-            pre_in = np.median(t[:, :, :, 0].max(axis=0), axis=0)
-            pre_wb = np.median(t[:, :, :, 2].max(axis=0), axis=0)
-            post_out = np.median(t[:, :, :, 1], axis=1).mean(axis=0)
-            post_inv = np.median(t[:, :, :, 3], axis=1).mean(axis=0)
-            data[str(n)] = float((pre_in + post_out).sum())
-            maintenance[str(n)] = float((pre_wb + post_inv).sum())
+            t = np.stack([r[name][n] for r in per_rank])  # (ranks, calls, steps, 5)
+            slowest_in, slowest_wb = t[:, :, :, 0].max(axis=0), t[:, :, :, 2].max(axis=0)
+            d = m = 0.0
+            for rank in range(len(per_rank)):
+                waits = waits_for_writers(name, rank)
+                pre = slowest_in if waits else t[rank, :, :, 4]
+                wb = slowest_wb if waits else t[rank, :, :, 2]
+                d += float((np.median(pre, axis=0) + np.median(t[rank, :, :, 1], axis=0)).sum())
+                m += float((np.median(wb, axis=0) + np.median(t[rank, :, :, 3], axis=0)).sum())
+            data[str(n)] = d / len(per_rank)
+            maintenance[str(n)] = m / len(per_rank)
         out[name] = {"data": data, "maintenance": maintenance}
     return out

@@ -72,7 +72,7 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
         raise InputError(f"concurrent_copy: {nbytes} bytes per rank but pool slots hold {kernel.slot_bytes}")
     P = kernel.coll.pool.nranks
     step = ([(0, nbytes)], [(r, 0, nbytes) for r in range(P)], read)
-    return pattern_copy(kernel, [step], iterations)[:, 0, :]
+    return pattern_copy(kernel, [step], iterations)[:, 0, :4]
 
 
 def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
@@ -100,12 +100,15 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     of the other ranks' read ranges and an mfence, timed; phase 'out': the reads, timed. Each
     phase's time has the clock's own cost (the best of 64 empty intervals; for 'in' and
     'writeback' the best of 64 bare mfences) taken off, floored at 0. Returns an (iterations,
-    steps, 4) float64 array of (in, out, writeback, invalidate) ns. Every rank must call it
-    with as many steps and iterations; the epoch moves on by 2 x steps x iterations.
+    steps, 5) float64 array of (in, out, writeback, invalidate, issue) ns, 'issue' being the writes
+    until their last store has issued, before the mfence (what the writer itself waits for: its
+    stores' line transfers drain from the store buffer behind it, and only a reader of the flag behind
+    them waits for those). Every rank must call it with as many steps and iterations; the epoch moves
+    on by 2 x steps x iterations.
     """
     cdef int missing = -1
     cdef uint64_t i, j, k, e, rnd, sink = 0, src_bytes = 1, dst_bytes = 1, at, nsteps = len(steps)
-    cdef double t0, t1, t2, t3, t4, t5, clock = 1e30, fenced = 1e30
+    cdef double t0, t1, t2, t3, t4, t5, t6, clock = 1e30, fenced = 1e30
     cdef char *src
     cdef char *dst
     cdef char *slot
@@ -141,7 +144,7 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     cdef int64_t[:, ::1] rv = rd
     cdef int64_t[::1] mv = moves
     cdef uint64_t nw = w.shape[0], nr = rd.shape[0]
-    out = np.zeros((iterations, nsteps, 4), np.float64)
+    out = np.zeros((iterations, nsteps, 5), np.float64)
     cdef double[:, :, ::1] times = out
     send = np.full(src_bytes, (me + 1) & 255, np.uint8)
     recv = np.zeros(dst_bytes, np.uint8)
@@ -176,6 +179,7 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                 for k in range(nw):
                     if wv[k, 0] == j and wv[k, 2]:
                         cxl_copy_in(&kernel.coll.pool, slot + wv[k, 1], src + wv[k, 1], <uint64_t>wv[k, 2])
+                t6 = cxl_now_ns()
                 cxl_mfence()
                 t1 = cxl_now_ns()
                 if kernel.coll.pool.flush_mode:
@@ -211,6 +215,7 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                 t3 = cxl_now_ns()
                 times[i, j, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
                 times[i, j, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
+                times[i, j, 4] = t6 - t0 - clock if t6 - t0 > clock else 0.0
                 if kernel.coll.pool.flush_mode:
                     times[i, j, 2] = t4 - t1 - fenced if t4 - t1 > fenced else 0.0
                     times[i, j, 3] = t2 - t5 - clock if t2 - t5 > clock else 0.0
