@@ -35,15 +35,8 @@
  * buffer, then every rank copies every share out). Both fold ranks 0..P-1 left to right
  * (cxl_reduce.h), so their results are bitwise identical to each other and on every rank.
  *
- * Inline allreduce (cxl_coll_t.inline_bytes > 0; hw mode, untimed, no event log): an input of
- * at most inline_bytes (<= CXL_COLL_INLINE_MAX) goes into the rank's own flag line beside the
- * flag, in half round % 2 of the line's 56 spare bytes, instead of into its slot. A reader's poll
- * then brings the data with the flag: one cache-line transfer per rank and call instead of two
- * (flag, then slot). The halves follow the buffers' reuse rule (cxl_coll_claim), and the fold
- * is the same left fold, so the results are bitwise those of the slot path. Its stores are plain
- * stores into one line of the writer's, ordered before the flag by x86's store order, so this
- * publish needs no sfence (nothing non-temporal precedes it). The event log and the cache model
- * describe the slot protocol: a kernel that logs keeps inline_bytes 0 (the Python kernel does).
+ * Inline allreduce (cxl_coll_t.inline_bytes > 0): small inputs ride in each rank's inline area
+ * with their own epochs; see cxl_coll_reduce.h.
  *
  * Split phase: cxl_coll_allreduce_start copies the input's first chunk into the pool and
  * publishes it; cxl_coll_allreduce_wait completes the call. Between the two the caller may
@@ -66,8 +59,6 @@
 
 enum { CXL_COLL_OK = 0, CXL_COLL_TIMEOUT = 1, CXL_COLL_TOO_SMALL = 2 };
 
-/* Bytes of one inline half: a flag line is the flag (8 B) and two halves, 8 B spare. */
-#define CXL_COLL_INLINE_MAX 24
 
 typedef struct {
     cxl_pool_t pool;
@@ -81,17 +72,11 @@ typedef struct {
     uint64_t missing_flag;     /* after a timeout: the flag value awaited */
     uint64_t pending_ack;      /* a zero-copy broadcast reader's done(e), published when its next call starts (0 = none) */
     uint64_t pending_ack_round;/* that broadcast's data round */
-    uint64_t inline_bytes;     /* allreduce inputs up to this many bytes go in the flag line (0 = never); see above */
+    uint64_t inline_bytes;     /* allreduce inputs up to this many bytes go in the inline area (0 = never; <= CXL_COLL_LINES_MAX, cxl_coll_reduce.h) */
 } cxl_coll_t;
 
 static inline uint64_t cxl_coll_written(uint64_t epoch) { return epoch; }
 static inline uint64_t cxl_coll_done(uint64_t epoch) { return epoch + 1; }
-
-/* Rank r's inline half for data round `round`: in its flag line, after the flag. */
-static inline char *cxl_coll_inline_half(cxl_pool_t *p, int r, uint64_t round)
-{
-    return (char *)cxl_flag(p, r) + sizeof(uint64_t) + (round & 1) * CXL_COLL_INLINE_MAX;
-}
 
 /* Set up c over an initialised cxl_pool_t (epochs start at 1: a zeroed pool has every flag 0). */
 static void cxl_coll_init(cxl_coll_t *c, const cxl_pool_t *pool, uint64_t slot_bytes, double timeout_ns)
