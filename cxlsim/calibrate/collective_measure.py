@@ -329,17 +329,18 @@ def jobs_line(jobs: list[dict]) -> str:
     return "; ".join(parts)
 
 
-def pattern_curves(jobs: list[dict]) -> dict:
-    """{mode: {pattern: {size: ns}}}: the median over a mode's jobs of each pattern primitive's data time,
-    from the jobs not flagged slow (all of them if every one was), for a profile's model."""
+def pattern_curves(jobs: list[dict], part: str = "data") -> dict:
+    """{mode: {pattern: {size: ns}}}: the median over a mode's jobs of each pattern primitive's data time
+    (part 'maintenance': its cache maintenance), from the jobs not flagged slow (all of them if every one
+    was), for a profile's model."""
     out = {}
     for mode in Coherence:
         mine = [j for j in jobs if j["coherence"] == mode and j.get("pattern_ns")]
         kept = [j for j in mine if not j.get("slow_placement")] or mine
         if kept:
             names = kept[0]["pattern_ns"]
-            out[mode.value] = {name: {n: statistics.median(j["pattern_ns"][name]["data"][n] for j in kept)
-                                      for n in names[name]["data"]} for name in names}
+            out[mode.value] = {name: {n: statistics.median(j["pattern_ns"][name][part][n] for j in kept)
+                                      for n in names[name][part]} for name in names}
     return out
 
 

@@ -103,15 +103,46 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
     return max(moved(size_bytes), 1.0) / max(data - charged + flags, 1e-3)
 
 
+def collective_flush_line_ns(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int,
+                             large_bytes: int, bw: float | None):
+    """clflushopt per line (ns) for one flush-mode np-2 call, so that the DES's write-backs and invalidations
+    on the ranks' critical paths take what the collective's pattern's cache maintenance took; None in hw
+    mode or without the pattern (then `LocalModel.flush_line_ns`, the allgather's, is used).
+
+    As for the bandwidth, what the DES flushes is read off the DES: its time is linear in the per-line
+    cost, so runs at 0 and 1 ns per line give the lines L it flushes on the critical paths, and runs with
+    and without its fences' acknowledgements and mfences give the fixed part F it charges around them;
+    the per-line cost is (maintenance - F) / L, at least 0. The DES flushes whole slots and rows (the
+    kernels' publishes write back ranges whose lines they did not all write, which costs little), so L
+    can exceed the lines the pattern flushes."""
+    name = pattern_name(collective, size_bytes, large_bytes)
+    if coherence != Coherence.FLUSH or name is None or model.np != 2 or size_bytes <= 0:
+        return None
+    upkeep = model.pattern_ns(name, size_bytes, coherence, "maintenance")
+    if upkeep is None:
+        return None
+    bare = dataclasses.replace(model, fence_ns=dict(model.fence_ns, **{coherence: 0.0}), flush_ack_ns={})
+
+    def call(m, per_line):
+        return _des_call_ns(m, coherence, collective, size_bytes, large_bytes, bw, flush_line=per_line)
+    lines = call(model, 1.0) - call(model, 0.0)
+    fixed = call(model, 0.0) - call(bare, 0.0)
+    return max(upkeep - fixed, 0.0) / lines if lines > 0 else None
+
+
 def collective_preset(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int,
-                      bw: float | None = None):
+                      bw: float | None = None, flush_line: float | None = None):
     """The local-host preset of one call: `local_preset` at the call's block (alltoall: its row of P blocks)
-    with host bandwidth `bw` (default the collective's own, `collective_bw`), and the reduction at the
-    fold primitive's rate for the bytes folded (`LocalModel.reduce_bw`)."""
+    with host bandwidth `bw` (default the collective's own, `collective_bw`), clflushopt per line
+    `flush_line` if given, and the reduction at the fold primitive's rate for the bytes folded
+    (`LocalModel.reduce_bw`)."""
     block = size_bytes * model.np if collective == "alltoall" else size_bytes
     if bw is None:
         bw = collective_bw(model, coherence, collective, size_bytes, large_bytes)
     preset = local_preset(model, max(block, 1), model.path_ns[coherence], coherence, host_bw_bytes_per_ns=bw or 0.0)
+    if flush_line is not None:
+        preset = dataclasses.replace(preset, host_path=dataclasses.replace(preset.host_path,
+                                                                           flush_ns_per_line=flush_line))
     folded = fold_bytes(collective, size_bytes, large_bytes, model.np)
     bw = model.reduce_bw(folded) if folded else None
     if bw is None:
@@ -120,11 +151,11 @@ def collective_preset(model: LocalModel, coherence: Coherence, collective: str, 
 
 
 def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int,
-                 bw: float | None = None, calls: int = 3) -> float:
+                 bw: float | None = None, calls: int = 3, flush_line: float | None = None) -> float:
     """The DES's per-call time (ns, mean over the ranks of the last of `calls` timed calls) at host bandwidth
-    `bw` (default `collective_bw`)."""
+    `bw` (default `collective_bw`) and clflushopt per line `flush_line` (default the local preset's)."""
     algorithm, data = _call(collective, size_bytes, large_bytes)
-    preset = collective_preset(model, coherence, collective, size_bytes, large_bytes, bw)
+    preset = collective_preset(model, coherence, collective, size_bytes, large_bytes, bw, flush_line)
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
     overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
@@ -148,7 +179,9 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
                        large_bytes: int, calls: int = 3) -> float:
     """DES prediction (ns) of the bench's per-call time of a copy-mode pool `collective` at `size_bytes`."""
     coherence = Coherence.parse(coherence, "coherence")
-    return _des_call_ns(model, coherence, collective, size_bytes, large_bytes, None, calls)
+    bw = collective_bw(model, coherence, collective, size_bytes, large_bytes)
+    flush_line = collective_flush_line_ns(model, coherence, collective, size_bytes, large_bytes, bw)
+    return _des_call_ns(model, coherence, collective, size_bytes, large_bytes, bw, calls, flush_line)
 
 
 def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalModel:
@@ -159,9 +192,12 @@ def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalMod
     mode = Coherence.parse(job["coherence"], "coherence")
     rt = (job["roundtrip_before_ns"] + job["roundtrip_after_ns"]) / 2
     patterns = {name: got["data"] for name, got in job.get("pattern_ns", {}).items()}
+    upkeep = {name: got["maintenance"] for name, got in job.get("pattern_ns", {}).items()}
     m = dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves, **{mode: job["concurrent_ns"]}),
                             pattern_curves=dict(model.pattern_curves, **{mode: patterns}) if patterns
                             else model.pattern_curves,
+                            pattern_maintenance_curves=dict(model.pattern_maintenance_curves, **{mode: upkeep})
+                            if upkeep else model.pattern_maintenance_curves,
                             roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}),
                             collective_overhead_ns=dict(model.collective_overhead_ns, **job.get("overhead_ns", {})))
     path, _ = solve_path_ns(m, 64, mode, rt, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)

@@ -96,6 +96,9 @@ class LocalModel:
     """Per mode, {pattern: {size: ns}}: the data time of each pool collective's own copies at np = 2
     (`patterns.join_pattern_ranks`'s 'data': the slowest copy-in plus the ranks' mean copy-out, per
     step); {} = not measured."""
+    pattern_maintenance_curves: dict = dataclasses.field(default_factory=dict)
+    """The same patterns' cache maintenance (flush mode: write-back before the flag, invalidation after
+    it; `join_pattern_ranks`'s 'maintenance'), {} = not measured."""
     collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
     allgather (np = 1, a 0-byte call, `collective_measure.measure_call_overheads`); {} = not measured."""
@@ -137,10 +140,12 @@ class LocalModel:
         curve = self.concurrent_curves.get(coherence, {}).get(kind)
         return max(_curve(curve)(size_bytes), 0.0) if curve else None
 
-    def pattern_ns(self, pattern: str, size_bytes: int, coherence: str):
-        """The pattern primitive's data time at this size and mode (ns, interpolated between measured
-        sizes), or None if not measured or outside the measured sizes (no extrapolation)."""
-        curve = self.pattern_curves.get(coherence, {}).get(pattern)
+    def pattern_ns(self, pattern: str, size_bytes: int, coherence: str, part: str = "data"):
+        """The pattern primitive's data time (part 'maintenance': its cache maintenance) at this size and
+        mode (ns, interpolated between measured sizes), or None if not measured or outside the measured
+        sizes (no extrapolation)."""
+        curves = self.pattern_curves if part == "data" else self.pattern_maintenance_curves
+        curve = curves.get(coherence, {}).get(pattern)
         if not curve or not min(int(k) for k in curve) <= size_bytes <= max(int(k) for k in curve):
             return None
         return max(_curve(curve)(size_bytes), 0.0)

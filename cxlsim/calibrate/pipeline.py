@@ -109,7 +109,8 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
             # collectives' copy patterns from the jobs (each row is predicted with its own jobs' anyway)
             model = dataclasses.replace(model, collective_overhead_ns={
                 c: steady(v) for c, v in prims["collective_overhead_samples_ns"].items()},
-                pattern_curves=pattern_curves(coll["jobs"]))
+                pattern_curves=pattern_curves(coll["jobs"]),
+                pattern_maintenance_curves=pattern_curves(coll["jobs"], "maintenance"))
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
             "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}
