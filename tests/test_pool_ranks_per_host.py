@@ -207,10 +207,8 @@ def test_the_command_replays_on_a_pool_with_two_ranks_per_host(tmp_path, capsys)
 
 def test_setups_build_and_describe_several_ranks_per_host(tmp_path):
     """`CXLSetup.new_transport(hosts, ranks_per_host)` and `PodsSetup.new_transport(chunk, ranks_per_host)`
-    build what the replay's shared-host helpers build (the same ranks on the same hosts), and `describe`
-    names the ranks per host, as the replay's text substitution does."""
+    put K consecutive ranks on each host (block), and `describe` names the ranks per host."""
     from cxlsim import simulate
-    from cxlsim.replay.shared_hosts import SHARED_NOTE, describe_shared, pods_transport, pool_transport
 
     def setup_of(text):
         path = tmp_path / f"s{abs(hash(text))}.yaml"
@@ -218,15 +216,14 @@ def test_setups_build_and_describe_several_ranks_per_host(tmp_path):
         return simulate.elaborate(simulate.scenario_from(str(path), {})[0])[1]
 
     pool = setup_of("fabric:\n  preset: cxl3-pool\n  nodes: 4\n")
-    mine, theirs = pool.new_transport(4, ranks_per_host=2), pool_transport(pool, 4, 2)
-    assert (mine.size, mine.hosts, list(mine.host_of)) == (theirs.size, theirs.hosts, list(theirs.host_of))
-    assert list(mine.host_of) == [0, 0, 1, 1, 2, 2, 3, 3]
+    mine = pool.new_transport(4, ranks_per_host=2)
+    assert (mine.size, mine.hosts, list(mine.host_of)) == (8, 4, [0, 0, 1, 1, 2, 2, 3, 3])
     assert pool.new_transport(4).size == 4 and pool.describe(4).endswith("4 hosts x 1 rank")
-    assert f"{pool.describe(4, 2)}; {SHARED_NOTE}" == describe_shared(pool.describe(4), 2)
+    assert pool.describe(4, 2).endswith("4 hosts x 2 ranks")
 
     pods = setup_of("fabric:\n  preset: cxl-pods\n  nodes: 8\n  pods: {pool: cxl3-pool, hosts: 4, network: ib-hdr}\n")
-    mine, theirs = pods.new_transport(4096, ranks_per_host=2), pods_transport(pods, 2, 4096)
-    assert mine.size == theirs.size == 16
-    assert [pool.host_of for pool in mine.pools] == [pool.host_of for pool in theirs.pools]
+    mine = pods.new_transport(4096, ranks_per_host=2)
+    assert mine.size == 16 and len(mine.pools) == 2
+    assert [list(pool.host_of) for pool in mine.pools] == [[0, 0, 1, 1, 2, 2, 3, 3]] * 2
     assert pods.describe(8, 2).count("x 2 ranks") == 2 and "x 1 rank" not in pods.describe(8, 2)
     assert pods.describe(8) == pods.describe(8, 1) and "x 1 rank" in pods.describe(8)

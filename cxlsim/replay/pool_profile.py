@@ -24,8 +24,9 @@ profile's per-call software overhead, which is the Python bench's (`collective_o
 120-340 ns) and not the C library's (33-59 ns at np 1, docs/mpi.md), which no profile measures and
 which is not charged. The rank's CPU is held for T (the kernel copies and polls). Approximations,
 said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
-sooner); the library's inline allreduce of <= 24 B in hw mode (one line transfer per rank, not the
-slot's two) is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
+sooner); the library's inline allreduce in hw mode (inputs up to INLINE_MAX_BYTES: 280 B in the fast
+placement or at np > 2, 560 B in the slow one; one line transfer in series per call fewer than the
+slot path) is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
 with the per-block figures (outside the np the profile was validated at). Units: ns, bytes.
 """
 from __future__ import annotations
@@ -42,6 +43,8 @@ from cxlsim.calibrate.local_model import LocalModel
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
+
+INLINE_MAX_BYTES = 560  # the library's largest inline allreduce (cxlsim/mpi/pools.c, slow placement)
 
 __all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats"]
 
@@ -187,8 +190,9 @@ class PoolPricing:
         notes = []
         if call.kind == "bcast":
             notes.append("bcast on the local-host profile: the root also waits for the last rank")
-        if call.kind == "allreduce" and call.size_bytes <= 24 and self.coherence == Coherence.HW:
-            notes.append("allreduce of <= 24 B on the local-host profile: priced as the slot path (the "
-                         "library's inline path moves one line per rank fewer)")
+        if call.kind == "allreduce" and call.size_bytes <= INLINE_MAX_BYTES and self.coherence == Coherence.HW:
+            notes.append(f"allreduce of <= {INLINE_MAX_BYTES} B on the local-host profile: priced as the slot path "
+                         "(the library's inline path, up to 280 B in the fast placement or 560 B in the slow one, "
+                         "saves one line transfer in series per call)")
         return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
                           self.cost_ns(call.kind, call.size_bytes), ranks, "; ".join(notes))

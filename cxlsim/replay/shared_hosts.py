@@ -19,17 +19,10 @@ replayed times are the DES's. Times ns, sizes bytes.
 """
 from __future__ import annotations
 
-import re
 
 from cxlsim.errors import InputError
-from cxlsim.fabric.cxl_transport import CXLPoolTransport
-from cxlsim.fabric.engine import Environment
-from cxlsim.fabric.network import build
-from cxlsim.fabric.placement import Placement
-from cxlsim.fabric.pods import PodsTransport
-from cxlsim.fabric.transport import NetworkTransport
 
-__all__ = ["fabric_ranks", "pool_transport", "pods_transport", "describe_shared", "SHARED_NOTE"]
+__all__ = ["fabric_ranks", "SHARED_NOTE"]
 
 SHARED_NOTE = ("ranks of one host share its pool port (and on pods its NIC); their messages to each other go "
                "through the pool as between hosts")
@@ -54,28 +47,3 @@ def fabric_ranks(host_of, hosts: int, per_host: int, where: str) -> tuple:
         at.append(host * per_host + len(on[host]))
         on[host].append(rank)
     return tuple(at)
-
-
-def pool_transport(setup, hosts: int, per_host: int, env=None) -> CXLPoolTransport:
-    """A pool transport of `hosts` hosts x `per_host` ranks on a `CXLSetup` (its preset and run choices)."""
-    return CXLPoolTransport(setup.preset, hosts, coherence=setup.coherence,
-                            env=env if env is not None else Environment(), devices=setup.devices,
-                            chunk_bytes=setup.chunk_bytes, switch_levels=setup.switch_levels,
-                            ranks_per_host=per_host)
-
-
-def pods_transport(setup, per_host: int, chunk_bytes: int) -> PodsTransport:
-    """A `PodsTransport` of a dense `PodsSetup` with `per_host` ranks on each host: each pod's pool of
-    setup.hosts hosts x per_host ranks, the network over every host with per_host ranks each (block)."""
-    if setup.design:
-        raise InputError("--fabric: sparse (Octopus) pods are not replayed: their pools run only the allgather")
-    env = Environment()
-    pools = [pool_transport(setup.pool, setup.hosts, per_host, env) for _ in range(setup.pods)]
-    placement = Placement(setup.pods * setup.hosts, per_host, "block")
-    net = NetworkTransport(build(setup.network.graph, setup.network.preset, env), placement, chunk_bytes)
-    return PodsTransport(pools, net, setup.hosts * per_host)
-
-
-def describe_shared(text: str, per_host: int) -> str:
-    """A setup's description (written for one rank per host) with `per_host` ranks per host."""
-    return re.sub(r"x 1 ranks?\b", f"x {per_host} ranks", text) + f"; {SHARED_NOTE}"
