@@ -15,7 +15,7 @@ Traced kinds and what runs them (every algorithm lives in
   at every size (noted);
 - reduce: the binomial-tree reduction (`cxlsim.models.collectives.reduce`, not
   a registry collective);
-- scatter: the binomial scatter (`cxlsim.models.collectives.trees`).
+- scatter: the registry's binomial scatter (`rooted.SCATTER_BINOMIAL`, MPICH's).
 
 On a CXL pool fabric, allgather runs the pool allgather (`cxl_pool`), barrier
 its flags alone, and the other collectives their network algorithm over the
@@ -35,7 +35,6 @@ from cxlsim.errors import InputError
 from cxlsim.models.collectives import reduce, runner, selectors
 from cxlsim.models.collectives.alltoall import pairwise_cost
 from cxlsim.models.collectives.base import Group
-from cxlsim.models.collectives.trees import binomial_scatter
 
 __all__ = ["Plan", "plan", "reduce_binomial_ns", "alltoall_pairwise_ns"]
 
@@ -61,7 +60,7 @@ class Plan:
     kind: str
     """The traced kind (barrier, bcast, ...)."""
     collective: str
-    """The cxlsim collective ('allgather', ...), or 'reduce' or 'scatter' (not registry collectives)."""
+    """The cxlsim collective ('allgather', ...), or 'reduce' (not a registry collective)."""
     algorithm: str
     size_bytes: int
     ctx: runner.Context
@@ -71,12 +70,8 @@ class Plan:
 
     def run(self, ep, tag: int):
         """Generator: rank `ep.rank`'s part; `tag` keeps it apart from collectives in flight."""
-        if self.collective in ("reduce", "scatter"):
-            g = Group(ep, range(ep.size), tag)
-            if self.collective == "reduce":
-                return (yield from reduce.binomial(g, self.size_bytes, (0,), self.ctx.root))
-            segments = tuple(range(ep.size)) if ep.rank == self.ctx.root else None
-            return (yield from binomial_scatter(g, self.size_bytes, segments, self.ctx.root))
+        if self.collective == "reduce":
+            return (yield from reduce.binomial(Group(ep, range(ep.size), tag), self.size_bytes, (0,), self.ctx.root))
         # Labels the algorithms carry (the replay does not check them; the collectives' own tests do):
         # reductions get a one-element zero vector, which costs nothing to add.
         reduction = self.collective in ("allreduce", "reduce_scatter")
