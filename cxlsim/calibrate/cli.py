@@ -186,7 +186,8 @@ def register(subparsers) -> None:
                     "the chosen way of running does not use is an error.")
     p.add_argument("--from-osu", nargs="+", metavar="FILE", default=None,
                    help="OSU output files, any order: osu_latency (required) and osu_bw fit LogGP; an "
-                        "osu_allgather file, if given, validates the fit")
+                        "osu_allgather file, if given, validates the fit; a window-1 osu_bibw (title 'window 1') "
+                        "with the osu_latency of the same buffer state gives the measured exchange step")
     p.add_argument("--np", type=int, default=None, help="ranks (default 2): the emulator's np, or the "
                                                         "simulated nodes for --from-osu and --profile")
     p.add_argument("--preset", default=None, help="--from-osu: network preset whose other figures are kept "
