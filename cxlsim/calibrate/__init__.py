@@ -17,8 +17,9 @@ never the allgather itself:
 - the copy bandwidth by size (`copybw.copy_bandwidth_curve`) and the application's
   write pass (`_kernels.write_block` of a block, the bench's store) and read pass (`_kernels.read_pass` over np blocks);
 - the concurrent copy (`PoolKernel.concurrent_copy`, np = 2): both ranks at once write their
-  block into their slot, then copy out (or read in place) every block of the round, one of
-  them freshly written by the other core, timed per phase (in, write-back, invalidate, out;
+  block into their slot, then copy out the other ranks' blocks and their own from the send
+  buffer, as the copy-mode kernel does (or read every block of the round in place), the other's
+  freshly written by the other core, timed per phase (in, write-back, invalidate, out;
   'in' and 'write-back' end with an mfence, so the stores' drain and the write-backs'
   acknowledgement, which the flag store waits behind, are in them and not in the untimed
   wait) and never through the allgather; one process at a time, copies miss that cross-core

@@ -83,8 +83,10 @@ class LocalModel:
     for them (CXLHostParams.invalidate_ns / writeback_ns). {} = none (not measured)."""
     concurrent_curves: dict = dataclasses.field(default_factory=dict)
     """Per mode, {kind: {size: ns}} of the concurrent-copy primitive (`PoolKernel.concurrent_copy`:
-    both ranks at once write their block, then copy out / read in place every block of the round),
-    the ranks' medians joined by `measure.join_ranks` (max before the publish, mean after): 'copyin', 'copyout' (memcpy out of all np blocks),
+    both ranks at once write their block, then copy out the others' blocks and their own from send /
+    read in place every block of the round), the ranks' medians joined by `measure.join_ranks` (max
+    before the publish, mean after): 'copyin', 'copyout' (memcpy of all np blocks: the others' out of the
+    pool, its own from send, as the copy-mode kernel),
     'writeback' (own slot + sfence) and 'invalidate' (the others' slots + mfence) of the copy
     variant, 'storein' and 'readout' (read_pass over all np blocks) of the read variant;
     {} = use the one-process curves and `remote_curves`."""

@@ -64,14 +64,17 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
     writer sees that cross-core traffic in both directions at once.
 
     It is `pattern_copy` with the allgather's one step: every rank writes its whole block
-    (offset 0, `nbytes`) and copies out (or with read=True reads in place) every rank's.
-    Returns an (iterations, 4) float64 array of (in, out, writeback, invalidate) ns; every
+    (offset 0, `nbytes`), then copies out the other ranks' blocks and its own from its send
+    buffer, as the copy-mode kernel does untimed with the event log off (cxl_ops.h's
+    cxl_copy_in_keep: the own block goes from send to recv, not back out of the pool), or with
+    read=True reads every rank's block in place (zero-copy). Returns an (iterations, 4) float64 array of (in, out, writeback, invalidate) ns; every
     rank must call it with the same arguments.
     """
     if nbytes > kernel.slot_bytes:
         raise InputError(f"concurrent_copy: {nbytes} bytes per rank but pool slots hold {kernel.slot_bytes}")
-    P = kernel.coll.pool.nranks
-    step = ([(0, nbytes)], [(r, 0, nbytes) for r in range(P)], read)
+    P, me = kernel.coll.pool.nranks, kernel.coll.pool.rank
+    reads = [(r, 0, nbytes) for r in range(P)] if read else [(-1 if r == me else r, 0, nbytes) for r in range(P)]
+    step = ([(0, nbytes)], reads, read)
     return pattern_copy(kernel, [step], iterations)[:, 0, :4]
 
 
