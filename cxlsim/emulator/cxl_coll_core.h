@@ -132,16 +132,7 @@ static int cxl_coll_wait_one(cxl_coll_t *c, int r, uint64_t value)
             cxl_mfence();
         }
         if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value) break;
-        if (spins < p->spin_iters) {
-            cxl_pause();
-            continue;
-        }
-        sched_yield();
-        if ((spins & 63) == 0) {
-            double now = cxl_now_ns();
-            if (deadline < 0) deadline = now + c->timeout_ns;
-            else if (now > deadline) return cxl_coll_timed_out(c, r, value);
-        }
+        if (cxl_backoff(p, spins, &deadline, c->timeout_ns)) return cxl_coll_timed_out(c, r, value);
     }
     cxl_log(p, p->flush_mode ? CXL_EV_POLL_FLUSHED : CXL_EV_POLL_CACHED, (int64_t)((char *)flag - p->base),
             (int64_t)value);

@@ -67,16 +67,7 @@ static int cxl_coll_lines_read(cxl_coll_t *c, int r, uint64_t e, uint64_t round,
             oldest = seen < oldest ? seen : oldest;
         }
         if (oldest >= e) break;
-        if (spins < p->spin_iters) {
-            cxl_pause();
-            continue;
-        }
-        sched_yield();
-        if ((spins & 63) == 0) {
-            double now = cxl_now_ns();
-            if (deadline < 0) deadline = now + c->timeout_ns;
-            else if (now > deadline) return cxl_coll_timed_out(c, r, cxl_coll_written(e));
-        }
+        if (cxl_backoff(p, spins, &deadline, c->timeout_ns)) return cxl_coll_timed_out(c, r, cxl_coll_written(e));
     }
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the payload loads after the epochs' */
     for (uint64_t k = 0, at = 0; at < n; k++, at += CXL_COLL_LINE_PAYLOAD)

@@ -302,6 +302,24 @@ static void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t round, uint64_t 
     if (p->flush_mode) cxl_range_op(p, p->writeback_op, (const char *)flag, sizeof(uint64_t));
 }
 
+/* One poll's back-off in a wait: a pause for the first spin_iters polls, then a yield of the CPU per
+ * poll, with the clock read every 64th poll after the spin: *deadline (< 0: not set) is set
+ * timeout_ns ahead at the first read. Returns 1 once the deadline has passed (the wait times out). */
+static inline int cxl_backoff(const cxl_pool_t *p, uint64_t spins, double *deadline, double timeout_ns)
+{
+    if (spins < p->spin_iters) {
+        cxl_pause();
+        return 0;
+    }
+    sched_yield();
+    if ((spins & 63) == 0) {
+        double now = cxl_now_ns();
+        if (*deadline < 0) *deadline = now + timeout_ns;
+        else if (now > *deadline) return 1;
+    }
+    return 0;
+}
+
 /* Wait until every rank published `epoch`. Returns -1 on success, else the first missing rank
  * after `timeout_ns`. Spins first (a pause per poll), then yields the CPU between polls. */
 static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
@@ -317,17 +335,7 @@ static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
                 cxl_mfence();
             }
             if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= epoch) break;
-            spins++;
-            if (spins < p->spin_iters) {
-                cxl_pause();
-                continue;
-            }
-            sched_yield();
-            if ((spins & 63) == 0) {
-                double now = cxl_now_ns();
-                if (deadline < 0) deadline = now + timeout_ns;
-                else if (now > deadline) return r;
-            }
+            if (cxl_backoff(p, ++spins, &deadline, timeout_ns)) return r;
         }
         cxl_log(p, p->flush_mode ? CXL_EV_POLL_FLUSHED : CXL_EV_POLL_CACHED,
                 (int64_t)((char *)flag - p->base), (int64_t)epoch);
