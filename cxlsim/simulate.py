@@ -322,8 +322,9 @@ def register(subparsers) -> None:
     p.add_argument("--devices", type=int, help="CXL pool devices, interleaved (default 1)")
     p.add_argument("--topology", help="star (default), fat_tree (set hosts_per_leaf and oversubscription in a "
                                       "scenario file), or a .yaml/.graphml topology file")
-    p.add_argument("--collective", help="allgather (default), allreduce, reduce_scatter, broadcast, gather; "
-                                         "on a CXL pool also alltoall and barrier")
+    p.add_argument("--collective", help="allgather (default), allreduce, reduce_scatter, broadcast, gather, "
+                                         "scatter, alltoall or barrier (on a CXL pool: the pool's own algorithms "
+                                         "for allgather, allreduce, reduce_scatter, broadcast, alltoall, barrier)")
     p.add_argument("--algorithm", help="algorithm name, or 'auto' for the library selector")
     p.add_argument("--selector", help="library whose default choice 'auto' mimics: mpich or ompi")
     p.add_argument("--sizes", help="message sizes: 'LO:HI' doubling (e.g. 1B:1MiB) or 'A,B,C'; bytes per rank "
