@@ -37,7 +37,8 @@ def test_phase_clock_and_thread_schedule():
     schedule.stop()
     sched = schedule.summary()
     if os.path.exists("/proc/thread-self/schedstat"):  # the scheduler's count of the same CPU time
-        assert sched["run_s"] > 0.015 and sched["runnable_s"] >= 0 and sched["slices"] >= 1
+        # slices counts the times the thread was put on a CPU: 0 when it ran the whole interval unpreempted
+        assert sched["run_s"] > 0.015 and sched["runnable_s"] >= 0 and sched["slices"] >= 0
 
 
 @pytest.mark.parametrize("mode", ["async", "hybrid"])
