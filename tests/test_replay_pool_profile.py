@@ -42,9 +42,12 @@ def kernel_model(coherence=Coherence.HW) -> LocalModel:
                                collective_overhead_ns={c: 0.0 for c in COLLECTIVES})
 
 
-def stats_text(rows: dict, ranks=2, coherence="hw") -> str:
-    """The library's stats table (cxlsim/mpi/stats.c's layout); rows: {MPI name: (calls, pool, fallback)}."""
-    lines = [f"cxlsim-mpi stats: {ranks} ranks, sums over ranks; pool shm, coherence {coherence}, slot 1048576 B",
+def stats_text(rows: dict, ranks=2, coherence="hw", large=ALLREDUCE_LARGE_BYTES) -> str:
+    """The library's stats table (cxlsim/mpi/stats.c's layout); rows: {MPI name: (calls, pool, fallback)};
+    large: the run's allreduce threshold in the header (None: a header without it)."""
+    threshold = "" if large is None else f", allreduce large {large} B"
+    lines = [f"cxlsim-mpi stats: {ranks} ranks, sums over ranks; pool shm, coherence {coherence}, slot 1048576 B"
+             + threshold,
              f"{'collective':<26} {'calls':>10} {'c_calls':>10} {'bytes':>14} {'pool':>10} {'hier':>10} "
              f"{'fallback':>10}  reasons"]
     for name in ("MPI_Allgather", "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall",
@@ -231,3 +234,24 @@ def test_a_real_library_run_s_stats_say_its_allreduce_and_barriers_ran_on_the_po
     assert fab.priced.kinds == {"allreduce", "barrier"}
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
     assert timeline.algorithms["allreduce"] == timeline.algorithms["barrier"] == ["local-host profile"]
+
+
+@pytest.mark.parametrize("large", [1 << 20, None])
+def test_the_runs_allreduce_threshold_from_the_stats_prices_its_allreduces(tmp_path, write_trace, large):
+    """A run with CXLSIM_MPI_ALLREDUCE_LARGE=1MiB ran its 128 KiB allreduce with the small algorithm: the
+    stats' header says so, and the price follows; a header without it takes the default and says so."""
+    trace = read_trace(write_trace, tmp_path, [["allreduce 131072 0"], ["allreduce 131072 0"]])
+    stats = tmp_path / "stats.txt"
+    stats.write_text(stats_text({"MPI_Allreduce": (2, 2, 0)}, large=large))
+    got = read_library_stats(str(stats))
+    assert got["allreduce_large_bytes"] == large
+    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace, library_stats=got)
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    threshold = ALLREDUCE_LARGE_BYTES if large is None else large
+    price = predict_collective(kernel_model(), Coherence.HW, "allreduce", 1 << 17, threshold)
+    assert timeline.finish_ns == pytest.approx([price, price], rel=1e-12)
+    other = predict_collective(kernel_model(), Coherence.HW, "allreduce", 1 << 17,
+                               ALLREDUCE_LARGE_BYTES if large else 1 << 20)
+    assert other != pytest.approx(price, rel=1e-6)  # the two algorithms price 128 KiB differently
+    assert (f"allreduce large from {threshold} B "
+            + ("(the run's)" if large else "(the library's default, assumed: not in the stats)")) in fab.describe

@@ -7,7 +7,7 @@
  * merged here when the pool is freed. With CXLSIM_MPI_STATS=1, MPI_Finalize sums them over MPI_COMM_WORLD and world
  * rank 0 prints one table on stderr:
  *
- *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B
+ *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B, allreduce large 65536 B
  *   collective                calls    c_calls          bytes       pool       hier   fallback  reasons
  *   MPI_Allgather                10          0          40960         10          0          0
  *   MPI_Allreduce                 4          0            160          2          0          2  op=2
@@ -66,9 +66,11 @@ void cxlsim_stats_report(void)
     char out[8192];
     size_t used = 0;
     used += snprintf(out + used, sizeof out - used,
-                     "cxlsim-mpi stats: %d ranks, sums over ranks; pool %s, coherence %s, slot %llu B\n"
+                     "cxlsim-mpi stats: %d ranks, sums over ranks; pool %s, coherence %s, slot %llu B, "
+                     "allreduce large %llu B\n"
                      "%-26s %10s %10s %14s %10s %10s %10s  %s\n",
-                     size, s->pool.text, s->flush ? "flush" : "hw", (unsigned long long)s->slot_bytes, "collective",
+                     size, s->pool.text, s->flush ? "flush" : "hw", (unsigned long long)s->slot_bytes,
+                     (unsigned long long)s->large_bytes, "collective",
                      "calls", "c_calls", "bytes", "pool", "hier", "fallback", "reasons");
     for (int c = 0; c < CXLSIM_NCOLL; c++) {
         unsigned long long *v = sums[c];

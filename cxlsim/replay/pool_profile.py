@@ -57,15 +57,18 @@ LIBRARY_NAMES = {"MPI_Allgather": "allgather", "MPI_Allreduce": "allreduce",
 """The library's stats rows (cxlsim/mpi/stats.c) -> traced kind."""
 ALLREDUCE_LARGE_BYTES = 64 << 10
 """The library's default CXLSIM_MPI_ALLREDUCE_LARGE (cxlsim/mpi/settings.c): from it allreduce takes the
-large (reduce-scatter + gather) algorithm."""
+large (reduce-scatter + gather) algorithm. The stats' header gives the run's own (`allreduce large N B`);
+without stats this default is assumed, and the fabric line says so."""
 
 _HEADER = re.compile(r"cxlsim-mpi stats: (\d+) ranks.*coherence (\w+)")
+_LARGE = re.compile(r"cxlsim-mpi stats: .*allreduce large (\d+) B")
 _ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
 def read_library_stats(path: str) -> dict:
     """The library's stats table (`cxlsim mpi run --stats`'s stderr) at `path`:
-    {'ranks': P, 'coherence': Coherence, 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}}."""
+    {'ranks': P, 'coherence': Coherence, 'allreduce_large_bytes': the run's threshold (None: a header without
+    it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}}."""
     text = config.read_text(path, "--library-stats")
     header = _HEADER.search(text)
     if header is None:
@@ -81,8 +84,9 @@ def read_library_stats(path: str) -> dict:
                              f"(known: {', '.join(LIBRARY_NAMES)})")
         calls, _, _, pool, hier, fallback = (int(m.group(i)) for i in range(2, 8))
         rows[LIBRARY_NAMES[m.group(1)]] = {"calls": calls, "pool": pool, "hier": hier, "fallback": fallback}
+    large = _LARGE.search(text)
     return {"ranks": int(header.group(1)), "coherence": Coherence.parse(header.group(2), f"{path}: coherence"),
-            "rows": rows}
+            "allreduce_large_bytes": int(large.group(1)) if large else None, "rows": rows}
 
 
 @dataclasses.dataclass
@@ -132,6 +136,9 @@ class PoolPricing:
         self.coherence = stats["coherence"] if stats else Coherence.HW
         self.kinds = self._kinds(stats, trace) if stats else set(POOL_KINDS)
         self.assumed = stats is None
+        given = stats.get("allreduce_large_bytes") if stats else None
+        self.large_bytes = ALLREDUCE_LARGE_BYTES if given is None else given
+        self.large_assumed = given is None
         self._costs = {}
 
     def _kinds(self, stats: dict, trace) -> set:
@@ -166,9 +173,11 @@ class PoolPricing:
                   else "those every call of which ran on the pool, by --library-stats")
         np_note = (f"; priced at np {self.ranks}, outside the profile's np {self.fitted_np}"
                    if self.ranks != self.fitted_np else "")
+        large = (f"; allreduce large from {self.large_bytes} B"
+                 + (" (the library's default, assumed: not in the stats)" if self.large_assumed else " (the run's)"))
         return (f"collectives on the pool by local-host profile {self.name} ({self.coherence.value}): {kinds} "
                 f"({source}); each rank leaves at the last entry + the profile's kernel time (no per-call "
-                f"overhead){np_note}")
+                f"overhead){large}{np_note}")
 
     def cost_ns(self, kind: str, size_bytes: int) -> float:
         """The profile's time of one call of traced `kind` (the kernel from a common start), ns."""
@@ -179,7 +188,7 @@ class PoolPricing:
             if collective == "allgather":
                 cost = predict_local(self.model, self.coherence, "copy", size)
             else:
-                cost = predict_collective(self.model, self.coherence, collective, size, ALLREDUCE_LARGE_BYTES)
+                cost = predict_collective(self.model, self.coherence, collective, size, self.large_bytes)
             self._costs[key] = cost
         return self._costs[key]
 
