@@ -42,7 +42,7 @@ from cxlsim.fabric.presets import BUILTIN_NETWORK_PRESETS
 from cxlsim.hybrid_projection import run_hybrid
 from cxlsim.projection import run_network, run_pool
 from cxlsim.results import Workspace, make_rng
-from cxlsim.units import UnitError, format_size, parse_sizes
+from cxlsim.units import format_size, parse_option, parse_sizes
 
 __all__ = ["DEFAULT_SCENARIO", "FLAGS", "find_preset", "unused_keys", "applies_to", "elaborate", "resolved",
            "run", "osu_table", "register"]
@@ -227,11 +227,7 @@ def _plot(workspace, scenario, rows):
 def _overrides(args) -> dict:
     """{dotted key: value} of the options given on the command line."""
     given = {key: getattr(args, flag[2:].replace("-", "_")) for key, flag in FLAGS.items()}
-    if given["workload.sizes"] is not None:
-        try:
-            given["workload.sizes"] = parse_sizes(given["workload.sizes"])
-        except UnitError as exc:
-            raise InputError(f"--sizes: {exc}") from None
+    given["workload.sizes"] = parse_option("--sizes", given["workload.sizes"], parse_sizes)
     return {k: v for k, v in given.items() if v is not None}
 
 

@@ -38,6 +38,17 @@ class UnitError(InputError):
     """A quantity could not be parsed; the message says what was expected."""
 
 
+def parse_option(flag: str, text, parse):
+    """`parse(text)` for the command-line option `flag` (None stays None); a value that does not parse is an
+    InputError naming the flag."""
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except UnitError as exc:
+        raise InputError(f"{flag}: {exc}") from None
+
+
 _SIZE_FACTORS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,

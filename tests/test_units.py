@@ -1,8 +1,8 @@
 import pytest
 
 from cxlsim.errors import InputError
-from cxlsim.units import (UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_size,
-                          parse_sizes, parse_time)
+from cxlsim.units import (UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_option,
+                          parse_size, parse_sizes, parse_time)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -61,3 +61,11 @@ def test_parse_sizes():
     for bad in ("4:1", "1:2:3", "", "x:4"):
         with pytest.raises(UnitError):
             parse_sizes(bad)
+
+
+def test_parse_option_names_the_flag_and_keeps_none():
+    assert parse_option("--protocol-switch", "8KiB", parse_size) == 8192
+    assert parse_option("--protocol-switch", None, parse_size) is None
+    with pytest.raises(InputError, match=r"^--protocol-switch: ") as info:
+        parse_option("--protocol-switch", "eight", parse_size)
+    assert not isinstance(info.value, UnitError) and "eight" in str(info.value)

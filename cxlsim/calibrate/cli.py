@@ -15,7 +15,7 @@ from cxlsim.calibrate.validation import (TARGET_INJECTED, comparable, format_val
                                          summarize)
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
-from cxlsim.units import UnitError, parse_bandwidth, parse_size, parse_sizes
+from cxlsim.units import parse_bandwidth, parse_option, parse_size, parse_sizes
 
 
 DEFAULT_SIZES = "1B:1MiB"
@@ -57,13 +57,7 @@ def _checked_mode(args) -> str:
 
 def _sizes(args, default: str | None = DEFAULT_SIZES) -> list[int] | None:
     """--sizes parsed (`default` when not given; None if that is None)."""
-    text = args.sizes if args.sizes is not None else default
-    if text is None:
-        return None
-    try:
-        return parse_sizes(text)
-    except UnitError as exc:
-        raise InputError(f"--sizes: {exc}") from None
+    return parse_option("--sizes", args.sizes if args.sizes is not None else default, parse_sizes)
 
 
 def _sizes_and_np(args) -> list[int]:
@@ -270,18 +264,8 @@ def main(args) -> int:
                 print(f"{r['coherence'] + ' ' + r['side']:<16}{r['size_bytes']:<12d}{r['predicted_ns'] / 1e3:>12.3f}")
         return 0
     if args.from_osu:
-        memcpy = None
-        if args.memcpy_bandwidth is not None:
-            try:
-                memcpy = parse_bandwidth(args.memcpy_bandwidth)
-            except UnitError as exc:
-                raise InputError(f"--memcpy-bandwidth: {exc}") from None
-        switch = None
-        if args.protocol_switch is not None:
-            try:
-                switch = parse_size(args.protocol_switch)
-            except UnitError as exc:
-                raise InputError(f"--protocol-switch: {exc}") from None
+        memcpy = parse_option("--memcpy-bandwidth", args.memcpy_bandwidth, parse_bandwidth)
+        switch = parse_option("--protocol-switch", args.protocol_switch, parse_size)
         result = from_osu(args.from_osu, nodes=args.np, base_preset=args.preset, memcpy_bw_bytes_per_ns=memcpy,
                           sizes=_sizes(args, default=None), protocol_switch_bytes=switch,
                           rendezvous_fin=bool(args.rendezvous_fin))

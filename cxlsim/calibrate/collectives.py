@@ -286,7 +286,7 @@ def main(argv=None) -> int:
     import argparse
 
     from cxlsim.calibrate.profile import load_profile
-    from cxlsim.units import UnitError, parse_sizes
+    from cxlsim.units import parse_option, parse_sizes
 
     parser = argparse.ArgumentParser(description="measure the emulator's pool collectives at np 2 and predict "
                                                  "them with a local-host profile's model")
@@ -300,10 +300,7 @@ def main(argv=None) -> int:
         if profile["kind"] != "local-host":
             raise InputError(f"{args.profile}: expected a local-host profile, got kind {profile['kind']!r}")
         model = LocalModel.from_dict(profile["model"])
-        try:
-            sizes = parse_sizes(args.sizes)
-        except UnitError as exc:
-            raise InputError(f"--sizes: {exc}") from None
+        sizes = parse_option("--sizes", args.sizes, parse_sizes)
         large = (profile.get("emulator") or {}).get("allreduce_large_bytes")
         got = measure_collectives(sizes, rounds=args.rounds, iterations=args.iterations, large_bytes=large)
         rows = validate_collectives(model, got["rows"], got["jobs"])

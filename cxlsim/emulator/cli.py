@@ -35,7 +35,8 @@ from cxlsim.emulator.pool import check_room, parse_pool_spec
 from cxlsim.emulator.training import cli as train_cli
 from cxlsim.errors import InputError, RunError
 from cxlsim.results import atomic_write, provenance
-from cxlsim.units import UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_sizes, parse_time
+from cxlsim.units import (UnitError, format_bandwidth, format_size, format_time, parse_bandwidth, parse_option,
+                          parse_sizes, parse_time)
 
 MPI_ENV_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
 OSU_LOOPS = {c: "osu_" + {"broadcast": "bcast"}.get(c, c) for c in COLLECTIVES}
@@ -126,10 +127,7 @@ def pool_timing(args) -> dict:
     for flag, text, parse, key in (("--pool-latency", args.pool_latency, parse_time, "pool_latency_ns"),
                                    ("--pool-bandwidth", args.pool_bandwidth, parse_bandwidth, "pool_bw_bytes_per_ns")):
         if text is not None:
-            try:
-                timing[key] = parse(text)
-            except UnitError as exc:
-                raise InputError(f"{flag}: {exc}") from None
+            timing[key] = parse_option(flag, text, parse)
     return timing
 
 
