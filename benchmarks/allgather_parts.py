@@ -76,7 +76,8 @@ def main() -> int:
             for kind, n, us in job:
                 rows.setdefault((cma, kind, n), []).append(us)
     print(f"# allgather_parts: np 2, hw, {args.rounds} rounds x (CMA on, CMA off), {args.iterations} iterations; "
-          f"per job each rank's median iteration, the ranks' mean; below, medians over the jobs in us [min-max]")
+          f"per job each rank's median iteration, the ranks' mean; below, medians over the jobs in us [min-max]; "
+          f"the parts (sync, in, own-out, peer-out) and the ratios are of those medians, with no spread of their own")
     print(f"# load average (1 min) per job {min(loads):.1f}-{max(loads):.1f}; flag round trips "
           f"{min(trips):.0f}-{max(trips):.0f} ns (a job's placement: fast if both its probes are below "
           f"{FAST_ROUNDTRIP_NS:.0f} ns, slow if both are above)")
