@@ -322,6 +322,26 @@ def test_trace_is_simgrid_time_independent_and_replay_reads_it(library, programs
     assert kinds[0] == ["send", "isend", "irecv", "wait", "wait", "sendrecv", "allreduce", "bcast", "barrier"]
     assert kinds[1][0] == "recv" and kinds[1][1:] == kinds[0][1:]
     assert [c.size_bytes for c in trace.ranks[0] if c.kind == "allreduce"] == [64]
+    # the stats beside the trace, without CXLSIM_MPI_STATS: the file only, nothing on stderr
+    assert "cxlsim-mpi stats" not in err
+    stats = parse_stats((directory / "cxlsim_mpi_stats.txt").read_text())
+    assert stats["MPI_Allreduce"]["pool"] == stats["MPI_Allreduce"]["calls"] == 2
+    assert stats["MPI_Bcast"]["pool"] == 2 and stats["MPI_Barrier"]["pool"] == 2
+
+
+def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path):
+    """CXLSIM_MPI_TRACE=DIR with CXLSIM_MPI_STATS=1: DIR/cxlsim_mpi_stats.txt holds exactly the table
+    printed on stderr (rank 0's, summed over ranks), and no temporary file is left beside it."""
+    directory = tmp_path / "trace"
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
+                           CXLSIM_MPI_TRACE=str(directory))
+    assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
+    text = (directory / "cxlsim_mpi_stats.txt").read_text()
+    assert text.startswith("cxlsim-mpi stats: 2 ranks") and text.count("\n") == 2 + len(COLLECTIVES)
+    assert text in err
+    assert parse_stats(text) == parse_stats(err) and parse_stats(text)["MPI_Allgather"]["pool"] > 0
+    assert sorted(p.name for p in directory.iterdir()) == ["cxlsim_mpi_stats.txt", "rank0.txt", "rank1.txt",
+                                                           "trace.meta.json"]
 
 
 def test_trace_writes_reduce_gather_and_scatter_alike_on_every_rank_and_ssend_as_send(library, programs, tmp_path):

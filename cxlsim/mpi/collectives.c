@@ -48,7 +48,7 @@ int MPI_Finalize(void)
     load();
     double t = cxlsim_trace_begin();
     cxlsim_pools_free_all(); /* merges every pool's counters into the totals */
-    if (cxlsim_settings.stats) cxlsim_stats_report();
+    if (cxlsim_settings.stats || cxlsim_settings.trace_dir[0]) cxlsim_stats_report();
     cxlsim_trace_line(t, "finalize");
     cxlsim_trace_close();
     return PMPI_Finalize();

@@ -78,8 +78,10 @@ static inline void cxlsim_stats_pool(cxlsim_pool_counts_t *counts, int large_cou
 void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why);
 /* Add a pool's counters (one per collective) to the totals. */
 void cxlsim_stats_merge(const cxlsim_pool_counts_t *counts);
-/* Sum the totals over MPI_COMM_WORLD and print them on its rank 0 (collective on the world; after
- * every pool is freed, so every pool call is in the totals). */
+/* Sum the totals over MPI_COMM_WORLD; its rank 0 prints them on stderr (CXLSIM_MPI_STATS=1) and
+ * writes them to DIR/CXLSIM_STATS_FILE (CXLSIM_MPI_TRACE=DIR). Collective on the world; after every
+ * pool is freed, so every pool call is in the totals. */
+#define CXLSIM_STATS_FILE "cxlsim_mpi_stats.txt"
 void cxlsim_stats_report(void);
 
 /* ---- pools ---- */

@@ -4,16 +4,20 @@
  * contribution: its block, its vector, its P blocks), calls on the pool, those among them on
  * the hierarchical path (ranks on several nodes: pool in each node, PMPI between them), and
  * fallbacks by reason. Pool calls are counted per pool (cxlsim_stats_pool, cxlsim_mpi.h) and
- * merged here when the pool is freed. With CXLSIM_MPI_STATS=1, MPI_Finalize sums them over MPI_COMM_WORLD and world
- * rank 0 prints one table on stderr:
+ * merged here when the pool is freed. MPI_Finalize sums them over MPI_COMM_WORLD, and world rank 0
+ * prints one table on stderr (CXLSIM_MPI_STATS=1) and writes the same text to
+ * DIR/cxlsim_mpi_stats.txt beside the traces (CXLSIM_MPI_TRACE=DIR, stats on or off; atomically:
+ * a temporary file in DIR renamed over it), so a replay of the traces finds it without stderr:
  *
  *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B, allreduce large 65536 B
  *   collective                calls    c_calls          bytes       pool       hier   fallback  reasons
  *   MPI_Allgather                10          0          40960         10          0          0
  *   MPI_Allreduce                 4          0            160          2          0          2  op=2
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cxlsim_mpi.h"
 
@@ -54,6 +58,21 @@ void cxlsim_stats_fallback(int coll, int large_count, uint64_t bytes, int why)
     __atomic_fetch_add(&counters[coll][WHY0 + why], 1, __ATOMIC_RELAXED);
 }
 
+/* Write text to DIR/cxlsim_mpi_stats.txt through a temporary file renamed over it, so a reader
+ * sees the whole table or none; a failure is reported (the run's results are not affected). */
+static void write_beside_trace(const char *dir, const char *text)
+{
+    char path[CXL_POOL_PATH_MAX + 32], tmp[CXL_POOL_PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/" CXLSIM_STATS_FILE, dir);
+    snprintf(tmp, sizeof tmp, "%s/." CXLSIM_STATS_FILE ".%ld.tmp", dir, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fputs(text, f) >= 0;
+    if (f) ok = (fflush(f) == 0) & (fsync(fileno(f)) == 0) & (fclose(f) == 0) & ok;
+    if (ok && rename(tmp, path) == 0) return;
+    cxlsim_log(1, "CXLSIM_MPI_TRACE: cannot write %s: %s\n", path, strerror(errno));
+    unlink(tmp);
+}
+
 void cxlsim_stats_report(void)
 {
     unsigned long long sums[CXLSIM_NCOLL][NCOUNTERS];
@@ -81,6 +100,9 @@ void cxlsim_stats_report(void)
         used += snprintf(out + used, sizeof out - used, "\n");
         if (used >= sizeof out) break;
     }
-    fputs(out, stderr);
-    fflush(stderr);
+    if (s->stats) {
+        fputs(out, stderr);
+        fflush(stderr);
+    }
+    if (s->trace_dir[0]) write_beside_trace(s->trace_dir, out);
 }
