@@ -44,7 +44,7 @@ from cxlsim.projection import run_network, run_pool
 from cxlsim.results import Workspace, make_rng
 from cxlsim.units import format_size, parse_option, parse_sizes
 
-__all__ = ["DEFAULT_SCENARIO", "FLAGS", "find_preset", "unused_keys", "applies_to", "elaborate", "resolved",
+__all__ = ["DEFAULT_SCENARIO", "FLAGS", "SIZELESS", "find_preset", "unused_keys", "applies_to", "elaborate", "resolved",
            "run", "osu_table", "register"]
 
 DEFAULT_SCENARIO = {
@@ -61,6 +61,9 @@ FLAGS = {"fabric.nodes": "--nodes", "fabric.ranks_per_node": "--ranks-per-node",
          "fabric.cxl.devices": "--devices", "workload.chunk": "--chunk", "output.dir": "--output",
          "workload.iterations": "--iterations", "workload.warmup": "--warmup", "workload.sizes": "--sizes"}
 """The scenario key each `cxlsim simulate` option sets."""
+
+SIZELESS = ("barrier",)
+"""Collectives without a size: `cxlsim simulate` prints their one row at size 0 and refuses sizes."""
 
 
 def find_preset(name: str) -> Preset:
@@ -242,10 +245,27 @@ def _layered(base: dict, top: dict) -> dict:
     return out
 
 
+def _sizeless(data: dict, file_keys: dict, overrides: dict) -> None:
+    """A barrier moves no data: its one row is size 0, and sizes given by the file or `--sizes` are
+    refused (naming where they came from) rather than each printed as the same row."""
+    workload = data.get("workload")
+    if not isinstance(workload, dict) or workload.get("collective") not in SIZELESS:
+        return
+    if "workload.sizes" in overrides:
+        raise InputError(f"--sizes (workload.sizes): a {workload['collective']} moves no data and takes no size; "
+                         "remove it")
+    if isinstance(file_keys.get("workload"), dict) and file_keys["workload"].get("sizes") is not None:
+        raise InputError(f"workload.sizes: a {workload['collective']} moves no data and takes no size; "
+                         "remove it from the scenario file")
+    workload["sizes"] = "0"
+
+
 def scenario_from(path: str | None, overrides: dict) -> tuple[config.Scenario, Preset]:
     """The scenario `cxlsim simulate` runs: the file's keys over DEFAULT_SCENARIO, then `overrides`
-    (dotted keys), validated; every set key the preset does not use is refused, named by its flag."""
-    data = _layered(DEFAULT_SCENARIO, config.load_yaml(path, "scenario file") if path else {})
+    (dotted keys), validated; every set key the preset does not use is refused, named by its flag.
+    A barrier runs at size 0 only (`SIZELESS`)."""
+    file_keys = config.load_yaml(path, "scenario file") if path else {}
+    data = _layered(DEFAULT_SCENARIO, file_keys)
     if not isinstance(data, dict):
         raise config.ConfigError(f"scenario file {path!r}: expected a mapping of keys, got {data!r}")
     for dotted, value in overrides.items():
@@ -256,6 +276,7 @@ def scenario_from(path: str | None, overrides: dict) -> tuple[config.Scenario, P
                 node[key] = {}
             node = node[key]
         node[last] = value
+    _sizeless(data, file_keys if isinstance(file_keys, dict) else {}, overrides)
     scenario = config.from_dict(data)
     preset = find_preset(scenario.fabric.preset)
     _refuse(preset, unused(preset, config.set_keys(data)), {k: FLAGS[k] for k in overrides})
@@ -324,7 +345,8 @@ def register(subparsers) -> None:
     p.add_argument("--algorithm", help="algorithm name, or 'auto' for the library selector")
     p.add_argument("--selector", help="library whose default choice 'auto' mimics: mpich or ompi")
     p.add_argument("--sizes", help="message sizes: 'LO:HI' doubling (e.g. 1B:1MiB) or 'A,B,C'; bytes per rank "
-                                   "for allgather and gather, the whole vector for the others (default 1B:1MiB)")
+                                   "for allgather and gather, the whole vector for the others (default 1B:1MiB; "
+                                   "a barrier takes none and prints one row)")
     p.add_argument("--chunk", help="pipelining chunk size (e.g. 64KiB; default 64 KiB)")
     p.add_argument("--engine", choices=["des", "analytic"], help="des (default) or the closed forms")
     p.add_argument("--iterations", type=int, help="DES: timed back-to-back calls; the latency is per call, as "

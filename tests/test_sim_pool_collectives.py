@@ -1,10 +1,9 @@
 """The pool collectives beyond allgather in the DES: payload labels, DES = closed form, the selector, the CLI."""
 import dataclasses
-import subprocess
-import sys
 
 import pytest
 
+from cxlsim.cli import main
 from cxlsim.fabric.cxl_presets import get_cxl_preset
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import analytic, registry, runner
@@ -273,39 +272,67 @@ def test_the_allreduce_choice_is_one_threshold_in_size_as_the_emulators(preset, 
     assert name == "cxl_pool_large" and "65536 B" in why
 
 
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "cxlsim", "simulate", "--quiet", "--preset", "cxl3-pool", *args],
-                          capture_output=True, text=True, timeout=120)
+@pytest.fixture
+def cli(tmp_path, capsys):
+    """`cxlsim simulate --preset cxl3-pool ARGS` in this process: (exit code, stdout, stderr). The scenario
+    file turns the workspace's plot off (matplotlib took most of each run's time)."""
+    scenario = tmp_path / "no-plot.yaml"
+    scenario.write_text("output:\n  plot: false\n")
+    runs = iter(range(1000))
+
+    def run(*args):
+        capsys.readouterr()
+        code = main(["simulate", str(scenario), "--quiet", "--preset", "cxl3-pool", *args,
+                     "--output", str(tmp_path / f"run{next(runs)}")])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    return run
 
 
-def _table(out):
-    return [line.split() for line in out.stdout.splitlines() if line and not line.startswith("#")]
+def _table(stdout):
+    return {int(r[0]): float(r[1]) for r in (line.split() for line in stdout.splitlines() if line and line[0] != "#")}
 
 
-def test_cli_runs_each_pool_collective_by_name_and_by_auto(tmp_path):
-    for i, (collective, name, sizes) in enumerate((("alltoall", "cxl_pool", "64:1MiB"), ("allreduce", "auto", "64:1MiB"),
-                                                   ("broadcast", "cxl_pool", "64:1MiB"),
-                                                   ("broadcast", "cxl_pool_zero_copy", "64:4KiB"))):
-        rows = {}
+def test_cli_runs_each_pool_collective_by_name_and_by_auto(cli):
+    """Both engines through the CLI, by name and by 'auto' (the allreduce's choice changes within the sizes);
+    the DES = form grids are the tests above, so three sizes per collective suffice here."""
+    for collective, name, sizes in (("alltoall", "cxl_pool", "64,4KiB,64KiB"), ("allreduce", "auto", "64,4KiB,1MiB"),
+                                    ("broadcast", "cxl_pool", "64,4KiB,1MiB"),
+                                    ("broadcast", "cxl_pool_zero_copy", "64,4KiB")):
+        rows, headers = {}, {}
         for engine in ("des", "analytic"):
-            out = cli("--collective", collective, "--algorithm", name, "--nodes", "4", "--sizes", sizes,
-                      "--engine", engine, "--output", str(tmp_path / f"{i}{engine}"))
-            assert out.returncode == 0, out.stderr
-            rows[engine] = {int(r[0]): float(r[1]) for r in _table(out)}
-        assert rows["des"].keys() == rows["analytic"].keys()
+            code, out, err = cli("--collective", collective, "--algorithm", name, "--nodes", "4", "--sizes", sizes,
+                                 "--engine", engine)
+            assert code == 0, err
+            rows[engine] = _table(out)
+            headers[engine] = next(line for line in out.splitlines() if line.startswith("# algorithms:"))
+        assert len(rows["des"]) == len(sizes.split(",")) and rows["des"].keys() == rows["analytic"].keys()
+        assert headers["des"] == headers["analytic"], collective
         for size, latency in rows["des"].items():
             assert rows["analytic"][size] == pytest.approx(latency, rel=2e-3, abs=0.01), (collective, size)
-    out = cli("--collective", "allreduce", "--nodes", "4", "--sizes", "1MiB", "--engine", "analytic",
-              "--output", str(tmp_path / "auto"))
-    assert "cxl_pool_large" in out.stdout
+        if name == "auto":
+            assert headers["des"] == "# algorithms: 64 B cxl_pool; 4 KiB-1 MiB cxl_pool_large"
 
 
-def test_cli_refuses_a_network_algorithm_on_the_pool_and_says_a_barrier_has_no_size(tmp_path):
-    out = cli("--collective", "allreduce", "--algorithm", "ring", "--nodes", "4", "--output", str(tmp_path / "a"))
-    assert out.returncode == 2 and "exchanges messages" in out.stderr and "cxl_pool_large" in out.stderr
-    out = cli("--collective", "barrier", "--algorithm", "cxl_pool", "--nodes", "4", "--sizes", "1",
-              "--output", str(tmp_path / "b"))
-    assert out.returncode == 0 and "the size is not used" in out.stdout
+def test_cli_refuses_a_network_algorithm_on_the_pool(cli):
+    code, _, err = cli("--collective", "allreduce", "--algorithm", "ring", "--nodes", "4")
+    assert code == 2 and "exchanges messages" in err and "cxl_pool_large" in err
+
+
+@pytest.mark.parametrize("preset", ["cxl3-pool", "ib-hdr"])
+def test_cli_prints_one_row_for_a_barrier_and_refuses_its_sizes(cli, tmp_path, preset):
+    """A barrier has no size: one row (0 B) on a pool and on a network; --sizes, or workload.sizes in the
+    scenario file, is refused naming it (exit 2)."""
+    code, out, err = cli("--collective", "barrier", "--nodes", "4", "--preset", preset)
+    assert code == 0, err
+    assert list(_table(out)) == [0]
+    code, _, err = cli("--collective", "barrier", "--nodes", "4", "--preset", preset, "--sizes", "1,64")
+    assert code == 2 and err.startswith("cxlsim simulate: error: --sizes (workload.sizes): a barrier moves no data")
+    scenario = tmp_path / "sizes.yaml"
+    scenario.write_text("workload:\n  collective: barrier\n  sizes: 1B:1KiB\n")
+    code = main(["simulate", str(scenario), "--quiet", "--nodes", "4", "--preset", preset,
+                 "--output", str(tmp_path / "file")])
+    assert code == 2
 
 
 # ---------------------------------------------------------------- training: ddp and horovod with --pool
