@@ -39,6 +39,7 @@ measured times spread, and the check is only meaningful when it is low.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -191,7 +192,9 @@ def predicted_window_s(directory: str, spec: str, stats: str | None = None) -> t
     """(the replay's rank-0 window from its first barrier's end to its last barrier's end, traced compute in it
     (s), the fabric line) on `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json)."""
     trace = simgrid.read(directory)
-    library_stats = pool_profile.read_library_stats(stats) if stats else None
+    beside = pool_profile.stats_beside(directory)  # the library's own DIR/cxlsim_mpi_stats.txt, where it writes one
+    library_stats = (pool_profile.read_library_stats(beside, "beside the trace:") if beside
+                     else pool_profile.read_library_stats(stats, "stderr:") if stats else None)
     fab = fabrics.resolve(spec, trace.size, message_bytes=fabrics.typical_message_bytes(trace), trace=trace,
                           library_stats=library_stats)
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
@@ -223,12 +226,16 @@ def main() -> int:
                         help="local-host profile pricing the collectives that ran on the pool (default: calibrate "
                              "this machine now, np 2)")
     parser.add_argument("--out", help="write the rows and the fit as JSON (atomically)")
+    parser.add_argument("--keep", help="keep the traces, stats and profiles in this new directory (default: a "
+                                       "temporary one, deleted)")
     args = parser.parse_args()
     if any(not 2 <= n <= 4 for n in args.np):
         parser.error("--np: rank counts 2-4")
     build()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory()) as tmp:
+        if args.keep:
+            os.makedirs(tmp)
         profile, osu_text = fit_this_machine(tmp)
         fit = LogGPFit.from_dict(load_profile(profile)["model"]["loggp"])
         regime = fit.regime_for(HALO_BYTES)

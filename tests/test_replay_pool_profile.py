@@ -255,3 +255,33 @@ def test_the_runs_allreduce_threshold_from_the_stats_prices_its_allreduces(tmp_p
     assert other != pytest.approx(price, rel=1e-6)  # the two algorithms price 128 KiB differently
     assert (f"allreduce large from {threshold} B "
             + ("(the run's)" if large else "(the library's default, assumed: not in the stats)")) in fab.describe
+
+
+def test_the_stats_file_beside_a_library_trace_is_used_and_named_when_no_option_is_given(tmp_path, capsys):
+    """`CXLSIM_MPI_TRACE=DIR` writes DIR/cxlsim_mpi_stats.txt: the reader skips it, and without --library-stats
+    the joined fabric prices by it (here: the allreduces fell back to MPI, so only barrier is the profile's) and
+    its line names the file; a network-only replay of the same directory ignores it."""
+    import shutil
+
+    directory = tmp_path / "trace"
+    shutil.copytree(LIBRARY, directory)
+    trace = simgrid.read(LIBRARY)
+    counts = {k: sum(c.kind == k for calls in trace.ranks for c in calls) for k in ("allreduce", "barrier")}
+    beside = directory / simgrid.LIBRARY_STATS_NAME
+    beside.write_text(stats_text({"MPI_Allreduce": (counts["allreduce"], 0, counts["allreduce"]),
+                                  "MPI_Barrier": (counts["barrier"],) * 2 + (0,)}))
+    copied = simgrid.read(str(directory))
+    assert [[c._replace(file="") for c in calls] for calls in copied.ranks] == \
+        [[c._replace(file="") for c in calls] for calls in trace.ranks]
+    net = network_profile(tmp_path)
+    out = tmp_path / "run"
+    assert run([str(directory), "--fabric", net, "--fabric", f"{net}+{LOCAL}", "--output", str(out),
+                "--no-plots"]) == 0
+    text = capsys.readouterr().out
+    assert (f"barrier (those every call of which ran on the pool, by the library's stats: found beside the trace "
+            f"(no --library-stats): {beside})") in text
+    import yaml
+
+    assert yaml.safe_load((out / "config.yaml").read_text())["library_stats"].endswith(str(beside))
+    assert run([str(directory), "--fabric", net, "--output", str(tmp_path / "net"), "--no-plots"]) == 0
+    assert "library's stats" not in capsys.readouterr().out

@@ -20,7 +20,7 @@ from cxlsim.models.training.stragglers import Slowdown
 from cxlsim.replay import engine, fabrics, otf2_reader, output, pool_profile, simgrid, stragglers
 from cxlsim.results import Workspace, make_rng
 
-__all__ = ["main", "register", "compute_scale", "read_trace", "is_otf2"]
+__all__ = ["main", "register", "compute_scale", "read_trace", "is_otf2", "library_stats"]
 
 
 def is_otf2(path: str) -> bool:
@@ -68,6 +68,17 @@ def compute_scale(value: str, ranks: int):
     return factors
 
 
+def library_stats(option: str | None, trace_path: str, specs: list) -> dict | None:
+    """The library's stats for joined fabrics: `--library-stats`, else the `cxlsim_mpi_stats.txt` the library
+    wrote beside the trace (used only by a NET.json+LOCAL.json fabric, whose line names it), else None."""
+    if option:
+        return pool_profile.read_library_stats(option)
+    found = pool_profile.stats_beside(trace_path)
+    if found is None or not any(".json+" in spec for spec in specs):
+        return None
+    return pool_profile.read_library_stats(found, "found beside the trace (no --library-stats):")
+
+
 def main(args) -> int:
     if args.timeline_ms is not None and not args.timeline_ms > 0:
         raise InputError(f"--timeline-ms: expected a time > 0 ms, got {args.timeline_ms!r}")
@@ -80,10 +91,10 @@ def main(args) -> int:
         step_factors = stragglers.draw(rng, trace, args.cv, slowdown).tolist()
     specs = args.fabric
     typical = fabrics.typical_message_bytes(trace)
-    stats = pool_profile.read_library_stats(args.library_stats) if args.library_stats else None
+    stats = library_stats(args.library_stats, args.trace, specs)
     chosen = [fabrics.resolve(spec, trace.size, args.placement, args.ranks_per_node, typical, trace, stats)
               for spec in specs]
-    if stats is not None and not any(fab.priced for fab in chosen):
+    if args.library_stats and not any(fab.priced for fab in chosen):
         raise InputError("--library-stats: says which collectives ran on the library's pool, for a --fabric "
                          "NET.json+LOCAL.json; no --fabric is one")
     labels = {}
@@ -105,7 +116,7 @@ def main(args) -> int:
     workspace = Workspace(args.output) if args.output else Workspace.new("runs", "replay")
     workspace.write_config({"trace": args.trace, "trace_ranks": trace.size, "trace_calls": trace.calls(),
                             "host_speed_flops_per_s": trace.host_speed_flops_per_s,
-                            "fabrics": specs, "library_stats": args.library_stats, "placement": args.placement,
+                            "fabrics": specs, "library_stats": stats["source"] if stats else None, "placement": args.placement,
                             "ranks_per_node": args.ranks_per_node,
                             "selector": args.selector, "compute_scale": args.compute_scale,
                             "cv": args.cv, "slowdown": args.slowdown,
@@ -132,7 +143,8 @@ def register(subparsers) -> None:
                         "several fabrics, the first is the reference")
     p.add_argument("--library-stats",
                    help="the stats the interposition library printed for the traced run (cxlsim mpi run --stats, "
-                        "its stderr): which collectives ran on its pool, for NET.json+LOCAL.json fabrics")
+                        "its stderr): which collectives ran on its pool, for NET.json+LOCAL.json fabrics (default: "
+                        "the cxlsim_mpi_stats.txt the library writes into its trace directory, if there)")
     p.add_argument("--placement", default="block",
                    help="trace ranks on the fabric's hosts: block (default; rank r on host r // K), round_robin, "
                         "or a file with one host index per line, in rank order (on a CXL pool or pods: at most K "

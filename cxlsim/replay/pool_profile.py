@@ -9,7 +9,9 @@ allgather `cxlsim.calibrate.des.predict_local`), the model `cxlsim calibrate` va
 emulator per collective (`validation_collectives.csv`).
 
 Which collectives ran on the pool: the library's stats (`cxlsim mpi run --stats`, the table world
-rank 0 prints on stderr at MPI_Finalize), given with `--library-stats FILE`. A traced kind whose
+rank 0 prints on stderr at MPI_Finalize), given with `--library-stats FILE`, or without it the
+`cxlsim_mpi_stats.txt` the library writes into its trace directory (`stats_beside`; the fabric line
+names the file it used). A traced kind whose
 every call ran on the pool, on one node, is priced by the profile; a kind with no pool call runs its
 network algorithm on the network profile; a kind with some calls on the pool and some not is refused
 (the trace does not say which call was which), and so are stats whose call counts are not the
@@ -43,10 +45,11 @@ from cxlsim.calibrate.local_model import LocalModel
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
+from cxlsim.replay.simgrid import LIBRARY_STATS_NAME
 
 INLINE_MAX_BYTES = 560  # the library's largest inline allreduce (cxlsim/mpi/pools.c, slow placement)
 
-__all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats"]
+__all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats", "stats_beside"]
 
 POOL_KINDS = {"allgather": "allgather", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
               "bcast": "broadcast", "alltoall": "alltoall", "barrier": "barrier"}
@@ -65,10 +68,19 @@ _LARGE = re.compile(r"cxlsim-mpi stats: .*allreduce large (\d+) B")
 _ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
-def read_library_stats(path: str) -> dict:
-    """The library's stats table (`cxlsim mpi run --stats`'s stderr) at `path`:
-    {'ranks': P, 'coherence': Coherence, 'allreduce_large_bytes': the run's threshold (None: a header without
-    it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}}."""
+def stats_beside(trace_path: str) -> str | None:
+    """The library's stats file in the trace's directory (`trace_path` a directory or an index file in one), the
+    `DIR/cxlsim_mpi_stats.txt` that `CXLSIM_MPI_TRACE=DIR` writes at MPI_Finalize; None if there is none."""
+    directory = trace_path if os.path.isdir(trace_path) else os.path.dirname(os.path.abspath(trace_path))
+    path = os.path.join(directory, LIBRARY_STATS_NAME)
+    return path if os.path.isfile(path) else None
+
+
+def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
+    """The library's stats table (`cxlsim mpi run --stats`'s stderr, or the file it writes beside its trace) at
+    `path`: {'ranks': P, 'coherence': Coherence, 'allreduce_large_bytes': the run's threshold (None: a header
+    without it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}, 'source': where it came from,
+    for the fabric line}; `origin` says how it was named (the option, or found beside the trace)."""
     text = config.read_text(path, "--library-stats")
     header = _HEADER.search(text)
     if header is None:
@@ -86,7 +98,8 @@ def read_library_stats(path: str) -> dict:
         rows[LIBRARY_NAMES[m.group(1)]] = {"calls": calls, "pool": pool, "hier": hier, "fallback": fallback}
     large = _LARGE.search(text)
     return {"ranks": int(header.group(1)), "coherence": Coherence.parse(header.group(2), f"{path}: coherence"),
-            "allreduce_large_bytes": int(large.group(1)) if large else None, "rows": rows}
+            "allreduce_large_bytes": int(large.group(1)) if large else None, "rows": rows,
+            "source": f"{origin} {path}"}
 
 
 @dataclasses.dataclass
@@ -136,6 +149,7 @@ class PoolPricing:
         self.coherence = stats["coherence"] if stats else Coherence.HW
         self.kinds = self._kinds(stats, trace) if stats else set(POOL_KINDS)
         self.assumed = stats is None
+        self.source = stats.get("source", "--library-stats") if stats else None
         given = stats.get("allreduce_large_bytes") if stats else None
         self.large_bytes = ALLREDUCE_LARGE_BYTES if given is None else given
         self.large_assumed = given is None
@@ -170,7 +184,7 @@ class PoolPricing:
         """What the profile prices and how, for the fabric line."""
         kinds = ", ".join(sorted(self.kinds)) or "none"
         source = ("assumed: every kind the library runs on its pool (no --library-stats)" if self.assumed
-                  else "those every call of which ran on the pool, by --library-stats")
+                  else f"those every call of which ran on the pool, by the library's stats: {self.source}")
         np_note = (f"; priced at np {self.ranks}, outside the profile's np {self.fitted_np}"
                    if self.ranks != self.fitted_np else "")
         large = (f"; allreduce large from {self.large_bytes} B"

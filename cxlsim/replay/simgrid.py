@@ -48,7 +48,7 @@ from cxlsim import config
 from cxlsim.errors import InputError
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, Call, Trace
 
-__all__ = ["DATATYPE_BYTES", "DERIVED", "read", "request_key", "sidecar_path", "parse_speed"]
+__all__ = ["DATATYPE_BYTES", "DERIVED", "LIBRARY_STATS_NAME", "read", "request_key", "sidecar_path", "parse_speed"]
 
 DATATYPE_BYTES = {
     0: 8,    # MPI_DOUBLE
@@ -263,10 +263,15 @@ def _parse(line: _Line, size: int, default_type: int) -> Call | None:
                               "scatter, reducescatter, init, finalize, ...)", a, 1)
 
 
+LIBRARY_STATS_NAME = "cxlsim_mpi_stats.txt"
+"""The interposition library's stats file in its trace directory (CXLSIM_MPI_TRACE=DIR): not a rank file."""
+
+
 def _rank_files(path: str) -> list[str]:
     if os.path.isdir(path):
         files = sorted(os.path.join(path, name) for name in os.listdir(path)
-                       if name.endswith(".txt") and os.path.isfile(os.path.join(path, name)))
+                       if name.endswith(".txt") and name != LIBRARY_STATS_NAME
+                       and os.path.isfile(os.path.join(path, name)))
         if not files:
             raise InputError(f"trace {path!r}: a directory with no per-rank .txt files")
         return files
