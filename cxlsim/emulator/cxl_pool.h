@@ -1,19 +1,13 @@
 /* cxl_pool.h: creating, attaching and removing an emulated CXL pool segment.
  *
  * A pool is one shared mapping every local rank attaches to. This header is the one
- * definition of its byte layout and of its backends, for the MPI interposition library
- * (cxlsim/mpi) and the Python extension alike. Header-only (static functions), no
+ * definition of its byte layout, for the MPI interposition library (cxlsim/mpi) and the
+ * Python twin (pool.py's SegmentLayout) alike. Header-only (static functions), no
  * dependencies beyond libc and Linux system calls.
  *
- * Backends (cxl_pool_spec_parse: "shm", "file:PATH", "dax:PATH", "numa:N"):
- *   shm    - a file /dev/shm/cxlsim-<owner pid>-<12 hex digits>, mode 0600, every byte
- *            reserved with posix_fallocate (a full /dev/shm is an error, not a SIGBUS);
- *   file   - a regular file, created (and removed again) if missing, grown if too short;
- *   dax    - a devdax character device or a file on a filesystem mounted with "dax";
- *            the mapping is a multiple of 2 MiB; never created nor removed;
- *   numa   - an shm segment whose pages are bound to NUMA node N (mbind MPOL_BIND before
- *            the pages are reserved, so they land on that node).
- * A segment we create is unlinked as soon as every rank counted itself in (the last rank to
+ * The backends (shm, file:PATH, dax:PATH, numa:N) are parsed and checked in
+ * cxl_pool_backends.h; shm and numa segments, and a file:PATH that does not exist, are files
+ * we create. A segment we create is unlinked as soon as every rank counted itself in (the last rank to
  * attach does it), so a run killed after start-up leaves nothing behind;
  * cxl_pool_sweep_stale removes segments whose owner process is dead.
  *
@@ -34,23 +28,15 @@
 #ifndef CXLSIM_CXL_POOL_H
 #define CXLSIM_CXL_POOL_H
 
+#include "cxl_pool_backends.h"
+
 #include <dirent.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
 
 #define CXL_POOL_MAGIC 0x43584C53494D5031ULL /* "CXLSIMP1" */
 #define CXL_POOL_VERSION 2u
@@ -61,13 +47,9 @@
 #define CXL_POOL_HEADER_BYTES 64u
 #define CXL_POOL_SHM_DIR "/dev/shm"
 #define CXL_POOL_PREFIX "cxlsim-"
-#define CXL_POOL_PATH_MAX 4096
 /* Bytes of one rank's inline area: 2 halves x 10 lines (= 2 x CXL_COLL_LINES_PER_HALF x 64 in
  * cxl_coll_reduce.h, which checks it when both headers are included). */
 #define CXL_POOL_INLINE_AREA_BYTES 1280u
-
-enum { CXL_POOL_OK = 0, CXL_POOL_EINPUT = 1, CXL_POOL_ERUN = 2 };
-enum { CXL_POOL_SHM = 0, CXL_POOL_FILE = 1, CXL_POOL_DAX = 2, CXL_POOL_NUMA = 3 };
 
 /* Byte layout of a pool for nranks ranks with slots of slot_bytes (see the header comment). */
 typedef struct {
@@ -80,14 +62,6 @@ typedef struct {
     uint64_t total_bytes;  /* inline_offset + nranks x CXL_POOL_INLINE_AREA_BYTES, rounded up to the alignment */
 } cxl_layout_t;
 
-/* A parsed pool backend ("shm", "file:PATH", "dax:PATH", "numa:N"). */
-typedef struct {
-    int kind;                      /* CXL_POOL_SHM, _FILE, _DAX or _NUMA */
-    char path[CXL_POOL_PATH_MAX];  /* file and dax: the path as given */
-    int numa_node;                 /* numa: the node */
-    char text[CXL_POOL_PATH_MAX + 8]; /* the spec as written, for messages */
-} cxl_pool_spec_t;
-
 /* A mapped segment. */
 typedef struct {
     char *base;
@@ -96,17 +70,6 @@ typedef struct {
     int temporary;  /* we created the file: it is unlinked once every rank is in */
     int lock_fd_plus1; /* file pools: the creator's descriptor holding the file's lock, + 1 (0: none) */
 } cxl_segment_t;
-
-static int cxl_pool_fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 static inline uint64_t cxl_pool_round_up(uint64_t value, uint64_t multiple)
 {
@@ -129,40 +92,6 @@ static int cxl_layout_plan(uint32_t nranks, uint64_t slot_bytes, uint64_t align,
     out->inline_offset = out->data_offset + 2 * (uint64_t)nranks * out->slot_stride;
     out->total_bytes = cxl_pool_round_up(out->inline_offset + (uint64_t)nranks * CXL_POOL_INLINE_AREA_BYTES, align);
     return CXL_POOL_OK;
-}
-
-static int cxl_pool_spec_parse(const char *text, cxl_pool_spec_t *out, char *err, size_t errlen)
-{
-    const char *expected = "expected 'shm', 'file:PATH', 'dax:PATH' or 'numa:N'";
-    memset(out, 0, sizeof *out);
-    if (!text || !*text) return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool: %s, got ''", expected);
-    if (strlen(text) >= CXL_POOL_PATH_MAX)
-        return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool: the path is longer than %d bytes", CXL_POOL_PATH_MAX);
-    snprintf(out->text, sizeof out->text, "%s", text);
-    if (strcmp(text, "shm") == 0) {
-        out->kind = CXL_POOL_SHM;
-        return CXL_POOL_OK;
-    }
-    if ((strncmp(text, "file:", 5) == 0 || strncmp(text, "dax:", 4) == 0) && strchr(text, ':')[1]) {
-        out->kind = text[0] == 'f' ? CXL_POOL_FILE : CXL_POOL_DAX;
-        snprintf(out->path, sizeof out->path, "%s", strchr(text, ':') + 1);
-        return CXL_POOL_OK;
-    }
-    if (strncmp(text, "numa:", 5) == 0 && text[5]) {
-        const char *d = text + 5;
-        for (const char *c = d; *c; c++)
-            if (*c < '0' || *c > '9' || c - d > 6) return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool: %s, got '%s'", expected, text);
-        out->kind = CXL_POOL_NUMA;
-        out->numa_node = atoi(d);
-        return CXL_POOL_OK;
-    }
-    return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool: %s, got '%s'", expected, text);
-}
-
-/* 1 if the backend's default coherence is flush (dax: CXL 2.0 memory is not coherent across hosts). */
-static int cxl_pool_default_flush(const cxl_pool_spec_t *spec)
-{
-    return spec->kind == CXL_POOL_DAX;
 }
 
 static int cxl_pool_pid_alive(long pid)
@@ -189,92 +118,6 @@ static int cxl_pool_sweep_stale(const char *dir)
     }
     closedir(d);
     return removed;
-}
-
-/* Size in bytes of a devdax character device (from sysfs), or -1 if it is none. */
-static long long cxl_pool_dax_device_size(const struct stat *st)
-{
-    if (!S_ISCHR(st->st_mode)) return -1;
-    char path[128];
-    snprintf(path, sizeof path, "/sys/dev/char/%u:%u/size", major(st->st_rdev), minor(st->st_rdev));
-    FILE *f = fopen(path, "r");
-    long long size = -1;
-    if (f) {
-        if (fscanf(f, "%lld", &size) != 1) size = -1;
-        fclose(f);
-    }
-    return size;
-}
-
-/* Accept a devdax device or a file on a filesystem mounted with the dax option. */
-static int cxl_pool_check_dax(const cxl_pool_spec_t *spec, char *err, size_t errlen)
-{
-    struct stat st;
-    if (stat(spec->path, &st) != 0)
-        return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: %s", spec->text, strerror(errno));
-    if (S_ISCHR(st.st_mode)) {
-        char link[128], target[CXL_POOL_PATH_MAX];
-        snprintf(link, sizeof link, "/sys/dev/char/%u:%u/subsystem", major(st.st_rdev), minor(st.st_rdev));
-        ssize_t n = readlink(link, target, sizeof target - 1);
-        target[n > 0 ? n : 0] = 0;
-        const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
-        if (strcmp(base, "dax") != 0)
-            return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: a character device, but not a devdax "
-                                 "device (its sysfs subsystem is %s)", spec->text, *base ? base : "unknown");
-        return CXL_POOL_OK;
-    }
-    if (!S_ISREG(st.st_mode))
-        return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: expected a devdax device (/dev/daxX.Y) or "
-                             "a file on a DAX filesystem", spec->text);
-    char real[CXL_POOL_PATH_MAX], line[2 * CXL_POOL_PATH_MAX], best_opts[1024] = "?";
-    size_t best_len = 0;
-    if (!realpath(spec->path, real)) snprintf(real, sizeof real, "%s", spec->path);
-    FILE *f = fopen("/proc/mounts", "r");
-    while (f && fgets(line, sizeof line, f)) {
-        char dev[1024], mnt[CXL_POOL_PATH_MAX], fs[256], opts[1024];
-        if (sscanf(line, "%1023s %4095s %255s %1023s", dev, mnt, fs, opts) != 4) continue;
-        size_t len = strlen(mnt);
-        int inside = strncmp(real, mnt, len) == 0 && (real[len] == '/' || real[len] == 0 || strcmp(mnt, "/") == 0);
-        if (inside && len >= best_len) {
-            best_len = len;
-            snprintf(best_opts, sizeof best_opts, "%s", opts);
-        }
-    }
-    if (f) fclose(f);
-    if (!strstr(best_opts, "dax"))
-        return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: the file is not on a filesystem mounted with "
-                             "'dax' (its mount has options %s); use file:%s to map it as an ordinary file",
-                             spec->text, best_opts, spec->path);
-    return CXL_POOL_OK;
-}
-
-static int cxl_pool_check_numa_node(const cxl_pool_spec_t *spec, char *err, size_t errlen)
-{
-    char path[128];
-    struct stat st;
-    snprintf(path, sizeof path, "/sys/devices/system/node/node%d", spec->numa_node);
-    if (stat(path, &st) != 0)
-        return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: no NUMA node %d on this machine",
-                             spec->text, spec->numa_node);
-    return CXL_POOL_OK;
-}
-
-/* Bind [addr, addr + length) to NUMA node `node` (MPOL_BIND, MPOL_MF_STRICT | MPOL_MF_MOVE). */
-static int cxl_pool_mbind(void *addr, uint64_t length, int node, const char *text, char *err, size_t errlen)
-{
-#ifdef SYS_mbind
-    unsigned long mask[16] = {0};
-    if (node < 0 || node >= (int)(8 * sizeof mask))
-        return cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: node %d is beyond %d", text, node, (int)(8 * sizeof mask));
-    mask[node / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
-    if (syscall(SYS_mbind, addr, (unsigned long)length, 2 /* MPOL_BIND */, mask,
-                (unsigned long)(8 * sizeof mask), 1u | 2u /* STRICT | MOVE */) != 0)
-        return cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: mbind failed: %s", text, strerror(errno));
-    return CXL_POOL_OK;
-#else
-    (void)addr; (void)length; (void)node;
-    return cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: mbind is not available on this architecture", text);
-#endif
 }
 
 static void cxl_pool_write_header(cxl_segment_t *seg)

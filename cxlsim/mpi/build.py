@@ -33,7 +33,7 @@ CFLAGS = ("-O3", "-fPIC", "-shared", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-W
 MPI_DIR = Path(__file__).resolve().parent
 EMULATOR_DIR = MPI_DIR.parent / "emulator"
 KERNEL_HEADERS = ("cxl_ops.h", "cxl_reduce.h", "cxl_coll.h", "cxl_coll_core.h", "cxl_coll_move.h", "cxl_coll_reduce.h",
-                  "cxl_pool.h")
+                  "cxl_pool.h", "cxl_pool_backends.h")
 MAX_LIBRARY_VERSION = 16384  # bytes; MPICH's MPI_MAX_LIBRARY_VERSION_STRING is 8192
 
 
