@@ -340,7 +340,7 @@ def register(subparsers) -> None:
     p.add_argument("--topology", help="star (default), fat_tree (set hosts_per_leaf and oversubscription in a "
                                       "scenario file), or a .yaml/.graphml topology file")
     p.add_argument("--collective", help="allgather (default), allreduce, reduce_scatter, broadcast, gather, "
-                                         "scatter, alltoall or barrier (on a CXL pool: the pool's own algorithms "
+                                         "scatter, reduce, alltoall or barrier (on a CXL pool: the pool's own algorithms "
                                          "for allgather, allreduce, reduce_scatter, broadcast, alltoall, barrier)")
     p.add_argument("--algorithm", help="algorithm name, or 'auto' for the library selector")
     p.add_argument("--selector", help="library whose default choice 'auto' mimics: mpich or ompi")

@@ -12,7 +12,7 @@ from cxlsim.fabric.placement import Placement
 from cxlsim.fabric.presets import get_preset
 from cxlsim.fabric.switch import SwitchParams
 from cxlsim.fabric.transport import NetworkTransport
-from cxlsim.models.collectives import analytic, base, registry, runner
+from cxlsim.models.collectives import analytic, base, registry, runner, selectors
 
 ALL = registry.network_algorithms()  # pool algorithms (cxl_pool) run on a CXL pool: tests/test_sim_cxl.py
 
@@ -182,6 +182,42 @@ def test_binomial_gather_congests_at_the_root_on_non_power_of_two_p():
     # share rank 4's downlink, which the closed form does not model: the DES is slower.
     out, t, ctx = simulate("gather", "binomial", 7, 1 << 20)
     assert out.latency_ns > _closed_form("gather", "binomial", t, ctx, 1 << 20, 65536)
+
+
+def test_binomial_reduce_walks_the_roots_shared_downlink():
+    # P=3: ranks 1 and 2 send their 16 MiB to the root at once; the root's downlink interleaves their
+    # 1 MiB chunks, so rank 1's lands after (2s - c) beta, rank 2's a chunk later, and the root reduces
+    # rank 1's, then rank 2's (R(s) > c beta). Alone on the link, each would land after s beta: 10% less.
+    s, c = 16 << 20, 1 << 20
+    out, t, ctx = simulate("reduce", "binomial", 3, s, chunk=c)
+    cm = analytic.CostModel.from_network(t.network, c)
+    hand = cm.overhead_ns + cm.path_latency_ns + (2 * s - c) * cm.beta_ns_per_byte + 2 * (cm.overhead_ns + cm.R(s))
+    assert cm.R(s) > c * cm.beta_ns_per_byte
+    assert _closed_form("reduce", "binomial", t, ctx, s, c) == pytest.approx(hand, rel=1e-12)
+    assert out.latency_ns == pytest.approx(hand, rel=1e-9)
+    alone = cm.arrive(s, False) + 2 * (cm.receive(s, False) + cm.R(s))
+    assert out.latency_ns / alone - 1 == pytest.approx(0.10, abs=0.01)
+    # Ties between sends at the same moment go in the DES's order (P=6, root 1: ranks 3 and 5 send to the
+    # root together, rank 5 first, since its child, rank 0, started first), any root, chunked messages.
+    for p in (5, 6, 7, 12, 13):
+        for root in sorted({0, 1, p - 1}):
+            for size in (100, 65536, 100_000):
+                out, t, ctx = simulate("reduce", "binomial", p, size, root=root)
+                assert _closed_form("reduce", "binomial", t, ctx, size, 65536) == pytest.approx(
+                    out.latency_ns, rel=1e-9), (p, root, size)
+
+
+def test_reduce_is_a_registry_collective_and_both_selectors_name_what_they_substitute():
+    assert "reduce" in base.COLLECTIVES and registry.names("reduce") == ["binomial"]
+    assert selectors.select("mpich", "reduce", 8, 2048) == ("binomial", None)
+    name, note = selectors.select("mpich", "reduce", 8, 2049)
+    assert name == "binomial" and "reduce_scatter_gather" in note and "not modelled" in note
+    name, note = selectors.select("ompi", "reduce", 8, 64)
+    assert name == "binomial" and "not modelled" in note
+    good = {0: None, 1: base.reduced_vector(3, 4), 2: None}
+    runner.verify("reduce", 3, runner.Context(root=1), good)
+    with pytest.raises(AssertionError, match="rank 0"):
+        runner.verify("reduce", 3, runner.Context(root=1), {**good, 0: good[1]})
 
 
 @pytest.mark.parametrize("name", ["recursive_doubling", "rabenseifner"])

@@ -32,7 +32,8 @@ from cxlsim.errors import InputError
 __all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "HYBRID", "flat_exact",
            "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "fold_vectors", "split", "is_pow2"]
 
-COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather", "alltoall", "barrier", "scatter")
+COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather", "alltoall", "barrier", "scatter",
+               "reduce")
 REDUCE_BITS = 24
 NETWORK = "network"
 """Transport kind: messages (`Transport.kind`); network algorithms run on any fabric with messages."""
@@ -59,7 +60,7 @@ class Context:
     inter: str = "ring"
     """Allgather algorithm among node leaders (hierarchical)."""
     root: int = 0
-    """Root rank of broadcast and gather."""
+    """Root rank of broadcast, gather, scatter and reduce."""
     elements: int = 0
     """Label elements per reduction vector (0: max(P, 4))."""
 

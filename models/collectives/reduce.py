@@ -1,4 +1,4 @@
-"""Rooted reduction on a network: MPICH's binomial-tree reduce, with its closed form.
+"""Rooted reduction on a network: MPICH's binomial-tree reduce, with its closed form and registry record.
 
 `binomial(g, s, vec, root)`: relative to the root, a rank receives and
 reduces its children's s-byte vectors, smallest subtree first, then sends the
@@ -6,16 +6,24 @@ sum to its parent (MPICH `reduce_intra_binomial`); the root returns the
 reduced vector, the others None.
 
 Closed form (one rank per host, all starting together, ns): a rank takes its
-children's vectors smallest subtree first, each once the child has sent it,
-    t = max(t, sent(child) + arrive(s)) + receive(s) + R(s);
+children's vectors smallest subtree first, each once it has landed,
+    t = max(t, landed(child)) + receive(s) + R(s);
 it sends at sent(rank) = t and is done busy(s) later (the root at t).
-
-Reduce is not one of `base.COLLECTIVES`, so it has no `Algorithm` record: the
-trace replay calls it directly.
+landed(child) is sent(child) + arrive(s) when the child's message has the
+parent's downlink to itself. At non-power-of-two P some children send at the
+same moment (P = 3: ranks 1 and 2 at once), and their chunks share that
+link: `shared_downlink.arrivals` walks them (exact on one switch). Between
+sends at the same moment the DES goes in the order of their causes: a rank's
+send follows the event that set its time, back to a leaf's start, and the
+leaves start in rank order (`first`: that leaf's rank). Every rank on one
+host: shared-memory messages, nothing shared.
 """
 from __future__ import annotations
 
-__all__ = ["binomial", "binomial_cost"]
+from cxlsim.models.collectives.base import NO_CONTEXT, Algorithm
+from cxlsim.models.collectives.shared_downlink import arrivals
+
+__all__ = ["binomial", "binomial_run", "binomial_cost", "BINOMIAL"]
 
 
 def binomial(g, s, vec, root=0):
@@ -36,16 +44,41 @@ def binomial(g, s, vec, root=0):
     return vec
 
 
-def binomial_cost(cm, p: int, s: int) -> float:
+def binomial_run(g, s, vec, ctx=NO_CONTEXT):
+    """The record's per-rank program: `binomial` to `ctx.root`."""
+    return (yield from binomial(g, s, vec, ctx.root))
+
+
+def _children(rel: int, p: int) -> list[int]:
+    """A rank's children in root-relative ranks, smallest subtree first (the order it receives them)."""
+    kids, mask = [], 1
+    while mask < p and not rel & mask:
+        if rel + mask < p:
+            kids.append(rel + mask)
+        mask <<= 1
+    return kids
+
+
+def binomial_cost(cm, p: int, s: int, ctx=NO_CONTEXT) -> float:
     """Closed form of `binomial` on a network `CostModel` (see the module docstring), ns."""
-    sent, end = {}, 0.0
-    for rel in reversed(range(p)):
-        t = 0.0
-        mask = 1
-        while mask < p and not rel & mask:
-            if rel + mask < p:
-                t = max(t, sent[rel + mask] + cm.arrive(s, False)) + cm.receive(s, False) + cm.R(s)
-            mask <<= 1
-        sent[rel] = t
-        end = max(end, t if rel == 0 else t + cm.busy(s, False))
+    root = ctx.root if ctx is not None else 0
+    intra = cm.intra_only
+    sent, first, end = {}, {}, 0.0
+    for rel in reversed(range(p)):  # children have higher relative ranks than their parent
+        kids = _children(rel, p)
+        if intra:
+            landed = [sent[c] + cm.arrive(s, True) for c in kids]
+        else:
+            landed = arrivals(cm, [(sent[c], s, first[c]) for c in kids])
+        t, cause = 0.0, (rel + root) % p
+        for child, when in zip(kids, landed):
+            if when >= t:  # its landing, not the rank's own previous step, sets what follows
+                cause = first[child]
+            t = max(t, when) + cm.receive(s, intra) + cm.R(s)
+        sent[rel], first[rel] = t, cause
+        end = max(end, t if rel == 0 else t + cm.busy(s, intra))
     return end
+
+
+BINOMIAL = Algorithm("reduce", "binomial", binomial_run, binomial_cost,
+                     source="MPICH reduce_intra_binomial (short messages, or a user-defined op)")

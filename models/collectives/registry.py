@@ -20,8 +20,8 @@ from types import MappingProxyType
 from cxlsim import plugins
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import (allgather, alltoall, barrier, chain, cxl_pool, hierarchical_pods,
-                                      pool_collective_forms, reduce_scatter, reduce_scatter_butterfly, reductions, rooted,
-                                      tree_bcast)
+                                      pool_collective_forms, reduce, reduce_scatter, reduce_scatter_butterfly, reductions,
+                                      rooted, tree_bcast)
 from cxlsim.models.collectives.base import COLLECTIVES, HYBRID, NETWORK, POOL, Algorithm
 
 __all__ = ["BUILTIN", "algorithms", "algorithm", "lookup", "names", "network_algorithms", "check_transport"]
@@ -55,7 +55,7 @@ BUILTIN = (
     reductions.REDUCE_SCATTER_RING, *reduce_scatter.RECORDS, reduce_scatter_butterfly.BUTTERFLY,
     *alltoall.RECORDS, *barrier.RECORDS,
     rooted.BROADCAST_BINOMIAL, rooted.SCATTER_RING_ALLGATHER, rooted.SCATTER_RECURSIVE_DOUBLING_ALLGATHER,
-    rooted.GATHER_BINOMIAL, rooted.SCATTER_BINOMIAL, chain.PIPELINED_CHAIN, *tree_bcast.RECORDS,
+    rooted.GATHER_BINOMIAL, rooted.SCATTER_BINOMIAL, reduce.BINOMIAL, chain.PIPELINED_CHAIN, *tree_bcast.RECORDS,
 )
 """Every built-in algorithm record."""
 

@@ -14,8 +14,9 @@ collectives in flight at the same time need different `tag`s.
 
 Size convention (as in OSU): for allgather and gather `size_bytes` is the
 block per rank, for alltoall the block per destination, for scatter the
-segment each rank receives; for allreduce, reduce_scatter and broadcast it
-is the whole vector per rank; a barrier moves no data. Labels: an alltoall
+segment each rank receives; for allreduce, reduce_scatter, reduce and broadcast
+it is the whole vector per rank (reduce: its root ends with the sum, the others
+with None); a barrier moves no data. Labels: an alltoall
 rank r sends block (r, d) to rank d; a scatter root sends segment
 ("data-from", root, r) to rank r; a barrier rank ends with the ranks it saw
 arrive.
@@ -73,6 +74,8 @@ def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
         full = reduced_vector(p, _elements(ctx, p))
         if collective == "allreduce":
             expect = {r: full for r in range(p)}
+        elif collective == "reduce":
+            expect = {r: (full if r == ctx.root else None) for r in range(p)}
         else:
             segments = split(full, p)
             expect = {r: segments[r] for r in range(p)}

@@ -21,7 +21,12 @@ MPIR_CVAR_BCAST_LONG_MSG_SIZE = 524288, MPIR_CVAR_BCAST_MIN_PROCS = 8):
 s < 12288 or P < 8: binomial; s < 524288 and power-of-two P: scatter +
 recursive-doubling allgather; otherwise scatter + ring allgather. These two
 thresholds come from the MPICH source, not from the project's reference
-notes. Gather (binomial, the one implemented) always gets it.
+notes. Gather and scatter (binomial, the one implemented) always get it.
+Reduce, MPICH <= 3.3 (`src/mpi/coll/reduce/reduce.c`,
+MPIR_CVAR_REDUCE_SHORT_MSG_SIZE = 2048): binomial up to 2048 B; above, for a
+built-in op and count >= pof2, reduce_scatter_gather, which is not modelled:
+binomial runs and the note says so. Open MPI's reduce rows are not modelled:
+binomial runs, noted.
 
 Alltoall, barrier and reduce-scatter, and Open MPI's allreduce and broadcast
 (read in MPICH 3.3 and 4.1 and Open MPI 5.0.9):
@@ -77,6 +82,7 @@ MPICH_ALLTOALL_SHORT = 256
 MPICH_ALLTOALL_MEDIUM = 32768
 MPICH_ALLTOALL_BRUCK_MIN_PROCS = 8
 MPICH_REDSCAT_LONG = 524288
+MPICH_REDUCE_SHORT = 2048
 
 
 def mpich_allgather(p: int, m: int) -> tuple[str, str | None]:
@@ -261,8 +267,21 @@ def ompi_reduce_scatter(p: int, s: int) -> tuple[str, str | None]:
     return _ompi_table("reduce_scatter", _OMPI_REDUCE_SCATTER, p, s)
 
 
+def mpich_reduce(p: int, s: int) -> tuple[str, str | None]:
+    if s <= MPICH_REDUCE_SHORT:
+        return "binomial", None
+    return "binomial", (f"MPICH picks reduce_scatter_gather above {MPICH_REDUCE_SHORT} B (a built-in op, count "
+                        ">= the power of two below P), which is not modelled; binomial runs")
+
+
+def ompi_reduce(p: int, s: int) -> tuple[str, str | None]:
+    return "binomial", "Open MPI's reduce decision is not modelled; MPICH's binomial runs"
+
+
 _SINGLE = {"gather": "binomial", "scatter": "binomial"}
 SELECTORS = {
+    ("mpich", "reduce"): mpich_reduce,
+    ("ompi", "reduce"): ompi_reduce,
     ("mpich", "alltoall"): mpich_alltoall,
     ("ompi", "alltoall"): ompi_alltoall,
     ("mpich", "barrier"): mpich_barrier,
