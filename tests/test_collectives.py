@@ -99,13 +99,11 @@ FOLDED = {("allreduce", "recursive_doubling"), ("allreduce", "rabenseifner")}
 
 
 def _pairwise_uncongested(collective, name, p, size):
-    # Pairwise-exchange algorithms never share a port on a star. Two exceptions congest a
-    # host's downlink, which the closed forms do not model (see the tests below): binomial
-    # gather on P that is not a power of two, and the non-power-of-two fold when the early
-    # ranks' first message collides with a fold message (only visible once the wire time
-    # exceeds the reduction time of the fold, here at 16 MiB).
-    if collective == "gather":
-        return base.is_pow2(p)
+    # Pairwise-exchange algorithms never share a port on a star; the binomial fan-ins (gather, reduce)
+    # walk the children's messages through the parent's shared downlink. One exception congests a
+    # host's downlink, which its closed form does not model (see the test below): the non-power-of-two
+    # fold when the early ranks' first message collides with a fold message (only visible once the
+    # wire time exceeds the reduction time of the fold, here at 16 MiB).
     if (collective, name) in FOLDED and not base.is_pow2(p):
         return size <= 1 << 20
     return True
@@ -177,11 +175,22 @@ def test_closed_form_includes_the_store_and_forward_chunk_term():
         assert out.latency_ns == pytest.approx(_closed_form("allgather", "ring", t, ctx, size, 65536), rel=1e-6)
 
 
-def test_binomial_gather_congests_at_the_root_on_non_power_of_two_p():
-    # P=7: ranks 5 and 6 are both leaves under rank 4 and send to it at t=0, so their messages
-    # share rank 4's downlink, which the closed form does not model: the DES is slower.
-    out, t, ctx = simulate("gather", "binomial", 7, 1 << 20)
-    assert out.latency_ns > _closed_form("gather", "binomial", t, ctx, 1 << 20, 65536)
+def test_binomial_gather_shares_a_parents_downlink_on_non_power_of_two_p():
+    # P=7: ranks 5 and 6 are both leaves under rank 4 and send to it at t=0, so their messages share
+    # rank 4's downlink: the form walks their chunks and equals the DES, which is slower than the
+    # uncontended sum of the tree (each message alone on its link).
+    m = 1 << 20
+    out, t, ctx = simulate("gather", "binomial", 7, m)
+    cm = analytic.CostModel.from_network(t.network, 65536)
+    assert out.latency_ns == pytest.approx(_closed_form("gather", "binomial", t, ctx, m, 65536), rel=1e-9)
+    sent = {6: 0.0, 5: 0.0, 3: 0.0, 1: 0.0}
+    sent[4] = max(sent[5] + cm.arrive(m, False) + cm.receive(m, False), sent[6] + cm.arrive(m, False)) + \
+        cm.receive(m, False)
+    sent[2] = sent[3] + cm.arrive(m, False) + cm.receive(m, False)
+    alone = max(sent[1] + cm.arrive(m, False), 0.0) + cm.receive(m, False)
+    alone = max(alone, sent[2] + cm.arrive(2 * m, False)) + cm.receive(2 * m, False)
+    alone = max(alone, sent[4] + cm.arrive(3 * m, False)) + cm.receive(3 * m, False)
+    assert out.latency_ns > 1.05 * alone
 
 
 def test_binomial_reduce_walks_the_roots_shared_downlink():

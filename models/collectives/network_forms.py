@@ -49,6 +49,7 @@ import numpy as np
 
 from cxlsim.errors import InputError
 from cxlsim.models.collectives.base import NETWORK, Algorithm, NoClosedForm
+from cxlsim.models.collectives.shared_downlink import fan_in
 
 __all__ = ["CostModel", "network_closed_form", "bcast_tree", "gather_tree", "scatter_tree", "ring_recurrence",
            "pairwise_steps", "ring_exact", "allgather_ring", "allgather_recursive_doubling", "allgather_bruck",
@@ -146,19 +147,17 @@ def bcast_tree(cm: CostModel, p: int, k: int, intra: bool) -> float:
     return end
 
 
-def gather_tree(cm: CostModel, p: int, m: int, intra: bool) -> float:
-    """Binomial gather of m-byte blocks on p ranks: time until the last rank is done."""
-    intra = intra or cm.intra_only
-    sent, end = {}, 0.0
-    for rel in reversed(range(p)):
-        t = 0.0
-        for child in reversed(_children(rel, p)):  # smallest subtree first
-            k = min(child & -child, p - child) * m
-            t = max(t, sent[child] + cm.arrive(k, intra)) + cm.receive(k, intra)
-        sent[rel] = t
-        blocks = min(rel & -rel, p - rel) if rel else p
-        end = max(end, t if rel == 0 else t + cm.busy(blocks * m, intra))
-    return end
+def gather_tree(cm: CostModel, p: int, m: int, intra: bool, root: int = 0) -> float:
+    """Binomial gather of m-byte blocks on p ranks to `root`: time until the last rank is done.
+
+    A rank takes its children's blocks smallest subtree first and forwards its whole subtree's; at
+    non-power-of-two P children that send at once share the parent's downlink (`shared_downlink.fan_in`)."""
+    if intra:
+        cm = replace(cm, intra_only=True)
+
+    def blocks(rel):
+        return (min(rel & -rel, p - rel) if rel else p) * m
+    return fan_in(cm, p, root, lambda rel: reversed(_children(rel, p)), blocks, lambda k: 0.0)
 
 
 def _host_of(p, ctx):
@@ -334,7 +333,7 @@ def broadcast_scatter_recursive_doubling_allgather(cm, p, s, ctx):
 
 
 def gather_binomial(cm, p, m, ctx):
-    return gather_tree(cm, p, m, False)
+    return gather_tree(cm, p, m, False, ctx.root)
 
 
 def scatter_binomial(cm, p, m, ctx):

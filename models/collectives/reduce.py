@@ -12,16 +12,13 @@ it sends at sent(rank) = t and is done busy(s) later (the root at t).
 landed(child) is sent(child) + arrive(s) when the child's message has the
 parent's downlink to itself. At non-power-of-two P some children send at the
 same moment (P = 3: ranks 1 and 2 at once), and their chunks share that
-link: `shared_downlink.arrivals` walks them (exact on one switch). Between
-sends at the same moment the DES goes in the order of their causes: a rank's
-send follows the event that set its time, back to a leaf's start, and the
-leaves start in rank order (`first`: that leaf's rank). Every rank on one
-host: shared-memory messages, nothing shared.
+link: `shared_downlink.fan_in` walks them (exact on one switch). Every rank
+on one host: shared-memory messages, nothing shared.
 """
 from __future__ import annotations
 
 from cxlsim.models.collectives.base import NO_CONTEXT, Algorithm
-from cxlsim.models.collectives.shared_downlink import arrivals
+from cxlsim.models.collectives.shared_downlink import fan_in
 
 __all__ = ["binomial", "binomial_run", "binomial_cost", "BINOMIAL"]
 
@@ -62,22 +59,7 @@ def _children(rel: int, p: int) -> list[int]:
 def binomial_cost(cm, p: int, s: int, ctx=NO_CONTEXT) -> float:
     """Closed form of `binomial` on a network `CostModel` (see the module docstring), ns."""
     root = ctx.root if ctx is not None else 0
-    intra = cm.intra_only
-    sent, first, end = {}, {}, 0.0
-    for rel in reversed(range(p)):  # children have higher relative ranks than their parent
-        kids = _children(rel, p)
-        if intra:
-            landed = [sent[c] + cm.arrive(s, True) for c in kids]
-        else:
-            landed = arrivals(cm, [(sent[c], s, first[c]) for c in kids])
-        t, cause = 0.0, (rel + root) % p
-        for child, when in zip(kids, landed):
-            if when >= t:  # its landing, not the rank's own previous step, sets what follows
-                cause = first[child]
-            t = max(t, when) + cm.receive(s, intra) + cm.R(s)
-        sent[rel], first[rel] = t, cause
-        end = max(end, t if rel == 0 else t + cm.busy(s, intra))
-    return end
+    return fan_in(cm, p, root, lambda rel: _children(rel, p), lambda rank: s, lambda k: cm.R(s))
 
 
 BINOMIAL = Algorithm("reduce", "binomial", binomial_run, binomial_cost,

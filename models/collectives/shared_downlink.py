@@ -10,6 +10,13 @@ switch when the port rule allows (cut-through: its head; store-and-forward: its 
 the receiver's port in order of readiness, ties in the order the messages started (then the
 caller's order); a message lands when its last chunk is through, plus the route's latency.
 
+`fan_in(cm, p, root, children, message_bytes, work_ns)` is a binomial fan-in (reduce, gather) to
+`root` through those walks: each rank takes its children's messages in order, each once it has
+landed (then `work_ns` of CPU work), and then sends its own to its parent. Between sends at the same
+moment the DES goes in the order of their causes: a rank's send follows the event that set its time,
+back to a leaf's start, and the leaves start in rank order, so each send carries the rank of the
+leaf it goes back to as its tie order.
+
 Exact on one switch when every port runs at the host's injection rate beta (every preset: G = the
 link's 1/bandwidth) and nothing else sends to the receiver meanwhile, as in a binomial reduce or
 gather with one rank per host. A message alone lands at o + wire(k), the uncontended form's
@@ -17,7 +24,7 @@ gather with one rank per host. A message alone lands at o + wire(k), the unconte
 """
 from __future__ import annotations
 
-__all__ = ["arrivals"]
+__all__ = ["arrivals", "fan_in"]
 
 
 def _chunks(cm, post_ns: float, size_bytes: int) -> list[tuple[float, int]]:
@@ -58,3 +65,27 @@ def _more_stores(cm, size_bytes: int) -> float:
     if not cm.store_and_forward or cm.links <= 2:
         return 0.0
     return (cm.links - 2) * min(size_bytes, cm.chunk_bytes) * cm.beta_ns_per_byte
+
+
+def fan_in(cm, p: int, root: int, children, message_bytes, work_ns) -> float:
+    """When the last rank of a binomial fan-in to `root` is done (ns): root-relative rank r takes the
+    message of each of `children(r)` in that order, `message_bytes(child)` bytes each, then spends
+    `work_ns(bytes)` on it, and sends its `message_bytes(r)` to its parent (the root keeps its own).
+    Every rank on one host (`cm.intra_only`): shared-memory messages, which share no link."""
+    intra = cm.intra_only
+    sent, first, end = {}, {}, 0.0
+    for rel in reversed(range(p)):  # children have higher relative ranks than their parent
+        kids = list(children(rel))
+        sizes = [message_bytes(c) for c in kids]
+        if intra:
+            landed = [sent[c] + cm.arrive(k, True) for c, k in zip(kids, sizes)]
+        else:
+            landed = arrivals(cm, [(sent[c], k, first[c]) for c, k in zip(kids, sizes)])
+        t, cause = 0.0, (rel + root) % p
+        for child, k, when in zip(kids, sizes, landed):
+            if when >= t:  # its landing, not the rank's own previous step, sets what follows
+                cause = first[child]
+            t = max(t, when) + cm.receive(k, intra) + work_ns(k)
+        sent[rel], first[rel] = t, cause
+        end = max(end, t if rel == 0 else t + cm.busy(message_bytes(rel), intra))
+    return end
