@@ -71,14 +71,14 @@ def loadavg() -> str:
         return " ".join(fh.read().split()[:3])
 
 
-def run_round(exe: str, env_extra: dict, max_bytes: int) -> dict:
-    """{benchmark: {size: (median, fastest, slowest)}} from one mpirun of every benchmark."""
+def run_round(exe: str, env_extra: dict, max_bytes: int, benchmarks=BENCHMARKS, batches: int = BATCHES) -> dict:
+    """{benchmark: {size: (median, Min, Max)}} from one mpirun of `benchmarks` (Min, Max: the extreme batches)."""
     env = {**os.environ, **env_extra}
-    out = subprocess.run(["mpirun", "-np", "2", exe, ",".join(BENCHMARKS), str(max_bytes), str(BATCHES)],
+    out = subprocess.run(["mpirun", "-np", "2", exe, ",".join(benchmarks), str(max_bytes), str(batches)],
                          env=env, capture_output=True, text=True, timeout=600, check=True).stdout
     tables = parse_osu(out, source="osu_loops")
-    assert len(tables) == len(BENCHMARKS), out
-    return {name: {row[0]: row[1:4] for row in table.rows} for name, table in zip(BENCHMARKS, tables)}
+    assert len(tables) == len(benchmarks), out
+    return {name: {row[0]: row[1:4] for row in table.rows} for name, table in zip(benchmarks, tables)}
 
 
 HEADER = {"latency": ("OSU MPI Latency Test v5.3", "Latency (us)"),
