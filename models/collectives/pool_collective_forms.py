@@ -27,19 +27,11 @@ queueing between one rank's second step and another's first (within 1%: 0.65%
 at 33 hosts on two devices, 8 KiB, as measured at 16-64 hosts). Above
 `HW_CHUNKS` chunk transfers the algebraic forms below stand, noted approximate.
 
-The hw broadcasts on a congested pool are `hw_step_ends` fixed points too, with per-rank waits and
-stores: the root streams its slot and stores its flag; each reader polls the
-root's flag from 0, loads the slot and then stores its done flag (zero-copy:
-neither). Exact on any pool as measured (one switch, trees of 16-64 hosts, two
-devices, switchless 16 hosts), any root. Beyond `HW_CHUNKS` the algebraic forms
-stand, exact only *uncongested*: one switch and P x host bandwidth within the
-devices' (`uncongested`); elsewhere they leave out the queueing (the copy
-broadcast's was 33% low at 32 hosts, 64 KiB), and `form_note` says so. With
-X = 64/b the issue time of a line (b the host bandwidth), D(n) = 64
-ceil(n/64)/b, L = 2 path + media and ack(n) = max(D(n) + 2 path, writeback) the
-acknowledgement of an n-byte streamed write, `broadcast_ends` gives the steps.
-The flush-mode row steps use the same rules
-where their walk is unaffordable (`row_step_cost`): rank r reaches its sfence
+The broadcasts' forms are `pool_broadcast_forms` (imported here for the records); the terms every
+form shares (line counts, a rank's store and load costs) are `pool_step_terms`.
+
+The flush-mode row steps, where their walk is unaffordable (`row_step_cost`), take those terms: rank r
+reaches its sfence
 at its own shift (the last piece's acknowledgement and the publish's
 clflushopt), the step's wait is the barrier's form with rank r starting there
 (`pool_forms` starts) and polling after its local copy (`pool_forms`
@@ -48,22 +40,24 @@ barrier end and folds.
 """
 from __future__ import annotations
 
-from cxlsim.coherence import Coherence
-from cxlsim.fabric.cxl import CACHE_LINE_BYTES, line_span
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
+from cxlsim.models.collectives.pool_broadcast_forms import (broadcast_cost, broadcast_ends, broadcast_zero_copy_cost,
+                                                            hw_broadcast_stepped)
 from cxlsim.models.collectives.pool_collectives import block_bytes, share_bytes
 from cxlsim.models.collectives.pool_forms import geometry_from_figures, pool_rank_ends
-from cxlsim.models.collectives.pool_hw_steps import AFTER, FIRST, hw_step_ends
-from cxlsim.models.collectives.pool_flush_programs import Step, broadcast_flush, broadcast_flush_ends, walk_steps
+from cxlsim.models.collectives.pool_hw_steps import hw_step_ends
+from cxlsim.models.collectives.pool_flush_programs import Step, walk_steps
+from cxlsim.models.collectives.pool_step_terms import (HW_CHUNKS, LINE, flush_mode, lines_of, reads_ns,
+                                                       row_store_shift_ns, store_shift_ns, uncongested)
 
 __all__ = ["uncongested", "form_note", "select_pool", "barrier_cost", "allreduce_small_cost", "allreduce_large_cost",
            "row_step_cost", "reduce_scatter_cost", "alltoall_cost", "alltoall_zero_copy_cost", "broadcast_cost",
-           "broadcast_ends", "broadcast_zero_copy_cost", "flush_steps", "hw_steps_cost", "HW_TIES", "HW_STEPS_APART", "RECORDS", "ALLREDUCE_SMALL", "ALLREDUCE_LARGE", "REDUCE_SCATTER",
-           "BROADCAST", "ALLTOALL", "BARRIER", "BROADCAST_ZERO_COPY", "ALLTOALL_ZERO_COPY"]
+           "broadcast_ends", "broadcast_zero_copy_cost", "flush_steps", "hw_steps_cost", "HW_TIES", "HW_STEPS_APART",
+           "RECORDS", "ALLREDUCE_SMALL", "ALLREDUCE_LARGE", "REDUCE_SCATTER", "BROADCAST", "ALLTOALL", "BARRIER",
+           "BROADCAST_ZERO_COPY", "ALLTOALL_ZERO_COPY"]
 
-LINE = CACHE_LINE_BYTES
 APPROXIMATE = ("approximate: the closed form leaves out queueing (exact on one switch with P x host bandwidth "
                "within the devices'); use engine des")
 
@@ -81,18 +75,13 @@ WALK_TIES = ("within 0.05%: a walk of the ranks' programs through the pool's que
              "can go in another order than the DES's (as measured at 16-64 hosts)")
 
 
-def uncongested(fig, p: int) -> bool:
-    """Whether no transfer ever queues: one switch and P x host bandwidth within the devices' together."""
-    return not fig.leaf_hosts and p * fig.host_bw_bytes_per_ns <= fig.device_bw_bytes_per_ns * (1 + 1e-12)
-
-
 def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
     """The caveat the closed form of pool record `algo` carries for this call, or None where it equals the DES.
 
     The bounds are those the tests measure (tests/test_sim_pool_collectives.py)."""
     key = (algo.collective, algo.name)
-    if p <= 1 or key not in _FORMS or algo.collective == "broadcast" and (_flush(fig)
-                                                                         or _hw_broadcast_stepped(fig, p, size_bytes)):
+    if p <= 1 or key not in _FORMS or algo.collective == "broadcast" and (flush_mode(fig)
+                                                                         or hw_broadcast_stepped(fig, p, size_bytes)):
         return None  # the broadcasts' walks (flush) and fixed points (hw) are exact on any pool
     calm = uncongested(fig, p)
     if _walk_used(fig, p, algo.collective, algo.name, size_bytes):
@@ -107,7 +96,7 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
         return APPROXIMATE
     if key in (("reduce_scatter", "cxl_pool"), ("alltoall", "cxl_pool")):
         block = block_bytes(size_bytes, p) if algo.collective == "reduce_scatter" else size_bytes
-        if len({_lines(r * block, block) for r in range(p)}) > 1:
+        if len({lines_of(r * block, block) for r in range(p)}) > 1:
             return ("within 0.5%: columns span different line counts, and the DES's order of equal times "
                     "decides which rank polls last (the form takes every rank as the last)")
         return None
@@ -140,18 +129,6 @@ def select_pool(collective: str, fig, p: int, size_bytes: int, large_bytes: int 
     return "cxl_pool", None
 
 
-def _lines(offset: int, size: int) -> int:
-    return line_span(offset, size)[1]
-
-
-def _issue(fig, lines: int) -> float:
-    return lines * LINE / fig.host_bw_bytes_per_ns
-
-
-def _flush(fig) -> bool:
-    return Coherence.parse(fig.coherence) == Coherence.FLUSH
-
-
 def barrier_cost(fig, p: int, size_bytes: int = 0, ctx=None) -> float:
     """The pool barrier: the allgather of zero-byte blocks, without its last mfence in flush mode."""
     if _hw_stepped(fig, p, "barrier", "cxl_pool", 0):
@@ -168,7 +145,7 @@ def _barrier_ends(fig, p: int, starts=None, poll_delay: float = 0.0) -> list:
     """When each rank ends the barrier's form (index = rank), rank r reaching its sfence at starts[r]
     (default 0) and polling `poll_delay` ns after its flag store, ns."""
     ends = pool_rank_ends(geometry_from_figures(fig, p), 0, fig.coherence, starts=starts, poll_delay=poll_delay)
-    return [t - fig.fence_ns for t in ends] if _flush(fig) else list(ends)
+    return [t - fig.fence_ns for t in ends] if flush_mode(fig) else list(ends)
 
 
 def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
@@ -181,53 +158,18 @@ def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
     return cxl_pool_closed_form(fig, p, s, fig.coherence) + (p - 1) * s / fig.reduce_bw_bytes_per_ns
 
 
-def _shift(fig, pieces, flushed_lines: int, zero_copy: bool = False) -> float:
-    """What storing the (offset, bytes) `pieces` of a line-aligned slot one after the other (streamed;
-    zero-copy: written back by the publish's clflushopt), and in flush mode the publish's clflushopt of
-    `flushed_lines` lines, add before the step's sfence, ns."""
-    issued = ack = 0.0
-    for offset, n in pieces:
-        if n:
-            start, issued = issued, issued + _issue(fig, _lines(offset, n))
-            ack = max(ack, issued + 2 * fig.path_ns, start + fig.writeback_ns)
-    if not _flush(fig):
-        return 0.0 if zero_copy else ack
-    if not flushed_lines:
-        return ack
-    cpu = (0.0 if zero_copy else issued) + flushed_lines * fig.flush_ns_per_line
-    return max(cpu, ack, cpu + fig.invalidate_ns)
-
-
-def _write_shift(fig, size: int, keep=(0, 0)) -> float:
-    """`_shift` of storing an s-byte row (or vector) from offset 0 but bytes [keep) and writing it back whole."""
-    return _shift(fig, pc.row_pieces(*keep, size), _lines(0, size))
-
-
-def _reads(fig, own_lines: int, other_lines: list, load: bool = True) -> float:
-    """One rank's acquire (flush mode) and loads (unless not `load`) of its own range and the others' (line
-    counts), ns."""
-    t = 0.0
-    if _flush(fig):
-        flushed = sum(other_lines)
-        t += flushed * fig.flush_ns_per_line + (fig.invalidate_ns if flushed else 0.0) + fig.fence_ns
-    lines = own_lines + sum(other_lines)
-    if lines and load:
-        t += fig.load_ns + _issue(fig, lines)
-    return t
-
-
 def row_step_cost(fig, p: int, block: int, fold_bytes: int, zero_copy: bool = False, copy_own: bool = False) -> float:
     """Every rank writes its row of P blocks of `block` bytes but its own (zero-copy: its whole row, placed,
     is written back), publishes, copies its own block locally (`copy_own`) and waits; rank r then reads
     block r of every other row (zero-copy: acquires it only) and folds `fold_bytes`; ns (uncongested)."""
     row = p * block
     if zero_copy:
-        starts = [_shift(fig, [(0, row)], _lines(0, row), zero_copy=True)] * p
+        starts = [store_shift_ns(fig, [(0, row)], lines_of(0, row), zero_copy=True)] * p
     else:
-        starts = [_write_shift(fig, row, (r * block, (r + 1) * block)) for r in range(p)]
+        starts = [row_store_shift_ns(fig, row, (r * block, (r + 1) * block)) for r in range(p)]
     delay = block / fig.copy_bw_bytes_per_ns if copy_own else 0.0
     ends = _barrier_ends(fig, p, starts, delay)
-    return max(ends[r] + _reads(fig, 0, [_lines(r * block, block)] * (p - 1), not zero_copy)
+    return max(ends[r] + reads_ns(fig, 0, [lines_of(r * block, block)] * (p - 1), not zero_copy)
                for r in range(p)) + fold_bytes / fig.reduce_bw_bytes_per_ns
 
 
@@ -259,7 +201,7 @@ def alltoall_zero_copy_cost(fig, p: int, m: int, ctx=None) -> float:
     walked = _walked(fig, p, "alltoall", "cxl_pool_zero_copy", m)
     if walked is not None:
         return walked
-    return row_step_cost(fig, p, m, 0, zero_copy=True) if _flush(fig) else barrier_cost(fig, p)
+    return row_step_cost(fig, p, m, 0, zero_copy=True) if flush_mode(fig) else barrier_cost(fig, p)
 
 
 WALK_CHUNKS = 20_000
@@ -269,7 +211,7 @@ WALK_CHUNKS = 20_000
 def _walk_used(fig, p: int, collective: str, name: str, size: int) -> bool:
     """Whether a step collective's flush-mode form is its walk: where the algebraic one is not exact (a
     congested pool; the large allreduce's unequal shares) and the walk is affordable (`WALK_CHUNKS`)."""
-    if not _flush(fig) or collective == "broadcast":
+    if not flush_mode(fig) or collective == "broadcast":
         return False
     unequal = (collective, name) == ("allreduce", "cxl_pool_large") and size % (LINE * p)
     if uncongested(fig, p) and not unequal:
@@ -296,123 +238,15 @@ def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
     if walked is not None:
         return walked
     shares = [share_bytes(s, p, r) for r in range(p)]
-    first = _barrier_ends(fig, p, [_write_shift(fig, s, share) for share in shares])
-    ready = [t + _reads(fig, 0, [_lines(lo, hi - lo)] * (p - 1)) + (p - 1) * (hi - lo) / fig.reduce_bw_bytes_per_ns
-             + _shift(fig, [(lo, hi - lo)], _lines(lo, hi - lo)) for t, (lo, hi) in zip(first, shares)]
-    lines = [_lines(lo, hi - lo) for lo, hi in shares]
-    gather = max(_reads(fig, lines[r], lines[:r] + lines[r + 1:]) for r in range(p))
-    if _flush(fig):
+    first = _barrier_ends(fig, p, [row_store_shift_ns(fig, s, share) for share in shares])
+    ready = [t + reads_ns(fig, 0, [lines_of(lo, hi - lo)] * (p - 1)) + (p - 1) * (hi - lo) / fig.reduce_bw_bytes_per_ns
+             + store_shift_ns(fig, [(lo, hi - lo)], lines_of(lo, hi - lo)) for t, (lo, hi) in zip(first, shares)]
+    lines = [lines_of(lo, hi - lo) for lo, hi in shares]
+    gather = max(reads_ns(fig, lines[r], lines[:r] + lines[r + 1:]) for r in range(p))
+    if flush_mode(fig):
         return max(ready) + barrier_cost(fig, p) + gather
     # hw: the shares' step is a barrier whose ranks start at their own times (their sfence at ready + fence)
     return cxl_pool_closed_form(fig, p, 0, fig.coherence, starts=ready) + gather
-
-
-def broadcast_cost(fig, p: int, s: int, ctx=None) -> float:
-    """The pool broadcast of s bytes from root `ctx.root` (0 without a context), ns: the latest of
-    `broadcast_ends`."""
-    return max(broadcast_ends(fig, p, s, ctx.root if ctx is not None else 0))
-
-
-def broadcast_ends(fig, p: int, s: int, root: int = 0) -> list:
-    """When each rank (index = rank, the root's included) ends its part of the pool broadcast of s bytes, ns.
-
-    hw: `_hw_broadcast_ends`, the fixed point through the pool's queues, up to `HW_CHUNKS`; beyond it
-    (uncongested; algebraic): the root writes, reaching its sfence at f = fence + (what the write
-    adds), and stores its flag: a read for ownership, X + L + 2 path (the readers hold the line).
-    Every reader polls the root's flag from time 0: its load at 0 misses and sees nothing; the next
-    load starts at its data, X + L, if the root's store already took the copy (f <= X + L), else
-    when the root's BISnp wakes it, f + 2 path; that load recalls the root's line and sees the flag
-    at its start + X + L + 2 path. Then the reader loads the slot and publishes done: an sfence and
-    its flag's read for ownership.
-
-    flush (exact, on any pool): the ranks' programs walked through the pool's FIFO chain
-    (`pool_flush_programs.broadcast_flush_ends`), since a reader's polls queue at the device behind
-    the root's chunks.
-    """
-    if _flush(fig):
-        return broadcast_flush_ends(fig, p, s, root)
-    if _hw_broadcast_stepped(fig, p, s):
-        return list(_hw_broadcast_ends(fig, p, s, root, zero_copy=False))
-    x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
-    f = fig.fence_ns + _write_shift(fig, s)
-    if p == 1:
-        return [f + x + load]
-    readers = [r for r in range(p) if r != root]
-    seen = _hw_seen(fig, f, [_first_poll_delay(fig, p, s, root, k) for k in range(p - 1)])
-    tail = _reads(fig, 0, [_lines(0, s)]) + fig.fence_ns + x + load
-    ends = [f + x + load + 2 * path] * p
-    for r, t in zip(readers, seen):
-        ends[r] = t + tail
-    return ends
-
-
-def _hw_broadcast_stepped(fig, p: int, s: int) -> bool:
-    """Whether the hw broadcast's form is its fixed point (`_hw_broadcast_ends`): on a congested pool, up to
-    `HW_CHUNKS`."""
-    return p > 1 and not uncongested(fig, p) and p * (-(-s // fig.chunk_bytes) + 2) <= HW_CHUNKS
-
-
-def _hw_broadcast_ends(fig, p: int, s: int, root: int, zero_copy: bool) -> tuple:
-    """hw: each rank's end of the broadcast by `pool_hw_steps.hw_step_ends`: the root streams its slot (zero-copy:
-    placed, nothing to stream), fences and stores its flag; every reader polls the root's flag from 0, loads
-    the slot and stores its done flag (zero-copy: neither; its caller reads in place, done deferred)."""
-    layout = pc.StepLayout(p, s)
-    slot = layout.slot(1, root)
-    writes = [[(slot, s)] if r == root and not zero_copy else [] for r in range(p)]
-    reads = [[(slot, s)] if r != root and not zero_copy else [] for r in range(p)]
-    waits = [() if r == root else (root,) for r in range(p)]
-    stores = [FIRST if r == root else (None if zero_copy else AFTER) for r in range(p)]
-    return hw_step_ends(geometry_from_figures(fig, p), [layout.flag(r, 1) for r in range(p)], writes, reads,
-                        waits=waits, stores=stores)
-
-
-def _first_poll_delay(fig, p: int, s: int, root: int, k: int) -> float:
-    """hw: how late the k-th reader's first poll (a load at 0, readers in rank order) returns, ns: it reaches
-    the flag's device at `path` behind the root's first chunk (its write is called first) and the k earlier
-    readers' polls, so its load waits for chunk/B + (k + 1) 64/B beyond its own issue, X."""
-    if not s:
-        return 0.0
-    layout = pc.StepLayout(p, s)
-    slot, chunk_lines = layout.slot(1, root), fig.chunk_bytes // LINE
-    first, lines = slot // LINE, _lines(slot, s)
-    if (first // chunk_lines) % fig.devices != (layout.flag(root, 1) // LINE // chunk_lines) % fig.devices:
-        return 0.0  # the chunk is on another device
-    chunk = min(lines, chunk_lines - first % chunk_lines) * LINE
-    return max(0.0, (chunk + (k + 1) * LINE) / fig.one_device_bw_bytes_per_ns - _issue(fig, 1))
-
-
-def _hw_seen(fig, f, delays=(0.0,)):
-    """hw: when each reader polling the root's flag from 0 sees it, the root storing it at f and the readers'
-    first loads returning `delays` late (ns). A reader loads again at its first load's data if the root's
-    store already took its copy, else when the root's BISnp wakes it (f + 2 path); the first of those loads
-    recalls the root's line (+ 2 path), and the later ones wait for that recall."""
-    x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
-    again = [x + load + d if f <= x + load + d else f + 2 * path for d in delays]
-    recalled = min(again) + x + load + 2 * path
-    return [max(a + x + load, recalled) for a in again]
-
-
-def broadcast_zero_copy_cost(fig, p: int, s: int, ctx=None) -> float:
-    """The zero-copy pool broadcast, ns: the root publishes the data it placed in its slot; a reader waits for
-    the root's flag (and in flush mode drops the slot) and reads the slot in place after the call, its done
-    deferred to its next call. hw: its fixed point (`_hw_broadcast_ends`), beyond `HW_CHUNKS` (uncongested)
-    the copy broadcast's root at f = fence, and the reader's end where it sees the flag; flush: its walk
-    (`pool_flush_programs.broadcast_flush`)."""
-    root = ctx.root if ctx is not None else 0
-    if _flush(fig):
-        return broadcast_flush(fig, p, s, root, zero_copy=True)
-    if _hw_broadcast_stepped(fig, p, s):
-        return max(_hw_broadcast_ends(fig, p, s, root, zero_copy=True))
-    x, load, path = _issue(fig, 1), fig.load_ns, fig.path_ns
-    f = fig.fence_ns
-    if p == 1:
-        return f + x + load
-    return max(f + x + load + 2 * path, *_hw_seen(fig, f))
-
-
-HW_CHUNKS = 250_000
-"""Most chunk transfers an hw step form takes on (a pass each, about 1 s in all); above it the algebraic form
-stands, with its note."""
 
 
 def _chunks(fig, p: int, collective: str, name: str, s: int) -> int:
@@ -427,7 +261,7 @@ def _chunks(fig, p: int, collective: str, name: str, s: int) -> int:
 def _hw_stepped(fig, p: int, collective: str, name: str, s: int) -> bool:
     """Whether an hw step collective's form is `hw_steps_cost`: on a congested pool, where affordable
     (`HW_CHUNKS`)."""
-    if _flush(fig) or collective == "broadcast" or uncongested(fig, p):
+    if flush_mode(fig) or collective == "broadcast" or uncongested(fig, p):
         return False  # uncongested, the algebraic forms are exact (and cheaper)
     return _chunks(fig, p, collective, name, s) + p * p <= HW_CHUNKS  # and the P(P-1) polls
 
