@@ -24,38 +24,11 @@ LIBRARY = os.path.join(HERE, "data", "traces", "library")
 L_NS, O_NS, G_NS_PER_B = 1000.0, 200.0, 0.1  # the network profile's one regime
 
 
-def network_profile(tmp_path):
-    from cxlsim.calibrate.profile import make_profile, save_profile
-    from cxlsim.loggp import LogGPFit, Regime
-
-    regime = Regime(min_size_bytes=0, max_size_bytes=1 << 22, latency_ns=L_NS, overhead_ns=O_NS, gap_ns=O_NS,
-                    gap_per_byte_ns=G_NS_PER_B, rms_rel_error=0.01)
-    model = {"base_preset": "ib-hdr", "np": 2, "loggp": LogGPFit(regimes=(regime,), identified="test").to_dict(),
-             "collective_overhead_ns": 0.0, "memcpy_bw_bytes_per_ns": {"1": 10.0}}
-    return save_profile(str(tmp_path / "net.json"), make_profile("network", model, []))
-
-
 def kernel_model(coherence=Coherence.HW) -> LocalModel:
     """The test profile's model without its per-call overheads (the Python bench's), as the replay prices."""
     m = LocalModel.from_dict(load_profile(LOCAL)["model"])
     return dataclasses.replace(m, overhead_ns=dict(m.overhead_ns, copy=0.0),
                                collective_overhead_ns={c: 0.0 for c in COLLECTIVES})
-
-
-def stats_text(rows: dict, ranks=2, coherence="hw", large=ALLREDUCE_LARGE_BYTES) -> str:
-    """The library's stats table (cxlsim/mpi/stats.c's layout); rows: {MPI name: (calls, pool, fallback)};
-    large: the run's allreduce threshold in the header (None: a header without it)."""
-    threshold = "" if large is None else f", allreduce large {large} B"
-    lines = [f"cxlsim-mpi stats: {ranks} ranks, sums over ranks; pool shm, coherence {coherence}, slot 1048576 B"
-             + threshold,
-             f"{'collective':<26} {'calls':>10} {'c_calls':>10} {'bytes':>14} {'pool':>10} {'hier':>10} "
-             f"{'fallback':>10}  reasons"]
-    for name in ("MPI_Allgather", "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall",
-                 "MPI_Barrier"):
-        calls, pool, fallback = rows.get(name, (0, 0, 0))
-        lines.append(f"{name:<26} {calls:>10} {0:>10} {0:>14} {pool:>10} {0:>10} {fallback:>10} "
-                     + (f" datatype={fallback}" if fallback else ""))
-    return "\n".join(lines) + "\n"
 
 
 # collectives separated by barriers, compute gaps of different lengths per rank (ns: host speed 1e9)
@@ -91,14 +64,15 @@ def expected_end_ns(model, coherence) -> float:
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
-def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(tmp_path, write_trace, coherence):
+def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(
+        tmp_path, write_trace, coherence, network_profile, library_stats_text):
     trace = collectives_trace(write_trace, tmp_path)
     stats = tmp_path / "stats.txt"
     n = len(CALLS)
-    stats.write_text(stats_text({"MPI_Allreduce": (4, 4, 0), "MPI_Allgather": (2, 2, 0), "MPI_Bcast": (2, 2, 0),
+    stats.write_text(library_stats_text({"MPI_Allreduce": (4, 4, 0), "MPI_Allgather": (2, 2, 0), "MPI_Bcast": (2, 2, 0),
                                  "MPI_Alltoall": (2, 2, 0), "MPI_Reduce_scatter_block": (2, 2, 0),
                                  "MPI_Barrier": (2 * n, 2 * n, 0)}, coherence=coherence))
-    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace,
+    fab = fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{LOCAL}", 2, trace=trace,
                           library_stats=read_library_stats(str(stats)))
     assert fab.label == "net+local_host_profile_np2"
     assert f"local-host profile local_host_profile_np2.json ({coherence})" in fab.describe
@@ -110,12 +84,13 @@ def test_collectives_between_barriers_cost_the_hand_sum_of_the_profiles_prices(t
     assert any("root also waits" in note for note in timeline.notes)
 
 
-def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_network_algorithm(tmp_path, write_trace):
+def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_network_algorithm(
+        tmp_path, write_trace, network_profile, library_stats_text):
     trace = read_trace(write_trace, tmp_path, [["send 1 0 1000", "allreduce 8 0", "barrier"],
                                    ["recv 0 0 1000", "allreduce 8 0", "barrier"]])
     stats = tmp_path / "stats.txt"
-    stats.write_text(stats_text({"MPI_Allreduce": (2, 0, 2), "MPI_Barrier": (2, 2, 0)}))
-    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace,
+    stats.write_text(library_stats_text({"MPI_Allreduce": (2, 0, 2), "MPI_Barrier": (2, 2, 0)}))
+    fab = fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{LOCAL}", 2, trace=trace,
                           library_stats=read_library_stats(str(stats)))
     assert "barrier (those every call of which ran on the pool" in fab.describe
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
@@ -129,9 +104,9 @@ def test_messages_take_the_network_profile_and_a_kind_with_no_pool_call_its_netw
     assert timeline.finish_ns == pytest.approx([allreduce_end + barrier] * 2, rel=1e-9)
 
 
-def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path, write_trace):
+def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path, write_trace, network_profile):
     trace = collectives_trace(write_trace, tmp_path)
-    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace)
+    fab = fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{LOCAL}", 2, trace=trace)
     assert "assumed: every kind the library runs on its pool (no --library-stats)" in fab.describe
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
     assert timeline.total_ns == pytest.approx(expected_end_ns(kernel_model(), Coherence.HW), rel=1e-12)
@@ -143,17 +118,18 @@ def test_without_stats_every_pool_kind_is_priced_and_said_to_be_assumed(tmp_path
     ({"MPI_Allreduce": (4, 4, 0), "MPI_Barrier": (2, 2, 0)},
      r"allreduce: the stats count 4 calls \(summed over ranks\), the trace 2; they are not of the same run"),
 ])
-def test_stats_that_do_not_say_which_calls_ran_on_the_pool_are_refused(tmp_path, write_trace, rows, message):
+def test_stats_that_do_not_say_which_calls_ran_on_the_pool_are_refused(
+        tmp_path, write_trace, rows, message, network_profile, library_stats_text):
     trace = read_trace(write_trace, tmp_path, [["allreduce 8 0", "barrier"], ["allreduce 8 0", "barrier"]])
     stats = tmp_path / "stats.txt"
-    stats.write_text(stats_text(rows))
+    stats.write_text(library_stats_text(rows))
     with pytest.raises(InputError, match=message):
-        fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace,
+        fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{LOCAL}", 2, trace=trace,
                         library_stats=read_library_stats(str(stats)))
 
 
-def test_bad_joined_specs_and_stats_are_refused(tmp_path):
-    net = network_profile(tmp_path)
+def test_bad_joined_specs_and_stats_are_refused(tmp_path, network_profile, library_stats_text):
+    net = network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)
     with pytest.raises(InputError, match=r"the part before '\+' carries the messages: expected a network profile"):
         fabrics.resolve(f"{LOCAL}+{LOCAL}", 2)
     with pytest.raises(InputError, match=r"the part after '\+' prices the library's pool collectives: expected a "
@@ -165,7 +141,7 @@ def test_bad_joined_specs_and_stats_are_refused(tmp_path):
     bad.write_text("no table here\n")
     with pytest.raises(InputError, match=r"--library-stats .*bad\.txt: no 'cxlsim-mpi stats"):
         read_library_stats(str(bad))
-    bad.write_text(stats_text({}) + "MPI_Scan 1 0 0 0 0 1\n")
+    bad.write_text(library_stats_text({}) + "MPI_Scan 1 0 0 0 0 1\n")
     with pytest.raises(InputError, match=r"bad\.txt:9: MPI_Scan: not a collective of the library's stats"):
         read_library_stats(str(bad))
     with pytest.raises(InputError, match=r"--library-stats: the stats are of 4 ranks, the trace has 2"):
@@ -180,12 +156,13 @@ def run(argv):
     return args.func(args)
 
 
-def test_the_command_replays_the_library_trace_on_the_joined_profiles(tmp_path, capsys):
-    net = network_profile(tmp_path)
+def test_the_command_replays_the_library_trace_on_the_joined_profiles(
+        tmp_path, capsys, network_profile, library_stats_text):
+    net = network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)
     trace = simgrid.read(LIBRARY)
     counts = {k: sum(c.kind == k for calls in trace.ranks for c in calls) for k in ("allreduce", "barrier")}
     stats = tmp_path / "stats.txt"
-    stats.write_text(stats_text({"MPI_Allreduce": (counts["allreduce"],) * 2 + (0,),
+    stats.write_text(library_stats_text({"MPI_Allreduce": (counts["allreduce"],) * 2 + (0,),
                                  "MPI_Barrier": (counts["barrier"],) * 2 + (0,)}))
     out = tmp_path / "run"
     assert run([LIBRARY, "--fabric", net, "--fabric", f"{net}+{LOCAL}", "--library-stats", str(stats),
@@ -210,7 +187,7 @@ def _beside_python(name: str) -> str | None:
 @pytest.mark.mpi
 @pytest.mark.skipif(_beside_python("mpiexec") is None or _beside_python("mpicc") is None,
                     reason="no mpiexec/mpicc (install cxlsim[mpi])")
-def test_a_real_library_run_s_stats_say_its_allreduce_and_barriers_ran_on_the_pool(tmp_path):
+def test_a_real_library_run_s_stats_say_its_allreduce_and_barriers_ran_on_the_pool(tmp_path, network_profile):
     """The halo program under the library (stats and trace, 3 iterations): its stats parse, agree with its
     trace, and name the kinds the joined replay prices; the replay then runs."""
     import subprocess
@@ -230,22 +207,23 @@ def test_a_real_library_run_s_stats_say_its_allreduce_and_barriers_ran_on_the_po
     assert got["ranks"] == 2 and got["coherence"] == Coherence.HW
     assert got["rows"]["allreduce"]["calls"] == got["rows"]["allreduce"]["pool"] == 2 * 3
     trace = simgrid.read(str(directory))
-    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace, library_stats=got)
+    fab = fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{LOCAL}", 2, trace=trace, library_stats=got)
     assert fab.priced.kinds == {"allreduce", "barrier"}
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
     assert timeline.algorithms["allreduce"] == timeline.algorithms["barrier"] == ["local-host profile"]
 
 
 @pytest.mark.parametrize("large", [1 << 20, None])
-def test_the_runs_allreduce_threshold_from_the_stats_prices_its_allreduces(tmp_path, write_trace, large):
+def test_the_runs_allreduce_threshold_from_the_stats_prices_its_allreduces(
+        tmp_path, write_trace, large, network_profile, library_stats_text):
     """A run with CXLSIM_MPI_ALLREDUCE_LARGE=1MiB ran its 128 KiB allreduce with the small algorithm: the
     stats' header says so, and the price follows; a header without it takes the default and says so."""
     trace = read_trace(write_trace, tmp_path, [["allreduce 131072 0"], ["allreduce 131072 0"]])
     stats = tmp_path / "stats.txt"
-    stats.write_text(stats_text({"MPI_Allreduce": (2, 2, 0)}, large=large))
+    stats.write_text(library_stats_text({"MPI_Allreduce": (2, 2, 0)}, large=large))
     got = read_library_stats(str(stats))
     assert got["allreduce_large_bytes"] == large
-    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace, library_stats=got)
+    fab = fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{LOCAL}", 2, trace=trace, library_stats=got)
     timeline = engine.replay(trace, fab.make(), priced=fab.priced)
     threshold = ALLREDUCE_LARGE_BYTES if large is None else large
     price = predict_collective(kernel_model(), Coherence.HW, "allreduce", 1 << 17, threshold)
@@ -257,7 +235,8 @@ def test_the_runs_allreduce_threshold_from_the_stats_prices_its_allreduces(tmp_p
             + ("(the run's)" if large else "(the library's default, assumed: not in the stats)")) in fab.describe
 
 
-def test_the_stats_file_beside_a_library_trace_is_used_and_named_when_no_option_is_given(tmp_path, capsys):
+def test_the_stats_file_beside_a_library_trace_is_used_and_named_when_no_option_is_given(
+        tmp_path, capsys, network_profile, library_stats_text):
     """`CXLSIM_MPI_TRACE=DIR` writes DIR/cxlsim_mpi_stats.txt: the reader skips it, and without --library-stats
     the joined fabric prices by it (here: the allreduces fell back to MPI, so only barrier is the profile's) and
     its line names the file; a network-only replay of the same directory ignores it."""
@@ -268,12 +247,12 @@ def test_the_stats_file_beside_a_library_trace_is_used_and_named_when_no_option_
     trace = simgrid.read(LIBRARY)
     counts = {k: sum(c.kind == k for calls in trace.ranks for c in calls) for k in ("allreduce", "barrier")}
     beside = directory / simgrid.LIBRARY_STATS_NAME
-    beside.write_text(stats_text({"MPI_Allreduce": (counts["allreduce"], 0, counts["allreduce"]),
+    beside.write_text(library_stats_text({"MPI_Allreduce": (counts["allreduce"], 0, counts["allreduce"]),
                                   "MPI_Barrier": (counts["barrier"],) * 2 + (0,)}))
     copied = simgrid.read(str(directory))
     assert [[c._replace(file="") for c in calls] for calls in copied.ranks] == \
         [[c._replace(file="") for c in calls] for calls in trace.ranks]
-    net = network_profile(tmp_path)
+    net = network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)
     out = tmp_path / "run"
     assert run([str(directory), "--fabric", net, "--fabric", f"{net}+{LOCAL}", "--output", str(out),
                 "--no-plots"]) == 0

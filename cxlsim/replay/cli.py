@@ -13,14 +13,15 @@ from __future__ import annotations
 import os
 import sys
 
-from cxlsim import config
+from cxlsim import config, units
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import runner
 from cxlsim.models.training.stragglers import Slowdown
 from cxlsim.replay import engine, fabrics, otf2_reader, output, pool_profile, simgrid, stragglers
+from cxlsim.replay.cpu_sharing import CPUSharing
 from cxlsim.results import Workspace, make_rng
 
-__all__ = ["main", "register", "compute_scale", "read_trace", "is_otf2", "library_stats"]
+__all__ = ["main", "register", "compute_scale", "read_trace", "is_otf2", "library_stats", "cpu_sharing"]
 
 
 def is_otf2(path: str) -> bool:
@@ -79,9 +80,34 @@ def library_stats(option: str | None, trace_path: str, specs: list) -> dict | No
     return pool_profile.read_library_stats(found, "found beside the trace (no --library-stats):")
 
 
+SHARING_FLAGS = ("--cpu-slice", "--mpi-yield", "--pool-yield")
+
+
+def cpu_sharing(args) -> CPUSharing | None:
+    """`--cpus N` with the traced machine's scheduler figures (benchmarks/replay_cpu_sharing.py measures them),
+    or None; a figure without --cpus, or --cpus without them, is refused."""
+    figures = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in SHARING_FLAGS}
+    if args.cpus is None:
+        given = [flag for flag, value in figures.items() if value is not None]
+        if given:
+            raise InputError(f"{given[0]}: a figure of CPU sharing, for --cpus N; give --cpus or remove it")
+        return None
+    try:
+        cpus = int(args.cpus)
+    except ValueError:
+        raise InputError(f"--cpus: expected a positive integer (the traced run's CPUs), got {args.cpus!r}") from None
+    missing = [flag for flag, value in figures.items() if value is None]
+    if missing:
+        raise InputError(f"--cpus: also give {', '.join(missing)} (the traced machine's scheduler figures; "
+                         "python benchmarks/replay_cpu_sharing.py measures them)")
+    times = {flag: units.parse_option(flag, value, units.parse_time) for flag, value in figures.items()}
+    return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"])
+
+
 def main(args) -> int:
     if args.timeline_ms is not None and not args.timeline_ms > 0:
         raise InputError(f"--timeline-ms: expected a time > 0 ms, got {args.timeline_ms!r}")
+    sharing = cpu_sharing(args)
     trace = read_trace(args.trace, args.trace_host_speed, args.otf2_in_place)
     scale = compute_scale(args.compute_scale, trace.size) if args.compute_scale is not None else 1.0
     slowdown = Slowdown.parse(args.slowdown) if args.slowdown is not None else None
@@ -105,8 +131,9 @@ def main(args) -> int:
         label = fab.label if n == 0 else f"{fab.label}#{n + 1}"
         timelines[label] = engine.replay(trace, fab.make(), library=args.selector, compute_scale=scale,
                                          context=runner.Context(groups=fab.groups), step_factors=step_factors,
-                                         at=fab.at, priced=fab.priced)
-        print(f"# {label}: {fab.describe}", file=sys.stderr if args.quiet else sys.stdout)
+                                         at=fab.at, priced=fab.priced, sharing=sharing)
+        describe = fab.describe + (f"; CPU sharing: {sharing.describe(trace.size)}" if sharing else "")
+        print(f"# {label}: {describe}", file=sys.stderr if args.quiet else sys.stdout)
     res = output.results(timelines)
     sys.stdout.write(output.table(res))
     if step_factors is not None:
@@ -118,6 +145,7 @@ def main(args) -> int:
                             "host_speed_flops_per_s": trace.host_speed_flops_per_s,
                             "fabrics": specs, "library_stats": stats["source"] if stats else None, "placement": args.placement,
                             "ranks_per_node": args.ranks_per_node,
+                            "cpu_sharing": vars(sharing) if sharing else None,
                             "selector": args.selector, "compute_scale": args.compute_scale,
                             "cv": args.cv, "slowdown": args.slowdown,
                             "timeline_ms": args.timeline_ms})
@@ -152,6 +180,15 @@ def register(subparsers) -> None:
     p.add_argument("--ranks-per-node", type=int,
                    help="K, ranks per host (default 1, or the scenario's; on a CXL pool or pods they share the "
                         "host's pool port and NIC)")
+    p.add_argument("--cpus",
+                   help="the traced run's CPUs, if it had more ranks than CPUs (e.g. np 4 on 2): replay the run as it "
+                        "went, its ranks by turns (rank r on CPU r %% N; network fabrics and profiles only), with the "
+                        "traced machine's --cpu-slice, --mpi-yield and --pool-yield (benchmarks/replay_cpu_sharing.py "
+                        "measures them)")
+    p.add_argument("--cpu-slice", help="with --cpus: the time a CPU-bound rank runs before it is preempted (e.g. 2.6ms)")
+    p.add_argument("--mpi-yield", help="with --cpus: how long a rank waiting in MPI point-to-point polls between "
+                                       "yields of its CPU (e.g. 2us)")
+    p.add_argument("--pool-yield", help="with --cpus: the same for the interposition library's pool collectives")
     p.add_argument("--selector", choices=["mpich", "ompi"], default="mpich",
                    help="library whose collective algorithm choice to mimic (default mpich)")
     p.add_argument("--compute-scale",

@@ -50,12 +50,15 @@ from cxlsim.errors import InputError, RunError
 from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.replay.collectives import plan
+from cxlsim.replay.cpu_sharing import NOTE as SHARING_NOTE
+from cxlsim.replay.cpu_sharing import CPUSharing, SharedCPUs
 from cxlsim.replay.placed import Placed, check_one_to_one
 from cxlsim.replay.pod_routes import MessageRoute
 from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pod_figures, pods_plans
 from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.pool_plans import RegionPlan, pool_plan, regions_of
 from cxlsim.replay.pool_plans import mailbox_floor as pool_mailbox_floor
+from cxlsim.replay.pool_profile import PricedPlan
 from cxlsim.replay.simgrid import request_key
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
 
@@ -161,7 +164,7 @@ def _scales(compute_scale, p: int) -> list:
 
 def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0,
            host_speed_flops_per_s: float | None = None, context: runner.Context | None = None,
-           step_factors=None, at=(), priced=None) -> Timeline:
+           step_factors=None, at=(), priced=None, sharing: CPUSharing | None = None) -> Timeline:
     """Replay `trace` on `transport` (one rank per trace rank); return the Timeline.
 
     `host_speed_flops_per_s` (default: the trace's) converts compute flops to time;
@@ -170,7 +173,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     cxlsim.replay.stragglers); `context` carries the host groups for hierarchical
     algorithms; `at[r]`, on a pool or pod transport, is the fabric rank trace rank r
     runs as (`--placement`, cxlsim.replay.placed; () is the identity); `priced`, on a network transport,
-    prices the collectives the traced library ran on its pool (cxlsim.replay.pool_profile.PoolPricing).
+    prices the collectives the traced library ran on its pool (cxlsim.replay.pool_profile.PoolPricing);
+    `sharing`, on a network transport, runs the ranks on the traced run's CPUs by turns
+    (cxlsim.replay.cpu_sharing; the time a rank waits for its CPU in a compute gap is a `descheduled` segment).
     """
     p = trace.size
     if transport.size != p:
@@ -189,6 +194,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     if priced is not None and transport.kind in (POOL, HYBRID):
         raise InputError("a local-host profile prices a traced library's pool collectives beside a network "
                          "profile's messages; this fabric is a pool or pods")
+    if sharing is not None and transport.kind in (POOL, HYBRID):
+        raise InputError("--cpus: ranks sharing the traced run's CPUs replay the run as it went, on a network "
+                         "fabric or profile; this fabric is a pool or pods")
     at = tuple(at) or tuple(range(p))
     placed = at != tuple(range(p))
     if placed:
@@ -217,6 +225,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     if placed:
         messages = Placed(messages, at)
     env = transport.env
+    cpus = SharedCPUs(env, p, sharing) if sharing is not None else None
+    if cpus is not None:
+        extra_notes.append(SHARING_NOTE)
     matcher = Matcher(messages)
     segments = [[] for _ in range(p)]
     entered = [[0.0] * p for _ in plans]
@@ -230,6 +241,32 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         k = 0
         scale = ns_per_flop * scales[r]
         host = at[r]
+
+        def serve(ns):
+            return transport.compute(host, ns)
+
+        def waited(event, kind="mpi"):
+            """Generator: wait for `event` (its value returned); with shared CPUs, poll, then take the CPU back."""
+            if cpus is None:
+                return (yield event)
+            cpus.wait(r, kind)
+            value = yield event
+            yield cpus.take(r)
+            return value
+
+        def work(ns):
+            """Generator: `ns` of this rank's CPU; returns the time it waited for a shared CPU meanwhile."""
+            if cpus is None:
+                yield transport.compute(host, ns)
+                return 0.0
+            before = cpus.queued_ns[r]
+            yield from cpus.work(r, ns, serve)
+            return cpus.queued_ns[r] - before
+
+        if cpus is not None:
+            yield cpus.take(r)
+            if env.now > 0:  # another rank of its CPU ran first
+                record((0.0, env.now, "descheduled", -1, 0.0))
         for c in trace.ranks[r]:
             kind = c.kind
             start = env.now
@@ -237,16 +274,19 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             if kind == "compute":
                 if c.amount:
                     nominal = c.amount * scale * (step_factors[k][r] if step_factors is not None else 1.0)
-                    yield transport.compute(host, nominal)
+                    queued = yield from work(nominal)
+                    if queued > 0:  # the rank waited for its shared CPU
+                        record((start, start + queued, "descheduled", -1, 0.0))
+                        start += queued
                     if env.now - start > nominal * (1 + 1e-12):  # the CPU first handled messages that landed
                         record((start, env.now - nominal, "progress", -1, 0.0))
                         start = env.now - nominal
             elif kind == "sleep":
-                yield env.timeout(c.amount * 1e9)
+                yield from waited(env.timeout(c.amount * 1e9), "sleep")
             elif kind == "send":
-                yield matcher.send(r, c.peer, c.tag, c.size_bytes)
+                yield from waited(matcher.send(r, c.peer, c.tag, c.size_bytes))
             elif kind == "recv":
-                envelope = yield matcher.recv(r, c.peer, c.tag)
+                envelope = yield from waited(matcher.recv(r, c.peer, c.tag))
                 dep_rank, dep_ns = envelope[0], envelope[4]
             elif kind == "isend" or kind == "irecv":
                 event = (matcher.send(r, c.peer, c.tag, c.size_bytes) if kind == "isend"
@@ -256,8 +296,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                 order.append(request)
             elif kind == "sendrecv":
                 sent = matcher.send(r, c.peer, 0, c.size_bytes)
-                envelope = yield matcher.recv(r, c.src, 0)
-                yield sent
+                received = matcher.recv(r, c.src, 0)
+                yield from waited(simpy.AllOf(env, [sent, received]))
+                envelope = received.value
                 dep_rank, dep_ns = envelope[0], envelope[4]
             elif kind == "wait" or kind == "test":
                 key = request_key(r, c)
@@ -265,7 +306,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                 if queue and (kind == "wait" or queue[0][0].processed):
                     event, is_recv = queue.popleft()
                     order.remove((event, is_recv))
-                    value = yield event
+                    value = yield from waited(event)
                     if is_recv:
                         dep_rank, dep_ns = value[0], value[4]
                     if kind == "test":
@@ -274,7 +315,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                     raise RunError(f"{c.where}: wait names no pending request")
             elif kind == "waitall":
                 if order:
-                    yield simpy.AllOf(env, [event for event, _ in order])
+                    yield from waited(simpy.AllOf(env, [event for event, _ in order]))
                     received = [event.value for event, is_recv in order if is_recv]
                     if received:
                         last = max(received, key=lambda e: e[4])
@@ -288,13 +329,23 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                     ep = regions[this.region].endpoint(host)
                 else:
                     ep = transport.endpoint(host) if this.on_pool else messages.endpoint(r)
-                yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
+                if cpus is None:
+                    yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
+                elif isinstance(this, PricedPlan):  # the library's pool call: poll until all are in, then its kernel
+                    yield from waited(this.arrive(env), "pool")
+                    yield from work(this.cost_ns)
+                else:
+                    cpus.wait(r, "mpi")
+                    yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
+                    yield cpus.take(r)
                 if c.amount:
-                    yield transport.compute(host, c.amount * ns_per_flop * scales[r])
+                    yield from work(c.amount * ns_per_flop * scales[r])
                 dep_rank = k  # resolved to the last rank in once every rank has entered
                 k += 1
             record((start, env.now, kind, dep_rank, dep_ns))
         finish[r] = env.now
+        if cpus is not None:
+            cpus.done(r)
 
     begin_events, begin = getattr(env, "events", 0), time.perf_counter()
     try:

@@ -120,15 +120,18 @@ class PricedPlan:
     arrived: int = 0
     all_in: object = None
 
-    def run(self, ep, tag: int):
-        """Generator: wait for every rank, then hold this rank's CPU for the call's time (`tag` unused)."""
-        env = ep.transport.env
+    def arrive(self, env):
+        """One rank enters the call: the event of every rank having entered."""
         if self.all_in is None:
             self.all_in = env.event()
         self.arrived += 1
         if self.arrived == self.ranks:
             self.all_in.succeed()
-        yield self.all_in
+        return self.all_in
+
+    def run(self, ep, tag: int):
+        """Generator: wait for every rank, then hold this rank's CPU for the call's time (`tag` unused)."""
+        yield self.arrive(ep.transport.env)
         yield ep.compute(self.cost_ns)
 
 

@@ -1,0 +1,113 @@
+"""`cxlsim replay --cpus N`: ranks sharing the traced run's CPUs (cxlsim.replay.cpu_sharing), against hand sums
+on tiny traces (ns; host speed 1e9 flop/s, so a compute of n flops is n ns)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from cxlsim.errors import InputError
+from cxlsim.replay import cli, engine, fabrics, simgrid
+from cxlsim.replay.cpu_sharing import CPUSharing
+from cxlsim.replay.pool_profile import read_library_stats
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOCAL = os.path.join(HERE, "data", "local_host_profile_np2.json")
+MS = 1e6
+
+
+def trace_of(write_trace, tmp_path, per_rank, name="trace"):
+    return simgrid.read(write_trace(tmp_path / name, dict(enumerate(per_rank))), 1e9)
+
+
+def replay(trace, sharing=None, spec="ib-hdr", **kw):
+    fab = fabrics.resolve(spec, trace.size, trace=trace, **kw)
+    return engine.replay(trace, fab.make(), priced=fab.priced, sharing=sharing)
+
+
+def test_two_computing_ranks_on_one_cpu_take_turns_by_slices(tmp_path, write_trace):
+    """5 ms and 3 ms of compute, slice 2 ms, one CPU: rank 0 runs [0, 2], rank 1 [2, 4], rank 0 [4, 6],
+    rank 1 [6, 7] and ends, rank 0 [7, 8]; rank 1 waited 4 ms for the CPU."""
+    trace = trace_of(write_trace, tmp_path, [[f"compute {5 * MS:.0f}"], [f"compute {3 * MS:.0f}"]])
+    t = replay(trace, CPUSharing(1, 2 * MS, 0.0, 0.0))
+    assert t.finish_ns == pytest.approx([8 * MS, 7 * MS], rel=1e-12)
+    assert [s[2] for s in t.segments[1]] == ["descheduled", "descheduled", "compute"]
+    assert [s[:2] for s in t.segments[1]] == [(0.0, 2 * MS), (2 * MS, 4 * MS), (4 * MS, 7 * MS)]
+    assert [s[2] for s in t.segments[0]] == ["descheduled", "compute"]
+    assert [s[:2] for s in t.segments[0]] == pytest.approx([(0.0, 3 * MS), (3 * MS, 8 * MS)])
+    assert any("ranks share CPUs" in note for note in t.notes)
+    # a CPU each: nothing is shared, the replay is the unshared one
+    assert replay(trace, CPUSharing(2, 2 * MS, 0.0, 0.0)).finish_ns == replay(trace).finish_ns == \
+        pytest.approx([5 * MS, 3 * MS])
+
+
+def test_a_ping_pong_on_one_cpu_pays_the_waiting_ranks_polls_before_it_yields(tmp_path, write_trace):
+    """One CPU, MPI yield h = 100 us, much longer than a message: rank 0 sends (goes on at t_sent), polls in its
+    receive and yields at t_sent + h; rank 1 finds the message there, replies (goes on at + t_sent) and ends; the
+    reply reaches rank 0 at t_sent + h + t_recv. t_sent, t_recv: the send's and receive's ends of one message."""
+    one = replay(trace_of(write_trace, tmp_path, [["send 1 0 1000"], ["recv 0 0 1000"]], "one"))
+    t_sent, t_recv = one.segments[0][0][1], one.segments[1][0][1]
+    assert 0 < t_sent < t_recv < 10e3
+    h = 100e3
+    trace = trace_of(write_trace, tmp_path, [["send 1 0 1000", "recv 1 0 1000"],
+                                             ["recv 0 0 1000", "send 0 0 1000"]])
+    shared = replay(trace, CPUSharing(1, 2 * MS, h, 0.0))
+    assert shared.finish_ns == pytest.approx([t_sent + h + t_recv, t_sent + h + t_sent], rel=1e-12)
+    free = replay(trace, CPUSharing(2, 2 * MS, h, 0.0))
+    assert free.finish_ns == pytest.approx(replay(trace).finish_ns, rel=1e-12)
+    assert free.finish_ns[0] == pytest.approx(2 * t_recv, rel=1e-12)
+
+
+def test_a_pool_barrier_on_one_cpu_hands_over_at_the_pool_yield_and_runs_its_kernel_by_turns(
+        tmp_path, write_trace, network_profile, library_stats_text):
+    """The library's barrier priced by the local-host profile (kernel time B), one CPU, pool yield hp: rank 0
+    computes a, polls in the barrier and yields at a + hp; rank 1 computes b, enters last, runs the kernel and
+    ends at a + hp + b + B; rank 0 then gets the CPU back and runs its kernel: a + hp + b + 2B."""
+    a, b, hp = 30e3, 50e3, 7e3
+    trace = trace_of(write_trace, tmp_path, [[f"compute {a:.0f}", "barrier"], [f"compute {b:.0f}", "barrier"]])
+    stats = tmp_path / "stats.txt"
+    stats.write_text(library_stats_text({"MPI_Barrier": (2, 2, 0)}))
+    spec = f"{network_profile(tmp_path)}+{LOCAL}"
+    barrier = fabrics.resolve(spec, 2, trace=trace).priced.cost_ns("barrier", 0)  # its price: test_replay_pool_profile
+    assert barrier > 0
+    t = replay(trace, CPUSharing(1, 2 * MS, 1e6, hp), spec, library_stats=read_library_stats(str(stats)))
+    assert t.finish_ns == pytest.approx([a + hp + b + 2 * barrier, a + hp + b + barrier], rel=1e-12)
+    unshared = replay(trace, None, spec, library_stats=read_library_stats(str(stats)))
+    assert unshared.finish_ns == pytest.approx([b + barrier] * 2, rel=1e-12)
+
+
+def run(argv):
+    parser = argparse.ArgumentParser(prog="cxlsim")
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["replay", *argv])
+    return args.func(args)
+
+
+FIGURES = ["--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cpus", "0", *FIGURES], r"--cpus: expected a positive integer \(the traced run's CPUs\), got 0"),
+    (["--cpus", "1.5", *FIGURES], r"--cpus: expected a positive integer"),
+    (["--cpus", "two", *FIGURES], r"--cpus: expected a positive integer"),
+    (["--cpus", "1"], r"--cpus: also give --cpu-slice, --mpi-yield, --pool-yield"),
+    (["--cpu-slice", "2ms"], r"--cpu-slice: a figure of CPU sharing, for --cpus N"),
+    (["--cpus", "1", "--cpu-slice", "0ms", "--mpi-yield", "2us", "--pool-yield", "2us"], r"--cpu-slice: expected a time > 0"),
+    (["--cpus", "1", "--cpu-slice", "2", "--mpi-yield", "2us", "--pool-yield", "2us"], r"--cpu-slice: .*time with a unit"),
+])
+def test_bad_cpu_sharing_options_are_refused_naming_the_flag(tmp_path, write_trace, argv, message):
+    directory = write_trace(tmp_path / "t", {0: ["compute 10"], 1: ["compute 10"]})
+    with pytest.raises(InputError, match=message):
+        run([str(directory), "--fabric", "ib-hdr", "--trace-host-speed", "1Gf", "--no-plots",
+             "--output", str(tmp_path / "out"), *argv])
+
+
+def test_cpu_sharing_on_a_pool_is_refused_and_the_fabric_line_says_it(tmp_path, write_trace, capsys):
+    directory = write_trace(tmp_path / "t", {0: ["compute 1000"], 1: ["compute 1000"]})
+    base = [str(directory), "--trace-host-speed", "1Gf", "--no-plots", "--cpus", "1", *FIGURES]
+    with pytest.raises(InputError, match=r"--cpus: .* this fabric is a pool or pods"):
+        run([*base, "--fabric", "cxl3-pool", "--output", str(tmp_path / "pool")])
+    assert run([*base, "--fabric", "ib-hdr", "--output", str(tmp_path / "net")]) == 0
+    assert "CPU sharing: 2 ranks on 1 CPUs (up to 2 per CPU; rank r on CPU r % 1), slice 2000 us" in \
+        capsys.readouterr().out
