@@ -37,13 +37,107 @@ PROGRAM = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <x86intrin.h>
 #include "cxl_pool.h"
 #include "cxl_coll.h"
 
-enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, NVARIANTS };
+enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, POLL_ALL, POLL_LAST, POLL_PAUSE, SLOT_SFENCE, SLOT_PREFETCH, SLOT_NT, ALLGATHER, ALLGATHER_NT, NVARIANTS };
+static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "poll-all", "poll-last",
+                                             "poll-pause", "slot-sfence", "slot-prefetch", "slot-nt", "allgather",
+                                             "allgather-nt"};
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
+
+/* The candidate line-flag protocols (A/B): lines of 56 payload bytes + an epoch, as the kernel's,
+ * in their own shared mapping of CAND_LINES lines per rank and half, so sizes beyond the inline
+ * area can be tried and no epoch word ever holds slot data. */
+#define CAND_LINES 80
+static char *cand_area;
+static int pause_polls; /* POLL_PAUSE: pauses between two polls of every line */
+static char *cand_line(int r, uint64_t round, uint64_t k)
+{
+    return cand_area + (((uint64_t)r * 2 + (round & 1)) * CAND_LINES + k) * CXL_LINE;
+}
+
+static void cand_publish(cxl_coll_t *c, uint64_t e, uint64_t round, const char *src, uint64_t n)
+{
+    for (uint64_t k = 0, at = 0; at < n || k == 0; k++, at += CXL_COLL_LINE_PAYLOAD) {
+        char *line = cand_line(c->pool.rank, round, k);
+        memcpy(line, src + at, n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
+        __atomic_store_n(cxl_coll_line_epoch(line), e, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(cxl_flag(&c->pool, c->pool.rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+}
+
+/* Wait for rank r's lines of step e: poll every line's epoch (POLL_ALL; POLL_PAUSE with
+ * pause_polls pauses between polls), or the last line's alone (POLL_LAST: release/acquire on
+ * it makes every earlier store of the writer's visible); then copy the payloads out. */
+static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uint64_t n)
+{
+    uint64_t lines = n ? (n + CXL_COLL_LINE_PAYLOAD - 1) / CXL_COLL_LINE_PAYLOAD : 1;
+    char *first = cand_line(r, round, 0);
+    if (how == POLL_LAST) {
+        while (__atomic_load_n(cxl_coll_line_epoch(first + (lines - 1) * CXL_LINE), __ATOMIC_ACQUIRE) < e) cxl_pause();
+    } else {
+        for (;;) {
+            uint64_t oldest = UINT64_MAX;
+            for (uint64_t k = 0; k < lines; k++) {
+                uint64_t seen = __atomic_load_n(cxl_coll_line_epoch(first + k * CXL_LINE), __ATOMIC_RELAXED);
+                oldest = seen < oldest ? seen : oldest;
+            }
+            if (oldest >= e) break;
+            for (int i = 0; i < (how == POLL_PAUSE ? pause_polls : 1); i++) cxl_pause();
+        }
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    }
+    for (uint64_t k = 0, at = 0; at < n; k++, at += CXL_COLL_LINE_PAYLOAD)
+        memcpy(out + at, first + k * CXL_LINE, n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
+}
+
+static void cand_lines(cxl_coll_t *c, int how, const char *send, char *recv, uint64_t count)
+{
+    uint64_t round;
+    char peer[CAND_LINES * CXL_COLL_LINE_PAYLOAD] __attribute__((aligned(64)));
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    cand_publish(c, e, round, send, count * 4);
+    cand_read(how, 1 - c->pool.rank, e, round, peer, count * 4);
+    const char *blocks[2] = {c->pool.rank == 0 ? send : peer, c->pool.rank == 0 ? peer : send};
+    cxl_coll_note_all_written(c, e);
+    cxl_fold(CXL_F32, CXL_SUM, recv, blocks, 2, count);
+}
+
+/* The slot path as cxl_publish makes it: an sfence between the copy-in and the flag store. */
+static void slot_sfence(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
+    cxl_publish(p, cxl_coll_written(e), round, count * 4);
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
+}
+
+/* The slot path (no sfence), with the first 24 lines of the peer's block asked for (prefetcht0)
+ * once its flag is seen, before the fold reads them. */
+static void slot_prefetch(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    const char *peer = cxl_slot(p, round, 1 - p->rank);
+    for (uint64_t at = 0; at < count * 4 && at < 24 * CXL_LINE; at += CXL_LINE) __builtin_prefetch(peer + at, 0, 3);
+    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
+}
 
 static void slot_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
 {
@@ -81,11 +175,24 @@ static void lines_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t co
     steps[1][0] += t1 - t0; steps[1][1] += t2 - t1; steps[1][2] += t3 - t2;
 }
 
+/* The flag round trip (ns), the best of 10 x 100: a loaded machine's least disturbed (both ranks call it). */
+static double best_roundtrip(cxl_coll_t *c)
+{
+    double best = cxl_coll_flag_pingpong(c, 100);
+    for (int i = 0; i < 9; i++) {
+        double t = cxl_coll_flag_pingpong(c, 100);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
 int main(int argc, char **argv)
 {
     int batches = atoi(argv[1]), iters = atoi(argv[2]);
+    pause_polls = atoi(argv[3]);
+    cand_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cxl_pool_spec_t spec;
     char err[1024];
     cxl_segment_t seg;
@@ -105,35 +212,53 @@ int main(int argc, char **argv)
     cxl_coll_t c;
     cxl_coll_init(&c, &p, 1 << 16, 30e9);
     for (int i = 0; i < 200; i++) cxl_coll_barrier(&c);
-    double rt = cxl_coll_flag_pingpong(&c, 2000);
+    double rt = best_roundtrip(&c);
     if (!rank) printf("ROUNDTRIP %.1f\n", rt);
-    float *s = malloc(1 << 16), *r = malloc(1 << 16), *w = malloc(1 << 16);
+    float *s = malloc(1 << 16), *r = malloc(1 << 16), *w = malloc(1 << 16), *g = malloc(1 << 17);
     double *t = malloc(sizeof(double) * NVARIANTS * batches), *parts = malloc(sizeof(double) * 7 * batches);
-    for (int z = 3; z < argc; z++) {
+    double *med = malloc(sizeof(double) * NVARIANTS * batches), *call = malloc(sizeof(double) * iters);
+    if (!rank) { printf("VARIANTS"); for (int v = 0; v < NVARIANTS; v++) printf(" %s", names[v]); printf("\n"); }
+    for (int z = 4; z < argc; z++) {
         uint64_t bytes = strtoull(argv[z], NULL, 10), count = bytes / 4;
         for (uint64_t i = 0; i < count; i++) s[i] = (float)(rank + 1) * 0.37f + (float)(i % 7);
         int inline_ok = bytes <= CXL_COLL_LINES_MAX, bad = 0;
+        double before = best_roundtrip(&c);
         for (int b = 0; b < batches; b++)
             for (int v = 0; v < NVARIANTS; v++) {
                 memset(steps, 0, sizeof steps);
+                memset(w, 0, bytes);
                 c.inline_bytes = v == LINES ? CXL_COLL_LINES_MAX : 0;
+                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT ? CXL_LINE : 0; /* -nt: non-temporal copy-ins */
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
                 for (int i = 0; i < iters; i++) {
-                    if (v == LINES || v == SLOT) cxl_coll_allreduce(&c, (char *)s, (char *)(v == LINES ? r : w), count, CXL_F32, CXL_SUM, 1u << 30);
+                    uint64_t tick = __rdtsc();
+                    if (v == SLOT_NT) cxl_coll_allreduce(&c, (char *)s, (char *)w, count, CXL_F32, CXL_SUM, 1u << 30);
+                    else if (v == LINES || v == SLOT) cxl_coll_allreduce(&c, (char *)s, (char *)(v == LINES ? r : w), count, CXL_F32, CXL_SUM, 1u << 30);
                     else if (v == SLOT_STEPS) slot_steps(&c, (char *)s, (char *)w, count);
-                    else if (inline_ok) lines_steps(&c, (char *)s, (char *)w, count);
+                    else if (v == LINES_STEPS) { if (inline_ok) lines_steps(&c, (char *)s, (char *)w, count); }
+                    else if (v == SLOT_SFENCE) slot_sfence(&c, (char *)s, (char *)w, count);
+                    else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
+                    else if (v == SLOT_PREFETCH) slot_prefetch(&c, (char *)s, (char *)w, count);
+                    else cand_lines(&c, v, (char *)s, (char *)w, count);
+                    call[i] = (double)(__rdtsc() - tick);
                 }
                 t[v * batches + b] = (cxl_now_ns() - t0) / iters;
-                if (v != LINES && (v != LINES_STEPS || inline_ok)) bad |= memcmp(r, w, bytes) != 0;
+                qsort(call, iters, sizeof(double), cmpd);
+                med[v * batches + b] = call[iters / 2] * ns_per_tick;
+                if (v != LINES && v != ALLGATHER && v != ALLGATHER_NT && (v != LINES_STEPS || inline_ok))
+                    bad |= memcmp(r, w, bytes) != 0;
                 if (v == SLOT_STEPS) for (int k = 0; k < 4; k++) parts[k * batches + b] = steps[0][k] * ns_per_tick / iters;
                 if (v == LINES_STEPS) for (int k = 0; k < 3; k++) parts[(4 + k) * batches + b] = steps[1][k] * ns_per_tick / iters;
             }
+        double after = best_roundtrip(&c);
         if (rank) continue;
-        printf("SIZE %llu%s", (unsigned long long)bytes, bad ? " MISMATCH" : "");
-        for (int v = 0; v < NVARIANTS + 7; v++) {
-            double *row = v < NVARIANTS ? t + v * batches : parts + (v - NVARIANTS) * batches;
-            if (v == LINES_STEPS || (v >= NVARIANTS + 4 && !inline_ok)) { printf(" nan nan nan"); continue; }
+        printf("SIZE %llu%s %.0f %.0f", (unsigned long long)bytes, bad ? " MISMATCH" : "", before, after);
+        for (int v = 0; v < 2 * NVARIANTS + 7; v++) {
+            double *row = v < NVARIANTS ? t + v * batches : v < 2 * NVARIANTS ? med + (v - NVARIANTS) * batches
+                                                                               : parts + (v - 2 * NVARIANTS) * batches;
+            int steps_of_lines = v < 2 * NVARIANTS ? v % NVARIANTS == LINES_STEPS : v - 2 * NVARIANTS >= 4;
+            if (steps_of_lines && !inline_ok) { printf(" nan nan nan"); continue; }
             qsort(row, batches, sizeof(double), cmpd);
             printf(" %.1f %.1f %.1f", row[batches / 2], row[0], row[batches - 1]);
         }
@@ -154,6 +279,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="4B:4KiB")
     parser.add_argument("--batches", type=int, default=9)
     parser.add_argument("--iterations", type=int, default=2000)
+    parser.add_argument("--pause", type=int, default=8, help="poll-pause: pauses between two polls")
     args = parser.parse_args()
     sizes = [n for n in parse_sizes(args.sizes) if n >= 4]
     cc = os.environ.get("CC", "cc")
@@ -163,32 +289,44 @@ def main() -> int:
         subprocess.run([cc, "-O3", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wno-unused-function", "-I", str(EMULATOR),
                         exe + ".c", "-o", exe], check=True)
         load_before = open("/proc/loadavg").read().split()[0]
-        done = subprocess.run([exe, str(args.batches), str(args.iterations), *map(str, sizes)], capture_output=True,
+        done = subprocess.run([exe, str(args.batches), str(args.iterations), str(args.pause), *map(str, sizes)], capture_output=True,
                               text=True, timeout=1800)
         load_after = open("/proc/loadavg").read().split()[0]
     if done.returncode != 0:
         raise SystemExit(f"the split program failed ({done.returncode}): {done.stderr}")
     lines = done.stdout.splitlines()
     roundtrip = float(lines[0].split()[1])
+    variants = lines[1].split()[1:]
     placement = placement_of(roundtrip)
     print(f"# pool allreduce at np=2, hw, float32 sum, no MPI: ns per call, median [min-max] over {args.batches} "
           f"batches of {args.iterations}; flag round trip {roundtrip:.0f} ns ({placement}: fast below 200 ns, slow "
           f"below 2 us, disturbed above); load average {load_before} before, {load_after} after (the machine may be "
-          f"shared). `lines` is the line-flag path up to 560 B (the MPI library's up to 280 B in the fast placement, 560 B in the slow); steps are timed with rdtsc.")
-    print(f"{'size':>7} {'lines':>18} {'slot':>18} {'slot/lines':>10} | slot steps: {'claim+copy-in':>13} "
-          f"{'publish':>7} {'wait':>6} {'fold':>6} | lines steps: {'publish':>7} {'read':>6} {'fold':>9}")
-    for row in lines[1:]:
+          f"shared); poll-pause: {args.pause} pauses between polls. Steps are timed with rdtsc.")
+    timed = [k for k, v in enumerate(variants) if not v.endswith("-steps")]
+    print(f"{'size':>7} " + " ".join(f"{variants[k]:>18}" for k in timed)
+          + f" | slot steps: {'claim+copy-in':>13} {'publish':>7} {'wait':>6} {'fold':>6}"
+          + f" | lines steps: {'publish':>7} {'read':>6} {'fold':>6}")
+    nv = len(variants)
+    per_call = []
+    for row in lines[2:]:
         words = row.split()
         n = int(words[1])
         bad = words[2] == "MISMATCH"
-        vals = [float(x) for x in words[3 if bad else 2:]]
+        before, after = (float(x) for x in words[3 if bad else 2:][:2])
+        vals = [float(x) for x in words[5 if bad else 4:]]
+        where = placement_of(before) if placement_of(before) == placement_of(after) else "changed"
+        where = f"{where} {before:.0f}/{after:.0f} ns"
         med = vals[0::3]
         lo, hi = vals[1::3], vals[2::3]
-        ratio = med[1] / med[0]
-        lines_part = " ".join(f"{med[i]:>{w}.0f}" if med[i] == med[i] else f"{'-':>{w}}"
-                              for i, w in zip((8, 9, 10), (7, 6, 9)))
-        print(f"{format_size(n):>7} {cell(med, lo, hi, 0)} {cell(med, lo, hi, 1)} {ratio:10.2f} | {'':12}{med[4]:13.0f} {med[5]:7.0f} "
-              f"{med[6]:6.0f} {med[7]:6.0f} | {'':13}{lines_part}" + ("  RESULTS DIFFER" if bad else ""))
+        steps = " ".join(f"{med[i]:>{w}.0f}" if med[i] == med[i] else f"{'-':>{w}}"
+                         for i, w in zip(range(2 * nv, 2 * nv + 7), (13, 7, 6, 6, 7, 6, 6)))
+        print(f"{format_size(n):>7} " + " ".join(cell(med, lo, hi, k) for k in timed)
+              + f" | {'':11}{steps[:36]} | {'':12}{steps[36:]}" + ("  RESULTS DIFFER" if bad else ""))
+        per_call.append(f"{format_size(n):>7} " + " ".join(cell(med, lo, hi, nv + k) for k in timed) + f"  {where}")
+    print(f"# per-call medians (rdtsc around each call; robust to the calls a descheduled rank delays), "
+          f"median [min-max] over batches:")
+    print(f"{'size':>7} " + " ".join(f"{variants[k]:>18}" for k in timed))
+    print("\n".join(per_call))
     return 0
 
 

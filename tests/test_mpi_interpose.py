@@ -554,14 +554,16 @@ def test_pool_layout_is_the_same_in_c_and_python(tmp_path):
 
 
 def test_line_flag_allreduce_gives_the_slot_paths_bits_at_the_area_edges():
-    """benchmarks/allreduce_split.py folds float32 inputs on both paths (np 2, no MPI) and compares the
-    results bitwise: one line, the first byte of a second line, the fifth and the last line, past them."""
+    """benchmarks/allreduce_split.py folds float32 inputs on every path (np 2, no MPI: the kernel's line-flag
+    and slot paths, the candidate protocols) and compares the results bitwise: one line, the first byte of
+    a second line, the fifth and the last line, past them, and a size only the candidates' lines hold."""
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "allreduce_split.py"), "--batches", "1",
-                           "--iterations", "20", "--sizes", "4B,56B,60B,280B,284B,560B,564B"], capture_output=True, text=True,
-                          timeout=300)
+                           "--iterations", "20", "--sizes", "4B,56B,60B,280B,284B,560B,564B,4KiB"], capture_output=True,
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if re.match(r"^\s+\d+ B ", line)]
-    assert [row.split()[0] for row in rows] == ["4", "56", "60", "280", "284", "560", "564"], done.stdout
+    rows = [line for line in done.stdout.splitlines() if re.match(r"^\s+\d+ [KM]?i?B ", line)]
+    sizes = ["4", "56", "60", "280", "284", "560", "564", "4"]
+    assert [row.split()[0] for row in rows] == sizes * 2, done.stdout  # the mean table, the per-call table
     assert "RESULTS DIFFER" not in done.stdout, done.stdout
 
 

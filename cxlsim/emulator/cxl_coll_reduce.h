@@ -175,6 +175,26 @@ static inline int cxl_coll_allreduce_own_share(cxl_coll_t *c, const cxl_allreduc
     return 1;
 }
 
+/* Below this many bytes glibc's memcpy never uses non-temporal stores (its smallest tunable
+ * x86_non_temporal_threshold is 0x4040 B), so a plain copy-in of fewer bytes is ordinary stores. */
+#define CXL_COLL_PLAIN_COPY_MAX 16384u
+
+/* Publish written(e) for this rank's n bytes just copied into its slot of `round`. When the copy
+ * was ordinary stores (hw mode, below the non-temporal thresholds of cxl_copy_in and memcpy, no
+ * event log, untimed), the flag's release store alone: it orders the copy's ordinary stores
+ * before it (on x86 every store is seen in program order), so no rank sees the flag before the
+ * data. cxl_publish's sfence orders only non-temporal stores and cache-line write-backs; here it
+ * would hold this rank until its copy's lines are owned, where without it the rank goes on to its
+ * wait while they drain (benchmarks/allreduce_split.py, slot against slot-no-sfence). */
+static void cxl_coll_publish_copied(cxl_coll_t *c, uint64_t e, uint64_t round, uint64_t n)
+{
+    cxl_pool_t *p = &c->pool;
+    int plain = !p->flush_mode && !p->log && !p->timed && n < CXL_COLL_PLAIN_COPY_MAX &&
+                !(p->nt_min_bytes && n >= p->nt_min_bytes);
+    if (plain) __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    else cxl_publish(p, cxl_coll_written(e), round, n);
+}
+
 /* Copy count elements at send + off into this rank's slot of a new step and publish them. */
 static int cxl_coll_allreduce_publish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t off, uint64_t n)
 {
@@ -193,7 +213,7 @@ static int cxl_coll_allreduce_publish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_
     } else {
         cxl_coll_copy_in(c, mine, a->send + off * es, n * es);
     }
-    cxl_publish(&c->pool, cxl_coll_written(c->epoch), a->round, n * es);
+    cxl_coll_publish_copied(c, c->epoch, a->round, n * es);
     a->started = n;
     return 0;
 }
