@@ -30,9 +30,15 @@
    the traced compute of that window (the same by construction); the columns "MPI ms" are the
    rest, measured (wall time - traced compute) and predicted.
 
-What it does not model: the time ranks are descheduled inside MPI waits (a loaded machine) is
-in neither the trace nor the model, and shows as under-prediction; the pool collectives'
-approximations are `cxlsim.replay.pool_profile`'s (its per-call C overhead is not charged).
+Where np exceeds the CPUs, the replays run the ranks by turns (`cxlsim replay --cpus`,
+`cxlsim.replay.cpu_sharing`) with the figures of benchmarks/replay_cpu_sharing.py (run first, its
+--quick parts, or read from `--cpu-figures FILE`): its measured slice and, per np, the yield intervals
+that reproduce a ring exchange and a barrier loop at that np; the column "a CPU each" is the replay
+without it. For coll the program also prints its median iteration, beside the replay's mean
+iteration ("median it."): a run's few descheduled iterations do not move it.
+What it does not model: time other jobs take from the ranks (a loaded machine) is in neither the
+trace nor the model, and shows as under-prediction; the pool collectives' approximations are
+`cxlsim.replay.pool_profile`'s (its per-call C overhead is not charged).
 The load average is printed with every run: on a machine shared with other jobs the
 measured times spread, and the check is only meaningful when it is low.
 """
@@ -52,6 +58,7 @@ from cxlsim.calibrate.profile import load_profile
 from cxlsim.loggp import LogGPFit
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
+from cxlsim.replay.cpu_sharing import CPUSharing
 from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,34 +69,45 @@ COLLECTIVES_APP = r"""
 /* A collective-bound loop (the pool's collectives carry most of its MPI time), timed as halo_timed.c:
  * per iteration a little work, then MPI_Allreduce of 16384 floats (64 KiB: the library's large
  * algorithm), MPI_Allgather of 4 KiB per rank, MPI_Bcast of 4 KiB from rank 0, MPI_Allreduce of one
- * double; rank 0 prints the wall time from the first barrier's end to the last barrier's end.
+ * double; one untimed iteration first (every call's first-use set-up), then rank 0 prints the wall time
+ * from the first barrier's end to the last barrier's end, and its median iteration.
  *     coll_timed [ITERATIONS [WORK]] */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 static void work(long n) { volatile double x = 0; for (long i = 0; i < n; i++) x += i * 0.5; }
+static int by_value(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static float v[16384], w[16384];
+static char block[4096], all[4 * 4096], b[4096];
+static double res = 1.0, sum;
+static void iteration(long steps) {
+  work(steps);
+  MPI_Allreduce(v, w, 16384, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allgather(block, 4096, MPI_CHAR, all, 4096, MPI_CHAR, MPI_COMM_WORLD);
+  MPI_Bcast(b, 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Allreduce(&res, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
 int main(int argc, char **argv) {
-  static float v[16384], w[16384];
-  static char block[4096], all[4 * 4096], b[4096];
-  double res = 1.0, sum;
   int rank, size;
   MPI_Init(&argc, &argv);
   int iterations = argc > 1 ? atoi(argv[1]) : 20;
   long steps = argc > 2 ? atol(argv[2]) : 2000;
+  double *took = calloc(iterations > 0 ? iterations : 1, sizeof *took);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
+  iteration(steps);
   MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime();
+  double t0 = MPI_Wtime(), last = t0;
   for (int it = 0; it < iterations; it++) {
-    work(steps);
-    MPI_Allreduce(v, w, 16384, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allgather(block, 4096, MPI_CHAR, all, 4096, MPI_CHAR, MPI_COMM_WORLD);
-    MPI_Bcast(b, 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
-    MPI_Allreduce(&res, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    iteration(steps);
+    double t = MPI_Wtime();
+    took[it] = t - last;
+    last = t;
   }
   MPI_Barrier(MPI_COMM_WORLD);
   double t1 = MPI_Wtime();
-  if (rank == 0) printf("wall_s %.9f\n", t1 - t0);
+  qsort(took, iterations, sizeof *took, by_value);
+  if (rank == 0) printf("wall_s %.9f\nmedian_iteration_s %.9f\n", t1 - t0, iterations > 0 ? took[iterations / 2] : 0.0);
   MPI_Finalize();
   return 0;
 }
@@ -185,19 +203,42 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     stats = directory.rstrip("/") + ".stats.txt"
     with open(stats, "w") as fh:
         fh.write(done.stderr)
-    return float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats
+    median = re.search(r"median_iteration_s (\S+)", done.stdout)
+    return float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats, float(median.group(1)) if median else None
 
 
-def predicted_window_s(directory: str, spec: str, stats: str | None = None) -> tuple[float, float, str]:
+SHARING_LINE = re.compile(r"# replay options at np (\d+) \(part 4\): --cpus (\d+) --cpu-slice (\S+)us "
+                          r"--mpi-yield (\S+)us --pool-yield (\S+)us")
+
+
+def cpu_figures(text: str) -> dict:
+    """{np: CPUSharing} from benchmarks/replay_cpu_sharing.py's output (its per-np effective figures)."""
+    got = {}
+    for m in SHARING_LINE.finditer(text):
+        got[int(m.group(1))] = CPUSharing(int(m.group(2)), float(m.group(3)) * 1e3, float(m.group(4)) * 1e3,
+                                          float(m.group(5)) * 1e3)
+    return got
+
+
+def measure_cpu_figures(rounds: int) -> tuple[dict, str]:
+    """Run benchmarks/replay_cpu_sharing.py --quick (its parts 1-4) and read its figures."""
+    done = subprocess.run([sys.executable, os.path.join(HERE, "replay_cpu_sharing.py"), "--quick", "--rounds",
+                           str(rounds)], capture_output=True, text=True, timeout=1800, check=True)
+    return cpu_figures(done.stdout), done.stdout
+
+
+def predicted_window_s(directory: str, spec: str, stats: str | None = None,
+                       sharing: CPUSharing | None = None) -> tuple[float, float, str]:
     """(the replay's rank-0 window from its first barrier's end to its last barrier's end, traced compute in it
-    (s), the fabric line) on `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json)."""
+    (s), the fabric line) on `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json), the
+    ranks on shared CPUs with `sharing`."""
     trace = simgrid.read(directory)
     beside = pool_profile.stats_beside(directory)  # the library's own DIR/cxlsim_mpi_stats.txt, where it writes one
     library_stats = (pool_profile.read_library_stats(beside, "beside the trace:") if beside
                      else pool_profile.read_library_stats(stats, "stderr:") if stats else None)
     fab = fabrics.resolve(spec, trace.size, message_bytes=fabrics.typical_message_bytes(trace), trace=trace,
                           library_stats=library_stats)
-    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced, sharing=sharing)
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
     start, end = barriers[0][1], barriers[-1][1]
     compute = sum(e - s for s, e, kind, _, _ in timeline.segments[0] if kind == "compute" and s >= start and e <= end)
@@ -226,6 +267,10 @@ def main() -> int:
                         help="local-host profile pricing the collectives that ran on the pool (default: calibrate "
                              "this machine now, np 2)")
     parser.add_argument("--out", help="write the rows and the fit as JSON (atomically)")
+    parser.add_argument("--cpu-figures",
+                        help="a saved output of benchmarks/replay_cpu_sharing.py whose per-np figures model the runs "
+                             "with more ranks than CPUs (default: run its --quick parts now, when such runs are asked)")
+    parser.add_argument("--cpu-rounds", type=int, default=2, help="rounds of that measurement (default 2)")
     parser.add_argument("--keep", help="keep the traces, stats and profiles in this new directory (default: a "
                                        "temporary one, deleted)")
     args = parser.parse_args()
@@ -252,13 +297,26 @@ def main() -> int:
             fh.write(COLLECTIVES_APP)
         subprocess.run([find_mpicc(), "-O0", exe["coll"] + ".c", "-o", exe["coll"]], check=True)
         cpus = os.cpu_count() or 1
+        sharing, sharing_text = {}, ""
         if max(args.np) > cpus:
-            print(f"# np > {cpus} CPUs: the ranks cannot all run at once (MPICH polls while it waits), so the "
-                  "measured times include time slicing the model does not contain")
+            if args.cpu_figures:
+                with open(args.cpu_figures) as fh:
+                    sharing_text = fh.read()
+                sharing = cpu_figures(sharing_text)
+            else:
+                sharing, sharing_text = measure_cpu_figures(args.cpu_rounds)
+            missing = [n for n in args.np if n > cpus and n not in sharing]
+            if missing:
+                raise SystemExit(f"--cpu-figures: no figures for np {missing}")
+            for n in sorted(sharing):
+                print(f"# np {n} > {cpus} CPUs: replayed by turns, {sharing[n].describe(n)} (benchmarks/"
+                      f"replay_cpu_sharing.py{' ' + args.cpu_figures if args.cpu_figures else ', measured now'}); "
+                      "the column 'a CPU each' is the replay without it")
         print("# predicted: messages on the LogGP fit, the collectives that ran on the pool on the local-host "
               "profile (the target); network only: every collective as MPICH's algorithm on the LogGP fit")
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
-              f"{'network only':>14}{'error':>9}{'traced compute ms':>19}{'MPI ms measured':>17}{'predicted':>11}")
+              f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
+              f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}")
         lines = set()
         for run in range(args.runs):
             for app in args.apps:
@@ -266,19 +324,26 @@ def main() -> int:
                 for n in args.np:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
-                    measured, stats = traced_run(app, exe, n, directory, args.iterations or ITERATIONS[app], work)
-                    predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats)
-                    network, _, _ = predicted_window_s(directory, profile)
+                    iterations = args.iterations or ITERATIONS[app]
+                    measured, stats, median_it = traced_run(app, exe, n, directory, iterations, work)
+                    shared = sharing.get(n) if n > cpus else None
+                    predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
+                    network, _, _ = predicted_window_s(directory, profile, None, shared)
+                    one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
                     lines.add(line.replace(tmp, "TMP"))
                     error, network_error = (predicted - measured) / measured, (network - measured) / measured
                     rows.append({"app": app, "np": n, "run": run, "load_before": before, "load_after": load(),
                                  "measured_s": measured, "predicted_s": predicted, "error": error,
                                  "network_only_s": network, "network_only_error": network_error,
-                                 "traced_compute_s": compute})
+                                 "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
+                                 "median_iteration_s": median_it, "traced_compute_s": compute})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
+                          f"{one_each * 1e3:>12.3f}{(one_each - measured) / measured * 100:>8.1f}%"
                           f"{compute * 1e3:>19.3f}{(measured - compute) * 1e3:>17.3f}"
-                          f"{(predicted - compute) * 1e3:>11.3f}", flush=True)
+                          f"{(predicted - compute) * 1e3:>11.3f}"
+                          + (f"{median_it * 1e6:>15.1f}{predicted / iterations * 1e6:>11.1f}" if median_it else ""),
+                          flush=True)
         for line in sorted(lines):
             print(f"# fabric: {line}")
         local_profile = load_profile(local)
@@ -286,19 +351,28 @@ def main() -> int:
     for app in args.apps:
         for n in args.np:
             got = [r for r in rows if r["app"] == app and r["np"] == n]
-            for key, what in (("error", "predicted"), ("network_only_error", "network only")):
+            for r in got:
+                r["one_cpu_each_error"] = (r["one_cpu_each_s"] - r["measured_s"]) / r["measured_s"]
+                if r["median_iteration_s"]:
+                    r["median_iteration_error"] = (r["predicted_s"] / (args.iterations or ITERATIONS[app])
+                                                   - r["median_iteration_s"]) / r["median_iteration_s"]
+            kinds = [("error", "predicted"), ("network_only_error", "network only")]
+            kinds += [("one_cpu_each_error", "a CPU each")] if n > cpus else []
+            kinds += [("median_iteration_error", "median it.")] if all(r["median_iteration_s"] for r in got) else []
+            for key, what in kinds:
                 errs = [r[key] for r in got]
                 within = sum(abs(e) <= 0.10 for e in errs)
                 print(f"  {app:<5}np={n} {what:<13}: median |error| {statistics.median(abs(e) for e in errs) * 100:.1f}%, "
-                      f"range {min(errs) * 100:+.1f}% .. {max(errs) * 100:+.1f}%, {within} of {len(errs)} runs within 10%"
-                      + ("" if n == 2 else " (outside the target: np 2)"))
+                      f"range {min(errs) * 100:+.1f}% .. {max(errs) * 100:+.1f}%, {within} of {len(errs)} runs within 10%")
             calm = min(got, key=lambda r: r["measured_s"] - r["traced_compute_s"])
             print(f"  {app:<5}np={n} least disturbed run (the smallest measured MPI time, run {calm['run']}, load "
                   f"{calm['load_before']:.2f}): predicted {calm['error'] * 100:+.1f}%, network only "
                   f"{calm['network_only_error'] * 100:+.1f}%")
     if args.out:
         atomic_write(args.out, json.dumps({"fit": fit.to_dict(), "osu": osu_text, "pool_profile": args.pool_profile,
-                                           "pool_profile_provenance": local_profile["provenance"], "rows": rows},
+                                           "pool_profile_provenance": local_profile["provenance"], "rows": rows,
+                                           "trace_machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+                                           "cpu_sharing_measurement": sharing_text},
                                           indent=1))
     return 0
 
