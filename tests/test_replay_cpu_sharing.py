@@ -111,3 +111,19 @@ def test_cpu_sharing_on_a_pool_is_refused_and_the_fabric_line_says_it(tmp_path, 
     assert run([*base, "--fabric", "ib-hdr", "--output", str(tmp_path / "net")]) == 0
     assert "CPU sharing: 2 ranks on 1 CPUs (up to 2 per CPU; rank r on CPU r % 1), slice 2000 us" in \
         capsys.readouterr().out
+
+
+def test_a_collective_run_as_network_messages_queues_for_the_cpu_once_after_it(tmp_path, write_trace):
+    """ib-hdr, an 8-byte allreduce (MPICH's algorithm as messages) after 1 ms and 2 ms of compute on one CPU, slice
+    10 ms, yields instant: rank 0 computes [0, 1], polls and gives the CPU up; rank 1 computes [1, 3] and enters
+    last; the collective's messages run as on a CPU each, so rank r's call ends A_r after the last entry (A_r from
+    the unshared replay, whose last entry is at 2 ms), and nothing else holds the CPU then: 3 ms + A_r."""
+    per_rank = [[f"compute {1 * MS:.0f}", "allreduce 8 0"], [f"compute {2 * MS:.0f}", "allreduce 8 0"]]
+    trace = trace_of(write_trace, tmp_path, per_rank)
+    unshared = replay(trace)
+    after_last = [end - 2 * MS for end in unshared.finish_ns]
+    assert min(after_last) > 0
+    t = replay(trace, CPUSharing(1, 10 * MS, 0.0, 0.0))
+    assert t.finish_ns == pytest.approx([3 * MS + a for a in after_last], rel=1e-12)
+    assert [seg[:3] for seg in t.segments[1][:2]] == [(0.0, 1 * MS, "descheduled"), (1 * MS, 3 * MS, "compute")]
+    assert t.algorithms["allreduce"] == unshared.algorithms["allreduce"] != ["local-host profile"]
