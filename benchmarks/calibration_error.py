@@ -39,7 +39,7 @@ import time
 
 from cxlsim import calibrate as cal
 from cxlsim.calibrate.collective_measure import jobs_line
-from cxlsim.calibrate.collectives import summarize_collectives
+from cxlsim.calibrate.collectives import summarize_collectives, summary_line
 from cxlsim.coherence import Coherence
 from cxlsim.results import Workspace
 from cxlsim.units import parse_sizes
@@ -147,8 +147,7 @@ def main() -> int:
         for key, s in summarize_collectives(coll["rows"]).items():
             ok_all &= s["met"]
             print(f"    {key:<22} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
-                  f"at {s['worst_size']} B (<= 25%) over {s['points']} sizes x >= {s['jobs']} jobs "
-                  f"({s['excluded']} disturbed): {_verdict(s['met'], s['measured'])}")
+                  f"at {s['worst_size']} B (<= 25%); {summary_line(s)}: {_verdict(s['met'], s['measured'])}")
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))
     osu = cal.from_osu(files, nodes=2)
     print(cal.report_from_osu(osu), end="")

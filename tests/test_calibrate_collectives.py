@@ -87,23 +87,26 @@ def test_a_collectives_own_per_call_overhead_adds_exactly_itself(collective):
         == pytest.approx(700.0, abs=1e-6)
 
 
-def test_summary_by_hand_leaves_out_disturbed_rows():
+def test_summary_by_hand_leaves_out_rows_without_a_block_and_keeps_placements_apart():
     rows = [dict(coherence="hw", collective="broadcast", size_bytes=n, measured_ns=1.0, predicted_ns=1.0 + e, error=e,
-                 disturbed_only=d) for n, e, d in ((64, 0.05, False), (128, -0.20, False), (256, 0.08, False),
-                                                   (512, 0.9, True))]
-    s = summarize_collectives(rows)["broadcast hw"]
-    assert (s["median"], s["worst"], s["worst_size"], s["points"], s["excluded"], s["met"]) == \
-        (pytest.approx(0.08), pytest.approx(0.20), 128, 3, 1, True)
-    assert "(1 disturbed, left out)" in format_collectives(rows)
+                 held_out=h, jobs=2, blocks=5) for n, e, h in ((64, 0.05, True), (128, -0.20, True), (256, 0.08, True),
+                                                                 (512, 0.9, False))]
+    slow = [dict(r, placement="slow", error=0.5, held_out=True) for r in rows[:2]]
+    s = summarize_collectives(rows + slow)["broadcast hw"]
+    assert (s["median"], s["worst"], s["worst_size"], s["points"], s["sizes"], s["excluded"], s["met"]) == \
+        (pytest.approx(0.08), pytest.approx(0.20), 128, 3, 4, 1, True)
+    assert summarize_collectives(rows + slow)["broadcast hw slow"]["points"] == 2
+    text = format_collectives(rows + slow)
+    assert "3 of 4 sizes held out (>= 5 blocks in >= 2 jobs each; 1 without a block, left out): met" in text
+    assert "(no block in this placement: left out)" in text
     rows[1]["error"] = 0.30
     assert not summarize_collectives(rows)["broadcast hw"]["met"]
     rows[1]["error"] = -0.20
     for r in rows:
-        r["flagged_all"] = True  # every job in a slow placement: reported, never met
+        r["held_out"] = False  # no block in the placement at any size: reported, never met
     assert summarize_collectives(rows)["broadcast hw"]["measured"] is False
     assert not summarize_collectives(rows)["broadcast hw"]["met"]
     assert "UNMEASURED" in format_collectives(rows)
-    assert "(every run disturbed)" in format_collectives(rows)
 
 
 def test_fold_primitive_shape():
@@ -121,14 +124,18 @@ def test_fold_primitive_shape():
 
 
 def test_measured_rows_validate_against_the_model_in_both_modes():
-    got = measure_collectives((64, 4096), ("broadcast", "barrier"), rounds=1, iterations=5, max_retries=0)
-    rows = validate_collectives(model(), got["rows"])
-    assert {(r["coherence"], r["collective"]) for r in rows} == {(m, c) for m in ("hw", "flush")
-                                                                 for c in ("broadcast", "barrier")}
+    got = measure_collectives((64, 4096), ("broadcast", "barrier"), rounds=1, iterations=5, max_retries=0, passes=2)
+    rows = validate_collectives(model(), got["rows"], got["jobs"])
+    assert {(r["coherence"], r["collective"]) for r in rows if r["placement"] == "fast"} == \
+        {(m, c) for m in ("hw", "flush") for c in ("broadcast", "barrier")}
     assert all(r["measured_ns"] > 0 and math.isfinite(r["error"]) for r in rows)
-    assert got["placement"] in ("fast", "slow") and len(got["jobs"]) == 2
-    assert all(set(j["overhead_ns"]) == {"broadcast"} and j["overhead_ns"]["broadcast"] > 0 for j in got["jobs"])
-    assert set(summarize_collectives(rows)) == {"barrier flush", "barrier hw", "broadcast flush", "broadcast hw"}
+    assert got["placement"] in ("fast", "slow") and {j["job"] for j in got["jobs"]} == {0, 1}
+    for j in got["jobs"]:  # every block was counted in some state; the kept ones carry their own primitives
+        assert sum(j["block_states"].values()) == 2 * 3
+        for c, by in j["overhead_ns"].items():
+            assert c in ("broadcast", "barrier") and all(v > 0 for v in by.values())
+        assert all(v > 0 for v in j["exchange_ns"].get("barrier", {}).values())
+    assert set(summarize_collectives(rows)) >= {"barrier flush", "barrier hw", "broadcast flush", "broadcast hw"}
     with pytest.raises(InputError, match="multiples of 4 bytes"):
         measure_collectives((3,))
     with pytest.raises(InputError, match="collectives: expected some of"):
@@ -185,64 +192,96 @@ def test_collective_bandwidth_makes_the_des_data_time_the_patterns():
 
 
 def test_a_jobs_own_primitives_replace_the_models():
-    """job_model: the job's per-call overheads and concurrent copy stand in for the model's; with the model's own
-    round trip and curves the path solve gives the model's path back."""
-    from cxlsim.calibrate.collectives import job_model
+    """job_model: the job's concurrent copy, patterns and round trip stand in for the model's (with the model's own
+    round trip the path solve gives the model's path back); row_model: the per-call overhead and flag exchange of
+    the row's own blocks."""
+    from cxlsim.calibrate.collectives import job_model, row_model
 
     m = model()
-    job = dict(coherence="hw", roundtrip_before_ns=m.roundtrip_ns["hw"], roundtrip_after_ns=m.roundtrip_ns["hw"],
-               concurrent_ns=m.concurrent_curves["hw"], overhead_ns={"broadcast": 1234.0},
+    job = dict(id="0 fast", job=0, placement="fast", coherence="hw", roundtrip_ns=m.roundtrip_ns["hw"],
+               concurrent_ns=m.concurrent_curves["hw"], overhead_ns={"broadcast": {"64": 1234.0}},
+               exchange_ns={"barrier": {"0": 777.0}},
                pattern_ns={"broadcast": {"data": {"64": 50.0}, "maintenance": {"64": 0.0}}})
     got = job_model(m, job)
-    assert got.collective_overhead_ns["broadcast"] == 1234.0 and got.concurrent_curves["hw"] is job["concurrent_ns"]
+    assert got.concurrent_curves["hw"] is job["concurrent_ns"]
     assert got.pattern_curves["hw"] == {"broadcast": {"64": 50.0}}
     assert got.path_ns["hw"] == pytest.approx(m.path_ns["hw"], rel=1e-6, abs=1e-6)
     assert got.path_ns["flush"] == m.path_ns["flush"]
+    assert row_model(got, job, "broadcast", 64).collective_overhead_ns["broadcast"] == 1234.0
+    assert row_model(got, job, "broadcast", 4096).collective_overhead_ns == got.collective_overhead_ns  # not measured
+    assert row_model(got, job, "barrier", 0).exchange_ns == {"hw": 777.0}
 
 
-def test_job_states_by_hand():
-    from cxlsim.calibrate.collective_measure import job_state
+def test_block_states_by_hand():
+    from cxlsim.calibrate.collective_blocks import block_state
 
-    def job(mode, before, after):
-        return dict(coherence=mode, roundtrip_before_ns=before, roundtrip_after_ns=after)
+    def block(before, after, busy=1.0):
+        return dict(rt_before_ns=before, rt_after_ns=after, busy=busy)
     best = {"hw": 60.0, "flush": 450.0}
-    assert job_state(job("hw", 60, 110), best) == "fast"  # the fast placement spans 55-110 ns: not flagged
-    assert job_state(job("hw", 90, 460), best) == "slow placement"  # above the 200 ns threshold
-    assert job_state(job("hw", 90, 208425), best) == "disturbed"  # a rank off its CPU
-    assert job_state(job("flush", 500, 600), best) == "fast"
-    assert job_state(job("flush", 500, 700), best) == "slow placement"  # above 1.5 x the best
-    assert job_state(job("flush", 500, 5000), best) == "disturbed"
-    calm, busy = dict(busy=1.0), dict(busy=0.3)
-    assert job_state(dict(job("hw", 60, 70), rows=[calm, busy, busy]), best) == "disturbed"  # most calls off-CPU
-    assert job_state(dict(job("hw", 60, 70), rows=[calm, calm, busy]), best) == "fast"
+    assert block_state(block(60, 110), "hw", best) == "fast"  # the fast placement spans 55-110 ns: not flagged
+    assert block_state(block(90, 460), "hw", best) == "slow placement"  # above the 200 ns threshold
+    assert block_state(block(90, 1500), "hw", best) == "disturbed"  # beyond twice the slow placement's
+    assert block_state(block(90, 208425), "hw", best) == "disturbed"  # a rank off its CPU
+    assert block_state(block(500, 600), "flush", best) == "fast"
+    assert block_state(block(500, 700), "flush", best) == "slow placement"  # above 1.5 x the best
+    assert block_state(block(500, 5000), "flush", best) == "disturbed"
+    assert block_state(block(60, 70, busy=0.5), "hw", best) == "disturbed"  # a rank off its CPU for half the block
+    assert block_state(block(60, 70, busy=0.8), "hw", best) == "fast"  # the block's medians hold
 
 
-def test_a_run_tops_up_each_mode_until_it_has_its_fast_jobs(monkeypatch):
-    """Scripted round trips: hw's first job is in the slow placement and its second disturbed, so the run adds
-    hw jobs until one is fast; flush's only job is fast. The rows come from the fast jobs alone."""
+def _fake_block(collective, n, rt0, rt1, ns, busy=1.0):
+    return dict(collective=collective, size_bytes=n, rt_before_ns=rt0, rt_after_ns=rt1, busy=busy, overhead_ns=None,
+                exchange_ns=None, patterns={"broadcast": np.ones((2, 1, 5))} if n else {}, calls_ns=np.full(4, ns))
+
+
+def test_a_run_tops_up_the_sizes_a_mode_lacks_and_keeps_each_placements_blocks_apart(monkeypatch):
+    """Scripted blocks: hw's first job has 64 B in the slow placement and 4 KiB disturbed, so the run adds an hw
+    job of 4 KiB alone; flush's only job is fast. Rows come from their placement's blocks alone (the median call)."""
     from cxlsim.calibrate import collective_measure as cm
     from cxlsim.emulator import launch
 
-    script = {"hw": [(90.0, 470.0), (80.0, 9000.0), (70.0, 80.0)], "flush": [(480.0, 500.0)]}
+    script = {"hw": [[(64, 90.0, 470.0, 300.0), (4096, 80.0, 9000.0, 1e6)], [(4096, 70.0, 80.0, 2000.0)]],
+              "flush": [[(64, 480.0, 500.0, 900.0), (4096, 480.0, 490.0, 3000.0)]]}
     calls = []
 
     def fake_run_local(nranks, fn, args, **kw):
         mode = str(kw["coherence"].value if hasattr(kw["coherence"], "value") else kw["coherence"])
-        rt0, rt1 = script[mode][sum(c == mode for c in calls)]
+        keys = args[0]
+        plan = script[mode][sum(c == mode for c in calls)]
         calls.append(mode)
-        rows = [dict(collective="broadcast", size_bytes=64, ns=100.0 * len(calls), busy=1.0)]
+        assert [k[1] for k in keys] == [p[0] for p in plan]
+        blocks = [_fake_block("broadcast", n, rt0, rt1, ns) for n, rt0, rt1, ns in plan]
         concurrent = {k: {64: [1.0]} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
-        pattern = {"broadcast": {64: np.ones((2, 1, 5))}}
-        one = (rows, rt0, rt1, [concurrent, concurrent], {"broadcast": [50.0, 50.0]}, [pattern, pattern])
+        one = (blocks, [concurrent, concurrent])
         return [one, one]
     monkeypatch.setattr(launch, "run_local", fake_run_local)
     monkeypatch.setattr(cm, "measure_call_overheads", lambda collectives, batches=1: {c: [1.0] for c in collectives})
-    got = cm.measure_collectives((64,), ("broadcast",), rounds=1, max_retries=3)
-    assert calls == ["hw", "flush", "hw", "hw"]
-    assert [j["state"] for j in got["jobs"]] == ["slow placement", "fast", "disturbed", "fast"]
-    hw = [r for r in got["rows"] if r["coherence"] == "hw"]
-    assert len(hw) == 1 and hw[0]["job_ids"] == [3] and hw[0]["measured_ns"] == 400.0
-    assert "hw 3 jobs, 1 fast kept, left out 1 slow placement, 1 disturbed" in cm.jobs_line(got["jobs"])
+    got = cm.measure_collectives((64, 4096), ("broadcast",), rounds=1, max_retries=3, passes=1)
+    assert calls == ["hw", "flush", "hw"]
+    rows = {(r["coherence"], r["placement"], r["size_bytes"]): r for r in got["rows"]}
+    assert rows[("hw", "slow", 64)]["measured_ns"] == 300.0 and rows[("hw", "slow", 64)]["job_ids"] == ["0 slow"]
+    assert rows[("hw", "fast", 4096)]["measured_ns"] == 2000.0 and rows[("hw", "fast", 4096)]["job_ids"] == ["2 fast"]
+    assert not rows[("hw", "fast", 64)]["held_out"] and not rows[("hw", "slow", 4096)]["held_out"]
+    assert rows[("flush", "fast", 64)]["measured_ns"] == 900.0 and ("flush", "slow", 64) not in rows
+    assert "hw 2 jobs, 3 blocks: 1 fast, 1 slow placement, 1 disturbed (left out)" in cm.jobs_line(got["jobs"])
+
+
+def test_the_des_exchange_grows_by_exactly_its_charge_and_the_charge_makes_it_the_primitive(coherence="hw"):
+    from cxlsim.calibrate.collectives import des_exchange_ns, exchange_charge_ns
+
+    m = model()
+    for mode in ("hw", "flush"):
+        base = des_exchange_ns(m, mode)
+        assert des_exchange_ns(m, mode, charge_ns=150.0) == pytest.approx(base + 150.0, abs=1e-6)
+        assert exchange_charge_ns(m, mode) == 0.0  # no primitive: the DES's own exchange stands
+        measured = dataclasses.replace(m, exchange_ns={mode: base + 321.0})
+        assert exchange_charge_ns(measured, mode) == pytest.approx(321.0, abs=1e-6)
+        assert des_exchange_ns(measured, mode, exchange_charge_ns(measured, mode)) == pytest.approx(base + 321.0)
+        assert exchange_charge_ns(dataclasses.replace(m, exchange_ns={mode: base - 50.0}), mode) == 0.0  # never < 0
+        # the barrier's prediction carries the charge once per call (one wait), the other collectives none
+        assert predict_collective(measured, mode, "barrier", 0, NEVER) - predict_collective(m, mode, "barrier", 0, NEVER) \
+            == pytest.approx(321.0, abs=1e-6)
+        assert predict_collective(measured, mode, "alltoall", 64, NEVER) == predict_collective(m, mode, "alltoall", 64, NEVER)
 
 
 def test_collective_flush_line_makes_the_des_maintenance_the_patterns():

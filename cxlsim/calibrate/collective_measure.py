@@ -13,40 +13,34 @@ Primitives (what `collectives.predict_collective` is built from, beside the allg
   samples of both ranks, with their spread;
 - the per-call software overhead of each collective (`measure_call_overheads`): an np = 1, 0-byte
   call of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times),
-  through `bench.time_loop`, as the allgather's is (`measure._overhead_rank`).
+  each call timed in osu's loop, the median (`collective_blocks.timed_calls`).
 
 The held-out collectives (`measure_collectives`): the emulator's copy-mode allreduce,
-reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the bench
-(`bench.run_plan`), in jobs that alternate the modes (A B A B). Every job probes the flag
-round trip before and after (a job above `measure.STABLE` x the best seen in its mode ran in
-the slow host placement or was disturbed, and is left out when others are not) and the
-concurrent-copy primitive before and after (`measure.concurrent_rank`, the ranks joined by
-`measure.join_ranks`) and each collective's copy pattern before and after (`patterns.pattern_rank`,
-joined by `patterns.join_pattern_ranks`, the lower of before and after), as the allgather's jobs
-do: a primitive taken in the same state of the
-machine as the job's calls (in flush mode its copy-in at 256 KiB-1 MiB is bimodal from job to
-job, about 100 or 490 us at 1 MiB, so a primitive from another job can be in the other state),
-and records each rank's share of its CPU per size (below `measure.BUSY`: another job ran
-there; left out when undisturbed runs exist). Units: ns, bytes.
+reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the bench's own
+steps, in jobs that alternate the modes (A B A B). Each job measures every collective and size
+in short blocks, each call beside the flag round trip, the per-call overhead and the copy
+pattern of the same block (`collective_blocks`), and keeps the blocks its round trips and CPU
+share say were fast: a primitive taken in the same state of the machine as the calls (the ranks
+take turns on one CPU for tens of milliseconds on a loaded machine, the host placement flips
+within a job, and in flush mode the copy-in at 256 KiB-1 MiB is bimodal from job to job, about
+100 or 490 us at 1 MiB, so a primitive from another stretch can be in another state). Units: ns, bytes.
 """
 from __future__ import annotations
 
 import math
 import statistics
-import time
 
 import numpy as np
 
-from cxlsim.calibrate.measure import BUSY, STABLE, concurrent_rank, join_ranks, steady
-from cxlsim.calibrate.patterns import join_pattern_ranks, pattern_name, pattern_rank
+from cxlsim.calibrate.collective_blocks import (FAST_ROUNDTRIP_NS, FLOAT_BYTES, PASSES, bench_job, block_keys,
+                                               PLACEMENTS, block_state, job_figures, join_blocks, timed_calls)
+from cxlsim.calibrate.measure import join_ranks, steady
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
 COLLECTIVES = ("allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
-FLOAT_BYTES = 4  # the bench's reductions are float32 sums
 FOLD_CLASSES = tuple(f"{d} {o}" for d in ("float32", "float64", "int32", "int64") for o in ("sum", "prod", "min", "max"))
 """The dtype/op classes the fold primitive is measured for (the issue's four dtypes and four ops)."""
-FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
 OVERHEAD_SIZE = {"allreduce": 0, "reduce_scatter": 0, "broadcast": 0, "alltoall": 0, "barrier": 0}
 """Bytes of the np = 1 call whose time is a collective's per-call overhead: 0, the bench step's software
 path without a data step (which the DES charges itself), as the allgather's overhead is measured."""
@@ -139,19 +133,19 @@ def measure_remote_fold(sizes, iterations: int = 40, repeats: int = 3) -> dict:
 
 
 def _overhead_job(comm, collectives, batches: int, iterations: int):
-    from cxlsim.emulator.bench import time_loop
     from cxlsim.emulator.bench_collectives import CollectiveSide
 
     out = {c: [] for c in collectives}
     for _ in range(batches):
         for c in collectives:
             op = CollectiveSide(c, "copy", comm, None, OVERHEAD_SIZE[c], False).op
-            out[c].append(time_loop(op, comm.barrier, 200, iterations) * 1e9)
+            out[c].append(float(np.median(timed_calls(op, comm.barrier, 200, iterations))))
     return out
 
 
 def measure_call_overheads(collectives=COLLECTIVES, batches: int = 5, iterations: int = 2000) -> dict:
-    """{collective: [ns per call, one per batch]} of the np = 1, 0-byte bench step."""
+    """{collective: [ns per call, one per batch: the median of its timed calls]} of the np = 1, 0-byte bench
+    step (osu's loop, `collective_blocks.timed_calls`)."""
     from cxlsim.emulator.launch import run_local
 
     return run_local(1, _overhead_job, (tuple(collectives), batches, iterations), slot_bytes=64)[0]
@@ -162,91 +156,66 @@ def primitive_sizes(sizes) -> list[int]:
     return sorted({max(1, int(m)) for n in sizes for m in (n, n // 2)})
 
 
-IN_JOB_OVERHEAD = ("allreduce", "reduce_scatter", "broadcast", "alltoall")
-"""Collectives whose 0-byte call is no step at all (no flag, no wait), so its time at np 2 is the per-call
-overhead primitive, measured inside each job (the barrier always synchronises: np = 1 only)."""
-
-
-def _call_overheads(comm, collectives, iterations: int = 1000) -> dict:
-    """{collective: ns}: the mean over the ranks of this job's 0-byte bench step of each `IN_JOB_OVERHEAD`."""
-    from cxlsim.emulator.bench import time_loop
-    from cxlsim.emulator.bench_collectives import CollectiveSide
-
+def _usable_blocks(jobs: list[dict], mode: Coherence, best: dict) -> dict:
+    """{(collective, size): blocks not disturbed (fast or slow placement)} over a mode's jobs (`block_state`
+    against `best`)."""
     out = {}
-    for c in collectives:
-        if c in IN_JOB_OVERHEAD:
-            mine = np.array([time_loop(CollectiveSide(c, "copy", comm, None, 0, False).op, comm.barrier, 200,
-                                       iterations) * 1e9])
-            everyone = np.zeros(comm.size)
-            comm.allgather(mine, everyone)
-            out[c] = float(everyone.mean())
+    for j in jobs:
+        if j["coherence"] == mode:
+            for b in j["blocks"]:
+                key = (b["collective"], b["size_bytes"])
+                out[key] = out.get(key, 0) + (block_state(b, mode, best) != "disturbed")
     return out
 
 
-def _job_patterns(collectives, large: int) -> tuple:
-    """The copy patterns the job's collectives run at some size (allreduce: both algorithms, so that
-    a profile predicts either at every size)."""
-    names = {pattern_name(c, n, large) for c in collectives for n in (0, 1 << 62)}
-    return tuple(sorted(n for n in names if n))
-
-
-def _bench_job(comm, collectives, sizes, iterations, large):
-    """One job: the flag round trip, the concurrent-copy, pattern and per-call primitives, then per
-    collective and size a bench run with every rank's least share of its CPU, then the primitives and
-    the round trip again. Returns (rows, round trip before, after, [this rank's concurrent rounds
-    before, after], per-call overheads {collective: [before, after]}, [this rank's pattern rounds
-    before, after])."""
-    from cxlsim.emulator.bench import BenchPlan, run_plan
-
-    comm.flag_pingpong(100)
-    before = comm.flag_pingpong(300)
-    concurrent = [concurrent_rank(comm, primitive_sizes(sizes))]
-    patterns = [pattern_rank(comm, sizes, _job_patterns(collectives, large))]
-    overheads = [_call_overheads(comm, collectives)]
-    rows = []
-    for collective in collectives:
-        for n in ((0,) if collective == "barrier" else sizes):
-            if collective == "reduce_scatter" and n < FLOAT_BYTES * comm.size:
-                continue
-            plan = BenchPlan(sizes=(n,), iterations=iterations, warmup=max(1, iterations // 10),
-                             collective=collective)
-            c0, w0 = time.process_time_ns(), time.perf_counter_ns()
-            got = run_plan(comm, plan)
-            busy = np.array([(time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)])
-            everyone = np.zeros(comm.size)
-            comm.allgather(busy, everyone)
-            rows += [dict(collective=collective, size_bytes=n, ns=r["avg_us"] * 1e3, busy=float(everyone.min()))
-                     for r in got]
-    concurrent.append(concurrent_rank(comm, primitive_sizes(sizes)))
-    patterns.append(pattern_rank(comm, sizes, _job_patterns(collectives, large)))
-    overheads.append(_call_overheads(comm, collectives))
-    return (rows, before, comm.flag_pingpong(300), concurrent, {c: [o[c] for o in overheads] for c in overheads[0]},
-            patterns)
+def _job_records(job: dict, mode: Coherence, best: dict) -> list[dict]:
+    """A job as the result keeps it (JSON: no raw samples), one record per host placement its blocks were
+    in: the blocks' states, the figures of the placement's blocks (`job_figures`) per collective and
+    size, the job's concurrent-copy primitive. Record ids are 'JOB PLACEMENT' (e.g. '3 fast')."""
+    out = []
+    for placement, state in PLACEMENTS.items():
+        got = job_figures(job["blocks"], mode, best, state)
+        if got["roundtrip_ns"] is None:
+            continue
+        measured, overhead, exchange = {}, {}, {}
+        for (c, n), k in got["keys"].items():
+            measured.setdefault(c, {})[str(n)] = {f: k[f] for f in ("measured_ns", "mean_ns", "calls", "blocks")}
+            if k["overhead_ns"] is not None:
+                overhead.setdefault(c, {})[str(n)] = k["overhead_ns"]
+            if k["exchange_ns"] is not None:
+                exchange.setdefault(c, {})[str(n)] = k["exchange_ns"]
+        out.append(dict(id=f"{job['job']} {placement}", job=job["job"], placement=placement, coherence=mode.value,
+                        block_states=got["states"], roundtrip_ns=got["roundtrip_ns"], measured=measured,
+                        overhead_ns=overhead, exchange_ns=exchange, pattern_ns=got["pattern_ns"],
+                        concurrent_ns=job["concurrent_ns"]))
+    if not out:  # every block disturbed: the job's states alone (no figures: it predicts nothing)
+        states = job_figures(job["blocks"], mode, best)["states"]
+        out.append(dict(id=f"{job['job']} disturbed", job=job["job"], placement=None, coherence=mode.value,
+                        block_states=states, roundtrip_ns=None, measured={}, overhead_ns={}, pattern_ns={}))
+    return out
 
 
 def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterations: int = 50,
                         large_bytes: int | None = None, best_roundtrip_ns: dict | None = None,
-                        progress=None, max_retries: int | None = None) -> dict:
+                        progress=None, max_retries: int | None = None, passes: int = PASSES) -> dict:
     """The emulator's copy-mode pool collectives at np 2 in both modes, held out from the fit.
 
-    Jobs alternate the modes, `rounds` of each. Each job is classed by the flag round trip measured
-    before and after it (`job_state`): 'fast', 'slow placement' or 'disturbed'. A job that is not fast
-    is repeated, and when the planned jobs are done a mode with fewer than `rounds` fast jobs gets more,
-    at most `max_retries` extra jobs in all (default: as many as planned), so that a run keeps `rounds`
-    fast jobs per mode whenever the machine lets it. Rows are the medians over a mode's fast jobs; if a
-    mode has none, over the jobs nearest the best of them (flagged: such rows never meet a target).
+    Jobs alternate the modes, `rounds` of each; each job measures every (collective, size) in `passes`
+    interleaved passes of blocks, each call beside its own primitives (`collective_blocks`). A block is
+    kept if its own round trips and CPU share say fast (`block_state`, against the best round trip seen
+    in the run) or in the slow placement, and each placement has its own rows (its blocks' calls beside
+    its blocks' primitives). When the planned jobs are done, a mode whose sizes have fewer than `rounds`
+    blocks not disturbed gets another job of those sizes alone, at most `max_retries` extra jobs in all (default: as many as
+    planned).
 
-    Returns {'rows': [{coherence, collective, size_bytes, measured_ns (median of the kept jobs' means),
-    spread_ns (their lowest and highest), jobs, job_ids, job_ns, disturbed_only (every run had a rank off
-    its CPU), flagged_all (every job of the mode was flagged: nothing better to keep), large_bytes}], 'jobs':
-    [{job, coherence, roundtrip_before_ns, roundtrip_after_ns, state (`job_state`), slow_placement (state is
-    not 'fast'), concurrent_ns (the
-    primitive, mean of before and after: {kind: {size: ns}}), pattern_ns (each collective's copy pattern,
-    the lower of before and after: {pattern: {'data', 'maintenance': {size: ns}}}), overhead_ns (the per-call primitive of the
-    `IN_JOB_OVERHEAD` collectives, `measure.steady` of before and after: {collective: ns})}], 'placement': 'fast' | 'slow' (the best
-    hw round trip seen, against FAST_ROUNDTRIP_NS), 'best_roundtrip_ns', 'overhead_samples_ns' ({collective:
-    [ns]}: the per-call overhead primitive, one batch at np = 1 before every job, as the allgather's jobs
-    measure theirs, so a batch taken in a passing slow moment is outvoted)}."""
+    Returns {'rows': [{coherence, placement ('fast', 'slow'), collective, size_bytes, measured_ns (median over the jobs of each job's
+    median call over its blocks in the placement), mean_ns (the same of the calls' means), spread_ns (the jobs' lowest
+    and highest), jobs, blocks (the placement's blocks), calls, job_ids, job_ns, held_out (a fast block at least:
+    else measured over every block, shown, left out of the targets), large_bytes}], 'jobs': [`_job_record`],
+    'placement': 'fast' | 'slow' (the best hw round trip seen, against FAST_ROUNDTRIP_NS; the slow rows are
+    present where slow-placement blocks were measured),
+    'best_roundtrip_ns', 'overhead_samples_ns' ({collective: [ns]}: the per-call overhead primitive, one
+    batch at np = 1 before every job, for a profile's model and the barrier)}."""
     from cxlsim.emulator.comm import ALLREDUCE_LARGE_BYTES
     from cxlsim.emulator.launch import run_local
 
@@ -259,113 +228,110 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
     large = ALLREDUCE_LARGE_BYTES if large_bytes is None else large_bytes
     step = progress or (lambda what: None)
     best = dict(best_roundtrip_ns or {})
-    jobs, queue = [], list(Coherence) * rounds
+    every = block_keys(collectives, sizes)
+    jobs, queue = [], [(m, every) for m in Coherence] * rounds
     retries = len(queue) if max_retries is None else max_retries
     overheads = {c: [] for c in collectives}
     while True:
-        if not queue:  # the planned jobs are done: one more job for each mode with fewer than `rounds` fast ones
-            queue = [m for m in Coherence
-                     if sum(job_state(j, best) == "fast" for j in jobs if j["coherence"] == m) < rounds][:retries]
-            retries -= len(queue)
+        if not queue:  # the planned jobs are done: another job for each mode's sizes with too few fast blocks
+            for m in Coherence:
+                usable = _usable_blocks(jobs, m, best)
+                short = [k for k in every if usable.get(k, 0) < rounds]
+                if short and retries > 0:
+                    queue.append((m, short))
+                    retries -= 1
             if not queue:
                 break
-        mode = queue.pop(0)
+        mode, keys = queue.pop(0)
         for c, v in measure_call_overheads(collectives, batches=1).items():  # np = 1, before every job
             overheads[c] += v
-        per_rank = run_local(2, _bench_job, (tuple(collectives), sizes, iterations, large),
-                             slot_bytes=2 * max(sizes), coherence=mode, timeout_s=120.0,
-                             allreduce_large_bytes=large)
-        rows, rt0, rt1, _, job_overheads, _ = per_rank[0]
-        joined = [join_ranks([r[3][k] for r in per_rank]) for k in range(2)]
+        per_rank = run_local(2, bench_job, (keys, iterations, large, passes), slot_bytes=2 * max(sizes),
+                             coherence=mode, timeout_s=120.0, allreduce_large_bytes=large)
+        blocks = join_blocks([r[0] for r in per_rank])
+        joined = [join_ranks([r[1][k] for r in per_rank]) for k in range(2)]
         concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
                       for kind, by in joined[0].items()}
-        both = [join_pattern_ranks([r[5][k] for r in per_rank]) for k in range(2)]
-        patterns = {name: {part: {n: min(v, both[1][name][part][n]) for n, v in by.items()}
-                           for part, by in got.items()} for name, got in both[0].items()}
-        job = dict(job=len(jobs), coherence=mode, roundtrip_before_ns=rt0, roundtrip_after_ns=rt1,
-                   rows=rows, concurrent_ns=concurrent, pattern_ns=patterns,
-                   overhead_ns={c: steady(v) for c, v in job_overheads.items()})
-        jobs.append(job)
-        best[mode] = min(best.get(mode, math.inf), rt0, rt1)
-        step(f"collectives {mode.value} job (flag round trip {rt0:.0f}, {rt1:.0f} ns): {job_state(job, best)}")
-    for job in jobs:
-        job["state"] = job_state(job, best)
-        job["slow_placement"] = job["state"] != "fast"
+        best[mode] = min([best.get(mode, math.inf)] + [b[k] for b in blocks for k in ("rt_before_ns", "rt_after_ns")])
+        jobs.append(dict(job=len(jobs), coherence=mode, blocks=blocks, concurrent_ns=concurrent))
+        states = {}
+        for b in blocks:
+            s = block_state(b, mode, best)
+            states[s] = states.get(s, 0) + 1
+        step(f"collectives {mode.value} job: {len(keys)} sizes x {passes} passes, blocks "
+             + ", ".join(f"{n} {s}" for s, n in states.items()))
+    records = [r for j in jobs for r in _job_records(j, j["coherence"], best)]
     out = []
     for mode in Coherence:
-        mine = [j for j in jobs if j["coherence"] == mode]
-        fast = [j for j in mine if not j["slow_placement"]]
-        worst = [max(j["roundtrip_before_ns"], j["roundtrip_after_ns"]) for j in mine]
-        # every job flagged: keep those nearest the best of them (each is predicted with its own primitives,
-        # so a job whose ranks took turns would carry its millisecond round trip into the prediction)
-        kept = fast or [j for j, w in zip(mine, worst) if w <= STABLE * min(worst)]
-        keys = sorted({(r["collective"], r["size_bytes"]) for j in kept for r in j["rows"]})
-        for collective, n in keys:
-            runs = [dict(r, job=j["job"]) for j in kept for r in j["rows"]
-                    if (r["collective"], r["size_bytes"]) == (collective, n)]
-            calm = [r for r in runs if r["busy"] >= BUSY]
-            used = calm or runs
-            values = [r["ns"] for r in used]
-            out.append(dict(coherence=mode.value, collective=collective, size_bytes=n,
-                            measured_ns=statistics.median(values), spread_ns=[min(values), max(values)],
-                            jobs=len(values), job_ids=[r["job"] for r in used], job_ns=values,
-                            disturbed_only=not calm, flagged_all=not fast, large_bytes=large))
+        for placement in PLACEMENTS:
+            mine = [r for r in records if r["coherence"] == mode.value and r["placement"] == placement]
+            if not mine and placement != "fast":
+                continue  # a placement not observed in this mode has no rows (the fast one shows what was missed)
+            for collective, n in every:
+                out.append(_row(mode, placement, collective, n, large, mine, jobs))
     hw = best.get(Coherence.HW, math.inf)
-    return {"rows": out, "jobs": [{k: v for k, v in j.items() if k != "rows"} for j in jobs],
-            "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow", "best_roundtrip_ns": best,
+    return {"rows": out, "jobs": records, "placement": "fast" if hw < FAST_ROUNDTRIP_NS else "slow",
+            "best_roundtrip_ns": {m.value if isinstance(m, Coherence) else m: v for m, v in best.items()},
             "overhead_samples_ns": overheads}
 
 
+def _row(mode: Coherence, placement: str, collective: str, n: int, large: int, records: list[dict], jobs: list[dict]):
+    """One held-out row: the median over the `records` (jobs) that measured it in this placement of their
+    median calls; without any, measured over every block of the mode (shown, never a held-out point)."""
+    runs = [(r["id"], r["measured"][collective][str(n)]) for r in records if str(n) in r["measured"].get(collective, {})]
+    row = dict(coherence=mode.value, placement=placement, collective=collective, size_bytes=n, large_bytes=large,
+               held_out=bool(runs))
+    if not runs:
+        calls = np.concatenate([b["calls_ns"] for j in jobs if j["coherence"] == mode for b in j["blocks"]
+                                if (b["collective"], b["size_bytes"]) == (collective, n)] or [[math.nan]])
+        row.update(measured_ns=float(np.median(calls)), mean_ns=float(np.mean(calls)),
+                   spread_ns=[float(calls.min()), float(calls.max())], jobs=0, blocks=0, calls=0, job_ids=[], job_ns=[])
+        return row
+    values = [k["measured_ns"] for _, k in runs]
+    row.update(measured_ns=statistics.median(values), mean_ns=statistics.median(k["mean_ns"] for _, k in runs),
+               spread_ns=[min(values), max(values)], jobs=len(runs), blocks=sum(k["blocks"] for _, k in runs),
+               calls=sum(k["calls"] for _, k in runs), job_ids=[i for i, _ in runs], job_ns=values)
+    return row
+
+
 def jobs_line(jobs: list[dict]) -> str:
-    """The collectives jobs by mode and state, as text: which were kept (the fast ones) and which left out."""
+    """The collectives jobs by mode, and their blocks by state: the fast ones kept, the others left out."""
     parts = []
     for mode in Coherence:
-        mine = [j for j in jobs if j["coherence"] == mode]
-        states = {s: sum(j["state"] == s for j in mine) for s in ("fast", "slow placement", "disturbed")}
-        left = ", ".join(f"{n} {s}" for s, n in states.items() if n and s != "fast")
-        parts.append(f"{mode.value} {len(mine)} jobs, {states['fast']} fast kept"
-                     + (f", left out {left}" if left and states["fast"] else f", {left}: none fast, the nearest kept"
-                        if left else ""))
+        mine = {j["job"]: j for j in jobs if j["coherence"] == mode}  # a job's records share its block states
+        states = {s: sum(j["block_states"][s] for j in mine.values()) for s in ("fast", "slow placement", "disturbed")}
+        parts.append(f"{mode.value} {len(mine)} jobs, {sum(states.values())} blocks: {states['fast']} fast, "
+                     f"{states['slow placement']} slow placement, {states['disturbed']} disturbed (left out)")
     return "; ".join(parts)
 
 
 def pattern_curves(jobs: list[dict], part: str = "data") -> dict:
-    """{mode: {pattern: {size: ns}}}: the median over a mode's jobs of each pattern primitive's data time
-    (part 'maintenance': its cache maintenance), from the jobs not flagged slow (all of them if every one
-    was), for a profile's model."""
+    """{mode: {pattern: {size: ns}}}: per size, the median over a mode's jobs that measured it in a fast
+    block of each pattern primitive's data time (part 'maintenance': its cache maintenance), for a
+    profile's model."""
     out = {}
     for mode in Coherence:
-        mine = [j for j in jobs if j["coherence"] == mode and j.get("pattern_ns")]
-        kept = [j for j in mine if not j.get("slow_placement")] or mine
-        if kept:
-            names = kept[0]["pattern_ns"]
-            out[mode.value] = {name: {n: statistics.median(j["pattern_ns"][name][part][n] for j in kept)
-                                      for n in names[name][part]} for name in names}
+        got = {}
+        for j in jobs:
+            if j["coherence"] == mode and j.get("placement", "fast") == "fast":
+                for name, parts in j.get("pattern_ns", {}).items():
+                    for n, v in parts[part].items():
+                        got.setdefault(name, {}).setdefault(n, []).append(v)
+        if got:
+            out[mode.value] = {name: {n: statistics.median(v) for n, v in sorted(by.items(), key=lambda x: int(x[0]))}
+                               for name, by in got.items()}
     return out
 
 
-DISTURBED_HW_NS, DISTURBED = 2000.0, 4.0
-"""A job whose hw flag round trip exceeds DISTURBED_HW_NS, or whose flush one exceeds DISTURBED x the best
-seen, had a rank off its CPU (the ranks took turns: microseconds to milliseconds), beyond any placement."""
-
-
-def job_state(job: dict, best: dict) -> str:
-    """'fast', 'slow placement' or 'disturbed', by the worse of the job's flag round trips before and
-    after. hw: above DISTURBED_HW_NS, disturbed; else above FAST_ROUNDTRIP_NS (the issue's placement
-    threshold: fast 55-110 ns, slow 440-500 ns on this machine), the slow placement. flush, whose round
-    trip has no such threshold (450-650 ns in the fast placement): above DISTURBED x the best flush round
-    trip seen, disturbed; above `measure.STABLE` x it, the slow placement."""
-    mode = Coherence.parse(job["coherence"], "coherence")
-    worst = max(job["roundtrip_before_ns"], job["roundtrip_after_ns"])
-    ref = best.get(mode, worst)
-    if not math.isfinite(worst) or worst > (DISTURBED_HW_NS if mode == Coherence.HW else DISTURBED * ref):
-        return "disturbed"
-    rows = job.get("rows") or []
-    if sum(r["busy"] < BUSY for r in rows) > len(rows) / 2:  # between two calm round trips, most calls were not
-        return "disturbed"
-    if worst > (FAST_ROUNDTRIP_NS if mode == Coherence.HW else STABLE * ref):
-        return "slow placement"
-    return "fast"
+def exchange_by_mode(jobs: list[dict]) -> dict:
+    """{mode: ns}: the median over a mode's fast-placement jobs of the barrier blocks' flag exchange, for a
+    profile's model (`LocalModel.exchange_ns`); modes without one are absent."""
+    out = {}
+    for mode in Coherence:
+        got = [v for j in jobs if j["coherence"] == mode and j.get("placement") == "fast"
+               for v in j.get("exchange_ns", {}).get("barrier", {}).values()]
+        if got:
+            out[mode.value] = statistics.median(got)
+    return out
 
 
 def overhead_ns(samples: dict) -> dict:

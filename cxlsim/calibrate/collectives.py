@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
+from cxlsim.calibrate.collective_blocks import EXCHANGE_GAP_NS
 from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, jobs_line, measure_collectives
 from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
 from cxlsim.calibrate.local_model import MIN_PATH_NS, GiB, LocalModel, local_preset
@@ -29,12 +30,14 @@ from cxlsim.calibrate.patterns import pattern_name
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
+from cxlsim.fabric.pool_transport import ExtraCharges
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import vector_of
 
-__all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "collective_bw", "collective_preset", "fold_bytes",
+__all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "ExchangeCharges", "collective_bw", "des_exchange_ns",
+           "exchange_charge_ns", "collective_preset", "fold_bytes",
            "format_collectives", "format_fold", "job_model", "measure_collectives", "predict_collective",
-           "summarize_collectives", "validate_collectives"]
+           "row_model", "summarize_collectives", "summary_line", "validate_collectives"]
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 LABEL_ELEMENTS = 64
@@ -157,6 +160,8 @@ def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_
     algorithm, data = _call(collective, size_bytes, large_bytes)
     preset = collective_preset(model, coherence, collective, size_bytes, large_bytes, bw, flush_line)
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
+    if collective == "barrier":  # osu_barrier: back-to-back symmetric exchanges, as the primitive
+        t.charges = ExchangeCharges(exchange_charge_ns(model, coherence))
     overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
     spans = {}
@@ -185,12 +190,12 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
 
 
 def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalModel:
-    """`model` with the primitives a collectives job measured around itself in its mode: the concurrent
-    copy, the collectives' copy patterns (`patterns`), the per-call overheads of the collectives whose 0-byte call is no step (`IN_JOB_OVERHEAD`),
-    and the flag round trip (the mean of before and after) with the path solved from it as
-    `fit_local` solves it (`des.solve_path_ns`, rule `AUTO_PATH_RULE` per mode)."""
+    """`model` with the primitives a collectives job measured in its fast blocks, in its mode: the concurrent
+    copy, the collectives' copy patterns (`pattern_ns`), and the flag round trip (the median of the fast
+    blocks') with the path solved from it as `fit_local` solves it (`des.solve_path_ns`, rule
+    `AUTO_PATH_RULE` per mode). The per-call overhead is per size: `row_model`."""
     mode = Coherence.parse(job["coherence"], "coherence")
-    rt = (job["roundtrip_before_ns"] + job["roundtrip_after_ns"]) / 2
+    rt = job["roundtrip_ns"]
     patterns = {name: got["data"] for name, got in job.get("pattern_ns", {}).items()}
     upkeep = {name: got["maintenance"] for name, got in job.get("pattern_ns", {}).items()}
     m = dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves, **{mode: job["concurrent_ns"]}),
@@ -198,21 +203,77 @@ def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalMod
                             else model.pattern_curves,
                             pattern_maintenance_curves=dict(model.pattern_maintenance_curves, **{mode: upkeep})
                             if upkeep else model.pattern_maintenance_curves,
-                            roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}),
-                            collective_overhead_ns=dict(model.collective_overhead_ns, **job.get("overhead_ns", {})))
+                            roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}))
     path, _ = solve_path_ns(m, 64, mode, rt, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)
     return dataclasses.replace(m, path_ns=dict(m.path_ns, **{mode: path}))
+
+
+def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int) -> LocalModel:
+    """`model` (a `job_model`) with what the job's blocks of this collective and size measured beside the
+    calls: the per-call overhead (the 0-byte call) and the barrier's flag exchange, where it has them."""
+    mode = Coherence.parse(job["coherence"], "coherence")
+    got = job.get("overhead_ns", {}).get(collective, {}).get(str(size_bytes))
+    exchange = job.get("exchange_ns", {}).get(collective, {}).get(str(size_bytes))
+    if got is not None:
+        model = dataclasses.replace(model, collective_overhead_ns=dict(model.collective_overhead_ns, **{collective: got}))
+    if exchange is not None:
+        model = dataclasses.replace(model, exchange_ns=dict(model.exchange_ns, **{mode: exchange}))
+    return model
+
+
+class ExchangeCharges(ExtraCharges):
+    """`extra_ns` of CPU after every flag wait: what a symmetric flag exchange costs on this machine beyond
+    the DES's own (`exchange_charge_ns`)."""
+
+    def __init__(self, extra_ns: float):
+        self.extra_ns = extra_ns
+
+    def after_wait(self, rank: int) -> float:
+        return self.extra_ns
+
+
+def des_exchange_ns(model: LocalModel, coherence: Coherence, charge_ns: float = 0.0,
+                    gap_ns: float = EXCHANGE_GAP_NS, counts: tuple[int, int] = (4, 12)) -> float:
+    """The DES's `flag_exchange` loop at np 2: per rank, pool barriers back to back with `gap_ns` of CPU
+    after each, every wait charged `charge_ns`; steady state, ns per exchange (the gap included)."""
+    ends = []
+    for n in counts:
+        t = CXLPoolTransport(collective_preset(model, coherence, "barrier", 0, 0), model.np, coherence=coherence,
+                             pool_bytes=GiB)
+        t.charges = ExchangeCharges(charge_ns)
+        done = {}
+
+        def rank_proc(r, t=t, n=n, done=done):
+            ep = t.endpoint(r)
+            for _ in range(n):
+                yield from pc.barrier(ep, 0, r)
+                yield ep.compute(gap_ns)
+            done[r] = t.env.now
+        t.run({r: rank_proc(r) for r in range(model.np)})
+        ends.append(max(done.values()))
+    return (ends[1] - ends[0]) / (counts[1] - counts[0])
+
+
+def exchange_charge_ns(model: LocalModel, coherence: Coherence) -> float:
+    """CPU ns to charge after each wait of a symmetric flag exchange so that the DES's exchange loop
+    (`des_exchange_ns`) takes what the measured one took (`LocalModel.exchange_ns`): the loop has one wait
+    per exchange on every rank, so its time grows by exactly the charge. 0 without the primitive, or where
+    the DES's own exchange is already as slow (a charge is CPU time: never negative)."""
+    measured = model.exchange_ns.get(coherence) if model.np == 2 else None
+    if measured is None:
+        return 0.0
+    return max(measured - des_exchange_ns(model, coherence), 0.0)
 
 
 def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] | None = None) -> list[dict]:
     """Each measured row with the DES prediction and error ((predicted - measured) / measured).
 
-    With `jobs` (`measure_collectives`'s, each with the concurrent-copy and pattern primitives and the
-    flag round trip measured around it), a row measured in several jobs is predicted once per job with that job's
-    primitives in place of the model's (`job_model`), and the prediction is the median of those, as
-    the measurement is the median of the jobs' times: the primitives and the calls then share the
-    state of the machine (its host placement, and in flush mode the copy-in's state)."""
-    by_job = {j["job"]: j for j in jobs or [] if j.get("concurrent_ns")} if model.np == 2 else {}
+    With `jobs` (`measure_collectives`'s), a row measured in several jobs is predicted once per job with
+    the primitives of that job's fast blocks in place of the model's (`job_model`, `row_model`), and the
+    prediction is the median of those, as the measurement is the median of the jobs' medians: the
+    primitives and the calls then share the state of the machine (its host placement, and in flush mode
+    the copy-in's state)."""
+    by_job = {j["id"]: j for j in jobs or [] if j.get("roundtrip_ns")} if model.np == 2 else {}
     models = {}
     out = []
     for row in rows:
@@ -220,48 +281,60 @@ def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] |
         for i in ids:
             if i not in models:
                 models[i] = job_model(model, by_job[i])
+        each = [row_model(models[i], by_job[i], row["collective"], row["size_bytes"]) for i in ids] or [model]
         predicted = statistics.median(predict_collective(m, row["coherence"], row["collective"], row["size_bytes"],
-                                                         row["large_bytes"]) for m in ([models[i] for i in ids] or [model]))
+                                                         row["large_bytes"]) for m in each)
         out.append(dict(row, predicted_ns=predicted, error=(predicted - row["measured_ns"]) / row["measured_ns"]))
     return out
 
 
 def summarize_collectives(rows: list[dict]) -> dict:
-    """Per 'collective mode': median and worst |error| over the sizes measured undisturbed (rows whose
-    every run had a rank off its CPU are left out, and counted, unless every row was), the held-out
-    points (sizes) and the fewest jobs a size's measurement is the median of, the worst size,
-    whether it was measured at all (not every job flagged slow, not every row disturbed) and whether
-    the issue's targets hold (never, unmeasured)."""
+    """Per 'collective mode' (the fast placement's rows; 'collective mode slow' the slow placement's): median
+    and worst |error| over the held-out points (the sizes measured in a block of the placement at least;
+    the rest are counted as left out), the points, the fewest fast blocks and jobs behind
+    a point, the worst size, whether it was measured at all (a held-out point at least) and whether the
+    issue's targets hold (never, unmeasured)."""
     groups = {}
     for row in rows:
-        groups.setdefault((row["collective"], row["coherence"]), []).append(row)
+        placement = row.get("placement", "fast")
+        groups.setdefault((row["collective"], row["coherence"] + ("" if placement == "fast" else f" {placement}")),
+                          []).append(row)
     out = {}
     for (c, m), group in sorted(groups.items()):
-        kept = [r for r in group if not r.get("disturbed_only")] or group
-        errors = [abs(r["error"]) for r in kept]
-        worst = max(kept, key=lambda r: abs(r["error"]))
-        measured = not all(r.get("flagged_all") for r in group) and any(not r.get("disturbed_only") for r in group)
+        kept = [r for r in group if r.get("held_out", True)]
+        measured = bool(kept)
+        errors = [abs(r["error"]) for r in kept or group]
+        worst = max(kept or group, key=lambda r: abs(r["error"]))
         out[f"{c} {m}"] = dict(median=statistics.median(errors), worst=max(errors), worst_size=worst["size_bytes"],
-                               points=len(kept), jobs=min(r.get("jobs", 1) for r in kept), excluded=sum(bool(r.get("disturbed_only")) for r in group),
-                               left_out=len(kept) < len(group), measured=measured,
+                               points=len(kept), sizes=len(group), excluded=len(group) - len(kept),
+                               jobs=min((r.get("jobs", 1) for r in kept), default=0),
+                               blocks=min((r.get("blocks", 1) for r in kept), default=0), measured=measured,
                                met=measured and statistics.median(errors) <= TARGET_MEDIAN
                                and max(errors) <= TARGET_WORST)
     return out
 
 
+def summary_line(s: dict) -> str:
+    """One group's held-out points, as text: 'N of M sizes held out (>= B blocks, >= J jobs each)'."""
+    return (f"{s['points']} of {s['sizes']} sizes held out (>= {s['blocks']} blocks in >= {s['jobs']} jobs each"
+            + (f"; {s['excluded']} without a block, left out)" if s["excluded"] else ")"))
+
+
 def format_collectives(rows: list[dict]) -> str:
-    """The validation rows and per-group summary as text (us; spread: the kept jobs' lowest and highest)."""
-    lines = [f"{'mode':<6}{'collective':<16}{'size':>9}{'measured':>11}{'spread':>17}{'predicted':>11}{'error':>8}"]
+    """The validation rows and per-group summary as text (us; measured: the median call; spread: the jobs'
+    lowest and highest; blocks: the fast blocks behind it)."""
+    lines = [f"{'mode':<6}{'place':<6}{'collective':<16}{'size':>9}{'measured':>11}{'spread':>17}{'mean':>9}{'blocks':>7}"
+             f"{'predicted':>11}{'error':>8}"]
     for r in rows:
         lo, hi = r.get("spread_ns", (r["measured_ns"], r["measured_ns"]))
-        lines.append(f"{r['coherence']:<6}{r['collective']:<16}{r['size_bytes']:>9}{r['measured_ns'] / 1e3:>11.2f}"
-                     f"{lo / 1e3:>8.2f}-{hi / 1e3:<8.2f}{r['predicted_ns'] / 1e3:>11.2f}{r['error'] * 100:>+7.1f}%"
-                     + ("  (every run disturbed)" if r.get("disturbed_only") else ""))
+        lines.append(f"{r['coherence']:<6}{r.get('placement', 'fast'):<6}{r['collective']:<16}{r['size_bytes']:>9}{r['measured_ns'] / 1e3:>11.2f}"
+                     f"{lo / 1e3:>8.2f}-{hi / 1e3:<8.2f}{r.get('mean_ns', r['measured_ns']) / 1e3:>9.2f}"
+                     f"{r.get('blocks', 0):>7}{r['predicted_ns'] / 1e3:>11.2f}{r['error'] * 100:>+7.1f}%"
+                     + ("" if r.get("held_out", True) else "  (no block in this placement: left out)"))
     for key, s in summarize_collectives(rows).items():
         lines.append(f"# {key}: median |error| {s['median'] * 100:.1f}%, worst {s['worst'] * 100:.1f}% at "
-                     f"{s['worst_size']} B over {s['points']} sizes x >= {s['jobs']} jobs ({s['excluded']} disturbed"
-                     f"{'' if not s['excluded'] else ', left out' if s['left_out'] else ', kept: none undisturbed'}): "
-                     f"{'met' if s['met'] else 'missed' if s['measured'] else 'UNMEASURED (every job slow or disturbed)'}"
+                     f"{s['worst_size']} B; {summary_line(s)}: "
+                     f"{'met' if s['met'] else 'missed' if s['measured'] else 'UNMEASURED (no block in this placement)'}"
                      f" (targets {TARGET_MEDIAN:.0%}, {TARGET_WORST:.0%})")
     return "\n".join(lines) + "\n"
 

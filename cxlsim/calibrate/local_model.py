@@ -104,6 +104,10 @@ class LocalModel:
     collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
     allgather (np = 1, a 0-byte call, `collective_measure.measure_call_overheads`); {} = not measured."""
+    exchange_ns: dict = dataclasses.field(default_factory=dict)
+    """Per mode, ns: the symmetric flag exchange (`_probes.flag_exchange`: every rank publishes and polls at
+    once, back to back, `collective_blocks.EXCHANGE_GAP_NS` of software between), np = 2, the gap included;
+    {} = not measured (then the DES's own exchange at the solved path stands)."""
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

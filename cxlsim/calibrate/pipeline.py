@@ -14,8 +14,8 @@ import math
 import os
 
 from cxlsim.calibrate.allreduce_threshold import measure_allreduce_threshold
-from cxlsim.calibrate.collective_measure import (fold_sizes, measure_call_overheads, measure_collectives,
-                                                 measure_fold, measure_remote_fold, pattern_curves)
+from cxlsim.calibrate.collective_measure import (exchange_by_mode, fold_sizes, measure_call_overheads,
+                                                 measure_collectives, measure_fold, measure_remote_fold, pattern_curves)
 from cxlsim.calibrate.collectives import validate_collectives
 from cxlsim.calibrate.des import predict_injected
 from cxlsim.calibrate.fit import fit_local
@@ -109,7 +109,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
             # collectives' copy patterns from the jobs (each row is predicted with its own jobs' anyway)
             model = dataclasses.replace(model, collective_overhead_ns={
                 c: steady(v) for c, v in prims["collective_overhead_samples_ns"].items()},
-                pattern_curves=pattern_curves(coll["jobs"]),
+                pattern_curves=pattern_curves(coll["jobs"]), exchange_ns=exchange_by_mode(coll["jobs"]),
                 pattern_maintenance_curves=pattern_curves(coll["jobs"], "maintenance"))
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,

@@ -17,7 +17,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
 from cxlsim.emulator.cxl_ops cimport *
-from cxlsim.emulator.cxl_coll cimport cxl_coll_flag_pingpong, cxl_coll_settle, cxl_coll_written
+from cxlsim.emulator.cxl_coll cimport cxl_coll_barrier, cxl_coll_flag_pingpong, cxl_coll_settle, cxl_coll_written
 from cxlsim.emulator._pool_kernel cimport PoolKernel
 
 cdef extern from "cxl_ops.h" nogil:
@@ -49,6 +49,39 @@ def flag_pingpong(PoolKernel kernel, uint64_t iterations):
     if ns < 0:
         kernel.raise_timeout("flag_pingpong")
     return ns
+
+def flag_exchange(PoolKernel kernel, uint64_t iterations, double gap_ns=0.0):
+    """Every rank publishes an epoch and waits for every other rank's, `iterations` times (cxl_coll_barrier:
+    the kernels' step without data); mean ns per exchange.
+
+    Calibration primitive, GIL released for the whole loop. Where `flag_pingpong` moves one flag at a
+    time (one rank publishes, the other waits, then the other way), here every rank publishes and polls
+    at once, as in every symmetric step of the collectives (barrier, alltoall, reduce_scatter, allreduce):
+    each core's flag store must take its line back from a core that is polling it, while that core's
+    own store does the same. Between exchanges each rank spins `gap_ns` on the clock (the software a
+    caller runs between two calls). Every rank must call it with the same count; the epoch moves on by it.
+    """
+    cdef double t0, t1, until
+    cdef uint64_t i
+    cdef int rc = 0
+    kernel.check_open()
+    if iterations < 1:
+        raise InputError(f"flag_exchange: iterations: expected >= 1, got {iterations}")
+    with nogil:
+        t0 = cxl_now_ns()
+        for i in range(iterations):
+            rc = cxl_coll_barrier(&kernel.coll)
+            if rc != 0:
+                break
+            if gap_ns > 0:
+                until = cxl_now_ns() + gap_ns
+                while cxl_now_ns() < until:
+                    pass
+        t1 = cxl_now_ns()
+    if rc != 0:
+        kernel.raise_timeout("flag_exchange")
+    return (t1 - t0) / iterations
+
 
 def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bint read=False):
     """Calibration primitive: every rank copies at once, as in a pool allgather; ns per phase.

@@ -16,6 +16,8 @@ is their public name. Times are ns of CLOCK_MONOTONIC, sizes bytes.
   every block; `checksum_of_fill(value, n)` is what `read_pass` returns for n bytes of `value`;
 - `pattern_copy(comm, steps, iterations)`: one collective's copies on a two-rank pool, every rank at
   once, each phase timed (`_probes.pattern_copy`); the calibration's per-collective primitive;
+- `flag_exchange(comm, iterations, gap_ns)`: every rank of a pool publishes and waits at once, back to back
+  (the barrier's step, `_probes.flag_exchange`), mean ns per exchange;
 - `fold_samples_ns(nbytes, dtype, op, iterations)`: the pool kernels' own fold (cxl_reduce.h) of
   two blocks into an output, the blocks in this core's cache, or (with `between`, on a shared pool)
   one of them rewritten by another core first.
@@ -26,11 +28,11 @@ from cxlsim.emulator._kernels import (LINE_BYTES, OP_CLFLUSH, OP_CLFLUSHOPT, OP_
                                       checksum_of_fill, clock_read_ns, cpu_features, line_op_ns, memcpy_ns,
                                       now_ns, paced_copy_ns, read_pass, spin_overhead_ns, write_block)
 from cxlsim.emulator._pool_kernel import PoolKernel
-from cxlsim.emulator._probes import pattern_copy
+from cxlsim.emulator._probes import flag_exchange, pattern_copy
 from cxlsim.errors import InputError
 
 __all__ = ["LINE_BYTES", "OP_CLFLUSH", "OP_CLFLUSHOPT", "OP_CLWB", "OP_NAMES", "OP_NONE", "checksum_of_fill",
-           "clock_read_ns", "cpu_features", "fold_layout", "fold_other_block", "fold_samples_ns", "line_op_ns", "memcpy_ns", "now_ns",
+           "clock_read_ns", "cpu_features", "flag_exchange", "fold_layout", "fold_other_block", "fold_samples_ns", "line_op_ns", "memcpy_ns", "now_ns",
            "paced_copy_ns", "pattern_copy", "read_pass", "spin_overhead_ns", "write_block"]
 
 NEVER_LARGE = 1 << 62  # the allreduce threshold that keeps every call on the small algorithm (one fold)

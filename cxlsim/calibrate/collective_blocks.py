@@ -1,0 +1,258 @@
+"""A collectives job's measurement blocks: each call measured beside its own primitives, seconds apart at most.
+
+A block is one collective at one size, measured on the job's two ranks in one stretch of
+about a millisecond (`run_block`, in this order):
+
+1. the flag round trip (`placement_probe`): the block's host placement before;
+2. the per-call overhead primitive: the 0-byte bench step (`IN_JOB_OVERHEAD` collectives: at np 2, no
+   step at all), each call timed (`timed_calls`); the barrier's on an np-1 hw pool of the rank's own
+   process (its software; the DES charges flush mode's cache upkeep), and its symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
+3. the collective's copy pattern at that size (`patterns.kernel_steps`, `primitives.pattern_copy`;
+   allreduce: both algorithms', so a profile prices either at every size);
+4. the collective itself: the bench's own step (`bench_collectives.CollectiveSide`) in osu's loop
+   (warm-up, then timed calls with a barrier between; osu_barrier: none), each call timed;
+5. the flag round trip again, and each rank's share of its CPU over the block.
+
+Why blocks (measured, np 2, hw, 18:13 UTC, load 6-7): on this machine the two ranks' CPUs are
+shared with other jobs, and for tens of milliseconds at a time the two ranks take turns on one
+CPU (flag round trips of 0.4-0.9 ms against 100 ns). Three 300-call blocks of a 64 B alltoall in
+one job measured 546, 546 and 548 ns (median of the calls) between calm round trips, and
+105-220 us in the blocks between turn-taking ones; the 0-byte per-call overhead of the same
+blocks was 356-360 ns calm and 281-833 ns (means of 300 calls) otherwise. A job that times all
+its calls at once and its primitives before and after mixes such stretches: one batch mean
+took a preemption or not, and the primitive came from another stretch. So a job runs its
+blocks in `passes` interleaved passes over every (collective, size), the state of each block
+is judged by its own round trips and CPU share (`block_state`), and a size's figures come from
+its fast blocks alone, every primitive from the same blocks as the calls (`job_figures`).
+
+Statistics: per block and rank, each call's ns; the call's time is the mean over the ranks (the
+bench averages the ranks' means); a size's measured time is the median over its fast blocks'
+calls, pooled (a call a rank was preempted in is an outlier there, not 1/50 of the mean), and
+the per-call overhead the median of its 0-byte calls likewise. The patterns' medians are
+`patterns.join_pattern_ranks`'s. Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+from cxlsim.calibrate.measure import BUSY, STABLE
+from cxlsim.calibrate.patterns import ITERATIONS, WARMUP, join_pattern_ranks, kernel_steps, pattern_name
+from cxlsim.coherence import Coherence
+
+FLOAT_BYTES = 4  # the bench's reductions are float32 sums
+PROBE_ROUNDS, PROBE_BATCHES = 8, 7
+"""A placement probe (before and after every block): the median of PROBE_BATCHES means of PROBE_ROUNDS flag
+ping-pongs, so one preempted ping-pong does not hide the placement (5-10 us in hw mode, 30 us flush)."""
+BLOCK_BUSY = 0.75
+"""A block during which a rank had less of its CPU than this is disturbed. The block's figures are medians
+of its calls, which a rank's absence from a quarter of the block moves little; below half of it they are
+the scheduler's."""
+OVERHEAD_WARMUP, OVERHEAD_CALLS = 50, 200
+"""0-byte calls per block for the per-call overhead primitive: dropped, timed."""
+PASSES = 3
+"""Passes over every (collective, size) per job: a disturbed stretch spoils a few blocks of many sizes."""
+CONCURRENT_SIZES = (1, 64)
+"""Sizes of the concurrent-copy primitive a job measures before and after its blocks: the DES's flag
+lines are priced at its 64 B figure, and the barrier's (no pattern) call at its 1 B one."""
+FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
+DISTURBED_HW_NS, DISTURBED = 1000.0, 4.0
+"""A hw flag round trip above DISTURBED_HW_NS (twice the slow placement's 440-500 ns), or a flush one above
+DISTURBED x the best flush one seen: a rank was off its CPU for part of the probe (the ranks took turns:
+microseconds to milliseconds), beyond any placement."""
+IN_JOB_OVERHEAD = ("allreduce", "reduce_scatter", "broadcast", "alltoall")
+"""Collectives whose 0-byte call is no step at all (no flag, no wait), so its time at np 2 is the per-call
+overhead primitive, measured in each block (the barrier always synchronises: np = 1 only)."""
+
+
+EXCHANGE_GAP_NS, EXCHANGE_ROUNDS, EXCHANGE_BATCHES = 200.0, 50, 9
+"""The symmetric flag exchange primitive (barrier blocks): `_probes.flag_exchange` with this much software
+between exchanges (a Python call's own cost here is 130-400 ns; the exchange beyond the gap measured
+267-289 ns hw and 587-674 ns flush, slow placement, over gaps of 100-400 ns alike, against 198-265 ns
+and 526-560 ns back to back), the median of EXCHANGE_BATCHES means of EXCHANGE_ROUNDS exchanges."""
+
+
+def timed_calls(op, between, warmup: int, iterations: int) -> np.ndarray:
+    """osu's loop as `bench.time_loop` runs it (a barrier first, `between()` after every call), each
+    of the `iterations` timed calls kept: ns per call."""
+    out = np.empty(iterations)
+    between()
+    for i in range(warmup + iterations):
+        t0 = time.perf_counter_ns()
+        op()
+        t1 = time.perf_counter_ns()
+        if i >= warmup:
+            out[i - warmup] = t1 - t0
+        between()
+    return out
+
+
+def _no_sync():
+    return None
+
+
+def block_patterns(collective: str, size_bytes: int, large_bytes: int) -> tuple:
+    """The copy patterns a block of this call measures: the one it runs (allreduce: both algorithms')."""
+    sizes = (0, 1 << 62) if collective == "allreduce" else (size_bytes,)
+    return tuple(sorted({name for n in sizes if (name := pattern_name(collective, n, large_bytes))}))
+
+
+def block_keys(collectives, sizes, nranks: int = 2) -> list[tuple[str, int]]:
+    """Every (collective, size) a job measures: the barrier at 0 B only, reduce_scatter from a float32 per rank."""
+    keys = []
+    for c in collectives:
+        for n in ((0,) if c == "barrier" else sizes):
+            if not (c == "reduce_scatter" and n < FLOAT_BYTES * nranks):
+                keys.append((c, int(n)))
+    return keys
+
+
+def placement_probe(comm) -> float:
+    """The flag round trip now (ns): the median of `PROBE_BATCHES` short ping-pong means."""
+    return statistics.median(comm.flag_pingpong(PROBE_ROUNDS) for _ in range(PROBE_BATCHES))
+
+
+def run_block(comm, collective: str, size_bytes: int, iterations: int, large_bytes: int, solo=None) -> dict:
+    """This rank's block (see the module docstring): {collective, size_bytes, rt_before_ns, rt_after_ns,
+    busy (process/wall time), overhead_ns (0-byte calls, or None; the barrier's on `solo`, an np-1
+    communicator of this process, when given), exchange_ns (barrier: the flag exchange primitive, else
+    None), patterns ({name: (calls, steps, 5) ns}), calls_ns}."""
+    from cxlsim.emulator import primitives
+    from cxlsim.emulator.bench_collectives import CollectiveSide
+
+    rt0 = placement_probe(comm)
+    c0, w0 = time.process_time_ns(), time.perf_counter_ns()
+    overhead = exchange = None
+    if collective in IN_JOB_OVERHEAD:
+        overhead = timed_calls(CollectiveSide(collective, "copy", comm, None, 0, False).op, comm.barrier,
+                               OVERHEAD_WARMUP, OVERHEAD_CALLS)
+    elif collective == "barrier" and solo is not None:  # its software alone: this process's own np-1 pool
+        overhead = timed_calls(solo.barrier, _no_sync, OVERHEAD_WARMUP, OVERHEAD_CALLS)
+    if collective == "barrier":
+        exchange = statistics.median(primitives.flag_exchange(comm, EXCHANGE_ROUNDS, EXCHANGE_GAP_NS)
+                                     for _ in range(EXCHANGE_BATCHES))
+    patterns = {}
+    for name in block_patterns(collective, size_bytes, large_bytes) if size_bytes > 0 else ():
+        got = primitives.pattern_copy(comm, kernel_steps(name, size_bytes, comm.rank), WARMUP + ITERATIONS)
+        patterns[name] = got[WARMUP:]
+    side = CollectiveSide(collective, "copy", comm, None, size_bytes, False)
+    calls = timed_calls(side.op, comm.barrier if collective != "barrier" else _no_sync,
+                        max(1, iterations // 10), iterations)
+    del side
+    busy = (time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)
+    return dict(collective=collective, size_bytes=size_bytes, rt_before_ns=rt0, rt_after_ns=placement_probe(comm),
+                busy=busy, overhead_ns=overhead, exchange_ns=exchange, patterns=patterns, calls_ns=calls)
+
+
+def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSES):
+    """One job's rank: the concurrent-copy primitive, `passes` passes of `run_block` over `keys` (with an
+    np-1 communicator of this rank's own for the barrier's software), the concurrent copy again. Returns
+    (blocks, [concurrent before, after])."""
+    from cxlsim.calibrate.measure import concurrent_rank
+    from cxlsim.emulator.comm import PoolComm
+    from cxlsim.emulator.pool import Pool
+
+    solo_pool = Pool.create("shm", 1, 64)
+    solo_pool.unlink()  # the mapping stays; nothing is left behind if this rank dies
+    solo = PoolComm.open(solo_pool, 0, coherence=Coherence.HW)  # software only: the DES charges flush mode's upkeep
+    try:
+        comm.flag_pingpong(100)  # both ranks running
+        concurrent = [concurrent_rank(comm, CONCURRENT_SIZES)]
+        blocks = [run_block(comm, c, n, iterations, large_bytes, solo) for _ in range(passes) for c, n in keys]
+        concurrent.append(concurrent_rank(comm, CONCURRENT_SIZES))
+    finally:
+        solo.close()
+        solo_pool.close()
+    return blocks, concurrent
+
+
+def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
+    """One block per position from every rank's (in rank order): round trips as rank 0 saw them, busy the
+    least of the ranks', calls_ns the mean over the ranks per call, overhead_ns the mean over the ranks of
+    each one's median 0-byte call (None where not measured), patterns per rank (joined later, over the
+    fast blocks: `job_figures`)."""
+    out = []
+    for blocks in zip(*per_rank_blocks):
+        b0 = blocks[0]
+        over = [float(np.median(b["overhead_ns"])) for b in blocks if b["overhead_ns"] is not None]
+        out.append(dict(collective=b0["collective"], size_bytes=b0["size_bytes"], rt_before_ns=b0["rt_before_ns"],
+                        rt_after_ns=b0["rt_after_ns"], busy=min(b["busy"] for b in blocks),
+                        calls_ns=np.mean([b["calls_ns"] for b in blocks], axis=0),
+                        overhead_ns=statistics.fmean(over) if over else None,
+                        exchange_ns=b0["exchange_ns"],
+                        patterns=[b["patterns"] for b in blocks]))
+    return out
+
+
+def state_of(mode: Coherence, roundtrips, busy_fractions, best: dict, busy: float = BUSY) -> str:
+    """'fast', 'slow placement' or 'disturbed', by the worse of `roundtrips` and the CPU shares.
+
+    hw: a round trip above DISTURBED_HW_NS, disturbed; above FAST_ROUNDTRIP_NS (the issue's placement
+    threshold: fast 55-110 ns, slow 440-500 ns on this machine), the slow placement. flush, whose round
+    trip has no such threshold (450-650 ns in the fast placement): above DISTURBED x the best flush round
+    trip seen, disturbed; above `measure.STABLE` x it, the slow placement. Most CPU shares below
+    `busy` (a rank off its CPU between two calm round trips): disturbed."""
+    worst = max(roundtrips)
+    ref = best.get(mode, worst)
+    if not math.isfinite(worst) or worst > (DISTURBED_HW_NS if mode == Coherence.HW else DISTURBED * ref):
+        return "disturbed"
+    if busy_fractions and sum(b < busy for b in busy_fractions) > len(busy_fractions) / 2:
+        return "disturbed"
+    if worst > (FAST_ROUNDTRIP_NS if mode == Coherence.HW else STABLE * ref):
+        return "slow placement"
+    return "fast"
+
+
+def block_state(block: dict, mode: Coherence, best: dict) -> str:
+    """`state_of` one block: its own round trips before and after, and its CPU share (`BLOCK_BUSY`)."""
+    return state_of(mode, (block["rt_before_ns"], block["rt_after_ns"]), [block["busy"]], best, BLOCK_BUSY)
+
+
+PLACEMENTS = {"fast": "fast", "slow": "slow placement"}
+"""The host placements a run's rows are kept for, and the block state each is made of."""
+
+
+def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "fast") -> dict:
+    """What a job's blocks in `state` (default its fast ones) give, per (collective, size) measured in one
+    of them at least:
+    {'keys': {(collective, size): {measured_ns (median of the pooled calls), mean_ns, calls, blocks,
+    overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise)}}, 'pattern_ns': {pattern: {'data',
+    'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled fast blocks of each size),
+    'roundtrip_ns' (median of those blocks' mean round trips; None without any), 'states':
+    {state: blocks} (all of the job's)}."""
+    states = {"fast": 0, "slow placement": 0, "disturbed": 0}
+    by_key, pooled, rts = {}, {}, []
+    for b in blocks:
+        got_state = block_state(b, mode, best)
+        states[got_state] += 1
+        if got_state != state:
+            continue
+        rts.append((b["rt_before_ns"] + b["rt_after_ns"]) / 2)
+        key = (b["collective"], b["size_bytes"])
+        got = by_key.setdefault(key, {"calls": [], "overheads": [], "exchanges": []})
+        got["calls"].append(b["calls_ns"])
+        if b["overhead_ns"] is not None:
+            got["overheads"].append(b["overhead_ns"])
+        if b.get("exchange_ns") is not None:
+            got["exchanges"].append(b["exchange_ns"])
+        for name in b["patterns"][0]:
+            ranks = pooled.setdefault(name, {}).setdefault(b["size_bytes"], [[] for _ in b["patterns"]])
+            for r, mine in enumerate(b["patterns"]):
+                ranks[r].append(mine[name])
+    keys = {}
+    for key, got in by_key.items():
+        calls = np.concatenate(got["calls"])
+        keys[key] = dict(measured_ns=float(np.median(calls)), mean_ns=float(calls.mean()), calls=int(calls.size),
+                         blocks=len(got["calls"]),
+                         overhead_ns=statistics.median(got["overheads"]) if got["overheads"] else None,
+                         exchange_ns=statistics.median(got["exchanges"]) if got["exchanges"] else None)
+    patterns = {}
+    for name, by_size in pooled.items():
+        ranks = len(next(iter(by_size.values())))
+        per_rank = [{name: {n: np.concatenate(v[r]) for n, v in by_size.items()}} for r in range(ranks)]
+        patterns[name] = join_pattern_ranks(per_rank)[name]
+    return dict(keys=keys, pattern_ns=patterns, roundtrip_ns=statistics.median(rts) if rts else None,
+                states=states)
