@@ -11,10 +11,12 @@ from cxlsim.calibrate.osu_fit import from_osu
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "experiments", "osu_hypotheses")
 SETS = sorted(glob.glob(os.path.join(ROOT, "sets_*")))
-# variant: (tables besides the allgather, rendezvous FIN), as run_hypotheses.VARIANTS, at the 8 KiB switch
-MODELS = {"model": (("fresh", "bw", "bibw"), True),
-          "x-w1": (("fresh", "bw", "latency", "bibw1"), False),
-          "x-w1-fresh": (("fresh", "bw", "freshbibw1"), False)}
+# variant: (tables besides the allgather, rendezvous FIN, cache bound), as run_hypotheses.VARIANTS, at the 8 KiB
+# switch; x-w1-l2 bounds the unchanged exchange by this machine's 1 MiB L2 per core
+MODELS = {"model": (("fresh", "bw", "bibw"), True, None),
+          "x-w1": (("fresh", "bw", "latency", "bibw1"), False, None),
+          "x-w1-l2": (("fresh", "bw", "latency", "bibw1"), False, 1 << 20),
+          "x-w1-fresh": (("fresh", "bw", "freshbibw1"), False, None)}
 
 
 @pytest.mark.parametrize("sets", SETS, ids=os.path.basename)
@@ -22,12 +24,12 @@ def test_model_reproduces_the_committed_check(sets):
     with open(os.path.join(sets, "check.json")) as fh:
         committed = json.load(fh)
     checked = 0
-    for variant, (benches, fin) in MODELS.items():
+    for variant, (benches, fin, cache) in MODELS.items():
         files = [os.path.join(sets, "fastest", f"osu_{b}_cma-on.txt") for b in benches + ("allgather",)]
         if not all(os.path.exists(f) for f in files):
             assert f"fastest cma-on {variant}" not in committed
             continue
-        result = from_osu(files, nodes=2, protocol_switch_bytes=8192, rendezvous_fin=fin)
+        result = from_osu(files, nodes=2, protocol_switch_bytes=8192, rendezvous_fin=fin, cache_bytes=cache)
         errors = [abs(r["full_error"]) for r in result["rows"] if not r["anchor"]]
         want = committed[f"fastest cma-on {variant}"]
         assert statistics.median(errors) == pytest.approx(want["median_abs"], rel=1e-9)

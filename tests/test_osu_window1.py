@@ -132,3 +132,38 @@ def test_window1_refusals(tmp_path):
         from_osu([f["fresh"], f["latency"], f["bw"], f["bibw1"]], protocol_switch_bytes=8192, rendezvous_fin=True)
     with pytest.raises(InputError, match="both give the fit's line; give one \\(both only with a window-1"):
         from_osu([f["fresh"], f["latency"], f["bw"]])
+
+
+def test_steps_beyond_the_cache_take_the_stretch_of_the_largest_size_that_fits(tmp_path):
+    """cache_bytes 64 KiB: steps up to 32 KiB (2 x 32 KiB fit) keep their measured excess; 64 and 128 KiB take
+    32 KiB's stretch c = 1 + excess(32 KiB) / (32 KiB G), so their excess is (c - 1) k G, linear in k."""
+    f = synthetic(tmp_path)
+    given = [f["fresh"], f["bw"], f["latency"], f["bibw1"], f["allgather"]]
+    plain = {r["size_bytes"]: r for r in from_osu(given, protocol_switch_bytes=8192)["rows"]}
+    result = from_osu(given, protocol_switch_bytes=8192, cache_bytes=65536)
+    g = result["fit"].regime_for(32768).gap_per_byte_ns
+    stretch = 1.0 + excess_ns(32768) / (32768 * g)
+    for row in result["rows"]:
+        s = row["size_bytes"]
+        if s <= 32768:
+            assert row["exchange_ns"] == pytest.approx(plain[s]["exchange_ns"], rel=1e-12)
+        else:
+            want = (stretch - 1.0) * s * result["fit"].regime_for(s).gap_per_byte_ns
+            assert row["exchange_ns"] == pytest.approx(want, rel=1e-9)
+            assert row["exchange_ns"] != pytest.approx(excess_ns(s), rel=1e-3)  # not the measured excess
+    assert "exceed the 65536-byte cache per core take c of 32768 B" in result["model"]["exchange"]["contention_source"]
+    again = nm.predict_network(result["model"], sorted(plain), 2)
+    assert [r["exchange_ns"] for r in again] == pytest.approx([r["exchange_ns"] for r in result["rows"]], rel=1e-9)
+
+
+def test_cache_bytes_refusals(tmp_path):
+    f = synthetic(tmp_path)
+    with pytest.raises(InputError, match="--cache-bytes: it bounds the sizes at which a window-1 osu_bibw of unchanged"):
+        from_osu([f["fresh"], f["bw"], f["freshbibw1"]], protocol_switch_bytes=8192, cache_bytes=1 << 20)
+    with pytest.raises(InputError, match="--cache-bytes: it bounds"):
+        from_osu([f["fresh"], f["bw"]], protocol_switch_bytes=8192, cache_bytes=1 << 20)
+    with pytest.raises(InputError, match="--cache-bytes 8192: no window-1 osu_bibw size at or above the protocol switch"):
+        from_osu([f["fresh"], f["bw"], f["latency"], f["bibw1"]], protocol_switch_bytes=8192, cache_bytes=8192)
+    for bad in (0, True, 1.5, "1MiB"):
+        with pytest.raises(InputError, match="--cache-bytes: expected a size >= 1 byte"):
+            from_osu([f["fresh"], f["bw"], f["latency"], f["bibw1"]], protocol_switch_bytes=8192, cache_bytes=bad)

@@ -28,7 +28,13 @@ acknowledgement and any contention of the two directions, so no FIN is added, an
 the window-64 contention (whose 64 distinct buffers stream from DRAM, unlike an exchange of
 cached blocks). It is handed to `network_model` as the stretch c(k) = 1 + excess(k) / (k G) of
 the step's byte part, which gives the measured excess at every measured size (and interpolates
-c in log2(size) between them).
+c in log2(size) between them). Given the private cache per core of the machine the files come
+from (`cache_bytes`, its L2), the stretch of an unchanged-buffer exchange is used only while the
+step's two buffers (send k, receive k) fit in it: a larger step takes the stretch of the largest
+measured size that fits. Beyond that size the unchanged benchmark re-reads a source its reader no
+longer holds, at the same time as the peer does; an allgather step sends a block just written in
+the sender's cache at every size, and does not pay that (experiments/osu_hypotheses/README.md,
+"The 1 MiB row").
 
 Nor does osu_latency see the cache state of an allgather's data: it re-sends an unchanged
 buffer, which a single-copy reader keeps in its own cache, while MPICH's allgather first
@@ -134,8 +140,9 @@ def window1_excess(bibw_table, latency_table) -> dict:
     return {s: 2 * s / (times[s] * 1e6) * 1e9 - latency[s] * 1e3 for s in common}
 
 
-def _window1_contention(excess: dict, fit, protocol_switch_bytes) -> dict:
-    """{size: c} with (c - 1) k G equal to the measured excess, at the sizes where the terms apply."""
+def _window1_contention(excess: dict, fit, protocol_switch_bytes, cache_bytes=None) -> dict:
+    """{size: c} with (c - 1) k G equal to the measured excess, at the sizes where the terms apply; with
+    `cache_bytes`, the sizes whose two buffers exceed it take c of the largest size whose buffers fit."""
     curve = {}
     for k, extra in excess.items():
         byte_part = k * fit.regime_for(k).gap_per_byte_ns
@@ -144,10 +151,17 @@ def _window1_contention(excess: dict, fit, protocol_switch_bytes) -> dict:
     if not curve:
         raise InputError("window-1 osu_bibw: no size at or above the protocol switch with a byte part k G > 0 "
                          "to carry the exchange excess")
+    if cache_bytes is not None:
+        fitting = [k for k in curve if 2 * k <= cache_bytes]
+        if not fitting:
+            raise InputError(f"--cache-bytes {cache_bytes}: no window-1 osu_bibw size at or above the protocol "
+                             "switch whose two buffers fit in it, to take the exchange stretch from")
+        held = curve[max(fitting)]
+        curve = {k: (c if 2 * k <= cache_bytes else held) for k, c in curve.items()}
     return curve
 
 
-def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin) -> dict:
+def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin, cache_bytes=None) -> dict:
     """The exchange terms' inputs and where each comes from (see network_model)."""
     one_way = (found["bw"] or found["mbw_mr"] or [(None, None)])[0]
     window1 = found["bibw_window1"] or found["fresh_bibw_window1"]
@@ -155,10 +169,13 @@ def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin) -> dict:
         path, bibw = window1[0]
         reference_path, reference = (found["fresh"] if found["fresh_bibw_window1"] else found["latency"])[0]
         excess = window1_excess(bibw, reference)
-        curve = _window1_contention(excess, fit, protocol_switch_bytes)
+        curve = _window1_contention(excess, fit, protocol_switch_bytes, cache_bytes)
         contention_source = (f"measured exchange step: window-1 osu_bibw {path} minus one-way {reference_path} "
                              f"({min(excess.values()):.0f}..{max(excess.values()):.0f} ns), as c = 1 + excess / kG; "
                              "it holds the acknowledgement")
+        if cache_bytes is not None:
+            contention_source += (f"; steps whose two buffers exceed the {cache_bytes}-byte cache per core take c of "
+                                  f"{max(k for k in curve if 2 * k <= cache_bytes)} B")
     elif found["bibw"]:
         path, bibw = found["bibw"][0]
         curve = contention_curve(one_way[1], bibw)
@@ -184,7 +201,8 @@ def _exchange(found, fit, protocol_switch_bytes, rendezvous_fin) -> dict:
 
 def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
              memcpy_bw_bytes_per_ns: float | None = None, sizes=None,
-             protocol_switch_bytes: int | None = None, rendezvous_fin: bool = False) -> dict:
+             protocol_switch_bytes: int | None = None, rendezvous_fin: bool = False,
+             cache_bytes: int | None = None) -> dict:
     """Fit LogGP from the files' osu_latency (and osu_bw) and project the allgather; returns model and rows.
 
     rows: size_bytes, pure_ns (point-to-point LogGP through the DES), full_ns (+ exchange terms
@@ -198,6 +216,8 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     this machine's at each size).
     protocol_switch_bytes: the library's eager switch (bytes); None: the split is found from the rows.
     rendezvous_fin: the switch is a rendezvous whose receiver acknowledges (needs the switch).
+    cache_bytes: the private cache (L2) per core of the files' machine, bytes; only with a window-1
+    osu_bibw of unchanged buffers (see the module docstring).
     """
     from cxlsim.loggp import fit_loggp
 
@@ -212,12 +232,18 @@ def from_osu(paths, nodes: int = 2, base_preset: str = "ib-hdr",
     if rendezvous_fin and (found["bibw_window1"] or found["fresh_bibw_window1"]):
         raise InputError("--rendezvous-fin: a window-1 osu_bibw measures the exchange step with its "
                          "acknowledgement; leave --rendezvous-fin out")
+    if cache_bytes is not None:
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 1:
+            raise InputError(f"--cache-bytes: expected a size >= 1 byte, got {cache_bytes!r}")
+        if not found["bibw_window1"]:
+            raise InputError("--cache-bytes: it bounds the sizes at which a window-1 osu_bibw of unchanged buffers "
+                             "gives the exchange step; give one (a rewritten-buffer one needs no bound)")
     fresh = bool(found["fresh"])
     latency_path, latency = (found["fresh"] or found["latency"])[0]
     one_way = found["bw"] or found["mbw_mr"]
     bw = one_way[0][1] if one_way else None
     fit = fit_loggp(latency, bw, split_at=protocol_switch_bytes)
-    exchange = _exchange(found, fit, protocol_switch_bytes, rendezvous_fin)
+    exchange = _exchange(found, fit, protocol_switch_bytes, rendezvous_fin, cache_bytes)
     if found["allgather"]:
         if sizes is not None:
             raise InputError("--sizes: the osu_allgather file fixes the sizes it validates; give --sizes only "

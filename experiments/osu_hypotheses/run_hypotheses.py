@@ -53,6 +53,7 @@ BANDWIDTHS = ("bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1")  # MB/s: t
 CMA = {"cma-on": {}, "cma-off": {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}}
 CMA_THRESHOLD = 8192  # MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD of the mpich 5.0.2 wheel (mpivars)
 BATCHES = 20
+L2_BYTES = 1 << 20  # this machine's private L2 per core (lscpu: "L2 cache: 2 MiB (2 instances)")
 STATISTICS = ("median", "fastest")
 TARGET_WORST, TARGET_MEDIAN = 0.20, 0.08
 AGREE = 0.10
@@ -161,6 +162,7 @@ VARIANTS = {  # name: (tables besides the allgather, protocol switch, rendezvous
     "model-off": (("fresh", "bw", "bibw"), CMA_THRESHOLD, False, ("cma-off",)),
     "x-w1": (("fresh", "bw", "latency", "bibw1"), CMA_THRESHOLD, False, ("cma-on", "cma-off")),
     "x-w1-fresh": (("fresh", "bw", "freshbibw1"), CMA_THRESHOLD, False, ("cma-on",)),
+    "x-w1-l2": (("fresh", "bw", "latency", "bibw1"), CMA_THRESHOLD, False, ("cma-on",)),
 }
 """lat+bw: the import as the issue found it (split found from the rows, no exchange terms);
 lat+bibw+sw: + contention and the switch at 8192 B with its FIN, clean-buffer latency;
@@ -173,7 +175,11 @@ x-w1: the rewritten-buffer line with a measured exchange step: the window-1 osu_
 buffers) minus osu_latency per size, which holds the acknowledgement and any contention;
 x-w1-fresh: the same from the window-1 bibw of rewritten buffers minus the rewritten-buffer
 latency (the allgather step's own pattern and cache state: a consistency check, not an import
-of standard OMB files).
+of standard OMB files);
+x-w1-l2: x-w1 with this machine's L2 per core (L2_BYTES) given as the cache bound: a step whose two
+buffers exceed it takes the exchange stretch of 512 KiB (session 24, post-hoc: chosen after set d's
+1 MiB row, README "The 1 MiB row"); CMA on only: with CMA off the reader copies out of cells the
+sender has just written, never the source buffer, so the mechanism does not apply.
 A variant whose tables a set lacks (sets measured before bw1/bibw1 existed) is left out."""
 
 
@@ -335,7 +341,8 @@ def check(sets_dir: str, write: bool = True) -> dict:
                 if cma not in settings or not all(os.path.exists(f) for f in files):
                     continue
                 result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=None if "fresh" in benches else copy,
-                                  protocol_switch_bytes=switch, rendezvous_fin=fin)
+                                  protocol_switch_bytes=switch, rendezvous_fin=fin,
+                                  cache_bytes=L2_BYTES if variant == "x-w1-l2" else None)
                 bad = disturbed_sizes(reproducing, disturbed, benches + ("allgather",),
                                       [r["size_bytes"] for r in result["rows"]])
                 reasons[variant] = bad
@@ -385,7 +392,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
     return summary
 
 
-SUMMARY_ROWS = ("fastest cma-on x-w1", "fastest cma-on x-w1-fresh", "fastest cma-on model", "fastest cma-on fresh+sw",
+SUMMARY_ROWS = ("fastest cma-on x-w1", "fastest cma-on x-w1-l2", "fastest cma-on x-w1-fresh", "fastest cma-on model", "fastest cma-on fresh+sw",
                 "fastest cma-off x-w1", "median cma-on x-w1", "median cma-on x-w1-fresh", "median cma-on model")
 
 
