@@ -92,6 +92,18 @@ def test_run_reports_fallbacks_and_checks_payloads():
     assert row["algorithm"] == "bruck" and "fell back to bruck" in row["note"] and row["events"] > 0
 
 
+def test_reduce_runs_by_auto_on_a_network_and_both_engines_agree():
+    # 6 hosts: ranks 2 and 4 send to the root at once, so the DES and the form meet on the shared downlink.
+    cfg = config.from_dict({"fabric": {"preset": "ib-hdr", "nodes": 6},
+                            "workload": {"collective": "reduce", "sizes": [1024, 65536, 1 << 20]}})
+    des = run(cfg)
+    form = run(config.with_overrides(cfg, {"engine": "analytic"}))
+    assert [r["algorithm"] for r in des] == ["binomial"] * 3 and des[0]["note"] == ""
+    assert all("reduce_scatter_gather" in r["note"] for r in des[1:])  # MPICH's choice above 2 KiB, noted
+    for a, b in zip(des, form):
+        assert b["latency_us"] == pytest.approx(a["latency_us"], rel=1e-9)
+
+
 @pytest.mark.parametrize("engine", ["analytic", "des"])
 @pytest.mark.parametrize("collective", ["allgather", "broadcast", "alltoall"])
 def test_a_zero_copy_row_says_what_its_latency_leaves_to_the_caller(collective, engine):
