@@ -97,3 +97,16 @@ def test_the_undisturbed_score_leaves_out_exactly_the_disturbed_sizes():
     assert v["median_abs"] == pytest.approx(statistics.median(abs(r["full_error"]) for r in rows if not r["anchor"]))
     with open(os.path.join(sets, "check.json")) as fh:
         assert json.load(fh)["fastest cma-on x-w1"]["undisturbed"] == pytest.approx(v["undisturbed"])
+
+
+def test_an_anchor_row_slower_than_a_larger_small_row_is_disturbed():
+    rh = _run_hypotheses()
+
+    def rows(anchor_us, others_us):
+        out = [{"size_bytes": 1, "anchor": True, "measured_ns": anchor_us * 1e3}]
+        return out + [{"size_bytes": s, "anchor": False, "measured_ns": v * 1e3} for s, v in others_us.items()]
+
+    assert rh.anchor_slowed(rows(1.70, {16: 1.34, 1024: 1.46, 8192: 1.0}))      # set i: 1.70 against 1.34 us
+    assert not rh.anchor_slowed(rows(1.16, {2: 1.20, 1024: 1.51}))               # set g
+    assert not rh.anchor_slowed(rows(1.10, {2: 1.0, 1024: 1.2}))                  # 10% is within the noise
+    assert not rh.anchor_slowed(rows(5.0, {8192: 1.0}))                           # only rows up to 1 KiB count
