@@ -20,13 +20,14 @@ is osu_latency with the send buffer rewritten before each send (osu_loops.c), th
 of MPICH's allgather, which sends the block it has just copied into recvbuf.
 Target (issue 18 item 2, np=2): worst size <= 20% and median <= 8%, over the sizes other than the
 anchor row (1 B, on which the collective overhead is anchored). It is checked twice: on all sizes,
-and on the undisturbed sizes only. A size is disturbed for a variant when one of the tables it
-reads there (with the allgather) are not one state of the machine: no round reproduces all of them
-within AGREE (`disturbed_sizes`: the figures come from stretches of time that disagree, e.g. a
-quiet stretch for one table and a slowed one or the other host placement for another), or one of
-them is a latency-type row from the CMA threshold up slower than the next larger size's
-(`disturbed_rows`). Each round also records the
-hw flag round trip of two fresh processes before and after it (the host placement probe). After the check of the new (or
+and on the undisturbed sizes only. A size is disturbed for a variant when the figures of the
+tables it reads there (with the allgather) are not one state of the machine: no round reproduces
+all of them within AGREE (`disturbed_sizes`: they come from stretches of time that disagree, e.g.
+a quiet stretch for one table and a slowed one or the other host placement for another), or one
+of them is a latency-type row from the CMA threshold up slower than the next larger size's
+(`disturbed_rows`). An anchor row slower than a larger small row is flagged too (`anchor_slowed`).
+Each round also records the hw flag round trip of two fresh processes before and after it (the
+host placement probe). After the check of the new (or
 given) set, every committed set (sets_*) is re-checked (not re-written) and one line per set and
 main variant is printed.
 """
@@ -401,8 +402,9 @@ def check(sets_dir: str, write: bool = True) -> dict:
     return summary
 
 
-SUMMARY_ROWS = ("fastest cma-on x-w1", "fastest cma-on x-w1-l2", "fastest cma-on x-w1-fresh", "fastest cma-on model", "fastest cma-on fresh+sw",
-                "fastest cma-off x-w1", "median cma-on x-w1", "median cma-on x-w1-fresh", "median cma-on model")
+SUMMARY_ROWS = ("fastest cma-on x-w1", "fastest cma-on x-w1-l2", "fastest cma-on x-w1-fresh", "fastest cma-on model",
+                "fastest cma-on fresh+sw", "fastest cma-off x-w1", "median cma-on x-w1", "median cma-on x-w1-fresh",
+                "median cma-on model")
 
 
 def report_all(sets_dirs: list) -> None:
