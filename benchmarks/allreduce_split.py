@@ -43,10 +43,10 @@ PROGRAM = r"""
 #include "cxl_pool.h"
 #include "cxl_coll.h"
 
-enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, POLL_ALL, POLL_LAST, POLL_PAUSE, SLOT_SFENCE, SLOT_PREFETCH, SLOT_NT, ALLGATHER, ALLGATHER_NT, NVARIANTS };
+enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, POLL_ALL, POLL_LAST, POLL_PAUSE, SLOT_SFENCE, SLOT_PREFETCH, SLOT_NT, ALLGATHER, ALLGATHER_NT, SLOT_PREFETCHW, SLOT_NT_FLAG, SLOT_COPY_FOLD, SLOT_DIRECT_FOLD, NVARIANTS };
 static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "poll-all", "poll-last",
                                              "poll-pause", "slot-sfence", "slot-prefetch", "slot-nt", "allgather",
-                                             "allgather-nt"};
+                                             "allgather-nt", "slot-prefetchw", "slot-nt-flag", "slot-copy-fold", "slot-direct-fold"};
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
 /* The candidate line-flag protocols (A/B): lines of 56 payload bytes + an epoch, as the kernel's,
@@ -120,6 +120,76 @@ static void slot_sfence(cxl_coll_t *c, const char *send, char *recv, uint64_t co
     cxl_coll_wait_all(c, cxl_coll_written(e));
     cxl_coll_note_all_written(c, e);
     cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
+}
+
+/* The slot path (no sfence); once the peer's flag shows it finished the previous step, this
+ * rank asks for ownership (prefetchw) of its own slot lines of the next round while it folds, so
+ * the next call's copy-in finds them owned instead of taking each line back from the peer. */
+static void slot_prefetchw(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    const char *next = cxl_slot(p, round + 1, p->rank);
+    for (uint64_t at = 0; at < count * 4; at += CXL_LINE) __asm__ volatile("prefetchw (%0)" ::"r"(next + at));
+    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
+}
+
+/* slot-nt, with the flag written by a non-temporal store too (then an sfence): the reader's poll
+ * takes the flag from memory instead of from the writer's cache. */
+static void slot_nt_flag(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    cxl_copy_nt(cxl_slot(p, round, p->rank), send, count * 4);
+    cxl_sfence();
+    _mm_stream_si64((long long *)cxl_flag(p, p->rank), (long long)cxl_coll_written(e));
+    cxl_sfence();
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
+}
+
+/* The slot path (no sfence), the peer's block copied out of the pool with memcpy (as the allgather
+ * copies it) into a local buffer, then folded there with this rank's input from send. */
+static void slot_copy_fold(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    char peer[CAND_LINES * CXL_LINE] __attribute__((aligned(64)));
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    memcpy(peer, cxl_slot(p, round, 1 - p->rank), count * 4);
+    const char *blocks[2] = {p->rank == 0 ? send : peer, p->rank == 0 ? peer : send};
+    cxl_fold(CXL_F32, CXL_SUM, recv, blocks, 2, count);
+}
+
+/* The slot path (no sfence), folded straight into recv by a plain loop (no stack buffer between). */
+static void slot_direct_fold(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    const float *restrict a = (const float *)(p->rank == 0 ? send : cxl_slot(p, round, 0));
+    const float *restrict b = (const float *)(p->rank == 0 ? cxl_slot(p, round, 1) : send);
+    float *restrict o = (float *)recv;
+    for (uint64_t i = 0; i < count; i++) o[i] = a[i] + b[i];
 }
 
 /* The slot path (no sfence), with the first 24 lines of the peer's block asked for (prefetcht0)
@@ -240,6 +310,10 @@ int main(int argc, char **argv)
                     else if (v == SLOT_SFENCE) slot_sfence(&c, (char *)s, (char *)w, count);
                     else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
                     else if (v == SLOT_PREFETCH) slot_prefetch(&c, (char *)s, (char *)w, count);
+                    else if (v == SLOT_PREFETCHW) slot_prefetchw(&c, (char *)s, (char *)w, count);
+                    else if (v == SLOT_NT_FLAG) slot_nt_flag(&c, (char *)s, (char *)w, count);
+                    else if (v == SLOT_COPY_FOLD) slot_copy_fold(&c, (char *)s, (char *)w, count);
+                    else if (v == SLOT_DIRECT_FOLD) slot_direct_fold(&c, (char *)s, (char *)w, count);
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);
                 }

@@ -227,9 +227,10 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     if (a->inlined) return cxl_coll_lines_fold(c, e, a->round, a->send + off * es, a->recv + off * es, n, a->dtype, a->op);
     if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
     cxl_coll_note_all_written(c, e);
-    if (n * es < a->large_bytes || P == 1) { /* small: fold every block */
+    if (n * es < a->large_bytes || P == 1) { /* small: fold every block, this rank's from send when untimed */
         cxl_coll_acquire(c, a->round, 0, n * es);
-        cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n, NULL);
+        cxl_coll_fold_slots(c, a->dtype, a->op, a->round, 0, a->recv + off * es, n,
+                            p->timed ? NULL : a->send + off * es);
         return 0;
     }
     /* large: fold this rank's share into the other buffer, publish it, gather every share */

@@ -29,9 +29,13 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
 
 /* The placement probe of a new two-rank hw pool (choose_copy_in's, comm.py): above this flag
  * round trip (ns) the ranks' cores do not share a cache, and copies into the pool of at least
- * NT_SLOW_MIN_BYTES use non-temporal stores; below it plain ones. */
+ * NT_SLOW_MIN_BYTES use non-temporal stores; below it plain ones. Measured in the slow placement
+ * (benchmarks/allreduce_split.py, per-call medians, loaded machine): non-temporal copy-ins make
+ * the 2 KiB allgather 1.66x and the 2 KiB allreduce 1.34x faster (the reader takes the lines from
+ * memory instead of from the other core's cache), the same at 1 KiB, slower at 512 B. comm.py's
+ * Python harness starts at 4 KiB. */
 #define SLOW_ROUNDTRIP_NS 200.0
-#define NT_SLOW_MIN_BYTES 4096u
+#define NT_SLOW_MIN_BYTES 2048u
 /* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): in the fast
  * placement, and when not probed, 5 of the area's 10 lines per half; in the slow placement all 10.
  * Measured at np 2 (benchmarks/allreduce_split.py): the line-flag path against the slot path
