@@ -77,7 +77,7 @@ class SharedCPUs:
         self.holder = [None] * n     # the rank on the CPU
         self.since = [0.0] * n       # when it got the CPU
         self.polling = [None] * n    # (wait start, yield interval) while the holder waits, else None
-        self.queue = [deque() for _ in range(n)]  # (rank, event) waiting for the CPU, first come first served
+        self.queue = [deque() for _ in range(n)]  # (rank, event, since when) waiting for the CPU, in order
         self.turn = [0] * n          # counts hand-overs, so a scheduled hand-over finds out it is stale
         self.queued_ns = [0.0] * ranks
         """Time each rank spent waiting for its CPU."""
