@@ -1,22 +1,33 @@
-"""Where a small pool allreduce's time goes at np=2 (hw), and the line-flag path against the slot path.
+"""Where a small pool allreduce's time goes at np=2 (hw), and the candidate protocols against the kernel's.
 
-    python benchmarks/allreduce_split.py [--sizes 4B:4KiB] [--batches 9] [--iterations 2000]
+    python benchmarks/allreduce_split.py [--sizes 4B:4KiB] [--batches 9] [--iterations 2000] [--pause 8]
 
 Compiles a C program on the kernel headers (cxl_coll.h, cxl_pool.h: the code the MPI library
 runs) and forks two ranks on one shm pool, no MPI. For each size (float32 sum) it times, in
-interleaved batches so drift hits every side alike:
-  - `lines`: cxl_coll_allreduce with the whole inline area on (cxl_coll_t.inline_bytes =
-    CXL_COLL_LINES_MAX: inputs up to 560 B take the line-flag path; the MPI library sets this in
-    the slow placement and 280 B in the fast one);
-  - `slot`: the same call with inline_bytes 0 (flag, then the slot's lines);
-  - the slot path's steps one by one (the same calls cxl_coll_allreduce makes), with the time
-    stamp counter between them: claim + copy-in, publish (sfence + flag store), wait (until the
-    peer's flag shows: its arrival and the flag line's transfer), fold (reading the peer's slot
-    lines, folding, writing the result);
-  - the line-flag path's steps: publish (payload lines, their epochs, the flag), read (poll until
-    every line of the peer's shows its epoch, copy the payloads out), fold.
-Prints the flag round trip (the host placement, by mpi_interpose.py's rule: fast below 200 ns,
-the cores share a cache; slow below 2 us; disturbed above) and the load average, then per size the median [min, max] over batches, in ns per call.
+interleaved batches so drift hits every variant alike:
+  - `lines`: cxl_coll_allreduce with the whole inline area on (inline_bytes = CXL_COLL_LINES_MAX:
+    inputs up to 560 B take the line-flag path; the MPI library's limit depends on the placement);
+  - `slot`: the same call with inline_bytes 0 (the slot path: copy-in, the flag's release store,
+    wait, fold with this rank's block from send);
+  - `slot-steps`, `lines-steps`: the two paths' steps one by one, timed with the time stamp
+    counter: claim + copy-in, publish, wait (until the peer's flag shows), fold; publish, read
+    (poll until every line shows its epoch, copy the payloads out), fold;
+  - the slot path changed in one thing each: `slot-own-slot` folds this rank's block from its own
+    slot (which the peer reads at the same time), `slot-sfence` publishes through cxl_publish (an
+    sfence before the flag), `slot-nt` copies in with non-temporal stores at every size,
+    `slot-direct-fold` folds by one loop straight into recv (no stack buffer between);
+  - line-flag candidates in a mapping of their own (so beyond 560 B too): `poll-last` polls the
+    writer's last line alone and then copies every line (release/acquire on that line orders the
+    rest), `poll-pause` polls every line with --pause pauses between polls;
+  - `allgather`, `allgather-nt`: cxl_coll_allgather with plain and non-temporal copy-ins (the
+    library's copy-in rule serves every collective).
+Every allreduce variant's result is compared bitwise with `lines`' (RESULTS DIFFER otherwise; a
+test runs this at the inline area's edges). Prints the flag round trip (the host placement by
+mpi_interpose.py's rule: fast below 200 ns, the cores share a cache; slow below 2 us; disturbed
+above), probed again before and after each size (a row whose probes disagree is "changed"), and
+the load average; then per size each variant's batch mean and, in a second table, its per-call
+median (each call timed alone: a descheduled rank moves it least), median [min-max] over batches,
+in ns per call.
 """
 from __future__ import annotations
 
@@ -43,18 +54,19 @@ PROGRAM = r"""
 #include "cxl_pool.h"
 #include "cxl_coll.h"
 
-enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, POLL_ALL, POLL_LAST, POLL_PAUSE, SLOT_SFENCE, SLOT_PREFETCH, SLOT_NT, ALLGATHER, ALLGATHER_NT, SLOT_PREFETCHW, SLOT_NT_FLAG, SLOT_COPY_FOLD, SLOT_DIRECT_FOLD, NVARIANTS };
-static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "poll-all", "poll-last",
-                                             "poll-pause", "slot-sfence", "slot-prefetch", "slot-nt", "allgather",
-                                             "allgather-nt", "slot-prefetchw", "slot-nt-flag", "slot-copy-fold", "slot-direct-fold"};
+enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, SLOT_OWN_SLOT, SLOT_SFENCE, SLOT_NT, SLOT_DIRECT_FOLD, POLL_LAST,
+       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, NVARIANTS };
+static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "slot-own-slot",
+                                             "slot-sfence", "slot-nt", "slot-direct-fold", "poll-last", "poll-pause",
+                                             "allgather", "allgather-nt"};
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
-/* The candidate line-flag protocols (A/B): lines of 56 payload bytes + an epoch, as the kernel's,
- * in their own shared mapping of CAND_LINES lines per rank and half, so sizes beyond the inline
- * area can be tried and no epoch word ever holds slot data. */
+/* The candidate line-flag protocols: lines of 56 payload bytes + an epoch, as the kernel's, in
+ * their own shared mapping of CAND_LINES lines per rank and half, so sizes beyond the inline area
+ * can be tried and no epoch word ever holds slot data. */
 #define CAND_LINES 80
 static char *cand_area;
-static int pause_polls; /* POLL_PAUSE: pauses between two polls of every line */
+static int pause_polls; /* poll-pause: pauses between two polls of every line */
 static char *cand_line(int r, uint64_t round, uint64_t k)
 {
     return cand_area + (((uint64_t)r * 2 + (round & 1)) * CAND_LINES + k) * CXL_LINE;
@@ -70,9 +82,9 @@ static void cand_publish(cxl_coll_t *c, uint64_t e, uint64_t round, const char *
     __atomic_store_n(cxl_flag(&c->pool, c->pool.rank), cxl_coll_written(e), __ATOMIC_RELEASE);
 }
 
-/* Wait for rank r's lines of step e: poll every line's epoch (POLL_ALL; POLL_PAUSE with
- * pause_polls pauses between polls), or the last line's alone (POLL_LAST: release/acquire on
- * it makes every earlier store of the writer's visible); then copy the payloads out. */
+/* Wait for rank r's lines of step e: poll the last line's epoch alone (poll-last: the release
+ * store and acquire load of it make every earlier store of the writer's visible), or every line's
+ * with pause_polls pauses between polls (poll-pause); then copy the payloads out. */
 static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uint64_t n)
 {
     uint64_t lines = n ? (n + CXL_COLL_LINE_PAYLOAD - 1) / CXL_COLL_LINE_PAYLOAD : 1;
@@ -87,7 +99,7 @@ static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uin
                 oldest = seen < oldest ? seen : oldest;
             }
             if (oldest >= e) break;
-            for (int i = 0; i < (how == POLL_PAUSE ? pause_polls : 1); i++) cxl_pause();
+            for (int i = 0; i < pause_polls; i++) cxl_pause();
         }
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
     }
@@ -108,105 +120,30 @@ static void cand_lines(cxl_coll_t *c, int how, const char *send, char *recv, uin
     cxl_fold(CXL_F32, CXL_SUM, recv, blocks, 2, count);
 }
 
-/* The slot path as cxl_publish makes it: an sfence between the copy-in and the flag store. */
-static void slot_sfence(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
+/* The slot path's variants: copy-in, publish (sfence: as cxl_publish; else the flag's release store
+ * alone, as the kernel), wait, then the fold of both blocks: this rank's from its own slot (as
+ * the kernel did before it took it from send), from send through cxl_fold, or from send by one
+ * loop straight into recv (no stack buffer between: direct). */
+static void slot_variant(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int sfence, int own_slot,
+                         int direct)
 {
     cxl_pool_t *p = &c->pool;
     uint64_t round;
     cxl_coll_claim(c, 1, &round);
     uint64_t e = c->epoch;
     memcpy(cxl_slot(p, round, p->rank), send, count * 4);
-    cxl_publish(p, cxl_coll_written(e), round, count * 4);
+    if (sfence) cxl_publish(p, cxl_coll_written(e), round, count * 4);
+    else __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
     cxl_coll_wait_all(c, cxl_coll_written(e));
     cxl_coll_note_all_written(c, e);
-    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
-}
-
-/* The slot path (no sfence); once the peer's flag shows it finished the previous step, this
- * rank asks for ownership (prefetchw) of its own slot lines of the next round while it folds, so
- * the next call's copy-in finds them owned instead of taking each line back from the peer. */
-static void slot_prefetchw(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t round;
-    cxl_coll_claim(c, 1, &round);
-    uint64_t e = c->epoch;
-    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
-    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
-    cxl_coll_wait_all(c, cxl_coll_written(e));
-    cxl_coll_note_all_written(c, e);
-    const char *next = cxl_slot(p, round + 1, p->rank);
-    for (uint64_t at = 0; at < count * 4; at += CXL_LINE) __asm__ volatile("prefetchw (%0)" ::"r"(next + at));
-    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
-}
-
-/* slot-nt, with the flag written by a non-temporal store too (then an sfence): the reader's poll
- * takes the flag from memory instead of from the writer's cache. */
-static void slot_nt_flag(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t round;
-    cxl_coll_claim(c, 1, &round);
-    uint64_t e = c->epoch;
-    cxl_copy_nt(cxl_slot(p, round, p->rank), send, count * 4);
-    cxl_sfence();
-    _mm_stream_si64((long long *)cxl_flag(p, p->rank), (long long)cxl_coll_written(e));
-    cxl_sfence();
-    cxl_coll_wait_all(c, cxl_coll_written(e));
-    cxl_coll_note_all_written(c, e);
-    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
-}
-
-/* The slot path (no sfence), the peer's block copied out of the pool with memcpy (as the allgather
- * copies it) into a local buffer, then folded there with this rank's input from send. */
-static void slot_copy_fold(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t round;
-    char peer[CAND_LINES * CXL_LINE] __attribute__((aligned(64)));
-    cxl_coll_claim(c, 1, &round);
-    uint64_t e = c->epoch;
-    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
-    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
-    cxl_coll_wait_all(c, cxl_coll_written(e));
-    cxl_coll_note_all_written(c, e);
-    memcpy(peer, cxl_slot(p, round, 1 - p->rank), count * 4);
-    const char *blocks[2] = {p->rank == 0 ? send : peer, p->rank == 0 ? peer : send};
-    cxl_fold(CXL_F32, CXL_SUM, recv, blocks, 2, count);
-}
-
-/* The slot path (no sfence), folded straight into recv by a plain loop (no stack buffer between). */
-static void slot_direct_fold(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t round;
-    cxl_coll_claim(c, 1, &round);
-    uint64_t e = c->epoch;
-    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
-    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
-    cxl_coll_wait_all(c, cxl_coll_written(e));
-    cxl_coll_note_all_written(c, e);
+    if (!direct) {
+        cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, own_slot ? NULL : send);
+        return;
+    }
     const float *restrict a = (const float *)(p->rank == 0 ? send : cxl_slot(p, round, 0));
     const float *restrict b = (const float *)(p->rank == 0 ? cxl_slot(p, round, 1) : send);
     float *restrict o = (float *)recv;
     for (uint64_t i = 0; i < count; i++) o[i] = a[i] + b[i];
-}
-
-/* The slot path (no sfence), with the first 24 lines of the peer's block asked for (prefetcht0)
- * once its flag is seen, before the fold reads them. */
-static void slot_prefetch(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t round;
-    cxl_coll_claim(c, 1, &round);
-    uint64_t e = c->epoch;
-    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
-    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
-    cxl_coll_wait_all(c, cxl_coll_written(e));
-    cxl_coll_note_all_written(c, e);
-    const char *peer = cxl_slot(p, round, 1 - p->rank);
-    for (uint64_t at = 0; at < count * 4 && at < 24 * CXL_LINE; at += CXL_LINE) __builtin_prefetch(peer + at, 0, 3);
-    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
 }
 
 static void slot_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
@@ -217,12 +154,12 @@ static void slot_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t cou
     uint64_t e = c->epoch;
     cxl_coll_copy_in(c, cxl_slot(p, round, p->rank), send, count * 4);
     uint64_t t1 = __rdtsc();
-    cxl_publish(p, cxl_coll_written(e), round, count * 4);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE); /* as cxl_coll_publish_copied */
     uint64_t t2 = __rdtsc();
     cxl_coll_wait_all(c, cxl_coll_written(e));
     cxl_coll_note_all_written(c, e);
     uint64_t t3 = __rdtsc();
-    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, NULL);
+    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, send);
     uint64_t t4 = __rdtsc();
     steps[0][0] += t1 - t0; steps[0][1] += t2 - t1; steps[0][2] += t3 - t2; steps[0][3] += t4 - t3;
 }
@@ -298,22 +235,19 @@ int main(int argc, char **argv)
                 memset(steps, 0, sizeof steps);
                 memset(w, 0, bytes);
                 c.inline_bytes = v == LINES ? CXL_COLL_LINES_MAX : 0;
-                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT ? CXL_LINE : 0; /* -nt: non-temporal copy-ins */
+                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT ? CXL_LINE : 0; /* -nt: non-temporal copy-ins at every size */
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
                 for (int i = 0; i < iters; i++) {
                     uint64_t tick = __rdtsc();
-                    if (v == SLOT_NT) cxl_coll_allreduce(&c, (char *)s, (char *)w, count, CXL_F32, CXL_SUM, 1u << 30);
-                    else if (v == LINES || v == SLOT) cxl_coll_allreduce(&c, (char *)s, (char *)(v == LINES ? r : w), count, CXL_F32, CXL_SUM, 1u << 30);
+                    if (v == LINES || v == SLOT || v == SLOT_NT)
+                        cxl_coll_allreduce(&c, (char *)s, (char *)(v == LINES ? r : w), count, CXL_F32, CXL_SUM, 1u << 30);
                     else if (v == SLOT_STEPS) slot_steps(&c, (char *)s, (char *)w, count);
                     else if (v == LINES_STEPS) { if (inline_ok) lines_steps(&c, (char *)s, (char *)w, count); }
-                    else if (v == SLOT_SFENCE) slot_sfence(&c, (char *)s, (char *)w, count);
+                    else if (v == SLOT_OWN_SLOT) slot_variant(&c, (char *)s, (char *)w, count, 0, 1, 0);
+                    else if (v == SLOT_SFENCE) slot_variant(&c, (char *)s, (char *)w, count, 1, 0, 0);
+                    else if (v == SLOT_DIRECT_FOLD) slot_variant(&c, (char *)s, (char *)w, count, 0, 0, 1);
                     else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
-                    else if (v == SLOT_PREFETCH) slot_prefetch(&c, (char *)s, (char *)w, count);
-                    else if (v == SLOT_PREFETCHW) slot_prefetchw(&c, (char *)s, (char *)w, count);
-                    else if (v == SLOT_NT_FLAG) slot_nt_flag(&c, (char *)s, (char *)w, count);
-                    else if (v == SLOT_COPY_FOLD) slot_copy_fold(&c, (char *)s, (char *)w, count);
-                    else if (v == SLOT_DIRECT_FOLD) slot_direct_fold(&c, (char *)s, (char *)w, count);
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);
                 }

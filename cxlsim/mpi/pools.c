@@ -37,12 +37,14 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
 #define SLOW_ROUNDTRIP_NS 200.0
 #define NT_SLOW_MIN_BYTES 2048u
 /* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): in the fast
- * placement, and when not probed, 5 of the area's 10 lines per half; in the slow placement all 10.
- * Measured at np 2 (benchmarks/allreduce_split.py): the line-flag path against the slot path
- * 1.1-1.25x at 256 B in both placements; at 512 B 1.01-1.26x in the slow placement and 0.72-1.04x
- * in the fast one, where the writer's stores into lines the reader polls bounce sooner. */
-#define INLINE_FAST_BYTES 280u
-#define INLINE_SLOW_BYTES CXL_COLL_LINES_MAX
+ * placement, and when not probed, 2 of the area's 10 lines per half; in the slow placement 6.
+ * Measured at np 2 against the slot path (benchmarks/allreduce_split.py, per-call medians, loaded
+ * machine, after the slot path's fold took this rank's block from send): fast placement 70-80
+ * against 100 ns at 4-64 B, the same at 128 B, 5-10% slower at 168-280 B and 1.2-1.7x slower from
+ * 336 B; slow placement 1.1-1.5x faster at 4-280 B, the same at 336 B, slower from 392 B (the
+ * writer's stores into lines the reader is polling bounce between the cores). */
+#define INLINE_FAST_BYTES (2 * CXL_COLL_LINE_PAYLOAD)
+#define INLINE_SLOW_BYTES (6 * CXL_COLL_LINE_PAYLOAD)
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cxlsim_pool_t *pools; /* every live pool */
