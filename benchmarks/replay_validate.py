@@ -197,14 +197,21 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if done.returncode != 0:
         raise SystemExit(f"{app} np={np_}: the run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     stats = directory.rstrip("/") + ".stats.txt"
     with open(stats, "w") as fh:
         fh.write(done.stderr)
     median = re.search(r"median_iteration_s (\S+)", done.stdout)
-    return float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats, float(median.group(1)) if median else None
+    probe = PROBE.search(done.stderr)
+    placement = f"{probe.group(2)} ({float(probe.group(1)):.0f} ns)" if probe else "not probed"
+    return (float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats,
+            float(median.group(1)) if median else None, placement)
+
+
+PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow) placement")
 
 
 SHARING_LINE = re.compile(r"# replay options at np (\d+) \(part 4\): --cpus (\d+) --cpu-slice (\S+)us "
@@ -316,7 +323,8 @@ def main() -> int:
               "profile (the target); network only: every collective as MPICH's algorithm on the LogGP fit")
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
-              f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}")
+              f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}  placement "
+              "(the pool's flag round trip, its set-up probe; np 2 only)")
         lines = set()
         for run in range(args.runs):
             for app in args.apps:
@@ -325,7 +333,7 @@ def main() -> int:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
                     iterations = args.iterations or ITERATIONS[app]
-                    measured, stats, median_it = traced_run(app, exe, n, directory, iterations, work)
+                    measured, stats, median_it, placement = traced_run(app, exe, n, directory, iterations, work)
                     shared = sharing.get(n) if n > cpus else None
                     predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
                     network, _, _ = predicted_window_s(directory, profile, None, shared)
@@ -336,14 +344,15 @@ def main() -> int:
                                  "measured_s": measured, "predicted_s": predicted, "error": error,
                                  "network_only_s": network, "network_only_error": network_error,
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
-                                 "median_iteration_s": median_it, "traced_compute_s": compute})
+                                 "median_iteration_s": median_it, "placement": placement,
+                                 "traced_compute_s": compute})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
                           f"{one_each * 1e3:>12.3f}{(one_each - measured) / measured * 100:>8.1f}%"
                           f"{compute * 1e3:>19.3f}{(measured - compute) * 1e3:>17.3f}"
                           f"{(predicted - compute) * 1e3:>11.3f}"
-                          + (f"{median_it * 1e6:>15.1f}{predicted / iterations * 1e6:>11.1f}" if median_it else ""),
-                          flush=True)
+                          + (f"{median_it * 1e6:>15.1f}{predicted / iterations * 1e6:>11.1f}" if median_it else
+                             f"{'':>26}") + f"  {placement}", flush=True)
         for line in sorted(lines):
             print(f"# fabric: {line}")
         local_profile = load_profile(local)
