@@ -229,9 +229,13 @@ def test_block_states_by_hand():
     assert block_state(block(60, 70, busy=0.8), "hw", best) == "fast"  # the block's medians hold
 
 
+CONCURRENT = {k: {64: [1.0, 3.0]} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
+
+
 def _fake_block(collective, n, rt0, rt1, ns, busy=1.0):
     return dict(collective=collective, size_bytes=n, rt_before_ns=rt0, rt_after_ns=rt1, busy=busy, overhead_ns=None,
-                exchange_ns=None, patterns={"broadcast": np.ones((2, 1, 5))} if n else {}, calls_ns=np.full(4, ns))
+                exchange_ns=None, patterns={"broadcast": np.ones((2, 1, 5))} if n else {}, concurrent=CONCURRENT,
+                calls_ns=np.full(4, ns))
 
 
 def test_a_run_tops_up_the_sizes_a_mode_lacks_and_keeps_each_placements_blocks_apart(monkeypatch):
@@ -251,9 +255,7 @@ def test_a_run_tops_up_the_sizes_a_mode_lacks_and_keeps_each_placements_blocks_a
         calls.append(mode)
         assert [k[1] for k in keys] == [p[0] for p in plan]
         blocks = [_fake_block("broadcast", n, rt0, rt1, ns) for n, rt0, rt1, ns in plan]
-        concurrent = {k: {64: [1.0]} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
-        one = (blocks, [concurrent, concurrent])
-        return [one, one]
+        return [blocks, blocks]
     monkeypatch.setattr(launch, "run_local", fake_run_local)
     monkeypatch.setattr(cm, "measure_call_overheads", lambda collectives, batches=1: {c: [1.0] for c in collectives})
     got = cm.measure_collectives((64, 4096), ("broadcast",), rounds=1, max_retries=3, passes=1)
@@ -264,6 +266,8 @@ def test_a_run_tops_up_the_sizes_a_mode_lacks_and_keeps_each_placements_blocks_a
     assert not rows[("hw", "fast", 64)]["held_out"] and not rows[("hw", "slow", 4096)]["held_out"]
     assert rows[("flush", "fast", 64)]["measured_ns"] == 900.0 and ("flush", "slow", 64) not in rows
     assert "hw 2 jobs, 3 blocks: 1 fast, 1 slow placement, 1 disturbed (left out)" in cm.jobs_line(got["jobs"])
+    # each record's concurrent copy is its placement's blocks' (copyin: pre-publish, the slowest rank's per round)
+    assert {j["id"]: j["concurrent_ns"]["copyin"] for j in got["jobs"]}["2 fast"] == {"64": 2.0}
 
 
 def test_the_des_exchange_grows_by_exactly_its_charge_and_the_charge_makes_it_the_primitive(coherence="hw"):

@@ -4,7 +4,8 @@ A block is one collective at one size, measured on the job's two ranks in one st
 about a millisecond (`run_block`, in this order):
 
 1. the flag round trip (`placement_probe`): the block's host placement before;
-2. the per-call overhead primitive: the 0-byte bench step (`IN_JOB_OVERHEAD` collectives: at np 2, no
+2. the concurrent-copy primitive at 1 and 64 B (`CONCURRENT_SIZES`: the flags' price); the per-call
+   overhead primitive: the 0-byte bench step (`IN_JOB_OVERHEAD` collectives: at np 2, no
    step at all), each call timed (`timed_calls`); the barrier's on an np-1 hw pool of the rank's own
    process (its software; the DES charges flush mode's cache upkeep), and its symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
 3. the collective's copy pattern at that size (`patterns.kernel_steps`, `primitives.pattern_copy`;
@@ -55,9 +56,12 @@ OVERHEAD_WARMUP, OVERHEAD_CALLS = 50, 200
 """0-byte calls per block for the per-call overhead primitive: dropped, timed."""
 PASSES = 3
 """Passes over every (collective, size) per job: a disturbed stretch spoils a few blocks of many sizes."""
-CONCURRENT_SIZES = (1, 64)
-"""Sizes of the concurrent-copy primitive a job measures before and after its blocks: the DES's flag
-lines are priced at its 64 B figure, and the barrier's (no pattern) call at its 1 B one."""
+CONCURRENT_SIZES, CONCURRENT_WARMUP, CONCURRENT_ROUNDS = (1, 64), 20, 50
+"""The concurrent-copy primitive every block measures (`measure.concurrent_rank`: rounds dropped, kept, per
+size): the DES's flag lines are priced at its 64 B figure, and the barrier's (no pattern) call, flush
+mode's flag write-back and invalidation included, at its 1 B one. Measured once before and once after a
+job instead, one disturbed figure of the two priced every barrier of the job: a flush job's DES barrier
+loop took 1221 ns against 522 ns for the next job, whose flag exchange probes agreed (710, 717 ns)."""
 FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
 DISTURBED_HW_NS, DISTURBED = 1000.0, 4.0
 """A hw flag round trip above DISTURBED_HW_NS (twice the slow placement's 440-500 ns), or a flush one above
@@ -119,12 +123,16 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     """This rank's block (see the module docstring): {collective, size_bytes, rt_before_ns, rt_after_ns,
     busy (process/wall time), overhead_ns (0-byte calls, or None; the barrier's on `solo`, an np-1
     communicator of this process, when given), exchange_ns (barrier: the flag exchange primitive, else
-    None), patterns ({name: (calls, steps, 5) ns}), calls_ns}."""
+    None), patterns ({name: (calls, steps, 5) ns}), concurrent (`measure.concurrent_rank` at
+    CONCURRENT_SIZES), calls_ns}."""
     from cxlsim.emulator import primitives
     from cxlsim.emulator.bench_collectives import CollectiveSide
 
+    from cxlsim.calibrate.measure import concurrent_rank
+
     rt0 = placement_probe(comm)
     c0, w0 = time.process_time_ns(), time.perf_counter_ns()
+    concurrent = concurrent_rank(comm, CONCURRENT_SIZES, CONCURRENT_WARMUP, CONCURRENT_ROUNDS)
     overhead = exchange = None
     if collective in IN_JOB_OVERHEAD:
         overhead = timed_calls(CollectiveSide(collective, "copy", comm, None, 0, False).op, comm.barrier,
@@ -144,14 +152,13 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     del side
     busy = (time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)
     return dict(collective=collective, size_bytes=size_bytes, rt_before_ns=rt0, rt_after_ns=placement_probe(comm),
-                busy=busy, overhead_ns=overhead, exchange_ns=exchange, patterns=patterns, calls_ns=calls)
+                busy=busy, overhead_ns=overhead, exchange_ns=exchange, patterns=patterns, concurrent=concurrent,
+                calls_ns=calls)
 
 
 def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSES):
-    """One job's rank: the concurrent-copy primitive, `passes` passes of `run_block` over `keys` (with an
-    np-1 communicator of this rank's own for the barrier's software), the concurrent copy again. Returns
-    (blocks, [concurrent before, after])."""
-    from cxlsim.calibrate.measure import concurrent_rank
+    """One job's rank: `passes` passes of `run_block` over `keys` (with an np-1 communicator of this rank's
+    own for the barrier's software). Returns this rank's blocks."""
     from cxlsim.emulator.comm import PoolComm
     from cxlsim.emulator.pool import Pool
 
@@ -160,20 +167,17 @@ def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSE
     solo = PoolComm.open(solo_pool, 0, coherence=Coherence.HW)  # software only: the DES charges flush mode's upkeep
     try:
         comm.flag_pingpong(100)  # both ranks running
-        concurrent = [concurrent_rank(comm, CONCURRENT_SIZES)]
-        blocks = [run_block(comm, c, n, iterations, large_bytes, solo) for _ in range(passes) for c, n in keys]
-        concurrent.append(concurrent_rank(comm, CONCURRENT_SIZES))
+        return [run_block(comm, c, n, iterations, large_bytes, solo) for _ in range(passes) for c, n in keys]
     finally:
         solo.close()
         solo_pool.close()
-    return blocks, concurrent
 
 
 def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
     """One block per position from every rank's (in rank order): round trips as rank 0 saw them, busy the
     least of the ranks', calls_ns the mean over the ranks per call, overhead_ns the mean over the ranks of
-    each one's median 0-byte call (None where not measured), patterns per rank (joined later, over the
-    fast blocks: `job_figures`)."""
+    each one's median 0-byte call (None where not measured), patterns and concurrent copies per rank
+    (joined later, over a placement's blocks: `job_figures`)."""
     out = []
     for blocks in zip(*per_rank_blocks):
         b0 = blocks[0]
@@ -183,7 +187,7 @@ def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
                         calls_ns=np.mean([b["calls_ns"] for b in blocks], axis=0),
                         overhead_ns=statistics.fmean(over) if over else None,
                         exchange_ns=b0["exchange_ns"],
-                        patterns=[b["patterns"] for b in blocks]))
+                        patterns=[b["patterns"] for b in blocks], concurrent=[b["concurrent"] for b in blocks]))
     return out
 
 
@@ -220,11 +224,14 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
     of them at least:
     {'keys': {(collective, size): {measured_ns (median of the pooled calls), mean_ns, calls, blocks,
     overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise)}}, 'pattern_ns': {pattern: {'data',
-    'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled fast blocks of each size),
+    'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled blocks of each size), 'concurrent_ns'
+    ({kind: {size: ns}}: `measure.join_ranks` of the blocks' concurrent-copy rounds, pooled),
     'roundtrip_ns' (median of those blocks' mean round trips; None without any), 'states':
     {state: blocks} (all of the job's)}."""
+    from cxlsim.calibrate.measure import join_ranks
+
     states = {"fast": 0, "slow placement": 0, "disturbed": 0}
-    by_key, pooled, rts = {}, {}, []
+    by_key, pooled, rts, rounds = {}, {}, [], None
     for b in blocks:
         got_state = block_state(b, mode, best)
         states[got_state] += 1
@@ -238,6 +245,12 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
             got["overheads"].append(b["overhead_ns"])
         if b.get("exchange_ns") is not None:
             got["exchanges"].append(b["exchange_ns"])
+        if rounds is None:
+            rounds = [{kind: {n: [] for n in by} for kind, by in mine.items()} for mine in b["concurrent"]]
+        for r, mine in enumerate(b["concurrent"]):
+            for kind, by in mine.items():
+                for n, v in by.items():
+                    rounds[r][kind][n] += list(v)
         for name in b["patterns"][0]:
             ranks = pooled.setdefault(name, {}).setdefault(b["size_bytes"], [[] for _ in b["patterns"]])
             for r, mine in enumerate(b["patterns"]):
@@ -254,5 +267,6 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
         ranks = len(next(iter(by_size.values())))
         per_rank = [{name: {n: np.concatenate(v[r]) for n, v in by_size.items()}} for r in range(ranks)]
         patterns[name] = join_pattern_ranks(per_rank)[name]
-    return dict(keys=keys, pattern_ns=patterns, roundtrip_ns=statistics.median(rts) if rts else None,
-                states=states)
+    concurrent = {kind: {str(n): v for n, v in by.items()} for kind, by in join_ranks(rounds).items()} if rounds else {}
+    return dict(keys=keys, pattern_ns=patterns, concurrent_ns=concurrent,
+                roundtrip_ns=statistics.median(rts) if rts else None, states=states)

@@ -34,7 +34,7 @@ import numpy as np
 
 from cxlsim.calibrate.collective_blocks import (FAST_ROUNDTRIP_NS, FLOAT_BYTES, PASSES, bench_job, block_keys,
                                                PLACEMENTS, block_state, job_figures, join_blocks, timed_calls)
-from cxlsim.calibrate.measure import join_ranks, steady
+from cxlsim.calibrate.measure import steady
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
@@ -171,7 +171,7 @@ def _usable_blocks(jobs: list[dict], mode: Coherence, best: dict) -> dict:
 def _job_records(job: dict, mode: Coherence, best: dict) -> list[dict]:
     """A job as the result keeps it (JSON: no raw samples), one record per host placement its blocks were
     in: the blocks' states, the figures of the placement's blocks (`job_figures`) per collective and
-    size, the job's concurrent-copy primitive. Record ids are 'JOB PLACEMENT' (e.g. '3 fast')."""
+    size, and its concurrent-copy primitive. Record ids are 'JOB PLACEMENT' (e.g. '3 fast')."""
     out = []
     for placement, state in PLACEMENTS.items():
         got = job_figures(job["blocks"], mode, best, state)
@@ -187,7 +187,7 @@ def _job_records(job: dict, mode: Coherence, best: dict) -> list[dict]:
         out.append(dict(id=f"{job['job']} {placement}", job=job["job"], placement=placement, coherence=mode.value,
                         block_states=got["states"], roundtrip_ns=got["roundtrip_ns"], measured=measured,
                         overhead_ns=overhead, exchange_ns=exchange, pattern_ns=got["pattern_ns"],
-                        concurrent_ns=job["concurrent_ns"]))
+                        concurrent_ns=got["concurrent_ns"]))
     if not out:  # every block disturbed: the job's states alone (no figures: it predicts nothing)
         states = job_figures(job["blocks"], mode, best)["states"]
         out.append(dict(id=f"{job['job']} disturbed", job=job["job"], placement=None, coherence=mode.value,
@@ -247,17 +247,14 @@ def measure_collectives(sizes, collectives=COLLECTIVES, rounds: int = 3, iterati
             overheads[c] += v
         per_rank = run_local(2, bench_job, (keys, iterations, large, passes), slot_bytes=2 * max(sizes),
                              coherence=mode, timeout_s=120.0, allreduce_large_bytes=large)
-        blocks = join_blocks([r[0] for r in per_rank])
-        joined = [join_ranks([r[1][k] for r in per_rank]) for k in range(2)]
-        concurrent = {kind: {str(n): (joined[0][kind][n] + joined[1][kind][n]) / 2 for n in by}
-                      for kind, by in joined[0].items()}
+        blocks = join_blocks(per_rank)
         best[mode] = min([best.get(mode, math.inf)] + [b[k] for b in blocks for k in ("rt_before_ns", "rt_after_ns")])
-        jobs.append(dict(job=len(jobs), coherence=mode, blocks=blocks, concurrent_ns=concurrent))
+        jobs.append(dict(job=len(jobs), coherence=mode, blocks=blocks))
         states = {}
         for b in blocks:
             s = block_state(b, mode, best)
             states[s] = states.get(s, 0) + 1
-        step(f"collectives {mode.value} job: {len(keys)} sizes x {passes} passes, blocks "
+        step(f"collectives {mode.value} job: {len(keys)} (collective, size) x {passes} passes, blocks "
              + ", ".join(f"{n} {s}" for s, n in states.items()))
     records = [r for j in jobs for r in _job_records(j, j["coherence"], best)]
     out = []
