@@ -11,8 +11,9 @@ same job: OSU's loop (warm-up, barrier, timed iterations; the per-rank mean, ave
 ranks). Each round runs one job per coherence mode (hw, then flush), so the machine's drift
 hits both sides alike; the table gives the median over rounds of each side and their ratio
 (MPI time / pool time: above 1 the pool is faster). Beside them, each side's per-call median
-(1000 more calls, each timed alone, after the mean's loop) and its ratio: on a loaded machine a
-descheduled rank inflates OSU's mean, the median much less; the targets are judged on the mean. Results are validated against MPICH's
+(1000 more calls, each timed alone, after the mean's loop, less the clock's own cost) and its
+ratio: on a loaded machine a descheduled rank inflates OSU's mean, the median much less; the
+targets are judged on the mean. Results are validated against MPICH's
 outside the timed spans. Each job also reports the pool barrier (ns per call) and, in hw mode,
 the flag round trip the library's pool set-up probed (it picks the copy-in stores by it),
 which tells this machine's fast host placement (< 200 ns) from its slow one (200 ns-2 us); a
@@ -52,6 +53,20 @@ static int rank, size;
 
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
+/* Seconds between two back-to-back MPI_Wtime reads (the median of 1000): what timing one call adds
+ * to it, taken off each per-call time. */
+static double clock_cost;
+static void measure_clock_cost(void)
+{
+    double each[1000];
+    for (int i = 0; i < 1000; i++) {
+        double c0 = MPI_Wtime();
+        each[i] = MPI_Wtime() - c0;
+    }
+    qsort(each, 1000, sizeof(double), cmpd);
+    clock_cost = each[500];
+}
+
 /* The mean seconds per call of `iters` calls after `warm` warm-up calls, averaged over ranks (OSU's
  * figure); then *median: the median call's seconds over up to 1000 more calls, each timed alone,
  * averaged over ranks, the figure a descheduled rank (a loaded machine) moves least. The calls of
@@ -73,7 +88,7 @@ static double osu_loop(int kind, void *fn, char *s, char *r, int n, int iters, i
         each[i] = MPI_Wtime() - c0;
     }
     qsort(each, timed, sizeof(double), cmpd);
-    med = each[timed / 2];
+    med = each[timed / 2] - clock_cost;
     PMPI_Allreduce(&t, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     PMPI_Allreduce(&med, median, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     *median /= size;
@@ -88,6 +103,8 @@ int main(int argc, char **argv)
     long max = atol(argv[1]);
     int small_iters = atoi(argv[2]), large_iters = atoi(argv[3]), failures = 0;
     char *s = malloc(max * size), *r = malloc(max * size), *w = malloc(max * size);
+    measure_clock_cost();
+    if (rank == 0) printf("CLOCK %.1f\n", clock_cost * 1e9);
     for (int i = 0; i < 200; i++) MPI_Barrier(MPI_COMM_WORLD); /* sets the pool up, outside the timing */
     double t0 = MPI_Wtime(); /* the pool barrier: one flag round trip at np = 2 */
     for (int i = 0; i < 2000; i++) MPI_Barrier(MPI_COMM_WORLD);
@@ -133,6 +150,7 @@ def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, lar
         raise SystemExit(f"{mode}: the job failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     probe = re.search(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip (\S+) ns", done.stderr)
     out = {"barrier_ns": float(re.search(r"BARRIER (\S+)", done.stdout).group(1)), "rows": {},
+           "clock_ns": float(re.search(r"CLOCK (\S+)", done.stdout).group(1)),
            "roundtrip_ns": float(probe.group(1)) if probe else None}
     for kind, n, tp, tm, mp, mm in re.findall(r"RESULT (\w+) (\d+) (\S+) (\S+) (\S+) (\S+)", done.stdout):
         out["rows"][(kind, int(n))] = (float(tp), float(tm), float(mp), float(mm))
@@ -181,7 +199,9 @@ def main() -> int:
           + (f" Settings: {settings}" if settings else ""))
     for mode in modes:
         barriers = ", ".join(f"{j['barrier_ns']:.0f}" for j in jobs[mode])
-        print(f"# {mode}: pool barrier {barriers} ns per call, by round")
+        clocks = ", ".join(f"{j['clock_ns']:.0f}" for j in jobs[mode])
+        print(f"# {mode}: pool barrier {barriers} ns per call, by round; per-call medians less the clock's own "
+              f"{clocks} ns")
     placements = [placement_of(j["roundtrip_ns"]) for j in jobs[modes[0]]]
     if modes[0] == Coherence.HW.value:
         print("# hw set-up probe, flag round trip by round: "
