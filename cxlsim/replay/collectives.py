@@ -7,14 +7,13 @@ and a note. `Plan.run(ep, tag)` is the rank's generator.
 
 Traced kinds and what runs them (every algorithm lives in
 `cxlsim.models.collectives`; the registry's records run through `runner.call`):
-- allreduce, allgather, gather, bcast (broadcast), reducescatter
-  (reduce_scatter; uneven counts run as equal segments of the total, noted),
-  barrier (MPICH's and Open MPI's choice: the dissemination barrier, or a
-  named substitute): the registry's algorithms as the selector picks them;
+- allreduce, allgather, gather, bcast (broadcast), reduce (MPICH's binomial,
+  or a named substitute), reducescatter (reduce_scatter; uneven counts run as
+  equal segments of the total, noted), barrier (MPICH's and Open MPI's choice:
+  the dissemination barrier, or a named substitute): the registry's algorithms
+  as the selector picks them;
 - alltoall: the registry's pairwise exchange (MPICH's long-message algorithm)
   at every size (noted);
-- reduce: the binomial-tree reduction (`cxlsim.models.collectives.reduce`, not
-  a registry collective);
 - scatter: the registry's binomial scatter (`rooted.SCATTER_BINOMIAL`, MPICH's).
 
 On a CXL pool fabric, allgather runs the pool allgather (`cxl_pool`), barrier
@@ -34,12 +33,11 @@ from dataclasses import dataclass, replace
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import reduce, runner, selectors
 from cxlsim.models.collectives.alltoall import pairwise_cost
-from cxlsim.models.collectives.base import Group
 
 __all__ = ["Plan", "plan", "reduce_binomial_ns", "alltoall_pairwise_ns"]
 
 _REGISTRY = {"allreduce": "allreduce", "allgather": "allgather", "gather": "gather", "bcast": "broadcast",
-             "reducescatter": "reduce_scatter", "barrier": "barrier"}
+             "reduce": "reduce", "reducescatter": "reduce_scatter", "barrier": "barrier"}
 """Traced kind -> cxlsim collective, for the kinds the selector picks a registry algorithm for."""
 
 
@@ -60,7 +58,7 @@ class Plan:
     kind: str
     """The traced kind (barrier, bcast, ...)."""
     collective: str
-    """The cxlsim collective ('allgather', ...), or 'reduce' (not a registry collective)."""
+    """The cxlsim collective ('allgather', ...)."""
     algorithm: str
     size_bytes: int
     ctx: runner.Context
@@ -70,11 +68,9 @@ class Plan:
 
     def run(self, ep, tag: int):
         """Generator: rank `ep.rank`'s part; `tag` keeps it apart from collectives in flight."""
-        if self.collective == "reduce":
-            return (yield from reduce.binomial(Group(ep, range(ep.size), tag), self.size_bytes, (0,), self.ctx.root))
         # Labels the algorithms carry (the replay does not check them; the collectives' own tests do):
         # reductions get a one-element zero vector, which costs nothing to add.
-        reduction = self.collective in ("allreduce", "reduce_scatter")
+        reduction = self.collective in ("allreduce", "reduce", "reduce_scatter")
         data = (0,) if reduction else runner.initial(self.collective, ep.rank, ep.size, self.ctx)
         # a pool algorithm talks through pool memory, not tagged messages: it runs on the plain endpoint
         return (yield from runner.call(ep, self.collective, self.algorithm, self.size_bytes, data, self.ctx,
@@ -95,8 +91,6 @@ def plan(call, p: int, library: str, ctx: runner.Context, pool: bool = False) ->
         note = "barrier: the pool allgather's flags (0 B)" if kind == "barrier" else ""
         return Plan(kind, "allgather", "cxl_pool", size, ctx, note, on_pool=True)
     over = f"{kind}: a network algorithm over the pool's send/recv protocol" if pool else ""
-    if kind == "reduce":
-        return Plan(kind, "reduce", "binomial", call.size_bytes, ctx, over)
     if kind == "alltoall":
         return Plan(kind, "alltoall", "pairwise", call.size_bytes, ctx,
                     "; ".join(filter(None, ["alltoall: pairwise exchange at every size (MPICH's long-message "
