@@ -210,6 +210,14 @@ def test_a_jobs_own_primitives_replace_the_models():
     assert row_model(got, job, "broadcast", 64).collective_overhead_ns["broadcast"] == 1234.0
     assert row_model(got, job, "broadcast", 4096).collective_overhead_ns == got.collective_overhead_ns  # not measured
     assert row_model(got, job, "barrier", 0).exchange_ns == {"hw": 777.0}
+    # a size's own blocks' round trip: the path is solved again from it (cached per job and round trip)
+    slow = dict(job, call_roundtrip_ns={"broadcast": {"64": 3000.0}})
+    paths = {}
+    again = row_model(got, slow, "broadcast", 64, paths)
+    assert again.path_ns["hw"] > got.path_ns["hw"] + 100 and again.roundtrip_ns["hw"] == 3000.0
+    assert again.path_ns["hw"] == pytest.approx(
+        row_model(dataclasses.replace(got, path_ns=dict(got.path_ns, hw=0.0)), slow, "broadcast", 64, paths).path_ns["hw"])
+    assert len(paths) == 1
 
 
 def test_block_states_by_hand():

@@ -223,7 +223,8 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
     """What a job's blocks in `state` (default its fast ones) give, per (collective, size) measured in one
     of them at least:
     {'keys': {(collective, size): {measured_ns (median of the pooled calls), mean_ns, calls, blocks,
-    overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise)}}, 'pattern_ns': {pattern: {'data',
+    overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise), roundtrip_ns (median
+    of the blocks' mean round trips)}}, 'pattern_ns': {pattern: {'data',
     'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled blocks of each size), 'concurrent_ns'
     ({kind: {size: ns}}: `measure.join_ranks` of the blocks' concurrent-copy rounds, pooled),
     'roundtrip_ns' (median of those blocks' mean round trips; None without any), 'states':
@@ -239,7 +240,8 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
             continue
         rts.append((b["rt_before_ns"] + b["rt_after_ns"]) / 2)
         key = (b["collective"], b["size_bytes"])
-        got = by_key.setdefault(key, {"calls": [], "overheads": [], "exchanges": []})
+        got = by_key.setdefault(key, {"calls": [], "overheads": [], "exchanges": [], "rts": []})
+        got["rts"].append(rts[-1])
         got["calls"].append(b["calls_ns"])
         if b["overhead_ns"] is not None:
             got["overheads"].append(b["overhead_ns"])
@@ -261,7 +263,8 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
         keys[key] = dict(measured_ns=float(np.median(calls)), mean_ns=float(calls.mean()), calls=int(calls.size),
                          blocks=len(got["calls"]),
                          overhead_ns=statistics.median(got["overheads"]) if got["overheads"] else None,
-                         exchange_ns=statistics.median(got["exchanges"]) if got["exchanges"] else None)
+                         exchange_ns=statistics.median(got["exchanges"]) if got["exchanges"] else None,
+                         roundtrip_ns=statistics.median(got["rts"]))
     patterns = {}
     for name, by_size in pooled.items():
         ranks = len(next(iter(by_size.values())))

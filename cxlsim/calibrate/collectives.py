@@ -193,7 +193,7 @@ def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalMod
     """`model` with the primitives a collectives job measured in its fast blocks, in its mode: the concurrent
     copy, the collectives' copy patterns (`pattern_ns`), and the flag round trip (the median of the fast
     blocks') with the path solved from it as `fit_local` solves it (`des.solve_path_ns`, rule
-    `AUTO_PATH_RULE` per mode). The per-call overhead is per size: `row_model`."""
+    `AUTO_PATH_RULE` per mode). The round trip, per-call overhead and flag exchange per size: `row_model`."""
     mode = Coherence.parse(job["coherence"], "coherence")
     rt = job["roundtrip_ns"]
     patterns = {name: got["data"] for name, got in job.get("pattern_ns", {}).items()}
@@ -202,16 +202,31 @@ def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalMod
                             pattern_curves=dict(model.pattern_curves, **{mode: patterns}) if patterns
                             else model.pattern_curves,
                             pattern_maintenance_curves=dict(model.pattern_maintenance_curves, **{mode: upkeep})
-                            if upkeep else model.pattern_maintenance_curves,
-                            roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}))
-    path, _ = solve_path_ns(m, 64, mode, rt, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)
+                            if upkeep else model.pattern_maintenance_curves)
+    return with_roundtrip(m, mode, rt, path_rule)
+
+
+def with_roundtrip(model: LocalModel, mode: Coherence, roundtrip_ns: float, path_rule: str = "auto") -> LocalModel:
+    """`model` with this flag round trip in `mode` and the path solved from it as `fit_local` solves it."""
+    m = dataclasses.replace(model, roundtrip_ns=dict(model.roundtrip_ns, **{mode: roundtrip_ns}))
+    path, _ = solve_path_ns(m, 64, mode, roundtrip_ns, AUTO_PATH_RULE[mode] if path_rule == "auto" else path_rule)
     return dataclasses.replace(m, path_ns=dict(m.path_ns, **{mode: path}))
 
 
-def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int) -> LocalModel:
+def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, paths: dict | None = None) -> LocalModel:
     """`model` (a `job_model`) with what the job's blocks of this collective and size measured beside the
-    calls: the per-call overhead (the 0-byte call) and the barrier's flag exchange, where it has them."""
+    calls: the flag round trip (the path solved again from it; `paths` caches the solves by job and round
+    trip to 0.1 ns), the per-call overhead (the 0-byte call) and the barrier's flag exchange, where it has
+    them."""
     mode = Coherence.parse(job["coherence"], "coherence")
+    rt = job.get("call_roundtrip_ns", {}).get(collective, {}).get(str(size_bytes))
+    if rt is not None:
+        key = (job["id"], round(rt, 1))
+        paths = {} if paths is None else paths
+        if key not in paths:
+            paths[key] = with_roundtrip(model, mode, rt).path_ns[mode]
+        model = dataclasses.replace(model, roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}),
+                                    path_ns=dict(model.path_ns, **{mode: paths[key]}))
     got = job.get("overhead_ns", {}).get(collective, {}).get(str(size_bytes))
     exchange = job.get("exchange_ns", {}).get(collective, {}).get(str(size_bytes))
     if got is not None:
@@ -274,14 +289,14 @@ def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] |
     primitives and the calls then share the state of the machine (its host placement, and in flush mode
     the copy-in's state)."""
     by_job = {j["id"]: j for j in jobs or [] if j.get("roundtrip_ns")} if model.np == 2 else {}
-    models = {}
+    models, paths = {}, {}
     out = []
     for row in rows:
         ids = [i for i in row.get("job_ids", ()) if i in by_job]
         for i in ids:
             if i not in models:
                 models[i] = job_model(model, by_job[i])
-        each = [row_model(models[i], by_job[i], row["collective"], row["size_bytes"]) for i in ids] or [model]
+        each = [row_model(models[i], by_job[i], row["collective"], row["size_bytes"], paths) for i in ids] or [model]
         predicted = statistics.median(predict_collective(m, row["coherence"], row["collective"], row["size_bytes"],
                                                          row["large_bytes"]) for m in each)
         out.append(dict(row, predicted_ns=predicted, error=(predicted - row["measured_ns"]) / row["measured_ns"]))
