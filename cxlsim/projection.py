@@ -26,7 +26,7 @@ from cxlsim.models.collectives.selectors import select
 
 __all__ = ["ROOTED", "context", "run_network", "run_pool"]
 
-ROOTED = ("broadcast", "gather")
+ROOTED = ("broadcast", "gather", "reduce", "scatter")
 """The collectives that take `workload.root`."""
 
 
@@ -144,8 +144,7 @@ def run_pool(scenario, setup, bar=None, stats: list | None = None) -> list[dict]
             except AssertionError as exc:
                 raise RunError(f"payload check failed for {outcome.algorithm} at {size} B: {exc}") from None
             latency_ns, events = outcome.latency_ns, outcome.events
-        unused = "a barrier moves no data: the size is not used" if wl.collective == "barrier" else None
-        notes = "; ".join(n for n in (why, fallback, caveat, unused, _zero_copy_note(algo)) if n)
+        notes = "; ".join(n for n in (why, fallback, caveat, _zero_copy_note(algo)) if n)
         rows.append({"size_bytes": size, "latency_us": latency_ns / 1e3, "algorithm": algo.name,
                      "note": notes, "engine": scenario.engine, "events": events,
                      "wall_s": time.perf_counter() - start})

@@ -8,6 +8,7 @@ import pytest
 
 from cxlsim import config
 from cxlsim.simulate import DEFAULT_SCENARIO, run
+from cxlsim.errors import InputError
 
 
 def cli(*args, cwd=None):
@@ -186,3 +187,16 @@ def test_the_docs_table_of_keys_is_the_presets_declarations():
     missing = [k for k in leaves(config.Scenario)
                if not any(k == p or p.endswith(".*") and k.startswith(p[:-1]) for p in checked)]
     assert not missing, missing
+
+
+@pytest.mark.parametrize("collective", ["reduce", "scatter"])
+def test_a_rooted_collective_takes_workload_root_and_both_engines_agree(collective):
+    # 5 hosts, root 3: the DES run checks its payloads against root 3 (runner.verify: the root holds the sum, or
+    # sent every block), so a root the run ignored would fail; on a star the time does not depend on the root.
+    cfg = config.from_dict({"fabric": {"preset": "ib-hdr", "nodes": 5},
+                            "workload": {"collective": collective, "sizes": [65536], "root": 3}})
+    (des,) = run(cfg)
+    (form,) = run(config.with_overrides(cfg, {"engine": "analytic"}))
+    assert form["latency_us"] == pytest.approx(des["latency_us"], rel=1e-9)
+    with pytest.raises(InputError, match="workload.root"):
+        run(config.with_overrides(cfg, {"workload.root": 5}))
