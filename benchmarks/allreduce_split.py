@@ -182,11 +182,12 @@ static void lines_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t co
     steps[1][0] += t1 - t0; steps[1][1] += t2 - t1; steps[1][2] += t3 - t2;
 }
 
-/* The flag round trip (ns), the best of 10 x 100: a loaded machine's least disturbed (both ranks call it). */
+/* The flag round trip (ns), the best of 3 x 100 as the library's probe: a loaded machine's least
+ * disturbed (both ranks call it). */
 static double best_roundtrip(cxl_coll_t *c)
 {
     double best = cxl_coll_flag_pingpong(c, 100);
-    for (int i = 0; i < 9; i++) {
+    for (int i = 0; i < 2; i++) {
         double t = cxl_coll_flag_pingpong(c, 100);
         if (t < best) best = t;
     }
