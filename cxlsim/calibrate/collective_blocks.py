@@ -5,9 +5,9 @@ about a millisecond (`run_block`, in this order):
 
 1. the flag round trip (`placement_probe`): the block's host placement before;
 2. the concurrent-copy primitive at 1 and 64 B (`CONCURRENT_SIZES`: the flags' price); the per-call
-   overhead primitive: the 0-byte bench step (`IN_JOB_OVERHEAD` collectives: at np 2, no
-   step at all), each call timed (`timed_calls`); the barrier's on an np-1 hw pool of the rank's own
-   process (its software; the DES charges flush mode's cache upkeep), and its symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
+   overhead primitive: the 0-byte bench step on an np-1 hw pool of the rank's own process (its
+   software, kernel entry included; the DES charges the np-2 step and flush mode's cache upkeep),
+   each call timed (`timed_calls`); for the barrier, its symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
 3. the collective's copy pattern at that size (`patterns.kernel_steps`, `primitives.pattern_copy`;
    allreduce: both algorithms', so a profile prices either at every size);
 4. the collective itself: the bench's own step (`bench_collectives.CollectiveSide`) in osu's loop
@@ -67,9 +67,6 @@ DISTURBED_HW_NS, DISTURBED = 1000.0, 4.0
 """A hw flag round trip above DISTURBED_HW_NS (twice the slow placement's 440-500 ns), or a flush one above
 DISTURBED x the best flush one seen: a rank was off its CPU for part of the probe (the ranks took turns:
 microseconds to milliseconds), beyond any placement."""
-IN_JOB_OVERHEAD = ("allreduce", "reduce_scatter", "broadcast", "alltoall")
-"""Collectives whose 0-byte call is no step at all (no flag, no wait), so its time at np 2 is the per-call
-overhead primitive, measured in each block (the barrier always synchronises: np = 1 only)."""
 
 
 EXCHANGE_GAP_NS, EXCHANGE_ROUNDS, EXCHANGE_BATCHES = 200.0, 50, 9
@@ -121,8 +118,8 @@ def placement_probe(comm) -> float:
 
 def run_block(comm, collective: str, size_bytes: int, iterations: int, large_bytes: int, solo=None) -> dict:
     """This rank's block (see the module docstring): {collective, size_bytes, rt_before_ns, rt_after_ns,
-    busy (process/wall time), overhead_ns (0-byte calls, or None; the barrier's on `solo`, an np-1
-    communicator of this process, when given), exchange_ns (barrier: the flag exchange primitive, else
+    busy (process/wall time), overhead_ns (0-byte calls on `solo`, an np-1 hw communicator of this
+    process; None without it), exchange_ns (barrier: the flag exchange primitive, else
     None), patterns ({name: (calls, steps, 5) ns}), concurrent (`measure.concurrent_rank` at
     CONCURRENT_SIZES), calls_ns}."""
     from cxlsim.emulator import primitives
@@ -134,11 +131,9 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     c0, w0 = time.process_time_ns(), time.perf_counter_ns()
     concurrent = concurrent_rank(comm, CONCURRENT_SIZES, CONCURRENT_WARMUP, CONCURRENT_ROUNDS)
     overhead = exchange = None
-    if collective in IN_JOB_OVERHEAD:
-        overhead = timed_calls(CollectiveSide(collective, "copy", comm, None, 0, False).op, comm.barrier,
+    if solo is not None:  # the call's software: the 0-byte call on this process's own np-1 pool
+        overhead = timed_calls(CollectiveSide(collective, "copy", solo, None, 0, False).op, _no_sync,
                                OVERHEAD_WARMUP, OVERHEAD_CALLS)
-    elif collective == "barrier" and solo is not None:  # its software alone: this process's own np-1 pool
-        overhead = timed_calls(solo.barrier, _no_sync, OVERHEAD_WARMUP, OVERHEAD_CALLS)
     if collective == "barrier":
         exchange = statistics.median(primitives.flag_exchange(comm, EXCHANGE_ROUNDS, EXCHANGE_GAP_NS)
                                      for _ in range(EXCHANGE_BATCHES))
@@ -158,7 +153,13 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
 
 def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSES):
     """One job's rank: `passes` passes of `run_block` over `keys` (with an np-1 communicator of this rank's
-    own for the barrier's software). Returns this rank's blocks."""
+    own for the calls' software). Returns this rank's blocks.
+
+    Why np 1 (measured 19:00, hw, load 4.4, medians of 400 calls): a 0-byte call costs 520-561 ns
+    (allreduce), 521-531 (reduce_scatter), 360-361 (alltoall), 331-340 (broadcast) at np 1, where it enters
+    the kernel and runs a step with no peer, but 360-400, 350-360, 240 and 211-221 ns at np 2, where it is
+    no step at all and skips the kernel's entry, which every call with bytes runs (np 1, 8 B: 630-651,
+    600, 410-421, 351 ns)."""
     from cxlsim.emulator.comm import PoolComm
     from cxlsim.emulator.pool import Pool
 
