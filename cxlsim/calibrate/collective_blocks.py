@@ -7,7 +7,7 @@ about a millisecond (`run_block`, in this order):
 2. the concurrent-copy primitive at 1 and 64 B (`CONCURRENT_SIZES`: the flags' price); the per-call
    overhead primitive: the 0-byte bench step on an np-1 hw pool of the rank's own process (its
    software, kernel entry included; the DES charges the np-2 step and flush mode's cache upkeep),
-   each call timed (`timed_calls`); for the barrier, its symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
+   each call timed (`timed_calls`); for the `SYMMETRIC` collectives, the symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
 3. the collective's copy pattern at that size (`patterns.kernel_steps`, `primitives.pattern_copy`;
    allreduce: both algorithms', so a profile prices either at every size);
 4. the collective itself: the bench's own step (`bench_collectives.CollectiveSide`) in osu's loop
@@ -69,8 +69,12 @@ DISTURBED x the best flush one seen: a rank was off its CPU for part of the prob
 microseconds to milliseconds), beyond any placement."""
 
 
+SYMMETRIC = ("allreduce", "reduce_scatter", "alltoall", "barrier")
+"""Collectives whose every step has every rank publish and poll at once (a broadcast's reader waits for a
+root that publishes and returns): their blocks measure the symmetric flag exchange, which the DES's waits
+in their calls are charged up to (`collectives.ExchangeCharges`)."""
 EXCHANGE_GAP_NS, EXCHANGE_ROUNDS, EXCHANGE_BATCHES = 200.0, 50, 9
-"""The symmetric flag exchange primitive (barrier blocks): `_probes.flag_exchange` with this much software
+"""The symmetric flag exchange primitive (`SYMMETRIC` blocks): `primitives.flag_exchange` with this much software
 between exchanges (a Python call's own cost here is 130-400 ns; the exchange beyond the gap measured
 267-289 ns hw and 587-674 ns flush, slow placement, over gaps of 100-400 ns alike, against 198-265 ns
 and 526-560 ns back to back), the median of EXCHANGE_BATCHES means of EXCHANGE_ROUNDS exchanges."""
@@ -134,7 +138,7 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     if solo is not None:  # the call's software: the 0-byte call on this process's own np-1 pool
         overhead = timed_calls(CollectiveSide(collective, "copy", solo, None, 0, False).op, _no_sync,
                                OVERHEAD_WARMUP, OVERHEAD_CALLS)
-    if collective == "barrier":
+    if collective in SYMMETRIC:
         exchange = statistics.median(primitives.flag_exchange(comm, EXCHANGE_ROUNDS, EXCHANGE_GAP_NS)
                                      for _ in range(EXCHANGE_BATCHES))
     patterns = {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from cxlsim.calibrate.collective_blocks import EXCHANGE_GAP_NS
+from cxlsim.calibrate.collective_blocks import EXCHANGE_GAP_NS, SYMMETRIC
 from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, jobs_line, measure_collectives
 from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
 from cxlsim.calibrate.local_model import MIN_PATH_NS, GiB, LocalModel, local_preset
@@ -160,7 +160,7 @@ def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_
     algorithm, data = _call(collective, size_bytes, large_bytes)
     preset = collective_preset(model, coherence, collective, size_bytes, large_bytes, bw, flush_line)
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
-    if collective == "barrier":  # osu_barrier: back-to-back symmetric exchanges, as the primitive
+    if collective in SYMMETRIC:  # every step is a symmetric flag exchange (the bench's barrier between calls too)
         t.charges = ExchangeCharges(exchange_charge_ns(model, coherence))
     overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
