@@ -1,18 +1,20 @@
 /* pool_kernels_ab.c: A/B runs of the pool kernels themselves (cxl_coll.h), without Python or MPI.
  *
- *   cc -O3 -I cxlsim/emulator -o /tmp/pool_kernels_ab benchmarks/pool_kernels_ab.c && /tmp/pool_kernels_ab [bytes] [nt]
+ *   cc -O3 -I cxlsim/emulator -o /tmp/pool_kernels_ab benchmarks/pool_kernels_ab.c && /tmp/pool_kernels_ab [bytes] [nt] [slot]
  *
  * Two processes share an anonymous mapping laid out as a pool (flags at 4096, two buffers of two
- * slots of 2 x bytes), pinned to CPUs 0 and 1. Per variant, in blocks of 20 calls (steady state,
+ * slots of `slot` bytes, at least and by default 2 x bytes; pool_collectives_vs_mpi.py's slots are 2 MiB), pinned to CPUs 0 and 1. Per variant, in blocks of 20 calls (steady state,
  * as the OSU loop runs one side per size) repeated 20 times, each call timed alone after a pool
  * barrier, the send buffer rewritten before each call (as a validated benchmark does). Variants:
  *   allgather kernel       cxl_coll_allgather (its own block goes from send to recv in the copy-in's pass)
  *   allgather 3 copies     the same steps by hand with the own block copied out of the slot
  *   allgather pipelined    128 KiB chunks: chunk k in (own kept), published, then the peer's chunk k-1 out
  *   <coll> copy+read       the copy call, then one read pass over recv (a broadcast root reads nothing)
- *   <coll> zero-copy+read  the view call, then one read pass over the result in place
+ *   <coll> zero-copy+read  the view call, then one read pass over the result in place (rows 0, 1)
+ *   allgather zc+read, own/peer row first   the same, the own (peer) row read first: the ranks never read
+ *                          the same row at the same time
  * nt = 1: copy-ins with non-temporal stores from 4 KiB (as PoolComm.choose_copy_in picks in the slow
- * placement). Each rank prints min, 10th percentile and median per variant (us), its flag round trips
+ * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile and median per variant (us), its flag round trips
  * before and after (below 200 ns: the fast placement) and the load average.
  */
 #define _GNU_SOURCE
@@ -26,10 +28,40 @@
 #define BLOCK 20
 #define BLOCKS 20
 #define CALLS (BLOCK * BLOCKS)
-enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, BC_READ, BC_ZC, AA_READ, AA_ZC, NV };
+enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC,
+       AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
+#define PARTS_FROM AG_READ_PARTS
+#define NPARTS 6
 static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allgather pipelined", "allgather copy+read",
-                                "allgather zero-copy+read", "broadcast copy+read", "broadcast zero-copy+read",
-                                "alltoall copy+read", "alltoall zero-copy+read"};
+                                "allgather zero-copy+read", "allgather zc+read, own row first",
+                                "allgather zc+read, peer row first", "broadcast copy+read",
+                                "broadcast zero-copy+read",
+                                "alltoall copy+read", "alltoall zero-copy+read", "allgather copy+read, parts",
+                                "allgather zero-copy+read, parts", "allgather zc, own plain, parts",
+                                "allgather zc, own prefetched, parts", "allgather zc, own+peer prefetched, parts",
+                                "allgather zc, own+peer prefetched to L2, parts", "allgather zc, own prefetchw+plain, parts",
+                                "broadcast copy+read, parts",
+                                "broadcast zero-copy+read, parts", "alltoall copy+read, parts",
+                                "alltoall zero-copy+read, parts"};
+/* The parts variants run the same steps as the kernel calls above by hand, with a clock read between
+ * steps; the names of their parts (root / reader for broadcast, root 0): */
+static const char *PARTS[NV][NPARTS] = {
+    [AG_READ_PARTS] = {"claim+copy-in (own kept)", "publish+wait", "copy-out peer", "read recv"},
+    [AG_ZC_PARTS] = {"claim+copy-in", "publish+wait", "read own slot", "read peer slot"},
+    [AG_ZC_PLAIN_PARTS] = {"claim+copy-in (plain)", "publish+wait", "read own slot", "read peer slot"},
+    [AG_ZC_PREFETCH_PARTS] = {"claim+copy-in", "publish+prefetch own+wait", "read own slot", "read peer slot"},
+    [AG_ZC_PREFETCH_BOTH_PARTS] = {"claim+copy-in", "publish+prefetch own+wait+prefetch peer", "read own slot",
+                                   "read peer slot"},
+    [AG_ZC_PREFETCH_BOTH_L2_PARTS] = {"claim+copy-in", "publish+prefetch own+wait+prefetch peer", "read own slot",
+                                      "read peer slot"},
+    [AG_ZC_PREFETCHW_PARTS] = {"claim+prefetchw+copy-in (plain)", "publish+wait", "read own slot", "read peer slot"},
+    [BC_READ_PARTS] = {"claim (root: +copy-in)", "root: publish; reader: wait", "reader: copy-out", "reader: ack",
+                       "reader: read recv"},
+    [BC_ZC_PARTS] = {"claim (root: +copy-in)", "root: publish; reader: wait", "reader: read slot"},
+    [AA_READ_PARTS] = {"claim+copy-in (peer's block)", "publish", "own block send->recv", "wait", "copy-out peer",
+                       "read recv"},
+    [AA_ZC_PARTS] = {"claim+copy-in (own plain)", "publish+wait", "read own block", "read peer block"}};
+static double part_t[NV][NPARTS][BLOCK * BLOCKS];
 static volatile uint64_t sink;
 
 static void pin(int cpu)
@@ -89,6 +121,101 @@ static void allgather_pipelined(cxl_coll_t *c, const char *send, char *recv, uin
     cxl_coll_note_all_written(c, e);
 }
 
+/* The kernels' steps at np 2, untimed, log off, one chunk, by hand, with the clock read after each step
+ * into part_t[v][k][i]. */
+static void run_parts(cxl_coll_t *c, int v, int i, char *send, char *recv, uint64_t n)
+{
+    cxl_pool_t *p = &c->pool;
+    int me = p->rank, peer = 1 - me, k = 0;
+    uint64_t round;
+    double t = cxl_now_ns(), now;
+#define PART() (now = cxl_now_ns(), part_t[v][k++][i] = now - t, t = now)
+    switch (v) {
+    case AG_READ_PARTS:
+        cxl_coll_claim(c, 1, &round);
+        cxl_copy_in_keep(p, cxl_slot(p, round, me), recv + me * n, send, n); PART();
+        cxl_publish(p, c->epoch, round, n); cxl_wait_all(p, c->epoch, 1e10); cxl_coll_note_all_written(c, c->epoch); PART();
+        memcpy(recv + peer * n, cxl_slot(p, round, peer), n); PART();
+        sink += cxl_read_pass(recv, 2 * n); PART();
+        break;
+    case AG_ZC_PARTS:
+    case AG_ZC_PLAIN_PARTS:
+    case AG_ZC_PREFETCH_PARTS:
+    case AG_ZC_PREFETCH_BOTH_PARTS:
+    case AG_ZC_PREFETCH_BOTH_L2_PARTS:
+    case AG_ZC_PREFETCHW_PARTS: {
+        cxl_coll_claim(c, 1, &round);
+        char *mine = cxl_slot(p, round, me);
+        if (v == AG_ZC_PREFETCHW_PARTS)
+            for (uint64_t off = 0; off < n; off += CXL_LINE) __builtin_prefetch(mine + off, 1);
+        if (v == AG_ZC_PLAIN_PARTS || v == AG_ZC_PREFETCHW_PARTS) memcpy(mine, send, n);
+        else cxl_copy_in(p, mine, send, n);
+        PART();
+        cxl_publish(p, c->epoch, round, n);
+        if (v == AG_ZC_PREFETCH_PARTS || v == AG_ZC_PREFETCH_BOTH_PARTS)
+            for (uint64_t off = 0; off < n; off += CXL_LINE) __builtin_prefetch(mine + off);
+        if (v == AG_ZC_PREFETCH_BOTH_L2_PARTS)
+            for (uint64_t off = 0; off < n; off += CXL_LINE) __builtin_prefetch(mine + off, 0, 2);
+        cxl_wait_all(p, c->epoch, 1e10); cxl_coll_note_all_written(c, c->epoch);
+        if (v == AG_ZC_PREFETCH_BOTH_PARTS)
+            for (uint64_t off = 0; off < n; off += CXL_LINE) __builtin_prefetch(cxl_slot(p, round, peer) + off);
+        if (v == AG_ZC_PREFETCH_BOTH_L2_PARTS)
+            for (uint64_t off = 0; off < n; off += CXL_LINE) __builtin_prefetch(cxl_slot(p, round, peer) + off, 0, 2);
+        PART();
+        sink += cxl_read_pass(cxl_slot(p, round, me), n); PART();
+        sink += cxl_read_pass(cxl_slot(p, round, peer), n); PART();
+        break;
+    }
+    case BC_READ_PARTS:
+    case BC_ZC_PARTS: {
+        cxl_coll_claim(c, me == 0, &round);
+        uint64_t e = c->epoch;
+        char *slot = cxl_slot(p, round, 0);
+        if (me == 0) {
+            cxl_copy_in(p, slot, send, n); PART();
+            cxl_publish(p, cxl_coll_written(e), round, n); PART();
+            c->epoch++;
+            break;
+        }
+        PART();
+        cxl_coll_wait_one(c, 0, cxl_coll_written(e)); PART();
+        if (v == BC_READ_PARTS) {
+            memcpy(recv, slot, n); PART();
+            cxl_publish(p, cxl_coll_done(e), round, 0); PART();
+            sink += cxl_read_pass(recv, n); PART();
+        } else {
+            sink += cxl_read_pass(slot, n); PART();
+            c->pending_ack = cxl_coll_done(e);
+            c->pending_ack_round = round;
+        }
+        c->epoch++;
+        break;
+    }
+    case AA_READ_PARTS: {
+        cxl_coll_claim(c, 1, &round);
+        char *mine = cxl_slot(p, round, me);
+        cxl_copy_in(p, mine + peer * n, send + peer * n, n); PART();
+        cxl_publish(p, c->epoch, round, 2 * n); PART();
+        memcpy(recv + me * n, send + me * n, n); PART();
+        cxl_wait_all(p, c->epoch, 1e10); cxl_coll_note_all_written(c, c->epoch); PART();
+        memcpy(recv + peer * n, cxl_slot(p, round, peer) + me * n, n); PART();
+        sink += cxl_read_pass(recv, 2 * n); PART();
+        break;
+    }
+    case AA_ZC_PARTS: {
+        cxl_coll_claim(c, 1, &round);
+        char *mine = cxl_slot(p, round, me);
+        cxl_copy_in(p, mine + peer * n, send + peer * n, n);
+        memcpy(mine + me * n, send + me * n, n); PART();
+        cxl_publish(p, c->epoch, round, 2 * n); cxl_wait_all(p, c->epoch, 1e10); cxl_coll_note_all_written(c, c->epoch); PART();
+        sink += cxl_read_pass(mine + me * n, n); PART();
+        sink += cxl_read_pass(cxl_slot(p, round, peer) + me * n, n); PART();
+        break;
+    }
+    }
+#undef PART
+}
+
 static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64_t slot)
 {
     int me = c->pool.rank;
@@ -101,6 +228,14 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
     case AG_ZC:
         cxl_coll_allgather_step(c, send, NULL, n);
         sink += cxl_read_pass(cxl_slot(&c->pool, c->round, 0), n) + cxl_read_pass(cxl_slot(&c->pool, c->round, 1), n);
+        break;
+    case AG_ZC_OWN_FIRST:
+        cxl_coll_allgather_step(c, send, NULL, n);
+        sink += cxl_read_pass(cxl_slot(&c->pool, c->round, me), n) + cxl_read_pass(cxl_slot(&c->pool, c->round, 1 - me), n);
+        break;
+    case AG_ZC_PEER_FIRST:
+        cxl_coll_allgather_step(c, send, NULL, n);
+        sink += cxl_read_pass(cxl_slot(&c->pool, c->round, 1 - me), n) + cxl_read_pass(cxl_slot(&c->pool, c->round, me), n);
         break;
     case BC_READ: cxl_coll_broadcast(c, me == 0 ? send : recv, n, 0); if (me) sink += cxl_read_pass(recv, n); break;
     case BC_ZC: cxl_coll_broadcast_view(c, send, n, 0, &out); if (me) sink += cxl_read_pass(out, n); break;
@@ -115,8 +250,10 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
 int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1 << 20;
-    int nt = argc > 2 ? atoi(argv[2]) : 0;
-    uint64_t slot = 2 * n, total = 8192 + 4 * slot;
+    uint64_t nt = argc > 2 ? strtoull(argv[2], NULL, 0) : 0, slot = argc > 3 ? strtoull(argv[3], NULL, 0) : 2 * n;
+    if (nt == 1) nt = 4096;
+    if (slot < 2 * n) slot = 2 * n;
+    uint64_t total = 8192 + 4 * slot;
     char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return 1;
     memset(base, 0, total);
@@ -126,7 +263,7 @@ int main(int argc, char **argv)
     cxl_pool_t p;
     memset(&p, 0, sizeof p);
     p.base = base; p.flags_offset = 4096; p.data_offset = 8192; p.slot_stride = slot;
-    p.nranks = 2; p.rank = rank; p.spin_iters = (uint64_t)1 << 30; p.nt_min_bytes = nt ? 4096 : 0;
+    p.nranks = 2; p.rank = rank; p.spin_iters = (uint64_t)1 << 30; p.nt_min_bytes = nt;
     cxl_coll_t c;
     cxl_coll_init(&c, &p, slot, 10e9);
     /* 16 bytes past a page, as malloc'd (numpy) buffers are */
@@ -141,7 +278,8 @@ int main(int argc, char **argv)
                 memset(send, fill, 2 * n);
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
-                run(&c, v, send, recv, n, slot);
+                if (v >= PARTS_FROM) run_parts(&c, v, i, send, recv, n);
+                else run(&c, v, send, recv, n, slot);
                 t[v][i] = cxl_now_ns() - t0;
                 if (v <= AG_READ && (unsigned char)recv[(1 - rank) * n + n - 1] != ((2 - rank + i + v) & 255)) {
                     fprintf(stderr, "rank %d: %s delivered a wrong block\n", rank, NAMES[v]);
@@ -155,12 +293,18 @@ int main(int argc, char **argv)
     for (int r = 0; r < 2; r++) {
         cxl_coll_barrier(&c);
         if (r == rank) {
-            printf("rank %d, %llu B per rank, copy-in %s; flag round trips %.0f / %.0f ns; load %s", rank,
-                   (unsigned long long)n, nt ? "non-temporal from 4 KiB" : "plain", trip0, trip1, load);
+            printf("rank %d, %llu B per rank, slots of %llu B, copy-in %s%.0llu%s; flag round trips %.0f / %.0f ns "
+                   "(below 200: the fast placement); load %s", rank, (unsigned long long)n, (unsigned long long)slot,
+                   nt ? "non-temporal from " : "plain", (unsigned long long)nt, nt ? " B" : "", trip0, trip1, load);
             for (int v = 0; v < NV; v++) {
                 qsort(t[v], CALLS, sizeof(double), by_value);
-                printf("  %-26s min %8.2f  q10 %8.2f  median %8.2f us\n", NAMES[v], t[v][0] / 1e3,
+                printf("  %-32s min %8.2f  q10 %8.2f  median %8.2f us\n", NAMES[v], t[v][0] / 1e3,
                        t[v][CALLS / 10] / 1e3, t[v][CALLS / 2] / 1e3);
+                for (int k = 0; v >= PARTS_FROM && k < NPARTS && PARTS[v][k]; k++) {
+                    qsort(part_t[v][k], CALLS, sizeof(double), by_value);
+                    printf("    %-30s min %8.2f  q10 %8.2f  median %8.2f us\n", PARTS[v][k], part_t[v][k][0] / 1e3,
+                           part_t[v][k][CALLS / 10] / 1e3, part_t[v][k][CALLS / 2] / 1e3);
+                }
             }
             fflush(stdout);
         }

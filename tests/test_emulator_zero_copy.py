@@ -96,6 +96,21 @@ def test_back_to_back_zero_copy_calls_with_random_delays_keep_every_view_intact(
     assert [bad for bad, _ in out] == [[]] * 3
 
 
+def _streamed_calls(comm, calls, seed, delays):
+    comm.nt_min_bytes = 1  # every copy-in streams, so every zero-copy call with data prefetches its blocks
+    return _calls(comm, calls, seed, delays)
+
+
+def test_zero_copy_calls_that_prefetch_streamed_blocks_deliver_the_same_results_and_events():
+    # with non-temporal copy-ins the views' blocks are prefetched into L2 (cxl_view_prefetch_on): a hint
+    # that changes neither a result nor the logged schedule, also with the ranks out of step
+    streamed = run_local(3, _streamed_calls, (60, 3, True), slot_bytes=SLOT, timeout_s=60)
+    plain = run_local(3, _calls, (60, 3, True), slot_bytes=SLOT, timeout_s=60)
+    for rank in range(3):
+        assert streamed[rank][0] == []
+        assert np.array_equal(streamed[rank][1], plain[rank][1]), f"rank {rank}: event logs differ"
+
+
 @pytest.mark.parametrize("nranks", [2, 3])
 def test_zero_copy_flush_schedules_pass_the_cache_model(nranks):
     logs = [log for _, log in run_local(nranks, _calls, (80, 5, False), slot_bytes=SLOT, coherence="flush",

@@ -135,6 +135,7 @@ static int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nby
         cxl_log(p, CXL_EV_MFENCE, 0, 0);
     }
     if (p->timed) cxl_delay(p, p->latency_ns); /* the caller's first load misses */
+    if (cxl_view_prefetch_on(p, nbytes, 1)) cxl_prefetch_l2(slot, nbytes); /* in memory: see cxl_ops.h */
     cxl_log(p, CXL_EV_READ, (int64_t)(slot - p->base), (int64_t)nbytes);
     c->pending_ack = cxl_coll_done(e);
     c->pending_ack_round = round;
@@ -215,8 +216,12 @@ static int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbyt
     cxl_coll_note_all_written(c, e);
     cxl_coll_acquire(c, round, me * nbytes, nbytes);
     if (p->timed && nbytes) cxl_delay(p, (double)(P - 1) * p->latency_ns); /* the caller's first loads miss */
-    for (uint64_t r = 0; r < P; r++)
-        if (r != me) cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, round, (int)r) + me * nbytes - p->base), (int64_t)nbytes);
+    int prefetch = cxl_view_prefetch_on(p, nbytes, P - 1); /* the others' blocks are in memory: see cxl_ops.h */
+    for (uint64_t r = 0; r < P; r++) {
+        if (r == me) continue;
+        if (prefetch) cxl_prefetch_l2(cxl_slot(p, round, (int)r) + me * nbytes, nbytes);
+        cxl_log(p, CXL_EV_READ, (int64_t)(cxl_slot(p, round, (int)r) + me * nbytes - p->base), (int64_t)nbytes);
+    }
     *column = cxl_slot(p, round, 0) + me * nbytes;
     return 0;
 }
