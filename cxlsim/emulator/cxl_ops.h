@@ -399,13 +399,13 @@ static void cxl_copy_in_keep(const cxl_pool_t *p, char *slot, char *own, const c
  * are in memory, in no cache, own block included, and the caller's read pass takes one memory miss
  * after another (np 2, 8 KiB: reading the own block 0.6-0.85 us where a cached one takes 0.07).
  * Prefetching every block the caller will read into L2 (prefetcht1), the own one after its publish and
- * the others' once their flags arrived, issues those misses together: np 2, slow placement, zero-copy
- * allgather + read pass, 10th percentile of 400 calls 2.64 -> 1.55 us at 8 KiB, 6.41 -> 5.37 at 32 KiB,
- * 30.2 -> 26.4 at 256 KiB, 60.3 -> 51.7 at 512 KiB (benchmarks/pool_kernels_ab.c, "prefetched to L2"
- * against "zero-copy+read, parts", load 5-10). With plain copy-ins (the fast placement) the blocks sit in
- * the writers' caches and prefetching measured no gain (8 KiB 1.24 against 1.16 us), so it is off then,
- * as in flush mode (whose reads follow invalidations) and with emulated timing (which charges the reads
- * itself). Up to CXL_VIEW_PREFETCH_BYTES in all: 2 MiB, the largest measured (1 MiB per block at np 2). */
+ * the others' once their flags arrived, issues those misses together. np 2, slow placement, view call
+ * + one read pass, mean of the ranks' medians (benchmarks/pool_kernels_ab.c, load 4-10), without ->
+ * with: allgather 3.12 -> 1.80 us at 8 KiB, 6.50 -> 4.95 at 32 KiB, 11.4 -> 9.9 at 64 KiB, 20.3 -> 17.9
+ * at 128 KiB, no gain from 256 KiB per block (hence CXL_VIEW_PREFETCH_BYTES in all); broadcast 1.06 ->
+ * 0.90 and alltoall 1.91 -> 1.46 at 8 KiB. With plain copy-ins (the fast placement) the blocks sit in
+ * the writers' caches and prefetching measured no gain, so it is off then, as in flush mode (whose
+ * reads follow invalidations) and with emulated timing (which charges the reads itself). */
 #define CXL_VIEW_PREFETCH_BYTES (256u << 10)
 
 static inline int cxl_view_prefetch_on(const cxl_pool_t *p, uint64_t block_bytes, uint64_t blocks)
