@@ -1,6 +1,8 @@
 """Issue 18 item 2, the 1 MiB row: the exchange step's excess beyond the L2 (256 KiB-4 MiB, CMA on, np 2).
 
 Run:  python experiments/osu_hypotheses/large_rows.py [--rounds 6] [--output DIR]
+      python experiments/osu_hypotheses/large_rows.py --max-bytes 1048576 --batches 20 [--window64]
+          # the rotation's A/B: without and with run_hypotheses.py's window-64 tables between the batches
 
 The x-w1 model takes an exchange step's cost as a one-way message plus the excess of a window-1
 osu_bibw over osu_latency (unchanged buffers). The question: does that excess follow what the
@@ -57,14 +59,19 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--max-bytes", type=int, default=4 << 20)
     ap.add_argument("--output", help="workspace directory (default runs/osu_large_rows-TIMESTAMP)")
+    ap.add_argument("--window64", action="store_true",
+                    help="also run osu_bw and osu_bibw at window 64 in the rotation, as run_hypotheses.py does "
+                         "(their 64 buffers per message stream through the caches between the other tables' batches)")
+    ap.add_argument("--batches", type=int, default=10, help="batches per size (OSU's iterations split over them)")
     args = ap.parse_args(argv)
+    tables = TABLES + (("bw", "bibw") if args.window64 else ())
     ws = Workspace(args.output) if args.output else Workspace.new("runs", "osu_large_rows")
     raw, best = [], {}  # best: {(placement, benchmark, size): fastest us over that placement's rounds}
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(tmp)
         for r in range(args.rounds):
             before, probe_before = loadavg(), probe_roundtrip_ns()
-            result = run_round(exe, {}, args.max_bytes, TABLES, batches=10)
+            result = run_round(exe, {}, args.max_bytes, tables, batches=args.batches)
             after, probe_after = loadavg(), probe_roundtrip_ns()
             where = placement(probe_before, probe_after)
             print(f"round {r + 1}/{args.rounds}: load {before} -> {after}; hw flag round trip "
@@ -84,8 +91,8 @@ def main(argv=None) -> int:
         if any(key[0] == where for key in best):
             lines.extend(table(where, {key[1:]: v for key, v in best.items() if key[0] == where}, rows))
     ws.write_csv("large_rows", rows)
-    ws.write_json("measurement", {"rounds": args.rounds, "batches": 10, "max_bytes": args.max_bytes,
-                                  "tables": list(TABLES), "cma": "on (the wheel's default)",
+    ws.write_json("measurement", {"rounds": args.rounds, "batches": args.batches, "max_bytes": args.max_bytes,
+                                  "tables": list(tables), "cma": "on (the wheel's default)",
                                   "placement": "2 ranks, unpinned (hydra default), one node, 2 vCPUs (KVM)",
                                   "l2_per_core_bytes": 1 << 20})
     ws.write_provenance(0)
