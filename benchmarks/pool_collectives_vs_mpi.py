@@ -20,7 +20,7 @@ the result in place, and the copy call plus one read pass over its result in rec
 fast as copy+read from 8 KiB (copy/zc, the call alone against zero-copy, is printed too).
 A placement not seen in the run is "not observed".
 The pool's copy-ins are chosen per round by `PoolComm.choose_copy_in` (non-temporal stores
-from 4 KiB in the slow placement, plain in the fast one; `--copy-in plain|nt` forces one, to
+from 2 KiB in the slow placement, plain in the fast one; `--copy-in plain|nt` forces one, to
 measure the cause). MPICH settings pass through the environment, e.g.
 MPIR_CVAR_CH4_CMA_ENABLE=0 (no CMA single copy) to test a cause.
 """
@@ -33,12 +33,12 @@ import subprocess
 import sys
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.comm import NT_SLOW_MIN_BYTES  # --copy-in nt: as PoolComm.choose_copy_in picks when slow
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
 ZERO_COPY_COLLECTIVES = ("allgather", "broadcast", "alltoall")
 ZERO_COPY_FROM = 8192  # the issue's target: zero-copy at least as fast as copy mode from 8 KiB
 FAST_ROUNDTRIP_NS = 200.0
-NT_MIN_BYTES = 4096  # --copy-in nt: as PoolComm.choose_copy_in picks in the slow placement
 
 
 def main() -> int:
@@ -51,7 +51,7 @@ def main() -> int:
     parser.add_argument("--coherence", choices=Coherence.names(), default=Coherence.HW.value)
     parser.add_argument("--copy-in", choices=("auto", "plain", "nt"), default="auto",
                         help="stores of the pool's copy-ins: auto = PoolComm.choose_copy_in per round (non-temporal "
-                             "in the slow placement), plain, or nt (non-temporal from 4 KiB)")
+                             "in the slow placement), plain, or nt (non-temporal from 2 KiB)")
     parser.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inside:
@@ -93,7 +93,7 @@ def _measure(comm, world, sizes, args):
         if args.copy_in == "auto":
             copy_ins.append(comm.choose_copy_in()["nt_min_bytes"])
         else:
-            comm.nt_min_bytes = NT_MIN_BYTES if args.copy_in == "nt" else 0
+            comm.nt_min_bytes = NT_SLOW_MIN_BYTES if args.copy_in == "nt" else 0
             copy_ins.append(comm.nt_min_bytes)
         for collective in args.collectives:
             for n in sizes_for(collective, sizes, world.size):

@@ -11,9 +11,10 @@
  *   allgather pipelined    128 KiB chunks: chunk k in (own kept), published, then the peer's chunk k-1 out
  *   <coll> copy+read       the copy call, then one read pass over recv (a broadcast root reads nothing)
  *   <coll> zero-copy+read  the view call, then one read pass over the result in place (rows 0, 1)
+ *   allreduce (float sum)  cxl_coll_allreduce of n / 4 floats (the small algorithm below 64 KiB)
  *   allgather zc+read, own/peer row first   the same, the own (peer) row read first: the ranks never read
  *                          the same row at the same time
- * nt = 1: copy-ins with non-temporal stores from 4 KiB (as PoolComm.choose_copy_in picks in the slow
+ * nt = 1: copy-ins with non-temporal stores from 2 KiB (as PoolComm.choose_copy_in picks in the slow
  * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile and median per variant (us), its flag round trips
  * before and after (below 200 ns: the fast placement) and the load average.
  */
@@ -28,7 +29,7 @@
 #define BLOCK 20
 #define BLOCKS 20
 #define CALLS (BLOCK * BLOCKS)
-enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC,
+enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AR_SMALL,
        AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
 #define PARTS_FROM AG_READ_PARTS
 #define NPARTS 6
@@ -36,7 +37,8 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "allgather zero-copy+read", "allgather zc+read, own row first",
                                 "allgather zc+read, peer row first", "broadcast copy+read",
                                 "broadcast zero-copy+read",
-                                "alltoall copy+read", "alltoall zero-copy+read", "allgather copy+read, parts",
+                                "alltoall copy+read", "alltoall zero-copy+read", "allreduce (float sum)",
+                                "allgather copy+read, parts",
                                 "allgather zero-copy+read, parts", "allgather zc, own plain, parts",
                                 "allgather zc, own prefetched, parts", "allgather zc, own+peer prefetched, parts",
                                 "allgather zc, own+peer prefetched to L2, parts", "allgather zc, own prefetchw+plain, parts",
@@ -244,6 +246,7 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         cxl_coll_alltoall_view(c, send, n, &out);
         sink += cxl_read_pass(out, n) + cxl_read_pass(out + slot, n);
         break;
+    case AR_SMALL: cxl_coll_allreduce(c, send, recv, n / 4, CXL_F32, CXL_SUM, 65536); break;
     }
 }
 
@@ -251,7 +254,7 @@ int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1 << 20;
     uint64_t nt = argc > 2 ? strtoull(argv[2], NULL, 0) : 0, slot = argc > 3 ? strtoull(argv[3], NULL, 0) : 2 * n;
-    if (nt == 1) nt = 4096;
+    if (nt == 1) nt = 2048;
     if (slot < 2 * n) slot = 2 * n;
     uint64_t total = 8192 + 4 * slot;
     char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);

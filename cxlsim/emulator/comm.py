@@ -42,7 +42,7 @@ WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB,
 ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES  # measured if CXLSIM_PROFILE names a profile (tuning.py)
 ALLREDUCE_LARGE_SOURCE = _pool_kernel.ALLREDUCE_LARGE_SOURCE
 SLOW_ROUNDTRIP_NS = 200.0  # hw flag round trip above which the host is disturbed or in its slow placement (host.py)
-NT_SLOW_MIN_BYTES = 4096  # non-temporal copy-ins from this size in the slow placement (choose_copy_in)
+NT_SLOW_MIN_BYTES = 2048  # non-temporal copy-ins from this size in the slow placement (choose_copy_in; = pools.c)
 SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8
 
@@ -269,10 +269,14 @@ class PoolComm(CommMixin, _pool_kernel.PoolKernel):
         3 x 100 round trips after 50); above SLOW_ROUNDTRIP_NS (the slow placement, or a disturbed
         host) copies of at least NT_SLOW_MIN_BYTES use non-temporal stores, below it plain ones
         (`nt_min_bytes` 0). Measured on this machine, np 2: in the slow placement non-temporal
-        copy-ins made copy-mode broadcast, allgather, alltoall and allreduce 1.2-1.5x faster at
-        4 KiB and 1.5-6x from 8 KiB (a line the other core holds Modified costs far more to read
-        there than one in memory; at 1-2 KiB it was a wash); in the fast placement (the cores
-        share their cache) 1.1-2.4x slower at every size. The ranks
+        copy-ins made copy-mode broadcast, allgather, alltoall and allreduce 1.3-1.6x faster at
+        2 KiB (C harness benchmarks/pool_kernels_ab.c, mean of the ranks' medians, 0.77 -> 0.57 us
+        broadcast, 1.30 -> 0.83 allgather, 1.33 -> 0.84 alltoall, 1.39 -> 1.07 allreduce: the
+        root's plain stores first take the lines back from the reader's cache, and the reader then
+        reads them from the writer's), 1.2-1.5x at 4 KiB and 1.5-6x from 8 KiB (a line the other
+        core holds Modified costs far more to read there than one in memory), and 1.1-1.2x slower
+        at 1 KiB; in the fast placement (the cores share their cache) 1.1-2.4x slower at every
+        size. The library's probe (cxlsim/mpi/pools.c) uses the same threshold. The ranks
         decide on the largest round trip any of them measured, so they decide alike. Other rank
         counts and flush mode are not probed and left as they are. Returns roundtrip_ns (None if
         not probed), placement and nt_min_bytes.
