@@ -290,10 +290,12 @@ def test_the_des_exchange_grows_by_exactly_its_charge_and_the_charge_makes_it_th
         assert exchange_charge_ns(measured, mode) == pytest.approx(321.0, abs=1e-6)
         assert des_exchange_ns(measured, mode, exchange_charge_ns(measured, mode)) == pytest.approx(base + 321.0)
         assert exchange_charge_ns(dataclasses.replace(m, exchange_ns={mode: base - 50.0}), mode) == 0.0  # never < 0
-        # a barrier call or a small allreduce (one step) carries the charge once, the large allreduce twice (two
-        # steps), a broadcast (its reader waits for a root that publishes and returns) none
-        for collective, size, waits in (("barrier", 0, 1), ("alltoall", 64, 1), ("allreduce", 64, 1),
-                                        ("allreduce", 1 << 16, 2), ("broadcast", 64, 0)):
+        # a barrier call carries the charge once; in flush mode a small allreduce or an alltoall (one step) once,
+        # the large allreduce twice (two steps); a broadcast (its reader waits for a root that publishes and
+        # returns) none, and in hw mode only the barrier is charged (`charged_exchange`)
+        flush = mode == "flush"
+        for collective, size, waits in (("barrier", 0, 1), ("alltoall", 64, flush), ("allreduce", 64, flush),
+                                        ("allreduce", 1 << 16, 2 * flush), ("broadcast", 64, 0)):
             large = 1 << 16
             assert predict_collective(measured, mode, collective, size, large) \
                 - predict_collective(m, mode, collective, size, large) == pytest.approx(321.0 * waits, abs=1e-6)

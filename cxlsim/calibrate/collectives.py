@@ -35,7 +35,7 @@ from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import vector_of
 
 __all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "ExchangeCharges", "collective_bw", "des_exchange_ns",
-           "exchange_charge_ns", "collective_preset", "fold_bytes",
+           "exchange_charge_ns", "charged_exchange", "collective_preset", "fold_bytes",
            "format_collectives", "format_fold", "job_model", "measure_collectives", "predict_collective",
            "row_model", "summarize_collectives", "summary_line", "validate_collectives"]
 
@@ -160,7 +160,7 @@ def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_
     algorithm, data = _call(collective, size_bytes, large_bytes)
     preset = collective_preset(model, coherence, collective, size_bytes, large_bytes, bw, flush_line)
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
-    if collective in SYMMETRIC:  # every step is a symmetric flag exchange (the bench's barrier between calls too)
+    if charged_exchange(collective, coherence):  # its steps' waits (the bench's barrier between calls too)
         t.charges = ExchangeCharges(exchange_charge_ns(model, coherence))
     overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
@@ -240,6 +240,20 @@ def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, pa
     if exchange is not None:
         model = dataclasses.replace(model, exchange_ns=dict(model.exchange_ns, **{mode: exchange}))
     return model
+
+
+def charged_exchange(collective: str, coherence: Coherence) -> bool:
+    """Whether the DES's waits in this collective's calls are charged up to the measured symmetric flag
+    exchange: the barrier (osu_barrier's back-to-back exchanges are the probe's loop) in both modes, and
+    in flush mode every collective whose steps are symmetric exchanges (`collective_blocks.SYMMETRIC`).
+
+    Chosen by an A/B on held-out runs (19:00-19:06, load 3.7-4.7): flush allreduce, reduce_scatter and
+    alltoall at 4 B-4 KiB were 12-25% short uncharged and within a median 4-8% charged (a flush poll is a
+    clflushopt, an mfence and a load from memory, so a core polling its peer's line while both publish
+    costs what the probe costs); hw ones were within a median 3.8-5.4% uncharged in the slow placement and
+    10-30% over charged there (x86 posts the flag store, and in a call the line moves while the rank
+    still copies, which the probe's clock spin does not)."""
+    return collective == "barrier" or (coherence == Coherence.FLUSH and collective in SYMMETRIC)
 
 
 class ExchangeCharges(ExtraCharges):
