@@ -36,15 +36,14 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
  * Python harness starts at 4 KiB. */
 #define SLOW_ROUNDTRIP_NS 200.0
 #define NT_SLOW_MIN_BYTES 2048u
-/* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): in the fast
- * placement, and when not probed, 2 of the area's 10 lines per half; in the slow placement 6.
- * Measured at np 2 against the slot path (benchmarks/allreduce_split.py, per-call medians, loaded
- * machine, after the slot path's fold took this rank's block from send): fast placement 70-80
- * against 100 ns at 4-64 B, the same at 128 B, 5-10% slower at 168-280 B and 1.2-1.7x slower from
- * 336 B; slow placement 1.1-1.5x faster at 4-280 B, the same at 336 B, slower from 392 B (the
- * writer's stores into lines the reader is polling bounce between the cores). */
-#define INLINE_FAST_BYTES (2 * CXL_COLL_LINE_PAYLOAD)
-#define INLINE_SLOW_BYTES (6 * CXL_COLL_LINE_PAYLOAD)
+/* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): 2 of the
+ * area's 10 lines per half, in both placements. Measured at np 2 against the slot path
+ * (benchmarks/allreduce_split.py, per-call medians, loaded machine, after the slot path's fold
+ * took this rank's block from send and folded straight into recv): fast placement 1.4x faster at
+ * 4-56 B, 1.0-1.2x at 112 B, 0.8-1.1x at 168 B, slower from 224 B; slow placement 1.3-1.5x faster
+ * at 4-56 B, 0.7-1.3x at 112 B (three runs), 0.9-1.0x at 168 B, slower from 224 B (the writer's
+ * stores into lines the reader is polling bounce between the cores). */
+#define INLINE_BYTES (2 * CXL_COLL_LINE_PAYLOAD)
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cxlsim_pool_t *pools; /* every live pool */
@@ -115,7 +114,7 @@ static void pool_kernel(cxlsim_pool_t *pool)
     if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
     p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
     cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
-    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = INLINE_FAST_BYTES; /* the slow placement: see below */
+    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = INLINE_BYTES;
 }
 
 typedef struct {
@@ -196,8 +195,7 @@ static cxlsim_pool_t *pool_new(MPI_Comm comm)
 }
 
 /* At np = 2 in hw mode without emulated timing: time the flag round trip (the best of 3 x 100
- * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores and the
- * line-flag allreduce's limit (INLINE_*_BYTES) by it:
+ * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores by it:
  * measured here, non-temporal copy-ins are 1.5-6x faster from 8 KiB when the round trip is slow
  * (a line Modified in the other core's cache costs far more to read than one in memory) and
  * 1.1-2.4x slower when it is fast (the cores share their cache). Collective on pool->comm. */
@@ -214,10 +212,8 @@ static void pool_choose_copy_in(cxlsim_pool_t *pool)
     PMPI_Allreduce(&best, &worst, 1, MPI_DOUBLE, MPI_MAX, pool->comm);
     int slow = worst > SLOW_ROUNDTRIP_NS;
     c->pool.nt_min_bytes = slow ? NT_SLOW_MIN_BYTES : 0;
-    c->inline_bytes = slow ? INLINE_SLOW_BYTES : INLINE_FAST_BYTES;
-    cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: %s copy-ins, allreduce inputs up to "
-               "%llu B in the inline area", worst, slow ? "slow" : "fast", c->pool.nt_min_bytes ? "non-temporal" : "plain",
-               (unsigned long long)c->inline_bytes);
+    cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: non-temporal copy-ins from %llu B "
+               "(0: never)", worst, slow ? "slow" : "fast", (unsigned long long)c->pool.nt_min_bytes);
 }
 
 static void pool_map_all(cxlsim_pool_t *pool)
