@@ -15,7 +15,8 @@ interleaved batches so drift hits every variant alike:
   - the slot path changed in one thing each: `slot-own-slot` folds this rank's block from its own
     slot (which the peer reads at the same time), `slot-sfence` publishes through cxl_publish (an
     sfence before the flag), `slot-nt` copies in with non-temporal stores at every size,
-    `slot-direct-fold` folds by one loop straight into recv (no stack buffer between);
+    `slot-direct-fold` folds by one loop straight into recv; `slot-nt-no-prefetch` is `slot-nt`
+    without the kernel's prefetch of the peer's lines after non-temporal copy-ins;
   - line-flag candidates in a mapping of their own (so beyond 560 B too): `poll-last` polls the
     writer's last line alone and then copies every line (release/acquire on that line orders the
     rest), `poll-pause` polls every line with --pause pauses between polls;
@@ -55,10 +56,10 @@ PROGRAM = r"""
 #include "cxl_coll.h"
 
 enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, SLOT_OWN_SLOT, SLOT_SFENCE, SLOT_NT, SLOT_DIRECT_FOLD, POLL_LAST,
-       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, NVARIANTS };
+       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, NVARIANTS };
 static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "slot-own-slot",
                                              "slot-sfence", "slot-nt", "slot-direct-fold", "poll-last", "poll-pause",
-                                             "allgather", "allgather-nt"};
+                                             "allgather", "allgather-nt", "slot-nt-no-prefetch"};
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
 /* The candidate line-flag protocols: lines of 56 payload bytes + an epoch, as the kernel's, in
@@ -120,10 +121,11 @@ static void cand_lines(cxl_coll_t *c, int how, const char *send, char *recv, uin
     cxl_fold(CXL_F32, CXL_SUM, recv, blocks, 2, count);
 }
 
-/* The slot path's variants: copy-in, publish (sfence: as cxl_publish; else the flag's release store
- * alone, as the kernel), wait, then the fold of both blocks: this rank's from its own slot (as
- * the kernel did before it took it from send), from send through cxl_fold, or from send by one
- * loop straight into recv (no stack buffer between: direct). */
+/* The slot path's variants: copy-in (cxl_coll_copy_in: non-temporal from pool.nt_min_bytes),
+ * publish (sfence: as cxl_publish; else the flag's release store alone, as the kernel after plain
+ * copy-ins), wait, then the fold of both blocks, with no prefetch of the peer's lines: this
+ * rank's from its own slot, from send through cxl_fold, or from send by one loop straight into
+ * recv (direct). */
 static void slot_variant(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int sfence, int own_slot,
                          int direct)
 {
@@ -131,7 +133,7 @@ static void slot_variant(cxl_coll_t *c, const char *send, char *recv, uint64_t c
     uint64_t round;
     cxl_coll_claim(c, 1, &round);
     uint64_t e = c->epoch;
-    memcpy(cxl_slot(p, round, p->rank), send, count * 4);
+    cxl_coll_copy_in(c, cxl_slot(p, round, p->rank), send, count * 4);
     if (sfence) cxl_publish(p, cxl_coll_written(e), round, count * 4);
     else __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
     cxl_coll_wait_all(c, cxl_coll_written(e));
@@ -236,7 +238,7 @@ int main(int argc, char **argv)
                 memset(steps, 0, sizeof steps);
                 memset(w, 0, bytes);
                 c.inline_bytes = v == LINES ? CXL_COLL_LINES_MAX : 0;
-                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT ? CXL_LINE : 0; /* -nt: non-temporal copy-ins at every size */
+                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT || v == SLOT_NT_NO_PREFETCH ? CXL_LINE : 0; /* -nt: non-temporal copy-ins at every size */
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
                 for (int i = 0; i < iters; i++) {
@@ -248,6 +250,7 @@ int main(int argc, char **argv)
                     else if (v == SLOT_OWN_SLOT) slot_variant(&c, (char *)s, (char *)w, count, 0, 1, 0);
                     else if (v == SLOT_SFENCE) slot_variant(&c, (char *)s, (char *)w, count, 1, 0, 0);
                     else if (v == SLOT_DIRECT_FOLD) slot_variant(&c, (char *)s, (char *)w, count, 0, 0, 1);
+                    else if (v == SLOT_NT_NO_PREFETCH) slot_variant(&c, (char *)s, (char *)w, count, 1, 0, 0);
                     else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);
