@@ -110,7 +110,7 @@ static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uin
 
 static void cand_lines(cxl_coll_t *c, int how, const char *send, char *recv, uint64_t count)
 {
-    uint64_t round;
+    uint64_t round = 0;
     char peer[CAND_LINES * CXL_COLL_LINE_PAYLOAD] __attribute__((aligned(64)));
     cxl_coll_claim(c, 1, &round);
     uint64_t e = c->epoch;
@@ -130,7 +130,7 @@ static void slot_variant(cxl_coll_t *c, const char *send, char *recv, uint64_t c
                          int direct)
 {
     cxl_pool_t *p = &c->pool;
-    uint64_t round;
+    uint64_t round = 0;
     cxl_coll_claim(c, 1, &round);
     uint64_t e = c->epoch;
     cxl_coll_copy_in(c, cxl_slot(p, round, p->rank), send, count * 4);
