@@ -138,7 +138,7 @@ def test_scenario_file_keys_the_preset_ignores_are_errors(cxlsim, tmp_path):
 @pytest.mark.parametrize("extra, message", [
     ({"fabric": {"hosts_per_leaf": 4}}, "fabric.hosts_per_leaf: applies to topology fat_tree, not 'star'"),
     ({"fabric": {"oversubscription": 2.0}}, "fabric.oversubscription: applies to topology fat_tree"),
-    ({"workload": {"root": 1}}, r"workload.root: applies to the rooted collectives \(broadcast, gather\), not allgather"),
+    ({"workload": {"root": 1}}, r"workload.root: applies to the rooted collectives \(broadcast, gather, reduce, scatter\), not allgather"),
     ({"workload": {"inter_algorithm": "bruck"}}, "workload.inter_algorithm: applies to algorithm hierarchical"),
 ])
 def test_a_network_key_its_topology_or_collective_does_not_use_is_an_error(extra, message):
