@@ -37,13 +37,17 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
 #define SLOW_ROUNDTRIP_NS 200.0
 #define NT_SLOW_MIN_BYTES 2048u
 /* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): 2 of the
- * area's 10 lines per half, in both placements. Measured at np 2 against the slot path
- * (benchmarks/allreduce_split.py, per-call medians, loaded machine, after the slot path's fold
- * took this rank's block from send and folded straight into recv): fast placement 1.4x faster at
- * 4-56 B, 1.0-1.2x at 112 B, 0.8-1.1x at 168 B, slower from 224 B; slow placement 1.3-1.5x faster
- * at 4-56 B, 0.7-1.3x at 112 B (three runs), 0.9-1.0x at 168 B, slower from 224 B (the writer's
- * stores into lines the reader is polling bounce between the cores). */
-#define INLINE_BYTES (2 * CXL_COLL_LINE_PAYLOAD)
+ * area's 10 lines per half in the fast placement (and when not probed), 3 in the slow one.
+ * Measured at np 2 against the slot path (benchmarks/allreduce_split.py, per-call medians, loaded
+ * machine, after the slot path's fold took this rank's block from send and folded straight into
+ * recv): fast placement 1.4x faster at 4-56 B, 1.0-1.2x at 112 B, 0.8-1.1x at 168 B, slower from
+ * 224 B; slow placement 1.3-1.5x faster at 4-56 B, 0.7-1.3x at 112 B (three runs), 0.94-1.0x at
+ * 128-168 B, slower from 224 B (the writer's stores into lines the reader is polling bounce
+ * between the cores). Through the library (mpi_interpose.py, slow placement, per-call medians)
+ * the 128 B allreduce was 2.24-2.52x MPICH's on the line-flag path and 1.85-2.10x on the slot
+ * path (four runs each), hence 3 lines there. */
+#define INLINE_FAST_BYTES (2 * CXL_COLL_LINE_PAYLOAD)
+#define INLINE_SLOW_BYTES (3 * CXL_COLL_LINE_PAYLOAD)
 
 static int keyval = MPI_KEYVAL_INVALID;
 static cxlsim_pool_t *pools; /* every live pool */
@@ -114,7 +118,7 @@ static void pool_kernel(cxlsim_pool_t *pool)
     if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
     p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
     cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
-    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = INLINE_BYTES;
+    if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = INLINE_FAST_BYTES; /* the slow placement: see below */
 }
 
 typedef struct {
@@ -195,7 +199,8 @@ static cxlsim_pool_t *pool_new(MPI_Comm comm)
 }
 
 /* At np = 2 in hw mode without emulated timing: time the flag round trip (the best of 3 x 100
- * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores by it:
+ * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores and the
+ * line-flag allreduce's limit (INLINE_*_BYTES) by it:
  * measured here, non-temporal copy-ins are 1.5-6x faster from 8 KiB when the round trip is slow
  * (a line Modified in the other core's cache costs far more to read than one in memory) and
  * 1.1-2.4x slower when it is fast (the cores share their cache). Collective on pool->comm. */
@@ -212,8 +217,10 @@ static void pool_choose_copy_in(cxlsim_pool_t *pool)
     PMPI_Allreduce(&best, &worst, 1, MPI_DOUBLE, MPI_MAX, pool->comm);
     int slow = worst > SLOW_ROUNDTRIP_NS;
     c->pool.nt_min_bytes = slow ? NT_SLOW_MIN_BYTES : 0;
+    c->inline_bytes = slow ? INLINE_SLOW_BYTES : INLINE_FAST_BYTES;
     cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: non-temporal copy-ins from %llu B "
-               "(0: never)", worst, slow ? "slow" : "fast", (unsigned long long)c->pool.nt_min_bytes);
+               "(0: never), allreduce inputs up to %llu B in the inline area", worst, slow ? "slow" : "fast",
+               (unsigned long long)c->pool.nt_min_bytes, (unsigned long long)c->inline_bytes);
 }
 
 static void pool_map_all(cxlsim_pool_t *pool)
