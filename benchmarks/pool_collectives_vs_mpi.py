@@ -9,11 +9,13 @@ with the same OSU loop (`cxlsim.emulator.bench.run_plan`, contents validated eve
 iteration), one right after the other, so the machine's drift hits both. Reductions are
 MPI_FLOAT sums from 4 B (osu_allreduce's start; reduce_scatter from one float per rank).
 The host placement is told by the hw flag round trip on the run's own pool, probed before
-and after (below 200 ns: the fast placement, as calibration_error.py's threshold; above:
-the slow placement or a disturbed host). It prints, per collective, the medians over rounds
-and the ratio MPI time / pool time per size (its range over the rounds in brackets), and
-the targets: >= 1x at every size from 1 B to 1 MiB, >= 2x up to 4 KiB (the calls alone, as
-OSU times them). Allgather, broadcast and alltoall also time what a caller that uses the
+the first round and after each (below 200 ns: the fast placement, as calibration_error.py's threshold;
+above: the slow placement or a disturbed host). The placement of this machine changes within
+seconds, so each round is classed by the probes around it (fast, slow, or mixed when it changed
+during the round) and every placement seen gets its own tables and targets. Per collective it
+prints the medians over that placement's rounds and the ratio MPI time / pool time per size
+(its range over the rounds in brackets), and the targets: >= 1x at every size from 1 B to
+1 MiB, >= 2x up to 4 KiB (the calls alone, as OSU times them). Allgather, broadcast and alltoall also time what a caller that uses the
 result does: the fused zero-copy call (the kernel puts the data in) plus one read pass over
 the result in place, and the copy call plus one read pass over its result in recvbuf
 ("copy+read"; a broadcast's root reads nothing in either); target: zero-copy at least as
@@ -108,30 +110,53 @@ def _measure(comm, world, sizes, args):
     if world.rank != 0:
         return 0
     load = os.getloadavg()
-    fast = [r for r in roundtrips if r < FAST_ROUNDTRIP_NS]
-    placement = ("fast" if len(fast) == len(roundtrips) else "slow or disturbed" if not fast else "mixed") \
-        if roundtrips else "not probed (flush mode)"
     cma = os.environ.get("MPIR_CVAR_CH4_CMA_ENABLE")
     print(f"# pool_collectives_vs_mpi: np {world.size}, coherence {args.coherence}, rounds {args.rounds}, "
           + (f"MPIR_CVAR_CH4_CMA_ENABLE={cma}, " if cma is not None else "")
-          + 
-f"{args.iterations} iterations per size, medians in us; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+          + f"{args.iterations} iterations per size, medians in us; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print(f"# copy-ins into the pool (--copy-in {args.copy_in}), per round: "
           + ", ".join(f"non-temporal from {n} B" if n else "plain" for n in copy_ins))
-    unseen = {"fast": "the slow placement", "slow or disturbed": "the fast placement"}.get(placement)
-    print(f"# host placement: {placement}; hw flag round trips "
-          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns)"
-          + (f"; {unseen}: not observed" if unseen else ""))
+    print(f"# hw flag round trips before the first round and after each: "
+          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns)")
+    groups = placement_groups(roundtrips, args.rounds)
+    for name in ("fast", "slow or disturbed"):
+        if name not in groups:
+            print(f"# {name} placement: not observed")
+    for name, rounds in groups.items():
+        report(name, rounds, samples, sizes, world.size, args.collectives)
+    return 0
+
+
+def placement_groups(roundtrips: list[float], rounds: int) -> dict[str, list[int]]:
+    """Round indices per placement: a round is fast when the probes before and after it are both below
+    FAST_ROUNDTRIP_NS, slow (or disturbed) when both are above, mixed when the placement changed
+    during it; without probes (flush mode) every round is 'not probed'."""
+    if not roundtrips:
+        return {"not probed (flush mode)": list(range(rounds))}
+    groups: dict[str, list[int]] = {}
+    for k in range(rounds):
+        fast = [r < FAST_ROUNDTRIP_NS for r in roundtrips[k:k + 2]]
+        name = "fast" if all(fast) else "slow or disturbed" if not any(fast) else "mixed (changed during the round)"
+        groups.setdefault(name, []).append(k)
+    return groups
+
+
+def report(placement: str, rounds: list[int], samples, sizes, nranks: int, collectives) -> None:
+    """The tables and the targets over the given rounds (those of one placement)."""
+    print(f"\n## placement: {placement}, rounds {', '.join(str(k + 1) for k in rounds)} "
+          f"(medians over these rounds; (rounds): the per-round ratios' range)")
     misses = []
-    for collective in args.collectives:
+    for collective in collectives:
         zero_copy = collective in ZERO_COPY_COLLECTIVES
         print(f"\n# {collective}" + ("; zero-copy: the fused view call plus one read pass in place; copy+read: the "
                                      "copy call plus one read pass over recvbuf" if zero_copy else ""))
         print(f"{'size':>8} {'pool':>10} {'MPI':>10} {'MPI/pool':>9} {'(rounds)':>13}"
               + (f" {'zero-copy':>10} {'MPI/zc':>7} {'copy/zc':>8} {'copy+read':>10} {'c+r/zc':>7} {'(rounds)':>13}"
                  if zero_copy else ""))
-        for n in sizes_for(collective, sizes, world.size):
-            pools, mpis = samples[(collective, "copy", n)], samples[(collective, "mpi", n)]
+        for n in sizes_for(collective, sizes, nranks):
+            of = {side: [samples[(collective, side, n)][k] for k in rounds]
+                  for side in (("copy", "mpi", "zero-copy", "copy-read") if zero_copy else ("copy", "mpi"))}
+            pools, mpis = of["copy"], of["mpi"]
             pool, mpi = statistics.median(pools), statistics.median(mpis)
             ratio = mpi / pool if pool > 0 else float("nan")
             per_round = [m / p for m, p in zip(mpis, pools) if p > 0]
@@ -141,7 +166,7 @@ f"{args.iterations} iterations per size, medians in us; load average {load[0]:.1
             elif n <= 4096 and ratio < 2.0:
                 misses.append(f"{collective} {n} B: {ratio:.2f}x (below 2x up to 4 KiB)")
             if zero_copy:
-                zcs, reads = samples[(collective, "zero-copy", n)], samples[(collective, "copy-read", n)]
+                zcs, reads = of["zero-copy"], of["copy-read"]
                 zc, read = statistics.median(zcs), statistics.median(reads)
                 per_round = [c / z for c, z in zip(reads, zcs) if z > 0]
                 line += (f" {zc:10.2f} {mpi / zc:7.2f} {pool / zc:8.2f} {read:10.2f} {read / zc:7.2f} "
@@ -151,8 +176,6 @@ f"{args.iterations} iterations per size, medians in us; load average {load[0]:.1
             print(line)
     print(f"\n# targets in this placement ({placement}): " +
           ("all met" if not misses else f"{len(misses)} missed:\n#   " + "\n#   ".join(misses)))
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
