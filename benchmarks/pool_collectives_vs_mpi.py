@@ -10,9 +10,10 @@ iteration), one right after the other, so the machine's drift hits both. Reducti
 MPI_FLOAT sums from 4 B (osu_allreduce's start; reduce_scatter from one float per rank).
 The host placement is told by the hw flag round trip on the run's own pool, probed before
 the first round and after each (below 200 ns: the fast placement, as calibration_error.py's threshold;
-above: the slow placement or a disturbed host). The placement of this machine changes within
-seconds, so each round is classed by the probes around it (fast, slow, or mixed when it changed
-during the round) and every placement seen gets its own tables and targets. Per collective it
+above: the slow placement; from 2000 ns, 4x the slow one's, disturbed: a rank waited for a CPU).
+The placement of this machine changes within seconds, so each round is classed by the probes
+around it (fast, slow, disturbed, or mixed when they differ) and every class seen gets its own
+tables and targets. Per collective it
 prints the medians over that placement's rounds and the ratio MPI time / pool time per size
 (its range over the rounds in brackets), and the targets: >= 1x at every size from 1 B to
 1 MiB, >= 2x up to 4 KiB (the calls alone, as OSU times them). Allgather, broadcast and alltoall also time what a caller that uses the
@@ -41,6 +42,7 @@ COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoal
 ZERO_COPY_COLLECTIVES = ("allgather", "broadcast", "alltoall")
 ZERO_COPY_FROM = 8192  # the issue's target: zero-copy at least as fast as copy mode from 8 KiB
 FAST_ROUNDTRIP_NS = 200.0
+DISTURBED_ROUNDTRIP_NS = 2000.0  # 4x the slow placement's 440-500 ns: a rank waited for a CPU
 
 
 def main() -> int:
@@ -117,9 +119,10 @@ def _measure(comm, world, sizes, args):
     print(f"# copy-ins into the pool (--copy-in {args.copy_in}), per round: "
           + ", ".join(f"non-temporal from {n} B" if n else "plain" for n in copy_ins))
     print(f"# hw flag round trips before the first round and after each: "
-          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns)")
+          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns, "
+          f"disturbed from {DISTURBED_ROUNDTRIP_NS:.0f} ns, slow between)")
     groups = placement_groups(roundtrips, args.rounds)
-    for name in ("fast", "slow or disturbed"):
+    for name in ("fast", "slow"):
         if name not in groups:
             print(f"# {name} placement: not observed")
     for name, rounds in groups.items():
@@ -127,16 +130,22 @@ def _measure(comm, world, sizes, args):
     return 0
 
 
+def placement_class(roundtrip_ns: float) -> str:
+    """'fast' below FAST_ROUNDTRIP_NS, 'disturbed' from DISTURBED_ROUNDTRIP_NS, else 'slow'."""
+    return ("fast" if roundtrip_ns < FAST_ROUNDTRIP_NS else
+            "disturbed" if roundtrip_ns >= DISTURBED_ROUNDTRIP_NS else "slow")
+
+
 def placement_groups(roundtrips: list[float], rounds: int) -> dict[str, list[int]]:
-    """Round indices per placement: a round is fast when the probes before and after it are both below
-    FAST_ROUNDTRIP_NS, slow (or disturbed) when both are above, mixed when the placement changed
-    during it; without probes (flush mode) every round is 'not probed'."""
+    """Round indices per placement: a round is fast (slow, disturbed) when the probes before and after
+    it are both of that class (`placement_class`), mixed when they differ (the placement changed
+    during the round or a probe was disturbed); without probes (flush mode) every round is 'not probed'."""
     if not roundtrips:
         return {"not probed (flush mode)": list(range(rounds))}
     groups: dict[str, list[int]] = {}
     for k in range(rounds):
-        fast = [r < FAST_ROUNDTRIP_NS for r in roundtrips[k:k + 2]]
-        name = "fast" if all(fast) else "slow or disturbed" if not any(fast) else "mixed (changed during the round)"
+        classes = {placement_class(r) for r in roundtrips[k:k + 2]}
+        name = classes.pop() if len(classes) == 1 else "mixed (the probes around the round differ)"
         groups.setdefault(name, []).append(k)
     return groups
 
