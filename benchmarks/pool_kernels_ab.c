@@ -15,7 +15,7 @@
  *   allgather zc+read, own/peer row first   the same, the own (peer) row read first: the ranks never read
  *                          the same row at the same time
  * nt = 1: copy-ins with non-temporal stores from 2 KiB (as PoolComm.choose_copy_in picks in the slow
- * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile and median per variant (us), its flag round trips
+ * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile, median and mean (OSU's figure) per variant (us), its flag round trips
  * before and after (below 200 ns: the fast placement) and the load average.
  */
 #define _GNU_SOURCE
@@ -300,9 +300,11 @@ int main(int argc, char **argv)
                    "(below 200: the fast placement); load %s", rank, (unsigned long long)n, (unsigned long long)slot,
                    nt ? "non-temporal from " : "plain", (unsigned long long)nt, nt ? " B" : "", trip0, trip1, load);
             for (int v = 0; v < NV; v++) {
+                double sum = 0.0;
+                for (int i = 0; i < CALLS; i++) sum += t[v][i];
                 qsort(t[v], CALLS, sizeof(double), by_value);
-                printf("  %-32s min %8.2f  q10 %8.2f  median %8.2f us\n", NAMES[v], t[v][0] / 1e3,
-                       t[v][CALLS / 10] / 1e3, t[v][CALLS / 2] / 1e3);
+                printf("  %-32s min %8.2f  q10 %8.2f  median %8.2f  mean %8.2f us\n", NAMES[v], t[v][0] / 1e3,
+                       t[v][CALLS / 10] / 1e3, t[v][CALLS / 2] / 1e3, sum / CALLS / 1e3);
                 for (int k = 0; v >= PARTS_FROM && k < NPARTS && PARTS[v][k]; k++) {
                     qsort(part_t[v][k], CALLS, sizeof(double), by_value);
                     printf("    %-30s min %8.2f  q10 %8.2f  median %8.2f us\n", PARTS[v][k], part_t[v][k][0] / 1e3,
