@@ -15,8 +15,9 @@
  *   allgather zc+read, own/peer row first   the same, the own (peer) row read first: the ranks never read
  *                          the same row at the same time
  * nt = 1: copy-ins with non-temporal stores from 2 KiB (as PoolComm.choose_copy_in picks in the slow
- * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile, median and mean (OSU's figure) per variant (us), its flag round trips
- * before and after (below 200 ns: the fast placement) and the load average.
+ * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile, median and
+ * mean (OSU's figure) per variant (us), its flag round trips before and after (below 200 ns: the fast
+ * placement) and the load average.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
