@@ -335,8 +335,8 @@ def main() -> int:
         print(f"{format_size(n):>7} " + " ".join(cell(med, lo, hi, k) for k in timed)
               + f" | {'':11}{steps[:36]} | {'':12}{steps[36:]}" + ("  RESULTS DIFFER" if bad else ""))
         per_call.append(f"{format_size(n):>7} " + " ".join(cell(med, lo, hi, nv + k) for k in timed) + f"  {where}")
-    print(f"# per-call medians (rdtsc around each call; robust to the calls a descheduled rank delays), "
-          f"median [min-max] over batches:")
+    print("# per-call medians (rdtsc around each call; robust to the calls a descheduled rank delays), "
+          "median [min-max] over batches:")
     print(f"{'size':>7} " + " ".join(f"{variants[k]:>18}" for k in timed))
     print("\n".join(per_call))
     return 0
