@@ -17,9 +17,10 @@ targets are judged on the mean. Results are validated against MPICH's
 outside the timed spans. Each job also reports the pool barrier (ns per call) and, in hw mode,
 the flag round trip the library's pool set-up probed (it picks the copy-in stores by it),
 which tells this machine's fast host placement (< 200 ns) from its slow one (200 ns-2 us); a
-probe above 2 us (the best of 3 x 100 round trips: the ranks were descheduled through all of
-them) marks a disturbed round, tabled apart and not counted as either placement; a job whose
-placement changed during the run is not detected.
+probe above 2 us (the best of 3 x 100 round trips, in each of the library's up to 5 tries: the
+ranks were descheduled through all of them; the library then keeps plain copy-ins) marks a
+disturbed round, tabled apart and not counted as either placement; a job whose placement
+changed during the run is not detected.
 Targets (issue 15): pool >= 2x MPI up to 4 KiB, >= 1x at every size.
 With --python-harness it also runs `cxlsim bench allgather` (the Python harness's pool) in
 each mode and prints its per-call time beside the C loop's.
