@@ -16,8 +16,10 @@ Runs the whole of issue 5 in one go and prints each target with ok/MISS:
 3. `--from-osu` on the shipped OSU files (cxlsim/data/osu); target: median <= 15% (the
    'full' variant, the anchor row left out; the pure LogGP figure is printed beside it);
 4. the other pool collectives (allreduce, reduce_scatter, broadcast, alltoall, barrier; issue 14 item 7)
-   at np = 2, predicted by the same model with the fold and per-call primitives, both modes;
-   target per collective and mode: median |error| <= 10%, worst size <= 25% (placement printed);
+   at np = 2, predicted by the same model with the fold, per-call, pattern and flag exchange primitives
+   measured beside each call (`cxlsim.calibrate.collective_blocks`), both modes; target per collective
+   and mode: median |error| <= 10%, worst size <= 25%, in each host placement its blocks were measured in
+   ('slow' rows: the slow placement's), with the sizes held out and the blocks behind each printed;
 5. with --oversubscribed N (> cores): the same at np = N, reported, not held to targets.
 Everything is saved in --out (profile.json, validation CSV, PNG).
 
