@@ -160,7 +160,8 @@ def report_local(args, result) -> int:
         workspace.write_csv("validation_injected", result["injected"], ["setting"] + cols)
     if coll:
         workspace.write_csv("validation_collectives", coll["rows"],
-                            ["coherence", "collective", "size_bytes", "measured_ns", "predicted_ns", "error", "jobs"])
+                            ["coherence", "placement", "collective", "size_bytes", "measured_ns", "mean_ns", "predicted_ns",
+                             "error", "held_out", "jobs", "blocks", "calls"])
     plot_validation(rows, workspace.file("validation.png"))
     print(f"# profile: {workspace.file('profile.json')}")
     if threshold:
