@@ -32,8 +32,8 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
  * NT_SLOW_MIN_BYTES use non-temporal stores; below it plain ones. Measured in the slow placement
  * (benchmarks/allreduce_split.py, per-call medians, loaded machine): non-temporal copy-ins make
  * the 2 KiB allgather 1.66x and the 2 KiB allreduce 1.34x faster (the reader takes the lines from
- * memory instead of from the other core's cache), the same at 1 KiB, slower at 512 B. comm.py's
- * Python harness starts at 4 KiB. */
+ * memory instead of from the other core's cache), the same at 1 KiB, slower at 512 B; comm.py's
+ * NT_SLOW_MIN_BYTES is the same. */
 #define SLOW_ROUNDTRIP_NS 200.0
 #define NT_SLOW_MIN_BYTES 2048u
 /* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): 2 of the
