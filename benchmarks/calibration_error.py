@@ -55,6 +55,14 @@ def _verdict(ok: bool, measured: bool = True) -> str:
     return "ok" if ok else "MISS"
 
 
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
+
+
 def probe_roundtrip_ns() -> float:
     """The hw flag round trip now (ns): a short ping-pong between two fresh processes."""
     from cxlsim.emulator.launch import run_local
@@ -103,6 +111,7 @@ def main() -> int:
     sizes = parse_sizes(args.sizes)
     ws = Workspace(args.out) if args.out else Workspace.new("runs", "calibration-error")
     t0 = time.time()
+    load_before = _loadavg()
 
     def step(what):
         print(f"  [{time.time() - t0:6.1f} s] {what}", file=sys.stderr, flush=True)
@@ -170,6 +179,8 @@ def main() -> int:
                   f"{len(errs)} sizes (every run oversubscribed: the OS's scheduling, which the DES does not model)")
         ws.write_csv("validation_oversubscribed", over["validation"],
                      ["coherence", "side", "size_bytes", "measured_ns", "predicted_ns", "error", "batches"])
+    print(f"# load average (1, 5, 15 min) at the start {load_before}, at the end {_loadavg()}: other jobs on this "
+          f"machine's {len(os.sched_getaffinity(0))} CPUs disturb blocks and batches (counted above)")
     print(f"# all targets met: {ok_all}   ({time.time() - t0:.0f} s; results in {ws.path})")
     return 0
 
