@@ -211,7 +211,7 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
             float(median.group(1)) if median else None, placement)
 
 
-PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow) placement")
+PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|disturbed)(?:, no)? placement")
 
 
 SHARING_LINE = re.compile(r"# replay options at np (\d+) \(part 4\): --cpus (\d+) --cpu-slice (\S+)us "

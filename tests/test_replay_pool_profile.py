@@ -264,3 +264,18 @@ def test_the_stats_file_beside_a_library_trace_is_used_and_named_when_no_option_
     assert yaml.safe_load((out / "config.yaml").read_text())["library_stats"].endswith(str(beside))
     assert run([str(directory), "--fabric", net, "--output", str(tmp_path / "net"), "--no-plots"]) == 0
     assert "library's stats" not in capsys.readouterr().out
+
+
+def test_the_inline_limit_is_the_librarys_slow_placement_limit():
+    """INLINE_MAX_BYTES mirrors pools.c's INLINE_SLOW_BYTES (the larger of its two limits), read from the sources."""
+    import re
+    from pathlib import Path
+    from cxlsim.replay.pool_profile import INLINE_MAX_BYTES
+    root = Path(__file__).resolve().parents[1] / "cxlsim"
+    pools = (root / "mpi" / "pools.c").read_text()
+    header = (root / "emulator" / "cxl_coll_reduce.h").read_text()
+    payload = int(re.search(r"#define CXL_COLL_LINE_PAYLOAD (\d+)", header).group(1))
+    lines = {name: int(n) for name, n in
+             re.findall(r"#define INLINE_(FAST|SLOW)_BYTES \((\d+) \* CXL_COLL_LINE_PAYLOAD\)", pools)}
+    assert set(lines) == {"FAST", "SLOW"}
+    assert INLINE_MAX_BYTES == max(lines.values()) * payload

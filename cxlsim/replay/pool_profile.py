@@ -27,7 +27,7 @@ profile's per-call software overhead, which is the Python bench's (`collective_o
 which is not charged. The rank's CPU is held for T (the kernel copies and polls). Approximations,
 said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
 sooner); the library's inline allreduce in hw mode (inputs up to INLINE_MAX_BYTES: 112 B in the fast
-placement or at np > 2, 336 B in the slow one; one line transfer in series per call fewer than the
+placement or at np > 2, 168 B in the slow one; one line transfer in series per call fewer than the
 slot path) is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
 with the per-block figures (outside the np the profile was validated at). Units: ns, bytes.
 """
@@ -47,7 +47,7 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.replay.simgrid import LIBRARY_STATS_NAME
 
-INLINE_MAX_BYTES = 336  # the largest inline allreduce (cxlsim/mpi/pools.c INLINE_SLOW_BYTES, slow placement)
+INLINE_MAX_BYTES = 168  # the largest inline allreduce (cxlsim/mpi/pools.c INLINE_SLOW_BYTES, slow placement)
 
 __all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats", "stats_beside"]
 
@@ -218,7 +218,7 @@ class PoolPricing:
             notes.append("bcast on the local-host profile: the root also waits for the last rank")
         if call.kind == "allreduce" and call.size_bytes <= INLINE_MAX_BYTES and self.coherence == Coherence.HW:
             notes.append(f"allreduce of <= {INLINE_MAX_BYTES} B on the local-host profile: priced as the slot path "
-                         "(the library's inline path, up to 112 B in the fast placement or 336 B in the slow one, "
+                         "(the library's inline path, up to 112 B in the fast placement or 168 B in the slow one, "
                          "saves one line transfer in series per call)")
         return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
                           self.cost_ns(call.kind, call.size_bytes), ranks, "; ".join(notes))
