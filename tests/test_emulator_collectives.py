@@ -412,11 +412,15 @@ def _choose(comm):
 
 
 def test_choose_copy_in_decides_alike_on_every_rank_from_the_round_trip():
-    from cxlsim.emulator.comm import NT_SLOW_MIN_BYTES, SLOW_ROUNDTRIP_NS
+    from cxlsim.emulator.comm import DISTURBED_ROUNDTRIP_NS, NT_SLOW_MIN_BYTES, PROBE_TRIES, SLOW_ROUNDTRIP_NS
 
     (a, nt_a), (b, nt_b) = run_local(2, _choose, slot_bytes=64, timeout_s=60)
     assert a == b and nt_a == nt_b == a["nt_min_bytes"]
-    assert a["nt_min_bytes"] == (NT_SLOW_MIN_BYTES if a["roundtrip_ns"] > SLOW_ROUNDTRIP_NS else 0)
+    rt = a["roundtrip_ns"]
+    expected = "disturbed" if rt > DISTURBED_ROUNDTRIP_NS else "slow" if rt > SLOW_ROUNDTRIP_NS else "fast"
+    assert a["placement"] == expected and a["nt_min_bytes"] == (NT_SLOW_MIN_BYTES if expected == "slow" else 0)
+    # the probe is repeated only while it reads disturbed
+    assert 1 <= a["tries"] <= PROBE_TRIES and (a["tries"] == PROBE_TRIES or rt <= DISTURBED_ROUNDTRIP_NS)
     for nranks, coherence in ((3, "hw"), (2, "flush")):
         out = run_local(nranks, _choose, slot_bytes=64, coherence=coherence, timeout_s=60)
         assert all(c == {"roundtrip_ns": None, "placement": "not probed", "nt_min_bytes": 0} for c, _ in out)
