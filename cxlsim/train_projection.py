@@ -235,6 +235,9 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
     mode, W = run["mode"], run["np"]
     coherence = Coherence.parse(run["coherence"])
     local = [train_clock.local_work_ns(r) for r in run["ranks"]]
+    if mode in ("async", "hybrid"):  # a rank that finished no step computed through the whole run, at least
+        run_end_ns = 1e9 * max((r["t_end_s"][-1] for r in run["ranks"] if r["t_end_s"]), default=0.0)
+        local = [x if len(x) else np.array([max(run_end_ns, 1.0)]) for x in local]
     size = max(_buckets(run)) if mode == "ddp" else run["param_bytes"]
     preset = pool_preset(profile, coherence, size, W)
     spec, job = _spec(W), _job(run, preset, local)  # the fold works on rows just copied: the profile's rate
@@ -324,6 +327,8 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
     m_whole, m_steady = train_clock.throughputs(m_ticks, per_tick, run["batch_size"], skip)
     p_whole, p_steady = train_clock.throughputs(p_ticks, per_tick, run["batch_size"], skip)
     calm = train_clock.undisturbed(run, p_ends, synchronous, skip_steps)
+    notes = [f"rank {r['rank']} finished no local step (the others used the shared step budget): the DES gives it "
+             f"one step as long as the whole run, a lower bound" for r in run["ranks"] if r["steps_done"] == 0]
     tta = []
     for acc in sorted(float(a) for a in (run.get("time_to_accuracy_s") or {})):
         row = {"accuracy": acc, "step": None, "measured_s": None, "projected_s": None, "error": None}
@@ -348,7 +353,7 @@ def project(run: dict, profile: dict, *, large_bytes: int | None = None, slot_by
                 calm["projected"], "undisturbed_throughput_error": _error(calm["projected"], calm["measured"]),
             "undisturbed_share": calm["kept_share"],
             "measured_elapsed_s": float(m_ticks[-1]), "projected_elapsed_s": result.elapsed_ns / 1e9,
-            "measured_comm_share": train_clock.comm_share(run), "time_to_accuracy": tta,
+            "measured_comm_share": train_clock.comm_share(run), "time_to_accuracy": tta, "notes": notes,
             "phases": train_phases.phase_rows(run, result.extra.get("phases_ns", {}), pass_ns, bucket_ns,
                                               pinned_one_cpu(run) or not threaded_exchange(run)),
             "des": {**result.params, "events": result.events, "vector_pass_ns": pass_ns, "bucket_handoff_ns": bucket_ns,
@@ -390,6 +395,7 @@ def format_projection(rows: list[dict]) -> str:
                "included) and projects the pool calls, the vector work and the waiting")
     for mode in dict.fromkeys(r["mode"] for r in rows):
         out.append(f"# {mode} -> DES {DES_MODES[mode]}")
+    out.extend(f"# {r['mode']} np {r['np']}: {note}" for r in rows for note in r.get("notes", ()))
     return "\n".join(out)
 
 

@@ -420,3 +420,25 @@ def test_hybrid_hands_off_at_the_exchanges_measured_cost(profile):
     row = tp.project(run, profile, pass_ns=0.0, exchange=given)
     assert row["des"]["bucket_handoff_ns"] == 45000.0 and row["des"]["bucket_handoff_source"] == "exchange"
     assert row["des"]["exchange"]["handoff_ns"] == 45000.0 and row["des"]["ticket_ns"] == given.ticket_ns
+
+
+@pytest.mark.parametrize("mode", ["async", "hybrid"])
+def test_a_rank_that_finished_no_step_computes_through_the_whole_run(profile, mode):
+    """Under load one rank can use the whole shared step budget (hybrid: steps x W tickets) before the other
+    finishes a step: the record is valid, and the DES gives the idle rank one step as long as the whole run (a
+    lower bound), so it takes at most one ticket, and the row says so."""
+    steps = 10
+    run = record(mode, local_s=[1e-3, 1e-3], comm_s=0.0, steps=2 * steps)
+    run["steps"] = steps  # rank 0 did the budget's 2 x steps local steps, rank 1 none
+    run["ranks"][1] = run_record.rank_entry(1, [], [], [], [], [])
+    run["throughput_samples_per_s"] = run_record.throughput_samples_per_s(run["ranks"], run["batch_size"])
+    run = run_record.validate(run)
+    result, _ = tp._run_des(run, profile, 65536, 1 << 20, 0.0)
+    end = run["ranks"][0]["t_end_s"][-1] * 1e9
+    (start, _, first_end), *_ = result.intervals[1]
+    assert first_end - start >= end * (1 - 1e-9)
+    if mode == "hybrid":
+        assert sum(result.extra["local_steps"]) == 2 * steps and result.extra["local_steps"][1] <= 1
+    row = tp.project(run, profile, pass_ns=0.0, bucket_ns=0.0, exchange=exchange_costs(run["param_bytes"]))
+    assert row["notes"] and "rank 1 finished no local step" in row["notes"][0]
+    assert "rank 1 finished no local step" in tp.format_projection([row])
