@@ -167,3 +167,27 @@ def test_cache_bytes_refusals(tmp_path):
     for bad in (0, True, 1.5, "1MiB"):
         with pytest.raises(InputError, match="--cache-bytes: expected a size >= 1 byte"):
             from_osu([f["fresh"], f["bw"], f["latency"], f["bibw1"]], protocol_switch_bytes=8192, cache_bytes=bad)
+
+
+def test_calibrate_cli_passes_cache_bytes_and_refuses_it_elsewhere(tmp_path):
+    """`cxlsim calibrate --from-osu ... --cache-bytes 64KiB` gives the profile from_osu(cache_bytes=65536) gives;
+    a bad value and a local calibration's --cache-bytes exit 2 naming the flag."""
+    import json
+    import subprocess
+    import sys
+
+    f = synthetic(tmp_path)
+    given = [f["fresh"], f["bw"], f["latency"], f["bibw1"], f["allgather"]]
+    base = [sys.executable, "-m", "cxlsim", "calibrate", "--from-osu", *given, "--protocol-switch", "8KiB", "--quiet"]
+    done = subprocess.run(base + ["--cache-bytes", "64KiB", "--output", str(tmp_path / "w")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads((tmp_path / "w" / "profile.json").read_text())
+    want = from_osu(given, protocol_switch_bytes=8192, cache_bytes=65536)
+    assert got["model"]["exchange"]["contention_source"] == want["model"]["exchange"]["contention_source"]
+    assert "65536-byte cache" in want["model"]["exchange"]["contention_source"]
+    for argv in (base + ["--cache-bytes", "lots", "--output", str(tmp_path / "x")],
+                 [sys.executable, "-m", "cxlsim", "calibrate", "--cache-bytes", "1MiB", "--no-mpi",
+                  "--output", str(tmp_path / "y")]):
+        bad = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and "--cache-bytes" in bad.stderr and "Traceback" not in bad.stderr

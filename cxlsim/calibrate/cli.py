@@ -23,7 +23,7 @@ DEFAULT_SIZES = "1B:1MiB"
 MODES = {  # how `cxlsim calibrate` runs -> the options it uses (--quiet: any)
     "a local calibration": ("np", "sizes", "rounds", "iterations", "no_mpi", "no_collectives", "timing", "output"),
     "--from-osu": ("from_osu", "np", "preset", "memcpy_bandwidth", "sizes", "protocol_switch", "rendezvous_fin",
-                   "output"),
+                   "cache_bytes", "output"),
     "--profile": ("profile", "np", "sizes"),
     "--validate-only": ("validate_only",),
 }
@@ -196,6 +196,10 @@ def register(subparsers) -> None:
     p.add_argument("--rendezvous-fin", action="store_true",
                    help="--from-osu: the switch is a rendezvous whose receiver acknowledges (MPICH's CMA); adds one "
                         "small-message latency per exchange step (needs --protocol-switch)")
+    p.add_argument("--cache-bytes", default=None, metavar="SIZE",
+                   help="--from-osu: the files' machine's private cache (L2) per core, e.g. 1MiB: an exchange step "
+                        "whose two buffers exceed it takes the window-1 exchange of the largest size that fits "
+                        "(needs an unchanged-buffer osu_bibw -W 1 file)")
     p.add_argument("--sizes", default=None, help="bytes per rank, LO:HI doubling or a list: local and --profile "
                                                  "(default 1B:1MiB), --from-osu without an osu_allgather file "
                                                  "(default: the osu_latency sizes)")
@@ -267,9 +271,10 @@ def main(args) -> int:
     if args.from_osu:
         memcpy = parse_option("--memcpy-bandwidth", args.memcpy_bandwidth, parse_bandwidth)
         switch = parse_option("--protocol-switch", args.protocol_switch, parse_size)
+        cache = parse_option("--cache-bytes", args.cache_bytes, parse_size)
         result = from_osu(args.from_osu, nodes=args.np, base_preset=args.preset, memcpy_bw_bytes_per_ns=memcpy,
                           sizes=_sizes(args, default=None), protocol_switch_bytes=switch,
-                          rendezvous_fin=bool(args.rendezvous_fin))
+                          rendezvous_fin=bool(args.rendezvous_fin), cache_bytes=cache)
         sys.stdout.write(report_from_osu(result))
         workspace = _workspace(args, "calibrate-osu")
         profile = make_profile("network", result["model"], result["rows"])
