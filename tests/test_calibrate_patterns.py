@@ -22,7 +22,7 @@ def test_kernel_steps_move_what_the_kernels_move_by_hand():
     for r in (0, 1):
         assert kernel_steps("alltoall", s, r) == [([((1 - r) * s, s)], [(-1, r * s, s), (1 - r, r * s, s)], False)]
         assert moved(kernel_steps("reduce_scatter", s, r)) == (s // 2, s // 2, s // 2)  # the other's block in
-        assert moved(kernel_steps("allreduce_small", s, r)) == (s, 2 * s, 0)
+        assert moved(kernel_steps("allreduce_small", s, r)) == (s, s, s)  # own block from send, the other slot
         large = kernel_steps("allreduce_large", s, r)
         assert len(large) == 2 and large[0][2] and not large[1][2]  # the fold's loads, then the copies out
         assert moved(large) == (s, 3 * s // 2, s // 2)  # shares: the other's in, own folded in; 1 + 2 out

@@ -13,7 +13,7 @@ copies, step by step (rank r, the other rank o, s bytes):
   (local) and block r of o's row out;
 - reduce_scatter (blocks of b = `block_bytes(s, 2)`): r writes block o of its row; the fold loads its
   own block from send and block r of o's row (in place);
-- allreduce small: r writes its vector; the fold loads both slots (in place);
+- allreduce small: r writes its vector; the fold loads its own block from send and o's slot (in place);
 - allreduce large (shares `share_bytes`): step 1 writes o's share, the fold loads r's share from
   send and from o's slot; step 2 (the other buffer) writes r's folded share, then copies r's share
   and o's share out.
@@ -60,8 +60,8 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
     if pattern == "reduce_scatter":
         b = pc.block_bytes(s, 2)
         return [([(o * b, b)], [(-1, r * b, b), (o, r * b, b)], True)]
-    if pattern == "allreduce_small":
-        return [([(0, s)], [(0, 0, s), (1, 0, s)], True)]
+    if pattern == "allreduce_small":  # the fold takes this rank's block from send, the others' from their slots
+        return [([(0, s)], [(-1, 0, s) if k == r else (k, 0, s) for k in (0, 1)], True)]
     if pattern == "allreduce_large":
         (mlo, mhi), (olo, ohi) = pc.share_bytes(s, 2, r), pc.share_bytes(s, 2, o)
         return [([(olo, ohi - olo)], [(-1, mlo, mhi - mlo), (o, mlo, mhi - mlo)], True),
