@@ -36,6 +36,7 @@ import sys
 import tempfile
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.emulator.comm import SLOW_ROUNDTRIP_NS
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.mpi.settings import check_environment
@@ -144,8 +145,7 @@ def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, lar
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
     env.update(CXLSIM_MPI_VERBOSE="2")  # the pool set-up's placement probe (hw, np 2) reports its round trip
     env.update(settings, LD_PRELOAD=library, CXLSIM_MPI_COHERENCE=mode)
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    cmd = [mpiexec, "-n", "2", exe, str(max(sizes)), str(small), str(large), *map(str, sizes)]
+    cmd = [find_mpiexec(), "-n", "2", exe, str(max(sizes)), str(small), str(large), *map(str, sizes)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise SystemExit(f"{mode}: the job failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")

@@ -38,6 +38,7 @@ import tempfile
 
 from cxlsim.calibrate.profile import make_profile, save_profile
 from cxlsim.loggp import LogGPFit, Regime
+from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
@@ -141,11 +142,6 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
-
-
-def mpiexec() -> str:
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else "mpiexec"
 
 
 def loadavg() -> float:
@@ -270,11 +266,11 @@ def main() -> int:
             return statistics.median(runs)
 
         def per_call_us(exe, n, iterations, pin, library):
-            return float(re.search(r"us (\S+)", run([mpiexec(), "-n", str(n), exe, str(iterations)], pin,
+            return float(re.search(r"us (\S+)", run([find_mpiexec(), "-n", str(n), exe, str(iterations)], pin,
                                                     library)).group(1))
 
         def halo_us(n, library, iterations=200):
-            out = run([mpiexec(), "-n", str(n), halo, str(iterations), "0"], None, library)
+            out = run([find_mpiexec(), "-n", str(n), halo, str(iterations), "0"], None, library)
             return float(re.search(r"wall_s (\S+)", out).group(1)) / iterations * 1e6
 
         print("# 1. the slice of a CPU-bound process (two busy loops on CPU 0), ms")

@@ -56,6 +56,7 @@ import tempfile
 
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.loggp import LogGPFit
+from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
@@ -162,11 +163,6 @@ int main(int argc, char **argv) {
 """
 
 
-def mpiexec() -> str:
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else "mpiexec"
-
-
 def load() -> float:
     return os.getloadavg()[0]
 
@@ -178,7 +174,7 @@ def fit_this_machine(tmp: str) -> tuple[str, str]:
         fh.write(PINGPONG)
     subprocess.run([find_mpicc(), "-O2", src, "-o", exe], check=True)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    done = subprocess.run([mpiexec(), "-n", "2", exe], capture_output=True, text=True, timeout=600, env=env, check=True)
+    done = subprocess.run([find_mpiexec(), "-n", "2", exe], capture_output=True, text=True, timeout=600, env=env, check=True)
     latency, bandwidth = done.stdout.split("# OSU MPI Bandwidth Test", 1)
     files = [os.path.join(tmp, "osu_latency.txt"), os.path.join(tmp, "osu_bw.txt")]
     for path, text in zip(files, (latency, "# OSU MPI Bandwidth Test" + bandwidth)):
@@ -195,7 +191,7 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     """Run the halo app under the library with tracing and stats; return the wall time it printed (s) and
     the path of the stats (its stderr)."""
     program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
-    cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", mpiexec(), "-n",
+    cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", find_mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)

@@ -150,7 +150,8 @@ def find_mpiexec() -> str:
     candidate = os.path.join(sysconfig.get_path("scripts"), "mpiexec")
     found = candidate if os.path.exists(candidate) else shutil.which("mpiexec")
     if not found:
-        raise InputError("--baseline mpi: no mpiexec found; install the MPI extra: pip install 'cxlsim[mpi]'")
+        raise InputError("no mpiexec found (for --baseline mpi and the MPI runs); install the MPI extra: "
+                         "pip install 'cxlsim[mpi]'")
     return found
 
 
