@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 from cxlsim.coherence import Coherence
 
@@ -175,18 +174,11 @@ def _measure_size(comm, world, n, args, lines) -> None:
 
 
 def median_s(op, barrier, warmup: int, iterations: int) -> float:
-    """The OSU loop (a barrier between iterations, outside the timed span); this rank's median seconds per op
-    (a median, not the mean, so one descheduled iteration does not move a part's difference)."""
-    times = []
-    barrier()
-    for i in range(warmup + iterations):
-        t0 = time.perf_counter()
-        op()
-        t1 = time.perf_counter()
-        if i >= warmup:
-            times.append(t1 - t0)
-        barrier()
-    return statistics.median(times)
+    """The OSU loop (`bench.time_calls`: a barrier between iterations, outside the timed span); this rank's
+    median seconds per op (a median, not the mean, so one descheduled iteration does not move a part's difference)."""
+    from cxlsim.emulator.bench import time_calls
+
+    return statistics.median(time_calls(op, barrier, warmup, iterations))
 
 
 if __name__ == "__main__":

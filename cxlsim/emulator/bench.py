@@ -80,9 +80,10 @@ class BenchPlan:
                 raise InputError(f"--{name}: expected a whole number {'>= 1' if name == 'iterations' else '>= 0'}, got {value!r}")
 
 
-def time_loop(op, barrier, warmup: int, iterations: int, before=None, after=None) -> float:
-    """osu_allgather's loop: returns this rank's mean seconds per timed `op()`."""
-    total = 0.0
+def time_calls(op, barrier, warmup: int, iterations: int, before=None, after=None) -> np.ndarray:
+    """osu_allgather's loop (`barrier()` first and after every call, outside the timed span; `before(i)` and
+    `after(i)` around call i, untimed): this rank's seconds for each of the `iterations` timed `op()` calls."""
+    out = np.empty(iterations)
     barrier()
     for i in range(warmup + iterations):
         if before is not None:
@@ -91,11 +92,16 @@ def time_loop(op, barrier, warmup: int, iterations: int, before=None, after=None
         op()
         t1 = time.perf_counter()
         if i >= warmup:
-            total += t1 - t0
+            out[i - warmup] = t1 - t0
         if after is not None:
             after(i)
         barrier()
-    return total / iterations
+    return out
+
+
+def time_loop(op, barrier, warmup: int, iterations: int, before=None, after=None) -> float:
+    """osu_allgather's loop (`time_calls`): this rank's mean seconds per timed `op()`, as OSU reports."""
+    return float(time_calls(op, barrier, warmup, iterations, before, after).mean())
 
 
 class _Side:
