@@ -273,12 +273,20 @@ def main() -> int:
     parser.add_argument("--cpu-figures",
                         help="a saved output of benchmarks/replay_cpu_sharing.py whose per-np figures model the runs "
                              "with more ranks than CPUs (default: run its --quick parts now, when such runs are asked)")
-    parser.add_argument("--cpu-rounds", type=int, default=2, help="rounds of that measurement (default 2)")
+    parser.add_argument("--cpu-rounds", type=int, help="rounds of that measurement, when it runs now (default 2)")
     parser.add_argument("--keep", help="keep the traces, stats and profiles in this new directory (default: a "
                                        "temporary one, deleted)")
     args = parser.parse_args()
     if any(not 2 <= n <= 4 for n in args.np):
         parser.error("--np: rank counts 2-4")
+    cpus = os.cpu_count() or 1
+    for flag, value in (("--cpu-figures", args.cpu_figures), ("--cpu-rounds", args.cpu_rounds)):
+        if value is not None and max(args.np) <= cpus:
+            parser.error(f"{flag}: applies to runs with more ranks than this machine's {cpus} CPUs; --np asks none")
+    if args.cpu_rounds is not None and args.cpu_rounds < 1:
+        parser.error(f"--cpu-rounds: expected a whole number >= 1, got {args.cpu_rounds}")
+    if args.cpu_figures and args.cpu_rounds is not None:
+        parser.error("--cpu-rounds: the figures come from --cpu-figures, nothing is measured; give one of the two")
     build()
     rows = []
     with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory()) as tmp:
@@ -299,7 +307,6 @@ def main() -> int:
         with open(exe["coll"] + ".c", "w") as fh:
             fh.write(COLLECTIVES_APP)
         subprocess.run([find_mpicc(), "-O0", exe["coll"] + ".c", "-o", exe["coll"]], check=True)
-        cpus = os.cpu_count() or 1
         sharing, sharing_text = {}, ""
         if max(args.np) > cpus:
             if args.cpu_figures:
@@ -307,7 +314,7 @@ def main() -> int:
                     sharing_text = fh.read()
                 sharing = cpu_figures(sharing_text)
             else:
-                sharing, sharing_text = measure_cpu_figures(args.cpu_rounds)
+                sharing, sharing_text = measure_cpu_figures(args.cpu_rounds or 2)
             missing = [n for n in args.np if n > cpus and n not in sharing]
             if missing:
                 raise SystemExit(f"--cpu-figures: no figures for np {missing}")
