@@ -43,7 +43,6 @@ import numpy as np
 from cxlsim.calibrate.measure import BUSY, STABLE
 from cxlsim.calibrate.patterns import ITERATIONS, WARMUP, join_pattern_ranks, kernel_steps, pattern_name
 from cxlsim.coherence import Coherence
-from cxlsim.emulator.bench import time_calls
 
 FLOAT_BYTES = 4  # the bench's reductions are float32 sums
 PROBE_ROUNDS, PROBE_BATCHES = 8, 7
@@ -84,6 +83,8 @@ and 526-560 ns back to back), the median of EXCHANGE_BATCHES means of EXCHANGE_R
 def timed_calls(op, between, warmup: int, iterations: int) -> np.ndarray:
     """osu's loop (`bench.time_calls`: a barrier first, `between()` after every call), each of the
     `iterations` timed calls kept: ns per call."""
+    from cxlsim.emulator.bench import time_calls  # the compiled emulator, which `cxlsim simulate` does without
+
     return time_calls(op, between, warmup, iterations) * 1e9
 
 
