@@ -53,6 +53,25 @@ def test_push_read_and_merge(coherence):
         b.close()
 
 
+@pytest.mark.parametrize("coherence", COHERENCES)
+def test_both_sequence_words_odd_is_a_race_not_an_empty_slot(coherence):
+    """A reader that loads copy 0 odd (push v under way), then copy 1 odd (push v + 1 begun after v
+    completed) must retry, not report "never pushed": the clean-clone CI once saw version 0 after 832."""
+    with shared_region(1, 4, coherence=coherence) as handle:
+        state = SharedState.attach(handle, 0)
+        lay = handle.layout
+        seq = [lay.slots_offset + copy * lay.copy_stride for copy in (0, 1)]
+        meta, out = np.zeros(8, dtype=np.uint64), np.zeros(4)
+        state.kernel.store_word(seq[1], 1)  # the first push under way: nothing complete yet
+        assert state.kernel.read(0, meta, out, 5) == 0
+        state.kernel.store_word(seq[0], 1663)  # push 832 under way on copy 0 ...
+        state.kernel.store_word(seq[1], 1665)  # ... as the loads saw it, and push 833 begun on copy 1
+        assert state.kernel.read(0, meta, out, 5) == -1
+        state.kernel.store_word(seq[0], 1664)  # push 832 complete
+        assert state.kernel.read(0, meta, out, 5) == 832
+        state.close()
+
+
 def _pusher(handle, worker, ready, stop):
     """Push back to back until told to stop: push v is a vector whose every item is v % 3 + 1, taken
     from three vectors filled beforehand (so the loop is all pushes), with meta word 0 = v. The copy

@@ -19,8 +19,9 @@
  * retries. The copy a writer overwrites is never the newest complete one, so a reader retries
  * only when the writer completed a push and started the next during one read, and a writer
  * killed part-way through a push leaves that copy odd and the other copy holding its last
- * complete push: nobody ever reads a torn vector. Copies never pushed read as version 0
- * (all zero).
+ * complete push: nobody ever reads a torn vector. A slot reads as version 0 (all zero) only
+ * while no push completed (both words 0, or 0 and 1); both words odd above that means the
+ * writer completed a push and began the next between the two loads, and the reader retries.
  *
  * Global counter: one uint64 on its own line, with two schemes (as the DES's hybrid mode):
  *   cxl-device     - an atomic fetch-and-add on the line (the device executes same-line
@@ -156,7 +157,11 @@ static int64_t cxl_seq_read(cxl_shared_t *s, int w, char *meta, char *vector, in
         uint64_t even_a = (a & 1) ? 0 : a, even_b = (b & 1) ? 0 : b;
         volatile uint64_t *seq = even_b > even_a ? seq1 : seq0;
         uint64_t s1 = even_b > even_a ? even_b : even_a;
-        if (s1 == 0) { /* never pushed, or the first push is under way: nothing complete yet */
+        if (s1 == 0) {
+            /* Both words odd. Above 1 that is a race, not an empty slot: the writer completed a push
+             * and began the next between the two loads (copy 0 odd, then copy 1 odd): retry. */
+            if (a > 1 || b > 1) continue;
+            /* never pushed, or the first push is under way: nothing complete yet */
             memset(meta, 0, CXL_META_BYTES);
             memset(vector, 0, s->vector_bytes);
             return 0;
