@@ -42,6 +42,10 @@ def test_model_reproduces_the_committed_check(sets):
 
 def _run_hypotheses():
     import importlib.util
+    import sys
+
+    if ROOT not in sys.path:  # run_hypotheses imports its sibling set_validity, as when run as a script
+        sys.path.insert(0, ROOT)
 
     spec = importlib.util.spec_from_file_location("run_hypotheses", os.path.join(ROOT, "run_hypotheses.py"))
     module = importlib.util.module_from_spec(spec)

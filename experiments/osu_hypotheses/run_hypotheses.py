@@ -43,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 
+from set_validity import AGREE, anchor_slowed, describe_verdict, placements, round_placement, verdict
+
 from cxlsim.calibrate.osu_fit import from_osu
 from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
 from cxlsim.emulator.osu import parse_osu
@@ -57,9 +59,8 @@ BATCHES = 20
 L2_BYTES = 1 << 20  # this machine's private L2 per core (lscpu: "L2 cache: 2 MiB (2 instances)")
 STATISTICS = ("median", "fastest")
 TARGET_WORST, TARGET_MEDIAN = 0.20, 0.08
-AGREE = 0.10
-"""Two rounds' figures of one table row agree when they differ by at most this fraction: half the worst-size
-target, so a row whose repeats differ by more cannot be scored at the target's resolution."""
+# AGREE (set_validity): two rounds' figures of one table row agree when they differ by at most this fraction:
+# half the worst-size target, so a row whose repeats differ by more cannot be scored at the target's resolution.
 
 
 def build(out_dir: str) -> str:
@@ -290,27 +291,6 @@ def disturbed_sizes(reproducing: dict, slow_rows: dict, benches, sizes) -> dict:
     return out
 
 
-def anchor_slowed(rows) -> bool:
-    """Whether the anchor row (the smallest allgather) took more than AGREE longer than a larger allgather up to
-    1 KiB: there a call costs the same within its noise at every size, so such an anchor was slowed, in every
-    round the statistic saw, and the overhead anchored on it moves every row."""
-    anchor = next(r for r in rows if r["anchor"])
-    small = [r["measured_ns"] for r in rows if not r["anchor"] and r["size_bytes"] <= 1024]
-    return bool(small) and anchor["measured_ns"] > (1.0 + AGREE) * min(small)
-
-
-def placements(sets_dir: str) -> list:
-    """Per round and CMA setting: (round, cma, round trip before, after in ns), or [] for a set measured before
-    the probe was recorded."""
-    seen = {}
-    with open(os.path.join(sets_dir, "raw.csv")) as fh:
-        for row in csv.DictReader(fh):
-            if row.get("roundtrip_before_ns"):
-                seen[(int(row["round"]), row["cma"])] = (float(row["roundtrip_before_ns"]),
-                                                        float(row["roundtrip_after_ns"]))
-    return [(r, c, *v) for (r, c), v in sorted(seen.items())]
-
-
 def score(rows, disturbed: dict) -> dict:
     """median/worst |full error| over `rows` (no anchor) outside `disturbed` sizes, and whether the target holds."""
     kept = [r for r in rows if not r["anchor"] and r["size_bytes"] not in disturbed]
@@ -339,7 +319,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
     if probes:
         lines.append("## host placement probe per round (hw flag round trip before -> after, ns; "
                      f"over {SLOW_ROUNDTRIP_NS:.0f} ns: slow placement or disturbed)")
-        lines.extend(f"round {r} {c}: {a:.0f} -> {b:.0f}" for r, c, a, b in probes)
+        lines.extend(f"round {r} {c}: {a:.0f} -> {b:.0f} ({round_placement(a, b)})" for r, c, a, b in probes)
     for statistic in STATISTICS:
         for cma in CMA:
             spread = spread_by_size(sets_dir, cma)
@@ -361,6 +341,9 @@ def check(sets_dir: str, write: bool = True) -> dict:
                     **score(result["rows"], {}), "undisturbed": score(result["rows"], bad),
                     "disturbed_sizes": {str(k): v for k, v in sorted(bad.items()) if k != anchor},
                     "anchor_disturbed": anchor in bad or anchor_slowed(result["rows"])}
+                entry = summary[f"{statistic} {cma} {variant}"]
+                entry["verdict"] = verdict(probes, cma, entry["anchor_disturbed"], entry["undisturbed"]["sizes"],
+                                           entry["sizes"])
                 for r in result["rows"]:
                     rows.setdefault(r["size_bytes"], {"measured": r["measured_ns"] / 1e3})[variant] = r["full_error"]
             lines.extend(exchange_ab(sets_dir, statistic, cma))
@@ -382,11 +365,12 @@ def check(sets_dir: str, write: bool = True) -> dict:
                 lines.append(f"{size:>8d} {row['measured']:>9.2f} {100 * spread.get(size, float('nan')):>6.0f}% "
                              + " ".join(f"{100 * row[n]:>+10.1f}%" for n in names) + f"  {note}")
     lines.append("\n## summary (without the 1 B anchor row; target: worst <= 20%, median <= 8%): all sizes | "
-                 "undisturbed sizes only")
+                 "undisturbed sizes only | the set verdict (set_validity.py)")
     for key, v in summary.items():
         u = v["undisturbed"]
         lines.append(f"{key:<32} all: {describe_score(v)} | undisturbed ({u['sizes']} of {v['sizes']} sizes"
-                     f"{'; the anchor row is disturbed' if v['anchor_disturbed'] else ''}): {describe_score(u)}")
+                     f"{'; the anchor row is disturbed' if v['anchor_disturbed'] else ''}): {describe_score(u)} | "
+                     f"{describe_verdict(v['verdict'])}")
     text = "\n".join(lines) + "\n"
     if not write:
         return summary
@@ -412,15 +396,22 @@ def report_all(sets_dirs: list) -> None:
     (the committed sets are re-checked, not re-written)."""
     print("\n## every set (without the 1 B anchor row; target: worst <= 20%, median <= 8%): all sizes, then the "
           "undisturbed sizes only")
-    print(f"{'set':<34} {'variant':<28} {'all sizes':<44} undisturbed sizes")
+    print(f"{'set':<34} {'variant':<28} {'all sizes':<44} {'undisturbed sizes':<60} set verdict")
+    valid = {}
     for sets_dir in sets_dirs:
-        summary = check(sets_dir, write=False)
+        name, summary = os.path.basename(os.path.normpath(sets_dir)), check(sets_dir, write=False)
         for key in SUMMARY_ROWS:
             if key in summary:
                 v, u = summary[key], summary[key]["undisturbed"]
-                print(f"{os.path.basename(os.path.normpath(sets_dir)):<34} {key:<28} {describe_score(v):<44} "
-                      f"{u['sizes']} of {v['sizes']}: {describe_score(u)}"
-                      f"{'  (anchor row disturbed)' if v['anchor_disturbed'] else ''}")
+                print(f"{name:<34} {key:<28} {describe_score(v):<44} "
+                      f"{u['sizes']:>2} of {v['sizes']}: {describe_score(u):<52} {describe_verdict(v['verdict'])}")
+                if v["verdict"]["valid"]:
+                    valid.setdefault((key, v["verdict"]["placement"]), []).append((name, v))
+    print("\n## the target on the valid sets only (all sizes), per placement")
+    for (key, placement), found in sorted(valid.items()):
+        met = [name for name, v in found if v["meets_target"]]
+        print(f"{key:<28} {placement:<11} {len(met)} of {len(found)} valid sets meet it; misses: "
+              + (", ".join(f"{name} ({describe_score(v)})" for name, v in found if not v["meets_target"]) or "none"))
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,99 @@
+"""Whether an OMB-style set can test the --from-osu model at all: the set verdict (issue 18 item 2).
+
+The model re-predicts a set's osu_allgather from its other tables, so a set tests it only when those
+figures are one state of one machine. The rule, per CMA setting and statistic, for the variant checked
+(stated before any set after j was measured; sets a-j were known when it was written, so only later
+sets are held out for it). A set is **too disturbed to test the model** when any of these holds:
+
+1. placement: the hw flag round trips probed before and after its rounds (two fresh processes, `raw.csv`)
+   put the rounds in more than one host placement, or leave a round with none. A probe is fast under
+   FAST_ROUNDTRIP_NS, slow below DISTURBED_ROUNDTRIP_NS, and otherwise disturbed (its two processes
+   waited for a CPU: it measures the scheduler, not the placement) and left out; a round whose two
+   kept probes differ changed placement while it ran ("mixed"), one with none kept has no placement
+   ("unknown"). The fastest batch of each table would otherwise come from whichever machine was
+   fastest for that table. A set measured before the probe was recorded is "not probed": rule 1
+   cannot judge it.
+2. anchor: the anchor row (the smallest allgather, on which the collective overhead is anchored, so it
+   moves every predicted row) is disturbed: no round reproduces all the variant's tables there within
+   AGREE, or it is more than AGREE slower than a larger allgather up to 1 KiB (`anchor_slowed`).
+3. coverage: fewer than MIN_UNDISTURBED of the other sizes are undisturbed: the target is a worst size,
+   and a set whose sizes mostly come from stretches of time that disagree measures no one machine.
+
+The rule reads the measured tables and probes only, never the model's error.
+"""
+from __future__ import annotations
+
+import csv
+import os
+
+FAST_ROUNDTRIP_NS = 200.0  # below: the fast placement (the project's threshold, cxlsim.emulator.host.SLOW_ROUNDTRIP_NS)
+DISTURBED_ROUNDTRIP_NS = 2000.0  # from here a probe's ranks took turns on a CPU (= cxlsim.emulator.comm's)
+MIN_UNDISTURBED = 0.5  # rule 3: the fraction of the non-anchor sizes that must be undisturbed
+AGREE = 0.10  # = run_hypotheses.AGREE: two figures of one row agree within this fraction
+
+
+def probe_class(roundtrip_ns: float) -> str:
+    """'fast', 'slow' or 'disturbed' for one hw flag round trip (ns)."""
+    if roundtrip_ns >= DISTURBED_ROUNDTRIP_NS:
+        return "disturbed"
+    return "fast" if roundtrip_ns < FAST_ROUNDTRIP_NS else "slow"
+
+
+def round_placement(before_ns: float, after_ns: float) -> str:
+    """A round's placement from the probes around it: 'fast' or 'slow' when the probes that are not disturbed
+    agree, 'mixed' when they differ, 'unknown' when both are disturbed."""
+    kept = {probe_class(p) for p in (before_ns, after_ns)} - {"disturbed"}
+    if not kept:
+        return "unknown"
+    return kept.pop() if len(kept) == 1 else "mixed"
+
+
+def placements(sets_dir: str) -> list:
+    """Per round and CMA setting: (round, cma, round trip before, after in ns), or [] for a set measured before
+    the probe was recorded."""
+    seen = {}
+    with open(os.path.join(sets_dir, "raw.csv")) as fh:
+        for row in csv.DictReader(fh):
+            if row.get("roundtrip_before_ns"):
+                seen[(int(row["round"]), row["cma"])] = (float(row["roundtrip_before_ns"]),
+                                                        float(row["roundtrip_after_ns"]))
+    return [(r, c, *v) for (r, c), v in sorted(seen.items())]
+
+
+def set_placement(probes: list, cma: str) -> tuple:
+    """(placement, {round: its placement}) of the rounds of one CMA setting: 'fast' or 'slow' when every round is
+    that one, 'not probed' without probes, else 'mixed' (rule 1 refuses it)."""
+    per_round = {r: round_placement(a, b) for r, c, a, b in probes if c == cma}
+    if not per_round:
+        return "not probed", {}
+    seen = set(per_round.values())
+    return (seen.pop() if len(seen) == 1 and seen <= {"fast", "slow"} else "mixed"), per_round
+
+
+def anchor_slowed(rows) -> bool:
+    """Whether the anchor row (the smallest allgather) took more than AGREE longer than a larger allgather up to
+    1 KiB: there a call costs the same within its noise at every size, so such an anchor was slowed, in every
+    round the statistic saw, and the overhead anchored on it moves every row."""
+    anchor = next(r for r in rows if r["anchor"])
+    small = [r["measured_ns"] for r in rows if not r["anchor"] and r["size_bytes"] <= 1024]
+    return bool(small) and anchor["measured_ns"] > (1.0 + AGREE) * min(small)
+
+
+def verdict(probes: list, cma: str, anchor_disturbed: bool, undisturbed: int, sizes: int) -> dict:
+    """The set verdict of one CMA setting: {'valid', 'placement', 'reasons'} (reasons: the rules that refuse it).
+    `undisturbed` of `sizes` non-anchor sizes are undisturbed for the variant."""
+    placement, per_round = set_placement(probes, cma)
+    reasons = []
+    if placement == "mixed":
+        reasons.append("placement: rounds " + ", ".join(f"{r} {p}" for r, p in sorted(per_round.items())))
+    if anchor_disturbed:
+        reasons.append("anchor row disturbed")
+    if undisturbed < MIN_UNDISTURBED * sizes:
+        reasons.append(f"{undisturbed} of {sizes} sizes undisturbed (under {MIN_UNDISTURBED:.0%})")
+    return {"valid": not reasons, "placement": placement, "reasons": reasons}
+
+
+def describe_verdict(v: dict) -> str:
+    if v["valid"]:
+        return f"valid ({v['placement']} placement)" if v["placement"] != "not probed" else "valid (not probed)"
+    return "too disturbed: " + "; ".join(v["reasons"])
