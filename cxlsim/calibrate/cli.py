@@ -10,7 +10,8 @@ from cxlsim.calibrate.collectives import format_collectives, format_fold, summar
 from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
 from cxlsim.calibrate.project import predict_profile, projection_note
-from cxlsim.calibrate.profile import SCHEMA, VERSION, load_profile, make_profile, save_profile
+from cxlsim.calibrate.profile import (PLACEMENT_KEY, SCHEMA, VERSION, load_profile, make_profile, placement_record,
+                                     profile_placement, save_profile)
 from cxlsim.calibrate.validation import (TARGET_INJECTED, comparable, format_validation, plot_validation,
                                          summarize)
 from cxlsim.coherence import Coherence
@@ -90,6 +91,21 @@ def run_local_calibration(args) -> int:
     return report_local(args, result)
 
 
+def local_profile(result: dict) -> dict:
+    """The local-host profile of a `calibrate_local` result: its model, validation rows, primitives, the
+    allreduce threshold, the other collectives and the host placement of the model's flag round trip
+    (`profile.PLACEMENT_KEY`)."""
+    rows, coll, threshold = result["validation"], result.get("collectives"), result.get("allreduce_threshold")
+    emulator = {"allreduce_large_bytes": threshold["allreduce_large_bytes"],
+                "allreduce_threshold": threshold} if threshold else {}
+    return make_profile("local-host", result["model"].to_dict(), rows, fit=result["fit"], primitives=result["primitives"],
+                        emulator=emulator, **{PLACEMENT_KEY: placement_record(result["model"].roundtrip_ns[Coherence.HW])},
+                        injected=result["injected"], mpi=result["mpi"], cores=result["cores"],
+                        allgather_batches=result["allgather"]["batches"],
+                        summary=summarize(rows), injected_summary=summarize(result["injected"]),
+                        collectives=coll, collectives_summary=summarize_collectives(coll["rows"]) if coll else None)
+
+
 def report_local(args, result) -> int:
     """Print a local calibration's fit and validation, and write its workspace (profile.json, CSV, PNG)."""
     model, fit, prims = result["model"], result["fit"], result["primitives"]
@@ -145,14 +161,11 @@ def report_local(args, result) -> int:
     elif result["np"] != 2:
         print("# the other pool collectives: not measured (their prediction is validated at np 2)")
     workspace = _workspace(args, "calibrate")
-    model_dict = model.to_dict()
-    emulator = {"allreduce_large_bytes": threshold["allreduce_large_bytes"],
-                "allreduce_threshold": threshold} if threshold else {}
-    profile = make_profile("local-host", model_dict, rows, fit=fit, primitives=prims, emulator=emulator,
-                           injected=result["injected"], mpi=result["mpi"], cores=result["cores"],
-                           allgather_batches=result["allgather"]["batches"],
-                           summary=summarize(rows), injected_summary=summarize(result["injected"]),
-                           collectives=coll, collectives_summary=summarize_collectives(coll["rows"]) if coll else None)
+    profile = local_profile(result)
+    placement = profile[PLACEMENT_KEY]
+    print(f"# host placement of the model's primitives: {placement['class']} (hw flag round trip "
+          f"{placement['roundtrip_ns']:.0f} ns; fast up to {placement['fast_up_to_ns']:.0f} ns, disturbed above "
+          f"{placement['disturbed_above_ns']:.0f} ns), kept as the profile's '{PLACEMENT_KEY}'")
     save_profile(workspace.file("profile.json"), profile)
     cols = ["coherence", "side", "size_bytes", "measured_ns", "predicted_ns", "error", "batches"]
     workspace.write_csv("validation", rows, cols)
@@ -245,6 +258,11 @@ def main(args) -> int:
         profile = load_profile(args.validate_only)
         print(f"# {args.validate_only}: a valid {profile['kind']} profile (schema {SCHEMA} v{VERSION}), "
               f"made {profile['provenance'].get('timestamp_utc')} on {profile['provenance'].get('hostname')}")
+        placement = profile_placement(profile)
+        if placement is not None:
+            print(f"# host placement {placement['class']} (hw flag round trip {placement['roundtrip_ns']:.0f} ns"
+                  + (")" if placement["recorded"] else "; not recorded in the profile: the class its model's round "
+                     "trip implies)"))
         if profile["kind"] == "network":
             for row in profile["validation"]:
                 if row.get("measured_ns") is None:

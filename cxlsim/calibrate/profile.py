@@ -2,12 +2,23 @@
 
 A profile holds a fitted model, its validation rows and provenance, and is written atomically;
 `load_profile` rejects another version or missing keys, naming them.
+
+A local-host profile also records the host placement its primitives were measured in
+(`PLACEMENT_KEY`, `placement_record`): this machine's two vCPUs sit in a fast placement (hw flag
+round trip 55-110 ns) or a slow one (440-500 ns), and a model fitted in one mispredicts the other,
+so a reader (`cxlsim replay`) can flag a profile from another placement than its run's. The class
+follows the project's one probe rule (`cxlsim.emulator.comm.choose_copy_in`, the MPI library's
+pools.c): fast up to `SLOW_ROUNDTRIP_NS`, slow up to `DISTURBED_ROUNDTRIP_NS`, disturbed above (a
+rank lost its CPU during the probe: no placement). Profiles written before it have no such key;
+`profile_placement` derives the class from their model's hw round trip and says it did.
 """
 from __future__ import annotations
 
 import json
 
+from cxlsim.coherence import Coherence
 from cxlsim.config import read_text
+from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
 from cxlsim.errors import InputError
 from cxlsim.results import atomic_write, make_rng, provenance
 
@@ -20,6 +31,43 @@ MODEL_KEYS = {
                    "write_pass_curve", "read_pass_curve"),
     "network": ("base_preset", "np", "loggp", "collective_overhead_ns", "memcpy_bw_bytes_per_ns"),
 }
+
+PLACEMENT_KEY = "placement"
+"""A local-host profile's {'class': 'fast' | 'slow' | 'disturbed', 'roundtrip_ns': the hw flag round trip
+(`model.roundtrip_ns['hw']`, ns), 'fast_up_to_ns', 'disturbed_above_ns'}: the rule's thresholds."""
+DISTURBED_ROUNDTRIP_NS = 2000.0
+"""hw flag round trip (ns) above which a probe lost a CPU: no placement (= cxlsim.emulator.comm's and pools.c's;
+tests/test_calibrate_placement.py checks that they agree)."""
+PLACEMENTS = ("fast", "slow", "disturbed")
+
+
+def placement_class(roundtrip_ns: float) -> str:
+    """The host placement a hw flag round trip (ns) shows: 'fast', 'slow' or 'disturbed' (the module docstring)."""
+    if roundtrip_ns <= SLOW_ROUNDTRIP_NS:
+        return "fast"
+    return "slow" if roundtrip_ns <= DISTURBED_ROUNDTRIP_NS else "disturbed"
+
+
+def placement_record(hw_roundtrip_ns: float) -> dict:
+    """The `PLACEMENT_KEY` record of a profile whose model measured this hw flag round trip (ns)."""
+    return {"class": placement_class(hw_roundtrip_ns), "roundtrip_ns": float(hw_roundtrip_ns),
+            "fast_up_to_ns": SLOW_ROUNDTRIP_NS, "disturbed_above_ns": DISTURBED_ROUNDTRIP_NS}
+
+
+def profile_placement(profile: dict) -> dict | None:
+    """The host placement a profile's model was measured in: its `PLACEMENT_KEY` record with 'recorded' True,
+    or, for a local-host profile written before the key, `placement_record` of its model's hw round trip with
+    'recorded' False; None for a network profile (another machine's OSU files: no placement of this one)."""
+    got = profile.get(PLACEMENT_KEY)
+    if got is not None:
+        if not isinstance(got, dict) or got.get("class") not in PLACEMENTS:
+            raise InputError(f"{PLACEMENT_KEY}: expected {{'class': one of {PLACEMENTS}, 'roundtrip_ns': ns}}, "
+                             f"got {got!r}")
+        return dict(got, recorded=True)
+    rt = (profile["model"].get("roundtrip_ns") or {}).get(Coherence.HW.value) if profile["kind"] == "local-host" else None
+    if not isinstance(rt, (int, float)) or isinstance(rt, bool):
+        return None
+    return dict(placement_record(rt), recorded=False)
 
 
 def check_keys(where: str, data, keys) -> None:
@@ -55,6 +103,10 @@ def check_profile(data, source: str) -> dict:
     check_keys(f"{source}: model", data["model"], MODEL_KEYS[data["kind"]])
     if not isinstance(data["validation"], list):
         raise InputError(f"{source}: validation: expected a list of rows, got {type(data['validation']).__name__}")
+    try:
+        profile_placement(data)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
     return data
 
 
