@@ -10,6 +10,7 @@ from cxlsim.models.collectives import analytic, registry, runner
 from cxlsim.models.collectives import pool_collective_forms as forms
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import NO_CONTEXT, Context
+from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
 
 MODES = ("hw", "flush")
 RECORDS = forms.RECORDS
@@ -213,17 +214,23 @@ def test_the_pool_programs_move_the_kernels_bytes(mode):
     """As the C kernels' fast path (cxl_coll_move.h, cxl_coll_reduce.h): a rank's own alltoall or
     reduce_scatter block, and its own share of the large allreduce's input, never enter the pool; every
     other rank's block is stored once and loaded once, by its reader alone. The alltoall's own block is a
-    local copy of m bytes, the reduce_scatter's is folded from the input."""
+    local copy of m bytes, the reduce_scatter's is folded from the input. The small allreduce stores the
+    whole vector and loads the other P - 1 (its fold takes its own from the input)."""
     p, m = 4, 1000
-    for algo, size in ((forms.ALLTOALL, m), (forms.REDUCE_SCATTER, p * m), (forms.ALLREDUCE_LARGE, 4096)):
+    for algo, size in ((forms.ALLTOALL, m), (forms.REDUCE_SCATTER, p * m), (forms.ALLREDUCE_LARGE, 4096),
+                       (forms.ALLREDUCE_SMALL, m)):
         t = pool(p, mode)
         t.enable_log()
         out = runner.run_algorithm(t, algo, size, NO_CONTEXT)
         runner.verify(algo.collective, p, NO_CONTEXT, out.results)
         wrote, read = _moved(t, p)
-        layout = pc.StepLayout(p, p * m if algo is not forms.ALLREDUCE_LARGE else size)
+        layout = pc.StepLayout(p, size if algo.collective == "allreduce" else p * m)
         for r in range(p):
             slot = layout.slot(1, r)
+            if algo is forms.ALLREDUCE_SMALL:  # the whole vector in, the P - 1 others' out, its own from the input
+                assert wrote[r] == [(slot, size)], (r, wrote[r])
+                assert read[r] == [(layout.slot(1, w), size) for w in range(p) if w != r], (r, read[r])
+                continue
             if algo is forms.ALLREDUCE_LARGE:
                 lo, hi = pc.share_bytes(size, p, r)
                 first_step = [w for w in wrote[r] if slot <= w[0] < slot + layout.stride_bytes]
@@ -235,6 +242,20 @@ def test_the_pool_programs_move_the_kernels_bytes(mode):
             pieces = [(slot, r * m), (slot + (r + 1) * m, (p - 1 - r) * m)]
             assert wrote[r] == [x for x in pieces if x[1]] and own not in wrote[r], (algo.collective, r)
             assert read[r] == [(layout.slot(1, w) + r * m, m) for w in range(p) if w != r], (algo.collective, r)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_small_allreduce_is_the_allgather_less_its_own_slots_load(mode):
+    """Uncongested, by hand: each rank loads P - 1 slots where the allgather loads P, and the loads issue one
+    line per 64/b ns, so the small allreduce ends one slot's issue (64 ceil(s/64) / b) before the allgather
+    of s-byte blocks, then folds (P - 1) s bytes at the reduction bandwidth."""
+    for p in (2, 3, 8):
+        fig = pool(p, mode).figures()
+        for s in (1, 100, 4096, 65536):
+            slot_issue = 64 * -(-s // 64) / fig.host_bw_bytes_per_ns
+            fold = (p - 1) * s / fig.reduce_bw_bytes_per_ns
+            allgather = cxl_pool_closed_form(fig, p, s, mode)
+            assert forms.allreduce_small_cost(fig, p, s) == pytest.approx(allgather - slot_issue + fold, rel=1e-12)
 
 
 def test_verify_catches_a_wrong_alltoall_or_barrier_result():

@@ -119,11 +119,12 @@ def cxl_pool_zero_copy(g, m, mine, ctx=None):
 
 
 def cxl_pool_closed_form(fig, p: int, m: int, coherence, zero_copy: bool = False, starts=None,
-                         poll_delay: float = 0.0) -> float:
+                         poll_delay: float = 0.0, own_read: bool = True) -> float:
     """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on P hosts,
-    all ranks starting together on a fresh pool (or rank r at starts[r] ns); `fig` is `CXLPoolTransport.figures()`."""
+    all ranks starting together on a fresh pool (or rank r at starts[r] ns); `fig` is `CXLPoolTransport.figures()`.
+    `own_read=False`: each rank loads only the other P - 1 slots (`pool_forms.pool_closed_form`)."""
     return pool_closed_form(geometry_from_figures(fig, p), m, Coherence.parse(coherence), zero_copy, starts,
-                            poll_delay)
+                            poll_delay, own_read)
 
 
 def _copy_cost(fig, p: int, m: int, ctx=None) -> float:

@@ -149,13 +149,14 @@ def _barrier_ends(fig, p: int, starts=None, poll_delay: float = 0.0) -> list:
 
 
 def allreduce_small_cost(fig, p: int, s: int, ctx=None) -> float:
-    """The small pool allreduce: the allgather of s-byte blocks, then the fold of P vectors."""
+    """The small pool allreduce: the allgather of s-byte blocks with each rank loading the P - 1 other slots
+    (its own vector comes from its input), then the fold of P vectors."""
     if _hw_stepped(fig, p, "allreduce", "cxl_pool", s):
         return hw_steps_cost(fig, p, "allreduce", "cxl_pool", s)
     walked = _walked(fig, p, "allreduce", "cxl_pool", s)
     if walked is not None:
         return walked
-    return cxl_pool_closed_form(fig, p, s, fig.coherence) + (p - 1) * s / fig.reduce_bw_bytes_per_ns
+    return cxl_pool_closed_form(fig, p, s, fig.coherence, own_read=False) + (p - 1) * s / fig.reduce_bw_bytes_per_ns
 
 
 def row_step_cost(fig, p: int, block: int, fold_bytes: int, zero_copy: bool = False, copy_own: bool = False) -> float:
@@ -293,8 +294,9 @@ def flush_steps(collective: str, name: str, p: int, s: int):
         return 0, lambda r, lay: [Step(wait=others(r))]
     if collective == "allreduce" and name == "cxl_pool":
         def small(r, lay):
-            return [Step(write=(lay.slot(1, r), s), wait=others(r), acquire=[(lay.slot(1, w), s) for w in others(r)],
-                         reads=[(lay.slot(1, w), s) for w in range(p)], fold_bytes=(p - 1) * s)]
+            theirs = [(lay.slot(1, w), s) for w in others(r)]
+            return [Step(write=(lay.slot(1, r), s), wait=others(r), acquire=theirs, reads=theirs,
+                         fold_bytes=(p - 1) * s)]
         return s, small
     if collective == "allreduce":
         shares = [share_bytes(s, p, w) for w in range(p)]

@@ -10,7 +10,8 @@ two buffers of P slots, used by odd and even data rounds.
 
 The bytes are the kernels' with the event log off and no emulated timing (their
 fast path): a rank's own block of a row (reduce_scatter, alltoall) or its own
-share of the large allreduce's input never enters the pool. The publish still
+share of the large allreduce's input never enters the pool, and no rank loads
+its own slot of the small allreduce (its fold takes that vector from its input). The publish still
 writes back (flush mode) the whole row or vector, as the kernels' cxl_publish
 does: a clflushopt of a line the rank did not write costs its CPU time and
 moves nothing.
@@ -22,8 +23,8 @@ copies) and an mfence. The steps:
 
 - `barrier`: publish written(e) without data, wait for every other flag.
 - `allreduce` `cxl_pool` (small): write the vector into the slot, publish, wait,
-  acquire, read every slot (the rank's own included), fold ranks 0..P-1 left to
-  right ((P-1) x s bytes of reduction).
+  acquire and read every other rank's slot, fold ranks 0..P-1 left to right, the
+  rank's own vector taken from its input ((P-1) x s bytes of reduction).
 - `allreduce` `cxl_pool_large`: that step, but each rank writes its vector
   around its own share (1/P of the vector, share boundaries on 64-byte lines,
   `share_bytes`), which only it reads, and folds that share of every other
@@ -219,12 +220,14 @@ def _input_step(t, r, p, s, vec, name, keep=(0, 0)):
 
 
 def allreduce_small(g, s, vec, ctx=None):
-    """Every rank reads every rank's vector and folds them (one step)."""
+    """Every rank reads every other rank's vector and folds them with its own, from its input (one step)."""
     t = _pool(g, "allreduce cxl_pool")
     p, r = g.size, g.rank
     layout, rnd = yield from _input_step(t, r, p, s, vec, "allreduce cxl_pool")
-    yield from _acquire(t, r, [(layout.slot(rnd, w), s) for w in range(p) if w != r])
-    vectors = yield from _read_all(t, r, [(layout.slot(rnd, w), s) for w in range(p)])
+    others = [(layout.slot(rnd, w), s) for w in range(p) if w != r]
+    yield from _acquire(t, r, others)
+    vectors = (yield from _read_all(t, r, others)) if others else []
+    vectors.insert(r, vec)
     if p > 1:
         yield g.reduce((p - 1) * s)
     return fold_vectors(vectors)

@@ -149,26 +149,28 @@ def geometry_of(pool) -> PoolGeometry:
 
 
 def pool_closed_form(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False, starts=None,
-                     poll_delay: float = 0.0) -> float:
+                     poll_delay: float = 0.0, own_read: bool = True) -> float:
     """Latency (ns) of one `cxl_pool` (or `cxl_pool_zero_copy`) allgather of m-byte blocks on `geo`'s pool,
     every rank starting together on a fresh pool, or rank r at `starts[r]` ns (the latest end, from 0).
 
     `poll_delay`: CPU time (ns) each rank spends between its flag store and its first poll (a local copy the
-    protocol makes there, as the pool alltoall's own block)."""
-    return max(pool_rank_ends(geo, m, coherence, zero_copy, starts, poll_delay))
+    protocol makes there, as the pool alltoall's own block). `own_read`: whether each rank loads its own
+    slot with the others' (the allgather's programs do; the small pool allreduce, which folds its own block
+    from its input, loads only the P - 1 others')."""
+    return max(pool_rank_ends(geo, m, coherence, zero_copy, starts, poll_delay, own_read))
 
 
 def pool_rank_ends(geo: PoolGeometry, m: int, coherence, zero_copy: bool = False, starts=None,
-                   poll_delay: float = 0.0) -> tuple:
+                   poll_delay: float = 0.0, own_read: bool = True) -> tuple:
     """When each rank (index = rank) ends its part of the allgather of `pool_closed_form`, ns."""
     mode = Coherence.parse(coherence, "coherence")
     if not isinstance(m, int) or m < 0:
         raise InputError(f"size: expected an integer >= 0 bytes, got {m!r}")
     if mode is Coherence.HW:  # its form depends on m only through the line count: one fixed point per count
         starts = (0.0,) * geo.hosts if starts is None else tuple(float(t) for t in starts)
-        return _hw(geo, -(-m // LINE), bool(zero_copy), starts, float(poll_delay))
+        return _hw(geo, -(-m // LINE), bool(zero_copy), starts, float(poll_delay), bool(own_read))
     starts = np.zeros(geo.hosts) if starts is None else np.asarray(starts, float)
-    return _flush(geo, m, zero_copy, starts, float(poll_delay))
+    return _flush(geo, m, zero_copy, starts, float(poll_delay), bool(own_read))
 
 
 def clear_memo() -> None:
@@ -180,25 +182,27 @@ def clear_memo() -> None:
 # ---------------------------------------------------------------------- hw mode
 
 @functools.lru_cache(maxsize=4096)
-def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: float = 0.0) -> tuple:
+def _hw(geo: PoolGeometry, lines: int, zero_copy: bool, starts: tuple, delay: float = 0.0,
+        own_read: bool = True) -> tuple:
     """The hw-mode form of an allgather of `lines` lines per block, each rank polling `delay` ns after its flag
-    store returns (memoised: geometries are frozen)."""
+    store returns, loading its own slot too if `own_read` (memoised: geometries are frozen)."""
     p = geo.hosts
     w_bytes = lines * LINE
     stride = max(LINE, w_bytes)
     slots = [p * LINE + (p + r) * stride for r in range(p)]  # data round 1: the second buffer
     copy = lines > 0 and not zero_copy
     writes = tuple(((slots[r], w_bytes),) if copy else () for r in range(p))
-    reads = tuple(tuple((slot, w_bytes) for slot in slots) if copy else () for _ in range(p))
+    reads = tuple(tuple((slot, w_bytes) for w, slot in enumerate(slots) if own_read or w != r) if copy else ()
+                  for r in range(p))
     return pool_hw_steps.hw_step_ends(geo, [r * LINE for r in range(p)], writes, reads, starts, delay)
 
 
 # ---------------------------------------------------------------------- flush mode
 
-def _flush(geo: PoolGeometry, m: int, zero_copy: bool, starts, delay: float = 0.0) -> tuple:
+def _flush(geo: PoolGeometry, m: int, zero_copy: bool, starts, delay: float = 0.0, own_read: bool = True) -> tuple:
     """flush mode: each pass walks the ranks' programs with every access's queueing delay from the
     last pass (0 at first), until no delay and no poll's number of loads changes."""
-    ranks = _FlushPrograms(geo, m, zero_copy, starts, delay)
+    ranks = _FlushPrograms(geo, m, zero_copy, starts, delay, own_read)
     for _ in range(MAX_PASSES):
         booked, ends, polls = ranks.walk()
         acc = Accesses(geo)
@@ -229,8 +233,9 @@ class _FlushPrograms:
     ranks calling at the same time call in the order their causes reached the devices.
     """
 
-    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool, starts, delay: float = 0.0):
-        self.geo, self.delay_ns = geo, delay
+    def __init__(self, geo: PoolGeometry, m: int, zero_copy: bool, starts, delay: float = 0.0,
+                 own_read: bool = True):
+        self.geo, self.delay_ns, self.own_read = geo, delay, own_read
         self.starts = [float(x) for x in starts]
         self.lines = -(-m // LINE)
         self.w_bytes = self.lines * LINE
@@ -312,7 +317,8 @@ class _FlushPrograms:
         for _w in range(p - 1):
             t = self._clflushopt(t, self.lines, acks)
         t = self._fence(t, acks)
-        if not self.copy:
+        loaded = [w for w in range(p) if self.own_read or w != r]
+        if not self.copy or not loaded:
             return t[0]
         return max(self.access(("r", r, w), r, *t, int(self.slots[w]), self.w_bytes, False)[1]
-                   for w in range(p)) + geo.media_ns + geo.path_ns
+                   for w in loaded) + geo.media_ns + geo.path_ns
