@@ -43,7 +43,8 @@ import subprocess
 import sys
 import tempfile
 
-from set_validity import AGREE, anchor_slowed, describe_verdict, placements, round_placement, verdict
+from osu_files import BANDWIDTHS, BATCHES, BENCHMARKS, placement_sets, write_tables
+from set_validity import AGREE, anchor_slowed, describe_verdict, placements, round_count, round_placement, verdict
 
 from cxlsim.calibrate.osu_fit import from_osu
 from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
@@ -51,11 +52,8 @@ from cxlsim.emulator.osu import parse_osu
 from cxlsim.results import Workspace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BENCHMARKS = ("latency", "fresh", "bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1", "allgather")
-BANDWIDTHS = ("bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1")  # MB/s: the fastest is the largest
 CMA = {"cma-on": {}, "cma-off": {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}}
 CMA_THRESHOLD = 8192  # MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD of the mpich 5.0.2 wheel (mpivars)
-BATCHES = 20
 L2_BYTES = 1 << 20  # this machine's private L2 per core (lscpu: "L2 cache: 2 MiB (2 instances)")
 STATISTICS = ("median", "fastest")
 TARGET_WORST, TARGET_MEDIAN = 0.20, 0.08
@@ -84,32 +82,6 @@ def run_round(exe: str, env_extra: dict, max_bytes: int, benchmarks=BENCHMARKS, 
     return {name: {row[0]: row[1:4] for row in table.rows} for name, table in zip(benchmarks, tables)}
 
 
-HEADER = {"latency": ("OSU MPI Latency Test v5.3", "Latency (us)"),
-          "fresh": ("OSU MPI Latency Test v5.3, send buffer rewritten before each send", "Latency (us)"),
-          "bw": ("OSU MPI Bandwidth Test v5.3", "Bandwidth (MB/s)"),
-          "bibw": ("OSU MPI Bi-Directional Bandwidth Test v5.3", "Bandwidth (MB/s)"),
-          "bw1": ("OSU MPI Bandwidth Test v5.3, window 1", "Bandwidth (MB/s)"),
-          "bibw1": ("OSU MPI Bi-Directional Bandwidth Test v5.3, window 1", "Bandwidth (MB/s)"),
-          "freshbw1": ("OSU MPI Bandwidth Test v5.3, window 1, send buffer rewritten before each send",
-                       "Bandwidth (MB/s)"),
-          "freshbibw1": ("OSU MPI Bi-Directional Bandwidth Test v5.3, window 1, send buffer rewritten before each "
-                         "send", "Bandwidth (MB/s)"),
-          "allgather": ("OSU MPI Allgather Latency Test v5.3", "Avg Latency(us)")}
-
-
-def write_osu(path: str, benchmark: str, statistic: str, values: dict, rounds: int) -> None:
-    title, column = HEADER[benchmark]
-    how = {"median": f"median over {rounds} rounds of the median of {BATCHES} batches",
-           "fastest": f"fastest of {rounds} x {BATCHES} batches"}[statistic]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(f"# {title} (C loop osu_loops.c, mpich 5.0.2 wheel, np 2; {how})\n")
-        fh.write(f"# Size      {column:>18}\n")
-        for size in sorted(values):
-            fh.write(f"{size:<10d} {values[size]:18.2f}\n")
-    os.replace(tmp, path)
-
-
 def measure(args) -> str:
     from cxlsim.emulator.copybw import copy_bandwidth_curve
 
@@ -134,17 +106,7 @@ def measure(args) -> str:
                                          "roundtrip_before_ns": round(probe_before, 1),
                                          "roundtrip_after_ns": round(probe_after, 1)})
     ws.write_csv("raw", raw_rows)
-    for c, runs in rounds.items():
-        for bench in BENCHMARKS:
-            sizes = runs[0][bench]
-            # fastest: the least time (the Min column) or the most bandwidth (the Max column)
-            best, column = (max, 2) if bench in BANDWIDTHS else (min, 1)
-            values = {"median": {s: statistics.median(run[bench][s][0] for run in runs) for s in sizes},
-                      "fastest": {s: best(run[bench][s][column] for run in runs) for s in sizes}}
-            for statistic in STATISTICS:
-                os.makedirs(ws.file(statistic), exist_ok=True)
-                write_osu(ws.file(os.path.join(statistic, f"osu_{bench}_{c}.txt")), bench, statistic,
-                          values[statistic], len(runs))
+    write_tables(raw_rows, ws.path)
     sizes = sorted(rounds["cma-on"][0]["allgather"])
     copy = copy_bandwidth_curve(sizes, min_time_s=0.002)
     ws.write_csv("memcpy", [{"size_bytes": s, "bytes_per_ns": copy[s]} for s in sizes])
@@ -343,7 +305,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
                     "anchor_disturbed": anchor in bad or anchor_slowed(result["rows"])}
                 entry = summary[f"{statistic} {cma} {variant}"]
                 entry["verdict"] = verdict(probes, cma, entry["anchor_disturbed"], entry["undisturbed"]["sizes"],
-                                           entry["sizes"])
+                                           entry["sizes"], round_count(sets_dir, cma))
                 for r in result["rows"]:
                     rows.setdefault(r["size_bytes"], {"measured": r["measured_ns"] / 1e3})[variant] = r["full_error"]
             lines.extend(exchange_ab(sets_dir, statistic, cma))
@@ -396,14 +358,16 @@ def report_all(sets_dirs: list) -> None:
     (the committed sets are re-checked, not re-written)."""
     print("\n## every set (without the 1 B anchor row; target: worst <= 20%, median <= 8%): all sizes, then the "
           "undisturbed sizes only")
-    print(f"{'set':<34} {'variant':<28} {'all sizes':<44} {'undisturbed sizes':<60} set verdict")
+    print(f"{'set':<44} {'variant':<28} {'all sizes':<44} {'undisturbed sizes':<60} set verdict")
     valid = {}
     for sets_dir in sets_dirs:
-        name, summary = os.path.basename(os.path.normpath(sets_dir)), check(sets_dir, write=False)
+        inside = os.path.realpath(sets_dir).startswith(os.path.realpath(HERE) + os.sep)
+        name = os.path.relpath(sets_dir, HERE) if inside else os.path.normpath(sets_dir)
+        summary = check(sets_dir, write=False)
         for key in SUMMARY_ROWS:
             if key in summary:
                 v, u = summary[key], summary[key]["undisturbed"]
-                print(f"{name:<34} {key:<28} {describe_score(v):<44} "
+                print(f"{name:<44} {key:<28} {describe_score(v):<44} "
                       f"{u['sizes']:>2} of {v['sizes']}: {describe_score(u):<52} {describe_verdict(v['verdict'])}")
                 if v["verdict"]["valid"]:
                     valid.setdefault((key, v["verdict"]["placement"]), []).append((name, v))
@@ -425,9 +389,14 @@ def main(argv=None) -> int:
         ap.error("--sets checks a measured directory; --output and --rounds apply to a new measurement")
     sets_dir = args.sets or measure(args)
     check(sets_dir)
-    committed = sorted(d for d in glob.glob(os.path.join(HERE, "sets_*"))
-                       if os.path.realpath(d) != os.path.realpath(sets_dir))
-    report_all([sets_dir] + committed)
+    subsets = sorted(placement_sets(sets_dir, sets_dir).values())
+    for sub in subsets:
+        print(f"\n# the rounds of one placement: {sub}")
+        check(sub)
+    mine = {os.path.realpath(d) for d in [sets_dir] + subsets}
+    committed = sorted(d for d in glob.glob(os.path.join(HERE, "sets_*")) + glob.glob(os.path.join(HERE, "sets_*",
+                       "placement_*")) if os.path.realpath(d) not in mine)
+    report_all([sets_dir] + subsets + committed)
     print(f"sets: {sets_dir}")
     return 0
 

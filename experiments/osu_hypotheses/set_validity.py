@@ -18,6 +18,12 @@ sets are held out for it). A set is **too disturbed to test the model** when any
    AGREE, or it is more than AGREE slower than a larger allgather up to 1 KiB (`anchor_slowed`).
 3. coverage: fewer than MIN_UNDISTURBED of the other sizes are undisturbed: the target is a worst size,
    and a set whose sizes mostly come from stretches of time that disagree measures no one machine.
+4. repeats: fewer than MIN_ROUNDS rounds: rules 2-3 find a disturbance by comparing rounds, so a single
+   round passes them whatever happened in it (added before set k's figures were read, with the sub-sets).
+
+A probed set whose rounds span both placements is also tested per placement (osu_files.placement_sets):
+the rounds of one placement form a sub-set of their own (`placement_fast/`, `placement_slow/` in the set),
+judged by the same rules. The slow placement is reported apart: it is another machine for the model.
 
 The rule reads the measured tables and probes only, never the model's error.
 """
@@ -29,6 +35,7 @@ import os
 FAST_ROUNDTRIP_NS = 200.0  # below: the fast placement (the project's threshold, cxlsim.emulator.host.SLOW_ROUNDTRIP_NS)
 DISTURBED_ROUNDTRIP_NS = 2000.0  # from here a probe's ranks took turns on a CPU (= cxlsim.emulator.comm's)
 MIN_UNDISTURBED = 0.5  # rule 3: the fraction of the non-anchor sizes that must be undisturbed
+MIN_ROUNDS = 2  # rule 4
 AGREE = 0.10  # = run_hypotheses.AGREE: two figures of one row agree within this fraction
 
 
@@ -79,11 +86,19 @@ def anchor_slowed(rows) -> bool:
     return bool(small) and anchor["measured_ns"] > (1.0 + AGREE) * min(small)
 
 
-def verdict(probes: list, cma: str, anchor_disturbed: bool, undisturbed: int, sizes: int) -> dict:
+def round_count(sets_dir: str, cma: str) -> int:
+    """How many rounds of one CMA setting the set's raw.csv holds."""
+    with open(os.path.join(sets_dir, "raw.csv")) as fh:
+        return len({row["round"] for row in csv.DictReader(fh) if row["cma"] == cma})
+
+
+def verdict(probes: list, cma: str, anchor_disturbed: bool, undisturbed: int, sizes: int, rounds: int) -> dict:
     """The set verdict of one CMA setting: {'valid', 'placement', 'reasons'} (reasons: the rules that refuse it).
-    `undisturbed` of `sizes` non-anchor sizes are undisturbed for the variant."""
+    `undisturbed` of `sizes` non-anchor sizes are undisturbed for the variant; `rounds`: the setting's rounds."""
     placement, per_round = set_placement(probes, cma)
     reasons = []
+    if rounds < MIN_ROUNDS:
+        reasons.append(f"{rounds} round (rules 2-3 need {MIN_ROUNDS} to compare)")
     if placement == "mixed":
         reasons.append("placement: rounds " + ", ".join(f"{r} {p}" for r, p in sorted(per_round.items())))
     if anchor_disturbed:

@@ -1,0 +1,100 @@
+"""The set verdict of experiments/osu_hypotheses/set_validity.py: when an OMB-style set is too disturbed to test
+the --from-osu model (placement probes, anchor row, coverage), by hand and on the committed sets."""
+import glob
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "experiments", "osu_hypotheses")
+if ROOT not in sys.path:  # the experiment's modules import each other as siblings, as when run as scripts
+    sys.path.insert(0, ROOT)
+
+import osu_files  # noqa: E402
+import run_hypotheses  # noqa: E402
+import set_validity as sv  # noqa: E402
+
+
+def test_a_probe_is_fast_slow_or_disturbed_at_the_project_thresholds():
+    from cxlsim.emulator.comm import DISTURBED_ROUNDTRIP_NS
+    from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
+
+    assert (sv.FAST_ROUNDTRIP_NS, sv.DISTURBED_ROUNDTRIP_NS) == (SLOW_ROUNDTRIP_NS, DISTURBED_ROUNDTRIP_NS)
+    assert [sv.probe_class(ns) for ns in (84.0, 199.9, 200.0, 419.0, 1999.0, 2000.0, 534807.0)] == \
+        ["fast", "fast", "slow", "slow", "slow", "disturbed", "disturbed"]
+
+
+def test_a_round_takes_the_placement_its_undisturbed_probes_agree_on():
+    assert sv.round_placement(88.5, 87.0) == "fast"
+    assert sv.round_placement(534807.0, 385.0) == "slow"      # set i round 1: the disturbed probe is left out
+    assert sv.round_placement(390.0, 92.0) == "mixed"         # set i round 4 (cma-on): slow, then fast
+    assert sv.round_placement(235956.0, 3000.0) == "unknown"  # both probes waited for a CPU
+
+
+def test_a_set_whose_rounds_are_not_one_placement_is_refused():
+    probes = [(1, "cma-on", 90.0, 85.0), (2, "cma-on", 400.0, 5e5), (1, "cma-off", 410.0, 390.0)]
+    assert sv.set_placement(probes, "cma-off") == ("slow", {1: "slow"})
+    placement, per_round = sv.set_placement(probes, "cma-on")
+    assert placement == "mixed" and per_round == {1: "fast", 2: "slow"}
+    v = sv.verdict(probes, "cma-on", anchor_disturbed=False, undisturbed=20, sizes=20, rounds=2)
+    assert not v["valid"] and v["reasons"] == ["placement: rounds 1 fast, 2 slow"]
+    unknown = [(1, "cma-on", 90.0, 85.0), (2, "cma-on", 5e5, 3e4)]
+    assert sv.set_placement(unknown, "cma-on")[0] == "mixed"  # a round with no placement: no one machine
+    assert sv.verdict([], "cma-on", False, 20, 20, 4) == {"valid": True, "placement": "not probed", "reasons": []}
+
+
+def test_the_anchor_and_the_coverage_rules():
+    fast = [(1, "cma-on", 90.0, 85.0)]
+    assert sv.verdict(fast, "cma-on", False, 10, 20, 2) == {"valid": True, "placement": "fast", "reasons": []}
+    assert sv.verdict(fast, "cma-on", False, 9, 20, 2)["reasons"] == ["9 of 20 sizes undisturbed (under 50%)"]
+    both = sv.verdict(fast, "cma-on", True, 9, 20, 2)
+    assert not both["valid"] and both["reasons"][0] == "anchor row disturbed" and len(both["reasons"]) == 2
+    assert sv.describe_verdict(sv.verdict(fast, "cma-on", False, 19, 20, 2)) == "valid (fast placement)"
+    assert sv.describe_verdict(both).startswith("too disturbed: anchor row disturbed; 9 of 20")
+    one = sv.verdict(fast, "cma-on", False, 20, 20, 1)  # one round passes rules 2-3 whatever happened in it
+    assert one == {"valid": False, "placement": "fast", "reasons": ["1 round (rules 2-3 need 2 to compare)"]}
+
+
+@pytest.mark.parametrize("name, valid, placement, reasons", [
+    ("sets_2026-12-01j_quiet", False, "mixed", ["placement: rounds 1 fast, 2 mixed, 3 slow, 4 mixed"]),
+    ("sets_2026-12-01g_load1-2", True, "not probed", []),
+    ("sets_2026-12-01f_load6-12", False, "not probed", ["anchor row disturbed"]),
+    ("sets_2026-12-01i_load6-9", False, "mixed",
+     ["placement: rounds 1 slow, 2 slow, 3 slow, 4 mixed", "anchor row disturbed"]),
+])
+def test_the_committed_sets_verdicts(name, valid, placement, reasons):
+    summary = run_hypotheses.check(os.path.join(ROOT, name), write=False)
+    assert summary["fastest cma-on x-w1"]["verdict"] == {"valid": valid, "placement": placement, "reasons": reasons}
+
+
+@pytest.mark.parametrize("name", [os.path.basename(d) for d in sorted(glob.glob(os.path.join(ROOT, "sets_*")))])
+def test_the_tables_rebuilt_from_raw_csv_are_the_committed_files(name, tmp_path):
+    sets_dir = os.path.join(ROOT, name)
+    osu_files.write_tables(osu_files.read_raw(sets_dir), str(tmp_path))
+    for statistic in ("fastest", "median"):
+        files = sorted(os.listdir(os.path.join(sets_dir, statistic)))
+        assert files == sorted(os.listdir(tmp_path / statistic))
+        for f in files:
+            with open(os.path.join(sets_dir, statistic, f)) as fh:
+                assert (tmp_path / statistic / f).read_text() == fh.read(), f
+
+
+def test_a_mixed_set_splits_into_the_rounds_of_each_placement(tmp_path):
+    """Set j: cma-on rounds 1 fast, 3 slow (2 and 4 changed placement while they ran); cma-off 1-2 fast, 3-4 slow."""
+    sets_dir = os.path.join(ROOT, "sets_2026-12-01j_quiet")
+    subs = osu_files.placement_sets(sets_dir, str(tmp_path))
+    assert sorted(subs) == ["fast", "slow"]
+    for placement, rounds in (("fast", {"cma-on": {1}, "cma-off": {1, 2}}), ("slow", {"cma-on": {3}, "cma-off": {3, 4}})):
+        raw = osu_files.read_raw(subs[placement])
+        assert {c: {int(r["round"]) for r in raw if r["cma"] == c} for c in rounds} == rounds
+        assert {sv.round_placement(a, b) for _, _, a, b in sv.placements(subs[placement])} == {placement}
+        # the sub-set's fastest allgather is the fastest batch of its own rounds
+        want = {int(r["size_bytes"]): float(r["batch_fastest"]) for r in osu_files.read_raw(sets_dir)
+                if r["benchmark"] == "allgather" and r["cma"] == "cma-on" and int(r["round"]) in rounds["cma-on"]}
+        with open(os.path.join(subs[placement], "fastest", "osu_allgather_cma-on.txt")) as fh:
+            got = {int(line.split()[0]): float(line.split()[1]) for line in fh if not line.startswith("#")}
+        assert got == pytest.approx(want, abs=0.005)
+    summary = run_hypotheses.check(subs["fast"], write=False)
+    assert summary["fastest cma-on x-w1"]["verdict"]["reasons"] == ["1 round (rules 2-3 need 2 to compare)"]
+    assert summary["fastest cma-off x-w1"]["verdict"]["placement"] == "fast"
+    assert sv.round_count(subs["slow"], "cma-off") == 2
