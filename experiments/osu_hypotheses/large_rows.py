@@ -16,9 +16,12 @@ and prints, from the fastest batch of each over the rounds (us per iteration):
   excess unchanged = bibw1 - lat, excess rewritten = freshbibw1 - fresh, allgather's = allgather - fresh,
   c = bibw1 / bw1 and freshbibw1 / freshbw1 (both directions against one), each excess per KiB, and
   the unchanged excess held at its per-byte value at 512 KiB (the largest exchange whose buffers fit L2).
-Each round records the load and the hw flag round trip before and after it (the host placement:
-`placement`), and the table is printed for the rounds of each placement apart, since the slow
-placement slows the rewritten-buffer transfers 3-7x and not the unchanged ones. Every table also
+Last two columns, the test of the bound: the step error (fresh + the step's excess) / allgather - 1 with
+the measured unchanged excess (x-w1) and with the one held at 512 KiB (x-w1-l2, `--cache-bytes 1MiB`).
+Each round records the load and the hw flag round trip before and after it (the host placement,
+set_validity.round_placement), and the table is printed for the rounds of each placement apart, since
+the slow placement slows the rewritten-buffer transfers 3-7x and not the unchanged ones; a round whose
+probes disagree (mixed) or were both disturbed (unknown) is left out. Every table also
 goes into raw.csv with every round's fastest and median batch.
 """
 from __future__ import annotations
@@ -28,21 +31,15 @@ import os
 import sys
 import tempfile
 
-from run_hypotheses import BANDWIDTHS, build, loadavg, run_round
+from osu_files import BANDWIDTHS
+from run_hypotheses import build, loadavg, run_round
+from set_validity import round_placement
 
-from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
+from cxlsim.emulator.host import probe_roundtrip_ns
 from cxlsim.results import Workspace
 
 TABLES = ("latency", "fresh", "bw1", "bibw1", "freshbw1", "freshbibw1", "allgather")
 L2_FIT = 512 << 10  # the largest k whose exchange (send k + receive k) fits this machine's 1 MiB L2 per core
-
-
-def placement(before_ns: float, after_ns: float) -> str:
-    """'fast' when both probes are under SLOW_ROUNDTRIP_NS, 'slow' when one is above it but both under 10 us,
-    else 'unknown' (a probe whose two processes took turns on a CPU measures the scheduler)."""
-    if max(before_ns, after_ns) > 10_000.0:
-        return "unknown"
-    return "slow" if max(before_ns, after_ns) > SLOW_ROUNDTRIP_NS else "fast"
 
 
 def times_us(bench: str, size: int, value: float) -> float:
@@ -73,7 +70,7 @@ def main(argv=None) -> int:
             before, probe_before = loadavg(), probe_roundtrip_ns()
             result = run_round(exe, {}, args.max_bytes, tables, batches=args.batches)
             after, probe_after = loadavg(), probe_roundtrip_ns()
-            where = placement(probe_before, probe_after)
+            where = round_placement(probe_before, probe_after)
             print(f"round {r + 1}/{args.rounds}: load {before} -> {after}; hw flag round trip "
                   f"{probe_before:.0f} -> {probe_after:.0f} ns ({where})", flush=True)
             for bench, rows in result.items():
@@ -87,9 +84,16 @@ def main(argv=None) -> int:
                     best[where, bench, size] = min(best.get((where, bench, size), fast), fast)
     ws.write_csv("raw", raw)
     lines, rows = [], []
-    for where in ("fast", "slow", "unknown"):
-        if any(key[0] == where for key in best):
-            lines.extend(table(where, {key[1:]: v for key, v in best.items() if key[0] == where}, rows))
+    placements = list({row["round"]: row["placement"] for row in raw}.values())  # per round, in order
+    for where in ("fast", "slow"):
+        if where in placements:
+            lines.extend(table(where, placements.count(where), {key[1:]: v for key, v in best.items()
+                                                                if key[0] == where}, rows))
+        else:
+            lines.append(f"# {where} placement: not observed")
+    left_out = [f"{r + 1} {p}" for r, p in enumerate(placements) if p not in ("fast", "slow")]
+    if left_out:
+        lines.append("# rounds left out (no one placement): " + ", ".join(left_out))
     ws.write_csv("large_rows", rows)
     ws.write_json("measurement", {"rounds": args.rounds, "batches": args.batches, "max_bytes": args.max_bytes,
                                   "tables": list(tables), "cma": "on (the wheel's default)",
@@ -105,14 +109,17 @@ def main(argv=None) -> int:
     return 0
 
 
-def table(where: str, best: dict, rows: list) -> list:
+def table(where: str, rounds: int, best: dict, rows: list) -> list:
     """The lines of one placement's table; its rows are appended to `rows`."""
     sizes = sorted(s for (b, s) in best if b == "allgather" and s >= 128 << 10)
     per_kib_fit = (best["bibw1", L2_FIT] - best["latency", L2_FIT]) / (L2_FIT >> 10)
-    lines = [f"# {where} placement: fastest batch over its rounds, us per iteration; excess per KiB in ns",
+    lines = [f"# {where} placement ({rounds} round(s)): fastest batch over its rounds, us per iteration; excess per "
+             "KiB in ns; step error = (fresh + the step's excess) / allgather - 1 with the measured unchanged excess "
+             "(exc: x-w1) or the one held at 512 KiB (exc@512K: x-w1-l2, the --cache-bytes bound) (the allgather's "
+             "~1 us overhead left out)",
              f"{'size':>8} {'lat':>8} {'fresh':>8} {'bw1':>8} {'bibw1':>8} {'fbw1':>8} {'fbibw1':>8} {'allg':>8} "
              f"{'c':>5} {'c(f)':>5} {'exc':>7} {'exc(f)':>7} {'allg-f':>7} {'exc/KiB':>7} {'(f)/KiB':>7} "
-             f"{'allg/KiB':>8} {'exc@512K':>8}"]
+             f"{'allg/KiB':>8} {'exc@512K':>8} {'err x-w1':>8} {'err -l2':>8}"]
     for s in sizes:
         t = {b: best[b, s] for b in TABLES}
         row = {"size_bytes": s, **{f"{b}_us": round(v, 3) for b, v in t.items()},
@@ -120,6 +127,8 @@ def table(where: str, best: dict, rows: list) -> list:
                "excess_unchanged_us": t["bibw1"] - t["latency"], "excess_rewritten_us": t["freshbibw1"] - t["fresh"],
                "allgather_step_excess_us": t["allgather"] - t["fresh"],
                "excess_unchanged_held_at_512k_us": per_kib_fit * (s >> 10)}
+        row["step_error_x_w1"] = (t["fresh"] + row["excess_unchanged_us"]) / t["allgather"] - 1.0
+        row["step_error_x_w1_l2"] = (t["fresh"] + row["excess_unchanged_held_at_512k_us"]) / t["allgather"] - 1.0
         rows.append({"placement": where, **row})
         kib = s >> 10
         lines.append(f"{s:>8d} " + " ".join(f"{t[b]:>8.1f}" for b in TABLES)
@@ -127,7 +136,8 @@ def table(where: str, best: dict, rows: list) -> list:
                      f"{row['excess_rewritten_us']:>+7.1f} {row['allgather_step_excess_us']:>+7.1f} "
                      f"{1e3 * row['excess_unchanged_us'] / kib:>7.1f} {1e3 * row['excess_rewritten_us'] / kib:>7.1f} "
                      f"{1e3 * row['allgather_step_excess_us'] / kib:>8.1f} "
-                     f"{row['excess_unchanged_held_at_512k_us']:>+8.1f}")
+                     f"{row['excess_unchanged_held_at_512k_us']:>+8.1f} {100 * row['step_error_x_w1']:>+7.1f}% "
+                     f"{100 * row['step_error_x_w1_l2']:>+7.1f}%")
     return lines
 
 
