@@ -30,7 +30,7 @@ def test_two_computing_ranks_on_one_cpu_take_turns_by_slices(tmp_path, write_tra
     """5 ms and 3 ms of compute, slice 2 ms, one CPU: rank 0 runs [0, 2], rank 1 [2, 4], rank 0 [4, 6],
     rank 1 [6, 7] and ends, rank 0 [7, 8]; rank 1 waited 4 ms for the CPU."""
     trace = trace_of(write_trace, tmp_path, [[f"compute {5 * MS:.0f}"], [f"compute {3 * MS:.0f}"]])
-    t = replay(trace, CPUSharing(1, 2 * MS, 0.0, 0.0))
+    t = replay(trace, CPUSharing(1, 2 * MS, 1e3, 1e3))
     assert t.finish_ns == pytest.approx([8 * MS, 7 * MS], rel=1e-12)
     assert [s[2] for s in t.segments[1]] == ["descheduled", "descheduled", "compute"]
     assert [s[:2] for s in t.segments[1]] == [(0.0, 2 * MS), (2 * MS, 4 * MS), (4 * MS, 7 * MS)]
@@ -38,7 +38,7 @@ def test_two_computing_ranks_on_one_cpu_take_turns_by_slices(tmp_path, write_tra
     assert [x for s in t.segments[0] for x in s[:2]] == pytest.approx([0.0, 3 * MS, 3 * MS, 8 * MS])
     assert any("ranks share CPUs" in note for note in t.notes)
     # a CPU each: nothing is shared, the replay is the unshared one
-    assert replay(trace, CPUSharing(2, 2 * MS, 0.0, 0.0)).finish_ns == replay(trace).finish_ns == \
+    assert replay(trace, CPUSharing(2, 2 * MS, 1e3, 1e3)).finish_ns == replay(trace).finish_ns == \
         pytest.approx([5 * MS, 3 * MS])
 
 
@@ -52,9 +52,9 @@ def test_a_ping_pong_on_one_cpu_pays_the_waiting_ranks_polls_before_it_yields(tm
     h = 100e3
     trace = trace_of(write_trace, tmp_path, [["send 1 0 1000", "recv 1 0 1000"],
                                              ["recv 0 0 1000", "send 0 0 1000"]])
-    shared = replay(trace, CPUSharing(1, 2 * MS, h, 0.0))
+    shared = replay(trace, CPUSharing(1, 2 * MS, h, 1e3))
     assert shared.finish_ns == pytest.approx([t_sent + h + t_recv, t_sent + h + t_sent], rel=1e-12)
-    free = replay(trace, CPUSharing(2, 2 * MS, h, 0.0))
+    free = replay(trace, CPUSharing(2, 2 * MS, h, 1e3))
     assert free.finish_ns == pytest.approx(replay(trace).finish_ns, rel=1e-12)
     assert free.finish_ns[0] == pytest.approx(2 * t_recv, rel=1e-12)
 
@@ -109,21 +109,64 @@ def test_cpu_sharing_on_a_pool_is_refused_and_the_fabric_line_says_it(tmp_path, 
     with pytest.raises(InputError, match=r"--cpus: .* this fabric is a pool or pods"):
         run([*base, "--fabric", "cxl3-pool", "--output", str(tmp_path / "pool")])
     assert run([*base, "--fabric", "ib-hdr", "--output", str(tmp_path / "net")]) == 0
-    assert "CPU sharing: 2 ranks on 1 CPUs (up to 2 per CPU; rank r on CPU r % 1), slice 2000 us" in \
-        capsys.readouterr().out
+    assert ("CPU sharing: 2 ranks on 1 CPUs (up to 2 per CPU; rank r on CPU r % 1), EEVDF by CPU time, slice "
+            "2000 us") in capsys.readouterr().out
 
 
-def test_a_collective_run_as_network_messages_queues_for_the_cpu_once_after_it(tmp_path, write_trace):
+def test_a_collective_run_as_network_messages_polls_once_and_runs_on_when_picked(tmp_path, write_trace):
     """ib-hdr, an 8-byte allreduce (MPICH's algorithm as messages) after 1 ms and 2 ms of compute on one CPU, slice
-    10 ms, yields instant: rank 0 computes [0, 1], polls and gives the CPU up; rank 1 computes [1, 3] and enters
-    last; the collective's messages run as on a CPU each, so rank r's call ends A_r after the last entry (A_r from
-    the unshared replay, whose last entry is at 2 ms), and nothing else holds the CPU then: 3 ms + A_r."""
+    10 ms, MPI yield h = 100 us (longer than the call): rank 0 computes [0, 1], polls and yields at 1 + h (it has
+    more CPU time than the mean: no forfeit), rank 1 computes [1 + h, 3 + h] and enters last; the call's
+    messages run as on a CPU each, so it ends A_r after the last entry (A_r from the unshared replay, whose last
+    entry is at 2 ms); rank 1 holds the CPU and ends at 3 + h + A_1, then rank 0 runs: 3 + h + max(A_0, A_1)."""
     per_rank = [[f"compute {1 * MS:.0f}", "allreduce 8 0"], [f"compute {2 * MS:.0f}", "allreduce 8 0"]]
     trace = trace_of(write_trace, tmp_path, per_rank)
     unshared = replay(trace)
     after_last = [end - 2 * MS for end in unshared.finish_ns]
-    assert min(after_last) > 0
-    t = replay(trace, CPUSharing(1, 10 * MS, 0.0, 0.0))
-    assert t.finish_ns == pytest.approx([3 * MS + a for a in after_last], rel=1e-12)
-    assert [seg[:3] for seg in t.segments[1][:2]] == [(0.0, 1 * MS, "descheduled"), (1 * MS, 3 * MS, "compute")]
+    h = 100e3
+    assert 0 < min(after_last) and max(after_last) < h
+    t = replay(trace, CPUSharing(1, 10 * MS, h, 1e3))
+    a0, a1 = after_last
+    assert t.finish_ns == pytest.approx([3 * MS + h + max(a0, a1), 3 * MS + h + a1], rel=1e-12)
+    assert [seg[:3] for seg in t.segments[1][:2]] == [(0.0, 1 * MS + h, "descheduled"),
+                                                      (1 * MS + h, 3 * MS + h, "compute")]
     assert t.algorithms["allreduce"] == unshared.algorithms["allreduce"] != ["local-host profile"]
+
+
+def test_a_rank_that_yields_while_owed_cpu_time_forfeits_its_slice(tmp_path, write_trace):
+    """EEVDF, one CPU, slice S = 2 ms, MPI yield h = 10 us. Rank 0: compute 1 ms, receive from 1, compute 1.5 ms;
+    rank 1: compute 3 ms, send to 0, compute 1 ms. By CPU time v and deadline d (both start at v 0, d S):
+    - rank 0 computes [0, 1], polls, yields at 1 + h (v0 1 + h, above the mean: no forfeit): rank 1 runs;
+    - rank 1 reaches its deadline at 3 + h (v1 2, d1 4): rank 0 (v0 1 + h, eligible) is picked, still
+      waiting: it polls, yields at 3 + 2h, eligible (the mean is 1.5 + h), so it forfeits: v0 = d0 = 2, d0 4;
+    - tie at v 2 and d 4: rank 1 (not the one that ran) finishes its 3 ms at 4 + 2h, sends (local end t_sent),
+      computes to its deadline at 5 + 2h (v1 4, d1 6): rank 0 (v0 2) runs, its receive ends at 5 + 2h, it
+      computes 1.5 ms (to v0 3.5 < d0) and ends at 6.5 + 2h; rank 1 runs the t_sent it has left: 6.5 + 2h +
+      t_sent. (Without the forfeit rank 0, v0 1 + 2h, would have had 1 ms of lag left.)"""
+    one = replay(trace_of(write_trace, tmp_path, [["send 1 0 8"], ["recv 0 0 8"]], "one"))
+    t_sent = one.segments[0][0][1]
+    h = 10e3
+    assert 0 < t_sent < h
+    trace = trace_of(write_trace, tmp_path, [[f"compute {1 * MS:.0f}", "recv 1 0 8", f"compute {1.5 * MS:.0f}"],
+                                             [f"compute {3 * MS:.0f}", "send 0 0 8", f"compute {1 * MS:.0f}"]])
+    t = replay(trace, CPUSharing(1, 2 * MS, h, 1e3))
+    assert t.finish_ns == pytest.approx([6.5 * MS + 2 * h, 6.5 * MS + 2 * h + t_sent], rel=1e-12)
+    recv = [seg for seg in t.segments[0] if seg[2] == "recv"][0]
+    assert recv[:2] == pytest.approx((1 * MS, 5 * MS + 2 * h), rel=1e-12)
+
+
+def test_the_eligible_rank_of_least_cpu_time_runs_first_among_three(tmp_path, write_trace):
+    """One CPU, slice S = 1 ms, three ranks computing 1, 2 and 0.5 ms: rank 0 runs [0, 1] and ends; ranks 1 and 2
+    (v 0, d S) tie on the deadline: rank 1 (lower) runs [1, 2] to its deadline (v1 1, d1 2); rank 2 (v2 0, the
+    only eligible: the mean is 0.5) runs [2, 2.5] and ends; rank 1 runs [2.5, 3.5]."""
+    trace = trace_of(write_trace, tmp_path, [[f"compute {1 * MS:.0f}"], [f"compute {2 * MS:.0f}"],
+                                             [f"compute {0.5 * MS:.0f}"]])
+    t = replay(trace, CPUSharing(1, 1 * MS, 1e3, 1e3))
+    assert t.finish_ns == pytest.approx([1 * MS, 3.5 * MS, 2.5 * MS], rel=1e-12)
+
+
+@pytest.mark.parametrize("flag, field", [("--mpi-yield", "mpi_yield_ns"), ("--pool-yield", "pool_yield_ns")])
+def test_a_yield_interval_of_zero_is_refused(flag, field):
+    figures = {"cpus": 1, "slice_ns": 2 * MS, "mpi_yield_ns": 1e3, "pool_yield_ns": 1e3, field: 0.0}
+    with pytest.raises(InputError, match=rf"{flag}: expected a time > 0 \(a poll between yields takes time\)"):
+        CPUSharing(**figures)

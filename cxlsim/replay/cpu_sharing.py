@@ -1,40 +1,49 @@
-"""Ranks sharing CPUs (`cxlsim replay --cpus N`): the traced run's time slicing, as a scheduler in the DES.
+"""Ranks sharing CPUs (`cxlsim replay --cpus N`): the traced run's scheduler (Linux's EEVDF) in the DES.
 
 A trace recorded with more ranks than CPUs (np 4 on 2 vCPUs) ran its ranks by turns. Each rank busy-polls
-while it waits (MPICH, and the interposition library's pool collectives), so a waiting rank holds its CPU
-until it yields, and a rank whose wait has ended runs on only once its CPU comes back to it. The model:
+while it waits (MPICH, and the interposition library's pool collectives), so every rank stays runnable and
+a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's choice, which the model makes:
 
-- Rank r runs on CPU r % N (a fixed assignment; Linux balances ranks over the CPUs, but a rank per CPU
-  more than the others stays somewhere). A CPU runs one rank at a time.
-- **Work** (a compute gap, a priced pool collective's kernel time) runs in pieces of at most `slice_ns`;
-  after a piece, if another rank of the CPU is waiting for it, the CPU turns to that rank (preemption) and
-  the rest of the work waits its turn; a rank alone keeps the CPU.
-- **A wait** (a receive, a wait of a request, a collective): the rank keeps the CPU and polls; when another
-  rank of the CPU wants the CPU, the poller gives it up at its next yield point, one every `yield_ns` of
-  polling from the wait's start (MPICH's point-to-point and the library's pool waits each have their own
-  interval, `mpi_yield_ns` and `pool_yield_ns`), or at the end of its slice, whichever comes first. If its
-  wait ends first, it goes on at once.
-- **A wait that ended** while its rank was off the CPU: the rank queues for the CPU (first come, first
-  served) and goes on when it gets it.
-All four figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py). What the model
-leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between MPI calls, so a gap
-in which the rank was preempted while tracing already holds that time; message overheads stay on the
-rank's own timeline (they are not queued for the CPU); the steps inside a collective that runs as network
-messages are not descheduled (the rank queues once, after the call). Time is ns.
+- Rank r runs on CPU r % N (busy-polling ranks never leave a CPU idle, so the kernel has no reason to move
+  them; the map is a fixed assignment). A CPU runs one rank at a time.
+- **CPU time** (`vruntime`): every rank on a CPU's run queue has `v`, the CPU time it has been counted (ns;
+  the ranks have equal weights), and a virtual deadline `d`. A rank is *eligible* when `v` is at most the
+  mean `v` of the CPU's runnable ranks (its lag, fair share minus CPU time received, is >= 0). The CPU
+  runs the eligible rank of earliest `d` (ties: not the rank that just ran, then the lower rank).
+- **Work** (a compute gap, a priced pool collective's kernel time) runs until `v` reaches `d`; then
+  `d = v + slice_ns` and the CPU picks again (a rank alone keeps it).
+- **A wait** (a receive, a wait of a request, a collective): the rank keeps the CPU and polls, calling
+  sched_yield every `yield_ns` of polling (MPICH's point-to-point and the library's pool waits each have
+  their own interval, `mpi_yield_ns` and `pool_yield_ns`). A yield of an eligible rank forfeits the rest of
+  its slice (`v = d`, then `d += slice_ns`), and the CPU picks again, among every runnable rank: one still
+  polling polls until its own next yield. So a rank that polled and yielded is counted a slice it did not
+  use, and waits behind the others' CPU time before it is eligible again. A rank whose wait ended while it
+  was off the CPU runs on when it is picked. A rank entering a `sleep` leaves the run queue, and rejoins
+  with the lag it left with.
+- The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
+The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py: the slice from two busy
+loops on one CPU, each yield interval from two ranks on one CPU); that a yield forfeits the slice is
+measured there too (a polling process that yields every 2-200 us beside a busy one gets 0-4% of their
+CPU). What the model leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between
+MPI calls, so a gap in which the rank was preempted while tracing already holds that time; message
+overheads stay on the rank's own timeline (they are not counted as CPU time); the steps inside a
+collective that runs as network messages are not descheduled (the rank polls once, for the whole call);
+no rank moves between CPUs; other processes on the machine are not in the model. Time is ns.
 """
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass
 
 from cxlsim.errors import InputError
 
 __all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
 
-NOTE = ("ranks share CPUs (--cpus): a traced compute gap is wall time, so preemption during tracing is in it "
-        "already; message overheads are not queued for the CPU; a collective run as network messages queues "
-        "for the CPU once, after the call")
+NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
+        "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
+        "messages polls once, for the whole call; the ranks keep their CPUs (rank r on CPU r % N)")
+
+_EPS = 1e-9  # ns: comparisons of CPU times built from sums
 
 
 @dataclass(frozen=True)
@@ -51,115 +60,193 @@ class CPUSharing:
             raise InputError(f"--cpus: expected a positive integer (the traced run's CPUs), got {self.cpus!r}")
         for flag, value in (("--cpu-slice", self.slice_ns), ("--mpi-yield", self.mpi_yield_ns),
                             ("--pool-yield", self.pool_yield_ns)):
-            if not (value >= 0 and math.isfinite(value)) or (flag == "--cpu-slice" and value <= 0):
-                raise InputError(f"{flag}: expected a time {'> 0' if flag == '--cpu-slice' else '>= 0'}, "
-                                 f"got {value!r} ns")
+            if not (value > 0 and math.isfinite(value)):
+                why = "" if flag == "--cpu-slice" else " (a poll between yields takes time)"
+                raise InputError(f"{flag}: expected a time > 0{why}, got {value!r} ns")
 
     def describe(self, ranks: int) -> str:
         per_cpu = math.ceil(ranks / self.cpus)
         shared = "at most one per CPU: nothing is shared" if per_cpu <= 1 else f"up to {per_cpu} per CPU"
-        return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; rank r on CPU r % {self.cpus}), slice "
-                f"{self.slice_ns / 1e3:g} us, a waiting rank yields every {self.mpi_yield_ns / 1e3:g} us (MPI) or "
-                f"{self.pool_yield_ns / 1e3:g} us (pool collectives)")
+        return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; rank r on CPU r % {self.cpus}), EEVDF by CPU "
+                f"time, slice {self.slice_ns / 1e3:g} us, a waiting rank yields (forfeiting its slice) every "
+                f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives)")
 
 
 class SharedCPUs:
     """The scheduler of one replay (see the module docstring). Ranks call, in their SimPy processes:
-    `take(r)` (yield it) before running on, `wait(r, kind)` as a wait begins ('mpi', 'pool', or 'sleep': a
-    sleeping rank gives its CPU up at once), and
-    `work(r, ns, serve)` (yield from it) for CPU work, where `serve(ns)` is the event of `ns` on the rank's
-    own timeline (the transport's compute); `done(r)` when the rank has finished."""
+    `take(r)` (yield it) before running on; `wait(r, kind)` as a wait begins ('mpi', 'pool', or 'sleep': a
+    sleeping rank leaves the run queue); `work(r, ns, serve)` (yield from it) for CPU work, where
+    `serve(ns)` is the event of `ns` on the rank's own timeline (the transport's compute); `done(r)` when
+    the rank has finished."""
 
     def __init__(self, env, ranks: int, sharing: CPUSharing):
         self.env, self.sharing = env, sharing
-        self.cpu_of = [r % sharing.cpus for r in range(ranks)]
         n = sharing.cpus
-        self.holder = [None] * n     # the rank on the CPU
-        self.since = [0.0] * n       # when it got the CPU
-        self.polling = [None] * n    # (wait start, yield interval) while the holder waits, else None
-        self.queue = [deque() for _ in range(n)]  # (rank, event, since when) waiting for the CPU, in order
-        self.turn = [0] * n          # counts hand-overs, so a scheduled hand-over finds out it is stale
+        self.cpu_of = [r % n for r in range(ranks)]
+        self.holder = [None] * n       # the rank on the CPU
+        self.since = [0.0] * n         # when the holder's CPU time was last brought up to date
+        self.runnable = [[] for _ in range(n)]  # the CPU's run queue (the holder included)
+        self.polling = [None] * n      # (poll start, yield interval) while the holder polls, else None
+        self.turn = [0] * n            # counts the CPU's decisions, so a scheduled yield finds out it is stale
+        self.v = [0.0] * ranks
+        """CPU time each rank has been counted (ns; a yield adds the rest of its slice)."""
+        self.deadline = [sharing.slice_ns] * ranks
+        self.lag = [0.0] * ranks       # at a sleep: mean CPU time minus its own, restored when it rejoins
+        self.kind = ["mpi"] * ranks    # the wait each rank polls in
+        self.wants = [None] * ranks    # (event, since when): the rank has something to run, off the CPU
+        self.started = [False] * ranks
         self.queued_ns = [0.0] * ranks
-        """Time each rank spent waiting for its CPU."""
+        """Time each rank, with something to run, waited for its CPU."""
+
+    # the ranks' calls
 
     def take(self, r: int):
-        """An event that fires when rank r holds its CPU (at once if it holds it or the CPU is free)."""
+        """An event that fires when rank r holds its CPU with its wait over (at once if it holds it)."""
         c = self.cpu_of[r]
         event = self.env.event()
+        if r not in self.runnable[c]:
+            self._join(c, r)
         if self.holder[c] is None:
-            self._give(c, r)
-        elif self.holder[c] != r:
-            self.queue[c].append((r, event, self.env.now))
-            if self.polling[c] is not None:
-                self._schedule_yield(c)
-            return event
-        else:  # it held the CPU, polling: it goes on, and its scheduled yields are stale
+            self.holder[c], self.since[c], self.polling[c] = r, self.env.now, None
+            self.turn[c] += 1
+        elif self.holder[c] == r:  # it held the CPU, polling: it goes on, and its scheduled yields are stale
             self.polling[c] = None
             self.turn[c] += 1
+        else:
+            self.wants[r] = (event, self.env.now)
+            return event
         return event.succeed()
 
     def wait(self, r: int, kind: str) -> None:
-        """Rank r (holding its CPU) starts a wait of `kind`: it polls, yielding periodically (see the class)."""
+        """Rank r (holding its CPU) starts a wait of `kind`: it polls and yields (see the module), or sleeps."""
         c = self.cpu_of[r]
-        interval = {"pool": self.sharing.pool_yield_ns, "mpi": self.sharing.mpi_yield_ns, "sleep": 0.0}[kind]
-        self.polling[c] = (self.env.now, interval)
-        if self.queue[c]:
-            self._schedule_yield(c)
+        if kind == "sleep":
+            self._sync(c)
+            self.lag[r] = self._mean(c) - self.v[r]
+            self.runnable[c].remove(r)
+            self._next(c, self._pick(c))
+            return
+        self.kind[r] = kind
+        self._poll(c, r)
 
     def work(self, r: int, ns: float, serve):
-        """Generator: `ns` of CPU work of rank r (holding its CPU), in slices, preempted between them if
-        another rank waits for the CPU."""
+        """Generator: `ns` of CPU work of rank r (holding its CPU), up to its deadline at a time, the CPU
+        picking again at each deadline."""
         c = self.cpu_of[r]
-        q = self.sharing.slice_ns
         left = ns
         while left > 0:
-            if self.env.now >= self.since[c] + q * (1 - 1e-12):
-                if self.queue[c]:
-                    yield self._preempt(c, r)
-                else:
-                    self.since[c] = self.env.now  # alone: a new slice
-            piece = min(left, self.since[c] + q - self.env.now)
+            self._sync(c)
+            if self.v[r] >= self.deadline[r] - _EPS:
+                self.deadline[r] = self.v[r] + self.sharing.slice_ns
+                picked = self._pick(c)
+                if picked != r:
+                    event = self.env.event()
+                    self.wants[r] = (event, self.env.now)
+                    self._next(c, picked)
+                    yield event
+                    continue
+            piece = min(left, self.deadline[r] - self.v[r])
             yield serve(piece)
             left -= piece
 
     def done(self, r: int) -> None:
-        """Rank r finished: its CPU goes to the next in line."""
+        """Rank r finished: it leaves its CPU's run queue."""
         c = self.cpu_of[r]
+        self._sync(c)
+        self.runnable[c].remove(r)
         if self.holder[c] == r:
-            self._next(c)
+            self._next(c, self._pick(c))
 
-    def _give(self, c: int, r: int) -> None:
-        self.holder[c], self.since[c], self.polling[c] = r, self.env.now, None
+    # the scheduler
+
+    def _join(self, c: int, r: int) -> None:
+        if self.runnable[c] and self.started[r]:  # a sleeper rejoins with the lag it left with
+            self._sync(c)
+            self.v[r] = self._mean(c) - self.lag[r]
+            self.deadline[r] = max(self.deadline[r], self.v[r] + self.sharing.slice_ns)
+        self.started[r] = True
+        self.runnable[c].append(r)
+        if self.polling[c] is not None:
+            self._schedule_yield(c)
+
+    def _sync(self, c: int) -> None:
+        """Count the holder's CPU time up to now."""
+        h = self.holder[c]
+        if h is not None:
+            self.v[h] += self.env.now - self.since[c]
+        self.since[c] = self.env.now
+
+    def _mean(self, c: int) -> float:
+        queue = self.runnable[c]
+        return sum(self.v[x] for x in queue) / len(queue)
+
+    def _eligible(self, c: int, r: int) -> bool:
+        return self.v[r] <= self._mean(c) + _EPS
+
+    def _pick(self, c: int):
+        """EEVDF's choice among the CPU's runnable ranks (CPU times up to date): the eligible rank of earliest
+        deadline, not the holder on a tie, then the lower rank; None if the run queue is empty."""
+        queue = self.runnable[c]
+        if not queue:
+            return None
+        mean = self._mean(c)
+        eligible = [x for x in queue if self.v[x] <= mean + _EPS]
+        return min(eligible, key=lambda x: (self.deadline[x], x == self.holder[c], x))
+
+    def _next(self, c: int, r) -> None:
+        """The CPU turns to rank r (None: it is idle)."""
         self.turn[c] += 1
-
-    def _next(self, c: int) -> None:
-        """The CPU turns to the first rank in line, or is free."""
-        if not self.queue[c]:
-            self.holder[c], self.polling[c] = None, None
-            self.turn[c] += 1
+        self.polling[c] = None
+        if r is None:
+            self.holder[c] = None
             return
-        r, event, queued_at = self.queue[c].popleft()
-        self.queued_ns[r] += self.env.now - queued_at
-        self._give(c, r)
-        event.succeed()
+        self._run(c, r)
 
-    def _preempt(self, c: int, r: int):
-        event = self.env.event()
-        self.queue[c].append((r, event, self.env.now))
-        self._next(c)
-        return event
+    def _run(self, c: int, r: int) -> None:
+        self.holder[c], self.since[c] = r, self.env.now
+        self.turn[c] += 1
+        if self.wants[r] is not None:
+            event, since = self.wants[r]
+            self.wants[r] = None
+            self.queued_ns[r] += self.env.now - since
+            event.succeed()
+        else:  # picked while still waiting: it polls on
+            self._poll(c, r)
+
+    def _poll(self, c: int, r: int) -> None:
+        interval = self.sharing.pool_yield_ns if self.kind[r] == "pool" else self.sharing.mpi_yield_ns
+        self.polling[c] = (self.env.now, interval)
+        self.turn[c] += 1
+        self._schedule_yield(c)
 
     def _schedule_yield(self, c: int) -> None:
-        """The polling holder gives the CPU up at its next yield point or its slice's end, whichever first."""
+        """The polling holder's next decision: its next yield point, or its deadline if that comes first;
+        none while it is alone on the CPU."""
+        if len(self.runnable[c]) < 2:
+            return
         start, interval = self.polling[c]
         now = self.env.now
-        at = start + interval * max(1, math.ceil((now - start) / interval - 1e-12)) if interval > 0 else now
-        slice_end = self.since[c] + self.sharing.slice_ns * max(1, math.ceil((now - self.since[c])
-                                                                             / self.sharing.slice_ns - 1e-12))
-        at = max(now, min(at, slice_end))
+        at = start + interval * max(1, math.ceil((now - start) / interval - 1e-12))
+        self._sync(c)
+        h = self.holder[c]
+        at = max(now, min(at, now + self.deadline[h] - self.v[h]))
+        self.turn[c] += 1
         turn = self.turn[c]
-        self.env.timeout(at - now).callbacks.append(lambda _e: self._yielded(c, turn))
+        self.env.timeout(at - now).callbacks.append(lambda _e: self._yield_point(c, turn))
 
-    def _yielded(self, c: int, turn: int) -> None:
-        if self.turn[c] == turn and self.polling[c] is not None and self.queue[c]:
-            self._next(c)
+    def _yield_point(self, c: int, turn: int) -> None:
+        if self.turn[c] != turn or self.polling[c] is None:
+            return
+        r = self.holder[c]
+        self._sync(c)
+        if self.v[r] >= self.deadline[r] - _EPS:  # its slice ran out while it polled
+            self.deadline[r] = self.v[r] + self.sharing.slice_ns
+        elif self._eligible(c, r):  # sched_yield: the rest of the slice is forfeited
+            self.v[r] = self.deadline[r]
+            self.deadline[r] += self.sharing.slice_ns
+        picked = self._pick(c)
+        if picked == r:  # it polls on, to its next yield
+            self.polling[c] = (self.env.now, self.polling[c][1])
+            self._schedule_yield(c)
+        else:
+            self._next(c, picked)
