@@ -77,6 +77,31 @@ def test_a_pool_barrier_on_one_cpu_hands_over_at_the_pool_yield_and_runs_its_ker
     assert unshared.finish_ns == pytest.approx([b + barrier] * 2, rel=1e-12)
 
 
+def test_the_large_pool_allreduce_hands_the_cpu_over_at_each_of_its_two_waits(
+        tmp_path, write_trace, network_profile, library_stats_text):
+    """The library's 64 KiB allreduce (the large algorithm: a wait for every rank after its reduce-scatter and
+    after its gather) priced by the local-host profile (kernel time C, C / 2 after each wait), one CPU, pool
+    yield hp: rank 0 computes a, polls at the first wait and yields at a + hp (no forfeit: it has more CPU
+    time than the mean); rank 1 computes b, enters last, runs C / 2 and polls at the second wait, yields at
+    a + hp + b + C / 2 + hp; rank 0 runs its C / 2, finds every rank at the second wait and runs its last C / 2:
+    a + 2hp + b + 1.5C; rank 1 then ends at a + 2hp + b + 2C."""
+    a, b, hp = 30e3, 50e3, 7e3
+    size = 64 << 10
+    per_rank = [[f"compute {a:.0f}", f"allreduce {size} 0"], [f"compute {b:.0f}", f"allreduce {size} 0"]]
+    trace = trace_of(write_trace, tmp_path, per_rank)
+    stats = tmp_path / "stats.txt"
+    stats.write_text(library_stats_text({"MPI_Allreduce": (2, 2, 0)}))
+    spec = f"{network_profile(tmp_path)}+{LOCAL}"
+    fab = fabrics.resolve(spec, 2, trace=trace, library_stats=read_library_stats(str(stats)))
+    cost = fab.priced.cost_ns("allreduce", size)
+    assert 0 < cost < 1 * MS and fab.priced.plan(trace.ranks[0][-1], 2).syncs == 2
+    t = replay(trace, CPUSharing(1, 2 * MS, 1e6, hp), spec, library_stats=read_library_stats(str(stats)))
+    assert t.finish_ns == pytest.approx([a + 2 * hp + b + 1.5 * cost, a + 2 * hp + b + 2 * cost], rel=1e-12)
+    # a CPU each: one wait, the kernel after it
+    unshared = replay(trace, None, spec, library_stats=read_library_stats(str(stats)))
+    assert unshared.finish_ns == pytest.approx([b + cost] * 2, rel=1e-12)
+
+
 def run(argv):
     parser = argparse.ArgumentParser(prog="cxlsim")
     cli.register(parser.add_subparsers(dest="command"))

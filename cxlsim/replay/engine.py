@@ -331,9 +331,10 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                     ep = transport.endpoint(host) if this.on_pool else messages.endpoint(r)
                 if cpus is None:
                     yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
-                elif isinstance(this, PricedPlan):  # the library's pool call: poll until all are in, then its kernel
-                    yield from waited(this.arrive(env), "pool")
-                    yield from work(this.cost_ns)
+                elif isinstance(this, PricedPlan):  # the library's pool call: at each of its kernel's waits for
+                    for sync in range(this.syncs):  # every rank, poll until all are there, then that part's copies
+                        yield from waited(this.arrive(env, sync), "pool")
+                        yield from work(this.cost_ns / this.syncs)
                 else:
                     cpus.wait(r, "mpi")
                     yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)

@@ -117,17 +117,22 @@ class PricedPlan:
     note: str = ""
     algorithm: str = "local-host profile"
     on_pool: bool = False
-    arrived: int = 0
-    all_in: object = None
+    syncs: int = 1
+    """The kernel's waits for every rank (the large allreduce: 2, after its reduce-scatter and its gather; the
+    others 1): on shared CPUs (`cxlsim replay --cpus`) each is a wait of its own, with cost_ns / syncs of the
+    kernel after it."""
+    arrived: list = dataclasses.field(default_factory=list)
+    all_in: list = dataclasses.field(default_factory=list)
 
-    def arrive(self, env):
-        """One rank enters the call: the event of every rank having entered."""
-        if self.all_in is None:
-            self.all_in = env.event()
-        self.arrived += 1
-        if self.arrived == self.ranks:
-            self.all_in.succeed()
-        return self.all_in
+    def arrive(self, env, sync: int = 0):
+        """One rank reaches the kernel's wait `sync` (0: it enters the call): the event of every rank there."""
+        while len(self.all_in) <= sync:
+            self.all_in.append(env.event())
+            self.arrived.append(0)
+        self.arrived[sync] += 1
+        if self.arrived[sync] == self.ranks:
+            self.all_in[sync].succeed()
+        return self.all_in[sync]
 
     def run(self, ep, tag: int):
         """Generator: wait for every rank, then hold this rank's CPU for the call's time (`tag` unused)."""
@@ -220,5 +225,6 @@ class PoolPricing:
             notes.append(f"allreduce of <= {INLINE_MAX_BYTES} B on the local-host profile: priced as the slot path "
                          "(the library's inline path, up to 112 B in the fast placement or 168 B in the slow one, "
                          "saves one line transfer in series per call)")
+        large = call.kind == "allreduce" and call.size_bytes >= self.large_bytes
         return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
-                          self.cost_ns(call.kind, call.size_bytes), ranks, "; ".join(notes))
+                          self.cost_ns(call.kind, call.size_bytes), ranks, "; ".join(notes), syncs=2 if large else 1)
