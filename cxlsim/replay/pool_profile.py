@@ -42,7 +42,7 @@ from cxlsim.calibrate.collectives import COLLECTIVES as PROFILE_COLLECTIVES
 from cxlsim.calibrate.collectives import predict_collective
 from cxlsim.calibrate.des import predict_local
 from cxlsim.calibrate.local_model import LocalModel
-from cxlsim.calibrate.profile import load_profile
+from cxlsim.calibrate.profile import load_profile, profile_placement
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.replay.simgrid import LIBRARY_STATS_NAME
@@ -65,6 +65,7 @@ without stats this default is assumed, and the fabric line says so."""
 
 _HEADER = re.compile(r"cxlsim-mpi stats: (\d+) ranks.*coherence (\w+)")
 _LARGE = re.compile(r"cxlsim-mpi stats: .*allreduce large (\d+) B")
+_PLACEMENT = re.compile(r"cxlsim-mpi stats: .*placement (fast|slow|disturbed) \(flag round trip (\d+(?:\.\d+)?) ns\)")
 _ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
@@ -79,7 +80,8 @@ def stats_beside(trace_path: str) -> str | None:
 def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
     """The library's stats table (`cxlsim mpi run --stats`'s stderr, or the file it writes beside its trace) at
     `path`: {'ranks': P, 'coherence': Coherence, 'allreduce_large_bytes': the run's threshold (None: a header
-    without it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}, 'source': where it came from,
+    without it), 'placement': {'class': 'fast' | 'slow' | 'disturbed', 'roundtrip_ns'} as the library's probe
+    classed the run's host (None: a header without it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}, 'source': where it came from,
     for the fabric line}; `origin` says how it was named (the option, or found beside the trace)."""
     text = config.read_text(path, "--library-stats")
     header = _HEADER.search(text)
@@ -97,8 +99,10 @@ def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
         calls, _, _, pool, hier, fallback = (int(m.group(i)) for i in range(2, 8))
         rows[LIBRARY_NAMES[m.group(1)]] = {"calls": calls, "pool": pool, "hier": hier, "fallback": fallback}
     large = _LARGE.search(text)
+    placed = _PLACEMENT.search(text)
     return {"ranks": int(header.group(1)), "coherence": Coherence.parse(header.group(2), f"{path}: coherence"),
             "allreduce_large_bytes": int(large.group(1)) if large else None, "rows": rows,
+            "placement": {"class": placed.group(1), "roundtrip_ns": float(placed.group(2))} if placed else None,
             "source": f"{origin} {path}"}
 
 
@@ -161,6 +165,8 @@ class PoolPricing:
         given = stats.get("allreduce_large_bytes") if stats else None
         self.large_bytes = ALLREDUCE_LARGE_BYTES if given is None else given
         self.large_assumed = given is None
+        self.profile_placement = profile_placement(profile)
+        self.run_placement = stats.get("placement") if stats else None
         self._costs = {}
 
     def _kinds(self, stats: dict, trace) -> set:
@@ -199,7 +205,24 @@ class PoolPricing:
                  + (" (the library's default, assumed: not in the stats)" if self.large_assumed else " (the run's)"))
         return (f"collectives on the pool by local-host profile {self.name} ({self.coherence.value}): {kinds} "
                 f"({source}); each rank leaves at the last entry + the profile's kernel time (no per-call "
-                f"overhead){large}{np_note}")
+                f"overhead){large}{np_note}; {self.placements()}")
+
+    def placements(self) -> str:
+        """The profile's host placement beside the traced run's (the library's probe, in its stats header), and a
+        WARNING where both are known (fast or slow) and differ: the prices are then another placement's."""
+        def said(placement, derived):
+            if placement is None:
+                return "not known"
+            how = ", from its model's hw round trip" if derived else ""
+            return f"{placement['class']} (flag round trip {placement['roundtrip_ns']:.0f} ns{how})"
+        prof, run = self.profile_placement, self.run_placement
+        text = (f"placement: the profile's {said(prof, prof is not None and not prof.get('recorded', True))}, the "
+                f"run's {said(run, False) if run else 'not known (no placement in the stats header)'}")
+        known = ("fast", "slow")
+        if prof and run and prof["class"] in known and run["class"] in known and prof["class"] != run["class"]:
+            text += (f"; WARNING: the profile was measured in the {prof['class']} placement and the traced run ran in "
+                     f"the {run['class']} one, so its collective prices are another placement's")
+        return text
 
     def cost_ns(self, kind: str, size_bytes: int) -> float:
         """The profile's time of one call of traced `kind` (the kernel from a common start), ns."""
