@@ -258,6 +258,30 @@ def test_the_small_allreduce_is_the_allgather_less_its_own_slots_load(mode):
             assert forms.allreduce_small_cost(fig, p, s) == pytest.approx(allgather - slot_issue + fold, rel=1e-12)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_the_large_allreduce_copies_the_shares_out_as_the_kernel(mode):
+    """cxl_coll_allreduce_finish's last loop, in rank order: this rank's share is copied out of its own slot;
+    flush mode drops (clflushopt) and fences each other rank's share just before its copy, so the copies go
+    one after another; hw mode loads them together."""
+    from cxlsim.coherence import PoolEvent
+    p, size = 3, 3 * 64 * 5
+    t = pool(p, mode)
+    t.enable_log()
+    runner.verify("allreduce", p, NO_CONTEXT, runner.run_algorithm(t, forms.ALLREDUCE_LARGE, size, NO_CONTEXT).results)
+    layout = pc.StepLayout(p, size)
+    shares = [(layout.slot(2, w) + lo, hi - lo) for w, (lo, hi) in enumerate(pc.share_bytes(size, p, w) for w in range(p))]
+    for r in range(p):
+        ops = [(op, offset, arg) for rank, op, offset, arg in t.log if rank == r]
+        last_poll = max(i for i, (op, _, _) in enumerate(ops) if op in (PoolEvent.POLL_CACHED, PoolEvent.POLL_FLUSHED))
+        tail = [(op, offset, arg) if op != PoolEvent.MFENCE else (op,) for op, offset, arg in ops[last_poll + 1:]]
+        if mode == "flush":
+            want = [x for w, (offset, n) in enumerate(shares) for x in
+                    ([(PoolEvent.FLUSH, offset, n), (PoolEvent.MFENCE,)] if w != r else []) + [(PoolEvent.READ, offset, n)]]
+        else:
+            want = [(PoolEvent.READ, offset, n) for offset, n in shares]
+        assert tail == want, (r, tail)
+
+
 def test_verify_catches_a_wrong_alltoall_or_barrier_result():
     good = {r: [(s, r) for s in range(3)] for r in range(3)}
     runner.verify("alltoall", 3, Context(), good)

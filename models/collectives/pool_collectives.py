@@ -29,8 +29,10 @@ copies) and an mfence. The steps:
   around its own share (1/P of the vector, share boundaries on 64-byte lines,
   `share_bytes`), which only it reads, and folds that share of every other
   slot with its own, taken from its input; then a second step in the other
-  buffer: write the folded share into the slot, publish, wait, acquire the
-  other shares, read every share.
+  buffer: write the folded share into the slot, publish, wait, read every
+  share (hw mode together; flush mode one after another in rank order, each
+  other rank's share dropped and fenced just before it is read, as the
+  kernel copies them out).
 - `reduce_scatter` `cxl_pool` (block): rank r writes its row of P blocks
   (ceil(s/P) bytes each, unpadded) into its slot, all but its own block r
   (`row_pieces`), which only it reads; every rank reads its column (block r
@@ -55,8 +57,7 @@ Where the DES differs from the C kernel: a call is one step however large (the
 DES pool has no slot limit below its size, checked); a zero-byte call is a step
 (the kernels return at once); the large allreduce's fold streams its share into
 the pool (the C kernel folds with ordinary stores into the slot and writes them
-back), and in flush mode its second step drops and loads the other shares
-together (the C kernel drops, fences and copies one share after the other); and `wait_flags` waits for a flag to *equal* a value
+back); and `wait_flags` waits for a flag to *equal* a value
 (the C kernels wait for >=), so a rank has two flag lines, one per epoch parity
 (the C kernels one): a rank cannot store step e + 2's flag before every rank has
 stored step e + 1's, which it does only after seeing step e's, so a value waited
@@ -258,8 +259,14 @@ def allreduce_large(g, s, vec, ctx=None):
     yield from _publish(t, r, layout, mine, hi - lo, e2, written(e2))
     yield from _wait_all(t, r, p, layout, e2, written(e2))
     ranges = [(layout.slot(rnd2, w) + a, b - a) for w, (a, b) in ((w, share_bytes(s, p, w)) for w in range(p))]
-    yield from _acquire(t, r, [rg for w, rg in enumerate(ranges) if w != r])
-    shares = yield from _read_all(t, r, ranges)
+    if t.coherence == Coherence.FLUSH:  # each other share dropped, fenced and read before the next
+        shares = []
+        for w, rg in enumerate(ranges):
+            if w != r:
+                yield from _acquire(t, r, [rg])
+            shares += yield from _read_all(t, r, [rg])
+    else:
+        shares = yield from _read_all(t, r, ranges)
     if any(x is None for x in shares):
         return None
     return tuple(x for sh in shares for x in sh)

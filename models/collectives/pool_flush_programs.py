@@ -3,7 +3,8 @@
 In flush mode every rank's program is sequential: stream (or write back) its data,
 clflushopt it, sfence, store its flag and clflushopt it, poll the flags it waits for one
 at a time (clflushopt, mfence, load, until the flag is in the pool by the load's data),
-drop the ranges it reads (clflushopt, mfence), load them together, fold. `PoolWalk` walks
+drop the ranges it reads (clflushopt, mfence), load them together (or one after another,
+each other rank's dropped just before it: the large allreduce's shares), fold. `PoolWalk` walks
 these programs through the pool's FIFO chain in arrival order, so each latency below is
 exact on any pool (one switch or a tree, any number of devices), queueing included, for
 one call that every rank starts together on a fresh pool. CPU rules (the transport's):
@@ -52,15 +53,17 @@ class Step:
     instead of streamed; copy_bytes: a local copy after its flag (the alltoall's own block);
     wait: the ranks whose flags of this step it polls, in order; acquire: None (no acquire, as
     the barrier) or the (offset, bytes) ranges it drops; reads: the (offset, bytes) ranges it
-    loads together; fold_bytes: its fold.
+    loads together; fold_bytes: its fold; one_by_one: flush mode loads the reads one after another
+    instead, in order, each range of `acquire` dropped (clflushopt, mfence) just before its load, as
+    the large allreduce's kernel copies the shares out (hw mode loads them together either way).
     """
 
-    __slots__ = ("write", "keep", "zero_copy", "copy_bytes", "wait", "acquire", "reads", "fold_bytes")
+    __slots__ = ("write", "keep", "zero_copy", "copy_bytes", "wait", "acquire", "reads", "fold_bytes", "one_by_one")
 
     def __init__(self, write=None, wait=(), acquire=None, reads=(), fold_bytes=0, zero_copy=False, keep=None,
-                 copy_bytes=0):
+                 copy_bytes=0, one_by_one=False):
         self.write, self.keep, self.zero_copy, self.wait = write, keep, zero_copy, tuple(wait)
-        self.copy_bytes = copy_bytes
+        self.copy_bytes, self.one_by_one = copy_bytes, one_by_one
         self.acquire, self.reads, self.fold_bytes = acquire, tuple(reads), fold_bytes
 
     def stored(self) -> list:
@@ -97,14 +100,24 @@ def _program(geo, r, steps, layout, visible):
         cpu.t += step.copy_bytes / geo.copy_bw
         for w in step.wait:
             yield from _poll(cpu, layout.flag(w, e), visible, (w, e), data)
-        if step.acquire is not None:
-            for offset, size in step.acquire:
-                cpu.clflushopt(_lines(offset, size))
-            cpu.fence()
-        reads = [(offset, size, False, cpu.t) for offset, size in step.reads if size > 0]
-        if reads:
-            got = yield reads
-            cpu.t = max(end for _, end in got) + data
+        if step.one_by_one:
+            dropped = set(step.acquire or ())
+            for offset, size in step.reads:
+                if (offset, size) in dropped:
+                    cpu.clflushopt(_lines(offset, size))
+                    cpu.fence()
+                if size > 0:
+                    ((_, end),) = yield [(offset, size, False, cpu.t)]
+                    cpu.t = end + data
+        else:
+            if step.acquire is not None:
+                for offset, size in step.acquire:
+                    cpu.clflushopt(_lines(offset, size))
+                cpu.fence()
+            reads = [(offset, size, False, cpu.t) for offset, size in step.reads if size > 0]
+            if reads:
+                got = yield reads
+                cpu.t = max(end for _, end in got) + data
         cpu.t += step.fold_bytes / geo.reduce_bw
     return cpu.t
 
