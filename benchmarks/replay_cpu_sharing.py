@@ -1,30 +1,35 @@
-"""What an oversubscribed rank costs here: the figures `cxlsim replay --cpus N` models CPU sharing with.
+"""What an oversubscribed rank costs here: the figures `cxlsim replay --cpus N` models CPU sharing with, and a
+check of that model (EEVDF by CPU time, cxlsim.replay.cpu_sharing) on loops where ranks outnumber CPUs.
 
     python benchmarks/replay_cpu_sharing.py [--rounds 3] [--quick]
 
 Measurements, each repeated `--rounds` times (median [min-max] printed, with the load average before
 and after each):
+0. **What a yield costs the yielder**: on CPU 0, a busy loop and a poller that calls sched_yield every
+   2, 20 or 200 us; each one's share of the CPU. Under EEVDF a yield of an eligible task forfeits the
+   rest of its slice, so the poller gets far less than half (the model's rule); if it got half, a yield
+   would only move its deadline.
 1. **The scheduler's slice for CPU-bound processes**: two busy loops pinned to one CPU, each reading the
    clock; a gap over 20 us is a time the other ran. The median run between gaps is the slice a CPU-bound
    rank gets before it is preempted (`--cpu-slice`).
-2. **MPICH's hand-off**: an 8-byte ping-pong under MPICH (no library) with both ranks pinned to one CPU.
-   A waiting rank busy-polls and yields now and then (MPI_Recv calls sched_yield), so every message
-   costs the time the waiter polls before the CPU turns to the other rank: half the round trip, minus half
-   the round trip on two CPUs (`--mpi-yield`).
-3. **The library's pool hand-off**: MPI_Barrier on the library's pool (`cxlsim mpi run`), both ranks pinned
-   to one CPU (the library sees one core for two ranks and yields after 8 polls): the time per barrier
+2. **MPICH's yield interval**: an 8-byte ping-pong under MPICH (no library) with both ranks pinned to one
+   CPU. A waiting rank busy-polls and calls sched_yield, which hands the CPU to the other rank, so every
+   message costs the time the waiter polls before it yields: half the round trip, minus half the round trip
+   on two CPUs (`--mpi-yield`; the model gives exactly this, tests/test_replay_cpu_sharing.py).
+3. **The library's pool yield interval**: MPI_Barrier on the library's pool (`cxlsim mpi run`), both ranks
+   pinned to one CPU (the library sees one core for two ranks and yields after 8 polls): the time per barrier
    minus the time per barrier on two CPUs (`--pool-yield`).
-4. **The hand-offs where ranks outnumber CPUs (np 3 and 4 on this machine's CPUs, unpinned)**: an 8-byte
-   ring exchange under MPICH (each rank sends to its right and receives from its left, blocking) and the
-   library's MPI_Barrier loop, time per iteration. The replay's DES of the same loop (cxlsim.replay.
-   cpu_sharing, the measured slice, messages at half the two-CPU round trip, the barrier at its two-CPU
-   time) is solved for the yield interval that gives the measured time: the effective `--mpi-yield` and
-   `--pool-yield` at that np (a yield that does not hand the CPU over, as EEVDF's sched_yield does not
-   when the other rank is ahead in CPU time, shows as a longer interval, at most the slice).
+4. **The check, where ranks outnumber CPUs (np 3 and 4 on this machine's CPUs, unpinned)**, measured and
+   replayed by the model with the figures of 1-3 (nothing fitted here): an 8-byte ring exchange under MPICH
+   (each rank sends to its right and receives from its left, blocking), the library's MPI_Barrier loop, and
+   the library's loop of the validation's collective-bound app (an allreduce of 64 KiB, an allgather and a
+   bcast of 4 KiB, an allreduce of 8 B: 5 waits for every rank per iteration), time per iteration, the loop's
+   collectives priced by `--pool-profile`; and the model's error.
 5. **A blocking exchange at np 2-4** (skipped with `--quick`): the halo program (tests/data/traces/src/
    halo_timed.c) without work, under MPICH alone and under the library: time per iteration.
-It ends with the replay options these figures give. Placement: the ranks of 2-3 share one CPU (taskset);
-4 and 5 are unpinned. The machine's load from other jobs disturbs every figure: read the load columns.
+It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
+share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other jobs disturbs every figure
+(the model has no other jobs): read the load columns.
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ from cxlsim.calibrate.profile import make_profile, save_profile
 from cxlsim.loggp import LogGPFit, Regime
 from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
-from cxlsim.replay import engine, fabrics, simgrid
+from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +79,38 @@ int main(int argc, char **argv) {
       }
       qsort(runs, k, sizeof runs[0], cmp);
       printf("slice_ms %.4f share %.3f runs %d\n", k ? runs[k / 2] / 1e6 : 0.0, 1 - gaps / span, k);
+      exit(0);
+    }
+  }
+  while (wait(NULL) > 0) {}
+  return 0;
+}
+"""
+
+YIELDER = r"""
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+/* yielder SECONDS POLL_NS: on CPU 0, process A busy-loops, process B polls and calls sched_yield every POLL_NS of
+ * polling; each prints its share of the CPU (its time less its gaps over 20 us, the other's turns). */
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+int main(int argc, char **argv) {
+  double span = atof(argv[1]) * 1e9, poll = atof(argv[2]);
+  for (int who = 0; who < 2; who++) {
+    if (fork() == 0) {
+      cpu_set_t s; CPU_ZERO(&s); CPU_SET(0, &s); sched_setaffinity(0, sizeof s, &s);
+      double start = now(), last = start, gaps = 0, since = start;
+      while (last - start < span) {
+        double t = now();
+        if (t - last > 20000) gaps += t - last;
+        last = t;
+        if (who == 1 && t - since >= poll) { sched_yield(); since = now(); }
+      }
+      printf("%s %.4f\n", who ? "yielder_share" : "busy_share", 1 - gaps / span);
       exit(0);
     }
   }
@@ -144,6 +181,35 @@ int main(int argc, char **argv) {
 """
 
 
+COLLS = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* colls ITERATIONS: us per iteration of the validation's collective-bound app without its work (replay_validate.py) */
+static float v[16384], w[16384];
+static char block[4096], all[4 * 4096], b[4096];
+int main(int argc, char **argv) {
+  int rank; double res = 1.0, sum;
+  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int it = atoi(argv[1]);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  for (int i = 0; i < it; i++) {
+    MPI_Allreduce(v, w, 16384, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allgather(block, 4096, MPI_CHAR, all, 4096, MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Bcast(b, 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Allreduce(&res, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) printf("us %.3f\n", (MPI_Wtime() - t0) / it * 1e6);
+  MPI_Finalize();
+  return 0;
+}
+"""
+COLL_STEP = ["allreduce 65536 0", "allgather 4096 4096", "bcast 4096 0", "allreduce 8 0"]
+"""The colls loop's calls per iteration, as the library traces them (bytes)."""
+
+
 def loadavg() -> float:
     return os.getloadavg()[0]
 
@@ -211,32 +277,36 @@ def message_profile(tmp: str, one_way_ns: float) -> str:
     return save_profile(os.path.join(tmp, "messages.json"), make_profile("network", model, []))
 
 
-def modelled_us(trace, spec: str, iterations: int, sharing: CPUSharing | None) -> float:
-    """The DES's time per iteration of a loop trace between its barriers (rank 0), us."""
-    fab = fabrics.resolve(spec, trace.size, trace=trace)
+def modelled_us(trace, spec: str, iterations: int, sharing: CPUSharing | None, stats: str | None = None) -> float:
+    """The DES's time per iteration of a loop trace between its barriers (rank 0), us; `stats`: the library's
+    stats table of the loop, for a joined NET.json+LOCAL.json `spec`."""
+    library = pool_profile.read_library_stats(stats, "the loop's") if stats else None
+    fab = fabrics.resolve(spec, trace.size, trace=trace, library_stats=library)
     timeline = engine.replay(trace, fab.make(), priced=fab.priced, sharing=sharing)
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
     return (barriers[-1][1] - barriers[0][1]) / iterations / 1e3
 
 
-def solve_yield(trace, spec: str, iterations: int, cpus: int, slice_ns: float, kind: str, measured_us: float):
-    """The yield interval (ns, 0..slice) with which the DES gives `measured_us` per iteration (bisection; the
-    model's time grows with the interval), and whether the measured time is inside the model's range."""
-    def at(h):
-        mpi, pool = (h, 0.0) if kind == "mpi" else (0.0, h)
-        return modelled_us(trace, spec, iterations, CPUSharing(cpus, slice_ns, mpi, pool))
-    low, high = 0.0, slice_ns
-    if measured_us <= at(low):
-        return low, "at or below the model with instant yields"
-    if measured_us >= at(high):
-        return high, "at or above the model with no yield (the slice)"
-    for _ in range(30):
-        mid = (low + high) / 2
-        if at(mid) < measured_us:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2, "inside the model's range"
+def options_line(sharing: CPUSharing) -> str:
+    """The output's last line: the `cxlsim replay` options of these figures (benchmarks/replay_validate.py reads it)."""
+    return (f"# replay options (parts 1-3, for every np): --cpus {sharing.cpus} --cpu-slice "
+            f"{sharing.slice_ns / 1e3:.0f}us --mpi-yield {sharing.mpi_yield_ns / 1e3:.2f}us --pool-yield "
+            f"{sharing.pool_yield_ns / 1e3:.2f}us")
+
+
+def check(label: str, measured: list, modelled_us: float) -> None:
+    """Print the model's time per iteration beside the measured median, and its error."""
+    median = statistics.median(measured)
+    print(f"    model (the figures of 1-3): {modelled_us:.1f} us, error {(modelled_us - median) / median * 100:+.1f}% "
+          f"against the median ({label})", flush=True)
+
+
+def stats_file(path: str, n: int, rows: dict) -> str:
+    """A library stats table saying every call of `rows` ({MPI name: calls summed over ranks}) ran on the pool."""
+    with open(path, "w") as fh:
+        fh.write(f"cxlsim-mpi stats: {n} ranks, sums over ranks; pool shm, coherence hw\n"
+                 + "".join(f"{name} {calls} 0 0 {calls} 0 0\n" for name, calls in rows.items()))
+    return path
 
 
 def main() -> int:
@@ -245,8 +315,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="skip the halo exchanges (part 5)")
     parser.add_argument("--pool-profile", default=os.path.join(HERE, "..", "tests", "data",
                                                               "local_host_profile_np2.json"),
-                        help="local-host profile pricing the modelled barrier's kernel (default: the tests' np-2 "
-                             "profile; the hand-offs are far longer)")
+                        help="local-host profile pricing the modelled loops' pool collectives (default: the tests' "
+                             "np-2 profile)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds: expected at least 1")
@@ -254,12 +324,17 @@ def main() -> int:
     cpus = os.cpu_count() or 1
     print(f"# {cpus} CPUs, kernel {os.uname().release}; median [min-max] over {args.rounds} rounds")
     with tempfile.TemporaryDirectory() as tmp:
+        yielder = compile_c(tmp, "yielder", YIELDER, mpi=False)
         slicer = compile_c(tmp, "slicer", SLICER, mpi=False)
         pingpong = compile_c(tmp, "pingpong", PINGPONG, mpi=True)
         barriers = compile_c(tmp, "barriers", BARRIERS, mpi=True)
         ring = compile_c(tmp, "ring", RING, mpi=True)
+        colls = compile_c(tmp, "colls", COLLS, mpi=True)
         halo = os.path.join(tmp, "halo_timed")
         subprocess.run([find_mpicc(), "-O0", HALO, "-o", halo], check=True)
+
+        def share(poll_us, who):
+            return float(re.search(who + r" (\S+)", run([yielder, "0.5", str(poll_us * 1e3)])).group(1)) * 100
 
         def slice_ms():
             runs = [float(m) for m in re.findall(r"slice_ms (\S+)", run([slicer, "2", "0", "1"]))]
@@ -273,6 +348,11 @@ def main() -> int:
             out = run([find_mpiexec(), "-n", str(n), halo, str(iterations), "0"], None, library)
             return float(re.search(r"wall_s (\S+)", out).group(1)) / iterations * 1e6
 
+        print("# 0. a busy loop and a poller yielding every T us on CPU 0: each one's share of the CPU, % (EEVDF: "
+              "a yield forfeits the yielder's slice, so it gets far below 50%)")
+        for poll_us in (2, 20, 200):
+            measure(args.rounds, f"T {poll_us} us: the poller", lambda poll_us=poll_us: share(poll_us, "yielder_share"))
+            measure(args.rounds, f"T {poll_us} us: the busy loop", lambda poll_us=poll_us: share(poll_us, "busy_share"))
         print("# 1. the slice of a CPU-bound process (two busy loops on CPU 0), ms")
         slices = measure(args.rounds, "median run between preemptions", slice_ms)
         print("# 2. MPICH's 8-byte ping-pong (no library), us per round trip")
@@ -285,43 +365,53 @@ def main() -> int:
                               lambda: per_call_us(barriers, 2, 300, "0", True))
         slice_ns = statistics.median(slices) * 1e6
         one_way = statistics.median(free) / 2 * 1e3
+        yields, unresolved = {}, []
+        for kind, pin, two in (("mpi", pinned, free), ("pool", pool_pinned, pool_free)):
+            got = (statistics.median(pin) - statistics.median(two)) * 1e3 / (2 if kind == "mpi" else 1)
+            if got <= 0:
+                unresolved.append(f"--{kind}-yield: the pinned runs were no slower than the free ones ({got:.0f} ns); "
+                                  "0.1 us is used")
+            yields[kind] = max(got, 100.0)
+        sharing = CPUSharing(cpus, slice_ns, yields["mpi"], yields["pool"])
         net = message_profile(tmp, one_way)
-        bar_stats = os.path.join(tmp, "barrier_stats.txt")
-        effective = {}
-        print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, and the yield interval "
-              f"with which the DES (slice {slice_ns / 1e3:.0f} us, messages {one_way / 1e3:.2f} us) gives it")
+        pooled = f"{net}+{args.pool_profile}"
+        print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, measured and modelled: "
+              f"slice {slice_ns / 1e3:.0f} us, yields {yields['mpi'] / 1e3:.2f} us (MPI) and "
+              f"{yields['pool'] / 1e3:.2f} us (pool), messages {one_way / 1e3:.2f} us, pool collectives on "
+              f"{os.path.basename(args.pool_profile)}")
         for n in (3, 4):
             iterations = 300
             measured = measure(args.rounds, f"np {n}, MPICH ring (8 B, blocking)",
                                lambda n=n, iterations=iterations: per_call_us(ring, n, iterations, None, False))
             trace = simgrid.read(write_trace(os.path.join(tmp, f"ring-{n}"), n, ring_lines(n, iterations)), 1e9)
-            h, where = solve_yield(trace, net, iterations, cpus, slice_ns, "mpi", statistics.median(measured))
-            print(f"    effective --mpi-yield at np {n}: {h / 1e3:.1f} us ({where})")
-            effective[("mpi", n)] = h
+            check("ring", measured, modelled_us(trace, net, iterations, sharing))
             measured = measure(args.rounds, f"np {n}, the library's pool MPI_Barrier",
                                lambda n=n, iterations=iterations: per_call_us(barriers, n, iterations, None, True))
-            with open(bar_stats, "w") as fh:
-                fh.write(f"cxlsim-mpi stats: {n} ranks, sums over ranks; pool shm, coherence hw\n"
-                         f"MPI_Barrier {n * (iterations + 1)} 0 0 {n * (iterations + 1)} 0 0\n")
             trace = simgrid.read(write_trace(os.path.join(tmp, f"barriers-{n}"), n,
                                              lambda r, iterations=iterations: ["barrier"] * (iterations + 1)), 1e9)
-            spec = f"{net}+{args.pool_profile}"
-            h, where = solve_yield(trace, spec, iterations, cpus, slice_ns, "pool", statistics.median(measured))
-            print(f"    effective --pool-yield at np {n}: {h / 1e3:.1f} us ({where})")
-            effective[("pool", n)] = h
+            stats = stats_file(os.path.join(tmp, f"barriers-{n}.stats"), n, {"MPI_Barrier": n * (iterations + 1)})
+            check("barrier loop", measured, modelled_us(trace, pooled, iterations, sharing, stats))
+        for n in (2, 3, 4):
+            iterations = 200
+            measured = measure(args.rounds, f"np {n}, the library's collective loop (coll's calls, no work)",
+                               lambda n=n, iterations=iterations: per_call_us(colls, n, iterations, None, True))
+            trace = simgrid.read(write_trace(os.path.join(tmp, f"colls-{n}"), n,
+                                             lambda r, iterations=iterations: ["barrier", *COLL_STEP * iterations,
+                                                                               "barrier"]), 1e9)
+            stats = stats_file(os.path.join(tmp, f"colls-{n}.stats"), n,
+                               {"MPI_Allreduce": 2 * n * iterations, "MPI_Allgather": n * iterations,
+                                "MPI_Bcast": n * iterations, "MPI_Barrier": 2 * n})
+            check("collective loop", measured,
+                  modelled_us(trace, pooled, iterations, sharing if n > cpus else None, stats))
         if not args.quick:
             print(f"# 5. the halo exchange without work (halo_timed.c: two 32 KiB messages and an 8-byte allreduce "
                   f"per rank and iteration), us per iteration, unpinned on {cpus} CPUs")
             for n in (2, 3, 4):
                 measure(args.rounds, f"np {n}, MPICH alone", lambda n=n: halo_us(n, False))
                 measure(args.rounds, f"np {n}, under the library (allreduce on its pool)", lambda n=n: halo_us(n, True))
-    mpi_yield = max(0.0, (statistics.median(pinned) - statistics.median(free)) / 2) * 1e3
-    pool_yield = max(0.0, statistics.median(pool_pinned) - statistics.median(pool_free)) * 1e3
-    print(f"# replay options, two ranks on one CPU (parts 1-3): --cpus {cpus} --cpu-slice {slice_ns / 1e3:.0f}us "
-          f"--mpi-yield {mpi_yield / 1e3:.1f}us --pool-yield {pool_yield / 1e3:.1f}us")
-    for n in (3, 4):
-        print(f"# replay options at np {n} (part 4): --cpus {cpus} --cpu-slice {slice_ns / 1e3:.0f}us "
-              f"--mpi-yield {effective[('mpi', n)] / 1e3:.1f}us --pool-yield {effective[('pool', n)] / 1e3:.1f}us")
+    for line in unresolved:
+        print(f"# {line}")
+    print(options_line(sharing))
     return 0
 
 

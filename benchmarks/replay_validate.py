@@ -31,10 +31,10 @@
    rest, measured (wall time - traced compute) and predicted.
 
 Where np exceeds the CPUs, the replays run the ranks by turns (`cxlsim replay --cpus`,
-`cxlsim.replay.cpu_sharing`) with the figures of benchmarks/replay_cpu_sharing.py (run first, its
---quick parts, or read from `--cpu-figures FILE`): its measured slice and, per np, the yield intervals
-that reproduce a ring exchange and a barrier loop at that np; the column "a CPU each" is the replay
-without it. For coll the program also prints its median iteration, beside the replay's mean
+`cxlsim.replay.cpu_sharing`: EEVDF by CPU time) with the figures of benchmarks/replay_cpu_sharing.py (run
+first, its --quick parts, or read from `--cpu-figures FILE`): its measured slice and yield intervals, one
+set for every np, measured with two ranks on one CPU (nothing fitted at np 3-4); the column "a CPU each" is
+the replay without it. For coll the program also prints its median iteration, beside the replay's mean
 iteration ("median it."): a run's few descheduled iterations do not move it.
 What it does not model: time other jobs take from the ranks (a loaded machine) is in neither the
 trace nor the model, and shows as under-prediction; the pool collectives' approximations are
@@ -210,21 +210,20 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
 PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|disturbed)(?:, no)? placement")
 
 
-SHARING_LINE = re.compile(r"# replay options at np (\d+) \(part 4\): --cpus (\d+) --cpu-slice (\S+)us "
+SHARING_LINE = re.compile(r"# replay options \(parts 1-3, for every np\): --cpus (\d+) --cpu-slice (\S+)us "
                           r"--mpi-yield (\S+)us --pool-yield (\S+)us")
 
 
-def cpu_figures(text: str) -> dict:
-    """{np: CPUSharing} from benchmarks/replay_cpu_sharing.py's output (its per-np effective figures)."""
-    got = {}
-    for m in SHARING_LINE.finditer(text):
-        got[int(m.group(1))] = CPUSharing(int(m.group(2)), float(m.group(3)) * 1e3, float(m.group(4)) * 1e3,
-                                          float(m.group(5)) * 1e3)
-    return got
+def cpu_figures(text: str) -> CPUSharing | None:
+    """The CPUSharing of benchmarks/replay_cpu_sharing.py's output (its options line), None without one."""
+    m = SHARING_LINE.search(text)
+    if m is None:
+        return None
+    return CPUSharing(int(m.group(1)), float(m.group(2)) * 1e3, float(m.group(3)) * 1e3, float(m.group(4)) * 1e3)
 
 
-def measure_cpu_figures(rounds: int) -> tuple[dict, str]:
-    """Run benchmarks/replay_cpu_sharing.py --quick (its parts 1-4) and read its figures."""
+def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:
+    """Run benchmarks/replay_cpu_sharing.py --quick (its parts 0-4) and read its figures."""
     done = subprocess.run([sys.executable, os.path.join(HERE, "replay_cpu_sharing.py"), "--quick", "--rounds",
                            str(rounds)], capture_output=True, text=True, timeout=1800, check=True)
     return cpu_figures(done.stdout), done.stdout
@@ -271,7 +270,7 @@ def main() -> int:
                              "this machine now, np 2)")
     parser.add_argument("--out", help="write the rows and the fit as JSON (atomically)")
     parser.add_argument("--cpu-figures",
-                        help="a saved output of benchmarks/replay_cpu_sharing.py whose per-np figures model the runs "
+                        help="a saved output of benchmarks/replay_cpu_sharing.py whose figures model the runs "
                              "with more ranks than CPUs (default: run its --quick parts now, when such runs are asked)")
     parser.add_argument("--cpu-rounds", type=int, help="rounds of that measurement, when it runs now (default 2)")
     parser.add_argument("--keep", help="keep the traces, stats and profiles in this new directory (default: a "
@@ -307,7 +306,7 @@ def main() -> int:
         with open(exe["coll"] + ".c", "w") as fh:
             fh.write(COLLECTIVES_APP)
         subprocess.run([find_mpicc(), "-O0", exe["coll"] + ".c", "-o", exe["coll"]], check=True)
-        sharing, sharing_text = {}, ""
+        sharing, sharing_text = None, ""
         if max(args.np) > cpus:
             if args.cpu_figures:
                 with open(args.cpu_figures) as fh:
@@ -315,11 +314,11 @@ def main() -> int:
                 sharing = cpu_figures(sharing_text)
             else:
                 sharing, sharing_text = measure_cpu_figures(args.cpu_rounds or 2)
-            missing = [n for n in args.np if n > cpus and n not in sharing]
-            if missing:
-                raise SystemExit(f"--cpu-figures: no figures for np {missing}")
-            for n in sorted(sharing):
-                print(f"# np {n} > {cpus} CPUs: replayed by turns, {sharing[n].describe(n)} (benchmarks/"
+            if sharing is None:
+                raise SystemExit(f"--cpu-figures: no '# replay options (parts 1-3, for every np)' line in "
+                                 f"{args.cpu_figures or 'the output of benchmarks/replay_cpu_sharing.py'}")
+            for n in sorted(n for n in set(args.np) if n > cpus):
+                print(f"# np {n} > {cpus} CPUs: replayed by turns, {sharing.describe(n)} (benchmarks/"
                       f"replay_cpu_sharing.py{' ' + args.cpu_figures if args.cpu_figures else ', measured now'}); "
                       "the column 'a CPU each' is the replay without it")
         print("# predicted: messages on the LogGP fit, the collectives that ran on the pool on the local-host "
@@ -337,7 +336,7 @@ def main() -> int:
                     before = load()
                     iterations = args.iterations or ITERATIONS[app]
                     measured, stats, median_it, placement = traced_run(app, exe, n, directory, iterations, work)
-                    shared = sharing.get(n) if n > cpus else None
+                    shared = sharing if n > cpus else None
                     predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
                     network, _, _ = predicted_window_s(directory, profile, None, shared)
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted

@@ -195,3 +195,18 @@ def test_a_yield_interval_of_zero_is_refused(flag, field):
     figures = {"cpus": 1, "slice_ns": 2 * MS, "mpi_yield_ns": 1e3, "pool_yield_ns": 1e3, field: 0.0}
     with pytest.raises(InputError, match=rf"{flag}: expected a time > 0 \(a poll between yields takes time\)"):
         CPUSharing(**figures)
+
+
+def test_replay_validate_reads_the_options_line_replay_cpu_sharing_prints():
+    import importlib.util
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "..", "benchmarks", f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    figures, validate = load("replay_cpu_sharing"), load("replay_validate")
+    sharing = CPUSharing(2, 2171e3, 0.1e3, 1.25e3)
+    assert validate.cpu_figures("# 2 CPUs\n" + figures.options_line(sharing) + "\n") == sharing
+    assert validate.cpu_figures("# an output without the line\n") is None
