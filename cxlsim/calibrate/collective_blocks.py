@@ -34,13 +34,12 @@ the per-call overhead the median of its 0-byte calls likewise. The patterns' med
 """
 from __future__ import annotations
 
-import math
 import statistics
 import time
 
 import numpy as np
 
-from cxlsim.calibrate.measure import BUSY, STABLE
+from cxlsim.calibrate.states import state_of
 from cxlsim.calibrate.patterns import ITERATIONS, WARMUP, join_pattern_ranks, kernel_steps, pattern_name
 from cxlsim.coherence import Coherence
 
@@ -62,13 +61,6 @@ size): the DES's flag lines are priced at its 64 B figure, and the barrier's (no
 mode's flag write-back and invalidation included, at its 1 B one. Measured once before and once after a
 job instead, one disturbed figure of the two priced every barrier of the job: a flush job's DES barrier
 loop took 1221 ns against 522 ns for the next job, whose flag exchange probes agreed (710, 717 ns)."""
-FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
-DISTURBED_HW_NS, DISTURBED = 1000.0, 4.0
-"""A hw flag round trip above DISTURBED_HW_NS (twice the slow placement's 440-500 ns), or a flush one above
-DISTURBED x the best flush one seen: a rank was off its CPU for part of the probe (the ranks took turns:
-microseconds to milliseconds), beyond any placement."""
-
-
 SYMMETRIC = ("allreduce", "reduce_scatter", "alltoall", "barrier")
 """Collectives whose every step has every rank publish and poll at once (a broadcast's reader waits for a
 root that publishes and returns): their blocks measure the symmetric flag exchange, which the DES's waits
@@ -187,25 +179,6 @@ def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
                         exchange_ns=b0["exchange_ns"],
                         patterns=[b["patterns"] for b in blocks], concurrent=[b["concurrent"] for b in blocks]))
     return out
-
-
-def state_of(mode: Coherence, roundtrips, busy_fractions, best: dict, busy: float = BUSY) -> str:
-    """'fast', 'slow placement' or 'disturbed', by the worse of `roundtrips` and the CPU shares.
-
-    hw: a round trip above DISTURBED_HW_NS, disturbed; above FAST_ROUNDTRIP_NS (the issue's placement
-    threshold: fast 55-110 ns, slow 440-500 ns on this machine), the slow placement. flush, whose round
-    trip has no such threshold (450-650 ns in the fast placement): above DISTURBED x the best flush round
-    trip seen, disturbed; above `measure.STABLE` x it, the slow placement. Most CPU shares below
-    `busy` (a rank off its CPU between two calm round trips): disturbed."""
-    worst = max(roundtrips)
-    ref = best.get(mode, worst)
-    if not math.isfinite(worst) or worst > (DISTURBED_HW_NS if mode == Coherence.HW else DISTURBED * ref):
-        return "disturbed"
-    if busy_fractions and sum(b < busy for b in busy_fractions) > len(busy_fractions) / 2:
-        return "disturbed"
-    if worst > (FAST_ROUNDTRIP_NS if mode == Coherence.HW else STABLE * ref):
-        return "slow placement"
-    return "fast"
 
 
 def block_state(block: dict, mode: Coherence, best: dict) -> str:

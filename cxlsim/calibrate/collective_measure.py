@@ -32,9 +32,10 @@ import statistics
 
 import numpy as np
 
-from cxlsim.calibrate.collective_blocks import (FAST_ROUNDTRIP_NS, FLOAT_BYTES, PASSES, bench_job, block_keys,
+from cxlsim.calibrate.collective_blocks import (FLOAT_BYTES, PASSES, bench_job, block_keys,
                                                PLACEMENTS, block_state, job_figures, join_blocks, timed_calls)
 from cxlsim.calibrate.measure import steady
+from cxlsim.calibrate.states import FAST_ROUNDTRIP_NS
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 

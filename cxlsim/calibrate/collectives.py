@@ -22,15 +22,14 @@ from __future__ import annotations
 import dataclasses
 import statistics
 
-from cxlsim.calibrate.collective_blocks import EXCHANGE_GAP_NS, SYMMETRIC
 from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, jobs_line, measure_collectives
-from cxlsim.calibrate.des import AUTO_PATH_RULE, solve_path_ns
+from cxlsim.calibrate.des import (AUTO_PATH_RULE, ExchangeCharges, charged_exchange, des_exchange_ns,  # noqa: F401
+                                  exchange_charge_ns, solve_path_ns)
 from cxlsim.calibrate.local_model import MIN_PATH_NS, GiB, LocalModel, local_preset
 from cxlsim.calibrate.patterns import pattern_name
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
-from cxlsim.fabric.pool_transport import ExtraCharges
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import vector_of
 
@@ -240,64 +239,6 @@ def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, pa
     if exchange is not None:
         model = dataclasses.replace(model, exchange_ns=dict(model.exchange_ns, **{mode: exchange}))
     return model
-
-
-def charged_exchange(collective: str, coherence: Coherence) -> bool:
-    """Whether the DES's waits in this collective's calls are charged up to the measured symmetric flag
-    exchange: the barrier (osu_barrier's back-to-back exchanges are the probe's loop) in both modes, and
-    in flush mode every collective whose steps are symmetric exchanges (`collective_blocks.SYMMETRIC`).
-
-    Chosen by an A/B on held-out runs (19:00-19:06, load 3.7-4.7): flush allreduce, reduce_scatter and
-    alltoall at 4 B-4 KiB were 12-25% short uncharged and within a median 4-8% charged (a flush poll is a
-    clflushopt, an mfence and a load from memory, so a core polling its peer's line while both publish
-    costs what the probe costs); hw ones were within a median 3.8-5.4% uncharged in the slow placement and
-    10-30% over charged there (x86 posts the flag store, and in a call the line moves while the rank
-    still copies, which the probe's clock spin does not)."""
-    return collective == "barrier" or (coherence == Coherence.FLUSH and collective in SYMMETRIC)
-
-
-class ExchangeCharges(ExtraCharges):
-    """`extra_ns` of CPU after every flag wait: what a symmetric flag exchange costs on this machine beyond
-    the DES's own (`exchange_charge_ns`)."""
-
-    def __init__(self, extra_ns: float):
-        self.extra_ns = extra_ns
-
-    def after_wait(self, rank: int) -> float:
-        return self.extra_ns
-
-
-def des_exchange_ns(model: LocalModel, coherence: Coherence, charge_ns: float = 0.0,
-                    gap_ns: float = EXCHANGE_GAP_NS, counts: tuple[int, int] = (4, 12)) -> float:
-    """The DES's `flag_exchange` loop at np 2: per rank, pool barriers back to back with `gap_ns` of CPU
-    after each, every wait charged `charge_ns`; steady state, ns per exchange (the gap included)."""
-    ends = []
-    for n in counts:
-        t = CXLPoolTransport(collective_preset(model, coherence, "barrier", 0, 0), model.np, coherence=coherence,
-                             pool_bytes=GiB)
-        t.charges = ExchangeCharges(charge_ns)
-        done = {}
-
-        def rank_proc(r, t=t, n=n, done=done):
-            ep = t.endpoint(r)
-            for _ in range(n):
-                yield from pc.barrier(ep, 0, r)
-                yield ep.compute(gap_ns)
-            done[r] = t.env.now
-        t.run({r: rank_proc(r) for r in range(model.np)})
-        ends.append(max(done.values()))
-    return (ends[1] - ends[0]) / (counts[1] - counts[0])
-
-
-def exchange_charge_ns(model: LocalModel, coherence: Coherence) -> float:
-    """CPU ns to charge after each wait of a symmetric flag exchange so that the DES's exchange loop
-    (`des_exchange_ns`) takes what the measured one took (`LocalModel.exchange_ns`): the loop has one wait
-    per exchange on every rank, so its time grows by exactly the charge. 0 without the primitive, or where
-    the DES's own exchange is already as slow (a charge is CPU time: never negative)."""
-    measured = model.exchange_ns.get(coherence) if model.np == 2 else None
-    if measured is None:
-        return 0.0
-    return max(measured - des_exchange_ns(model, coherence), 0.0)
 
 
 def validate_collectives(model: LocalModel, rows: list[dict], jobs: list[dict] | None = None) -> list[dict]:

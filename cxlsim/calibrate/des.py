@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from cxlsim.calibrate.collective_blocks import EXCHANGE_GAP_NS, SYMMETRIC
 from cxlsim.calibrate.local_model import GiB, MIN_PATH_NS, LocalModel, local_preset
 from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError, RunError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.fabric.pool_transport import ExtraCharges
+from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_zero_copy
+
+FLUSH_CHARGED = ("allgather",) + SYMMETRIC
+"""Collectives whose flush-mode waits are charged up to the measured symmetric flag exchange (`charged_exchange`)."""
 
 
 def _transport(preset, nranks: int, coherence: str):
@@ -109,6 +114,66 @@ def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_
     return hi, figure(hi)
 
 
+def charged_exchange(collective: str, coherence: Coherence) -> bool:
+    """Whether the DES's waits in this collective's calls are charged up to the measured symmetric flag
+    exchange: the barrier (osu_barrier's back-to-back exchanges are the probe's loop) in both modes, and
+    in flush mode every collective whose steps are symmetric exchanges (`FLUSH_CHARGED`: the allgather's
+    one step and `collective_blocks.SYMMETRIC`).
+
+    Chosen by an A/B on held-out runs (19:00-19:06, load 3.7-4.7): flush allreduce, reduce_scatter and
+    alltoall at 4 B-4 KiB were 12-25% short uncharged and within a median 4-8% charged (a flush poll is a
+    clflushopt, an mfence and a load from memory, so a core polling its peer's line while both publish
+    costs what the probe costs); hw ones were within a median 3.8-5.4% uncharged in the slow placement and
+    10-30% over charged there (x86 posts the flag store, and in a call the line moves while the rank
+    still copies, which the probe's clock spin does not). The flush allgather (copy and zero-copy: every
+    rank publishes its block and polls the other's at once, the same step) was 12-28% short at 1 B-2 KiB
+    uncharged in session 24's two quiet runs, medians 8.2-9.6%; re-predicted charged, 3.9-6.9%."""
+    return collective == "barrier" or (coherence == Coherence.FLUSH and collective in FLUSH_CHARGED)
+
+
+class ExchangeCharges(ExtraCharges):
+    """`extra_ns` of CPU after every flag wait: what a symmetric flag exchange costs on this machine beyond
+    the DES's own (`exchange_charge_ns`)."""
+
+    def __init__(self, extra_ns: float):
+        self.extra_ns = extra_ns
+
+    def after_wait(self, rank: int) -> float:
+        return self.extra_ns
+
+
+def des_exchange_ns(model: LocalModel, coherence: Coherence, charge_ns: float = 0.0,
+                    gap_ns: float = EXCHANGE_GAP_NS, counts: tuple[int, int] = (4, 12)) -> float:
+    """The DES's `flag_exchange` loop at np 2: per rank, pool barriers back to back with `gap_ns` of CPU
+    after each, every wait charged `charge_ns`; steady state, ns per exchange (the gap included)."""
+    ends = []
+    for n in counts:
+        t = _transport(local_preset(model, 1, model.path_ns[coherence], coherence), model.np, coherence)
+        t.charges = ExchangeCharges(charge_ns)
+        done = {}
+
+        def rank_proc(r, t=t, n=n, done=done):
+            ep = t.endpoint(r)
+            for _ in range(n):
+                yield from pc.barrier(ep, 0, r)
+                yield ep.compute(gap_ns)
+            done[r] = t.env.now
+        t.run({r: rank_proc(r) for r in range(model.np)})
+        ends.append(max(done.values()))
+    return (ends[1] - ends[0]) / (counts[1] - counts[0])
+
+
+def exchange_charge_ns(model: LocalModel, coherence: Coherence) -> float:
+    """CPU ns to charge after each wait of a symmetric flag exchange so that the DES's exchange loop
+    (`des_exchange_ns`) takes what the measured one took (`LocalModel.exchange_ns`): the loop has one wait
+    per exchange on every rank, so its time grows by exactly the charge. 0 without the primitive, or where
+    the DES's own exchange is already as slow (a charge is CPU time: never negative)."""
+    measured = model.exchange_ns.get(coherence) if model.np == 2 else None
+    if measured is None:
+        return 0.0
+    return max(measured - des_exchange_ns(model, coherence), 0.0)
+
+
 def _des_loop(t, algorithm, m: int, overhead_ns: float, calls: int = 3) -> float:
     """osu_allgather's loop in the DES: per rank, `calls` x (timed: overhead + call; untimed: barrier,
     itself overhead + a 0-byte zero-copy call); returns the mean over ranks of the last timed call, ns.
@@ -145,11 +210,15 @@ def predict_local(model: LocalModel, coherence: str, side: str, size_bytes: int,
     """DES prediction (ns) of the bench's per-call time for `side` ('copy' or 'zero-copy') and size.
 
     copy: overhead + cxl_pool; zero-copy: overhead + cxl_pool_zero_copy + the application's write
-    pass (n) and read pass (np x n), as the bench's zero-copy step does them.
+    pass (n) and read pass (np x n), as the bench's zero-copy step does them. In flush mode at np 2 every
+    flag wait is charged up to the measured symmetric flag exchange (`charged_exchange`), where the
+    model has it (`LocalModel.exchange_ns`).
     """
     algorithm = _algorithm(side)
     t = _transport(local_preset(model, size_bytes, model.path_ns[coherence], coherence), nranks or model.np,
                    coherence)
+    if charged_exchange("allgather", coherence) and t.size == 2:
+        t.charges = ExchangeCharges(exchange_charge_ns(model, coherence))
     ns = _des_loop(t, algorithm, size_bytes, model.overhead_ns[side])
     return ns + (model.app_ns(size_bytes, coherence) if side == "zero-copy" else 0.0)
 

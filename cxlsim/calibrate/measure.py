@@ -17,15 +17,14 @@ import time
 
 import numpy as np
 
+from cxlsim.calibrate.states import BUSY, STABLE, state_of
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 
-STABLE = 1.5  # a batch whose flag round trip exceeds this x the best seen ran in a slow placement
 REPEATS = 3  # bench runs per size in each job
 REMOTE_WARMUP = 100  # rounds before the two-process primitives are timed: the lines' sharing state
 # settles only after many exchanges (the first rounds are several times faster than the steady state)
 PROBE_BYTES = 256 * 1024  # the copy probe of the host placement around every bench run
-BUSY = 0.9  # a batch during which a rank had less of its CPU than this was disturbed by other jobs
 
 
 def _pingpong_rank(comm, batches: int, calls: int):
@@ -355,22 +354,30 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
     """The emulator's pool allgather (copy and zero-copy) in hw and flush mode, held out from the fit.
 
     Jobs alternate hw, flush, hw, flush ... (`rounds` of each); inside a job the bench
-    (run_plan) interleaves copy and zero-copy per size, REPEATS times per size, and every rank's
-    share of its CPU during each run is recorded: runs in which some rank had less than BUSY of it
-    (the OS ran another job there) are left out when undisturbed ones exist. The flag round trip is measured before
-    and after each job: a job with either above STABLE x the best seen (so far, or
-    `best_roundtrip_ns`) is flagged, kept out of the medians and repeated (at most `max_retries`
-    extra jobs). timing: (latency_ns, bw_bytes_per_ns) of emulated CXL timing, or None; without
-    it, an np = 1 job before every job measures the per-call overhead again (batch key
-    'overhead'), as the flag round trip and the concurrent copy are, so a primitive taken in a
-    passing slow moment is outvoted.
-    Returns {'rows': [{coherence, side, size_bytes, measured_ns, batches}], 'batches': [...]}.
+    (run_plan) interleaves copy and zero-copy per size, REPEATS times per size. Each bench run is a
+    block of its own, judged as the collectives' blocks are (`states.state_of`): by the flag round
+    trips probed just before and after it and every rank's share of its CPU during it (`BUSY`), plus
+    the copy probe around it (above STABLE x the best seen: disturbed). A size's figure is the median
+    over its fast runs of every job, pooled (no fast run: over every run, flagged `disturbed_only`).
+    A job whose own round trips (before and after it) are not fast is repeated (at most `max_retries`
+    extra jobs), and its concurrent-copy primitives are not used for the fit. timing:
+    (latency_ns, bw_bytes_per_ns) of emulated CXL timing, or None; without it, an np = 1 job before
+    every job measures the per-call overhead again (batch key 'overhead'), as the flag round trip and
+    the concurrent copy are, so a primitive taken in a passing slow moment is outvoted.
+
+    Why per run (session 24's quiet runs, fast placement): the job rule (a job's round trip against
+    1.5 x the best seen) flagged 5 of 8 hw jobs whose round trips were 65-127 ns, all in the fast
+    placement, and a loaded run whose best round trip was 35 ns flagged 10 of 12 jobs, leaving the
+    allgather UNMEASURED; the flush runs kept 1-6 of 9 runs per size and measured 1-8 B over every
+    run (none calm), 1.25-1.37 us against 1.00-1.13 us at 16-128 B.
+    Returns {'rows': [{coherence, side, size_bytes, measured_ns, batches (runs behind it), disturbed_only,
+    flagged_all}], 'batches': [...], 'best_roundtrip_ns'}.
     """
     from cxlsim.emulator.launch import run_local
 
     best = dict(best_roundtrip_ns or {})
     latency_ns, bw = timing or (0.0, 0.0)
-    batches, kept = [], {mode: [] for mode in Coherence}
+    batches = []
     retries = rounds * len(modes) if max_retries is None else max_retries
     step = progress or (lambda what: None)
     queue = list(modes) * rounds
@@ -383,57 +390,54 @@ def measure_allgather(sizes, nranks: int = 2, rounds: int = 3, iterations: int |
         rows, rt0, rt1, _ = per_rank[0]
         concurrent = [join_ranks([pr[3][j] for pr in per_rank]) for j in range(len(per_rank[0][3]))]
         rows = [dict(r, coherence=mode) for r in rows]
-        worst = max(rt0, rt1)
-        if math.isfinite(worst):
-            best[mode] = min(best.get(mode, worst), rt0, rt1)
-        slow = math.isfinite(worst) and worst > STABLE * best[mode]
-        batches.append({"coherence": mode, "roundtrip_before_ns": rt0, "roundtrip_after_ns": rt1,
-                        "slow_placement": slow, "rows": rows, "concurrent": concurrent, "overhead": overhead})
-        if slow and retries > 0:
+        seen = [v for v in (rt0, rt1, *(r["probe_roundtrip_ns"] for r in rows)) if math.isfinite(v)]
+        if seen:
+            best[mode] = min([best.get(mode, math.inf)] + seen)
+        batch = {"coherence": mode, "roundtrip_before_ns": rt0, "roundtrip_after_ns": rt1, "rows": rows,
+                 "concurrent": concurrent, "overhead": overhead}
+        _judge_batch(batch, best)
+        batches.append(batch)
+        if batch["slow_placement"] and retries > 0:
             retries -= 1
             queue.append(mode)
-            step(f"{mode}: slow placement (round trip {worst:.0f} ns > {STABLE} x {best[mode]:.0f}); repeated")
-        elif not slow:
-            kept[mode].append(rows)
-            step(f"{mode} batch")
+            step(f"{mode}: job {batch['state']} (round trips {rt0:.0f}, {rt1:.0f} ns); repeated")
         else:
-            step(f"{mode}: slow placement, no retries left; batch not used")
-    for mode in kept:  # judge every batch again against the best round trip seen in the end
-        kept[mode] = [b["rows"] for b in batches if b["coherence"] == mode and _fast(b, best.get(mode))]
+            step(f"{mode} batch ({batch['state']})")
+    for b in batches:  # judge every job again against the best round trip seen in the end
+        _judge_batch(b, best)
     every = [r for b in batches for r in b["rows"]]
-    probe_best = {"copy": min(r["probe_copy_ns"] for r in every),
-                  **{m: min([r["probe_roundtrip_ns"] for r in every if r["coherence"] == m
-                             and math.isfinite(r["probe_roundtrip_ns"])] or [float("nan")]) for m in modes}}
+    probe_best = {"copy": min(r["probe_copy_ns"] for r in every), **best}
     out = []
     for mode in modes:
-        runs = kept[mode] or [b["rows"] for b in batches if b["coherence"] == mode]
+        mine_mode = [r for b in batches if b["coherence"] == mode for r in b["rows"]]
+        any_fast_job = any(not b["slow_placement"] for b in batches if b["coherence"] == mode)
         for side in ("copy", "zero-copy"):
             for n in sizes:
-                mine = [r for rows in runs for r in rows if r["side"] == side and r["size_bytes"] == n]
-                calm = [r for r in mine if _calm(r, probe_best, mode)]
+                mine = [r for r in mine_mode if r["side"] == side and r["size_bytes"] == n]
+                calm = [r for r in mine if run_state(r, probe_best, mode) == "fast"]
                 vals = [r["avg_us"] * 1e3 for r in (calm or mine)]
                 out.append({"coherence": mode, "side": side, "size_bytes": n,
                             "measured_ns": statistics.median(vals), "batches": len(vals),
-                            "disturbed_only": not calm,
-                            "flagged_all": not kept[mode]})
+                            "disturbed_only": not calm, "flagged_all": not calm and not any_fast_job})
     return {"rows": out, "batches": [{k: v for k, v in b.items() if k != "rows"} for b in batches],
             "best_roundtrip_ns": best}
 
 
-def _calm(row, best, mode) -> bool:
-    """A bench run is kept if every rank kept its CPU (>= BUSY) and the copy probe and flag round
-    trip around it stayed within STABLE x the best seen (not a slow host placement)."""
-    rt_ok = not math.isfinite(row["probe_roundtrip_ns"]) or not math.isfinite(best[mode]) or \
-        row["probe_roundtrip_ns"] <= STABLE * best[mode]
-    return row["busy"] >= BUSY and row["probe_copy_ns"] <= STABLE * best["copy"] and rt_ok
+def run_state(row, best, mode) -> str:
+    """One bench run's state (`states.state_of`): its flag round trips probed around it and its ranks' CPU
+    shares (`BUSY`), and 'disturbed' if the copy probe around it took more than STABLE x the best seen
+    (`best['copy']`)."""
+    rt = row["probe_roundtrip_ns"]
+    state = state_of(mode, [rt] if math.isfinite(rt) else [0.0], [row["busy"]], best, BUSY)
+    return "disturbed" if row["probe_copy_ns"] > STABLE * best["copy"] else state
 
 
-def _fast(batch, best) -> bool:
-    worst = max(batch["roundtrip_before_ns"], batch["roundtrip_after_ns"])
-    if not math.isfinite(worst) or best is None:
-        return True
-    batch["slow_placement"] = worst > STABLE * best
-    return not batch["slow_placement"]
+def _judge_batch(batch, best) -> None:
+    """A job's state by its round trips before and after it (`states.state_of`); 'slow_placement' is
+    whether it is not fast (its concurrent copies are then left out of the fit, and it is repeated)."""
+    rts = [v for v in (batch["roundtrip_before_ns"], batch["roundtrip_after_ns"]) if math.isfinite(v)]
+    batch["state"] = state_of(batch["coherence"], rts, [], best) if rts else "fast"
+    batch["slow_placement"] = batch["state"] != "fast"
 
 
 def measure_mpi(sizes, nranks: int = 2) -> list[dict] | None:

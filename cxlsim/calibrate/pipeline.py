@@ -112,5 +112,6 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                 pattern_curves=pattern_curves(coll["jobs"]), exchange_ns=exchange_by_mode(coll["jobs"]),
                 pattern_maintenance_curves=pattern_curves(coll["jobs"], "maintenance"))
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
+        rows = validate(model, meas["rows"])  # with the flag exchange the collectives' blocks measured
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
             "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}
