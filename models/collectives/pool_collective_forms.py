@@ -213,10 +213,11 @@ def _walk_used(fig, p: int, collective: str, name: str, size: int) -> bool:
     """Whether a step collective's flush-mode form is its walk: where the algebraic one is not exact (a
     congested pool; the large allreduce, whose one-by-one share loads can reach a device together with
     another rank's, a tie the algebraic form leaves out: 9 ns of 18.1 us at P = 2, 32 KiB, where a share's
-    last partial chunk queues behind the other rank's) and the walk is affordable (`WALK_CHUNKS`)."""
+    last partial chunk queues behind the other rank's; one rank, whose barrier ends before its flag's
+    write-back is acknowledged, which the algebraic form waits for) and the walk is affordable (`WALK_CHUNKS`)."""
     if not flush_mode(fig) or collective == "broadcast":
         return False
-    if uncongested(fig, p) and (collective, name) != ("allreduce", "cxl_pool_large"):
+    if uncongested(fig, p) and p > 1 and (collective, name) != ("allreduce", "cxl_pool_large"):
         return False
     return _chunks(fig, p, collective, name, size) <= WALK_CHUNKS
 
@@ -234,7 +235,10 @@ def allreduce_large_cost(fig, p: int, s: int, ctx=None) -> float:
     the allgather of the shares on fresh flag lines: in hw mode the allgather form of zero-byte blocks with each
     rank starting when its folded share is written (`pool_forms` starts), in flush mode from the slowest rank's;
     then every rank loads every share (hw together, flush one after another, each other rank's dropped and
-    fenced first). Flush mode on a congested pool, or with unequal shares: its walk."""
+    fenced first). Flush mode: its walk where affordable (`WALK_CHUNKS`). One rank runs the small allreduce,
+    as the kernel."""
+    if p == 1:
+        return allreduce_small_cost(fig, p, s)
     if _hw_stepped(fig, p, "allreduce", "cxl_pool_large", s):
         return hw_steps_cost(fig, p, "allreduce", "cxl_pool_large", s)
     walked = _walked(fig, p, "allreduce", "cxl_pool_large", s)

@@ -25,7 +25,8 @@ copies) and an mfence. The steps:
 - `allreduce` `cxl_pool` (small): write the vector into the slot, publish, wait,
   acquire and read every other rank's slot, fold ranks 0..P-1 left to right, the
   rank's own vector taken from its input ((P-1) x s bytes of reduction).
-- `allreduce` `cxl_pool_large`: that step, but each rank writes its vector
+- `allreduce` `cxl_pool_large` (P > 1; one rank runs the small one, as the kernel):
+  that step, but each rank writes its vector
   around its own share (1/P of the vector, share boundaries on 64-byte lines,
   `share_bytes`), which only it reads, and folds that share of every other
   slot with its own, taken from its input; then a second step in the other
@@ -238,6 +239,8 @@ def allreduce_large(g, s, vec, ctx=None):
     """Reduce-scatter through the pool (each rank folds its share of every vector), then an allgather of the shares."""
     t = _pool(g, "allreduce cxl_pool_large")
     p, r = g.size, g.rank
+    if p == 1:  # as the kernel: one rank takes the small algorithm
+        return (yield from allreduce_small(g, s, vec, ctx))
     lo, hi = share_bytes(s, p, r)
     layout, rnd = yield from _input_step(t, r, p, s, vec, "allreduce cxl_pool_large", (lo, hi))
     others = [w for w in range(p) if w != r]
