@@ -98,3 +98,20 @@ def test_a_mixed_set_splits_into_the_rounds_of_each_placement(tmp_path):
     assert summary["fastest cma-on x-w1"]["verdict"]["reasons"] == ["1 round (rules 2-3 need 2 to compare)"]
     assert summary["fastest cma-off x-w1"]["verdict"]["placement"] == "fast"
     assert sv.round_count(subs["slow"], "cma-off") == 2
+
+
+def test_a_sub_set_without_rounds_of_one_setting_is_checked_for_the_other():
+    """Set k's slow rounds: cma-on round 2 only."""
+    summary = run_hypotheses.check(os.path.join(ROOT, "sets_2026-12-01k_load5-8", "placement_slow"), write=False)
+    assert {key.split()[1] for key in summary} == {"cma-on"}
+    assert summary["fastest cma-on x-w1"]["verdict"]["placement"] == "slow"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sets", "DIR", "--cma", "cma-on"], "--output, --rounds and --cma apply to a new measurement"),
+    (["--cma", "cma-on", "cma-on"], "--cma: cma-on cma-on names a setting twice"),
+    (["--cma", "cma-of"], "invalid choice: 'cma-of'")])
+def test_the_measurement_options_are_refused_where_they_cannot_apply(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        run_hypotheses.main(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
