@@ -78,6 +78,36 @@ def test_a_slower_fold_adds_exactly_its_extra_time(coherence, collective, size, 
     assert slow_ns - fast_ns == pytest.approx(2000.0, abs=1e-6)
 
 
+@pytest.mark.parametrize("collective,size,large", [("allreduce", 16384, NEVER), ("allreduce", 16384, 0),
+                                                   ("reduce_scatter", 16384, NEVER)])
+def test_a_blocks_own_fold_replaces_the_runs_at_the_sizes_the_call_folds(collective, size, large):
+    """A job's fold measured beside the calls (`collective_blocks.block_folds`, kept per collective and size)
+    stands in `row_model` for the run's fold curve at those sizes: 2000 ns more there, 2000 ns more per call;
+    a row of another size keeps the run's curve."""
+    from cxlsim.calibrate.collective_blocks import block_folds  # noqa: F401 (the primitive whose figures these are)
+    from cxlsim.calibrate.collectives import row_model
+
+    folded = fold_bytes(collective, size, large, 2)
+    m = with_fold(model(), {folded: 500.0, size: 500.0, 2 * size: 500.0})
+    job = {"id": "0 fast", "coherence": "hw",
+           "fold_ns": {collective: {str(size): {str(f): 2500.0 for f in {folded, fold_bytes(collective, size, 0, 2)}}}}}
+    base = predict_collective(m, "hw", collective, size, large)
+    assert predict_collective(row_model(m, job, collective, size), "hw", collective, size, large) - base \
+        == pytest.approx(2000.0, abs=1e-6)
+    other = 2 * size
+    assert predict_collective(row_model(m, job, collective, other), "hw", collective, other, large) == \
+        predict_collective(m, "hw", collective, other, large)
+
+
+def test_a_reduction_block_measures_its_fold_on_every_rank_at_the_sizes_the_call_folds():
+    from cxlsim.calibrate.collective_blocks import block_folds
+
+    assert block_folds("broadcast", 4096) == {} and block_folds("allreduce", 0) == {}
+    got = block_folds("allreduce", 8192)
+    assert set(got) == {8192, 4096} and all(v >= 0 for v in got.values())
+    assert set(block_folds("reduce_scatter", 8192)) == {4096}
+
+
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_a_collectives_own_per_call_overhead_adds_exactly_itself(collective):
     m = model(collective_overhead_ns={c: 200.0 for c in COLLECTIVES})

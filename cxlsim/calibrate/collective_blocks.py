@@ -40,10 +40,10 @@ import time
 import numpy as np
 
 from cxlsim.calibrate.states import state_of
-from cxlsim.calibrate.patterns import ITERATIONS, WARMUP, join_pattern_ranks, kernel_steps, pattern_name
+from cxlsim.calibrate.patterns import (FLOAT_BYTES, ITERATIONS, WARMUP, fold_bytes, join_pattern_ranks,  # noqa: F401
+                                       kernel_steps, pattern_name)
 from cxlsim.coherence import Coherence
 
-FLOAT_BYTES = 4  # the bench's reductions are float32 sums
 PROBE_ROUNDS, PROBE_BATCHES = 8, 7
 """A placement probe (before and after every block): the median of PROBE_BATCHES means of PROBE_ROUNDS flag
 ping-pongs, so one preempted ping-pong does not hide the placement (5-10 us in hw mode, 30 us flush)."""
@@ -61,6 +61,13 @@ size): the DES's flag lines are priced at its 64 B figure, and the barrier's (no
 mode's flag write-back and invalidation included, at its 1 B one. Measured once before and once after a
 job instead, one disturbed figure of the two priced every barrier of the job: a flush job's DES barrier
 loop took 1221 ns against 522 ns for the next job, whose flag exchange probes agreed (710, 717 ns)."""
+FOLD_SAMPLES = 9
+"""Folds per size (and of one float32, the call's own cost, subtracted) of a reduction block's fold primitive
+(`block_folds`). Why in the block (session 24's quiet run 19:44, hw): two of its three jobs ran with the
+per-call software at 1.9x the third's (0-byte allreduce call 651-686 against 360 ns) and their 1 MiB
+allreduce took 98-131 us against 60 us, while the fold primitive, measured once before the jobs, stayed
+at 36 us; measured beside each other (20:47, load 5.8), the 1 MiB fold took 70 us in one stretch and
+36 us in the next, alone or on both ranks at once alike."""
 SYMMETRIC = ("allreduce", "reduce_scatter", "alltoall", "barrier")
 """Collectives whose every step has every rank publish and poll at once (a broadcast's reader waits for a
 root that publishes and returns): their blocks measure the symmetric flag exchange, which the DES's waits
@@ -100,6 +107,22 @@ def block_keys(collectives, sizes, nranks: int = 2) -> list[tuple[str, int]]:
     return keys
 
 
+def block_folds(collective: str, size_bytes: int) -> dict:
+    """The fold primitive of a reduction block (`primitives.fold_samples_ns`, float32 sum, the bench's; every
+    rank at once, each in its own buffers): {fold bytes: ns beyond a one-element fold}, at the sizes the
+    call's algorithms fold (`patterns.fold_bytes`: allreduce, both algorithms'; reduce_scatter, a block);
+    {} for the other collectives."""
+    from cxlsim.emulator import primitives
+
+    if collective not in ("allreduce", "reduce_scatter") or size_bytes <= 0:
+        return {}
+    sizes = {fold_bytes(collective, size_bytes, large, 2) for large in (0, 1 << 62)}
+    sizes = sorted(n for n in sizes if n > 0 and n % FLOAT_BYTES == 0)
+    base = statistics.median(primitives.fold_samples_ns(FLOAT_BYTES, "float32", "sum", FOLD_SAMPLES))
+    return {n: max(statistics.median(primitives.fold_samples_ns(n, "float32", "sum", FOLD_SAMPLES)) - base, 0.0)
+            for n in sizes}
+
+
 def placement_probe(comm) -> float:
     """The flag round trip now (ns): the median of `PROBE_BATCHES` short ping-pong means."""
     return statistics.median(comm.flag_pingpong(PROBE_ROUNDS) for _ in range(PROBE_BATCHES))
@@ -108,8 +131,8 @@ def placement_probe(comm) -> float:
 def run_block(comm, collective: str, size_bytes: int, iterations: int, large_bytes: int, solo=None) -> dict:
     """This rank's block (see the module docstring): {collective, size_bytes, rt_before_ns, rt_after_ns,
     busy (process/wall time), overhead_ns (0-byte calls on `solo`, an np-1 hw communicator of this
-    process; None without it), exchange_ns (barrier: the flag exchange primitive, else
-    None), patterns ({name: (calls, steps, 5) ns}), concurrent (`measure.concurrent_rank` at
+    process; None without it), exchange_ns (`SYMMETRIC` collectives: the flag exchange primitive, else
+    None), fold_ns (`block_folds`), patterns ({name: (calls, steps, 5) ns}), concurrent (`measure.concurrent_rank` at
     CONCURRENT_SIZES), calls_ns}."""
     from cxlsim.emulator import primitives
     from cxlsim.emulator.bench_collectives import CollectiveSide
@@ -126,6 +149,7 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     if collective in SYMMETRIC:
         exchange = statistics.median(primitives.flag_exchange(comm, EXCHANGE_ROUNDS, EXCHANGE_GAP_NS)
                                      for _ in range(EXCHANGE_BATCHES))
+    folds = block_folds(collective, size_bytes)
     patterns = {}
     for name in block_patterns(collective, size_bytes, large_bytes) if size_bytes > 0 else ():
         got = primitives.pattern_copy(comm, kernel_steps(name, size_bytes, comm.rank), WARMUP + ITERATIONS)
@@ -136,8 +160,8 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     del side
     busy = (time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)
     return dict(collective=collective, size_bytes=size_bytes, rt_before_ns=rt0, rt_after_ns=placement_probe(comm),
-                busy=busy, overhead_ns=overhead, exchange_ns=exchange, patterns=patterns, concurrent=concurrent,
-                calls_ns=calls)
+                busy=busy, overhead_ns=overhead, exchange_ns=exchange, fold_ns=folds, patterns=patterns,
+                concurrent=concurrent, calls_ns=calls)
 
 
 def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSES):
@@ -166,7 +190,7 @@ def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSE
 def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
     """One block per position from every rank's (in rank order): round trips as rank 0 saw them, busy the
     least of the ranks', calls_ns the mean over the ranks per call, overhead_ns the mean over the ranks of
-    each one's median 0-byte call (None where not measured), patterns and concurrent copies per rank
+    each one's median 0-byte call (None where not measured), fold_ns the mean over the ranks per fold size, patterns and concurrent copies per rank
     (joined later, over a placement's blocks: `job_figures`)."""
     out = []
     for blocks in zip(*per_rank_blocks):
@@ -177,6 +201,7 @@ def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
                         calls_ns=np.mean([b["calls_ns"] for b in blocks], axis=0),
                         overhead_ns=statistics.fmean(over) if over else None,
                         exchange_ns=b0["exchange_ns"],
+                        fold_ns={n: statistics.fmean(b["fold_ns"][n] for b in blocks) for n in b0.get("fold_ns", {})},
                         patterns=[b["patterns"] for b in blocks], concurrent=[b["concurrent"] for b in blocks]))
     return out
 
@@ -194,7 +219,8 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
     """What a job's blocks in `state` (default its fast ones) give, per (collective, size) measured in one
     of them at least:
     {'keys': {(collective, size): {measured_ns (median of the pooled calls), mean_ns, calls, blocks,
-    overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise), roundtrip_ns (median
+    overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise), fold_ns ({fold bytes:
+    the median over the blocks}), roundtrip_ns (median
     of the blocks' mean round trips)}}, 'pattern_ns': {pattern: {'data',
     'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled blocks of each size), 'concurrent_ns'
     ({kind: {size: ns}}: `measure.join_ranks` of the blocks' concurrent-copy rounds, pooled),
@@ -211,13 +237,15 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
             continue
         rts.append((b["rt_before_ns"] + b["rt_after_ns"]) / 2)
         key = (b["collective"], b["size_bytes"])
-        got = by_key.setdefault(key, {"calls": [], "overheads": [], "exchanges": [], "rts": []})
+        got = by_key.setdefault(key, {"calls": [], "overheads": [], "exchanges": [], "rts": [], "folds": {}})
         got["rts"].append(rts[-1])
         got["calls"].append(b["calls_ns"])
         if b["overhead_ns"] is not None:
             got["overheads"].append(b["overhead_ns"])
         if b.get("exchange_ns") is not None:
             got["exchanges"].append(b["exchange_ns"])
+        for n, v in b.get("fold_ns", {}).items():
+            got["folds"].setdefault(n, []).append(v)
         if rounds is None:
             rounds = [{kind: {n: [] for n in by} for kind, by in mine.items()} for mine in b["concurrent"]]
         for r, mine in enumerate(b["concurrent"]):
@@ -235,6 +263,7 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
                          blocks=len(got["calls"]),
                          overhead_ns=statistics.median(got["overheads"]) if got["overheads"] else None,
                          exchange_ns=statistics.median(got["exchanges"]) if got["exchanges"] else None,
+                         fold_ns={n: statistics.median(v) for n, v in got["folds"].items()},
                          roundtrip_ns=statistics.median(got["rts"]))
     patterns = {}
     for name, by_size in pooled.items():

@@ -26,7 +26,7 @@ from cxlsim.calibrate.collective_measure import COLLECTIVES, FLOAT_BYTES, jobs_l
 from cxlsim.calibrate.des import (AUTO_PATH_RULE, ExchangeCharges, charged_exchange, des_exchange_ns,  # noqa: F401
                                   exchange_charge_ns, solve_path_ns)
 from cxlsim.calibrate.local_model import MIN_PATH_NS, GiB, LocalModel, local_preset
-from cxlsim.calibrate.patterns import pattern_name
+from cxlsim.calibrate.patterns import fold_bytes, pattern_name  # noqa: F401 (fold_bytes: re-exported)
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
@@ -39,6 +39,7 @@ __all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "ExchangeCharges", "c
            "row_model", "summarize_collectives", "summary_line", "validate_collectives"]
 
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
+BENCH_FOLD = "float32 sum"  # the bench's reductions (`LocalModel.fold_curves` class)
 LABEL_ELEMENTS = 64
 """Payload labels per input vector in the DES runs: the DES's times follow the call's bytes, never the
 labels' count, and a label per float32 of a 1 MiB vector made one run take about a second."""
@@ -59,20 +60,6 @@ def _call(collective: str, size_bytes: int, large_bytes: int):
     if collective == "barrier":
         return pc.barrier, lambda r, p: r
     raise InputError(f"collective: expected one of {COLLECTIVES}, got {collective!r}")
-
-
-def fold_bytes(collective: str, size_bytes: int, large_bytes: int, nranks: int) -> int:
-    """Bytes of one operand a rank folds per call (0: no fold): the vector (small allreduce), a rank's share
-    (large allreduce, rank 0's: `share_bytes`) or block (reduce_scatter, `block_bytes`)."""
-    s = FLOAT_BYTES * max(1, size_bytes // FLOAT_BYTES)
-    if collective == "allreduce":
-        if s < large_bytes:
-            return s
-        lo, hi = pc.share_bytes(s, nranks, 0)
-        return hi - lo
-    if collective == "reduce_scatter":
-        return pc.block_bytes(s, nranks)
-    return 0
 
 
 def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
@@ -220,8 +207,8 @@ ROUNDTRIP_STEP_NS = 2.0
 def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, paths: dict | None = None) -> LocalModel:
     """`model` (a `job_model`) with what the job's blocks of this collective and size measured beside the
     calls: the flag round trip (to `ROUNDTRIP_STEP_NS`; the path solved again from it, `paths` caching the
-    solves by job and round trip), the per-call overhead (the 0-byte call) and the barrier's flag exchange, where it has
-    them."""
+    solves by job and round trip), the per-call overhead (the 0-byte call), the flag exchange and the fold
+    (`collective_blocks.block_folds`, at the sizes the call folds), where it has them."""
     mode = Coherence.parse(job["coherence"], "coherence")
     rt = job.get("call_roundtrip_ns", {}).get(collective, {}).get(str(size_bytes))
     if rt is not None:
@@ -238,6 +225,10 @@ def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, pa
         model = dataclasses.replace(model, collective_overhead_ns=dict(model.collective_overhead_ns, **{collective: got}))
     if exchange is not None:
         model = dataclasses.replace(model, exchange_ns=dict(model.exchange_ns, **{mode: exchange}))
+    folds = job.get("fold_ns", {}).get(collective, {}).get(str(size_bytes))
+    if folds:  # the block's own fold at the sizes this call folds, the run's fold curve elsewhere
+        curve = dict(model.fold_curves.get(BENCH_FOLD, {}), **folds)
+        model = dataclasses.replace(model, fold_curves=dict(model.fold_curves, **{BENCH_FOLD: curve}))
     return model
 
 

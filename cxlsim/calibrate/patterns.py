@@ -36,6 +36,7 @@ from cxlsim.models.collectives import pool_collectives as pc
 
 PATTERNS = ("broadcast", "alltoall", "reduce_scatter", "allreduce_small", "allreduce_large")
 """The patterns measured: the collectives' kernels (allreduce's two algorithms apart)."""
+FLOAT_BYTES = 4  # the bench's reductions are float32 sums
 WARMUP, ITERATIONS, PASSES = 30, 50, 3
 """Per size and pass: calls dropped (the lines' states settle after the previous size's), calls kept. The
 passes go over all sizes in turn, so a stretch of time with a rank off its CPU spoils a few calls of
@@ -67,6 +68,20 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
         return [([(olo, ohi - olo)], [(-1, mlo, mhi - mlo), (o, mlo, mhi - mlo)], True),
                 ([(mlo, mhi - mlo)], [(r, mlo, mhi - mlo), (o, olo, ohi - olo)], False)]
     raise InputError(f"pattern: expected one of {PATTERNS}, got {pattern!r}")
+
+
+def fold_bytes(collective: str, size_bytes: int, large_bytes: int, nranks: int) -> int:
+    """Bytes of one operand a rank folds per call (0: no fold): the vector (small allreduce), a rank's share
+    (large allreduce, rank 0's: `share_bytes`) or block (reduce_scatter, `block_bytes`)."""
+    s = FLOAT_BYTES * max(1, size_bytes // FLOAT_BYTES)  # the bench's float32 vector
+    if collective == "allreduce":
+        if s < large_bytes:
+            return s
+        lo, hi = pc.share_bytes(s, nranks, 0)
+        return hi - lo
+    if collective == "reduce_scatter":
+        return pc.block_bytes(s, nranks)
+    return 0
 
 
 def slot_bytes_for(sizes) -> int:
