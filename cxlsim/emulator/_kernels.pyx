@@ -143,13 +143,23 @@ def write_block(dst, src):
 
 
 def read_pass(obj):
-    """Load every byte of a 1-D or 2-D buffer (rows may be strided) once, in C.
+    """Load every byte of a 1-D or 2-D buffer (rows may be strided), or of each buffer of a tuple or
+    list of them in turn (a zero-copy result's `rows`), once, in C.
 
     Returns the wrapping sum of each row's 8-byte words and tail bytes (see `checksum_of_fill`),
     so the loads cannot be optimised away and stale contents can be detected. The GIL is
     released for buffers of READ_PASS_NOGIL_MIN_BYTES or more (below that the release would
     cost a sizeable part of the read).
     """
+    cdef uint64_t acc = 0
+    if type(obj) is tuple or type(obj) is list:
+        for part in obj:
+            acc += _read_pass_one(part)
+        return acc
+    return _read_pass_one(obj)
+
+
+cdef uint64_t _read_pass_one(obj) except? 0:
     cdef Py_buffer b
     cdef uint64_t acc = 0
     cdef Py_ssize_t rows, row_bytes, row_stride, i

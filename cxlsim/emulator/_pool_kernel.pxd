@@ -10,6 +10,9 @@ cdef class ViewCache:
     cdef int root
     cdef object view0, view1
     cdef object dtype_arg, dtype_of_arg
+    # The rows tuples (ZeroCopyResult.rows) per buffer, and the send buffers their own rows view.
+    cdef object rows0, rows1, rows_src0, rows_src1
+    cdef object rows_for(self, bint odd, object view, int rank, object sendbuf, Py_ssize_t start, Py_ssize_t count)
 
 
 cdef class PoolKernel:
@@ -33,6 +36,7 @@ cdef class PoolKernel:
     # Fused zero-copy calls: their result views (allgather_view, broadcast_view, alltoall_view).
     cdef ViewCache vc_allgather, vc_broadcast, vc_alltoall
     cdef object _view_of(self, ViewCache cache, int kind, Py_ssize_t count, object dtype, int root)
+    cdef void store_own_block(self, object block, uint64_t offset) except *
     cdef void check_open(self) except *
     cdef object _zc_all_view(self)
     cdef raise_timeout(self, str what=*)

@@ -13,6 +13,7 @@ buffers and keeps the epoch and data-round counters. `PoolKernel` does this for 
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
 from libc.stdint cimport int64_t, uint64_t
+from libc.string cimport memcpy
 
 from cxlsim.emulator.cxl_ops cimport *
 from cxlsim.emulator.cxl_coll cimport *
@@ -42,30 +43,53 @@ class StaleViewError(RunError):
 @cython.freelist(8)
 @cython.auto_pickle(False)
 cdef class ZeroCopyResult:
-    """All ranks' blocks of one zero-copy allgather, read in place; valid until the owner's next call.
+    """The blocks of one zero-copy call, read in place; valid until the owner's next call.
 
-    `array` is the read-only (size, count) view; any access after the owner's epoch moved on
-    raises StaleViewError. One is made per call (a result of an older call must keep its own
-    epoch), so the Cython kernel builds it without argument parsing (`_zero_copy_result`)
-    and recycles the memory of dead ones (freelist).
+    `array` is the read-only view of the pool: (size, count) for allgather and alltoall (row r =
+    rank r's block), (count,) for broadcast. `rows` is the tuple of the blocks to read, row r =
+    rank r's, in which this rank's own block is its send buffer, not the pool: the caller wrote it
+    there itself, so it is in this core's cache, where its pool copy is not (the allgather's own slot
+    went in with the copy-in's stores, the alltoall's own block is not stored at all: see
+    cxl_coll_view_skips_own). Any access after the owner's epoch moved on raises StaleViewError. One
+    is made per call (a result of an older call must keep its own epoch), so the Cython kernel
+    builds it without argument parsing (`_zero_copy_result`) and recycles the memory of dead ones
+    (freelist).
     """
     cdef object owner
     cdef PoolKernel kernel  # the owner when it is a Cython kernel: its epoch is read without a lookup
     cdef uint64_t result_epoch
     cdef object view
+    cdef object row_views  # the rows tuple, or None: the view's rows (built when first asked for)
+    # An alltoall whose own block the kernel left out of the pool: `array` first copies it there.
+    cdef object own_src  # the own block's view of the send buffer, or None
+    cdef uint64_t own_offset  # its byte offset in the pool mapping
 
-    def __init__(self, owner, uint64_t epoch, view):
-        self.owner, self.result_epoch, self.view = owner, epoch, view
+    def __init__(self, owner, uint64_t epoch, view, rows=None):
+        self.owner, self.result_epoch, self.view, self.row_views = owner, epoch, view, rows
         self.kernel = owner if isinstance(owner, PoolKernel) else None
 
-    @property
-    def array(self):
+    cdef void check_fresh(self) except *:
         if self.kernel is not None and self.kernel.coll.epoch == self.result_epoch:
-            return self.view
+            return
         if self.owner.epoch != self.result_epoch:
             raise StaleViewError(f"zero-copy result of epoch {self.result_epoch} used after epoch "
                                  f"{self.owner.epoch} began: copy what you need before the next collective call")
+
+    @property
+    def array(self):
+        self.check_fresh()
+        if self.own_src is not None:
+            self.kernel.store_own_block(self.own_src, self.own_offset)
+            self.own_src = None
         return self.view
+
+    @property
+    def rows(self):
+        """The blocks as a tuple of read-only 1-D arrays, row r = rank r's (this rank's: its send buffer)."""
+        self.check_fresh()
+        if self.row_views is None:
+            self.row_views = (self.view,) if self.view.ndim == 1 else tuple(self.view)
+        return self.row_views
 
     @property
     def epoch(self):
@@ -83,14 +107,29 @@ cdef class ZeroCopyResult:
         return len(self.array)
 
 
-cdef inline ZeroCopyResult _zero_copy_result(PoolKernel kernel, uint64_t epoch, object view):
+cdef inline ZeroCopyResult _zero_copy_result(PoolKernel kernel, uint64_t epoch, object view, object rows=None):
     """A ZeroCopyResult of `kernel`'s call `epoch` over `view`, built without calling __init__."""
     cdef ZeroCopyResult result = ZeroCopyResult.__new__(ZeroCopyResult)
     result.owner = kernel
     result.kernel = kernel
     result.result_epoch = epoch
     result.view = view
+    result.row_views = rows
     return result
+
+
+def own_block(sendbuf, Py_ssize_t start, Py_ssize_t count):
+    """The read-only 1-D view of items start..start+count of `sendbuf` (a numpy array, in its memory
+    order, or any other buffer as uint8): a zero-copy result's own row."""
+    flat = sendbuf.reshape(-1, order="A") if type(sendbuf) is ndarray else np.frombuffer(sendbuf, np.uint8)
+    block = flat[start:start + count]  # a new array object, so the flag below leaves sendbuf as it is
+    block.flags.writeable = False
+    return block
+
+
+def rows_with_own(view, int rank, block):
+    """The rows of a (size, count) result view, row `rank` replaced by `block` (the own block from send)."""
+    return tuple(block if r == rank else view[r] for r in range(view.shape[0]))
 
 
 cdef enum:
@@ -104,6 +143,19 @@ cdef class ViewCache:
 
     def __cinit__(self):
         self.count = -1
+
+    cdef object rows_for(self, bint odd, object view, int rank, object sendbuf, Py_ssize_t start, Py_ssize_t count):
+        """The rows tuple of this buffer's `view` with the own row from `sendbuf` (items start..start+count):
+        the cached one while sendbuf is the object it was built for (the cache holds it, so its identity
+        cannot be reused), else built and kept."""
+        if (self.rows_src1 if odd else self.rows_src0) is sendbuf:
+            return self.rows1 if odd else self.rows0
+        rows = rows_with_own(view, rank, own_block(sendbuf, start, count))
+        if odd:
+            self.rows1, self.rows_src1 = rows, sendbuf
+        else:
+            self.rows0, self.rows_src0 = rows, sendbuf
+        return rows
 
 
 cdef class PoolKernel:
@@ -422,6 +474,7 @@ cdef class PoolKernel:
         if not (cache.dtype is dtype and cache.count == count and cache.root == root):
             cache.dtype, cache.count, cache.root = dtype, count, root
             cache.view0 = cache.view1 = None
+            cache.rows0 = cache.rows1 = cache.rows_src0 = cache.rows_src1 = None
         view = cache.view1 if odd else cache.view0
         if view is None:
             if kind == VIEW_ALLGATHER:
@@ -462,7 +515,9 @@ cdef class PoolKernel:
             PyBuffer_Release(&s)
         if missing:
             self.raise_timeout()
-        return _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_allgather, VIEW_ALLGATHER, count, dtype, 0))
+        view = self._view_of(self.vc_allgather, VIEW_ALLGATHER, count, dtype, 0)
+        return _zero_copy_result(self, self.coll.epoch, view, self.vc_allgather.rows_for(
+            self.coll.round & 1, view, self.coll.pool.rank, sendbuf, 0, count))
 
     def broadcast_view(self, count, dtype=np.uint8, int root=0, sendbuf=None):
         """Zero-copy broadcast of `count` items of `dtype` (at most one slot) from `root`: on the root,
@@ -517,8 +572,12 @@ cdef class PoolKernel:
         cdef Py_buffer s
         cdef int status
         cdef uint64_t n, P = <uint64_t>self.coll.pool.nranks
-        cdef Py_ssize_t total
+        cdef Py_ssize_t total, count
         cdef const char *out = NULL
+        cdef const char *src = NULL
+        cdef char *mine
+        cdef int me = self.coll.pool.rank
+        cdef ZeroCopyResult result
         self.check_open()
         self.check_idle()
         if type(sendbuf) is ndarray:
@@ -533,14 +592,33 @@ cdef class PoolKernel:
                 raise InputError(f"alltoall_view: sendbuf has {s.len} bytes but pool slots hold {self.slot_bytes} "
                                  f"(a zero-copy call is one step; alltoall() chunks)")
             n = <uint64_t>s.len // P
+            src = <const char *>s.buf
             with nogil:
-                status = cxl_coll_alltoall_view(&self.coll, <const char *>s.buf, n, &out)
+                status = cxl_coll_alltoall_view(&self.coll, src, n, &out)
         finally:
             PyBuffer_Release(&s)
         if status:
             self._status(status, "alltoall_view")
-        return _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_alltoall, VIEW_ALLTOALL,
-                                                                      total // <Py_ssize_t>P, dtype, 0))
+        count = total // <Py_ssize_t>P
+        view = self._view_of(self.vc_alltoall, VIEW_ALLTOALL, count, dtype, 0)
+        result = _zero_copy_result(self, self.coll.epoch, view, self.vc_alltoall.rows_for(
+            self.coll.round & 1, view, me, sendbuf, me * count, count))
+        mine = cxl_slot(&self.coll.pool, self.coll.round, me)
+        if n and src != mine and cxl_coll_view_skips_own(&self.coll):  # the own block is not in the pool
+            result.own_src = result.row_views[me]
+            result.own_offset = <uint64_t>(mine - self.coll.pool.base) + <uint64_t>me * n
+        return result
+
+    cdef void store_own_block(self, object block, uint64_t offset) except *:
+        """Copy `block` (an alltoall result's own block, from the send buffer) to byte `offset` of the pool:
+        what an alltoall view call left out, for a caller that reads `array`."""
+        cdef Py_buffer b
+        self.check_open()
+        PyObject_GetBuffer(block, &b, PyBUF_ANY_CONTIGUOUS)
+        try:
+            memcpy(self.coll.pool.base + offset, b.buf, <size_t>b.len)
+        finally:
+            PyBuffer_Release(&b)
 
     # -- the other pool collectives (cxl_coll.h) ------------------------------------------
     cdef void check_idle(self) except *:

@@ -55,7 +55,7 @@ class BenchPlan:
     'zero-copy' (their fused view calls) and 'copy-read', the others 'copy' (the pool) and 'mpi'.
     'copy-read' is the copy call plus one read pass over its result (recvbuf): what a copy-mode
     caller that uses its result does, so it is zero-copy's fair baseline (zero-copy times its
-    call plus one read pass over the result in place)."""
+    call plus one read pass over the result's rows, in place)."""
 
     sizes: tuple[int, ...]
     sides: tuple[str, ...] = ("copy",)
@@ -138,12 +138,12 @@ class _Side:
     def _zero_copy_op(self):
         """What an application does per zero-copy call, with its buffers bound as the copy side's are:
         the fused call (the kernel copies the block into the slot, as copy mode's copy-in) and one
-        read pass over every block in place."""
+        read pass over every block of the result's `rows`, in place (its own block from send)."""
         comm, send, read_pass = self.comm, self.send, _kernels.read_pass
 
         def zero_copy():
             self.result = result = comm.allgather_view(send)
-            self.checksum = read_pass(result.array)
+            self.checksum = read_pass(result.rows)
         return zero_copy
 
     def _fill(self, i):

@@ -112,9 +112,10 @@ class CollectiveSide:
         self.checksum = read_pass(self.recv)
 
     def _alltoall_view(self) -> None:
-        """The zero-copy alltoall: the fused call (the kernel puts the row in), one read pass over the column."""
+        """The zero-copy alltoall: the fused call (the kernel puts the row in), one read pass over the column's
+        rows (the own block from send)."""
         self.result = self.comm.alltoall_view(self.send)
-        self.checksum = read_pass(self.result.array)
+        self.checksum = read_pass(self.result.rows)
 
     def _fill(self, i: int) -> None:
         P, me = self.comm.size, self.me

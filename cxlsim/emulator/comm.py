@@ -37,6 +37,8 @@ CollectiveTimeout = _pool_kernel.CollectiveTimeout
 StaleViewError = _pool_kernel.StaleViewError
 ZeroCopyResult = _pool_kernel.ZeroCopyResult
 count_and_dtype = _pool_kernel.count_and_dtype
+own_block = _pool_kernel.own_block
+rows_with_own = _pool_kernel.rows_with_own
 WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB, "clflush": _kernels.OP_CLFLUSH}
 
 ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES  # measured if CXLSIM_PROFILE names a profile (tuning.py)
@@ -219,7 +221,8 @@ class CommMixin:
         self._check_views()
         count, dtype = count_and_dtype(sendbuf)
         self.allgather_from(sendbuf)
-        return ZeroCopyResult(self, self.epoch, self._slot_array(self.data_round, count, dtype, True))
+        view = self._slot_array(self.data_round, count, dtype, True)
+        return ZeroCopyResult(self, self.epoch, view, rows_with_own(view, self.rank, own_block(sendbuf, 0, count)))
 
     def broadcast_view(self, count, dtype=np.uint8, root: int = 0, sendbuf=None) -> ZeroCopyResult:
         """Zero-copy broadcast of `count` items of `dtype` from root (see PoolKernel.broadcast_view)."""
@@ -240,7 +243,8 @@ class CommMixin:
         view = self._views.get(("alltoall", self.data_round & 1, count, dtype))
         if view is None:
             view = self._alltoall_array(self.data_round, count, dtype)
-        return ZeroCopyResult(self, self.epoch, view)
+        own = own_block(sendbuf, self.rank * count, count)
+        return ZeroCopyResult(self, self.epoch, view, rows_with_own(view, self.rank, own))
 
     def close(self) -> None:
         """Drop views and the kernel's mapping, then unmap the pool."""

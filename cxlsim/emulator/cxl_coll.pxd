@@ -42,6 +42,7 @@ cdef extern from "cxl_coll.h" nogil:
     int cxl_coll_alltoall(cxl_coll_t *c, const char *send, char *recv, uint64_t nbytes)
     int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nbytes, int root, const char **out)
     int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbytes, const char **column)
+    int cxl_coll_view_skips_own(const cxl_coll_t *c)
     int cxl_coll_reduce_scatter_block(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int dtype, int op)
     int cxl_coll_allreduce_start(cxl_coll_t *c, cxl_allreduce_t *a, const char *send, char *recv, uint64_t count,
                                  int dtype, int op, uint64_t large_bytes)
