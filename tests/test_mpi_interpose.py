@@ -344,6 +344,33 @@ def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path
                                                            "trace.meta.json"]
 
 
+PROBE_LOG = re.compile(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip (\d+) ns, (fast|slow|disturbed)")
+PLACEMENT = re.compile(r"^cxlsim-mpi stats: .*, allreduce large \d+ B, placement (.*)$", re.M)
+
+
+@pytest.mark.parametrize("np, coherence", [(2, "hw"), (2, "flush"), (1, "hw")])
+def test_stats_header_ends_with_the_probed_placement(library, programs, np, coherence):
+    """The header's last part is the placement the pool set-up's probe found: its class and round trip as
+    the probe logged them (CXLSIM_MPI_VERBOSE=2, rank 0's first probe; "mixed" if the probes disagree), or
+    "not probed" where no pool probes (flush mode, one rank)."""
+    rc, out, err = run_mpi(library, np, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
+                           CXLSIM_MPI_VERBOSE="2", CXLSIM_MPI_COHERENCE=coherence)
+    assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
+    got = PLACEMENT.findall(err)
+    assert len(got) == 1, err
+    probes = PROBE_LOG.findall(err)
+    if np != 2 or coherence != "hw":
+        assert probes == [] and got == ["not probed"], err
+        return
+    assert probes, err
+    first_ns, first_class = probes[0]
+    classes = {c for _, c in probes}
+    expected = first_class if len(classes) == 1 else "mixed"
+    assert got[0].startswith(f"{expected} (flag round trip {first_ns} ns"), (got, probes)
+    if expected != "mixed":
+        assert got[0] == f"{expected} (flag round trip {first_ns} ns)"
+
+
 def test_trace_writes_reduce_gather_and_scatter_alike_on_every_rank_and_ssend_as_send(library, programs, tmp_path):
     from cxlsim.replay import engine, fabrics
     from cxlsim.replay.simgrid import read

@@ -83,6 +83,13 @@ void cxlsim_stats_merge(const cxlsim_pool_counts_t *counts);
  * pool is freed, so every pool call is in the totals. */
 #define CXLSIM_STATS_FILE "cxlsim_mpi_stats.txt"
 void cxlsim_stats_report(void);
+/* The host placement a pool's placement probe found (pools.c), for the stats header's
+ * ", placement P (flag round trip R ns)": fast (the ranks' cores share a cache), slow (they do not),
+ * disturbed (a rank lost its CPU through every try: no placement). */
+enum { CXLSIM_PLACEMENT_FAST, CXLSIM_PLACEMENT_SLOW, CXLSIM_PLACEMENT_DISTURBED, CXLSIM_NPLACEMENT };
+extern const char *const cxlsim_placement_names[CXLSIM_NPLACEMENT];
+/* Record one probe's verdict and its flag round trip (ns), agreed by the pool's ranks. */
+void cxlsim_stats_probe(int placement, double roundtrip_ns);
 
 /* ---- pools ---- */
 typedef struct cxlsim_pool {

@@ -226,6 +226,8 @@ static void pool_choose_copy_in(cxlsim_pool_t *pool)
         PMPI_Allreduce(&best, &worst, 1, MPI_DOUBLE, MPI_MAX, pool->comm);
     }
     int disturbed = worst > DISTURBED_ROUNDTRIP_NS, slow = !disturbed && worst > SLOW_ROUNDTRIP_NS;
+    cxlsim_stats_probe(disturbed ? CXLSIM_PLACEMENT_DISTURBED : slow ? CXLSIM_PLACEMENT_SLOW : CXLSIM_PLACEMENT_FAST,
+                       worst);
     c->pool.nt_min_bytes = slow ? NT_SLOW_MIN_BYTES : 0;
     c->inline_bytes = slow ? INLINE_SLOW_BYTES : INLINE_FAST_BYTES;
     cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: non-temporal copy-ins from %llu B "

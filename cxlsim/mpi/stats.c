@@ -9,12 +9,20 @@
  * DIR/cxlsim_mpi_stats.txt beside the traces (CXLSIM_MPI_TRACE=DIR, stats on or off; atomically:
  * a temporary file in DIR renamed over it), so a replay of the traces finds it without stderr:
  *
- *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B, allreduce large 65536 B
+ *   cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, slot 1048576 B, allreduce large 65536 B, placement fast (flag round trip 87 ns)
  *   collective                calls    c_calls          bytes       pool       hier   fallback  reasons
  *   MPI_Allgather                10          0          40960         10          0          0
  *   MPI_Allreduce                 4          0            160          2          0          2  op=2
+ *
+ * The header ends with the host placement the pools' placement probes found (pools.c: two-rank
+ * hw pools without emulated timing probe their flag round trip at set-up): ", placement P (flag
+ * round trip R ns)", P fast, slow or disturbed and R that probe's round trip in whole ns (world
+ * rank 0's first probe, else the longest first probe of another rank); ", placement mixed (flag
+ * round trip R ns, the first probe's; probed fast, slow)" when probes on the world's ranks classed
+ * differently; ", placement not probed" when no pool probed.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,7 +36,60 @@ const char *const cxlsim_why_names[CXLSIM_NWHY] = {
     "disabled", "thread", "comm", "node", "setup", "datatype", "op", "args", "slot",
 };
 
+const char *const cxlsim_placement_names[CXLSIM_NPLACEMENT] = {"fast", "slow", "disturbed"};
+
 enum { CALLS, C_CALLS, BYTES, POOL, HIER, FALLBACK, WHY0, NCOUNTERS = WHY0 + CXLSIM_NWHY };
+
+/* This rank's placement probes: the first one's class and round trip, and every class seen. */
+static struct {
+    int first;               /* class of the first probe, -1: none yet */
+    double first_ns;
+    unsigned seen;           /* bit c: a probe classed c */
+} probes = {-1, 0.0, 0};
+static pthread_mutex_t probes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cxlsim_stats_probe(int placement, double roundtrip_ns)
+{
+    pthread_mutex_lock(&probes_lock);
+    if (probes.first < 0) {
+        probes.first = placement;
+        probes.first_ns = roundtrip_ns;
+    }
+    probes.seen |= 1u << placement;
+    pthread_mutex_unlock(&probes_lock);
+}
+
+/* ", placement ..." of the header from every world rank's probes (collective on the world;
+ * meaningful on rank 0). */
+static void placement_text(int rank, char *out, size_t n)
+{
+    unsigned seen = 0;
+    double firsts[CXLSIM_NPLACEMENT], longest[CXLSIM_NPLACEMENT];
+    for (int c = 0; c < CXLSIM_NPLACEMENT; c++) firsts[c] = probes.first == c ? probes.first_ns : -1.0;
+    PMPI_Reduce(&probes.seen, &seen, 1, MPI_UNSIGNED, MPI_BOR, 0, MPI_COMM_WORLD);
+    PMPI_Reduce(firsts, longest, CXLSIM_NPLACEMENT, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank != 0) return;
+    int first = probes.first;
+    double ns = probes.first_ns;
+    for (int c = 0; first < 0 && c < CXLSIM_NPLACEMENT; c++)
+        if (longest[c] >= 0.0 && (first < 0 || longest[c] > ns)) {
+            first = c;
+            ns = longest[c];
+        }
+    if (first < 0) {
+        snprintf(out, n, ", placement not probed");
+        return;
+    }
+    if (seen == 1u << first) {
+        snprintf(out, n, ", placement %s (flag round trip %.0f ns)", cxlsim_placement_names[first], ns);
+        return;
+    }
+    size_t used = (size_t)snprintf(out, n, ", placement mixed (flag round trip %.0f ns, the first probe's; probed", ns);
+    for (int c = 0, listed = 0; c < CXLSIM_NPLACEMENT && used < n; c++)
+        if (seen & (1u << c))
+            used += (size_t)snprintf(out + used, n - used, "%s %s", listed++ ? "," : "", cxlsim_placement_names[c]);
+    if (used < n) snprintf(out + used, n - used, ")");
+}
 
 static unsigned long long counters[CXLSIM_NCOLL][NCOUNTERS];
 
@@ -79,17 +140,19 @@ void cxlsim_stats_report(void)
     int rank, size;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    char placement[256] = "";
     PMPI_Reduce(counters, sums, CXLSIM_NCOLL * NCOUNTERS, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    placement_text(rank, placement, sizeof placement);
     if (rank != 0) return;
     const cxlsim_settings_t *s = &cxlsim_settings;
     char out[8192];
     size_t used = 0;
     used += snprintf(out + used, sizeof out - used,
                      "cxlsim-mpi stats: %d ranks, sums over ranks; pool %s, coherence %s, slot %llu B, "
-                     "allreduce large %llu B\n"
+                     "allreduce large %llu B%s\n"
                      "%-26s %10s %10s %14s %10s %10s %10s  %s\n",
                      size, s->pool.text, s->flush ? "flush" : "hw", (unsigned long long)s->slot_bytes,
-                     (unsigned long long)s->large_bytes, "collective",
+                     (unsigned long long)s->large_bytes, placement, "collective",
                      "calls", "c_calls", "bytes", "pool", "hier", "fallback", "reasons");
     for (int c = 0; c < CXLSIM_NCOLL; c++) {
         unsigned long long *v = sums[c];
