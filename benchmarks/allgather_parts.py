@@ -101,6 +101,12 @@ def print_table(placement: str, rows) -> None:
         values = rows.get(key, [])
         return (statistics.median(values), min(values), max(values)) if values else (math.nan,) * 3
 
+    def shown(m):  # a median [min-max], or "not observed" for an MPI setting with no job in this placement
+        return f"{m[0]:7.1f} [{m[1]:.0f}-{m[2]:.0f}]" if not math.isnan(m[0]) else f"{'not observed':>17}"
+
+    def ratio(m, pool):
+        return f"{m[0] / pool:9.2f}" if not math.isnan(m[0]) else f"{'-':>9}"
+
     def both(mode, kind, n):  # the pool's parts from both MPICH settings' jobs (the pool does not use MPICH)
         return rows.get(("1", f"{mode}:{kind}", n), []) + rows.get(("0", f"{mode}:{kind}", n), [])
 
@@ -114,10 +120,10 @@ def print_table(placement: str, rows) -> None:
         for mode in COPY_INS:
             part = {k: statistics.median(both(mode, k, n)) if both(mode, k, n) else math.nan for k in POOL_PARTS}
             copy = sorted(both(mode, "copy", n)) or [math.nan]
-            print(f"{n:>8} {m1[0]:7.1f} [{m1[1]:.0f}-{m1[2]:.0f}] {m0[0]:7.1f} [{m0[1]:.0f}-{m0[2]:.0f}] "
+            print(f"{n:>8} {shown(m1)} {shown(m0)} "
                   f"{local:6.1f} | {mode:>7} {part['copy']:7.1f} [{copy[0]:.0f}-{copy[-1]:.0f}] "
                   f"{part['sync']:5.1f} {part['in'] - part['sync']:6.1f} {part['in+own'] - part['in']:7.1f} "
-                  f"{part['in+peer'] - part['in']:8.1f} {m1[0] / part['copy']:9.2f} {m0[0] / part['copy']:9.2f}")
+                  f"{part['in+peer'] - part['in']:8.1f} {ratio(m1, part['copy'])} {ratio(m0, part['copy'])}")
 
 
 def inside_mpi(args) -> int:

@@ -10,15 +10,19 @@
  *   allgather 3 copies     the same steps by hand with the own block copied out of the slot
  *   allgather pipelined    128 KiB chunks: chunk k in (own kept), published, then the peer's chunk k-1 out
  *   <coll> copy+read       the copy call, then one read pass over recv (a broadcast root reads nothing)
- *   <coll> zero-copy+read  the view call, then one read pass over the result in place (rows 0, 1)
+ *   <coll> zero-copy+read  the view call, then one read pass over the result in place (allgather: the pool's
+ *                          rows 0, 1, as ZeroCopyResult.array; alltoall: see below)
  *   allreduce (float sum)  cxl_coll_allreduce of n / 4 floats (the small algorithm below 64 KiB)
  *   allgather zc+read, own/peer row first   the same, the own (peer) row read first: the ranks never read
  *                          the same row at the same time
  *   allgather zc+read, own row from send    the view call, then the rows read with the own row taken from
  *                          send (the caller's buffer, as ZeroCopyResult.rows hands it out), in rank order;
  *                          "send row first" / "send row last": the own row first (last) on both ranks
- *   alltoall zc+read, own block from send   the view call's steps with the own block left out of the row
- *                          (only this rank reads it), then the column read with the own block from send
+ *   alltoall zero-copy+read  the view call (it leaves the own block out of the row: only this rank reads it),
+ *                          then the column's rows read in rank order, the own block from send (as
+ *                          ZeroCopyResult.rows hands it out)
+ *   alltoall zc+read, own block stored   the same steps by hand with the own block stored into the row (plain
+ *                          stores) and read back in place (the view call before cxl_coll_view_skips_own)
  * nt = 1: copy-ins with non-temporal stores from 2 KiB (as PoolComm.choose_copy_in picks in the slow
  * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile, median and
  * mean (OSU's figure) per variant (us), its flag round trips before and after (below 200 ns: the fast
@@ -35,7 +39,7 @@
 #define BLOCK 20
 #define BLOCKS 20
 #define CALLS (BLOCK * BLOCKS)
-enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AA_ZC_SEND, AR_SMALL,
+enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AA_ZC_STORED, AR_SMALL,
        AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
 #define PARTS_FROM AG_READ_PARTS
 #define NPARTS 6
@@ -44,7 +48,7 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "allgather zc+read, peer row first", "broadcast copy+read",
                                 "broadcast zero-copy+read",
                                 "alltoall copy+read", "alltoall zero-copy+read", "allgather zc+read, own row from send",
-                                "allgather zc+read, send row first", "allgather zc+read, send row last", "alltoall zc+read, own block from send",
+                                "allgather zc+read, send row first", "allgather zc+read, send row last", "alltoall zc+read, own block stored",
                                 "allreduce (float sum)",
                                 "allgather copy+read, parts",
                                 "allgather zero-copy+read, parts", "allgather zc, own plain, parts",
@@ -250,9 +254,10 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
     case BC_READ: cxl_coll_broadcast(c, me == 0 ? send : recv, n, 0); if (me) sink += cxl_read_pass(recv, n); break;
     case BC_ZC: cxl_coll_broadcast_view(c, send, n, 0, &out); if (me) sink += cxl_read_pass(out, n); break;
     case AA_READ: cxl_coll_alltoall(c, send, recv, n); sink += cxl_read_pass(recv, 2 * n); break;
-    case AA_ZC:
+    case AA_ZC: /* the view call, then its rows in rank order: the own block from send (not stored, see
+                 * cxl_coll_view_skips_own), the peer's from its row */
         cxl_coll_alltoall_view(c, send, n, &out);
-        sink += cxl_read_pass(out, n) + cxl_read_pass(out + slot, n);
+        sink += me ? cxl_read_pass(out, n) + cxl_read_pass(send + n, n) : cxl_read_pass(send, n) + cxl_read_pass(out + slot, n);
         break;
     case AG_ZC_SEND: /* the result's own row is the caller's send buffer: read rows 0..P-1 */
         cxl_coll_allgather_step(c, send, NULL, n);
@@ -267,18 +272,20 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         cxl_coll_allgather_step(c, send, NULL, n);
         sink += cxl_read_pass(cxl_slot(&c->pool, c->round, 1 - me), n) + cxl_read_pass(send, n);
         break;
-    case AA_ZC_SEND: { /* the own block stays in send: only the peer's block goes into the row */
+    case AA_ZC_STORED: { /* the view call's steps with the own block stored into the row and read back in place */
         cxl_pool_t *p = &c->pool;
         uint64_t round;
         cxl_coll_claim(c, 1, &round);
-        cxl_coll_copy_in(c, cxl_slot(p, round, me) + (1 - me) * n, send + (1 - me) * n, n);
+        char *mine = cxl_slot(p, round, me);
+        cxl_coll_copy_in(c, mine + (1 - me) * n, send + (1 - me) * n, n);
+        memcpy(mine + me * n, send + me * n, n);
         cxl_publish(p, cxl_coll_written(c->epoch), round, 2 * n);
         cxl_coll_wait_all(c, cxl_coll_written(c->epoch));
         cxl_coll_note_all_written(c, c->epoch);
         const char *peer = cxl_slot(p, round, 1 - me) + me * n;
         if (cxl_view_prefetch_on(p, n, 1)) cxl_prefetch_l2(peer, n);
-        sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(send + me * n, n)
-                   : cxl_read_pass(send + me * n, n) + cxl_read_pass(peer, n);
+        sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(mine + me * n, n)
+                   : cxl_read_pass(mine + me * n, n) + cxl_read_pass(peer, n);
         break;
     }
     case AR_SMALL: cxl_coll_allreduce(c, send, recv, n / 4, CXL_F32, CXL_SUM, 65536); break;
