@@ -17,7 +17,8 @@
  *                          the same row at the same time
  *   allgather zc+read, own row from send    the view call, then the rows read with the own row taken from
  *                          send (the caller's buffer, as ZeroCopyResult.rows hands it out), in rank order;
- *                          "send row first" / "send row last": the own row first (last) on both ranks
+ *                          "send row first" / "send row last": the own row first (last) on both ranks;
+ *                          "send row, no own prefetch": the same steps by hand without the own slot's prefetch
  *   alltoall zero-copy+read  the view call (it leaves the own block out of the row: only this rank reads it),
  *                          then the column's rows read in rank order, the own block from send (as
  *                          ZeroCopyResult.rows hands it out)
@@ -39,7 +40,7 @@
 #define BLOCK 20
 #define BLOCKS 20
 #define CALLS (BLOCK * BLOCKS)
-enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AA_ZC_STORED, AR_SMALL,
+enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AG_ZC_SEND_PEER_PREFETCH, AA_ZC_STORED, AR_SMALL,
        AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
 #define PARTS_FROM AG_READ_PARTS
 #define NPARTS 6
@@ -48,7 +49,8 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "allgather zc+read, peer row first", "broadcast copy+read",
                                 "broadcast zero-copy+read",
                                 "alltoall copy+read", "alltoall zero-copy+read", "allgather zc+read, own row from send",
-                                "allgather zc+read, send row first", "allgather zc+read, send row last", "alltoall zc+read, own block stored",
+                                "allgather zc+read, send row first", "allgather zc+read, send row last",
+                                "allgather zc+read, send row, no own prefetch", "alltoall zc+read, own block stored",
                                 "allreduce (float sum)",
                                 "allgather copy+read, parts",
                                 "allgather zero-copy+read, parts", "allgather zc, own plain, parts",
@@ -272,6 +274,19 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         cxl_coll_allgather_step(c, send, NULL, n);
         sink += cxl_read_pass(cxl_slot(&c->pool, c->round, 1 - me), n) + cxl_read_pass(send, n);
         break;
+    case AG_ZC_SEND_PEER_PREFETCH: { /* the view call's steps by hand without the own slot's prefetch */
+        cxl_pool_t *p = &c->pool;
+        uint64_t round;
+        cxl_coll_claim(c, 1, &round);
+        cxl_coll_copy_in(c, cxl_slot(p, round, me), send, n);
+        cxl_publish(p, cxl_coll_written(c->epoch), round, n);
+        cxl_coll_wait_all(c, cxl_coll_written(c->epoch));
+        cxl_coll_note_all_written(c, c->epoch);
+        const char *peer = cxl_slot(p, round, 1 - me);
+        if (cxl_view_prefetch_on(p, n, 2)) cxl_prefetch_l2(peer, n);
+        sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(send, n) : cxl_read_pass(send, n) + cxl_read_pass(peer, n);
+        break;
+    }
     case AA_ZC_STORED: { /* the view call's steps with the own block stored into the row and read back in place */
         cxl_pool_t *p = &c->pool;
         uint64_t round;

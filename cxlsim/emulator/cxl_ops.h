@@ -398,12 +398,17 @@ static void cxl_copy_in_keep(const cxl_pool_t *p, char *slot, char *own, const c
  * blocks went in with non-temporal stores (copies of at least nt_min_bytes: the slow placement), they
  * are in memory, in no cache, own block included, and the caller's read pass takes one memory miss
  * after another (np 2, 8 KiB: reading the own block 0.6-0.85 us where a cached one takes 0.07).
- * Prefetching every block the caller will read into L2 (prefetcht1), the own one after its publish and
- * the others' once their flags arrived, issues those misses together. np 2, slow placement, view call
- * + one read pass, mean of the ranks' medians (benchmarks/pool_kernels_ab.c, load 4-10), without ->
+ * Prefetching the blocks the caller will read into L2 (prefetcht1) once their flags arrived issues those
+ * misses together. np 2, slow placement, view call + one read pass over every slot, own included (a
+ * prefetch of the own slot after its publish, since dropped: see below), mean of the ranks' medians
+ * (benchmarks/pool_kernels_ab.c, load 4-10), without ->
  * with: allgather 3.12 -> 1.80 us at 8 KiB, 6.50 -> 4.95 at 32 KiB, 11.4 -> 9.9 at 64 KiB, 20.3 -> 17.9
  * at 128 KiB, no gain from 256 KiB per block (hence CXL_VIEW_PREFETCH_BYTES in all); broadcast 1.06 ->
- * 0.90 and alltoall 1.91 -> 1.46 at 8 KiB. With plain copy-ins (the fast placement) the blocks sit in
+ * 0.90 and alltoall 1.91 -> 1.46 at 8 KiB. The caller reads its own block from its send buffer
+ * (ZeroCopyResult.rows), so the allgather prefetches the others' slots only: with the own slot's
+ * prefetch as well, zc + read of the rows took 1.52 / 3.95 / 15.5 us at 8 / 32 / 128 KiB, without it
+ * 1.18 / 3.33 / 13.0 (non-temporal copy-ins, load 10.5, probes disturbed; copy + read 2.46 / 5.57 / 24.4).
+ * With plain copy-ins (the fast placement) the blocks sit in
  * the writers' caches and prefetching measured no gain, so it is off then, as in flush mode (whose
  * reads follow invalidations) and with emulated timing (which charges the reads itself). */
 #define CXL_VIEW_PREFETCH_BYTES (256u << 10)
@@ -437,8 +442,8 @@ static inline __attribute__((always_inline)) int cxl_allgather_impl(cxl_pool_t *
         else cxl_copy_in(p, cxl_slot(p, round, p->rank), send, nbytes);
     }
     cxl_publish(p, epoch, round, nbytes);
+    /* the others' blocks only: the caller reads its own from send (ZeroCopyResult.rows) */
     const int prefetch = !timed && !recv && cxl_view_prefetch_on(p, nbytes, (uint64_t)p->nranks);
-    if (prefetch && send) cxl_prefetch_l2(cxl_slot(p, round, p->rank), nbytes); /* its stores went to memory */
     int missing = cxl_wait_all(p, epoch, timeout_ns);
     if (missing >= 0) return missing;
     if (timed && p->nranks > 1)
