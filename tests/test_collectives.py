@@ -387,3 +387,36 @@ def test_the_des_engine_takes_the_record():
     assert (by_record.latency_ns, by_record.results, by_record.note) == (by_name.latency_ns, by_name.results, None)
     with pytest.raises(InputError, match="neighbor_exchange cannot run on P=5: needs an even P"):
         runner.run_algorithm(transport(5), ne, 1000)
+
+
+@pytest.mark.parametrize("collective, name", [("alltoall", "bruck"), ("alltoall", "scattered"),
+                                              ("alltoall", "pairwise"), ("reduce_scatter", "pairwise"),
+                                              ("reduce_scatter", "recursive_halving")])
+def test_mpichs_zero_byte_calls_return_at_once_and_pass_the_payload_check(collective, name, tmp_path, capsys):
+    """MPICH returns at once on recvcount 0 / total_count 0: every rank returns base.RETURNED_AT_ONCE, which
+    verify accepts, and `cxlsim simulate` prints the 0 B row (it failed its payload check there)."""
+    from cxlsim.cli import main
+    out, _, _ = simulate(collective, name, 8, 0)
+    assert out.latency_ns == 0 and all(v is base.RETURNED_AT_ONCE for v in out.results.values())
+    (tmp_path / "s.yaml").write_text("output:\n  plot: false\n")
+    code = main(["simulate", str(tmp_path / "s.yaml"), "--quiet", "--preset", "ib-hdr", "--collective", collective,
+                 "--algorithm", name, "--nodes", "8", "--sizes", "0,8", "--output", str(tmp_path / "run")])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line and not line.startswith("#")]
+    assert code == 0 and rows[0] == ["0", "0.00"] and float(rows[1][1]) > 0
+
+
+def test_only_a_zero_byte_call_may_return_at_once():
+    """A record that returns base.RETURNED_AT_ONCE from a call that carries data is a RunError naming it;
+    a mix of it and real results is no valid call and fails verify."""
+    from cxlsim.errors import RunError
+
+    def lazy(g, size, data, ctx=None):
+        return base.RETURNED_AT_ONCE
+        yield  # unreached: the generator form every record's run has
+
+    algo = base.Algorithm("alltoall", "lazy", lazy, base.NoClosedForm("test record"))
+    with pytest.raises(RunError, match="alltoall lazy: a call of 8 B returned at once"):
+        runner.run_algorithm(transport(4), algo, 8)
+    assert runner.run_algorithm(transport(4), algo, 0).latency_ns == 0
+    with pytest.raises(AssertionError):
+        runner.verify("alltoall", 2, runner.Context(), {0: base.RETURNED_AT_ONCE, 1: [(0, 1), (1, 1)]})

@@ -58,7 +58,7 @@ def test_des_equals_the_closed_form_on_an_uncongested_pool(mode):
                 assert forms.uncongested(fig, p)
                 form = analytic.closed_form(algo, fig, p, size)
                 note = forms.form_note(algo, fig, p, size)
-                err = abs(form / latency - 1)
+                err = abs(form / latency - 1) if latency else abs(form)  # 0 B: the kernels return at once
                 assert err <= allowed(note), (algo.collective, algo.name, p, size, latency, form, note)
                 worst[algo.name, algo.collective] = max(err, worst.get((algo.name, algo.collective), 0))
     # The exact ones are exact to rounding (in flush mode, all of them).
@@ -281,6 +281,25 @@ def test_the_large_allreduce_copies_the_shares_out_as_the_kernel(mode):
         else:
             want = [(PoolEvent.READ, offset, n) for offset, n in shares]
         assert tail == want, (r, tail)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_zero_byte_call_returns_at_once_as_the_kernels(mode):
+    """cxl_coll_allreduce, _reduce_scatter_block, _broadcast, _alltoall and the views loop over no chunk on a
+    count of 0: no step, no epoch, no pool access, 0 ns by both engines. The barrier and the allgather's
+    zero-byte call are a step (cxl_coll_barrier, cxl_coll_allgather)."""
+    from cxlsim.models.collectives.base import RETURNED_AT_ONCE
+    for algo in RECORDS + (registry.algorithm("allgather", "cxl_pool"),):
+        t = pool(4, mode)
+        t.enable_log()
+        ctx = Context(root=1) if algo.collective == "broadcast" else NO_CONTEXT
+        out = runner.run_algorithm(t, algo, 0, ctx)
+        runner.verify(algo.collective, 4, ctx, out.results)
+        steps = algo.collective in ("barrier", "allgather")
+        assert (out.latency_ns > 0) == steps and bool(t.log) == steps, algo.name
+        assert all(v is RETURNED_AT_ONCE for v in out.results.values()) != steps, algo.name
+        assert analytic.closed_form(algo, t.figures(), 4, 0, ctx) == pytest.approx(out.latency_ns, rel=1e-9)
+        assert forms.form_note(algo, t.figures(), 4, 0) is None
 
 
 def test_verify_catches_a_wrong_alltoall_or_barrier_result():

@@ -43,7 +43,7 @@ port: the form is exact there.
 """
 from __future__ import annotations
 
-from cxlsim.models.collectives.base import Algorithm, is_pow2
+from cxlsim.models.collectives.base import RETURNED_AT_ONCE, Algorithm, is_pow2
 
 __all__ = ["bruck", "modified_bruck", "scattered", "pairwise", "linear", "bruck_counts", "posted_batches",
            "bruck_cost", "modified_bruck_cost", "scattered_cost", "pairwise_cost", "linear_cost", "THROTTLE",
@@ -70,7 +70,7 @@ def _bruck(g, m, mine, ctx=None, pack_before=True, rotations_after=2):
     Open MPI copies the received blocks back after each step and rotates once."""
     p, r = g.size, g.rank
     if m == 0 and pack_before:  # MPICH: recvcount == 0 returns at once
-        return _received(mine, r, p)
+        return RETURNED_AT_ONCE
     yield g.copy(p * m)  # rotate up by r: buf[i] is the block for r + i
     buf = [mine[(r + i) % p] for i in range(p)]
     dist = 1
@@ -103,7 +103,7 @@ def _posted(g, m, mine, throttle, early_return):
     a local copy), then wait for the batch."""
     p, r = g.size, g.rank
     if m == 0 and early_return:
-        return _received(mine, r, p)
+        return RETURNED_AT_ONCE
     got = [None] * p
     for first in range(0, p, throttle):
         count = min(throttle, p - first)
@@ -135,9 +135,9 @@ def linear(g, m, mine, ctx=None):
 def pairwise(g, m, mine, ctx=None):
     """MPICH's pairwise alltoall: a local copy, then P-1 exchanges (xor partners for power-of-two P)."""
     p, r = g.size, g.rank
-    got = _received(mine, r, p)
     if m == 0:
-        return got
+        return RETURNED_AT_ONCE
+    got = _received(mine, r, p)
     yield g.copy(m)
     for i in range(1, p):
         dst, src = (r ^ i, r ^ i) if is_pow2(p) else ((r + i) % p, (r - i) % p)

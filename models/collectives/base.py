@@ -30,6 +30,7 @@ from typing import Callable
 from cxlsim.errors import InputError
 
 __all__ = ["Algorithm", "NoClosedForm", "Context", "NO_CONTEXT", "COLLECTIVES", "TRANSPORTS", "NETWORK", "POOL", "HYBRID", "flat_exact",
+           "ReturnedAtOnce", "RETURNED_AT_ONCE",
            "Group", "REDUCE_BITS", "reduced_vector", "vector_of", "add_vectors", "fold_vectors", "split", "is_pow2"]
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "gather", "alltoall", "barrier", "scatter",
@@ -142,6 +143,22 @@ class Group:
 
     def reduce(self, size_bytes):
         return self.ep.reduce(size_bytes)
+
+
+class ReturnedAtOnce:
+    """The result of a zero-byte call that returns at once without a message or a pool access (MPICH's
+    alltoall and reduce_scatter on recvcount 0, the emulator's pool kernels but the allgather and the
+    barrier on a count of 0): there is no data to hold. `runner.verify` accepts it when every rank
+    returned it; `runner.run_algorithm` refuses it from a call that carries data."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "RETURNED_AT_ONCE"
+
+
+RETURNED_AT_ONCE = ReturnedAtOnce()
+"""The one `ReturnedAtOnce`: what every rank of a zero-byte call that returns at once returns."""
 
 
 # ---------------------------------------------------------------- reduction labels

@@ -12,6 +12,10 @@ e.g. `cxlsim.fabric.cxl_transport.CXLPoolTransport`), using only its interface:
 5. flush mode: clflushopt the other ranks' slots (drop stale copies), mfence;
 6. read every slot, the rank's own included (the loads of the P slots overlap).
 
+Step 6 is the emulator's logged and timed paths; its fast path (event log off, untimed) copies the
+rank's own block from send to recv in its copy-in's pass and loads the P - 1 other slots. The DES
+keeps the P loads, so that the seed-1 study's outputs stay byte-identical.
+
 Layout (as the emulator's): P flag lines from offset 0, then two buffers of P
 slots padded to 64 B, used by odd and even data rounds (calls that carry data;
 double buffering), so a call never overwrites a slot someone may still read

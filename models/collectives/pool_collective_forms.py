@@ -40,6 +40,8 @@ barrier end and folds.
 """
 from __future__ import annotations
 
+import functools
+
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import POOL, Algorithm
 from cxlsim.models.collectives.cxl_pool import cxl_pool_closed_form
@@ -80,7 +82,7 @@ def form_note(algo, fig, p: int, size_bytes: int) -> str | None:
 
     The bounds are those the tests measure (tests/test_sim_pool_collectives.py)."""
     key = (algo.collective, algo.name)
-    if p <= 1 or key not in _FORMS or algo.collective == "broadcast" and (flush_mode(fig)
+    if p <= 1 or key not in _FORMS or size_bytes == 0 and algo.collective != "barrier" or algo.collective == "broadcast" and (flush_mode(fig)
                                                                          or hw_broadcast_stepped(fig, p, size_bytes)):
         return None  # the broadcasts' walks (flush) and fixed points (hw) are exact on any pool
     calm = uncongested(fig, p)
@@ -331,23 +333,35 @@ def flush_steps(collective: str, name: str, p: int, s: int):
     return p * block, row
 
 
+def _at_once(cost):
+    """`cost` of a record whose kernel returns at once on a zero-byte call (`pool_collectives.returns_at_once`):
+    0 ns there."""
+    @functools.wraps(cost)
+    def form(fig, p: int, size_bytes: int, ctx=None) -> float:
+        return 0.0 if size_bytes == 0 else cost(fig, p, size_bytes, ctx)
+    return form
+
+
+def _record(collective, name, program, cost, source):
+    """A pool record whose kernel returns at once on a zero-byte call (every one but the barrier's)."""
+    return Algorithm(collective, name, pc.returns_at_once(program), _at_once(cost), transport=POOL, source=source)
+
+
 _SOURCE = "cxlsim emulator cxl_coll.h"
-ALLREDUCE_SMALL = Algorithm("allreduce", "cxl_pool", pc.allreduce_small, allreduce_small_cost, transport=POOL,
-                            source=f"{_SOURCE} cxl_coll_allreduce, small (every rank folds every block)")
-ALLREDUCE_LARGE = Algorithm("allreduce", "cxl_pool_large", pc.allreduce_large, allreduce_large_cost, transport=POOL,
-                            source=f"{_SOURCE} cxl_coll_allreduce, large (reduce-scatter, then allgather of shares)")
-REDUCE_SCATTER = Algorithm("reduce_scatter", "cxl_pool", pc.reduce_scatter, reduce_scatter_cost, transport=POOL,
-                           source=f"{_SOURCE} cxl_coll_reduce_scatter_block")
-BROADCAST = Algorithm("broadcast", "cxl_pool", pc.broadcast, broadcast_cost, transport=POOL,
-                      source=f"{_SOURCE} cxl_coll_broadcast")
-ALLTOALL = Algorithm("alltoall", "cxl_pool", pc.alltoall, alltoall_cost, transport=POOL,
-                     source=f"{_SOURCE} cxl_coll_alltoall")
+ALLREDUCE_SMALL = _record("allreduce", "cxl_pool", pc.allreduce_small, allreduce_small_cost,
+                          f"{_SOURCE} cxl_coll_allreduce, small (every rank folds every block)")
+ALLREDUCE_LARGE = _record("allreduce", "cxl_pool_large", pc.allreduce_large, allreduce_large_cost,
+                          f"{_SOURCE} cxl_coll_allreduce, large (reduce-scatter, then allgather of shares)")
+REDUCE_SCATTER = _record("reduce_scatter", "cxl_pool", pc.reduce_scatter, reduce_scatter_cost,
+                         f"{_SOURCE} cxl_coll_reduce_scatter_block")
+BROADCAST = _record("broadcast", "cxl_pool", pc.broadcast, broadcast_cost, f"{_SOURCE} cxl_coll_broadcast")
+ALLTOALL = _record("alltoall", "cxl_pool", pc.alltoall, alltoall_cost, f"{_SOURCE} cxl_coll_alltoall")
 BARRIER = Algorithm("barrier", "cxl_pool", pc.barrier, barrier_cost, transport=POOL,
                     source=f"{_SOURCE} cxl_coll_barrier")
-BROADCAST_ZERO_COPY = Algorithm("broadcast", "cxl_pool_zero_copy", pc.broadcast_zero_copy, broadcast_zero_copy_cost,
-                                transport=POOL, source=f"{_SOURCE} cxl_coll_broadcast_view (zero-copy)")
-ALLTOALL_ZERO_COPY = Algorithm("alltoall", "cxl_pool_zero_copy", pc.alltoall_zero_copy, alltoall_zero_copy_cost,
-                               transport=POOL, source=f"{_SOURCE} cxl_coll_alltoall_view (zero-copy)")
+BROADCAST_ZERO_COPY = _record("broadcast", "cxl_pool_zero_copy", pc.broadcast_zero_copy, broadcast_zero_copy_cost,
+                              f"{_SOURCE} cxl_coll_broadcast_view (zero-copy)")
+ALLTOALL_ZERO_COPY = _record("alltoall", "cxl_pool_zero_copy", pc.alltoall_zero_copy, alltoall_zero_copy_cost,
+                             f"{_SOURCE} cxl_coll_alltoall_view (zero-copy)")
 RECORDS = (ALLREDUCE_SMALL, ALLREDUCE_LARGE, REDUCE_SCATTER, BROADCAST, ALLTOALL, BARRIER, BROADCAST_ZERO_COPY,
            ALLTOALL_ZERO_COPY)
 """The pool collectives' records, in the registry's BUILTIN."""

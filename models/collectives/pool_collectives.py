@@ -55,8 +55,9 @@ copies) and an mfence. The steps:
   root's slot until then.
 
 Where the DES differs from the C kernel: a call is one step however large (the
-DES pool has no slot limit below its size, checked); a zero-byte call is a step
-(the kernels return at once); the large allreduce's fold streams its share into
+DES pool has no slot limit below its size, checked); a zero-byte call of these
+programs is a step (the kernels return at once, as the registry's records do:
+`returns_at_once`); the large allreduce's fold streams its share into
 the pool (the C kernel folds with ordinary stores into the slot and writes them
 back); and `wait_flags` waits for a flag to *equal* a value
 (the C kernels wait for >=), so a rank has two flag lines, one per epoch parity
@@ -73,14 +74,16 @@ wrong slot or row shows in `runner.verify`.
 """
 from __future__ import annotations
 
+import functools
+
 from cxlsim.coherence import Coherence, PoolEvent
 from cxlsim.errors import InputError
 from cxlsim.fabric.cxl import CACHE_LINE_BYTES
 from cxlsim.fabric.pool_transport import PoolTransport
-from cxlsim.models.collectives.base import fold_vectors, split
+from cxlsim.models.collectives.base import RETURNED_AT_ONCE, fold_vectors, split
 
 __all__ = ["StepLayout", "written", "done", "share_bytes", "block_bytes", "row_pieces", "barrier", "allreduce_small", "allreduce_large",
-           "reduce_scatter", "alltoall", "alltoall_zero_copy", "broadcast", "broadcast_zero_copy"]
+           "reduce_scatter", "alltoall", "alltoall_zero_copy", "broadcast", "broadcast_zero_copy", "returns_at_once"]
 
 LINE = CACHE_LINE_BYTES
 
@@ -133,6 +136,20 @@ class StepLayout:
     def slot(self, round: int, rank: int) -> int:
         """Rank `rank`'s slot in data round `round` (buffer round % 2)."""
         return self.data_offset + ((round & 1) * self.ranks + rank) * self.stride_bytes
+
+
+def returns_at_once(program):
+    """`program` as a registry record runs it, after the emulator's kernels: a zero-byte call returns at
+    once on every rank (`base.RETURNED_AT_ONCE`: no step, no epoch, no pool access; the kernels' loops
+    over chunks run no chunk). The programs themselves keep a zero-byte call as one step, as the pods'
+    and the octopus pools' algorithms compose them."""
+    @functools.wraps(program)
+    def run(g, size_bytes, data, ctx=None):
+        if size_bytes == 0:
+            _pool(g, program.__name__)
+            return RETURNED_AT_ONCE
+        return (yield from program(g, size_bytes, data, ctx))
+    return run
 
 
 def _pool(g, name) -> PoolTransport:

@@ -38,7 +38,7 @@ than the form by the other's last chunk (the tests check that bound).
 """
 from __future__ import annotations
 
-from cxlsim.models.collectives.base import Algorithm, add_vectors, split
+from cxlsim.models.collectives.base import RETURNED_AT_ONCE, Algorithm, add_vectors, split
 
 __all__ = ["recursive_halving", "pairwise", "exchange", "shared_link_delay", "recursive_halving_cost", "pairwise_cost",
            "RECURSIVE_HALVING", "PAIRWISE", "RECORDS"]
@@ -86,8 +86,8 @@ def recursive_halving(g, s, vec, ctx=None):
     """MPICH's recursive-halving reduce-scatter (see the module docstring)."""
     p, r = g.size, g.rank
     segs = split(vec, p)
-    if s == 0:
-        return segs[r]
+    if s == 0:  # MPICH: total_count == 0 returns at once
+        return RETURNED_AT_ONCE
     seg = _seg_bytes(s, p)
     pof2, rem, first = _fold(p)
     yield g.copy(s)
@@ -120,8 +120,8 @@ def pairwise(g, s, vec, ctx=None):
     """MPICH's pairwise reduce-scatter (see the module docstring)."""
     p, r = g.size, g.rank
     segs = split(vec, p)
-    if s == 0:
-        return segs[r]
+    if s == 0:  # MPICH: total_count == 0 returns at once
+        return RETURNED_AT_ONCE
     seg = _seg_bytes(s, p)
     yield g.copy(seg)
     mine = segs[r]

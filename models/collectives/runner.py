@@ -6,7 +6,8 @@ on the wrong kind of transport, starts one process per rank running the
 record's `run`, runs the simulation to the end and returns an `Outcome`: the
 latency (ns, from the common start to the last rank's completion), each rank's
 result and a note when the requested algorithm fell back to another. `verify`
-raises AssertionError if any rank's labels are wrong.
+raises AssertionError if any rank's labels are wrong (a zero-byte call that
+returned at once on every rank, `base.RETURNED_AT_ONCE`, has none).
 
 Inside a longer workload (e.g. a training step), a rank's own process calls
 `result = yield from call(ep, "allreduce", "ring", size, data, ctx, tag=k)`;
@@ -25,8 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cxlsim.errors import InputError
-from cxlsim.models.collectives.base import NETWORK, NO_CONTEXT, Algorithm, Context, Group, reduced_vector, split, vector_of
+from cxlsim.errors import InputError, RunError
+from cxlsim.models.collectives.base import (NETWORK, NO_CONTEXT, RETURNED_AT_ONCE, Algorithm, Context, Group,
+                                            reduced_vector, split, vector_of)
 from cxlsim.models.collectives.registry import check_transport, lookup
 
 __all__ = ["Context", "Outcome", "run", "run_algorithm", "call", "initial", "verify"]
@@ -59,7 +61,10 @@ def initial(collective: str, rank: int, p: int, ctx: Context):
 
 
 def verify(collective: str, p: int, ctx: Context, results: dict) -> None:
-    """Raise AssertionError naming the first rank whose result is wrong."""
+    """Raise AssertionError naming the first rank whose result is wrong. A call that returned at once on
+    every rank (`base.RETURNED_AT_ONCE`, zero-byte calls only: `run_algorithm` checks) holds no data: right."""
+    if p and all(results.get(r) is RETURNED_AT_ONCE for r in range(p)):
+        return
     if collective in ("allgather", "barrier"):
         expect = {r: list(range(p)) for r in range(p)}
     elif collective == "alltoall":
@@ -140,6 +145,9 @@ def run_algorithm(transport, algo: Algorithm, size_bytes: int, ctx: Context = NO
         return result
 
     results = transport.run({r: rank_process(r) for r in range(p)})
+    if size_bytes and any(v is RETURNED_AT_ONCE for v in results.values()):
+        raise RunError(f"{collective} {algo.name}: a call of {size_bytes} B returned at once, as only a "
+                       "zero-byte call may")
     begin = max(finish[warmup - 1].values()) if warmup else start
     return Outcome((max(finish[-1].values()) - begin) / iterations, algo.name, None, results,
                    getattr(env, "events", 0) - events)
