@@ -168,7 +168,9 @@ def exchange_ab(sets_dir: str, statistic: str, cma: str) -> list:
         with open(path) as fh:
             [table] = parse_osu(fh.read(), source=path)
         ways = 2 if "bibw" in bench else 1
-        return {s: (ways * s / v if bench in BANDWIDTHS else v) for s, v in table.rows if s > 0}
+        # a bandwidth printed as 0.00 MB/s (a batch too slow for the format's resolution) is an unbounded time
+        return {s: ((ways * s / v if v > 0 else float("inf")) if bench in BANDWIDTHS else v)
+                for s, v in table.rows if s > 0}
 
     t = {b: times(b) for b in BENCHMARKS}
     if any(v is None for v in t.values()):
