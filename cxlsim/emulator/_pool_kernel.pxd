@@ -10,6 +10,7 @@ cdef class ViewCache:
     cdef int root
     cdef object view0, view1
     cdef object dtype_arg, dtype_of_arg
+    cdef Py_ssize_t itemsize_of_arg
     # The rows tuples (ZeroCopyResult.rows) per buffer, and the send buffers their own rows view.
     cdef object rows0, rows1, rows_src0, rows_src1
     cdef object rows_for(self, bint odd, object view, int rank, object sendbuf, Py_ssize_t start, Py_ssize_t count)

@@ -527,19 +527,29 @@ cdef class PoolKernel:
         cdef Py_buffer s
         cdef int status
         cdef uint64_t n
+        cdef Py_ssize_t items
         cdef const char *out = NULL
         cdef const char *src = NULL
         cdef bint is_root = self.coll.pool.rank == root
+        cdef ViewCache cache = self.vc_broadcast
         self.check_open()
         self.check_idle()
         if not 0 <= root < self.coll.pool.nranks:
             raise InputError(f"broadcast_view: root {root} is outside 0..{self.coll.pool.nranks - 1}")
-        if dtype is not self.vc_broadcast.dtype_arg:  # the argument as given (np.uint8, 'f8', a dtype)
-            self.vc_broadcast.dtype_arg, self.vc_broadcast.dtype_of_arg = dtype, np.dtype(dtype)
-        dtype = self.vc_broadcast.dtype_of_arg
-        if type(count) is not int and (isinstance(count, bool) or not isinstance(count, np.integer)) or count < 0:
+        if dtype is not cache.dtype_arg:  # the argument as given (np.uint8, 'f8', a dtype)
+            cache.dtype_arg, cache.dtype_of_arg = dtype, np.dtype(dtype)
+            cache.itemsize_of_arg = cache.dtype_of_arg.itemsize
+        dtype = cache.dtype_of_arg
+        # (the checks in C where they can be: a microsecond call's bookkeeping is a few percent of it)
+        if type(count) is not int and (isinstance(count, bool) or not isinstance(count, np.integer)):
             raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
-        n = <uint64_t>count * <uint64_t>dtype.itemsize
+        try:
+            items = count
+        except OverflowError:
+            items = -1
+        if items < 0:
+            raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
+        n = <uint64_t>items * <uint64_t>cache.itemsize_of_arg
         if n > self.slot_bytes:
             raise InputError(f"broadcast_view: {count} x {dtype} ({n} bytes) do not fit the pool's "
                              f"{self.slot_bytes}-byte slot (a zero-copy call is one step; broadcast() chunks)")
@@ -561,8 +571,7 @@ cdef class PoolKernel:
                 PyBuffer_Release(&s)
         if status:
             self._status(status, "broadcast_view")
-        return _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_broadcast, VIEW_BROADCAST, count, dtype,
-                                                                      root))
+        return _zero_copy_result(self, self.coll.epoch, self._view_of(cache, VIEW_BROADCAST, items, dtype, root))
 
     def alltoall_view(self, sendbuf):
         """Zero-copy alltoall: `sendbuf` holds size blocks of count items (a numpy array, or this call's

@@ -72,7 +72,7 @@ class CollectiveSide:
         elif collective == "broadcast":
             self.send = self.recv = np.zeros(n, np.uint8)
             self.op = {"copy": lambda: comm.broadcast(self.recv, 0), "mpi": lambda: mpi.Bcast(self.recv, root=0),
-                       "zero-copy": self._broadcast_view, "copy-read": self._broadcast_read}.get(name)
+                       "zero-copy": self._broadcast_view_op(), "copy-read": self._broadcast_read_op()}.get(name)
         elif collective == "alltoall":
             self.send, self.recv = np.zeros(n * P, np.uint8), np.zeros(n * P, np.uint8)
             self.op = {"copy": lambda: comm.alltoall(self.send, self.recv), "mpi": lambda: mpi.Alltoall(self.send, self.recv),
@@ -89,22 +89,34 @@ class CollectiveSide:
             self.before, self.after = self._fill, self._check
         self.me = me
 
-    def _broadcast_view(self) -> None:
+    def _broadcast_view_op(self):
         """The zero-copy broadcast: the fused call (the root's kernel puts its buffer in), and on every
         other rank one read pass over the root's slot in place (the root holds its data already, as
-        MPI_Bcast's root does, so it reads nothing)."""
-        if self.comm.rank == 0:
-            self.result = self.comm.broadcast_view(self.n, np.uint8, 0, self.send)
-            return
-        self.result = self.comm.broadcast_view(self.n, np.uint8, 0)
-        self.checksum = read_pass(self.result.array)
+        MPI_Bcast's root does, so it reads nothing). Its names are bound as the copy-read side's are."""
+        comm, n, send, uint8 = self.comm, self.n, self.send, np.uint8
+        view = comm.broadcast_view
 
-    def _broadcast_read(self) -> None:
+        def root():
+            self.result = view(n, uint8, 0, send)
+
+        def reader():
+            self.result = result = view(n, uint8, 0)
+            self.checksum = read_pass(result.array)
+        return root if comm.rank == 0 else reader
+
+    def _broadcast_read_op(self):
         """The copy broadcast, then on every other rank one read pass over the received buffer (local
         memory; the root reads nothing, as in the zero-copy side)."""
-        self.comm.broadcast(self.recv, 0)
-        if self.comm.rank != 0:
-            self.checksum = read_pass(self.recv)
+        comm, recv = self.comm, self.recv
+        broadcast = comm.broadcast
+
+        def root():
+            broadcast(recv, 0)
+
+        def reader():
+            broadcast(recv, 0)
+            self.checksum = read_pass(recv)
+        return root if comm.rank == 0 else reader
 
     def _alltoall_read(self) -> None:
         """The copy alltoall, then one read pass over the received blocks (local memory)."""
