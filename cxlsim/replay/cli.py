@@ -182,12 +182,13 @@ def register(subparsers) -> None:
                         "host's pool port and NIC)")
     p.add_argument("--cpus",
                    help="the traced run's CPUs, if it had more ranks than CPUs (e.g. np 4 on 2): replay the run as it "
-                        "went, its ranks by turns (rank r on CPU r %% N; network fabrics and profiles only), with the "
+                        "went, its ranks by turns as Linux's EEVDF picks them by CPU time (rank r on CPU r %% N; "
+                        "network fabrics and profiles only), with the "
                         "traced machine's --cpu-slice, --mpi-yield and --pool-yield (benchmarks/replay_cpu_sharing.py "
                         "measures them)")
     p.add_argument("--cpu-slice", help="with --cpus: the time a CPU-bound rank runs before it is preempted (e.g. 2.6ms)")
     p.add_argument("--mpi-yield", help="with --cpus: how long a rank waiting in MPI point-to-point polls between "
-                                       "yields of its CPU (e.g. 2us)")
+                                       "yields of its CPU (e.g. 2us; > 0; a yield forfeits the rest of its slice)")
     p.add_argument("--pool-yield", help="with --cpus: the same for the interposition library's pool collectives")
     p.add_argument("--selector", choices=["mpich", "ompi"], default="mpich",
                    help="library whose collective algorithm choice to mimic (default mpich)")
