@@ -29,3 +29,17 @@ def test_the_step_error_with_and_without_the_bound():
     assert big["step_error_x_w1"] == pytest.approx((250.0 + 130.0) / 300.0 - 1.0)
     assert big["step_error_x_w1_l2"] == pytest.approx((250.0 + 64.0) / 300.0 - 1.0)
     assert big["allgather_step_excess_us"] == pytest.approx(50.0)
+
+
+def test_a_placement_answers_only_with_two_rounds_that_agree_beyond_the_bound():
+    def raw(figures):  # {round: us of every table at 512 KiB and 1 MiB}
+        return [{"round": r, "benchmark": b, "size_bytes": s, "fastest_us": us * (s >> 19)}
+                for r, us in figures.items() for b in large_rows.TABLES for s in (512 << 10, 1 << 20)]
+
+    assert large_rows.verdict(raw({1: 100.0})) == "# verdict: too disturbed: 1 round (rule 4 needs 2)"
+    assert large_rows.verdict(raw({1: 100.0, 2: 109.0})) == "# verdict: valid"  # within 10%: round 2 too
+    rows = raw({1: 100.0, 2: 130.0})
+    for row in rows:  # round 1's allgather at 1 MiB slowed: round 2 is then the fastest there, but not elsewhere
+        if row["round"] == 1 and row["benchmark"] == "allgather" and row["size_bytes"] == 1 << 20:
+            row["fastest_us"] = 900.0
+    assert large_rows.verdict(rows) == "# verdict: too disturbed: no round reproduces every table at 1024 KiB"

@@ -1,6 +1,7 @@
 """Issue 18 item 2, the 1 MiB row: the exchange step's excess beyond the L2 (256 KiB-4 MiB, CMA on, np 2).
 
 Run:  python experiments/osu_hypotheses/large_rows.py [--rounds 6] [--output DIR]
+      python experiments/osu_hypotheses/large_rows.py --check DIR    # the tables and verdicts of DIR/raw.csv again
       python experiments/osu_hypotheses/large_rows.py --max-bytes 1048576 --batches 20 [--window64]
           # the rotation's A/B: without and with run_hypotheses.py's window-64 tables between the batches
 
@@ -21,19 +22,22 @@ the measured unchanged excess (x-w1) and with the one held at 512 KiB (x-w1-l2, 
 Each round records the load and the hw flag round trip before and after it (the host placement,
 set_validity.round_placement), and the table is printed for the rounds of each placement apart, since
 the slow placement slows the rewritten-buffer transfers 3-7x and not the unchanged ones; a round whose
-probes disagree (mixed) or were both disturbed (unknown) is left out. Every table also
+probes disagree (mixed) or were both disturbed (unknown) is left out. Each placement's table ends with its
+verdict (`verdict`): it answers only with 2 rounds or more and, at 512 KiB and every larger size, one round
+that reproduces all seven tables within 10% (set_validity's rules 4 and 2). Every table also
 goes into raw.csv with every round's fastest and median batch.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import sys
 import tempfile
 
 from osu_files import BANDWIDTHS
 from run_hypotheses import build, loadavg, run_round
-from set_validity import round_placement
+from set_validity import AGREE, MIN_ROUNDS, round_placement
 
 from cxlsim.emulator.host import probe_roundtrip_ns
 from cxlsim.results import Workspace
@@ -60,10 +64,16 @@ def main(argv=None) -> int:
                     help="also run osu_bw and osu_bibw at window 64 in the rotation, as run_hypotheses.py does "
                          "(their 64 buffers per message stream through the caches between the other tables' batches)")
     ap.add_argument("--batches", type=int, default=10, help="batches per size (OSU's iterations split over them)")
+    ap.add_argument("--check", metavar="DIR", help="re-print and re-write the tables of an earlier run's DIR/raw.csv")
     args = ap.parse_args(argv)
+    if args.check:
+        if args.output or args.window64 or args.rounds != 6 or args.batches != 10 or args.max_bytes != 4 << 20:
+            ap.error("--check reads an earlier run; the other options apply to a new measurement")
+        report(Workspace(args.check), read_raw(os.path.join(args.check, "raw.csv")))
+        return 0
     tables = TABLES + (("bw", "bibw") if args.window64 else ())
     ws = Workspace(args.output) if args.output else Workspace.new("runs", "osu_large_rows")
-    raw, best = [], {}  # best: {(placement, benchmark, size): fastest us over that placement's rounds}
+    raw = []
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(tmp)
         for r in range(args.rounds):
@@ -81,32 +91,70 @@ def main(argv=None) -> int:
                                 "load_before": before, "load_after": after,
                                 "roundtrip_before_ns": round(probe_before, 1),
                                 "roundtrip_after_ns": round(probe_after, 1), "placement": where})
-                    best[where, bench, size] = min(best.get((where, bench, size), fast), fast)
     ws.write_csv("raw", raw)
+    ws.write_json("measurement", {"rounds": args.rounds, "batches": args.batches, "max_bytes": args.max_bytes,
+                                  "tables": list(tables), "cma": "on (the wheel's default)",
+                                  "placement": "2 ranks, unpinned (hydra default), one node, 2 vCPUs (KVM)",
+                                  "l2_per_core_bytes": 1 << 20})
+    ws.write_provenance(0)
+    report(ws, raw)
+    return 0
+
+
+def read_raw(path: str) -> list:
+    """raw.csv of an earlier run, with its numbers as numbers."""
+    with open(path) as fh:
+        return [{**row, "round": int(row["round"]), "size_bytes": int(row["size_bytes"]),
+                 "fastest_us": float(row["fastest_us"]), "median_us": float(row["median_us"])}
+                for row in csv.DictReader(fh)]
+
+
+def report(ws: Workspace, raw: list) -> None:
+    """Per placement, the table and its verdict, printed and written to large_rows.txt / large_rows.csv."""
+    best = {}  # {(placement, benchmark, size): fastest us over that placement's rounds}
+    for row in raw:
+        key = (row["placement"], row["benchmark"], row["size_bytes"])
+        best[key] = min(best.get(key, row["fastest_us"]), row["fastest_us"])
     lines, rows = [], []
     placements = list({row["round"]: row["placement"] for row in raw}.values())  # per round, in order
     for where in ("fast", "slow"):
         if where in placements:
             lines.extend(table(where, placements.count(where), {key[1:]: v for key, v in best.items()
                                                                 if key[0] == where}, rows))
+            lines.append(verdict([row for row in raw if row["placement"] == where]))
         else:
             lines.append(f"# {where} placement: not observed")
     left_out = [f"{r + 1} {p}" for r, p in enumerate(placements) if p not in ("fast", "slow")]
     if left_out:
         lines.append("# rounds left out (no one placement): " + ", ".join(left_out))
     ws.write_csv("large_rows", rows)
-    ws.write_json("measurement", {"rounds": args.rounds, "batches": args.batches, "max_bytes": args.max_bytes,
-                                  "tables": list(tables), "cma": "on (the wheel's default)",
-                                  "placement": "2 ranks, unpinned (hydra default), one node, 2 vCPUs (KVM)",
-                                  "l2_per_core_bytes": 1 << 20})
-    ws.write_provenance(0)
     text = "\n".join(lines) + "\n"
     with open(ws.file("large_rows.txt") + ".tmp", "w") as fh:
         fh.write(text)
     os.replace(ws.file("large_rows.txt") + ".tmp", ws.file("large_rows.txt"))
     print(text, end="")
     print(f"workspace: {ws.path}")
-    return 0
+
+
+def verdict(raw: list) -> str:
+    """Whether one placement's rounds (`raw`: their raw.csv rows) can answer the question: at least MIN_ROUNDS
+    rounds (set_validity rule 4), and at 512 KiB (where the bound is held) and every larger size one round whose
+    fastest batch of every table lies within AGREE of the placement's fastest (rule 2's common round)."""
+    rounds = {row["round"] for row in raw}
+    per = {}
+    for row in raw:
+        per.setdefault((row["benchmark"], row["size_bytes"]), {})[row["round"]] = row["fastest_us"]
+    bad = []
+    for size in sorted({s for (b, s) in per if b == "allgather" and s >= L2_FIT}):
+        common = set(rounds)
+        for bench in TABLES:
+            times = per[bench, size]
+            common &= {r for r, t in times.items() if t <= (1.0 + AGREE) * min(times.values())}
+        if not common:
+            bad.append(size)
+    reasons = ([f"{len(rounds)} round (rule 4 needs {MIN_ROUNDS})"] if len(rounds) < MIN_ROUNDS else []) + (
+        [f"no round reproduces every table at {', '.join(str(s >> 10) for s in bad)} KiB"] if bad else [])
+    return "# verdict: " + ("valid" if not reasons else "too disturbed: " + "; ".join(reasons))
 
 
 def table(where: str, rounds: int, best: dict, rows: list) -> list:
