@@ -1,6 +1,6 @@
 """Issue 18 item 2: OMB-style sets of this machine's mpich wheel at np=2, and the --from-osu check on them.
 
-Run:  python experiments/osu_hypotheses/run_hypotheses.py [--rounds 6] [--output DIR]   # measure, then check
+Run:  python experiments/osu_hypotheses/run_hypotheses.py [--rounds 6] [--cma cma-on] [--output DIR]  # measure, check
       python experiments/osu_hypotheses/run_hypotheses.py --sets DIR                   # check a measured set
 
 Measurement: osu_loops.c (OSU v5.3-style C loops, built with mpicc) runs latency, bw, bibw, their
@@ -8,8 +8,9 @@ window-1 forms (bw1, bibw1: one message per iteration), the rewritten-buffer for
 freshbw1, freshbibw1) and allgather in one mpirun, taking turns batch by batch at every size
 (20 batches); a round is one
 such run per CMA setting (on: the wheel's default; off: MPIR_CVAR_CH4_CMA_ENABLE=0), and the
-order of the settings alternates between rounds. Per round and size a benchmark's figure is the
-median of its batches. Two sets are written per CMA setting: `median/` (the median over rounds
+order of the settings alternates between rounds (`--cma`: one setting alone). Per round and size a
+benchmark's figure is the median of its batches. Two sets are written per CMA setting
+(osu_files.write_tables, from raw.csv): `median/` (the median over rounds
 of the per-round medians) and `fastest/` (the fastest batch over all rounds: the figure of the
 machine when no other job took one of the two CPUs). The load average is recorded before and
 after every round, and this machine's memcpy bandwidth per size at the end (memcpy.csv).
@@ -27,9 +28,12 @@ a quiet stretch for one table and a slowed one or the other host placement for a
 of them is a latency-type row from the CMA threshold up slower than the next larger size's
 (`disturbed_rows`). An anchor row slower than a larger small row is flagged too (`anchor_slowed`).
 Each round also records the hw flag round trip of two fresh processes before and after it (the
-host placement probe). After the check of the new (or
-given) set, every committed set (sets_*) is re-checked (not re-written) and one line per set and
-main variant is printed.
+host placement probe). Each variant's result ends with the set verdict (set_validity.py): whether
+the set can test the model at all (one placement, an undisturbed anchor row, half the sizes
+undisturbed, 2 rounds). A set whose rounds span both placements is also checked per placement, from
+the rounds of each (placement_fast/, placement_slow/ in the set). After the check of the new (or
+given) set, every committed set (sets_* and their placement sub-sets) is re-checked (not re-written),
+one line per set and main variant is printed, and the target on the valid sets per placement.
 """
 from __future__ import annotations
 
