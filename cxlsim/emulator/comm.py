@@ -20,6 +20,12 @@ Zero-copy mode: write straight into the pool, read the result in place::
     result = comm.allgather_zero_copy(block)   # read-only (size, count) view of all slots
     result.array[r]                            # valid until this rank's next collective
 
+The fused calls put the data in themselves; read the result's `rows`, in which this rank's
+own block is its send buffer (in its cache, where the pool copy is not)::
+
+    result = comm.allgather_view(sendbuf)      # or broadcast_view(count, dtype, root, sendbuf), alltoall_view
+    result.rows[r]                             # rank r's block (this rank's: a view of sendbuf)
+
 Touching `result` after the next call raises StaleViewError (an epoch check).
 """
 from __future__ import annotations
