@@ -190,6 +190,17 @@ def test_the_eligible_rank_of_least_cpu_time_runs_first_among_three(tmp_path, wr
     assert t.finish_ns == pytest.approx([1 * MS, 3.5 * MS, 2.5 * MS], rel=1e-12)
 
 
+def test_a_sleeping_rank_leaves_the_run_queue_and_rejoins_with_its_lag(tmp_path, write_trace):
+    """One CPU, slice 2 ms. Rank 0 sleeps 1 ms (lag 0: it leaves), then computes 1 ms; rank 1 computes 3 ms. Rank 1
+    runs from 0; rank 0 rejoins at 1 ms with the mean CPU time (v0 1 ms, d0 3 ms); rank 1 reaches its deadline
+    at 2 ms (v1 2, d1 4): rank 0 (eligible) computes [2, 3] and ends; rank 1 runs [3, 4]. (The sleep's call
+    lasts until its rank has its CPU back, as every wait's does.)"""
+    trace = trace_of(write_trace, tmp_path, [["sleep 0.001", f"compute {1 * MS:.0f}"], [f"compute {3 * MS:.0f}"]])
+    t = replay(trace, CPUSharing(1, 2 * MS, 1e3, 1e3))
+    assert t.finish_ns == pytest.approx([3 * MS, 4 * MS], rel=1e-12)
+    assert [seg[:3] for seg in t.segments[0]] == [(0.0, 2 * MS, "sleep"), (2 * MS, 3 * MS, "compute")]
+
+
 @pytest.mark.parametrize("flag, field", [("--mpi-yield", "mpi_yield_ns"), ("--pool-yield", "pool_yield_ns")])
 def test_a_yield_interval_of_zero_is_refused(flag, field):
     figures = {"cpus": 1, "slice_ns": 2 * MS, "mpi_yield_ns": 1e3, "pool_yield_ns": 1e3, field: 0.0}
