@@ -29,6 +29,24 @@ def test_a_round_takes_the_placement_its_undisturbed_probes_agree_on():
     assert sv.round_placement(534807.0, 385.0) == "slow"      # set i round 1: the disturbed probe is left out
     assert sv.round_placement(390.0, 92.0) == "mixed"         # set i round 4 (cma-on): slow, then fast
     assert sv.round_placement(235956.0, 3000.0) == "unknown"  # both probes waited for a CPU
+    assert sv.round_placement(88.0, 90.0, 380.0, 87.0) == "mixed"  # a slow stretch between fast probes
+    assert sv.round_placement(5e5, 434.0, 7e5, 6e5) == "slow"
+
+
+def test_a_round_runs_in_stretches_with_a_probe_between_them():
+    assert run_hypotheses.stretches(1 << 20) == [(0, 4096), (8192, 65536), (128 << 10, 256 << 10), (512 << 10, 1 << 20)]
+    assert run_hypotheses.stretches(4096) == [(0, 4096)]
+    assert run_hypotheses.stretches(12288) == [(0, 4096), (8192, 12288)]
+
+
+def test_the_probes_between_stretches_are_read_in_order(tmp_path):
+    with open(tmp_path / "raw.csv", "w") as fh:
+        fh.write("round,cma,benchmark,size_bytes,roundtrip_before_ns,roundtrip_after_ns\n")
+        for bench in ("latency", "allgather"):
+            for size, before, after in ((1, 90.0, 95.0), (4096, 90.0, 95.0), (8192, 95.0, 400.0), (65536, 95.0, 400.0)):
+                fh.write(f"1,cma-on,{bench},{size},{before},{after}\n")
+    assert sv.placements(str(tmp_path)) == [(1, "cma-on", 90.0, 95.0, 400.0)]
+    assert sv.set_placement(sv.placements(str(tmp_path)), "cma-on") == ("mixed", {1: "mixed"})
 
 
 def test_a_set_whose_rounds_are_not_one_placement_is_refused():
@@ -87,7 +105,7 @@ def test_a_mixed_set_splits_into_the_rounds_of_each_placement(tmp_path):
     for placement, rounds in (("fast", {"cma-on": {1}, "cma-off": {1, 2}}), ("slow", {"cma-on": {3}, "cma-off": {3, 4}})):
         raw = osu_files.read_raw(subs[placement])
         assert {c: {int(r["round"]) for r in raw if r["cma"] == c} for c in rounds} == rounds
-        assert {sv.round_placement(a, b) for _, _, a, b in sv.placements(subs[placement])} == {placement}
+        assert {sv.round_placement(*ns) for _, _, *ns in sv.placements(subs[placement])} == {placement}
         # the sub-set's fastest allgather is the fastest batch of its own rounds
         want = {int(r["size_bytes"]): float(r["batch_fastest"]) for r in osu_files.read_raw(sets_dir)
                 if r["benchmark"] == "allgather" and r["cma"] == "cma-on" and int(r["round"]) in rounds["cma-on"]}

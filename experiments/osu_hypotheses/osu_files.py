@@ -72,7 +72,7 @@ def placement_sets(sets_dir: str, out_root: str) -> dict:
     """{placement: directory} of the sub-sets of a probed set, written as out_root/placement_fast and _slow: the
     rounds (per CMA setting) whose probes put them in that placement, with their raw.csv rows, tables and
     memcpy.csv; {} for a set without probes. Mixed and unknown rounds belong to none."""
-    rounds = {(r, c): round_placement(a, b) for r, c, a, b in placements(sets_dir)}
+    rounds = {(r, c): round_placement(*ns) for r, c, *ns in placements(sets_dir)}
     raw, out = read_raw(sets_dir), {}
     for placement in ("fast", "slow"):
         kept = [row for row in raw if rounds.get((int(row["round"]), row["cma"])) == placement]

@@ -1,6 +1,6 @@
 /* OSU-style loops at np=2 (issue 18 item 2): latency, bw, bibw, allgather and variants, interleaved per size.
  *
- * Usage: mpirun -np 2 ./osu_loops BENCHMARKS MAX_BYTES [BATCHES]
+ * Usage: mpirun -np 2 ./osu_loops BENCHMARKS MAX_BYTES [BATCHES [MIN_BYTES]]
  *   BENCHMARKS  a comma-separated list of
  *     latency    ping-pong, half the round trip (osu_latency)
  *     bw         rank 0 sends a window of 64 messages, rank 1 acknowledges (osu_bw)
@@ -19,6 +19,8 @@
  *                the cache state and pattern of MPICH's np-2 allgather step
  *   MAX_BYTES   sizes 1 B..MAX_BYTES doubling (latency also at 0 B)
  *   BATCHES     default 10
+ *   MIN_BYTES   leave out the sizes below it (default 0: all), so a caller can run the sizes in
+ *               stretches with a probe of the host between them
  * Iterations per size as OSU v5.3 (1000, or 100 above 8 KiB; 10 percent warm-up), split into
  * BATCHES batches. Per size, the benchmarks take turns batch by batch (the order rotates), so
  * every benchmark at one size is measured over the same stretch of time. Each batch gives the
@@ -154,11 +156,12 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
     enum bench benches[MAX_BENCH];
-    int nb = (argc == 3 || argc == 4) ? parse_benchmarks(argv[1], benches) : -1;
-    int batches = argc == 4 ? atoi(argv[3]) : 10;
+    int nb = (argc >= 3 && argc <= 5) ? parse_benchmarks(argv[1], benches) : -1;
+    int batches = argc >= 4 ? atoi(argv[3]) : 10;
+    size_t min_bytes = argc == 5 ? strtoull(argv[4], NULL, 10) : 0;  /* the sizes from MIN_BYTES up (0: all) */
     if (nb <= 0 || np != 2 || batches < 1) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather,fresh,bw1,bibw1,freshbw1,freshbibw1 MAX_BYTES [BATCHES]\n", argv[0]);
+            fprintf(stderr, "usage: mpirun -np 2 %s latency,bw,bibw,allgather,fresh,bw1,bibw1,freshbw1,freshbibw1 MAX_BYTES [BATCHES [MIN_BYTES]]\n", argv[0]);
         MPI_Finalize();
         return 2;
     }
@@ -172,7 +175,8 @@ int main(int argc, char **argv) {
     memset(cbuf, 2, max_bytes + 64);
     size_t sizes[MAX_SIZES];
     int ns = 0;
-    for (size_t s = 0; s <= max_bytes && ns < MAX_SIZES; s = s ? s * 2 : 1) sizes[ns++] = s;
+    for (size_t s = 0; s <= max_bytes && ns < MAX_SIZES; s = s ? s * 2 : 1)
+        if (s >= min_bytes) sizes[ns++] = s;
     static double median[MAX_BENCH][MAX_SIZES], lo[MAX_BENCH][MAX_SIZES], hi[MAX_BENCH][MAX_SIZES];
     double *values = malloc(sizeof(double) * batches * MAX_BENCH);
     for (int si = 0; si < ns; si++) {

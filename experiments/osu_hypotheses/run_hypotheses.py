@@ -5,9 +5,8 @@ Run:  python experiments/osu_hypotheses/run_hypotheses.py [--rounds 6] [--cma cm
 
 Measurement: osu_loops.c (OSU v5.3-style C loops, built with mpicc) runs latency, bw, bibw, their
 window-1 forms (bw1, bibw1: one message per iteration), the rewritten-buffer forms (fresh,
-freshbw1, freshbibw1) and allgather in one mpirun, taking turns batch by batch at every size
-(20 batches); a round is one
-such run per CMA setting (on: the wheel's default; off: MPIR_CVAR_CH4_CMA_ENABLE=0), and the
+freshbw1, freshbibw1) and allgather, taking turns batch by batch at every size (20 batches), in
+one mpirun per stretch of sizes (STRETCHES); a round is one such pass over the sizes per CMA setting (on: the wheel's default; off: MPIR_CVAR_CH4_CMA_ENABLE=0), and the
 order of the settings alternates between rounds (`--cma`: one setting alone). Per round and size a
 benchmark's figure is the median of its batches. Two sets are written per CMA setting
 (osu_files.write_tables, from raw.csv): `median/` (the median over rounds
@@ -27,8 +26,8 @@ all of them within AGREE (`disturbed_sizes`: they come from stretches of time th
 a quiet stretch for one table and a slowed one or the other host placement for another), or one
 of them is a latency-type row from the CMA threshold up slower than the next larger size's
 (`disturbed_rows`). An anchor row slower than a larger small row is flagged too (`anchor_slowed`).
-Each round also records the hw flag round trip of two fresh processes before and after it (the
-host placement probe). Each variant's result ends with the set verdict (set_validity.py): whether
+Each round also records the hw flag round trip of two fresh processes before it, between its
+stretches and after it (the host placement probe). Each variant's result ends with the set verdict (set_validity.py): whether
 the set can test the model at all (one placement, an undisturbed anchor row, half the sizes
 undisturbed, 2 rounds). A set whose rounds span both placements is also checked per placement, from
 the rounds of each (placement_fast/, placement_slow/ in the set). After the check of the new (or
@@ -53,6 +52,7 @@ from set_validity import AGREE, anchor_slowed, describe_verdict, placements, rou
 from cxlsim.calibrate.osu_fit import from_osu
 from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
 from cxlsim.emulator.osu import parse_osu
+from cxlsim.errors import InputError
 from cxlsim.results import Workspace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,14 +76,28 @@ def loadavg() -> str:
         return " ".join(fh.read().split()[:3])
 
 
-def run_round(exe: str, env_extra: dict, max_bytes: int, benchmarks=BENCHMARKS, batches: int = BATCHES) -> dict:
-    """{benchmark: {size: (median, Min, Max)}} from one mpirun of `benchmarks` (Min, Max: the extreme batches)."""
+def run_round(exe: str, env_extra: dict, max_bytes: int, benchmarks=BENCHMARKS, batches: int = BATCHES,
+              min_bytes: int = 0) -> dict:
+    """{benchmark: {size: (median, Min, Max)}} from one mpirun of `benchmarks` at the sizes min_bytes..max_bytes
+    (Min, Max: the extreme batches)."""
     env = {**os.environ, **env_extra}
-    out = subprocess.run(["mpirun", "-np", "2", exe, ",".join(benchmarks), str(max_bytes), str(batches)],
-                         env=env, capture_output=True, text=True, timeout=600, check=True).stdout
+    out = subprocess.run(["mpirun", "-np", "2", exe, ",".join(benchmarks), str(max_bytes), str(batches),
+                          str(min_bytes)], env=env, capture_output=True, text=True, timeout=600, check=True).stdout
     tables = parse_osu(out, source="osu_loops")
     assert len(tables) == len(benchmarks), out
     return {name: {row[0]: row[1:4] for row in table.rows} for name, table in zip(benchmarks, tables)}
+
+
+STRETCHES = (0, 8192, 128 << 10, 512 << 10)
+"""A round runs its sizes in stretches starting at these sizes (0-4 KiB, 8-64 KiB, 128-256 KiB, 512 KiB-1 MiB), one
+mpirun each, with a placement probe before, between and after them: the host can change placement within a
+round (set j's round 1 ran 16-256 KiB in the slow placement between two fast probes)."""
+
+
+def stretches(max_bytes: int) -> list:
+    """[(first size, last size)] of the stretches up to max_bytes."""
+    starts = [s for s in STRETCHES if s <= max_bytes]
+    return [(low, (starts[i + 1] // 2) if i + 1 < len(starts) else max_bytes) for i, low in enumerate(starts)]
 
 
 def measure(args) -> str:
@@ -96,20 +110,24 @@ def measure(args) -> str:
         exe = build(tmp)
         for r in range(args.rounds):
             for c in (settings if r % 2 == 0 else settings[::-1]):
-                before, probe_before = loadavg(), probe_roundtrip_ns()
-                result = run_round(exe, CMA[c], args.max_bytes)
-                after, probe_after = loadavg(), probe_roundtrip_ns()
+                before, probes, result, stretch_of = loadavg(), [probe_roundtrip_ns()], {}, {}
+                for i, (low_bytes, high_bytes) in enumerate(stretches(args.max_bytes)):
+                    for bench, rows in run_round(exe, CMA[c], high_bytes, min_bytes=low_bytes).items():
+                        result.setdefault(bench, {}).update(rows)
+                        stretch_of.update(dict.fromkeys(rows, i))
+                    probes.append(probe_roundtrip_ns())
+                after = loadavg()
                 rounds[c].append(result)
                 print(f"round {r + 1}/{args.rounds} {c}: load {before} -> {after}; hw flag round trip "
-                      f"{probe_before:.0f} -> {probe_after:.0f} ns", flush=True)
+                      f"{' -> '.join(f'{p:.0f}' for p in probes)} ns", flush=True)
                 for bench, rows in result.items():
                     for size, (med, low, high) in rows.items():
                         fast, slow = (high, low) if bench in BANDWIDTHS else (low, high)
                         raw_rows.append({"round": r + 1, "cma": c, "benchmark": bench, "size_bytes": size,
                                          "batch_median": med, "batch_fastest": fast, "batch_slowest": slow,
                                          "load_before": before, "load_after": after,
-                                         "roundtrip_before_ns": round(probe_before, 1),
-                                         "roundtrip_after_ns": round(probe_after, 1)})
+                                         "roundtrip_before_ns": round(probes[stretch_of[size]], 1),
+                                         "roundtrip_after_ns": round(probes[stretch_of[size] + 1], 1)})
     ws.write_csv("raw", raw_rows)
     write_tables(raw_rows, ws.path)
     sizes = sorted(rounds[settings[0]][0]["allgather"])
@@ -288,7 +306,8 @@ def check(sets_dir: str, write: bool = True) -> dict:
     if probes:
         lines.append("## host placement probe per round (hw flag round trip before -> after, ns; "
                      f"over {SLOW_ROUNDTRIP_NS:.0f} ns: slow placement or disturbed)")
-        lines.extend(f"round {r} {c}: {a:.0f} -> {b:.0f} ({round_placement(a, b)})" for r, c, a, b in probes)
+        lines.extend(f"round {r} {c}: {' -> '.join(f'{p:.0f}' for p in ns)} ({round_placement(*ns)})"
+                     for r, c, *ns in probes)
     for statistic in STATISTICS:
         for cma in CMA:
             spread = spread_by_size(sets_dir, cma)
@@ -299,9 +318,13 @@ def check(sets_dir: str, write: bool = True) -> dict:
                 files = [os.path.join(sets_dir, statistic, f"osu_{b}_{cma}.txt") for b in benches + ("allgather",)]
                 if cma not in settings or not all(os.path.exists(f) for f in files):
                     continue
-                result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=None if "fresh" in benches else copy,
-                                  protocol_switch_bytes=switch, rendezvous_fin=fin,
-                                  cache_bytes=L2_BYTES if variant == "x-w1-l2" else None)
+                try:
+                    result = from_osu(files, nodes=2, memcpy_bw_bytes_per_ns=None if "fresh" in benches else copy,
+                                      protocol_switch_bytes=switch, rendezvous_fin=fin,
+                                      cache_bytes=L2_BYTES if variant == "x-w1-l2" else None)
+                except InputError as e:  # tables a fit cannot take (a sub-set of a few slowed rounds): said, not scored
+                    lines.append(f"\n## {statistic} set, {cma}, {variant}: no fit: {e}")
+                    continue
                 bad = disturbed_sizes(reproducing, disturbed, benches + ("allgather",),
                                       [r["size_bytes"] for r in result["rows"]])
                 reasons[variant] = bad
@@ -315,8 +338,8 @@ def check(sets_dir: str, write: bool = True) -> dict:
                                            entry["sizes"], round_count(sets_dir, cma))
                 for r in result["rows"]:
                     rows.setdefault(r["size_bytes"], {"measured": r["measured_ns"] / 1e3})[variant] = r["full_error"]
-            if not rows:  # a placement's sub-set without a round of this setting
-                lines.append(f"\n## {statistic} set, {cma}: no round")
+            if not rows:  # a placement's sub-set without a round of this setting, or no variant fitted
+                lines.append(f"\n## {statistic} set, {cma}: no round or no fit")
                 continue
             lines.extend(exchange_ab(sets_dir, statistic, cma))
             for key in [k for k in summary if k.startswith(f"{statistic} {cma} ")]:

@@ -5,8 +5,9 @@ figures are one state of one machine. The rule, per CMA setting and statistic, f
 (stated before any set after j was measured; sets a-j were known when it was written, so only later
 sets are held out for it). A set is **too disturbed to test the model** when any of these holds:
 
-1. placement: the hw flag round trips probed before and after its rounds (two fresh processes, `raw.csv`)
-   put the rounds in more than one host placement, or leave a round with none. A probe is fast under
+1. placement: the hw flag round trips probed before and after its rounds (two fresh processes, `raw.csv`;
+   from set m on also between a round's stretches of sizes, run_hypotheses.STRETCHES) put the rounds in
+   more than one host placement, or leave a round with none. A probe is fast under
    FAST_ROUNDTRIP_NS, slow below DISTURBED_ROUNDTRIP_NS, and otherwise disturbed (its two processes
    waited for a CPU: it measures the scheduler, not the placement) and left out; a round whose two
    kept probes differ changed placement while it ran ("mixed"), one with none kept has no placement
@@ -46,31 +47,35 @@ def probe_class(roundtrip_ns: float) -> str:
     return "fast" if roundtrip_ns < FAST_ROUNDTRIP_NS else "slow"
 
 
-def round_placement(before_ns: float, after_ns: float) -> str:
-    """A round's placement from the probes around it: 'fast' or 'slow' when the probes that are not disturbed
-    agree, 'mixed' when they differ, 'unknown' when both are disturbed."""
-    kept = {probe_class(p) for p in (before_ns, after_ns)} - {"disturbed"}
+def round_placement(*probes_ns: float) -> str:
+    """A round's placement from the probes around it (before, between its stretches of sizes, after): 'fast' or
+    'slow' when the probes that are not disturbed agree, 'mixed' when they differ, 'unknown' when all are
+    disturbed."""
+    kept = {probe_class(p) for p in probes_ns} - {"disturbed"}
     if not kept:
         return "unknown"
     return kept.pop() if len(kept) == 1 else "mixed"
 
 
 def placements(sets_dir: str) -> list:
-    """Per round and CMA setting: (round, cma, round trip before, after in ns), or [] for a set measured before
-    the probe was recorded."""
+    """Per round and CMA setting: (round, cma, probe, probe, ...): the hw flag round trips in ns in the order they
+    were taken (before the round, between its stretches of sizes, after it), or [] for a set measured before the
+    probe was recorded. raw.csv gives each row the probes before and after its stretch."""
     seen = {}
     with open(os.path.join(sets_dir, "raw.csv")) as fh:
         for row in csv.DictReader(fh):
             if row.get("roundtrip_before_ns"):
-                seen[(int(row["round"]), row["cma"])] = (float(row["roundtrip_before_ns"]),
-                                                        float(row["roundtrip_after_ns"]))
+                probes = seen.setdefault((int(row["round"]), row["cma"]), [])
+                for value in (float(row["roundtrip_before_ns"]), float(row["roundtrip_after_ns"])):
+                    if value not in probes:
+                        probes.append(value)
     return [(r, c, *v) for (r, c), v in sorted(seen.items())]
 
 
 def set_placement(probes: list, cma: str) -> tuple:
     """(placement, {round: its placement}) of the rounds of one CMA setting: 'fast' or 'slow' when every round is
     that one, 'not probed' without probes, else 'mixed' (rule 1 refuses it)."""
-    per_round = {r: round_placement(a, b) for r, c, a, b in probes if c == cma}
+    per_round = {r: round_placement(*ns) for r, c, *ns in probes if c == cma}
     if not per_round:
         return "not probed", {}
     seen = set(per_round.values())
