@@ -201,6 +201,36 @@ def test_a_sleeping_rank_leaves_the_run_queue_and_rejoins_with_its_lag(tmp_path,
     assert [seg[:3] for seg in t.segments[0]] == [(0.0, 2 * MS, "sleep"), (2 * MS, 3 * MS, "compute")]
 
 
+def test_the_cpu_map_puts_the_ranks_where_the_run_had_them(tmp_path, write_trace, capsys):
+    """3 ms of compute per rank, 2 CPUs, slice 2 ms. By default rank r is on CPU r % 2: ranks 0 and 2 share CPU 0
+    (rank 0 [0, 2], rank 2 [2, 4], rank 0 [4, 5], rank 2 [5, 6]), rank 1 is alone (3). With --cpu-map 0,0,1 ranks 0
+    and 1 share it: 5, 6 and 3 ms."""
+    directory = write_trace(tmp_path / "t", {r: [f"compute {3 * MS:.0f}"] for r in range(3)})
+    trace = simgrid.read(directory, 1e9)
+    assert replay(trace, CPUSharing(2, 2 * MS, 1e3, 1e3)).finish_ns == pytest.approx([5 * MS, 3 * MS, 6 * MS])
+    mapped = CPUSharing(2, 2 * MS, 1e3, 1e3, (0, 0, 1))
+    assert replay(trace, mapped).finish_ns == pytest.approx([5 * MS, 6 * MS, 3 * MS])
+    assert "3 ranks on 2 CPUs (up to 2 per CPU; ranks on CPUs 0,0,1 (--cpu-map))" in mapped.describe(3)
+    out = tmp_path / "out"
+    assert run([directory, "--fabric", "ib-hdr", "--trace-host-speed", "1Gf", "--no-plots", "--output", str(out),
+                "--cpus", "2", "--cpu-map", "0,0,1", *FIGURES]) == 0
+    assert "ranks on CPUs 0,0,1 (--cpu-map)" in capsys.readouterr().out
+    with pytest.raises(InputError, match=r"--cpu-map: 2 CPUs given, one per rank expected: the trace has 3 ranks"):
+        replay(trace, CPUSharing(2, 2 * MS, 1e3, 1e3, (0, 1)))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cpus", "2", "--cpu-map", "0,2,1", *FIGURES], r"--cpu-map: expected one CPU in 0..1 per rank, got \[0, 2, 1\]"),
+    (["--cpus", "2", "--cpu-map", "0,x,1", *FIGURES], r"--cpu-map: expected comma-separated CPU numbers"),
+    (["--cpu-map", "0,1,0"], r"--cpu-map: a figure of CPU sharing, for --cpus N"),
+])
+def test_a_bad_cpu_map_is_refused_naming_the_flag(tmp_path, write_trace, argv, message):
+    directory = write_trace(tmp_path / "t", {r: ["compute 10"] for r in range(3)})
+    with pytest.raises(InputError, match=message):
+        run([str(directory), "--fabric", "ib-hdr", "--trace-host-speed", "1Gf", "--no-plots",
+             "--output", str(tmp_path / "out"), *argv])
+
+
 @pytest.mark.parametrize("flag, field", [("--mpi-yield", "mpi_yield_ns"), ("--pool-yield", "pool_yield_ns")])
 def test_a_yield_interval_of_zero_is_refused(flag, field):
     figures = {"cpus": 1, "slice_ns": 2 * MS, "mpi_yield_ns": 1e3, "pool_yield_ns": 1e3, field: 0.0}

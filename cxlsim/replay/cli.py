@@ -89,6 +89,7 @@ def cpu_sharing(args) -> CPUSharing | None:
     figures = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in SHARING_FLAGS}
     if args.cpus is None:
         given = [flag for flag, value in figures.items() if value is not None]
+        given += ["--cpu-map"] if getattr(args, "cpu_map", None) is not None else []
         if given:
             raise InputError(f"{given[0]}: a figure of CPU sharing, for --cpus N; give --cpus or remove it")
         return None
@@ -101,7 +102,17 @@ def cpu_sharing(args) -> CPUSharing | None:
         raise InputError(f"--cpus: also give {', '.join(missing)} (the traced machine's scheduler figures; "
                          "python benchmarks/replay_cpu_sharing.py measures them)")
     times = {flag: units.parse_option(flag, value, units.parse_time) for flag, value in figures.items()}
-    return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"])
+    return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"],
+                      cpu_map(args.cpu_map) if getattr(args, "cpu_map", None) is not None else None)
+
+
+def cpu_map(text: str) -> tuple:
+    """`--cpu-map 0,1,0,0`: the CPU each rank ran on, in rank order (InputError naming the flag)."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise InputError(f"--cpu-map: expected comma-separated CPU numbers, one per rank (e.g. 0,1,0,1), got "
+                         f"{text!r}") from None
 
 
 def main(args) -> int:
@@ -145,7 +156,8 @@ def main(args) -> int:
                             "host_speed_flops_per_s": trace.host_speed_flops_per_s,
                             "fabrics": specs, "library_stats": stats["source"] if stats else None, "placement": args.placement,
                             "ranks_per_node": args.ranks_per_node,
-                            "cpu_sharing": vars(sharing) if sharing else None,
+                            "cpu_sharing": (dict(vars(sharing), cpu_map=list(sharing.cpu_map or ()) or None)
+                                            if sharing else None),
                             "selector": args.selector, "compute_scale": args.compute_scale,
                             "cv": args.cv, "slowdown": args.slowdown,
                             "timeline_ms": args.timeline_ms})
@@ -186,6 +198,8 @@ def register(subparsers) -> None:
                         "network fabrics and profiles only), with the "
                         "traced machine's --cpu-slice, --mpi-yield and --pool-yield (benchmarks/replay_cpu_sharing.py "
                         "measures them)")
+    p.add_argument("--cpu-map", help="with --cpus: the CPU each rank ran on, in rank order (e.g. 0,0,1,0; default: rank r "
+                                     "on CPU r %% N); benchmarks/replay_validate.py observes it per run")
     p.add_argument("--cpu-slice", help="with --cpus: the time a CPU-bound rank runs before it is preempted (e.g. 2.6ms)")
     p.add_argument("--mpi-yield", help="with --cpus: how long a rank waiting in MPI point-to-point polls between "
                                        "yields of its CPU (e.g. 2us; > 0; a yield forfeits the rest of its slice)")

@@ -4,8 +4,10 @@ A trace recorded with more ranks than CPUs (np 4 on 2 vCPUs) ran its ranks by tu
 while it waits (MPICH, and the interposition library's pool collectives), so every rank stays runnable and
 a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's choice, which the model makes:
 
-- Rank r runs on CPU r % N (busy-polling ranks never leave a CPU idle, so the kernel has no reason to move
-  them; the map is a fixed assignment). A CPU runs one rank at a time.
+- Rank r runs on CPU `cpu_map[r]`, or r % N without a map (busy-polling ranks never leave a CPU idle, so
+  the kernel does not move them: an 8-byte ring at np 3-4 on 2 CPUs ran 2000 iterations without a move; but
+  it may place them unevenly, 3 ranks on one CPU and 1 on the other at a load of 11, which the run's
+  observed map gives). A CPU runs one rank at a time.
 - **CPU time** (`vruntime`): every rank on a CPU's run queue has `v`, the CPU time it has been counted (ns;
   the ranks have equal weights), and a virtual deadline `d`. A rank is *eligible* when `v` is at most the
   mean `v` of the CPU's runnable ranks (its lag, fair share minus CPU time received, is >= 0). The CPU
@@ -41,7 +43,7 @@ __all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
 
 NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
-        "messages polls once, for the whole call; the ranks keep their CPUs (rank r on CPU r % N)")
+        "messages polls once, for the whole call; the ranks keep their CPUs")
 
 _EPS = 1e-9  # ns: comparisons of CPU times built from sums
 
@@ -54,20 +56,39 @@ class CPUSharing:
     slice_ns: float
     mpi_yield_ns: float
     pool_yield_ns: float
+    cpu_map: tuple | None = None
+    """The CPU each rank ran on (rank r on cpu_map[r]); None: rank r on CPU r % cpus."""
 
     def __post_init__(self):
         if not isinstance(self.cpus, int) or isinstance(self.cpus, bool) or self.cpus < 1:
             raise InputError(f"--cpus: expected a positive integer (the traced run's CPUs), got {self.cpus!r}")
+        if self.cpu_map is not None:
+            bad = [c for c in self.cpu_map if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c < self.cpus]
+            if bad or not self.cpu_map:
+                raise InputError(f"--cpu-map: expected one CPU in 0..{self.cpus - 1} per rank, got "
+                                 f"{list(self.cpu_map)!r}")
         for flag, value in (("--cpu-slice", self.slice_ns), ("--mpi-yield", self.mpi_yield_ns),
                             ("--pool-yield", self.pool_yield_ns)):
             if not (value > 0 and math.isfinite(value)):
                 why = "" if flag == "--cpu-slice" else " (a poll between yields takes time)"
                 raise InputError(f"{flag}: expected a time > 0{why}, got {value!r} ns")
 
+    def cpu_of(self, ranks: int) -> list:
+        """The CPU of each of `ranks` ranks (InputError if the map is of another rank count)."""
+        if self.cpu_map is None:
+            return [r % self.cpus for r in range(ranks)]
+        if len(self.cpu_map) != ranks:
+            raise InputError(f"--cpu-map: {len(self.cpu_map)} CPUs given, one per rank expected: the trace has "
+                             f"{ranks} ranks")
+        return list(self.cpu_map)
+
     def describe(self, ranks: int) -> str:
-        per_cpu = math.ceil(ranks / self.cpus)
+        on = self.cpu_of(ranks)
+        per_cpu = max(on.count(c) for c in set(on))
         shared = "at most one per CPU: nothing is shared" if per_cpu <= 1 else f"up to {per_cpu} per CPU"
-        return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; rank r on CPU r % {self.cpus}), EEVDF by CPU "
+        mapped = (f"rank r on CPU r % {self.cpus}" if self.cpu_map is None
+                  else "ranks on CPUs " + ",".join(str(c) for c in on) + " (--cpu-map)")
+        return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; {mapped}), EEVDF by CPU "
                 f"time, slice {self.slice_ns / 1e3:g} us, a waiting rank yields (forfeiting its slice) every "
                 f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives)")
 
@@ -82,7 +103,7 @@ class SharedCPUs:
     def __init__(self, env, ranks: int, sharing: CPUSharing):
         self.env, self.sharing = env, sharing
         n = sharing.cpus
-        self.cpu_of = [r % n for r in range(ranks)]
+        self.cpu_of = sharing.cpu_of(ranks)
         self.holder = [None] * n       # the rank on the CPU
         self.since = [0.0] * n         # when the holder's CPU time was last brought up to date
         self.runnable = [[] for _ in range(n)]  # the CPU's run queue (the holder included)
