@@ -394,7 +394,7 @@ def test_the_des_engine_takes_the_record():
                                               ("reduce_scatter", "recursive_halving")])
 def test_mpichs_zero_byte_calls_return_at_once_and_pass_the_payload_check(collective, name, tmp_path, capsys):
     """MPICH returns at once on recvcount 0 / total_count 0: every rank returns base.RETURNED_AT_ONCE, which
-    verify accepts, and `cxlsim simulate` prints the 0 B row (it failed its payload check there)."""
+    verify accepts, and `cxlsim simulate` prints the 0 B row, its payload check passed."""
     from cxlsim.cli import main
     out, _, _ = simulate(collective, name, 8, 0)
     assert out.latency_ns == 0 and all(v is base.RETURNED_AT_ONCE for v in out.results.values())
