@@ -121,6 +121,11 @@ def _measure(comm, world, sizes, args):
     print(f"# hw flag round trips before the first round and after each: "
           f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns, "
           f"disturbed from {DISTURBED_ROUNDTRIP_NS:.0f} ns, slow between)")
+    cpus = len(os.sched_getaffinity(0))
+    if load[0] > cpus:
+        print(f"# loaded: load average {load[0]:.1f} above this host's {cpus} CPUs, so other jobs took CPU time "
+              f"from the ranks during the run (one descheduled iteration adds milliseconds to a mean of "
+              f"{args.iterations}); a ratio below its target with a wide per-round range is that, not the pool")
     groups = placement_groups(roundtrips, args.rounds)
     for name in ("fast", "slow"):
         if name not in groups:
