@@ -33,8 +33,8 @@
 Where np exceeds the CPUs, the replays run the ranks by turns (`cxlsim replay --cpus`,
 `cxlsim.replay.cpu_sharing`: EEVDF by CPU time) with the figures of benchmarks/replay_cpu_sharing.py (run
 first, its --quick parts, or read from `--cpu-figures FILE`): its measured slice and yield intervals, one
-set for every np, measured with two ranks on one CPU (nothing fitted at np 3-4); the column "a CPU each" is
-the replay without it. For coll the program also prints its median iteration, beside the replay's mean
+set for every np, measured with two ranks on one CPU (nothing fitted at np 3-4), and each run's ranks on
+the CPUs it was seen to put them on (`RankCPUs`, `--cpu-map`); the column "a CPU each" is the replay without it. For coll the program also prints its median iteration, beside the replay's mean
 iteration ("median it."): a run's few descheduled iterations do not move it.
 What it does not model: time other jobs take from the ranks (a loaded machine) is in neither the
 trace nor the model, and shows as under-prediction; the pool collectives' approximations are
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -53,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.loggp import LogGPFit
@@ -187,14 +189,95 @@ def fit_this_machine(tmp: str) -> tuple[str, str]:
     return os.path.join(out, "profile.json"), done.stdout
 
 
-def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int) -> tuple[float, str]:
-    """Run the halo app under the library with tracing and stats; return the wall time it printed (s) and
-    the path of the stats (its stderr)."""
+class RankCPUs:
+    """While a run goes (a `with` block), samples the CPU each of its rank processes is on (the `processor`
+    field of /proc/PID/stat of every descendant of `root_pid` with PMI_RANK in its environment, as MPICH's
+    launcher sets it) every `interval_s`: `cpu_map(n)`, the CPU each rank was seen on most (None if a rank was
+    not seen), and `moves`, the samples at which a rank was on another CPU than at its previous one."""
+
+    def __init__(self, root_pid: int, interval_s: float = 0.005):
+        self.root, self.interval_s, self.seen, self.last, self.moves = str(root_pid), interval_s, {}, {}, 0
+        self._ranks, self._stop = {}, threading.Event()
+
+    def _descends(self, pid: str) -> bool:
+        for _ in range(64):
+            if pid == self.root:
+                return True
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    pid = fh.read().rsplit(")", 1)[1].split()[1]
+            except (OSError, IndexError):
+                return False
+            if pid in ("0", "1"):
+                return False
+        return False
+
+    def _rank_of(self, pid: str):
+        if pid not in self._ranks:
+            if not self._descends(pid):
+                self._ranks[pid] = None
+                return None
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as fh:
+                    env = fh.read().split(b"\0")
+                ranks = [int(e.split(b"=", 1)[1]) for e in env if e.startswith(b"PMI_RANK=")]
+            except (OSError, ValueError):
+                return None  # gone: look again next time
+            if not ranks:
+                return None  # the launcher, or a rank forked but not yet exec'd: look again next time
+            self._ranks[pid] = ranks[0]
+        return self._ranks[pid]
+
+    def _sample(self) -> None:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or (rank := self._rank_of(pid)) is None:
+                continue
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    cpu = int(fh.read().rsplit(")", 1)[1].split()[36])
+            except (OSError, IndexError, ValueError):
+                continue
+            counts = self.seen.setdefault(rank, {})
+            counts[cpu] = counts.get(cpu, 0) + 1
+            self.moves += rank in self.last and self.last[rank] != cpu
+            self.last[rank] = cpu
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def cpu_map(self, n: int) -> tuple | None:
+        if any(r not in self.seen for r in range(n)):
+            return None
+        return tuple(max(self.seen[r], key=self.seen[r].get) for r in range(n))
+
+
+def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int):
+    """Run the app under the library with tracing and stats; return the wall time it printed (s), the path of
+    the stats (its stderr), its median iteration (s, coll only), the placement its probe saw, and the
+    RankCPUs of the run."""
     program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", find_mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with RankCPUs(proc.pid) as cpus:
+        try:
+            stdout, stderr = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise SystemExit(f"{app} np={np_}: the run took over 600 s; stopped") from None
+    done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
     if done.returncode != 0:
         raise SystemExit(f"{app} np={np_}: the run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     stats = directory.rstrip("/") + ".stats.txt"
@@ -204,7 +287,7 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     probe = PROBE.search(done.stderr)
     placement = f"{probe.group(2)} ({float(probe.group(1)):.0f} ns)" if probe else "not probed"
     return (float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats,
-            float(median.group(1)) if median else None, placement)
+            float(median.group(1)) if median else None, placement, cpus)
 
 
 PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|disturbed)(?:, no)? placement")
@@ -326,7 +409,8 @@ def main() -> int:
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
               f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}  placement "
-              "(the pool's flag round trip, its set-up probe; np 2 only)")
+              "(the pool's flag round trip, its set-up probe; np 2 only); the ranks' CPUs, sampled every 5 ms "
+              "(the replay by turns puts each rank there)")
         lines = set()
         for run in range(args.runs):
             for app in args.apps:
@@ -335,8 +419,14 @@ def main() -> int:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
                     iterations = args.iterations or ITERATIONS[app]
-                    measured, stats, median_it, placement = traced_run(app, exe, n, directory, iterations, work)
-                    shared = sharing if n > cpus else None
+                    measured, stats, median_it, placement, seen = traced_run(app, exe, n, directory, iterations,
+                                                                             work)
+                    observed = seen.cpu_map(n)
+                    shared = None
+                    if n > cpus:
+                        shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
+                    cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
+                                else "; CPUs not seen (rank r on CPU r % N)")
                     predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
                     network, _, _ = predicted_window_s(directory, profile, None, shared)
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
@@ -347,6 +437,7 @@ def main() -> int:
                                  "network_only_s": network, "network_only_error": network_error,
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
                                  "median_iteration_s": median_it, "placement": placement,
+                                 "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
                                  "traced_compute_s": compute})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
@@ -354,7 +445,7 @@ def main() -> int:
                           f"{compute * 1e3:>19.3f}{(measured - compute) * 1e3:>17.3f}"
                           f"{(predicted - compute) * 1e3:>11.3f}"
                           + (f"{median_it * 1e6:>15.1f}{predicted / iterations * 1e6:>11.1f}" if median_it else
-                             f"{'':>26}") + f"  {placement}", flush=True)
+                             f"{'':>26}") + f"  {placement}{cpu_note}", flush=True)
         for line in sorted(lines):
             print(f"# fabric: {line}")
         local_profile = load_profile(local)

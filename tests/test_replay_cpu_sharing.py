@@ -238,16 +238,39 @@ def test_a_yield_interval_of_zero_is_refused(flag, field):
         CPUSharing(**figures)
 
 
-def test_replay_validate_reads_the_options_line_replay_cpu_sharing_prints():
+def benchmark(name):
     import importlib.util
 
-    def load(name):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "..", "benchmarks", f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "..", "benchmarks", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    figures, validate = load("replay_cpu_sharing"), load("replay_validate")
+
+def test_replay_validate_reads_the_options_line_replay_cpu_sharing_prints():
+    figures, validate = benchmark("replay_cpu_sharing"), benchmark("replay_validate")
     sharing = CPUSharing(2, 2171e3, 0.1e3, 1.25e3)
     assert validate.cpu_figures("# 2 CPUs\n" + figures.options_line(sharing) + "\n") == sharing
     assert validate.cpu_figures("# an output without the line\n") is None
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"), reason="needs 2 CPUs")
+def test_replay_validate_sees_which_cpu_each_rank_of_its_run_is_on():
+    """Two busy children of the watched process, PMI_RANK 0 pinned to CPU 1 and PMI_RANK 1 to CPU 0 (as MPICH's
+    launcher names its ranks): the map is (1, 0); a process outside the watched tree with a PMI_RANK is not seen."""
+    import subprocess
+    import sys
+
+    busy = ("import os, sys, time; os.sched_setaffinity(0, {int(sys.argv[1])}); t = time.time()\n"
+            "while time.time() - t < 1.0: pass")
+    script = (f"import os, subprocess, sys; env = lambda r: dict(os.environ, PMI_RANK=str(r)); "
+              f"ps = [subprocess.Popen([sys.executable, '-c', {busy!r}, str(1 - r)], env=env(r)) for r in (0, 1)]; "
+              f"[p.wait() for p in ps]")
+    outsider = subprocess.Popen([sys.executable, "-c", busy, "0"], env=dict(os.environ, PMI_RANK="5"))
+    try:
+        proc = subprocess.Popen([sys.executable, "-c", script])
+        with benchmark("replay_validate").RankCPUs(proc.pid, interval_s=0.01) as seen:
+            assert proc.wait(timeout=60) == 0
+    finally:
+        outsider.wait(timeout=60)
+    assert seen.cpu_map(2) == (1, 0) and 5 not in seen.seen
