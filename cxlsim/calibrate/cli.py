@@ -129,8 +129,10 @@ def report_local(args, result) -> int:
           f"zero-copy {model.overhead_ns['zero-copy']:.0f} ns")
     print(f"#   write pass: {fit['write_pass']['bw_bytes_per_ns']:.1f} B/ns (rms {fit['write_pass']['rms'] * 100:.1f}%); "
           f"read pass: {fit['read_pass']['bw_bytes_per_ns']:.1f} B/ns (rms {fit['read_pass']['rms'] * 100:.1f}%)")
-    slow = [b for b in result["allgather"]["batches"] if b["slow_placement"]]
-    print(f"# allgather batches: {len(result['allgather']['batches'])}, flagged slow placement: {len(slow)}")
+    states = [b.get("state", "slow placement" if b["slow_placement"] else "fast") for b in result["allgather"]["batches"]]
+    print(f"# allgather jobs: {len(states)}: " + ", ".join(f"{states.count(s)} {s}" for s in ("fast", "slow placement",
+                                                                                           "disturbed"))
+          + " (by their round trips before and after; each bench run is judged by its own probes)")
     rows = result["validation"]
     print(format_validation(rows), end="")
     over = result["np"] > result["cores"]
