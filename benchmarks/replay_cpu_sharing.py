@@ -34,6 +34,7 @@ share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other job
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import statistics
@@ -47,6 +48,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
+from cxlsim.replay.rank_cpus import RankCPUs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HALO = os.path.join(HERE, "..", "tests", "data", "traces", "src", "halo_timed.c")
@@ -222,17 +224,42 @@ def compile_c(tmp: str, name: str, source: str, mpi: bool) -> str:
     return exe
 
 
+MAPS = []
+"""The CPU map of every MPI run (RankCPUs), in run order; part 4 models each loop with the map its runs had."""
+
+
 def run(cmd: list, pin: str | None = None, library: bool = False) -> str:
-    """stdout of `cmd` (MPI programs through mpiexec; under the library with `library`; pinned to CPUs `pin`)."""
+    """stdout of `cmd` (MPI programs through mpiexec; under the library with `library`; pinned to CPUs `pin`);
+    the ranks' CPUs, as seen, are appended to MAPS."""
     if library:
         cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--", *cmd]
     if pin is not None:
         cmd = ["taskset", "-c", pin, *cmd]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done.stdout
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with RankCPUs(proc.pid) as seen:
+        try:
+            stdout, stderr = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise SystemExit(f"{' '.join(cmd)}: over 600 s; stopped") from None
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stdout}\n{stderr}")
+    MAPS.append(seen.cpu_map(len(seen.seen)) if seen.seen else None)
+    return stdout
+
+
+def seen_map(runs: int, ranks: int):
+    """The CPU map most of the last `runs` runs (of `ranks` ranks) had (None if none was seen whole), and a
+    description of them all."""
+    maps = [m if m is not None and len(m) == ranks else None for m in MAPS[-runs:]]
+    known = [m for m in maps if m is not None]
+    if not known:
+        return None, "CPUs not seen: rank r on CPU r % N"
+    best = max(set(known), key=known.count)
+    text = "; ".join(",".join(map(str, m)) if m else "not seen" for m in maps)
+    return best, f"CPUs seen per run {text}; modelled with {','.join(map(str, best))}"
 
 
 def spread(values: list) -> str:
@@ -294,11 +321,11 @@ def options_line(sharing: CPUSharing) -> str:
             f"{sharing.pool_yield_ns / 1e3:.2f}us")
 
 
-def check(label: str, measured: list, modelled_us: float) -> None:
+def check(label: str, measured: list, modelled_us: float, where: str) -> None:
     """Print the model's time per iteration beside the measured median, and its error."""
     median = statistics.median(measured)
     print(f"    model (the figures of 1-3): {modelled_us:.1f} us, error {(modelled_us - median) / median * 100:+.1f}% "
-          f"against the median ({label})", flush=True)
+          f"against the median ({label}; {where})", flush=True)
 
 
 def stats_file(path: str, n: int, rows: dict) -> str:
@@ -384,13 +411,17 @@ def main() -> int:
             measured = measure(args.rounds, f"np {n}, MPICH ring (8 B, blocking)",
                                lambda n=n, iterations=iterations: per_call_us(ring, n, iterations, None, False))
             trace = simgrid.read(write_trace(os.path.join(tmp, f"ring-{n}"), n, ring_lines(n, iterations)), 1e9)
-            check("ring", measured, modelled_us(trace, net, iterations, sharing))
+            on, where = seen_map(args.rounds, n)
+            check("ring", measured, modelled_us(trace, net, iterations, dataclasses.replace(sharing, cpu_map=on)),
+                  where)
             measured = measure(args.rounds, f"np {n}, the library's pool MPI_Barrier",
                                lambda n=n, iterations=iterations: per_call_us(barriers, n, iterations, None, True))
             trace = simgrid.read(write_trace(os.path.join(tmp, f"barriers-{n}"), n,
                                              lambda r, iterations=iterations: ["barrier"] * (iterations + 1)), 1e9)
             stats = stats_file(os.path.join(tmp, f"barriers-{n}.stats"), n, {"MPI_Barrier": n * (iterations + 1)})
-            check("barrier loop", measured, modelled_us(trace, pooled, iterations, sharing, stats))
+            on, where = seen_map(args.rounds, n)
+            check("barrier loop", measured,
+                  modelled_us(trace, pooled, iterations, dataclasses.replace(sharing, cpu_map=on), stats), where)
         for n in (2, 3, 4):
             iterations = 200
             measured = measure(args.rounds, f"np {n}, the library's collective loop (coll's calls, no work)",
@@ -401,8 +432,10 @@ def main() -> int:
             stats = stats_file(os.path.join(tmp, f"colls-{n}.stats"), n,
                                {"MPI_Allreduce": 2 * n * iterations, "MPI_Allgather": n * iterations,
                                 "MPI_Bcast": n * iterations, "MPI_Barrier": 2 * n})
+            on, where = seen_map(args.rounds, n)
             check("collective loop", measured,
-                  modelled_us(trace, pooled, iterations, sharing if n > cpus else None, stats))
+                  modelled_us(trace, pooled, iterations, dataclasses.replace(sharing, cpu_map=on) if n > cpus else None,
+                              stats), where)
         if not args.quick:
             print(f"# 5. the halo exchange without work (halo_timed.c: two 32 KiB messages and an 8-byte allreduce "
                   f"per rank and iteration), us per iteration, unpinned on {cpus} CPUs")

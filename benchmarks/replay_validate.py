@@ -54,7 +54,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.loggp import LogGPFit
@@ -62,6 +61,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
+from cxlsim.replay.rank_cpus import RankCPUs
 from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -187,78 +187,6 @@ def fit_this_machine(tmp: str) -> tuple[str, str]:
                     "--memcpy-bandwidth", "10 GB/s", "--output", out], check=True, capture_output=True, text=True,
                    timeout=600)
     return os.path.join(out, "profile.json"), done.stdout
-
-
-class RankCPUs:
-    """While a run goes (a `with` block), samples the CPU each of its rank processes is on (the `processor`
-    field of /proc/PID/stat of every descendant of `root_pid` with PMI_RANK in its environment, as MPICH's
-    launcher sets it) every `interval_s`: `cpu_map(n)`, the CPU each rank was seen on most (None if a rank was
-    not seen), and `moves`, the samples at which a rank was on another CPU than at its previous one."""
-
-    def __init__(self, root_pid: int, interval_s: float = 0.005):
-        self.root, self.interval_s, self.seen, self.last, self.moves = str(root_pid), interval_s, {}, {}, 0
-        self._ranks, self._stop = {}, threading.Event()
-
-    def _descends(self, pid: str) -> bool:
-        for _ in range(64):
-            if pid == self.root:
-                return True
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    pid = fh.read().rsplit(")", 1)[1].split()[1]
-            except (OSError, IndexError):
-                return False
-            if pid in ("0", "1"):
-                return False
-        return False
-
-    def _rank_of(self, pid: str):
-        if pid not in self._ranks:
-            if not self._descends(pid):
-                self._ranks[pid] = None
-                return None
-            try:
-                with open(f"/proc/{pid}/environ", "rb") as fh:
-                    env = fh.read().split(b"\0")
-                ranks = [int(e.split(b"=", 1)[1]) for e in env if e.startswith(b"PMI_RANK=")]
-            except (OSError, ValueError):
-                return None  # gone: look again next time
-            if not ranks:
-                return None  # the launcher, or a rank forked but not yet exec'd: look again next time
-            self._ranks[pid] = ranks[0]
-        return self._ranks[pid]
-
-    def _sample(self) -> None:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or (rank := self._rank_of(pid)) is None:
-                continue
-            try:
-                with open(f"/proc/{pid}/stat") as fh:
-                    cpu = int(fh.read().rsplit(")", 1)[1].split()[36])
-            except (OSError, IndexError, ValueError):
-                continue
-            counts = self.seen.setdefault(rank, {})
-            counts[cpu] = counts.get(cpu, 0) + 1
-            self.moves += rank in self.last and self.last[rank] != cpu
-            self.last[rank] = cpu
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample()
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def cpu_map(self, n: int) -> tuple | None:
-        if any(r not in self.seen for r in range(n)):
-            return None
-        return tuple(max(self.seen[r], key=self.seen[r].get) for r in range(n))
 
 
 def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int):

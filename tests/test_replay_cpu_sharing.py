@@ -11,6 +11,7 @@ from cxlsim.errors import InputError
 from cxlsim.replay import cli, engine, fabrics, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
 from cxlsim.replay.pool_profile import read_library_stats
+from cxlsim.replay.rank_cpus import RankCPUs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOCAL = os.path.join(HERE, "data", "local_host_profile_np2.json")
@@ -255,7 +256,7 @@ def test_replay_validate_reads_the_options_line_replay_cpu_sharing_prints():
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2 or not hasattr(os, "sched_setaffinity"), reason="needs 2 CPUs")
-def test_replay_validate_sees_which_cpu_each_rank_of_its_run_is_on():
+def test_the_cpus_each_rank_of_a_run_is_on_are_seen():
     """Two busy children of the watched process, PMI_RANK 0 pinned to CPU 1 and PMI_RANK 1 to CPU 0 (as MPICH's
     launcher names its ranks): the map is (1, 0); a process outside the watched tree with a PMI_RANK is not seen."""
     import subprocess
@@ -269,7 +270,7 @@ def test_replay_validate_sees_which_cpu_each_rank_of_its_run_is_on():
     outsider = subprocess.Popen([sys.executable, "-c", busy, "0"], env=dict(os.environ, PMI_RANK="5"))
     try:
         proc = subprocess.Popen([sys.executable, "-c", script])
-        with benchmark("replay_validate").RankCPUs(proc.pid, interval_s=0.01) as seen:
+        with RankCPUs(proc.pid, interval_s=0.01) as seen:
             assert proc.wait(timeout=60) == 0
     finally:
         outsider.wait(timeout=60)

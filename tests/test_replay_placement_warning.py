@@ -60,6 +60,8 @@ def test_the_stats_header_s_placement_is_read(tmp_path, library_stats_text):
     stats = stats_with(library_stats_text, tmp_path, "placement slow (flag round trip 391 ns)")
     assert read_library_stats(stats)["placement"] == {"class": "slow", "roundtrip_ns": 391.0}
     assert read_library_stats(stats_with(library_stats_text, tmp_path, None))["placement"] is None
+    assert read_library_stats(stats_with(library_stats_text, tmp_path, "placement not probed"))["placement"] == \
+        {"class": "not probed", "roundtrip_ns": None}
 
 
 @pytest.mark.parametrize("run_placement, warned", [
@@ -90,3 +92,5 @@ def test_a_recorded_profile_placement_is_compared_and_a_run_without_one_is_said_
            "WARNING: the profile was measured in the slow placement and the traced run ran in the fast one" in line
     line = fabric_line(tmp_path, capsys, net, slow, stats_with(library_stats_text, tmp_path, None))
     assert "the run's not known (no placement in the stats header)" in line and "WARNING" not in line
+    line = fabric_line(tmp_path, capsys, net, slow, stats_with(library_stats_text, tmp_path, "placement not probed"))
+    assert "the run's not probed by the library (no placement)" in line and "WARNING" not in line

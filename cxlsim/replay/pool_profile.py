@@ -65,7 +65,8 @@ without stats this default is assumed, and the fabric line says so."""
 
 _HEADER = re.compile(r"cxlsim-mpi stats: (\d+) ranks.*coherence (\w+)")
 _LARGE = re.compile(r"cxlsim-mpi stats: .*allreduce large (\d+) B")
-_PLACEMENT = re.compile(r"cxlsim-mpi stats: .*placement (fast|slow|disturbed) \(flag round trip (\d+(?:\.\d+)?) ns\)")
+_PLACEMENT = re.compile(r"cxlsim-mpi stats: .*placement (?:(fast|slow|disturbed) \(flag round trip (\d+(?:\.\d+)?) ns\)"
+                        r"|(not probed))")
 _ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
 
 
@@ -81,7 +82,8 @@ def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
     """The library's stats table (`cxlsim mpi run --stats`'s stderr, or the file it writes beside its trace) at
     `path`: {'ranks': P, 'coherence': Coherence, 'allreduce_large_bytes': the run's threshold (None: a header
     without it), 'placement': {'class': 'fast' | 'slow' | 'disturbed', 'roundtrip_ns'} as the library's probe
-    classed the run's host (None: a header without it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}, 'source': where it came from,
+    classed the run's host ({'class': 'not probed', 'roundtrip_ns': None} where it did not probe; None: a header
+    without it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}, 'source': where it came from,
     for the fabric line}; `origin` says how it was named (the option, or found beside the trace)."""
     text = config.read_text(path, "--library-stats")
     header = _HEADER.search(text)
@@ -102,7 +104,8 @@ def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
     placed = _PLACEMENT.search(text)
     return {"ranks": int(header.group(1)), "coherence": Coherence.parse(header.group(2), f"{path}: coherence"),
             "allreduce_large_bytes": int(large.group(1)) if large else None, "rows": rows,
-            "placement": {"class": placed.group(1), "roundtrip_ns": float(placed.group(2))} if placed else None,
+            "placement": (None if placed is None else {"class": "not probed", "roundtrip_ns": None} if placed.group(3)
+                          else {"class": placed.group(1), "roundtrip_ns": float(placed.group(2))}),
             "source": f"{origin} {path}"}
 
 
@@ -213,6 +216,8 @@ class PoolPricing:
         def said(placement, derived):
             if placement is None:
                 return "not known"
+            if placement["roundtrip_ns"] is None:
+                return "not probed by the library (no placement)"
             how = ", from its model's hw round trip" if derived else ""
             return f"{placement['class']} (flag round trip {placement['roundtrip_ns']:.0f} ns{how})"
         prof, run = self.profile_placement, self.run_placement
