@@ -16,7 +16,9 @@ interleaved batches so drift hits every variant alike:
     slot (which the peer reads at the same time), `slot-sfence` publishes through cxl_publish (an
     sfence before the flag), `slot-nt` copies in with non-temporal stores at every size,
     `slot-direct-fold` folds by one loop straight into recv; `slot-nt-no-prefetch` is `slot-nt`
-    without the kernel's prefetch of the peer's lines after non-temporal copy-ins;
+    without the kernel's prefetch of the peer's lines after non-temporal copy-ins; `slot-large`
+    and `slot-nt-large` take the large algorithm (reduce-scatter + allgather of shares,
+    CXLSIM_MPI_ALLREDUCE_LARGE=0) with plain and non-temporal copy-ins;
   - line-flag candidates in a mapping of their own (so beyond 560 B too): `poll-last` polls the
     writer's last line alone and then copies every line (release/acquire on that line orders the
     rest), `poll-pause` polls every line with --pause pauses between polls;
@@ -56,10 +58,11 @@ PROGRAM = r"""
 #include "cxl_coll.h"
 
 enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, SLOT_OWN_SLOT, SLOT_SFENCE, SLOT_NT, SLOT_DIRECT_FOLD, POLL_LAST,
-       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, NVARIANTS };
+       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, SLOT_LARGE, SLOT_NT_LARGE, CHUNK_1K, CHUNK_512, NVARIANTS };
 static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "slot-own-slot",
                                              "slot-sfence", "slot-nt", "slot-direct-fold", "poll-last", "poll-pause",
-                                             "allgather", "allgather-nt", "slot-nt-no-prefetch"};
+                                             "allgather", "allgather-nt", "slot-nt-no-prefetch", "slot-large",
+                                             "slot-nt-large", "chunk-flags-1k", "chunk-flags-512"};
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
 /* The candidate line-flag protocols: lines of 56 payload bytes + an epoch, as the kernel's, in
@@ -106,6 +109,32 @@ static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uin
     }
     for (uint64_t k = 0, at = 0; at < n; k++, at += CXL_COLL_LINE_PAYLOAD)
         memcpy(out + at, first + k * CXL_LINE, n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
+}
+
+/* chunk-flags: the slot path with a flag per chunk of `chunk` bytes, in the candidate mapping (data
+ * in lines 0-63 of the rank's half, chunk k's epoch alone in line 64 + k): the writer copies a chunk
+ * in and release-stores its epoch, chunk after chunk, then publishes its flag (for the buffers'
+ * reuse rule); the reader folds the peer's chunk k as soon as its epoch shows, while the peer's
+ * later chunks still drain (up to 4 KiB). */
+static void cand_chunks(cxl_coll_t *c, uint64_t chunk, const char *send, char *recv, uint64_t count)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round = 0, n = count * 4;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    char *mine = cand_line(p->rank, round, 0), *peer = cand_line(1 - p->rank, round, 0);
+    for (uint64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        memcpy(mine + at, send + at, n - at < chunk ? n - at : chunk);
+        __atomic_store_n((volatile uint64_t *)cand_line(p->rank, round, 64 + k), e, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    for (uint64_t at = 0, k = 0; at < n; at += chunk, k++) {
+        volatile uint64_t *flag = (volatile uint64_t *)cand_line(1 - p->rank, round, 64 + k);
+        while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < e) cxl_pause();
+        const char *blocks[2] = {p->rank == 0 ? send + at : peer + at, p->rank == 0 ? peer + at : send + at};
+        cxl_fold(CXL_F32, CXL_SUM, recv + at, blocks, 2, (n - at < chunk ? n - at : chunk) / 4);
+    }
+    cxl_coll_note_all_written(c, e);
 }
 
 static void cand_lines(cxl_coll_t *c, int how, const char *send, char *recv, uint64_t count)
@@ -238,13 +267,16 @@ int main(int argc, char **argv)
                 memset(steps, 0, sizeof steps);
                 memset(w, 0, bytes);
                 c.inline_bytes = v == LINES ? CXL_COLL_LINES_MAX : 0;
-                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT || v == SLOT_NT_NO_PREFETCH ? CXL_LINE : 0; /* -nt: non-temporal copy-ins at every size */
+                c.pool.nt_min_bytes = v == SLOT_NT || v == ALLGATHER_NT || v == SLOT_NT_NO_PREFETCH || v == SLOT_NT_LARGE
+                                      ? CXL_LINE : 0; /* -nt: non-temporal copy-ins at every size */
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
                 for (int i = 0; i < iters; i++) {
                     uint64_t tick = __rdtsc();
                     if (v == LINES || v == SLOT || v == SLOT_NT)
                         cxl_coll_allreduce(&c, (char *)s, (char *)(v == LINES ? r : w), count, CXL_F32, CXL_SUM, 1u << 30);
+                    else if (v == SLOT_LARGE || v == SLOT_NT_LARGE) /* reduce-scatter + allgather at every size */
+                        cxl_coll_allreduce(&c, (char *)s, (char *)w, count, CXL_F32, CXL_SUM, 0);
                     else if (v == SLOT_STEPS) slot_steps(&c, (char *)s, (char *)w, count);
                     else if (v == LINES_STEPS) { if (inline_ok) lines_steps(&c, (char *)s, (char *)w, count); }
                     else if (v == SLOT_OWN_SLOT) slot_variant(&c, (char *)s, (char *)w, count, 0, 1, 0);
@@ -252,13 +284,15 @@ int main(int argc, char **argv)
                     else if (v == SLOT_DIRECT_FOLD) slot_variant(&c, (char *)s, (char *)w, count, 0, 0, 1);
                     else if (v == SLOT_NT_NO_PREFETCH) slot_variant(&c, (char *)s, (char *)w, count, 1, 0, 0);
                     else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
+                    else if (v == CHUNK_1K || v == CHUNK_512) { if (bytes <= 4096) cand_chunks(&c, v == CHUNK_1K ? 1024 : 512, (char *)s, (char *)w, count); }
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);
                 }
                 t[v * batches + b] = (cxl_now_ns() - t0) / iters;
                 qsort(call, iters, sizeof(double), cmpd);
                 med[v * batches + b] = call[iters / 2] * ns_per_tick;
-                if (v != LINES && v != ALLGATHER && v != ALLGATHER_NT && (v != LINES_STEPS || inline_ok))
+                if (v != LINES && v != ALLGATHER && v != ALLGATHER_NT && (v != LINES_STEPS || inline_ok) &&
+                    ((v != CHUNK_1K && v != CHUNK_512) || bytes <= 4096))
                     bad |= memcmp(r, w, bytes) != 0;
                 if (v == SLOT_STEPS) for (int k = 0; k < 4; k++) parts[k * batches + b] = steps[0][k] * ns_per_tick / iters;
                 if (v == LINES_STEPS) for (int k = 0; k < 3; k++) parts[(4 + k) * batches + b] = steps[1][k] * ns_per_tick / iters;

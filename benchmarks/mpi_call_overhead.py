@@ -16,7 +16,9 @@ counter:
     layout, which forks its ranks without MPI);
   - `pmpi`: PMPI_Allreduce / PMPI_Allgather (MPICH's own);
   - `wrapper-0B`: the wrapper with a count of 0 (every step of the library's path but the kernel)
-    and `empty`: nothing (the clock's own cost).
+    and `empty`: nothing (the clock's own cost);
+  - `kernel-plain`: `kernel` with plain copy-ins whatever the probe chose (the copy-in kind's A/B:
+    the same as `kernel` where the probe chose plain ones, the fast placement).
 Prints per size the median [min-max] over batches of each variant's per-call median (ns), the
 wrapper's cost over the kernel, the flag round trip before each size (best of 3 x 100: fast below
 200 ns, slow below 2 us, disturbed above; mpi_interpose.py's rule) and the load average.
@@ -44,13 +46,15 @@ PROGRAM = r"""
 #include <x86intrin.h>
 #include "cxlsim_mpi.h"
 
-enum { WRAPPER, KERNEL, KERNEL_64K, PMPI, WRAPPER_0B, EMPTY, NV }; /* NAMES below, in this order */
+enum { WRAPPER, KERNEL, KERNEL_64K, PMPI, WRAPPER_0B, EMPTY, KERNEL_PLAIN, NV }; /* NAMES below, in this order */
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
 static void call(int v, int allreduce, cxlsim_pool_t *pool, cxlsim_pool_t *pool64, char *s, char *r, long n)
 {
     cxl_coll_t *c = v == KERNEL_64K ? &pool64->coll : &pool->coll;
     long m = v == WRAPPER_0B ? 0 : n;
+    uint64_t nt = c->pool.nt_min_bytes;
+    if (v == KERNEL_PLAIN) c->pool.nt_min_bytes = 0;
     if (v == EMPTY) __asm__ volatile("" ::: "memory");
     else if (allreduce && (v == WRAPPER || v == WRAPPER_0B)) MPI_Allreduce(s, r, (int)(m / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (allreduce && v == PMPI) PMPI_Allreduce(s, r, (int)(n / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -58,6 +62,7 @@ static void call(int v, int allreduce, cxlsim_pool_t *pool, cxlsim_pool_t *pool6
     else if (v == WRAPPER || v == WRAPPER_0B) MPI_Allgather(s, (int)m, MPI_CHAR, r, (int)m, MPI_CHAR, MPI_COMM_WORLD);
     else if (v == PMPI) PMPI_Allgather(s, (int)n, MPI_CHAR, r, (int)n, MPI_CHAR, MPI_COMM_WORLD);
     else cxl_coll_allgather(c, s, r, (uint64_t)n);
+    c->pool.nt_min_bytes = nt;
 }
 
 int main(int argc, char **argv)
@@ -125,7 +130,7 @@ int main(int argc, char **argv)
     return 0;
 }
 """
-NAMES = ("wrapper", "kernel", "kernel-64k", "pmpi", "wrapper-0B", "empty")
+NAMES = ("wrapper", "kernel", "kernel-64k", "pmpi", "wrapper-0B", "empty", "kernel-plain")
 
 
 def main() -> int:
