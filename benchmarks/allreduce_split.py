@@ -69,11 +69,16 @@ static double steps[2][4]; /* ticks per variant's step, summed over a batch */
  * their own shared mapping of CAND_LINES lines per rank and half, so sizes beyond the inline area
  * can be tried and no epoch word ever holds slot data. */
 #define CAND_LINES 80
-static char *cand_area;
+static char *cand_area, *chunk_area;
 static int pause_polls; /* poll-pause: pauses between two polls of every line */
 static char *cand_line(int r, uint64_t round, uint64_t k)
 {
     return cand_area + (((uint64_t)r * 2 + (round & 1)) * CAND_LINES + k) * CXL_LINE;
+}
+
+static char *chunk_line(int r, uint64_t round, uint64_t k)
+{
+    return chunk_area + (((uint64_t)r * 2 + (round & 1)) * CAND_LINES + k) * CXL_LINE;
 }
 
 static void cand_publish(cxl_coll_t *c, uint64_t e, uint64_t round, const char *src, uint64_t n)
@@ -111,8 +116,9 @@ static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uin
         memcpy(out + at, first + k * CXL_LINE, n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
 }
 
-/* chunk-flags: the slot path with a flag per chunk of `chunk` bytes, in the candidate mapping (data
- * in lines 0-63 of the rank's half, chunk k's epoch alone in line 64 + k): the writer copies a chunk
+/* chunk-flags: the slot path with a flag per chunk of `chunk` bytes, in a mapping of its own (data
+ * in lines 0-63 of the rank's half, chunk k's epoch alone in line 64 + k; the line-flag candidates'
+ * mapping holds their data where these epochs are, and epochs where this holds data): the writer copies a chunk
  * in and release-stores its epoch, chunk after chunk, then publishes its flag (for the buffers'
  * reuse rule); the reader folds the peer's chunk k as soon as its epoch shows, while the peer's
  * later chunks still drain (up to 4 KiB). */
@@ -122,14 +128,14 @@ static void cand_chunks(cxl_coll_t *c, uint64_t chunk, const char *send, char *r
     uint64_t round = 0, n = count * 4;
     cxl_coll_claim(c, 1, &round);
     uint64_t e = c->epoch;
-    char *mine = cand_line(p->rank, round, 0), *peer = cand_line(1 - p->rank, round, 0);
+    char *mine = chunk_line(p->rank, round, 0), *peer = chunk_line(1 - p->rank, round, 0);
     for (uint64_t at = 0, k = 0; at < n; at += chunk, k++) {
         memcpy(mine + at, send + at, n - at < chunk ? n - at : chunk);
-        __atomic_store_n((volatile uint64_t *)cand_line(p->rank, round, 64 + k), e, __ATOMIC_RELEASE);
+        __atomic_store_n((volatile uint64_t *)chunk_line(p->rank, round, 64 + k), e, __ATOMIC_RELEASE);
     }
     __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
     for (uint64_t at = 0, k = 0; at < n; at += chunk, k++) {
-        volatile uint64_t *flag = (volatile uint64_t *)cand_line(1 - p->rank, round, 64 + k);
+        volatile uint64_t *flag = (volatile uint64_t *)chunk_line(1 - p->rank, round, 64 + k);
         while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < e) cxl_pause();
         const char *blocks[2] = {p->rank == 0 ? send + at : peer + at, p->rank == 0 ? peer + at : send + at};
         cxl_fold(CXL_F32, CXL_SUM, recv + at, blocks, 2, (n - at < chunk ? n - at : chunk) / 4);
@@ -232,6 +238,7 @@ int main(int argc, char **argv)
     int batches = atoi(argv[1]), iters = atoi(argv[2]);
     pause_polls = atoi(argv[3]);
     cand_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    chunk_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cxl_pool_spec_t spec;
     char err[1024];
     cxl_segment_t seg;
