@@ -18,8 +18,11 @@ counter:
   - `wrapper-0B`: the wrapper with a count of 0 (every step of the library's path but the kernel)
     and `empty`: nothing (the clock's own cost);
   - `kernel-plain`: `kernel` with plain copy-ins whatever the probe chose (the copy-in kind's A/B:
-    the same as `kernel` where the probe chose plain ones, the fast placement).
-Prints per size the median [min-max] over batches of each variant's per-call median (ns), the
+    the same as `kernel` where the probe chose plain ones, the fast placement);
+  - `kernel-runtime`: `kernel` (allreduce) with the type and op read at run time, as the wrapper
+    passes them, where `kernel` has them as constants the compiler can fold into the call.
+After the batches, the wrapper's, the kernels' and MPICH's results are compared bitwise (RESULTS
+DIFFER otherwise). Prints per size the median [min-max] over batches of each variant's per-call median (ns), the
 wrapper's cost over the kernel, the flag round trip before each size (best of 3 x 100: fast below
 200 ns, slow below 2 us, disturbed above; mpi_interpose.py's rule) and the load average.
 """
@@ -46,7 +49,9 @@ PROGRAM = r"""
 #include <x86intrin.h>
 #include "cxlsim_mpi.h"
 
-enum { WRAPPER, KERNEL, KERNEL_64K, PMPI, WRAPPER_0B, EMPTY, KERNEL_PLAIN, NV }; /* NAMES below, in this order */
+enum { WRAPPER, KERNEL, KERNEL_64K, PMPI, WRAPPER_0B, EMPTY, KERNEL_PLAIN, KERNEL_RUNTIME, NV };
+/* the type and op as the wrapper passes them: values read at run time, not constants */
+static volatile int runtime_dtype = CXL_F32, runtime_op = CXL_SUM; /* NAMES below, in this order */
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
 static void call(int v, int allreduce, cxlsim_pool_t *pool, cxlsim_pool_t *pool64, char *s, char *r, long n)
@@ -58,6 +63,8 @@ static void call(int v, int allreduce, cxlsim_pool_t *pool, cxlsim_pool_t *pool6
     if (v == EMPTY) __asm__ volatile("" ::: "memory");
     else if (allreduce && (v == WRAPPER || v == WRAPPER_0B)) MPI_Allreduce(s, r, (int)(m / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     else if (allreduce && v == PMPI) PMPI_Allreduce(s, r, (int)(n / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else if (allreduce && v == KERNEL_RUNTIME)
+        cxl_coll_allreduce(c, s, r, (uint64_t)n / 4, runtime_dtype, runtime_op, cxlsim_settings.large_bytes);
     else if (allreduce) cxl_coll_allreduce(c, s, r, (uint64_t)n / 4, CXL_F32, CXL_SUM, cxlsim_settings.large_bytes);
     else if (v == WRAPPER || v == WRAPPER_0B) MPI_Allgather(s, (int)m, MPI_CHAR, r, (int)m, MPI_CHAR, MPI_COMM_WORLD);
     else if (v == PMPI) PMPI_Allgather(s, (int)n, MPI_CHAR, r, (int)n, MPI_CHAR, MPI_COMM_WORLD);
@@ -88,7 +95,7 @@ int main(int argc, char **argv)
     double ta = cxl_now_ns();
     usleep(20000);
     double ns_per_tick = (cxl_now_ns() - ta) / (double)(__rdtsc() - a);
-    char *s = malloc(max), *r = malloc(2 * max);
+    char *s = malloc(max), *r = malloc(2 * max), *w = malloc(2 * max);
     double *each = malloc(sizeof(double) * iters), *med = malloc(sizeof(double) * NV * batches);
     if (!rank) printf("INLINE %llu NT %llu\n", (unsigned long long)pool->coll.inline_bytes,
                       (unsigned long long)pool->coll.pool.nt_min_bytes);
@@ -114,8 +121,15 @@ int main(int argc, char **argv)
                 qsort(each, iters, sizeof(double), cmpd);
                 med[v * batches + b] = each[iters / 2] * ns_per_tick;
             }
+        int same = 1; /* the wrapper's, the kernel's and MPICH's results, bitwise (np 2: a + b on both sides) */
+        for (int v = WRAPPER; v <= PMPI; v++) {
+            memset(w, 0, 2 * n);
+            call(v, allreduce, pool, pool64, s, w, n);
+            if (v == WRAPPER) memcpy(r, w, 2 * n);
+            else same &= memcmp(r, w, allreduce ? n / 4 * 4 : 2 * n) == 0;
+        }
         if (rank) continue;
-        printf("ROW %s %ld %.0f", argv[z], n, rt);
+        printf("ROW %s %ld %.0f %s", argv[z], n, rt, same ? "same" : "DIFFER");
         for (int v = 0; v < NV; v++) {
             double *row = med + v * batches;
             qsort(row, batches, sizeof(double), cmpd);
@@ -130,7 +144,7 @@ int main(int argc, char **argv)
     return 0;
 }
 """
-NAMES = ("wrapper", "kernel", "kernel-64k", "pmpi", "wrapper-0B", "empty", "kernel-plain")
+NAMES = ("wrapper", "kernel", "kernel-64k", "pmpi", "wrapper-0B", "empty", "kernel-plain", "kernel-runtime")
 
 
 def main() -> int:
@@ -171,11 +185,11 @@ def main() -> int:
         if not line.startswith("ROW "):
             continue
         words = line.split()
-        kind, n, rt = words[1], int(words[2]), float(words[3])
-        vals = [float(x) for x in words[4:]]
+        kind, n, rt, same = words[1], int(words[2]), float(words[3]), words[4] == "same"
+        vals = [float(x) for x in words[5:]]
         cells = [f"{vals[3 * v]:5.0f} [{vals[3 * v + 1]:4.0f}-{vals[3 * v + 2]:4.0f}]" for v in range(len(NAMES))]
         print(f"{kind:<10} {format_size(n):>7} " + " ".join(cells)
-              + f" {vals[0] - vals[3]:14.0f}  {placement_of(rt)} ({rt:.0f} ns)")
+              + f" {vals[0] - vals[3]:14.0f}  {placement_of(rt)} ({rt:.0f} ns)" + ("" if same else "  RESULTS DIFFER"))
     return 0
 
 
