@@ -53,8 +53,8 @@ more than one of 0 B here, almost all of it these waits and the misses after the
 per-call overhead as CPU time. `predict_local` then
 runs the DES (`cxl_pool`, `cxl_pool_zero_copy`) for every allgather measurement, which
 are all held out (`measure_allgather`: the emulator's bench harness, interleaved A B A B,
-medians, a batch whose flag round trip before or after it exceeds STABLE x the best seen
-is flagged and repeated, not used).
+medians; each bench run judged by its own probes, as the collectives' blocks are, `states`:
+a job whose round trips before and after it are not fast is repeated and its primitives not used).
 
 **The allreduce threshold** (`allreduce_threshold`): the emulator's small and large pool
 allreduce, timed one after the other per size at np 2; the smallest size from which the
@@ -95,7 +95,7 @@ local-host model fitted at np 2 projects to P ranks by the pool protocol's own s
 **Layout.** `profile` (the JSON format), `allreduce_threshold` (the measured threshold), `project` (a profile as a scenario's preset),
 `osu_fit` (the `--from-osu` LogGP fit), `network_model` (a network profile's projection),
 `collective_measure` and `collectives` (the other pool collectives: primitives, measurement,
-prediction), `local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
+prediction), `states` (a stretch of measurement judged fast, slow placement or disturbed), `local_model` (`LocalModel` and its CXLPoolPreset), `des` (the model in the DES: ping-pong,
 path solve, predictions), `fit` (`fit_local` and its least-squares lines), `measure` (this
 machine's primitives and held-out allgather jobs), `validation` (errors, summaries, plot),
 `pipeline` (`calibrate_local`, end to end) and `cli` (the `cxlsim calibrate` command). This
