@@ -232,6 +232,24 @@ def test_a_bad_cpu_map_is_refused_naming_the_flag(tmp_path, write_trace, argv, m
              "--output", str(tmp_path / "out"), *argv])
 
 
+def test_slices_late_in_a_long_run_end_although_the_clock_rounds_cpu_times(tmp_path, write_trace):
+    """After 1000 s (a clock of 1e12 ns, whose floats step by about 1e-4 ns), three ranks share one CPU for 30
+    rounds of 1/3 ms of compute and a barrier: the rest of a slice can come out below the clock's step, which
+    once looped for ever (a piece that does not move the clock); the replay ends, with every rank's compute
+    done on the one CPU (at least 1000 s + 3 x 30 x 1/3 ms)."""
+    import threading
+
+    trace = trace_of(write_trace, tmp_path, [["sleep 1000", *[f"compute {333_333 + 77 * r}", "barrier"] * 30]
+                                             for r in range(3)])
+    got = []
+    worker = threading.Thread(target=lambda: got.append(replay(trace, CPUSharing(1, 998_123.7, 355.31e3,
+                                                                                  1052.16e3))), daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the replay did not end within 120 s"
+    assert got[0].total_ns >= 1e12 + 3 * 30 * 333_333
+
+
 @pytest.mark.parametrize("flag, field", [("--mpi-yield", "mpi_yield_ns"), ("--pool-yield", "pool_yield_ns")])
 def test_a_yield_interval_of_zero_is_refused(flag, field):
     figures = {"cpus": 1, "slice_ns": 2 * MS, "mpi_yield_ns": 1e3, "pool_yield_ns": 1e3, field: 0.0}

@@ -45,7 +45,11 @@ NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is w
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
         "messages polls once, for the whole call; the ranks keep their CPUs")
 
-_EPS = 1e-9  # ns: comparisons of CPU times built from sums
+def _slack(now: float, ns: float) -> float:
+    """How far apart two CPU times (ns) near `ns` may be and still count as equal at clock `now` (ns): they are
+    sums of clock differences, which carry the rounding of floats of the clock's size (a piece shorter than
+    this would not move the clock)."""
+    return 1e-6 + 1e-12 * max(abs(now), abs(ns))
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ class SharedCPUs:
         left = ns
         while left > 0:
             self._sync(c)
-            if self.v[r] >= self.deadline[r] - _EPS:
+            if self.v[r] >= self.deadline[r] - _slack(self.env.now, self.deadline[r]):
                 self.deadline[r] = self.v[r] + self.sharing.slice_ns
                 picked = self._pick(c)
                 if picked != r:
@@ -202,7 +206,8 @@ class SharedCPUs:
         return sum(self.v[x] for x in queue) / len(queue)
 
     def _eligible(self, c: int, r: int) -> bool:
-        return self.v[r] <= self._mean(c) + _EPS
+        mean = self._mean(c)
+        return self.v[r] <= mean + _slack(self.env.now, mean)
 
     def _pick(self, c: int):
         """EEVDF's choice among the CPU's runnable ranks (CPU times up to date): the eligible rank of earliest
@@ -211,7 +216,7 @@ class SharedCPUs:
         if not queue:
             return None
         mean = self._mean(c)
-        eligible = [x for x in queue if self.v[x] <= mean + _EPS]
+        eligible = [x for x in queue if self.v[x] <= mean + _slack(self.env.now, mean)]
         return min(eligible, key=lambda x: (self.deadline[x], x == self.holder[c], x))
 
     def _next(self, c: int, r) -> None:
@@ -260,7 +265,7 @@ class SharedCPUs:
             return
         r = self.holder[c]
         self._sync(c)
-        if self.v[r] >= self.deadline[r] - _EPS:  # its slice ran out while it polled
+        if self.v[r] >= self.deadline[r] - _slack(self.env.now, self.deadline[r]):  # its slice ran out while it polled
             self.deadline[r] = self.v[r] + self.sharing.slice_ns
         elif self._eligible(c, r):  # sched_yield: the rest of the slice is forfeited
             self.v[r] = self.deadline[r]
