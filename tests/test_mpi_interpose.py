@@ -594,21 +594,6 @@ def test_line_flag_allreduce_gives_the_slot_paths_bits_at_the_area_edges():
     assert "RESULTS DIFFER" not in done.stdout, done.stdout
 
 
-@pytest.mark.slow  # it compiles the library's sources into the program (-O3): most of its time
-def test_call_overhead_benchmark_gives_mpichs_bits_through_wrapper_and_kernel():
-    """benchmarks/mpi_call_overhead.py (the library's sources linked into one np-2 MPI program) runs every
-    variant and finds the wrapper's, the kernels' and MPICH's results bitwise equal: the line-flag and
-    slot allreduce paths (an odd count among them) and the allgather."""
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "mpi_call_overhead.py"), "--batches", "1",
-                           "--iterations", "20", "--sizes", "4B,60B,1KiB,4100B"], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr
-    rows = [line.split()[:3] for line in done.stdout.splitlines() if line.startswith(("allreduce ", "allgather "))]
-    assert rows == [[kind, *size.split()] for kind in ("allreduce", "allgather")
-                    for size in ("4 B", "60 B", "1 KiB", "4100 B")], done.stdout
-    assert "RESULTS DIFFER" not in done.stdout, done.stdout
-
-
 def test_benchmark_placement_rule():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
