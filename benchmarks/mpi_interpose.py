@@ -19,8 +19,10 @@ the flag round trip the library's pool set-up probed (it picks the copy-in store
 which tells this machine's fast host placement (< 200 ns) from its slow one (200 ns-2 us); a
 probe above 2 us (the best of 3 x 100 round trips, in each of the library's up to 5 tries: the
 ranks were descheduled through all of them; the library then keeps plain copy-ins) marks a
-disturbed round, tabled apart and not counted as either placement; a job whose placement
-changed during the run is not detected.
+disturbed round, tabled apart and not counted as either placement. Before and after each size the
+program times a flag round trip of its own (the probe's rule, on an MPI shared-memory window): in
+the fast and slow tables a round counts for a row only where both show the round's placement (the
+host moves the ranks within a job on a loaded machine); the `rounds` column says how many did.
 Targets (issue 15): pool >= 2x MPI up to 4 KiB, >= 1x at every size.
 With --python-harness it also runs `cxlsim bench allgather` (the Python harness's pool) in
 each mode and prints its per-call time beside the C loop's.
@@ -44,6 +46,7 @@ from cxlsim.units import format_size, parse_sizes
 
 PROGRAM = r"""
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +55,38 @@ typedef int (*gather_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datat
 typedef int (*reduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 
 static int rank, size;
+
+/* A flag round trip (ns) on an MPI shared-memory window, as the library's set-up probe times one on
+ * its pool (the best of 3 x 100 after 50): before and after each size, so a row the host measured
+ * in another placement than the job's probe (the host moves the ranks) is known. On rank 0. */
+static volatile uint64_t *ping_flags; /* rank r's flag at ping_flags[16 * r]: a line each */
+static uint64_t ping_count;
+static double roundtrips(int n)
+{
+    PMPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < n; i++) {
+        uint64_t k = ++ping_count;
+        if (rank == 0) {
+            __atomic_store_n(&ping_flags[0], k, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&ping_flags[16], __ATOMIC_ACQUIRE) < k) __builtin_ia32_pause();
+        } else {
+            while (__atomic_load_n(&ping_flags[0], __ATOMIC_ACQUIRE) < k) __builtin_ia32_pause();
+            __atomic_store_n(&ping_flags[16], k, __ATOMIC_RELEASE);
+        }
+    }
+    return (MPI_Wtime() - t0) / n * 1e9;
+}
+static double probe_roundtrip(void)
+{
+    roundtrips(50);
+    double best = roundtrips(100);
+    for (int i = 0; i < 2; i++) {
+        double t = roundtrips(100);
+        if (t < best) best = t;
+    }
+    return best;
+}
 
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
@@ -102,6 +137,14 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Win win;
+    void *mine;
+    MPI_Aint bytes_at;
+    int unit;
+    MPI_Win_allocate_shared(rank == 0 ? 256 : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mine, &win);
+    MPI_Win_shared_query(win, 0, &bytes_at, &unit, (void *)&ping_flags);
+    if (rank == 0) memset((void *)ping_flags, 0, 256);
+    PMPI_Barrier(MPI_COMM_WORLD);
     long max = atol(argv[1]);
     int small_iters = atoi(argv[2]), large_iters = atoi(argv[3]), failures = 0;
     char *s = malloc(max * size), *r = malloc(max * size), *w = malloc(max * size);
@@ -115,6 +158,7 @@ int main(int argc, char **argv)
     for (int arg = 4; arg < argc; arg++) {
         long n = atol(argv[arg]);
         int iters = n <= 8192 ? small_iters : large_iters, warm = n <= 8192 ? small_iters / 5 : 2;
+        double before = probe_roundtrip(), after;
         for (int kind = 0; kind < 2; kind++) {
             if (kind == 1 && n < 4) continue;
             for (long i = 0; i < n * size; i++) s[i] = (char)(kind ? 0 : (rank * 31 + i) & 0x7f);
@@ -126,13 +170,16 @@ int main(int argc, char **argv)
             else { tm = osu_loop(kind, mpi, s, w, n, iters, warm, &mm); tp = osu_loop(kind, pool, s, r, n, iters, warm, &mp); }
             long bytes = kind ? (n / 4) * 4 : n * size;
             if (memcmp(r, w, bytes)) failures++;
-            if (rank == 0) printf("RESULT %s %ld %.4f %.4f %.4f %.4f\n", kind ? "allreduce" : "allgather", n, tp * 1e6,
-                                  tm * 1e6, mp * 1e6, mm * 1e6);
+            after = probe_roundtrip();
+            if (rank == 0) printf("RESULT %s %ld %.4f %.4f %.4f %.4f %.0f %.0f\n", kind ? "allreduce" : "allgather", n,
+                                  tp * 1e6, tm * 1e6, mp * 1e6, mm * 1e6, before, after);
+            before = after;
         }
     }
     int all;
     PMPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0 && all) printf("VALIDATION FAILED %d\n", all);
+    MPI_Win_free(&win);
     MPI_Finalize();
     return all ? 1 : 0;
 }
@@ -152,9 +199,11 @@ def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, lar
     probe = re.search(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip (\S+) ns", done.stderr)
     out = {"barrier_ns": float(re.search(r"BARRIER (\S+)", done.stdout).group(1)), "rows": {},
            "clock_ns": float(re.search(r"CLOCK (\S+)", done.stdout).group(1)),
-           "roundtrip_ns": float(probe.group(1)) if probe else None}
-    for kind, n, tp, tm, mp, mm in re.findall(r"RESULT (\w+) (\d+) (\S+) (\S+) (\S+) (\S+)", done.stdout):
+           "roundtrip_ns": float(probe.group(1)) if probe else None, "row_placements": {}}
+    for kind, n, tp, tm, mp, mm, before, after in re.findall(r"RESULT (\w+) (\d+) (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)",
+                                                            done.stdout):
         out["rows"][(kind, int(n))] = (float(tp), float(tm), float(mp), float(mm))
+        out["row_placements"][(kind, int(n))] = (placement_of(float(before)), placement_of(float(after)))
     return out
 
 
@@ -220,7 +269,7 @@ def main() -> int:
         title = ("disturbed rounds (probe above 2 us: no placement; the ranks lost their CPUs)"
                  if placement == "disturbed" else f"{placement} placement")
         print(f"\n## {title}: {len(rounds)} of {args.rounds} rounds")
-        print_table({m: [jobs[m][i] for i in rounds] for m in modes}, modes, sizes, harness)
+        print_table({m: [jobs[m][i] for i in rounds] for m in modes}, modes, sizes, harness, placement)
     return 0
 
 
@@ -236,12 +285,14 @@ def placement_of(roundtrip_ns: float | None) -> str:
     return "slow" if roundtrip_ns < DISTURBED_ROUNDTRIP_NS else "disturbed"
 
 
-def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict) -> None:
+def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict, placement: str) -> None:
     """One row per collective and size: per mode the median over rounds of the pool and MPI times (OSU's mean
-    per call), their ratio and the target; then the same of the per-call medians (less moved by load)."""
+    per call), their ratio and the target; then the same of the per-call medians (less moved by load). In the
+    fast and slow tables a round counts for a row only if the flag round trips before and after the row show
+    the table's placement (`rounds`: those counted of the table's); a row no round kept is "not observed"."""
     print(f"{'collective':<10} {'size':>8} " + " ".join(
         f"{m + ' pool us':>13} {m + ' MPI us':>12} {m + ' ratio':>9} {m + ' target':>10} {'per-call: pool':>14} "
-        f"{'MPI':>6} {'ratio':>6}" for m in modes)
+        f"{'MPI':>6} {'ratio':>6} {'rounds':>6}" for m in modes)
         + ("  " + " ".join(f"{m + ' py pool us':>14}" for m in modes) if harness else ""))
     for kind in ("allgather", "allreduce"):
         for n in sizes:
@@ -249,14 +300,21 @@ def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict) -> No
                 continue
             cells = []
             for mode in modes:
-                pool = statistics.median(j["rows"][(kind, n)][0] for j in jobs[mode])
-                mpi = statistics.median(j["rows"][(kind, n)][1] for j in jobs[mode])
+                kept = [j for j in jobs[mode] if placement not in ("fast", "slow")
+                        or j["row_placements"][(kind, n)] == (placement, placement)]
+                counted = f"{len(kept)}/{len(jobs[mode])}"
+                if not kept:
+                    cells.append(f"{'not observed (the host moved the ranks)':>86} {counted:>6}")
+                    continue
+                pool = statistics.median(j["rows"][(kind, n)][0] for j in kept)
+                mpi = statistics.median(j["rows"][(kind, n)][1] for j in kept)
                 ratio = mpi / pool if pool > 0 else float("inf")
                 need = 2.0 if n <= 4096 else 1.0
-                pool_call = statistics.median(j["rows"][(kind, n)][2] for j in jobs[mode])
-                mpi_call = statistics.median(j["rows"][(kind, n)][3] for j in jobs[mode])
+                pool_call = statistics.median(j["rows"][(kind, n)][2] for j in kept)
+                mpi_call = statistics.median(j["rows"][(kind, n)][3] for j in kept)
                 cells.append(f"{pool:13.2f} {mpi:12.2f} {ratio:9.2f} {'met' if ratio >= need else 'MISS':>10} "
-                             f"{pool_call:14.2f} {mpi_call:6.2f} {mpi_call / pool_call if pool_call > 0 else float('inf'):6.2f}")
+                             f"{pool_call:14.2f} {mpi_call:6.2f} "
+                             f"{mpi_call / pool_call if pool_call > 0 else float('inf'):6.2f} {counted:>6}")
             extra = ""
             if harness and kind == "allgather":
                 extra = "  " + " ".join(f"{harness[m].get(n, float('nan')):14.2f}" for m in modes)
