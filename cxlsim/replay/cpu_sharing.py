@@ -25,8 +25,9 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py: the slice from two busy
 loops on one CPU, each yield interval from two ranks on one CPU); that a yield forfeits the slice is
-measured there too (a polling process that yields every 2-200 us beside a busy one gets 0-4% of their
-CPU). What the model leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between
+measured there too (a polling process that yields every 2-200 us beside a busy one on its CPU got at most
+0.7-7.8% of it, where a yield that only moved the deadline would leave it near half). A priced pool
+collective waits for every rank at each of its kernel's waits (cxlsim.replay.engine, PricedPlan.syncs). What the model leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between
 MPI calls, so a gap in which the rank was preempted while tracing already holds that time; message
 overheads stay on the rank's own timeline (they are not counted as CPU time); the steps inside a
 collective that runs as network messages are not descheduled (the rank polls once, for the whole call);
@@ -44,6 +45,7 @@ __all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
 NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
         "messages polls once, for the whole call; the ranks keep their CPUs")
+
 
 def _slack(now: float, ns: float) -> float:
     """How far apart two CPU times (ns) near `ns` may be and still count as equal at clock `now` (ns): they are
