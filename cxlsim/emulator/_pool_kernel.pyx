@@ -59,9 +59,16 @@ cdef class ZeroCopyResult:
     cdef PoolKernel kernel  # the owner when it is a Cython kernel: its epoch is read without a lookup
     cdef uint64_t result_epoch
     cdef object view
-    cdef object row_views  # the rows tuple, or None: the view's rows (built when first asked for)
+    cdef object row_views  # the rows tuple, or None: built when first asked for
+    # Where the own row comes from while row_views is None: items own_start..+own_count of own_send
+    # (None: the view's own row), for row own_rank; row_cache (the kernel's) keeps the tuple built.
+    cdef object own_send
+    cdef Py_ssize_t own_start, own_count
+    cdef int own_rank
+    cdef ViewCache row_cache
+    cdef bint row_odd
     # An alltoall whose own block the kernel left out of the pool: `array` first copies it there.
-    cdef object own_src  # the own block's view of the send buffer, or None
+    cdef bint own_unstored
     cdef uint64_t own_offset  # its byte offset in the pool mapping
 
     def __init__(self, owner, uint64_t epoch, view, rows=None):
@@ -78,9 +85,9 @@ cdef class ZeroCopyResult:
     @property
     def array(self):
         self.check_fresh()
-        if self.own_src is not None:
-            self.kernel.store_own_block(self.own_src, self.own_offset)
-            self.own_src = None
+        if self.own_unstored:
+            self.kernel.store_own_block(self.rows[self.own_rank], self.own_offset)
+            self.own_unstored = False
         return self.view
 
     @property
@@ -88,7 +95,11 @@ cdef class ZeroCopyResult:
         """The blocks as a tuple of read-only 1-D arrays, row r = rank r's (this rank's: its send buffer)."""
         self.check_fresh()
         if self.row_views is None:
-            self.row_views = (self.view,) if self.view.ndim == 1 else tuple(self.view)
+            if self.row_cache is not None:
+                self.row_views = self.row_cache.rows_for(self.row_odd, self.view, self.own_rank, self.own_send,
+                                                         self.own_start, self.own_count)
+            else:
+                self.row_views = (self.view,) if self.view.ndim == 1 else tuple(self.view)
         return self.row_views
 
     @property
@@ -116,6 +127,19 @@ cdef inline ZeroCopyResult _zero_copy_result(PoolKernel kernel, uint64_t epoch, 
     result.view = view
     result.row_views = rows
     return result
+
+
+cdef inline void _own_row_from(ZeroCopyResult result, ViewCache cache, bint odd, int rank, object sendbuf,
+                               Py_ssize_t start, Py_ssize_t count):
+    """Give `result` its rows with row `rank` from items start..start+count of `sendbuf`: the cache's tuple
+    if it was built for sendbuf, else built when `rows` is first asked for (a caller that reads `array`
+    only, or passes a new buffer each call, pays nothing for them)."""
+    if (cache.rows_src1 if odd else cache.rows_src0) is sendbuf:
+        result.row_views = cache.rows1 if odd else cache.rows0
+        result.own_rank = rank
+        return
+    result.own_send, result.own_start, result.own_count, result.own_rank = sendbuf, start, count, rank
+    result.row_cache, result.row_odd = cache, odd
 
 
 def own_block(sendbuf, Py_ssize_t start, Py_ssize_t count):
@@ -498,6 +522,7 @@ cdef class PoolKernel:
         cdef int missing
         cdef uint64_t n
         cdef Py_ssize_t count
+        cdef ZeroCopyResult result
         self.check_open()
         self.check_idle()
         if type(sendbuf) is ndarray:
@@ -515,9 +540,9 @@ cdef class PoolKernel:
             PyBuffer_Release(&s)
         if missing:
             self.raise_timeout()
-        view = self._view_of(self.vc_allgather, VIEW_ALLGATHER, count, dtype, 0)
-        return _zero_copy_result(self, self.coll.epoch, view, self.vc_allgather.rows_for(
-            self.coll.round & 1, view, self.coll.pool.rank, sendbuf, 0, count))
+        result = _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_allgather, VIEW_ALLGATHER, count, dtype, 0))
+        _own_row_from(result, self.vc_allgather, self.coll.round & 1, self.coll.pool.rank, sendbuf, 0, count)
+        return result
 
     def broadcast_view(self, count, dtype=np.uint8, int root=0, sendbuf=None):
         """Zero-copy broadcast of `count` items of `dtype` (at most one slot) from `root`: on the root,
@@ -609,12 +634,11 @@ cdef class PoolKernel:
         if status:
             self._status(status, "alltoall_view")
         count = total // <Py_ssize_t>P
-        view = self._view_of(self.vc_alltoall, VIEW_ALLTOALL, count, dtype, 0)
-        result = _zero_copy_result(self, self.coll.epoch, view, self.vc_alltoall.rows_for(
-            self.coll.round & 1, view, me, sendbuf, me * count, count))
+        result = _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_alltoall, VIEW_ALLTOALL, count, dtype, 0))
+        _own_row_from(result, self.vc_alltoall, self.coll.round & 1, me, sendbuf, me * count, count)
         mine = cxl_slot(&self.coll.pool, self.coll.round, me)
         if n and src != mine and cxl_coll_view_skips_own(&self.coll):  # the own block is not in the pool
-            result.own_src = result.row_views[me]
+            result.own_unstored = True
             result.own_offset = <uint64_t>(mine - self.coll.pool.base) + <uint64_t>me * n
         return result
 
