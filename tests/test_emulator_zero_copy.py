@@ -259,3 +259,22 @@ def test_zero_copy_rows_hold_every_block_with_the_own_one_from_the_send_buffer(k
         # the Cython kernel leaves the own block out of the pool (cxl_coll_view_skips_own) until `array`
         # is read; the twin, which follows the logged schedule, stores the whole row
         assert stored == ([True, False, False, False] * 3 if kernel == "cython" else [True] * 12)
+
+
+def _large_broadcast_views(comm, calls, seed):
+    """Zero-copy broadcasts from 32 KiB (the root's copy-in streams: cxl_coll_broadcast_view_streams), roots
+    rotating, readers reading late at random: per call, whether every rank read the root's data."""
+    rng, ok = random.Random(seed * 10 + comm.rank), []
+    for call in range(calls):
+        count, root = (4096, 8192, 32768 // 8 + 5, 65536 // 8)[call % 4], call % comm.size
+        want = block(root, call, count)
+        result = comm.broadcast_view(count, np.int64, root, want if comm.rank == root else None)
+        time.sleep(rng.random() * 0.001)
+        ok.append(np.array_equal(result.array, want) and np.array_equal(result.rows[0], want))
+    return ok
+
+
+@pytest.mark.parametrize("kernel", ["cython", "reference"])
+def test_large_zero_copy_broadcasts_whose_root_streams_deliver_every_call(kernel):
+    out = run_local(3, _large_broadcast_views, (24, 5), slot_bytes=65536, kernel=kernel, timeout_s=60)
+    assert out == [[True] * 24] * 3
