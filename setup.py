@@ -50,7 +50,7 @@ setup(
     ],
     package_data={
         "cxlsim": ["py.typed", "data/*.yaml", "data/*.txt", "data/osu/*.txt"],
-        "cxlsim.emulator": ["*.pyx", "*.pxd", "*.h", "*.pyi"],
+        "cxlsim.emulator": ["*.pyx", "*.pxd", "*.pxi", "*.h", "*.pyi"],
         "cxlsim.emulator.training": ["*.pyx"],
         "cxlsim.mpi": ["*.c", "*.h"],
         "cxlsim.models.training": ["*.yaml"],
