@@ -32,12 +32,14 @@ _Static_assert(CXL_POOL_INLINE_AREA_BYTES == 2 * CXL_COLL_LINES_PER_HALF * CXL_L
  * NT_SLOW_MIN_BYTES use non-temporal stores; below it plain ones. Measured in the slow placement
  * (benchmarks/allreduce_split.py, per-call medians, loaded machine): non-temporal copy-ins make
  * the 2 KiB allgather 1.66x and the 2 KiB allreduce 1.34x faster (the reader takes the lines from
- * memory instead of from the other core's cache); the 1 KiB allreduce 1.09-1.17x faster in each
- * of five runs (slot-nt against slot: 561-611 against 651-701 ns; load 9-11), the 1 KiB allgather
- * within the noise (0.91-1.13x, four runs); slower at 512 and 768 B. (comm.py's
- * NT_SLOW_MIN_BYTES, the emulator's, is 2 KiB.) */
+ * memory instead of from the other core's cache), slower at 512 and 768 B. At 1 KiB the forked
+ * kernels in allreduce_split.py were 1.09-1.17x faster with them (five runs, load 9-11), but
+ * through the library (mpi_interpose.py, slow rounds, load 2-3, per-call medians) the 1 KiB
+ * allreduce was 0.65-0.71 us with a 1 KiB threshold against 0.56-0.63 with this one (the 1 KiB
+ * allgather 0.56-0.60 against 0.64-0.69): the allreduce is the target's closer row, so 2 KiB
+ * stays. comm.py's NT_SLOW_MIN_BYTES is the same. */
 #define SLOW_ROUNDTRIP_NS 200.0
-#define NT_SLOW_MIN_BYTES 1024u
+#define NT_SLOW_MIN_BYTES 2048u
 /* Allreduce inputs up to this many bytes take the line-flag path (cxl_coll_reduce.h): 2 of the
  * area's 10 lines per half in the fast placement (and when not probed), 3 in the slow one.
  * Measured at np 2 against the slot path (benchmarks/allreduce_split.py, per-call medians, loaded
