@@ -24,10 +24,11 @@ import statistics
 import numpy as np
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
 from cxlsim.errors import InputError
 
 DEFAULT_SIZES = tuple(4096 << k for k in range(9))  # 4 KiB .. 1 MiB
-FAST_ROUNDTRIP_NS = 200.0  # calibration_error.py's placement threshold
+FAST_ROUNDTRIP_NS = SLOW_ROUNDTRIP_NS  # below: the fast placement
 TAKING_TURNS_NS = 10000.0  # a flag round trip this long: the ranks were sharing one CPU
 NEVER = 1 << 62  # the 'always small' large_bytes
 

@@ -18,7 +18,7 @@ import json
 
 from cxlsim.coherence import Coherence
 from cxlsim.config import read_text
-from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
+from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS
 from cxlsim.errors import InputError
 from cxlsim.results import atomic_write, make_rng, provenance
 
@@ -35,9 +35,6 @@ MODEL_KEYS = {
 PLACEMENT_KEY = "placement"
 """A local-host profile's {'class': 'fast' | 'slow' | 'disturbed', 'roundtrip_ns': the hw flag round trip
 (`model.roundtrip_ns['hw']`, ns), 'fast_up_to_ns', 'disturbed_above_ns'}: the rule's thresholds."""
-DISTURBED_ROUNDTRIP_NS = 2000.0
-"""hw flag round trip (ns) above which a probe lost a CPU: no placement (= cxlsim.emulator.comm's and pools.c's;
-tests/test_calibrate_placement.py checks that they agree)."""
 PLACEMENTS = ("fast", "slow", "disturbed")
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 import math
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
 
 STABLE = 1.5  # a flush round trip above this x the best seen: the slow placement (and the rule of `measure.steady`)
 BUSY = 0.9  # a stretch during which a rank had less of its CPU than this was disturbed by other jobs
-FAST_ROUNDTRIP_NS = 200.0  # hw flag round trip below this: this machine's fast host placement
+FAST_ROUNDTRIP_NS = SLOW_ROUNDTRIP_NS  # hw flag round trip below this: this machine's fast host placement
 DISTURBED_HW_NS, DISTURBED = 1000.0, 4.0
 """A hw flag round trip above DISTURBED_HW_NS (twice the slow placement's 440-500 ns), or a flush one above
 DISTURBED x the best flush one seen: a rank was off its CPU for part of the probe (the ranks took turns:

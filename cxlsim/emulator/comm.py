@@ -49,9 +49,9 @@ WRITEBACK_OPS = {"clflushopt": _kernels.OP_CLFLUSHOPT, "clwb": _kernels.OP_CLWB,
 
 ALLREDUCE_LARGE_BYTES = _pool_kernel.ALLREDUCE_LARGE_BYTES  # measured if CXLSIM_PROFILE names a profile (tuning.py)
 ALLREDUCE_LARGE_SOURCE = _pool_kernel.ALLREDUCE_LARGE_SOURCE
-SLOW_ROUNDTRIP_NS = 200.0  # hw flag round trip above which the host is disturbed or in its slow placement (host.py)
+SLOW_ROUNDTRIP_NS = 200.0  # = host.py's (host imports the launcher, which imports this module: no import here)
 NT_SLOW_MIN_BYTES = 2048  # non-temporal copy-ins from this size in the slow placement (choose_copy_in; = pools.c)
-DISTURBED_ROUNDTRIP_NS = 2000.0  # a probe above this lost a CPU during every round trip: no placement (= pools.c)
+DISTURBED_ROUNDTRIP_NS = 2000.0  # = host.py's and pools.c's: a probe above this lost a CPU, no placement
 PROBE_TRIES = 5  # probes tried before a disturbed host keeps plain copy-ins (= pools.c)
 SPIN_ITERS = 4096
 OVERSUBSCRIBED_SPIN_ITERS = 8

@@ -29,6 +29,7 @@ import tempfile
 from cxlsim.coherence import Coherence
 
 SLOW_ROUNDTRIP_NS = 200.0  # hw flag round trip above which the host is disturbed or in its slow placement
+DISTURBED_ROUNDTRIP_NS = 2000.0  # a probe above this lost a CPU during its round trips: no placement (= pools.c)
 LOCK_PREFIX = "cxlsim-bench-"
 PROBE_WARMUP, PROBE_CALLS = 50, 100  # round trips: ~10 us on a quiet host, ~0.2 s when ranks take turns
 

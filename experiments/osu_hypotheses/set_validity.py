@@ -33,8 +33,9 @@ from __future__ import annotations
 import csv
 import os
 
-FAST_ROUNDTRIP_NS = 200.0  # below: the fast placement (the project's threshold, cxlsim.emulator.host.SLOW_ROUNDTRIP_NS)
-DISTURBED_ROUNDTRIP_NS = 2000.0  # from here a probe's ranks took turns on a CPU (= cxlsim.emulator.comm's)
+from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS
+
+FAST_ROUNDTRIP_NS = SLOW_ROUNDTRIP_NS  # below: the fast placement (the project's threshold)
 MIN_UNDISTURBED = 0.5  # rule 3: the fraction of the non-anchor sizes that must be undisturbed
 MIN_ROUNDS = 2  # rule 4
 AGREE = 0.10  # = run_hypotheses.AGREE: two figures of one row agree within this fraction
