@@ -48,7 +48,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
-from cxlsim.replay.rank_cpus import RankCPUs
+from cxlsim.replay.rank_cpus import run_seeing_cpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HALO = os.path.join(HERE, "..", "tests", "data", "traces", "src", "halo_timed.c")
@@ -236,18 +236,14 @@ def run(cmd: list, pin: str | None = None, library: bool = False) -> str:
     if pin is not None:
         cmd = ["taskset", "-c", pin, *cmd]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    with RankCPUs(proc.pid) as seen:
-        try:
-            stdout, stderr = proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise SystemExit(f"{' '.join(cmd)}: over 600 s; stopped") from None
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{stdout}\n{stderr}")
+    try:
+        done, seen = run_seeing_cpus(cmd, env)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{' '.join(cmd)}: over 600 s; stopped") from None
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     MAPS.append(seen.cpu_map(len(seen.seen)) if seen.seen else None)
-    return stdout
+    return done.stdout
 
 
 def seen_map(runs: int, ranks: int):

@@ -61,7 +61,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
-from cxlsim.replay.rank_cpus import RankCPUs
+from cxlsim.replay.rank_cpus import run_seeing_cpus
 from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -197,15 +197,10 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", find_mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    with RankCPUs(proc.pid) as cpus:
-        try:
-            stdout, stderr = proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise SystemExit(f"{app} np={np_}: the run took over 600 s; stopped") from None
-    done = subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    try:
+        done, cpus = run_seeing_cpus(cmd, env)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{app} np={np_}: the run took over 600 s; stopped") from None
     if done.returncode != 0:
         raise SystemExit(f"{app} np={np_}: the run failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     stats = directory.rstrip("/") + ".stats.txt"

@@ -11,7 +11,7 @@ from cxlsim.errors import InputError
 from cxlsim.replay import cli, engine, fabrics, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
 from cxlsim.replay.pool_profile import read_library_stats
-from cxlsim.replay.rank_cpus import RankCPUs
+from cxlsim.replay.rank_cpus import RankCPUs, run_seeing_cpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOCAL = os.path.join(HERE, "data", "local_host_profile_np2.json")
@@ -293,3 +293,15 @@ def test_the_cpus_each_rank_of_a_run_is_on_are_seen():
     finally:
         outsider.wait(timeout=60)
     assert seen.cpu_map(2) == (1, 0) and 5 not in seen.seen
+
+
+def test_run_seeing_cpus_returns_the_output_and_stops_a_run_past_its_timeout():
+    import subprocess
+    import sys
+    import time
+    done, seen = run_seeing_cpus([sys.executable, "-c", "print('out')"])
+    assert (done.returncode, done.stdout) == (0, "out\n") and seen.seen == {}
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_seeing_cpus([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.3)
+    assert time.monotonic() - start < 10

@@ -8,9 +8,24 @@ launcher names its ranks so). Linux only (/proc).
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 
-__all__ = ["RankCPUs"]
+__all__ = ["RankCPUs", "run_seeing_cpus"]
+
+
+def run_seeing_cpus(cmd: list, env: dict | None = None, timeout_s: float = 600.0):
+    """Run `cmd` to its end while sampling its ranks' CPUs: (its CompletedProcess with text stdout and
+    stderr, the RankCPUs). subprocess.TimeoutExpired after `timeout_s` (s), the process killed."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with RankCPUs(proc.pid) as seen:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seen
 
 
 class RankCPUs:
