@@ -55,6 +55,15 @@ def _verdict(ok: bool, measured: bool = True) -> str:
     return "ok" if ok else "MISS"
 
 
+def collective_line(key: str, s: dict) -> str:
+    """One collective and mode's target line (`summarize_collectives`'s `s`); with no held-out size, no error
+    figure (the left-out points' error says nothing of the model)."""
+    if not s["measured"]:
+        return f"    {key:<22} no error: {summary_line(s)}: {_verdict(False, False)}"
+    return (f"    {key:<22} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
+            f"at {s['worst_size']} B (<= 25%); {summary_line(s)}: {_verdict(s['met'])}")
+
+
 def _loadavg() -> str:
     try:
         with open("/proc/loadavg") as f:
@@ -157,8 +166,7 @@ def main() -> int:
               f"{coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns; {jobs_line(coll['jobs'])}):")
         for key, s in summarize_collectives(coll["rows"]).items():
             ok_all &= s["met"]
-            print(f"    {key:<22} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
-                  f"at {s['worst_size']} B (<= 25%); {summary_line(s)}: {_verdict(s['met'], s['measured'])}")
+            print(collective_line(key, s))
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))
     osu = cal.from_osu(files, nodes=2)
     print(cal.report_from_osu(osu), end="")

@@ -177,8 +177,8 @@ def main() -> int:
     print(f"# libcxlsim_mpi's wrapper against its kernel, np=2, hw, one MPI job: ns per call, the median [min-max] "
           f"over {args.batches} batches of each batch's per-call median ({args.iterations} calls, each timed with "
           f"rdtsc); load average {load_before} before, {load_after} after (the machine may be shared). The world "
-          f"pool's probe chose allreduce inputs up to {inline} B in the inline area and non-temporal copy-ins from "
-          f"{nt} B (0: never).")
+          f"pool's probe chose allreduce inputs up to {inline} B in the inline area and "
+          + (f"non-temporal copy-ins from {nt} B." if nt else "plain copy-ins at every size."))
     print(f"{'collective':<10} {'size':>7} " + " ".join(f"{n:>16}" for n in NAMES)
           + f" {'wrapper-kernel':>14}  placement (flag round trip)")
     for line in done.stdout.splitlines():

@@ -3,6 +3,7 @@
 The prediction tests use synthetic primitives (a fixture profile's model with hand-set fold and per-call
 curves) and compare with hand-computed values; one test measures, for the plumbing only."""
 import dataclasses
+import os
 import math
 
 import numpy as np
@@ -355,3 +356,17 @@ def test_collective_flush_line_makes_the_des_maintenance_the_patterns():
         assert got == pytest.approx(4 * s, rel=0.05 if collective == "broadcast" else 0.01), collective
     assert collective_flush_line_ns(m, "hw", "broadcast", s, NEVER, 1.0) is None  # hw: no maintenance
     assert collective_flush_line_ns(model(), "flush", "broadcast", s, NEVER, 1.0) is None  # not measured
+
+
+def test_the_benchmark_prints_no_error_for_a_collective_without_a_held_out_size():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("calibration_error", os.path.join(
+        os.path.dirname(__file__), "..", "benchmarks", "calibration_error.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    row = dict(collective="broadcast", coherence="hw", size_bytes=64, error=0.6, placement="fast")
+    left_out = summarize_collectives([dict(row, held_out=False)])["broadcast hw"]
+    line = bench.collective_line("broadcast hw", left_out)
+    assert "UNMEASURED" in line and "%" not in line.replace("0 of 1", "")
+    kept = bench.collective_line("broadcast hw", summarize_collectives([row])["broadcast hw"])
+    assert "60.0%" in kept and "MISS" in kept
