@@ -30,10 +30,11 @@ import subprocess
 import sys
 
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
 
 POOL_PARTS = ("sync", "in", "in+own", "in+peer", "copy")
 COPY_INS = {"plain": 0, "nt": 4096}  # the copy-in's stores: plain, or non-temporal from 4 KiB (cxl_copy_nt)
-FAST_ROUNDTRIP_NS = 200.0
+FAST_ROUNDTRIP_NS = SLOW_ROUNDTRIP_NS
 
 
 def main() -> int:

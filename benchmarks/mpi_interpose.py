@@ -39,7 +39,7 @@ import tempfile
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.cli import find_mpiexec
-from cxlsim.emulator.comm import SLOW_ROUNDTRIP_NS
+from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS, placement_of as host_placement
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.mpi.settings import check_environment
 from cxlsim.units import format_size, parse_sizes
@@ -256,7 +256,7 @@ def main() -> int:
     if modes[0] == Coherence.HW.value:
         print("# hw set-up probe, flag round trip by round: "
               + ", ".join(f"{j['roundtrip_ns']:.0f} ns ({p})" for j, p in zip(jobs[modes[0]], placements))
-              + f" (fast below {SLOW_ROUNDTRIP_NS:.0f} ns, slow below {DISTURBED_ROUNDTRIP_NS:.0f} ns, disturbed above; "
+              + f" (fast up to {SLOW_ROUNDTRIP_NS:.0f} ns, slow up to {DISTURBED_ROUNDTRIP_NS:.0f} ns, disturbed above; "
               f"above {SLOW_ROUNDTRIP_NS:.0f} ns the library copies in with non-temporal stores); each round's "
               f"flush job is counted in its hw job's placement")
     harness = {mode: python_harness(mode, sizes) for mode in modes} if args.python_harness else {}
@@ -273,16 +273,9 @@ def main() -> int:
     return 0
 
 
-DISTURBED_ROUNDTRIP_NS = 2000.0  # 5x the slow placement's 350-470 ns: a descheduled probe, no placement
-
-
 def placement_of(roundtrip_ns: float | None) -> str:
-    """The host placement a probed flag round trip shows (calibration_error.py's fast/slow threshold)."""
-    if roundtrip_ns is None:
-        return "not probed"
-    if roundtrip_ns < SLOW_ROUNDTRIP_NS:
-        return "fast"
-    return "slow" if roundtrip_ns < DISTURBED_ROUNDTRIP_NS else "disturbed"
+    """The host placement a probed flag round trip shows (host.placement_of), or 'not probed'."""
+    return "not probed" if roundtrip_ns is None else host_placement(roundtrip_ns)
 
 
 def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict, placement: str) -> None:

@@ -37,12 +37,11 @@ import sys
 
 from cxlsim.coherence import Coherence
 from cxlsim.emulator.comm import NT_SLOW_MIN_BYTES  # --copy-in nt: as PoolComm.choose_copy_in picks when slow
+from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS, placement_of
 
 COLLECTIVES = ("allgather", "allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
 ZERO_COPY_COLLECTIVES = ("allgather", "broadcast", "alltoall")
 ZERO_COPY_FROM = 8192  # the issue's target: zero-copy at least as fast as copy mode from 8 KiB
-FAST_ROUNDTRIP_NS = 200.0
-DISTURBED_ROUNDTRIP_NS = 2000.0  # 4x the slow placement's 440-500 ns: a rank waited for a CPU
 
 
 def main() -> int:
@@ -119,8 +118,8 @@ def _measure(comm, world, sizes, args):
     print(f"# copy-ins into the pool (--copy-in {args.copy_in}), per round: "
           + ", ".join(f"non-temporal from {n} B" if n else "plain" for n in copy_ins))
     print(f"# hw flag round trips before the first round and after each: "
-          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast below {FAST_ROUNDTRIP_NS:.0f} ns, "
-          f"disturbed from {DISTURBED_ROUNDTRIP_NS:.0f} ns, slow between)")
+          f"{', '.join(f'{r:.0f}' for r in roundtrips) or '-'} ns (fast up to {SLOW_ROUNDTRIP_NS:.0f} ns, "
+          f"disturbed above {DISTURBED_ROUNDTRIP_NS:.0f} ns, slow between)")
     cpus = len(os.sched_getaffinity(0))
     if load[0] > cpus:
         print(f"# loaded: load average {load[0]:.1f} above this host's {cpus} CPUs, so other jobs took CPU time "
@@ -135,21 +134,15 @@ def _measure(comm, world, sizes, args):
     return 0
 
 
-def placement_class(roundtrip_ns: float) -> str:
-    """'fast' below FAST_ROUNDTRIP_NS, 'disturbed' from DISTURBED_ROUNDTRIP_NS, else 'slow'."""
-    return ("fast" if roundtrip_ns < FAST_ROUNDTRIP_NS else
-            "disturbed" if roundtrip_ns >= DISTURBED_ROUNDTRIP_NS else "slow")
-
-
 def placement_groups(roundtrips: list[float], rounds: int) -> dict[str, list[int]]:
     """Round indices per placement: a round is fast (slow, disturbed) when the probes before and after
-    it are both of that class (`placement_class`), mixed when they differ (the placement changed
+    it are both of that class (`placement_of`), mixed when they differ (the placement changed
     during the round or a probe was disturbed); without probes (flush mode) every round is 'not probed'."""
     if not roundtrips:
         return {"not probed (flush mode)": list(range(rounds))}
     groups: dict[str, list[int]] = {}
     for k in range(rounds):
-        classes = {placement_class(r) for r in roundtrips[k:k + 2]}
+        classes = {placement_of(r) for r in roundtrips[k:k + 2]}
         name = classes.pop() if len(classes) == 1 else "mixed (the probes around the round differ)"
         groups.setdefault(name, []).append(k)
     return groups

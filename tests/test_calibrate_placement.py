@@ -8,10 +8,10 @@ import pytest
 
 from cxlsim import calibrate as cal
 from cxlsim.calibrate.cli import local_profile
-from cxlsim.calibrate.profile import (PLACEMENT_KEY, placement_class, placement_record,
+from cxlsim.calibrate.profile import (PLACEMENT_KEY, placement_record,
                                       profile_placement)
 from cxlsim.cli import main as cli_main
-from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS
+from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS, placement_of
 from cxlsim.errors import InputError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,7 +31,7 @@ def _model(hw_roundtrip_ns):
 @pytest.mark.parametrize("roundtrip,expected", [(55.0, "fast"), (200.0, "fast"), (200.5, "slow"), (470.0, "slow"),
                                                 (2000.0, "slow"), (2000.5, "disturbed"), (float("inf"), "disturbed")])
 def test_the_class_follows_the_emulator_probe_rule(roundtrip, expected):
-    assert placement_class(roundtrip) == expected
+    assert placement_of(roundtrip) == expected
 
 
 def test_the_thresholds_are_the_emulator_probes():
@@ -64,7 +64,7 @@ def test_an_old_profile_loads_and_its_placement_is_derived_and_says_so(capsys):
     got = profile_placement(profile)
     assert got["recorded"] is False
     assert got["roundtrip_ns"] == profile["model"]["roundtrip_ns"]["hw"]
-    assert got["class"] == placement_class(profile["model"]["roundtrip_ns"]["hw"])
+    assert got["class"] == placement_of(profile["model"]["roundtrip_ns"]["hw"])
     assert cli_main(["calibrate", "--validate-only", OLD_PROFILE]) == 0
     out = capsys.readouterr().out
     assert f"# host placement {got['class']} (hw flag round trip" in out and "not recorded in the profile" in out

@@ -16,12 +16,11 @@ import set_validity as sv  # noqa: E402
 
 
 def test_a_probe_is_fast_slow_or_disturbed_at_the_project_thresholds():
-    from cxlsim.emulator.comm import DISTURBED_ROUNDTRIP_NS
-    from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS
+    from cxlsim.emulator.host import placement_of
 
-    assert (sv.FAST_ROUNDTRIP_NS, sv.DISTURBED_ROUNDTRIP_NS) == (SLOW_ROUNDTRIP_NS, DISTURBED_ROUNDTRIP_NS)
-    assert [sv.probe_class(ns) for ns in (84.0, 199.9, 200.0, 419.0, 1999.0, 2000.0, 534807.0)] == \
-        ["fast", "fast", "slow", "slow", "slow", "disturbed", "disturbed"]
+    assert [placement_of(ns) for ns in (84.0, 199.9, 200.0, 200.5, 419.0, 2000.0, 2000.5, 534807.0)] == \
+        ["fast", "fast", "fast", "slow", "slow", "slow", "disturbed", "disturbed"]
+    assert (sv.round_placement(200.0, 84.0), sv.round_placement(2000.0, 419.0)) == ("fast", "slow")
 
 
 def test_a_round_takes_the_placement_its_undisturbed_probes_agree_on():

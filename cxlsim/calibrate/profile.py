@@ -18,7 +18,7 @@ import json
 
 from cxlsim.coherence import Coherence
 from cxlsim.config import read_text
-from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS
+from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS, placement_of
 from cxlsim.errors import InputError
 from cxlsim.results import atomic_write, make_rng, provenance
 
@@ -38,16 +38,9 @@ PLACEMENT_KEY = "placement"
 PLACEMENTS = ("fast", "slow", "disturbed")
 
 
-def placement_class(roundtrip_ns: float) -> str:
-    """The host placement a hw flag round trip (ns) shows: 'fast', 'slow' or 'disturbed' (the module docstring)."""
-    if roundtrip_ns <= SLOW_ROUNDTRIP_NS:
-        return "fast"
-    return "slow" if roundtrip_ns <= DISTURBED_ROUNDTRIP_NS else "disturbed"
-
-
 def placement_record(hw_roundtrip_ns: float) -> dict:
     """The `PLACEMENT_KEY` record of a profile whose model measured this hw flag round trip (ns)."""
-    return {"class": placement_class(hw_roundtrip_ns), "roundtrip_ns": float(hw_roundtrip_ns),
+    return {"class": placement_of(hw_roundtrip_ns), "roundtrip_ns": float(hw_roundtrip_ns),
             "fast_up_to_ns": SLOW_ROUNDTRIP_NS, "disturbed_above_ns": DISTURBED_ROUNDTRIP_NS}
 
 

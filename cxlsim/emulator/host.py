@@ -34,6 +34,14 @@ LOCK_PREFIX = "cxlsim-bench-"
 PROBE_WARMUP, PROBE_CALLS = 50, 100  # round trips: ~10 us on a quiet host, ~0.2 s when ranks take turns
 
 
+def placement_of(roundtrip_ns: float) -> str:
+    """The host placement a hw flag round trip (ns) shows, by the emulator probe's rule (comm.PoolComm,
+    pools.c): 'fast' up to SLOW_ROUNDTRIP_NS, 'slow' up to DISTURBED_ROUNDTRIP_NS, 'disturbed' above."""
+    if roundtrip_ns <= SLOW_ROUNDTRIP_NS:
+        return "fast"
+    return "slow" if roundtrip_ns <= DISTURBED_ROUNDTRIP_NS else "disturbed"
+
+
 def lock_dir() -> str:
     """Where benches keep their lock files: the system's temporary directory (TMPDIR, else /tmp)."""
     return tempfile.gettempdir()

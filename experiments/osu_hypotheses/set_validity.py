@@ -7,8 +7,9 @@ sets are held out for it). A set is **too disturbed to test the model** when any
 
 1. placement: the hw flag round trips probed before and after its rounds (two fresh processes, `raw.csv`;
    from set m on also between a round's stretches of sizes, run_hypotheses.STRETCHES) put the rounds in
-   more than one host placement, or leave a round with none. A probe is fast under
-   FAST_ROUNDTRIP_NS, slow below DISTURBED_ROUNDTRIP_NS, and otherwise disturbed (its two processes
+   more than one host placement, or leave a round with none. A probe is fast up to
+   host.SLOW_ROUNDTRIP_NS, slow up to host.DISTURBED_ROUNDTRIP_NS, and otherwise disturbed
+   (cxlsim.emulator.host.placement_of, the emulator probe's rule; its two processes
    waited for a CPU: it measures the scheduler, not the placement) and left out; a round whose two
    kept probes differ changed placement while it ran ("mixed"), one with none kept has no placement
    ("unknown"). The fastest batch of each table would otherwise come from whichever machine was
@@ -33,26 +34,18 @@ from __future__ import annotations
 import csv
 import os
 
-from cxlsim.emulator.host import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS
+from cxlsim.emulator.host import placement_of
 
-FAST_ROUNDTRIP_NS = SLOW_ROUNDTRIP_NS  # below: the fast placement (the project's threshold)
 MIN_UNDISTURBED = 0.5  # rule 3: the fraction of the non-anchor sizes that must be undisturbed
 MIN_ROUNDS = 2  # rule 4
 AGREE = 0.10  # = run_hypotheses.AGREE: two figures of one row agree within this fraction
-
-
-def probe_class(roundtrip_ns: float) -> str:
-    """'fast', 'slow' or 'disturbed' for one hw flag round trip (ns)."""
-    if roundtrip_ns >= DISTURBED_ROUNDTRIP_NS:
-        return "disturbed"
-    return "fast" if roundtrip_ns < FAST_ROUNDTRIP_NS else "slow"
 
 
 def round_placement(*probes_ns: float) -> str:
     """A round's placement from the probes around it (before, between its stretches of sizes, after): 'fast' or
     'slow' when the probes that are not disturbed agree, 'mixed' when they differ, 'unknown' when all are
     disturbed."""
-    kept = {probe_class(p) for p in probes_ns} - {"disturbed"}
+    kept = {placement_of(p) for p in probes_ns} - {"disturbed"}
     if not kept:
         return "unknown"
     return kept.pop() if len(kept) == 1 else "mixed"
