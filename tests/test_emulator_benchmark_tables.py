@@ -24,3 +24,22 @@ def test_allgather_parts_prints_not_observed_for_an_mpi_setting_without_a_job_in
     lines = [line for line in out.splitlines() if line.strip().startswith("4096")]
     assert len(lines) == 2 and all("not observed" in line for line in lines)
     assert all(line.split()[1:3] == ["11.0", "[10-12]"] and line.split()[-2:] == ["2.20", "-"] for line in lines)
+
+
+def test_pool_collectives_table_shows_each_sizes_round_count_and_whether_a_miss_is_inside_the_spread(capsys):
+    bench = _module("pool_collectives_vs_mpi")
+    n = 131072
+    # three rounds: MPI/pool 2.0 each; copy+read / zero-copy 0.9, 1.1, 0.95 (median 0.95: a miss, 1x inside)
+    samples = {("allgather", "copy", n): [10.0, 10.0, 10.0], ("allgather", "mpi", n): [20.0, 20.0, 20.0],
+               ("allgather", "zero-copy", n): [10.0, 10.0, 10.0], ("allgather", "copy-read", n): [9.0, 11.0, 9.5]}
+    bench.report("fast", [0, 1, 2], samples, (n,), 2, ["allgather"])
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.strip().startswith(str(n)))
+    assert "2.00-2.00 (3)" in row and "0.90-1.10 (3)" in row
+    assert "allgather zero-copy 131072 B: 0.95x" in out
+    assert "1x inside the spread, 1 of 3 rounds at or above it" in out
+    # a single round entirely below: outside the spread
+    samples = {key: values[:1] for key, values in samples.items()}
+    bench.report("slow", [0], samples, (n,), 2, ["allgather"])
+    out = capsys.readouterr().out
+    assert "0.90-0.90 (1)" in out and "outside the spread, every round below 1x" in out
