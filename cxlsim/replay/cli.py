@@ -89,7 +89,8 @@ def cpu_sharing(args) -> CPUSharing | None:
     figures = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in SHARING_FLAGS}
     if args.cpus is None:
         given = [flag for flag, value in figures.items() if value is not None]
-        given += ["--cpu-map"] if getattr(args, "cpu_map", None) is not None else []
+        given += [flag for flag in ("--cpu-map", "--cpu-foreign") if getattr(args, flag[2:].replace("-", "_"), None)
+                  is not None]
         if given:
             raise InputError(f"{given[0]}: a figure of CPU sharing, for --cpus N; give --cpus or remove it")
         return None
@@ -102,8 +103,10 @@ def cpu_sharing(args) -> CPUSharing | None:
         raise InputError(f"--cpus: also give {', '.join(missing)} (the traced machine's scheduler figures; "
                          "python benchmarks/replay_cpu_sharing.py measures them)")
     times = {flag: units.parse_option(flag, value, units.parse_time) for flag, value in figures.items()}
+    foreign = getattr(args, "cpu_foreign", None)
     return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"],
-                      cpu_map(args.cpu_map) if getattr(args, "cpu_map", None) is not None else None)
+                      cpu_map(args.cpu_map) if getattr(args, "cpu_map", None) is not None else None,
+                      cpu_foreign(foreign) if foreign is not None else None)
 
 
 def cpu_map(text: str) -> tuple:
@@ -112,6 +115,15 @@ def cpu_map(text: str) -> tuple:
         return tuple(int(x) for x in text.split(","))
     except ValueError:
         raise InputError(f"--cpu-map: expected comma-separated CPU numbers, one per rank (e.g. 0,1,0,1), got "
+                         f"{text!r}") from None
+
+
+def cpu_foreign(text: str) -> tuple:
+    """`--cpu-foreign 12,30`: per CPU, the % of the run's wall time other processes kept it busy -> shares 0-1."""
+    try:
+        return tuple(float(x) / 100 for x in text.split(","))
+    except ValueError:
+        raise InputError(f"--cpu-foreign: expected comma-separated percentages, one per CPU (e.g. 12,30), got "
                          f"{text!r}") from None
 
 
@@ -156,8 +168,8 @@ def main(args) -> int:
                             "host_speed_flops_per_s": trace.host_speed_flops_per_s,
                             "fabrics": specs, "library_stats": stats["source"] if stats else None, "placement": args.placement,
                             "ranks_per_node": args.ranks_per_node,
-                            "cpu_sharing": (dict(vars(sharing), cpu_map=list(sharing.cpu_map or ()) or None)
-                                            if sharing else None),
+                            "cpu_sharing": (dict(vars(sharing), cpu_map=list(sharing.cpu_map or ()) or None,
+                                                 foreign=list(sharing.foreign or ()) or None) if sharing else None),
                             "selector": args.selector, "compute_scale": args.compute_scale,
                             "cv": args.cv, "slowdown": args.slowdown,
                             "timeline_ms": args.timeline_ms})
@@ -200,6 +212,10 @@ def register(subparsers) -> None:
                         "measures them)")
     p.add_argument("--cpu-map", help="with --cpus: the CPU each rank ran on, in rank order (e.g. 0,0,1,0; default: rank r "
                                      "on CPU r %% N); benchmarks/replay_validate.py observes it per run")
+    p.add_argument("--cpu-foreign",
+                   help="with --cpus: per CPU, the %% of the run's wall time other processes kept it busy (e.g. 12,30; "
+                        "default none), modelled as one task per CPU running a slice at a time; "
+                        "benchmarks/replay_validate.py measures it per run")
     p.add_argument("--cpu-slice", help="with --cpus: the time a CPU-bound rank runs before it is preempted (e.g. 2.6ms)")
     p.add_argument("--mpi-yield", help="with --cpus: how long a rank waiting in MPI point-to-point polls between "
                                        "yields of its CPU (e.g. 2us; > 0; a yield forfeits the rest of its slice)")

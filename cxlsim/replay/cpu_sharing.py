@@ -23,6 +23,12 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   was off the CPU runs on when it is picked. A rank entering a `sleep` leaves the run queue, and rejoins
   with the lag it left with.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
+- **Other processes** (`foreign`, measured per run: the share of the run's wall time each CPU was busy with
+  processes other than the ranks, cxlsim.replay.rank_cpus): on a CPU with share f > 0, one more task that
+  joins with no lag (`v` = the mean), runs `slice_ns` of work, sleeps `slice_ns * (1 - f) / f` (alone on the
+  CPU it takes f of it; f >= 1: it never sleeps), and so on while any rank runs. It is the load a shared
+  machine puts beside the ranks: a rank that yields hands it the CPU for its slice. One task per CPU stands
+  for all of them, so their count and their own bursts are not modelled, only their measured share.
 The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py: the slice from two busy
 loops on one CPU, each yield interval from two ranks on one CPU); that a yield forfeits the slice is
 measured there too (a polling process that yields every 2-200 us beside a busy one on its CPU got at most
@@ -31,7 +37,8 @@ collective waits for every rank at each of its kernel's waits (cxlsim.replay.eng
 MPI calls, so a gap in which the rank was preempted while tracing already holds that time; message
 overheads stay on the rank's own timeline (they are not counted as CPU time); the steps inside a
 collective that runs as network messages are not descheduled (the rank polls once, for the whole call);
-no rank moves between CPUs; other processes on the machine are not in the model. Time is ns.
+no rank moves between CPUs; other processes on the machine are one task per CPU of their measured share
+(`foreign`), or not in the model without it. Time is ns.
 """
 from __future__ import annotations
 
@@ -44,7 +51,8 @@ __all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
 
 NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
-        "messages polls once, for the whole call; the ranks keep their CPUs")
+        "messages polls once, for the whole call; the ranks keep their CPUs; other processes are one task per CPU "
+        "running a slice at a time in their measured share (--cpu-foreign), or absent without it")
 
 
 def _slack(now: float, ns: float) -> float:
@@ -64,6 +72,8 @@ class CPUSharing:
     pool_yield_ns: float
     cpu_map: tuple | None = None
     """The CPU each rank ran on (rank r on cpu_map[r]); None: rank r on CPU r % cpus."""
+    foreign: tuple | None = None
+    """Per CPU, the share of the run's wall time other processes kept it busy (0-1, measured); None: none."""
 
     def __post_init__(self):
         if not isinstance(self.cpus, int) or isinstance(self.cpus, bool) or self.cpus < 1:
@@ -73,6 +83,12 @@ class CPUSharing:
             if bad or not self.cpu_map:
                 raise InputError(f"--cpu-map: expected one CPU in 0..{self.cpus - 1} per rank, got "
                                  f"{list(self.cpu_map)!r}")
+        if self.foreign is not None:
+            bad = [f for f in self.foreign if isinstance(f, bool) or not isinstance(f, (int, float))
+                   or not 0 <= f <= 1]
+            if bad or len(self.foreign) != self.cpus:
+                raise InputError(f"--cpu-foreign: expected one share in 0..1 per CPU ({self.cpus}), got "
+                                 f"{list(self.foreign)!r}")
         for flag, value in (("--cpu-slice", self.slice_ns), ("--mpi-yield", self.mpi_yield_ns),
                             ("--pool-yield", self.pool_yield_ns)):
             if not (value > 0 and math.isfinite(value)):
@@ -94,9 +110,15 @@ class CPUSharing:
         shared = "at most one per CPU: nothing is shared" if per_cpu <= 1 else f"up to {per_cpu} per CPU"
         mapped = (f"rank r on CPU r % {self.cpus}" if self.cpu_map is None
                   else "ranks on CPUs " + ",".join(str(c) for c in on) + " (--cpu-map)")
+        others = ("" if not self.foreign_tasks() else "; other processes took "
+                  + ", ".join(f"{f * 100:.0f}%" for f in self.foreign) + " of the CPUs (--cpu-foreign)")
         return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; {mapped}), EEVDF by CPU "
                 f"time, slice {self.slice_ns / 1e3:g} us, a waiting rank yields (forfeiting its slice) every "
-                f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives)")
+                f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives){others}")
+
+    def foreign_tasks(self) -> list:
+        """[(CPU, its other processes' share)] for every CPU with a share above 0."""
+        return [(c, f) for c, f in enumerate(self.foreign or ()) if f > 0]
 
 
 class SharedCPUs:
@@ -109,7 +131,10 @@ class SharedCPUs:
     def __init__(self, env, ranks: int, sharing: CPUSharing):
         self.env, self.sharing = env, sharing
         n = sharing.cpus
-        self.cpu_of = sharing.cpu_of(ranks)
+        others = sharing.foreign_tasks()
+        self.ranks = ranks
+        self.cpu_of = sharing.cpu_of(ranks) + [c for c, _ in others]
+        ranks += len(others)  # each CPU's other processes: one task after the ranks
         self.holder = [None] * n       # the rank on the CPU
         self.since = [0.0] * n         # when the holder's CPU time was last brought up to date
         self.runnable = [[] for _ in range(n)]  # the CPU's run queue (the holder included)
@@ -124,6 +149,33 @@ class SharedCPUs:
         self.started = [False] * ranks
         self.queued_ns = [0.0] * ranks
         """Time each rank, with something to run, waited for its CPU."""
+        self.finished = 0
+        self.progress = 0              # counts the ranks' turns and pieces of work: a stuck replay makes none
+        self.others = others           # started at the first rank's first turn, so the ranks start first
+
+    FOREIGN_IDLE_TURNS = 10000
+    """A CPU's other processes stop after this many bursts without a rank's turn or work (a replay whose ranks
+    are stuck, or asleep for over ~this many slices, runs out of events as it would without them)."""
+
+    def _foreign(self, f: int, share: float):
+        """Generator: the other processes of CPU cpu_of[f] (see the module): a slice of work, then a sleep, while
+        any rank has not finished."""
+        slice_ns = self.sharing.slice_ns
+        rest = slice_ns * (1 - share) / share
+        idle, seen = 0, -1
+        while rest > 0:
+            yield self.env.timeout(rest)
+            if self.finished == self.ranks or idle >= self.FOREIGN_IDLE_TURNS:
+                return
+            yield self.take(f)
+            yield from self.work(f, slice_ns, self.env.timeout)
+            self.wait(f, "sleep")
+            idle, seen = (idle + 1, seen) if seen == self.progress else (0, self.progress)
+        yield self.take(f)  # share 1: busy while the ranks run
+        while self.finished < self.ranks and idle < self.FOREIGN_IDLE_TURNS:
+            yield from self.work(f, slice_ns, self.env.timeout)
+            idle, seen = (idle + 1, seen) if seen == self.progress else (0, self.progress)
+        self.done(f)
 
     # the ranks' calls
 
@@ -131,6 +183,10 @@ class SharedCPUs:
         """An event that fires when rank r holds its CPU with its wait over (at once if it holds it)."""
         c = self.cpu_of[r]
         event = self.env.event()
+        self.progress += r < self.ranks
+        for i, (_, share) in enumerate(self.others):
+            self.env.process(self._foreign(self.ranks + i, share))
+        self.others = []
         if r not in self.runnable[c]:
             self._join(c, r)
         if self.holder[c] is None:
@@ -173,12 +229,14 @@ class SharedCPUs:
                     yield event
                     continue
             piece = min(left, self.deadline[r] - self.v[r])
+            self.progress += r < self.ranks
             yield serve(piece)
             left -= piece
 
     def done(self, r: int) -> None:
         """Rank r finished: it leaves its CPU's run queue."""
         c = self.cpu_of[r]
+        self.finished += r < self.ranks
         self._sync(c)
         self.runnable[c].remove(r)
         if self.holder[c] == r:
@@ -191,6 +249,10 @@ class SharedCPUs:
             self._sync(c)
             self.v[r] = self._mean(c) - self.lag[r]
             self.deadline[r] = max(self.deadline[r], self.v[r] + self.sharing.slice_ns)
+        elif self.runnable[c]:  # a newcomer (another process, joining late) with no lag
+            self._sync(c)
+            self.v[r] = self._mean(c)
+            self.deadline[r] = self.v[r] + self.sharing.slice_ns
         self.started[r] = True
         self.runnable[c].append(r)
         if self.polling[c] is not None:
