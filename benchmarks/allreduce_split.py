@@ -1,6 +1,7 @@
 """Where a small pool allreduce's time goes at np=2 (hw), and the candidate protocols against the kernel's.
 
     python benchmarks/allreduce_split.py [--sizes 4B:4KiB] [--batches 9] [--iterations 2000] [--pause 8]
+                                         [--variants slot,lines-inorder,...]
 
 Compiles a C program on the kernel headers (cxl_coll.h, cxl_pool.h: the code the MPI library
 runs) and forks two ranks on one shm pool, no MPI. For each size (float32 sum) it times, in
@@ -21,9 +22,12 @@ interleaved batches so drift hits every variant alike:
     CXLSIM_MPI_ALLREDUCE_LARGE=0) with plain and non-temporal copy-ins;
   - line-flag candidates in a mapping of their own (so beyond 560 B too): `poll-last` polls the
     writer's last line alone and then copies every line (release/acquire on that line orders the
-    rest), `poll-pause` polls every line with --pause pauses between polls;
+    rest), `poll-pause` polls every line with --pause pauses between polls, `lines-inorder` waits
+    for the writer's lines one by one in its order and copies each out as it shows (one line polled
+    at a time, not all), `lines-inorder-pf` also prefetches the 8 lines after each line that shows;
   - `allgather`, `allgather-nt`: cxl_coll_allgather with plain and non-temporal copy-ins (the
     library's copy-in rule serves every collective).
+--variants times only the named ones (and `lines`, the reference), still interleaved batch by batch.
 Every allreduce variant's result is compared bitwise with `lines`' (RESULTS DIFFER otherwise; a
 test runs this at the inline area's edges). Prints the flag round trip (the host placement by
 mpi_interpose.py's rule: fast below 200 ns, the cores share a cache; slow below 2 us; disturbed
@@ -58,11 +62,14 @@ PROGRAM = r"""
 #include "cxl_coll.h"
 
 enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, SLOT_OWN_SLOT, SLOT_SFENCE, SLOT_NT, SLOT_DIRECT_FOLD, POLL_LAST,
-       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, SLOT_LARGE, SLOT_NT_LARGE, CHUNK_1K, CHUNK_512, NVARIANTS };
+       POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, SLOT_LARGE, SLOT_NT_LARGE, CHUNK_1K, CHUNK_512,
+       LINES_INORDER, LINES_INORDER_PF, NVARIANTS };
 static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "slot-own-slot",
                                              "slot-sfence", "slot-nt", "slot-direct-fold", "poll-last", "poll-pause",
                                              "allgather", "allgather-nt", "slot-nt-no-prefetch", "slot-large",
-                                             "slot-nt-large", "chunk-flags-1k", "chunk-flags-512"};
+                                             "slot-nt-large", "chunk-flags-1k", "chunk-flags-512", "lines-inorder",
+                                             "lines-inorder-pf"};
+static int chosen[NVARIANTS]; /* the variants this run times (argv[4]: names, or "all"); lines always */
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
 /* The candidate line-flag protocols: lines of 56 payload bytes + an epoch, as the kernel's, in
@@ -114,6 +121,49 @@ static void cand_read(int how, int r, uint64_t e, uint64_t round, char *out, uin
     }
     for (uint64_t k = 0, at = 0; at < n; k++, at += CXL_COLL_LINE_PAYLOAD)
         memcpy(out + at, first + k * CXL_LINE, n - at < CXL_COLL_LINE_PAYLOAD ? n - at : CXL_COLL_LINE_PAYLOAD);
+}
+
+/* lines-inorder: the reader waits for the writer's lines one by one, in the writer's order, and
+ * copies each out as soon as its epoch shows, so it polls one line the writer may still be writing
+ * instead of all of them; -pf: once line k shows, it prefetches lines k+1..k+8 (the writer is past
+ * k: those are written or being written), so their transfers overlap. Full lines are written by a
+ * constant-size copy (inline stores) before their epoch. */
+static void cand_publish_full(cxl_coll_t *c, uint64_t e, uint64_t round, const char *src, uint64_t n)
+{
+    for (uint64_t k = 0, at = 0; at < n || k == 0; k++, at += CXL_COLL_LINE_PAYLOAD) {
+        char *line = cand_line(c->pool.rank, round, k);
+        if (n - at >= CXL_COLL_LINE_PAYLOAD) memcpy(line, src + at, CXL_COLL_LINE_PAYLOAD);
+        else memcpy(line, src + at, n - at);
+        __atomic_store_n(cxl_coll_line_epoch(line), e, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(cxl_flag(&c->pool, c->pool.rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+}
+
+static void cand_read_inorder(int prefetch, int r, uint64_t e, uint64_t round, char *out, uint64_t n)
+{
+    uint64_t lines = n ? (n + CXL_COLL_LINE_PAYLOAD - 1) / CXL_COLL_LINE_PAYLOAD : 1;
+    char *first = cand_line(r, round, 0);
+    for (uint64_t k = 0, at = 0; k < lines; k++, at += CXL_COLL_LINE_PAYLOAD) {
+        char *line = first + k * CXL_LINE;
+        while (__atomic_load_n(cxl_coll_line_epoch(line), __ATOMIC_ACQUIRE) < e) cxl_pause();
+        if (prefetch)
+            for (uint64_t j = k + 1; j <= k + 8 && j < lines; j++) __builtin_prefetch(first + j * CXL_LINE, 0, 3);
+        if (n - at >= CXL_COLL_LINE_PAYLOAD) memcpy(out + at, line, CXL_COLL_LINE_PAYLOAD);
+        else if (n > at) memcpy(out + at, line, n - at);
+    }
+}
+
+static void cand_lines_inorder(cxl_coll_t *c, int prefetch, const char *send, char *recv, uint64_t count)
+{
+    uint64_t round = 0;
+    char peer[CAND_LINES * CXL_COLL_LINE_PAYLOAD] __attribute__((aligned(64)));
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    cand_publish_full(c, e, round, send, count * 4);
+    cand_read_inorder(prefetch, 1 - c->pool.rank, e, round, peer, count * 4);
+    const char *blocks[2] = {c->pool.rank == 0 ? send : peer, c->pool.rank == 0 ? peer : send};
+    cxl_coll_note_all_written(c, e);
+    cxl_fold(CXL_F32, CXL_SUM, recv, blocks, 2, count);
 }
 
 /* chunk-flags: the slot path with a flag per chunk of `chunk` bytes, in a mapping of its own (data
@@ -237,6 +287,13 @@ int main(int argc, char **argv)
 {
     int batches = atoi(argv[1]), iters = atoi(argv[2]);
     pause_polls = atoi(argv[3]);
+    for (int v = 0; v < NVARIANTS; v++) {
+        char list[4096];
+        snprintf(list, sizeof list, ",%s,", argv[4]);
+        char want[64];
+        snprintf(want, sizeof want, ",%s,", names[v]);
+        chosen[v] = v == LINES || strcmp(argv[4], "all") == 0 || strstr(list, want) != NULL;
+    }
     cand_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     chunk_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cxl_pool_spec_t spec;
@@ -264,13 +321,14 @@ int main(int argc, char **argv)
     double *t = malloc(sizeof(double) * NVARIANTS * batches), *parts = malloc(sizeof(double) * 7 * batches);
     double *med = malloc(sizeof(double) * NVARIANTS * batches), *call = malloc(sizeof(double) * iters);
     if (!rank) { printf("VARIANTS"); for (int v = 0; v < NVARIANTS; v++) printf(" %s", names[v]); printf("\n"); }
-    for (int z = 4; z < argc; z++) {
+    for (int z = 5; z < argc; z++) {
         uint64_t bytes = strtoull(argv[z], NULL, 10), count = bytes / 4;
         for (uint64_t i = 0; i < count; i++) s[i] = (float)(rank + 1) * 0.37f + (float)(i % 7);
         int inline_ok = bytes <= CXL_COLL_LINES_MAX, bad = 0;
         double before = best_roundtrip(&c);
         for (int b = 0; b < batches; b++)
             for (int v = 0; v < NVARIANTS; v++) {
+                if (!chosen[v]) { t[v * batches + b] = med[v * batches + b] = 0.0 / 0.0; continue; }
                 memset(steps, 0, sizeof steps);
                 memset(w, 0, bytes);
                 c.inline_bytes = v == LINES ? CXL_COLL_LINES_MAX : 0;
@@ -292,6 +350,7 @@ int main(int argc, char **argv)
                     else if (v == SLOT_NT_NO_PREFETCH) slot_variant(&c, (char *)s, (char *)w, count, 1, 0, 0);
                     else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
                     else if (v == CHUNK_1K || v == CHUNK_512) { if (bytes <= 4096) cand_chunks(&c, v == CHUNK_1K ? 1024 : 512, (char *)s, (char *)w, count); }
+                    else if (v == LINES_INORDER || v == LINES_INORDER_PF) cand_lines_inorder(&c, v == LINES_INORDER_PF, (char *)s, (char *)w, count);
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);
                 }
@@ -311,7 +370,11 @@ int main(int argc, char **argv)
             double *row = v < NVARIANTS ? t + v * batches : v < 2 * NVARIANTS ? med + (v - NVARIANTS) * batches
                                                                                : parts + (v - 2 * NVARIANTS) * batches;
             int steps_of_lines = v < 2 * NVARIANTS ? v % NVARIANTS == LINES_STEPS : v - 2 * NVARIANTS >= 4;
-            if (steps_of_lines && !inline_ok) { printf(" nan nan nan"); continue; }
+            int steps_of_slot = v >= 2 * NVARIANTS && v - 2 * NVARIANTS < 4;
+            if ((steps_of_lines && (!inline_ok || !chosen[LINES_STEPS])) || (steps_of_slot && !chosen[SLOT_STEPS])) {
+                printf(" nan nan nan");
+                continue;
+            }
             qsort(row, batches, sizeof(double), cmpd);
             printf(" %.1f %.1f %.1f", row[batches / 2], row[0], row[batches - 1]);
         }
@@ -333,6 +396,8 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=9)
     parser.add_argument("--iterations", type=int, default=2000)
     parser.add_argument("--pause", type=int, default=8, help="poll-pause: pauses between two polls")
+    parser.add_argument("--variants", default="all",
+                        help="comma-separated variant names to time, interleaved (lines, the reference, always)")
     args = parser.parse_args()
     sizes = [n for n in parse_sizes(args.sizes) if n >= 4]
     cc = os.environ.get("CC", "cc")
@@ -342,20 +407,24 @@ def main() -> int:
         subprocess.run([cc, "-O3", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wno-unused-function", "-I", str(EMULATOR),
                         exe + ".c", "-o", exe], check=True)
         load_before = open("/proc/loadavg").read().split()[0]
-        done = subprocess.run([exe, str(args.batches), str(args.iterations), str(args.pause), *map(str, sizes)], capture_output=True,
-                              text=True, timeout=1800)
+        done = subprocess.run([exe, str(args.batches), str(args.iterations), str(args.pause), args.variants,
+                               *map(str, sizes)], capture_output=True, text=True, timeout=1800)
         load_after = open("/proc/loadavg").read().split()[0]
     if done.returncode != 0:
         raise SystemExit(f"the split program failed ({done.returncode}): {done.stderr}")
     lines = done.stdout.splitlines()
     roundtrip = float(lines[0].split()[1])
     variants = lines[1].split()[1:]
+    unknown = set(args.variants.split(",")) - set(variants) - {"all"}
+    if unknown:
+        raise SystemExit(f"--variants: unknown {', '.join(sorted(unknown))} (known: {', '.join(variants)})")
+    chosen = set(variants) if args.variants == "all" else set(args.variants.split(",")) | {"lines"}
     placement = placement_of(roundtrip)
     print(f"# pool allreduce at np=2, hw, float32 sum, no MPI: ns per call, median [min-max] over {args.batches} "
           f"batches of {args.iterations}; flag round trip {roundtrip:.0f} ns ({placement}: fast below 200 ns, slow "
           f"below 2 us, disturbed above); load average {load_before} before, {load_after} after (the machine may be "
           f"shared); poll-pause: {args.pause} pauses between polls. Steps are timed with rdtsc.")
-    timed = [k for k, v in enumerate(variants) if not v.endswith("-steps")]
+    timed = [k for k, v in enumerate(variants) if not v.endswith("-steps") and v in chosen]
     print(f"{'size':>7} " + " ".join(f"{variants[k]:>18}" for k in timed)
           + f" | slot steps: {'claim+copy-in':>13} {'publish':>7} {'wait':>6} {'fold':>6}"
           + f" | lines steps: {'publish':>7} {'read':>6} {'fold':>6}")

@@ -348,21 +348,24 @@ PROBE_LOG = re.compile(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip 
 PLACEMENT = re.compile(r"^cxlsim-mpi stats: .*, allreduce large \d+ B, placement (.*)$", re.M)
 
 
-@pytest.mark.parametrize("np, coherence", [(2, "hw"), (2, "flush"), (1, "hw")])
+@pytest.mark.parametrize("np, coherence", [(2, "hw"), (2, "flush"), (1, "hw"), (3, "hw"), (4, "hw")])
 def test_stats_header_ends_with_the_probed_placement(library, programs, np, coherence):
     """The header's last part is the placement the pool set-up's probe found: its class and round trip as
     the probe logged them (CXLSIM_MPI_VERBOSE=2, rank 0's first probe; "mixed" if the probes disagree), or
-    "not probed" where no pool probes (flush mode, one rank)."""
+    "not probed" where no pool probes (flush mode, one rank). At np 3-4 ranks 0 and 1 probe, and the
+    result passes (the probe moved every rank's epoch alike)."""
     rc, out, err = run_mpi(library, np, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
                            CXLSIM_MPI_VERBOSE="2", CXLSIM_MPI_COHERENCE=coherence)
     assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
     got = PLACEMENT.findall(err)
     assert len(got) == 1, err
     probes = PROBE_LOG.findall(err)
-    if np != 2 or coherence != "hw":
+    if np == 1 or coherence != "hw":
         assert probes == [] and got == ["not probed"], err
         return
     assert probes, err
+    if np > 2:
+        assert "(ranks 0 and 1)" in err and "(np > 2: the fast placement's, whatever the probe)" in err, err
     first_ns, first_class = probes[0]
     classes = {c for _, c in probes}
     expected = first_class if len(classes) == 1 else "mixed"

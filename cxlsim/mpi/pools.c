@@ -202,9 +202,50 @@ static cxlsim_pool_t *pool_new(MPI_Comm comm)
     return pool;
 }
 
-/* At np = 2 in hw mode without emulated timing: time the flag round trip (the best of 3 x 100
- * after 50; its largest over the ranks, so they decide alike) and pick the copy-in stores and the
- * line-flag allreduce's limit (INLINE_*_BYTES) by it:
+/* The probe's round trips at np > 2: ranks 0 and 1 bounce their flags `iterations` times as the
+ * two ranks of cxl_coll_flag_pingpong do, spinning between polls (a yield would add a system call to
+ * every hop); every other rank waits, yielding its CPU, until rank 0 published the last round trip,
+ * so the pair has the CPUs. Every rank's epoch moves on by `iterations`; the others' flags stay
+ * behind (flags only grow: their next step's publish passes them). Returns the mean ns per round
+ * trip on ranks 0 and 1, 0 on the others, or a negative number on a timeout. */
+static double pair_pingpong(cxl_coll_t *c, uint64_t iterations)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t e = c->epoch, spin_iters = p->spin_iters;
+    cxl_coll_settle(c);
+    if (p->rank > 1) {
+        c->epoch = e + iterations;
+        return cxl_coll_wait_one(c, 0, cxl_coll_written(c->epoch)) ? -1.0 : 0.0;
+    }
+    p->spin_iters = SPIN_ITERS;
+    int failed = 0;
+    double t0 = cxl_now_ns();
+    for (uint64_t i = 0; i < iterations && !failed; i++) {
+        e++;
+        if (p->rank == 0) {
+            cxl_publish(p, cxl_coll_written(e), c->round, 0);
+            failed = cxl_coll_wait_one(c, 1, cxl_coll_written(e));
+        } else {
+            failed = cxl_coll_wait_one(c, 0, cxl_coll_written(e));
+            cxl_publish(p, cxl_coll_written(e), c->round, 0);
+        }
+    }
+    double t1 = cxl_now_ns();
+    p->spin_iters = spin_iters;
+    c->epoch = e;
+    return failed ? -1.0 : iterations ? (t1 - t0) / (double)iterations : 0.0;
+}
+
+static double probe_pingpong(cxl_coll_t *c, uint64_t iterations)
+{
+    return c->pool.nranks == 2 ? cxl_coll_flag_pingpong(c, iterations) : pair_pingpong(c, iterations);
+}
+
+/* In hw mode without emulated timing, at np >= 2: time the flag round trip between ranks 0 and 1
+ * (the best of 3 x 100 after 50; its largest over the ranks, so they decide alike). The stats
+ * header reports the placement it shows (stats.c). At np = 2 it also picks the copy-in stores and
+ * the line-flag allreduce's limit (INLINE_*_BYTES) by it; at np > 2 those stay the fast
+ * placement's (the measurements below are np 2's), and the probe is only reported:
  * measured here, non-temporal copy-ins are 1.5-6x faster from 8 KiB when the round trip is slow
  * (a line Modified in the other core's cache costs far more to read than one in memory) and
  * 1.1-2.4x slower when it is fast (the cores share their cache). A round trip above
@@ -218,12 +259,12 @@ static cxlsim_pool_t *pool_new(MPI_Comm comm)
 static void pool_choose_copy_in(cxlsim_pool_t *pool)
 {
     cxl_coll_t *c = &pool->coll;
-    if (pool->size != 2 || c->pool.flush_mode || c->pool.timed) return;
+    if (pool->size < 2 || c->pool.flush_mode || c->pool.timed) return;
     double worst = 0.0;
     for (int try = 0; try < PROBE_TRIES && (try == 0 || worst > DISTURBED_ROUNDTRIP_NS); try++) {
-        double best = cxl_coll_flag_pingpong(c, 50);
+        double best = probe_pingpong(c, 50);
         for (int i = 0; i < 3 && best >= 0.0; i++) {
-            double t = cxl_coll_flag_pingpong(c, 100);
+            double t = probe_pingpong(c, 100);
             if (t < 0.0 || i == 0 || t < best) best = t;
         }
         if (best < 0.0) cxlsim_pool_abort(pool, "the pool's placement probe");
@@ -232,12 +273,15 @@ static void pool_choose_copy_in(cxlsim_pool_t *pool)
     int disturbed = worst > DISTURBED_ROUNDTRIP_NS, slow = !disturbed && worst > SLOW_ROUNDTRIP_NS;
     cxlsim_stats_probe(disturbed ? CXLSIM_PLACEMENT_DISTURBED : slow ? CXLSIM_PLACEMENT_SLOW : CXLSIM_PLACEMENT_FAST,
                        worst);
-    c->pool.nt_min_bytes = slow ? NT_SLOW_MIN_BYTES : 0;
-    c->inline_bytes = slow ? INLINE_SLOW_BYTES : INLINE_FAST_BYTES;
-    cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement: non-temporal copy-ins from %llu B "
-               "(0: never), allreduce inputs up to %llu B in the inline area", worst,
-               disturbed ? "disturbed, no" : slow ? "slow" : "fast", (unsigned long long)c->pool.nt_min_bytes,
-               (unsigned long long)c->inline_bytes);
+    if (pool->size == 2) {
+        c->pool.nt_min_bytes = slow ? NT_SLOW_MIN_BYTES : 0;
+        c->inline_bytes = slow ? INLINE_SLOW_BYTES : INLINE_FAST_BYTES;
+    }
+    cxlsim_log(2, "pool placement probe: flag round trip %.0f ns, %s placement%s: non-temporal copy-ins from %llu B "
+               "(0: never), allreduce inputs up to %llu B in the inline area%s", worst,
+               disturbed ? "disturbed, no" : slow ? "slow" : "fast", pool->size == 2 ? "" : " (ranks 0 and 1)",
+               (unsigned long long)c->pool.nt_min_bytes, (unsigned long long)c->inline_bytes,
+               pool->size == 2 ? "" : " (np > 2: the fast placement's, whatever the probe)");
 }
 
 static void pool_map_all(cxlsim_pool_t *pool)
