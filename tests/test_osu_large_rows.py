@@ -29,6 +29,9 @@ def test_the_step_error_with_and_without_the_bound():
     assert big["step_error_x_w1"] == pytest.approx((250.0 + 130.0) / 300.0 - 1.0)
     assert big["step_error_x_w1_l2"] == pytest.approx((250.0 + 64.0) / 300.0 - 1.0)
     assert big["allgather_step_excess_us"] == pytest.approx(50.0)
+    # the rewritten excess 320 - 250 = 70 us: the step is the rewritten exchange itself, 320 / 300
+    assert big["step_error_x_w1_fresh"] == pytest.approx(320.0 / 300.0 - 1.0)
+    assert lines[-1].endswith("+6.7%")
 
 
 def test_a_placement_answers_only_with_two_rounds_that_agree_beyond_the_bound():

@@ -160,9 +160,11 @@ model-off: the same with CMA off (the switch is the 8192 B eager cell, above whi
 pipelined through cells: contention on, no FIN);
 x-w1: the rewritten-buffer line with a measured exchange step: the window-1 osu_bibw (unchanged
 buffers) minus osu_latency per size, which holds the acknowledgement and any contention;
-x-w1-fresh: the same from the window-1 bibw of rewritten buffers minus the rewritten-buffer
-latency (the allgather step's own pattern and cache state: a consistency check, not an import
-of standard OMB files);
+x-w1-fresh (the model from session 26 on, README "The exchange's excess"): the same from the
+window-1 bibw of rewritten buffers minus the rewritten-buffer latency, the allgather step's own
+pattern and cache state (both ranks rewriting at once the lines the peer has read, where the
+measured excess lies; an unchanged bibw has none when run alone). Like the rewritten-buffer
+latency, that table is an OMB loop with a memcpy added, not an OMB test;
 x-w1-l2: x-w1 with this machine's L2 per core (L2_BYTES) given as the cache bound: a step whose two
 buffers exceed it takes the exchange stretch of 512 KiB (session 24, post-hoc: chosen after set d's
 1 MiB row, README "The 1 MiB row"); CMA on only: with CMA off the reader copies out of cells the
