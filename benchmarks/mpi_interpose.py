@@ -22,7 +22,9 @@ ranks were descheduled through all of them; the library then keeps plain copy-in
 disturbed round, tabled apart and not counted as either placement. Before and after each size the
 program times a flag round trip of its own (the probe's rule, on an MPI shared-memory window): in
 the fast and slow tables a round counts for a row only where both show the round's placement (the
-host moves the ranks within a job on a loaded machine); the `rounds` column says how many did.
+host moves the ranks within a job on a loaded machine); the `rounds` column says how many did, and
+`probe ns` the range of those rounds' round trips before and after the row (the bucket within the
+placement: the small calls' time follows the round trip within a class, so a miss can be read against it).
 Targets (issue 15): pool >= 2x MPI up to 4 KiB, >= 1x at every size.
 With --python-harness it also runs `cxlsim bench allgather` (the Python harness's pool) in
 each mode and prints its per-call time beside the C loop's.
@@ -199,11 +201,12 @@ def run_job(exe: str, library: str, mode: str, sizes: list[int], small: int, lar
     probe = re.search(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip (\S+) ns", done.stderr)
     out = {"barrier_ns": float(re.search(r"BARRIER (\S+)", done.stdout).group(1)), "rows": {},
            "clock_ns": float(re.search(r"CLOCK (\S+)", done.stdout).group(1)),
-           "roundtrip_ns": float(probe.group(1)) if probe else None, "row_placements": {}}
+           "roundtrip_ns": float(probe.group(1)) if probe else None, "row_placements": {}, "row_probes": {}}
     for kind, n, tp, tm, mp, mm, before, after in re.findall(r"RESULT (\w+) (\d+) (\S+) (\S+) (\S+) (\S+) (\S+) (\S+)",
                                                             done.stdout):
         out["rows"][(kind, int(n))] = (float(tp), float(tm), float(mp), float(mm))
         out["row_placements"][(kind, int(n))] = (placement_of(float(before)), placement_of(float(after)))
+        out["row_probes"][(kind, int(n))] = (float(before), float(after))
     return out
 
 
@@ -282,10 +285,12 @@ def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict, place
     """One row per collective and size: per mode the median over rounds of the pool and MPI times (OSU's mean
     per call), their ratio and the target; then the same of the per-call medians (less moved by load). In the
     fast and slow tables a round counts for a row only if the flag round trips before and after the row show
-    the table's placement (`rounds`: those counted of the table's); a row no round kept is "not observed"."""
+    the table's placement (`rounds`: those counted of the table's); a row no round kept is "not observed".
+    `probe ns`: the least and the largest of those round trips over the rounds counted, the bucket within
+    the placement the ratio was measured in (within the fast class the call time follows it)."""
     print(f"{'collective':<10} {'size':>8} " + " ".join(
         f"{m + ' pool us':>13} {m + ' MPI us':>12} {m + ' ratio':>9} {m + ' target':>10} {'per-call: pool':>14} "
-        f"{'MPI':>6} {'ratio':>6} {'rounds':>6}" for m in modes)
+        f"{'MPI':>6} {'ratio':>6} {'rounds':>6} {'probe ns':>9}" for m in modes)
         + ("  " + " ".join(f"{m + ' py pool us':>14}" for m in modes) if harness else ""))
     for kind in ("allgather", "allreduce"):
         for n in sizes:
@@ -297,8 +302,10 @@ def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict, place
                         or j["row_placements"][(kind, n)] == (placement, placement)]
                 counted = f"{len(kept)}/{len(jobs[mode])}"
                 if not kept:
-                    cells.append(f"{'not observed (the host moved the ranks)':>86} {counted:>6}")
+                    cells.append(f"{'not observed (the host moved the ranks)':>86} {counted:>6} {'-':>9}")
                     continue
+                probes = [t for j in kept for t in j["row_probes"][(kind, n)]]
+                bucket = f"{min(probes):.0f}-{max(probes):.0f}"
                 pool = statistics.median(j["rows"][(kind, n)][0] for j in kept)
                 mpi = statistics.median(j["rows"][(kind, n)][1] for j in kept)
                 ratio = mpi / pool if pool > 0 else float("inf")
@@ -307,7 +314,7 @@ def print_table(jobs: dict, modes: tuple, sizes: list[int], harness: dict, place
                 mpi_call = statistics.median(j["rows"][(kind, n)][3] for j in kept)
                 cells.append(f"{pool:13.2f} {mpi:12.2f} {ratio:9.2f} {'met' if ratio >= need else 'MISS':>10} "
                              f"{pool_call:14.2f} {mpi_call:6.2f} "
-                             f"{mpi_call / pool_call if pool_call > 0 else float('inf'):6.2f} {counted:>6}")
+                             f"{mpi_call / pool_call if pool_call > 0 else float('inf'):6.2f} {counted:>6} {bucket:>9}")
             extra = ""
             if harness and kind == "allgather":
                 extra = "  " + " ".join(f"{harness[m].get(n, float('nan')):14.2f}" for m in modes)
