@@ -132,3 +132,46 @@ def test_the_measurement_options_are_refused_where_they_cannot_apply(argv, messa
     with pytest.raises(SystemExit) as stop:
         run_hypotheses.main(argv)
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_stretch_takes_a_placement_only_when_both_its_probes_read_it():
+    assert sv.stretch_placement(90.0, 95.0) == "fast"
+    assert sv.stretch_placement(380.0, 410.0) == "slow"
+    assert sv.stretch_placement(90.0, 410.0) == "none"  # it changed placement
+    assert sv.stretch_placement(5e5, 95.0) == "none"  # a disturbed probe vouches for nothing
+    assert sv.stretch_placement(5e5, 6e5) == "none"
+
+
+def test_a_set_probed_between_stretches_splits_into_the_stretches_of_each_placement(tmp_path):
+    """Set o: rounds 1-3 and 7 fast throughout, 4-6 and 8 changed placement between stretches."""
+    sets_dir = os.path.join(ROOT, "sets_2026-12-01o_quiet")
+    subs = osu_files.stretch_sets(sets_dir, str(tmp_path))
+    assert sorted(subs) == ["fast", "slow"]
+    raw = osu_files.read_raw(sets_dir)
+    for placement, sub in subs.items():
+        kept = osu_files.read_raw(sub)
+        assert kept == [row for row in raw if sv.stretch_placement(
+            float(row["roundtrip_before_ns"]), float(row["roundtrip_after_ns"])) == placement]
+        assert {sv.round_placement(*ns) for _, _, *ns in sv.placements(sub)} == {placement}
+    # the fast stretches of the mixed rounds join the whole fast rounds: more rounds than placement_fast's 4
+    assert {row["round"] for row in osu_files.read_raw(subs["fast"])} == {"1", "2", "3", "4", "7", "8"}
+    # a set probed only before and after its rounds has no stretch sub-sets: placement_sets splits it
+    assert osu_files.stretch_sets(os.path.join(ROOT, "sets_2026-12-01j_quiet"), str(tmp_path / "j")) == {}
+
+
+def test_a_size_fewer_than_two_rounds_measured_is_disturbed():
+    reproducing = {("allgather", 8192): {1}, ("allgather", 16384): {1, 2}}
+    sizes = [8192, 16384]
+    assert run_hypotheses.disturbed_sizes(reproducing, {}, ("allgather",), sizes) == {}
+    assert run_hypotheses.disturbed_sizes(reproducing, {}, ("allgather",), sizes, {8192: 1, 16384: 2}) == \
+        {8192: "1 round"}
+
+
+def test_the_committed_stretch_sub_sets_verdicts():
+    """Post-hoc (the rule was written knowing m, n and o): o's fast stretches are valid, its slow ones are not."""
+    fast = run_hypotheses.check(os.path.join(ROOT, "sets_2026-12-01o_quiet", "stretch_fast"), write=False)
+    assert fast["fastest cma-on x-w1-fresh"]["verdict"] == {"valid": True, "placement": "fast", "reasons": []}
+    slow = run_hypotheses.check(os.path.join(ROOT, "sets_2026-12-01o_quiet", "stretch_slow"), write=False)
+    assert slow["fastest cma-on x-w1-fresh"]["verdict"]["reasons"][0] == "anchor row disturbed"
+    assert run_hypotheses.rounds_per_size(os.path.join(ROOT, "sets_2026-12-01o_quiet", "stretch_slow"),
+                                          "cma-on")[1] == 1

@@ -12,7 +12,7 @@ import os
 import shutil
 import statistics
 
-from set_validity import placements, round_placement
+from set_validity import placements, round_placement, stretch_placement
 
 BENCHMARKS = ("latency", "fresh", "bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1", "allgather")
 BANDWIDTHS = ("bw", "bibw", "bw1", "bibw1", "freshbw1", "freshbibw1")  # MB/s: the fastest is the largest
@@ -76,15 +76,34 @@ def placement_sets(sets_dir: str, out_root: str) -> dict:
     raw, out = read_raw(sets_dir), {}
     for placement in ("fast", "slow"):
         kept = [row for row in raw if rounds.get((int(row["round"]), row["cma"])) == placement]
-        if not kept:
-            continue
-        sub = os.path.join(out_root, f"placement_{placement}")
-        os.makedirs(sub, exist_ok=True)
-        with open(os.path.join(sub, "raw.csv"), "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(raw[0]))
-            writer.writeheader()
-            writer.writerows(kept)
-        shutil.copy(os.path.join(sets_dir, "memcpy.csv"), os.path.join(sub, "memcpy.csv"))
-        write_tables(kept, sub)
-        out[placement] = sub
+        if kept:
+            out[placement] = write_sub_set(sets_dir, raw, kept, os.path.join(out_root, f"placement_{placement}"))
     return out
+
+
+def stretch_sets(sets_dir: str, out_root: str) -> dict:
+    """{placement: directory} of the per-stretch sub-sets of a set probed between its stretches of sizes (from set m
+    on), written as out_root/stretch_fast and _slow: over every round, the rows of the stretches whose probes
+    before and after both read that placement (set_validity.stretch_placement); {} for a set without probes
+    between stretches, where a stretch is its round and placement_sets already splits it."""
+    if not any(len(ns) > 2 for _, _, *ns in placements(sets_dir)):
+        return {}
+    raw, out = read_raw(sets_dir), {}
+    for placement in ("fast", "slow"):
+        kept = [row for row in raw if stretch_placement(float(row["roundtrip_before_ns"]),
+                                                        float(row["roundtrip_after_ns"])) == placement]
+        if kept:
+            out[placement] = write_sub_set(sets_dir, raw, kept, os.path.join(out_root, f"stretch_{placement}"))
+    return out
+
+
+def write_sub_set(sets_dir: str, raw: list, kept: list, sub: str) -> str:
+    """The sub-set `sub` of the rows `kept` of the set's raw.csv: its raw.csv, tables and the set's memcpy.csv."""
+    os.makedirs(sub, exist_ok=True)
+    with open(os.path.join(sub, "raw.csv"), "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(raw[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    shutil.copy(os.path.join(sets_dir, "memcpy.csv"), os.path.join(sub, "memcpy.csv"))
+    write_tables(kept, sub)
+    return sub

@@ -30,7 +30,9 @@ Each round also records the hw flag round trip of two fresh processes before it,
 stretches and after it (the host placement probe). Each variant's result ends with the set verdict (set_validity.py): whether
 the set can test the model at all (one placement, an undisturbed anchor row, half the sizes
 undisturbed, 2 rounds). A set whose rounds span both placements is also checked per placement, from
-the rounds of each (placement_fast/, placement_slow/ in the set). After the check of the new (or
+the rounds of each (placement_fast/, placement_slow/ in the set), and a set probed between its stretches
+per stretch, from the stretches both of whose probes read one placement (stretch_fast/, stretch_slow/;
+set_validity "Per stretch"). After the check of the new (or
 given) set, every committed set (sets_* and their placement sub-sets) is re-checked (not re-written),
 one line per set and main variant is printed, and the target on the valid sets per placement.
 """
@@ -46,8 +48,9 @@ import subprocess
 import sys
 import tempfile
 
-from osu_files import BANDWIDTHS, BATCHES, BENCHMARKS, placement_sets, write_tables
-from set_validity import AGREE, anchor_slowed, describe_verdict, placements, round_count, round_placement, verdict
+from osu_files import BANDWIDTHS, BATCHES, BENCHMARKS, placement_sets, stretch_sets, write_tables
+from set_validity import (AGREE, MIN_ROUNDS, anchor_slowed, describe_verdict, placements, round_count, round_placement,
+                          verdict)
 
 from cxlsim.calibrate.osu_fit import from_osu
 from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
@@ -266,14 +269,27 @@ def common_rounds(reproducing: dict, benches, size: int) -> set:
     return rounds or set()
 
 
-def disturbed_sizes(reproducing: dict, slow_rows: dict, benches, sizes) -> dict:
+def rounds_per_size(sets_dir: str, cma: str) -> dict:
+    """{size: how many rounds measured the allgather there} (a per-stretch sub-set keeps some sizes of a round)."""
+    seen = {}
+    with open(os.path.join(sets_dir, "raw.csv")) as fh:
+        for row in csv.DictReader(fh):
+            if row["cma"] == cma and row["benchmark"] == "allgather":
+                seen.setdefault(int(row["size_bytes"]), set()).add(row["round"])
+    return {size: len(rounds) for size, rounds in seen.items()}
+
+
+def disturbed_sizes(reproducing: dict, slow_rows: dict, benches, sizes, rounds_at: dict | None = None) -> dict:
     """{size: reason} where the set's figures of `benches` are not one state of the machine: no round reproduces
     them all within AGREE ('no common round': they come from stretches that disagree), or one of them is a row
-    slower than the next larger size's ('slower than the next size')."""
+    slower than the next larger size's ('slower than the next size'); with `rounds_at` ({size: rounds}, given for
+    a set of MIN_ROUNDS rounds or more), a size fewer rounds measured cannot be compared ('1 round')."""
     out = {}
     for size in sizes:
         slow = [b for b in benches if size in slow_rows.get(b, ())]
-        if slow:
+        if rounds_at is not None and rounds_at.get(size, 0) < MIN_ROUNDS:
+            out[size] = f"{rounds_at.get(size, 0)} round"
+        elif slow:
             out[size] = f"{'/'.join(slow)} slower than the next size"
         elif not common_rounds(reproducing, benches, size):
             out[size] = "no common round"
@@ -315,6 +331,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
             spread = spread_by_size(sets_dir, cma)
             disturbed = disturbed_rows(sets_dir, statistic, cma)
             reproducing = reproducing_rounds(sets_dir, statistic, cma)
+            rounds_at = rounds_per_size(sets_dir, cma) if round_count(sets_dir, cma) >= MIN_ROUNDS else None
             rows, reasons = {}, {}
             for variant, (benches, switch, fin, settings) in VARIANTS.items():
                 files = [os.path.join(sets_dir, statistic, f"osu_{b}_{cma}.txt") for b in benches + ("allgather",)]
@@ -328,7 +345,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
                     lines.append(f"\n## {statistic} set, {cma}, {variant}: no fit: {e}")
                     continue
                 bad = disturbed_sizes(reproducing, disturbed, benches + ("allgather",),
-                                      [r["size_bytes"] for r in result["rows"]])
+                                      [r["size_bytes"] for r in result["rows"]], rounds_at)
                 reasons[variant] = bad
                 anchor = min(r["size_bytes"] for r in result["rows"])
                 summary[f"{statistic} {cma} {variant}"] = {
@@ -347,7 +364,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
             for key in [k for k in summary if k.startswith(f"{statistic} {cma} ")]:
                 summary[key]["disturbed_rows"] = disturbed
             names = [v for v in VARIANTS if v in next(iter(rows.values()))]
-            main = "x-w1" if "x-w1" in names else names[-1]  # the model, or the set's fullest earlier variant
+            main = next((v for v in ("x-w1-fresh", "x-w1") if v in names), names[-1])  # the model, else the fullest
             main_tables = VARIANTS[main][0] + ("allgather",)
             lines.append(f"\n## {statistic} set, {cma}: full error per size (measured us; round-to-round spread)")
             lines.append(f"rows from 8 KiB slower than the next larger size's (disturbed): {describe_disturbed(disturbed)}")
@@ -429,13 +446,13 @@ def main(argv=None) -> int:
         ap.error(f"--cma: {' '.join(args.cma)} names a setting twice")
     sets_dir = args.sets or measure(args)
     check(sets_dir)
-    subsets = sorted(placement_sets(sets_dir, sets_dir).values())
+    subsets = sorted(placement_sets(sets_dir, sets_dir).values()) + sorted(stretch_sets(sets_dir, sets_dir).values())
     for sub in subsets:
-        print(f"\n# the rounds of one placement: {sub}")
+        print(f"\n# the {'rounds' if 'placement_' in sub else 'stretches'} of one placement: {sub}")
         check(sub)
     mine = {os.path.realpath(d) for d in [sets_dir] + subsets}
-    committed = sorted(d for d in glob.glob(os.path.join(HERE, "sets_*")) + glob.glob(os.path.join(HERE, "sets_*",
-                       "placement_*")) if os.path.realpath(d) not in mine)
+    committed = sorted(d for pattern in ("sets_*", "sets_*/placement_*", "sets_*/stretch_*")
+                       for d in glob.glob(os.path.join(HERE, pattern)) if os.path.realpath(d) not in mine)
     report_all([sets_dir] + subsets + committed)
     print(f"sets: {sets_dir}")
     return 0

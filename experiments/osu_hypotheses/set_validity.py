@@ -27,6 +27,15 @@ A probed set whose rounds span both placements is also tested per placement (osu
 the rounds of one placement form a sub-set of their own (`placement_fast/`, `placement_slow/` in the set),
 judged by the same rules. The slow placement is reported apart: it is another machine for the model.
 
+Per stretch (session 26, stated before any set measured after it; m, n and o, the sets probed between
+stretches, were known, so the rule is post-hoc on them). On this host the placement changes within a
+minute, so few whole rounds stay in one. A set probed between its stretches of sizes is also tested per
+stretch (osu_files.stretch_sets): the rows of every round's stretches whose probes before and after both
+read one placement (`stretch_placement`; a disturbed probe vouches for nothing, so its stretch is left out)
+form the sub-set `stretch_fast/` or `stretch_slow/`, judged by rules 1-4 as a set is, with rule 4 applied
+per size as well: a size that fewer than MIN_ROUNDS rounds measured in that placement is disturbed (it
+cannot be compared), and so is the anchor row then (rule 2).
+
 The rule reads the measured tables and probes only, never the model's error.
 """
 from __future__ import annotations
@@ -49,6 +58,12 @@ def round_placement(*probes_ns: float) -> str:
     if not kept:
         return "unknown"
     return kept.pop() if len(kept) == 1 else "mixed"
+
+
+def stretch_placement(before_ns: float, after_ns: float) -> str:
+    """A stretch's placement from the probes around it: 'fast' or 'slow' when both read it, else 'none'."""
+    before, after = placement_of(before_ns), placement_of(after_ns)
+    return before if before == after and before != "disturbed" else "none"
 
 
 def placements(sets_dir: str) -> list:
