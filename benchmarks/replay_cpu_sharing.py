@@ -18,18 +18,25 @@ and after each):
    on two CPUs (`--mpi-yield`; the model gives exactly this, tests/test_replay_cpu_sharing.py).
 3. **The library's pool yield interval**: MPI_Barrier on the library's pool (`cxlsim mpi run`), both ranks
    pinned to one CPU (the library sees one core for two ranks and yields after 8 polls): the time per barrier
-   minus the time per barrier on two CPUs (`--pool-yield`).
+   minus the time per barrier on two CPUs (`--pool-yield`). The unpinned runs also give **the other
+   processes' turn** (`--cpu-foreign-turn`): with a CPU for each rank, a rank is kept off its CPU only by other
+   processes, so its run delay per switch away (/proc/self/schedstat, getrusage) is how long they keep it.
 4. **The check, where ranks outnumber CPUs (np 3 and 4 on this machine's CPUs, unpinned)**, measured and
    replayed by the model with the figures of 1-3 (nothing fitted here): an 8-byte ring exchange under MPICH
    (each rank sends to its right and receives from its left, blocking), the library's MPI_Barrier loop, and
    the library's loop of the validation's collective-bound app (an allreduce of 64 KiB, an allgather and a
-   bcast of 4 KiB, an allreduce of 8 B: 5 waits for every rank per iteration), time per iteration, the loop's
-   collectives priced by `--pool-profile`; and the model's error.
+   bcast of 4 KiB, an allreduce of 8 B: 5 waits for every rank per iteration; also at np 2, one CPU each),
+   time per iteration, the loop's collectives priced by `--pool-profile`; and the model's error, twice: with
+   no other processes, and with each CPU's other processes in the share the loop measured (1 - the CPU time
+   of its ranks over the wall time: a CPU with a busy-polling rank is never idle), in turns of part 3's
+   figure (`--cpu-foreign`). Each loop is sized to run about LOOP_S s (from a 200-iteration run), so its
+   ranks' CPU times, switches and run delays (each rank prints them over the timed loop) measure the loop,
+   printed per iteration beside the model's.
 5. **A blocking exchange at np 2-4** (skipped with `--quick`): the halo program (tests/data/traces/src/
    halo_timed.c) without work, under MPICH alone and under the library: time per iteration.
 It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
 share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other jobs disturbs every figure
-(the model has no other jobs): read the load columns.
+(the model takes them as measured in part 4's second line only): read the load columns.
 """
 from __future__ import annotations
 
@@ -142,7 +149,44 @@ int main(int argc, char **argv) {
 }
 """
 
-RING = r"""
+LOOP_STATS = r"""
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+/* What the scheduler did to each rank over the timed loop: its CPU time (CLOCK_PROCESS_CPUTIME_ID, ns), its
+ * switches away while runnable (a preemption or a yield that handed the CPU over: ru_nivcsw), its sleeps
+ * (ru_nvcsw), its time runnable off the CPU (/proc/self/schedstat's run delay, ns; -1 without it), and the CPU
+ * it ended on; rank 0 prints one line per rank after the loop. */
+static struct rusage ru0;
+static double cpu0, delay0;
+static double cpu_ns(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+static double delay_ns(void) {
+  unsigned long long ran, delay; FILE *f = fopen("/proc/self/schedstat", "r");
+  int got = f ? fscanf(f, "%llu %llu", &ran, &delay) : 0;
+  if (f) fclose(f);
+  return got == 2 ? (double)delay : -1.0;
+}
+static void stats_start(void) { getrusage(RUSAGE_SELF, &ru0); cpu0 = cpu_ns(); delay0 = delay_ns(); }
+static void stats_end(int rank, int size) {
+  struct rusage ru; getrusage(RUSAGE_SELF, &ru);
+  double delay = delay_ns();
+  double mine[5] = {cpu_ns() - cpu0, (double)(ru.ru_nivcsw - ru0.ru_nivcsw), (double)(ru.ru_nvcsw - ru0.ru_nvcsw),
+                    delay < 0 || delay0 < 0 ? -1.0 : delay - delay0, (double)sched_getcpu()};
+  double *all = malloc(sizeof mine * size);
+  MPI_Gather(mine, 5, MPI_DOUBLE, all, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0)
+    for (int r = 0; r < size; r++)
+      printf("rank %d cpu_ns %.0f switches %.0f sleeps %.0f delay_ns %.0f on %.0f\n", r, all[5 * r], all[5 * r + 1],
+             all[5 * r + 2], all[5 * r + 3], all[5 * r + 4]);
+  free(all);
+}
+"""
+
+RING = LOOP_STATS + r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +196,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);
   int it = atoi(argv[1]), right = (rank + 1) % size, left = (rank + size - 1) % size;
   MPI_Barrier(MPI_COMM_WORLD);
+  stats_start();
   double t0 = MPI_Wtime();
   for (int i = 0; i < it; i++) {
     if (rank % 2 == 0) { MPI_Send(s, 8, MPI_CHAR, right, 0, MPI_COMM_WORLD); MPI_Recv(r, 8, MPI_CHAR, left, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
@@ -159,31 +204,34 @@ int main(int argc, char **argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) printf("us %.3f\n", (MPI_Wtime() - t0) / it * 1e6);
+  stats_end(rank, size);
   MPI_Finalize();
   return 0;
 }
 """
 
-BARRIERS = r"""
+BARRIERS = LOOP_STATS + r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 /* barriers ITERATIONS: us per MPI_Barrier */
 int main(int argc, char **argv) {
-  int rank;
-  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rank, size;
+  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);
   int it = atoi(argv[1]);
   MPI_Barrier(MPI_COMM_WORLD);
+  stats_start();
   double t0 = MPI_Wtime();
   for (int i = 0; i < it; i++) MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) printf("us %.3f\n", (MPI_Wtime() - t0) / it * 1e6);
+  stats_end(rank, size);
   MPI_Finalize();
   return 0;
 }
 """
 
 
-COLLS = r"""
+COLLS = LOOP_STATS + r"""
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,10 +239,11 @@ COLLS = r"""
 static float v[16384], w[16384];
 static char block[4096], all[4 * 4096], b[4096];
 int main(int argc, char **argv) {
-  int rank; double res = 1.0, sum;
-  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int rank, size; double res = 1.0, sum;
+  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);
   int it = atoi(argv[1]);
   MPI_Barrier(MPI_COMM_WORLD);
+  stats_start();
   double t0 = MPI_Wtime();
   for (int i = 0; i < it; i++) {
     MPI_Allreduce(v, w, 16384, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -204,6 +253,7 @@ int main(int argc, char **argv) {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) printf("us %.3f\n", (MPI_Wtime() - t0) / it * 1e6);
+  stats_end(rank, size);
   MPI_Finalize();
   return 0;
 }
@@ -274,12 +324,11 @@ def measure(rounds: int, label: str, once) -> list:
     return got
 
 
-def ring_lines(n: int, iterations: int):
-    """The ring program's calls per rank (a SimGrid TI trace), with a barrier before and after."""
+def ring_step(n: int):
+    """The ring program's calls per rank and iteration (SimGrid TI lines): r -> lines."""
     def lines(r):
         right, left = (r + 1) % n, (r + n - 1) % n
-        step = ([f"send {right} 0 8", f"recv {left} 0 8"] if r % 2 == 0 else [f"recv {left} 0 8", f"send {right} 0 8"])
-        return ["barrier", *step * iterations, "barrier"]
+        return [f"send {right} 0 8", f"recv {left} 0 8"] if r % 2 == 0 else [f"recv {left} 0 8", f"send {right} 0 8"]
     return lines
 
 
@@ -300,14 +349,83 @@ def message_profile(tmp: str, one_way_ns: float) -> str:
     return save_profile(os.path.join(tmp, "messages.json"), make_profile("network", model, []))
 
 
-def modelled_us(trace, spec: str, iterations: int, sharing: CPUSharing | None, stats: str | None = None) -> float:
-    """The DES's time per iteration of a loop trace between its barriers (rank 0), us; `stats`: the library's
-    stats table of the loop, for a joined NET.json+LOCAL.json `spec`."""
+def modelled_us(trace, spec: str, iterations: int, sharing: CPUSharing | None, stats: str | None = None):
+    """The DES's time per iteration of a loop trace between its barriers (rank 0), us, and its Timeline; `stats`:
+    the library's stats table of the loop, for a joined NET.json+LOCAL.json `spec`."""
     library = pool_profile.read_library_stats(stats, "the loop's") if stats else None
     fab = fabrics.resolve(spec, trace.size, trace=trace, library_stats=library)
     timeline = engine.replay(trace, fab.make(), priced=fab.priced, sharing=sharing)
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
-    return (barriers[-1][1] - barriers[0][1]) / iterations / 1e3
+    return (barriers[-1][1] - barriers[0][1]) / iterations / 1e3, timeline
+
+
+CAPS = {"ring": 20000, "barrier loop": 20000, "collective loop": 3000}
+"""The most iterations of each loop (the DES replays every call, so its time grows with them)."""
+LOOP_S = 0.25
+"""How long each loop is sized to run (s), so the ranks' CPU times measure more than its start."""
+RANK_LINE = re.compile(r"rank (\d+) cpu_ns (\S+) switches (\S+) sleeps (\S+) delay_ns (\S+) on (\d+)")
+
+
+def loop_run(exe: str, n: int, iterations: int, library: bool) -> dict:
+    """One run of a loop program (np n, unpinned): {'us': per iteration, 'cpu_ns', 'switches', 'sleeps', 'delay_ns'
+    (time runnable off its CPU): per rank over the loop, 'map': the CPU of each rank (the sampled map, else where
+    it ended), 'foreign': per CPU, the share of the loop's wall time the ranks on it did not run (1 - their CPU
+    time / the wall time; a CPU with a busy-polling rank is never idle, so that time is other processes'; 0 for a
+    CPU without a rank)}."""
+    out = run([find_mpiexec(), "-n", str(n), exe, str(iterations)], None, library)
+    us = float(re.search(r"us (\S+)", out).group(1))
+    ranks = sorted((int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)),
+                    int(m.group(6))) for m in RANK_LINE.finditer(out))
+    where = MAPS[-1] if MAPS[-1] is not None and len(MAPS[-1]) == n else tuple(r[5] for r in ranks)
+    wall = us * iterations * 1e3
+    cpus = os.cpu_count() or 1
+    foreign = [0.0] * cpus
+    for c in set(where):
+        if c < cpus:
+            foreign[c] = max(0.0, 1 - sum(r[1] for r in ranks if where[r[0]] == c) / wall)
+    return {"us": us, "cpu_ns": [r[1] for r in ranks], "switches": [r[2] for r in ranks],
+            "sleeps": [r[3] for r in ranks], "delay_ns": [r[4] for r in ranks], "map": where, "foreign": foreign,
+            "wall_ns": wall}
+
+
+def foreign_turn_ns(runs: list) -> float | None:
+    """How long other processes kept a CPU per turn, from loop runs with a CPU for each rank (so a rank was kept
+    off its CPU by other processes only): the ranks' time runnable off the CPU per switch away, median over the
+    runs; None where no run switched or run delays are not known."""
+    turns = [sum(r["delay_ns"]) / sum(r["switches"]) for r in runs
+             if sum(r["switches"]) > 0 and min(r["delay_ns"]) >= 0]
+    return statistics.median(turns) if turns else None
+
+
+def record(runs: list, got: dict) -> float:
+    runs.append(got)
+    return got["us"]
+
+
+def loop_iterations(exe: str, n: int, library: bool, cap: int) -> int:
+    """Iterations for about LOOP_S s of the loop (from a 200-iteration run), 200 to `cap`; the run is not a round."""
+    us = loop_run(exe, n, 200, library)["us"]
+    MAPS.pop()
+    return max(200, min(cap, int(LOOP_S * 1e6 / max(us, 1e-3))))
+
+
+def loop_lines(step: list, iterations: int):
+    """A loop program's calls per rank (a SimGrid TI trace): `step` (r -> lines) `iterations` times between two
+    barriers."""
+    return lambda r: ["barrier", *step(r) * iterations, "barrier"]
+
+
+def mechanism(runs: list, timeline, iterations: int, n: int) -> str:
+    """The scheduler's work per iteration, measured (median over the rounds) and modelled: switches away while
+    runnable per rank (mean over ranks), sleeps, and the ranks' CPU time over the wall time."""
+    def med(key):
+        return statistics.median(sum(r[key]) / len(r[key]) / iterations for r in runs)
+    busy = statistics.median(sum(r["cpu_ns"]) / r["wall_ns"] for r in runs)
+    window = timeline.finish_ns[0]
+    model = (f"{sum(timeline.switches) / n / iterations:.2f} switches, ranks' CPU {sum(timeline.cpu_ns) / window:.2f} "
+             f"CPUs" if timeline.switches is not None else "one CPU each: no switches")
+    return (f"per iteration and rank: measured {med('switches'):.2f} switches, {med('sleeps'):.3f} sleeps, ranks' "
+            f"CPU {busy:.2f} CPUs; model {model}")
 
 
 def options_line(sharing: CPUSharing) -> str:
@@ -322,6 +440,17 @@ def check(label: str, measured: list, modelled_us: float, where: str) -> None:
     median = statistics.median(measured)
     print(f"    model (the figures of 1-3): {modelled_us:.1f} us, error {(modelled_us - median) / median * 100:+.1f}% "
           f"against the median ({label}; {where})", flush=True)
+
+
+def library_rows(trace) -> dict:
+    """{the library's MPI name: calls summed over ranks} of a trace's collectives, every one on the pool."""
+    names = {kind: name for name, kind in pool_profile.LIBRARY_NAMES.items()}
+    rows = {}
+    for calls in trace.ranks:
+        for c in calls:
+            if c.kind in names:
+                rows[names[c.kind]] = rows.get(names[c.kind], 0) + 1
+    return rows
 
 
 def stats_file(path: str, n: int, rows: dict) -> str:
@@ -382,8 +511,9 @@ def main() -> int:
         free = measure(args.rounds, "on two CPUs (unpinned)", lambda: per_call_us(pingpong, 2, 20000, None, False))
         pinned = measure(args.rounds, "both ranks on CPU 0", lambda: per_call_us(pingpong, 2, 300, "0", False))
         print("# 3. the library's pool MPI_Barrier, us per barrier")
+        free_runs = []
         pool_free = measure(args.rounds, "on two CPUs (unpinned)",
-                            lambda: per_call_us(barriers, 2, 20000, None, True))
+                            lambda: record(free_runs, loop_run(barriers, 2, 20000, True)))
         pool_pinned = measure(args.rounds, "both ranks on CPU 0 (the library yields after 8 polls)",
                               lambda: per_call_us(barriers, 2, 300, "0", True))
         slice_ns = statistics.median(slices) * 1e6
@@ -396,42 +526,48 @@ def main() -> int:
                                   "0.1 us is used")
             yields[kind] = max(got, 100.0)
         sharing = CPUSharing(cpus, slice_ns, yields["mpi"], yields["pool"])
+        turn = foreign_turn_ns(free_runs)
+        print("# the other processes' turn (the unpinned runs of 3: a rank's time off its CPU per switch away): "
+              + (f"{turn / 1e3:.0f} us, over {sum(sum(r['switches']) for r in free_runs):.0f} switches; other "
+                 "processes' share of the CPUs there " + "; ".join(", ".join(f"{f * 100:.0f}%" for f in r["foreign"])
+                                                               for r in free_runs)
+                 if turn else "not measured (no switch, or no run delays): a slice"))
         net = message_profile(tmp, one_way)
         pooled = f"{net}+{args.pool_profile}"
         print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, measured and modelled: "
               f"slice {slice_ns / 1e3:.0f} us, yields {yields['mpi'] / 1e3:.2f} us (MPI) and "
               f"{yields['pool'] / 1e3:.2f} us (pool), messages {one_way / 1e3:.2f} us, pool collectives on "
               f"{os.path.basename(args.pool_profile)}")
+        loops = []  # (label, what, program, np, under the library, one iteration's lines: r -> lines, fabric)
         for n in (3, 4):
-            iterations = 300
-            measured = measure(args.rounds, f"np {n}, MPICH ring (8 B, blocking)",
-                               lambda n=n, iterations=iterations: per_call_us(ring, n, iterations, None, False))
-            trace = simgrid.read(write_trace(os.path.join(tmp, f"ring-{n}"), n, ring_lines(n, iterations)), 1e9)
+            loops += [(f"np {n}, MPICH ring (8 B, blocking)", "ring", ring, n, False, ring_step(n), net),
+                      (f"np {n}, the library's pool MPI_Barrier", "barrier loop", barriers, n, True,
+                       lambda r: ["barrier"], pooled)]
+        loops += [(f"np {n}, the library's collective loop (coll's calls, no work)", "collective loop", colls, n,
+                   True, lambda r: COLL_STEP, pooled) for n in (2, 3, 4)]
+        for label, what, exe, n, library, step, spec in loops:
+            iterations = loop_iterations(exe, n, library, CAPS[what])
+            runs = []
+            measure(args.rounds, f"{label}, {iterations} it.",
+                    lambda exe=exe, n=n, iterations=iterations, library=library, runs=runs:
+                    record(runs, loop_run(exe, n, iterations, library)))
+            # the program times `iterations` steps after a barrier and ends with one (the barrier loop's steps are
+            # barriers: one fewer step between the two)
+            lines = loop_lines(step, iterations - (what == "barrier loop"))
+            name = f"{what.replace(' ', '-')}-{n}"
+            trace = simgrid.read(write_trace(os.path.join(tmp, name), n, lines), 1e9)
+            stats = stats_file(os.path.join(tmp, name + ".stats"), n, library_rows(trace)) if library else None
             on, where = seen_map(args.rounds, n)
-            check("ring", measured, modelled_us(trace, net, iterations, dataclasses.replace(sharing, cpu_map=on)),
-                  where)
-            measured = measure(args.rounds, f"np {n}, the library's pool MPI_Barrier",
-                               lambda n=n, iterations=iterations: per_call_us(barriers, n, iterations, None, True))
-            trace = simgrid.read(write_trace(os.path.join(tmp, f"barriers-{n}"), n,
-                                             lambda r, iterations=iterations: ["barrier"] * (iterations + 1)), 1e9)
-            stats = stats_file(os.path.join(tmp, f"barriers-{n}.stats"), n, {"MPI_Barrier": n * (iterations + 1)})
-            on, where = seen_map(args.rounds, n)
-            check("barrier loop", measured,
-                  modelled_us(trace, pooled, iterations, dataclasses.replace(sharing, cpu_map=on), stats), where)
-        for n in (2, 3, 4):
-            iterations = 200
-            measured = measure(args.rounds, f"np {n}, the library's collective loop (coll's calls, no work)",
-                               lambda n=n, iterations=iterations: per_call_us(colls, n, iterations, None, True))
-            trace = simgrid.read(write_trace(os.path.join(tmp, f"colls-{n}"), n,
-                                             lambda r, iterations=iterations: ["barrier", *COLL_STEP * iterations,
-                                                                               "barrier"]), 1e9)
-            stats = stats_file(os.path.join(tmp, f"colls-{n}.stats"), n,
-                               {"MPI_Allreduce": 2 * n * iterations, "MPI_Allgather": n * iterations,
-                                "MPI_Bcast": n * iterations, "MPI_Barrier": 2 * n})
-            on, where = seen_map(args.rounds, n)
-            check("collective loop", measured,
-                  modelled_us(trace, pooled, iterations, dataclasses.replace(sharing, cpu_map=on) if n > cpus else None,
-                              stats), where)
+            alone = dataclasses.replace(sharing, cpu_map=on) if n > cpus else None
+            measured = [r["us"] for r in runs]
+            check(what, measured, modelled_us(trace, spec, iterations, alone, stats)[0], where + "; no other processes")
+            foreign = tuple(statistics.median(r["foreign"][c] for r in runs) for c in range(cpus))
+            loaded = dataclasses.replace(sharing, cpu_map=on or tuple(r % cpus for r in range(n)), foreign=foreign,
+                                         foreign_turn_ns=turn)
+            us, timeline = modelled_us(trace, spec, iterations, loaded, stats)
+            check(what, measured, us, "with the other processes' measured share of each CPU, "
+                  + ", ".join(f"{f * 100:.0f}%" for f in foreign))
+            print("      " + mechanism(runs, timeline, iterations, n), flush=True)
         if not args.quick:
             print(f"# 5. the halo exchange without work (halo_timed.c: two 32 KiB messages and an 8-byte allreduce "
                   f"per rank and iteration), us per iteration, unpinned on {cpus} CPUs")

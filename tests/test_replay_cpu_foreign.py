@@ -28,17 +28,32 @@ def replay(trace, sharing=None):
     return engine.replay(trace, fab.make(), priced=fab.priced, sharing=sharing)
 
 
-@pytest.mark.parametrize("share, finish_ms", [(0.0, 3), (0.5, 4), (1.0, 5)])
+@pytest.mark.parametrize("share, finish_ms, switches", [(0.0, 3, 0), (0.5, 4, 1), (1.0, 5, 2)])
 def test_other_processes_take_their_share_of_a_computing_rank_s_cpu_by_slices(tmp_path, write_trace, share,
-                                                                              finish_ms):
+                                                                              finish_ms, switches):
     """3 ms of compute, slice 1 ms, one CPU. Share 1: the other task joins at 0 with no lag and waits for the
-    rank's slice; rank [0, 1], other [1, 2], rank [2, 3], other [3, 4], rank [4, 5]: 5 ms. Share 0.5: the other
-    sleeps 1 ms * 0.5 / 0.5 = 1 ms first, joins at 1 ms (v = the rank's 1 ms) behind the rank's second slice
-    (the rank's deadline came first), runs [2, 3] and sleeps; the rank ends [3, 4]: 4 ms. Share 0: 3 ms."""
+    rank's slice; rank [0, 1], other [1, 2], rank [2, 3], other [3, 4], rank [4, 5]: 5 ms, switched away twice.
+    Share 0.5: the other sleeps half of 1 ms * 0.5 / 0.5 first, joins at 0.5 ms (v 0.5, deadline 1.5), runs at
+    the rank's first deadline [1, 2] and sleeps 1 ms owing 0.25 ms (v 1.5 above the mean 1.25); it rejoins at 3
+    behind the rank (v 2.25 against 2), which ends [2, 4]: 4 ms, switched away once. Share 0: 3 ms. The rank's CPU time is its 3 ms each time."""
     trace = trace_of(write_trace, tmp_path, [[f"compute {3 * MS:.0f}"]])
     t = replay(trace, CPUSharing(1, 1 * MS, 1e3, 1e3, foreign=(share,)))
     assert t.finish_ns == pytest.approx([finish_ms * MS], rel=1e-12)
     assert sum(e - s for s, e, kind, _, _ in t.segments[0] if kind == "compute") == pytest.approx(3 * MS)
+    assert t.cpu_ns == pytest.approx([3 * MS]) and t.switches == [switches]
+
+
+def test_other_processes_in_short_turns_wait_for_a_computing_rank_s_deadlines(tmp_path, write_trace):
+    """3 ms of compute, slice 1 ms, share 0.5 in turns of 0.25 ms (sleeps of 0.25 ms): the other joins at 0.125
+    (v 0.125) and runs at the rank's deadlines only (each time eligible: its lag kept across its sleeps): [1, 1.25],
+    then the rank's next deadline comes at 2.25 (v 2), [2.25, 2.5], and the rank's 3 ms end at 3.5 ms with its
+    third deadline, switched away twice. A computing rank is preempted at its slice's end, so the other gets
+    0.5 of 3.5 ms, below its share."""
+    trace = trace_of(write_trace, tmp_path, [[f"compute {3 * MS:.0f}"]])
+    t = replay(trace, CPUSharing(1, 1 * MS, 1e3, 1e3, foreign=(0.5,), foreign_turn_ns=0.25 * MS))
+    assert t.finish_ns == pytest.approx([3.5 * MS], rel=1e-12) and t.switches == [2]
+    assert "in turns of 250 us" in CPUSharing(1, 1 * MS, 1e3, 1e3, foreign=(0.5,), foreign_turn_ns=0.25 * MS
+                                              ).describe(1)
 
 
 def test_a_rank_that_yields_in_a_wait_hands_its_cpu_to_the_other_processes_for_their_slice(tmp_path, write_trace):
@@ -57,6 +72,8 @@ def test_a_rank_that_yields_in_a_wait_hands_its_cpu_to_the_other_processes_for_t
     loaded = replay(trace, CPUSharing(2, s, h, 1e3, foreign=(1.0, 0.0)))
     assert loaded.finish_ns[0] == pytest.approx(t_sent + h + s, rel=1e-12)
     assert loaded.finish_ns[1] == pytest.approx(alone.finish_ns[1], rel=1e-12)  # its CPU has no other process
+    assert loaded.switches == [1, 0] and alone.switches == [0, 0]
+    assert loaded.cpu_ns[0] == pytest.approx(t_sent + h + (loaded.finish_ns[0] - (t_sent + h + s)), abs=1.0)
 
 
 def test_a_stuck_replay_with_other_processes_ends_with_the_ranks_it_names(tmp_path, write_trace):
@@ -75,6 +92,10 @@ def test_a_stuck_replay_with_other_processes_ends_with_the_ranks_it_names(tmp_pa
      r"--cpu-foreign: expected one share in 0..1 per CPU \(2\)"),
     (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-foreign", "150"],
      r"--cpu-foreign: expected one share in 0..1"),
+    (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-foreign-turn", "1ms"],
+     r"--cpu-foreign-turn: the other processes' turn, for --cpu-foreign"),
+    (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-foreign", "10",
+      "--cpu-foreign-turn", "0us"], r"--cpu-foreign-turn: expected a time > 0"),
 ])
 def test_a_bad_foreign_share_is_refused_naming_the_flag(argv, message):
     parser = argparse.ArgumentParser()

@@ -89,8 +89,8 @@ def cpu_sharing(args) -> CPUSharing | None:
     figures = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in SHARING_FLAGS}
     if args.cpus is None:
         given = [flag for flag, value in figures.items() if value is not None]
-        given += [flag for flag in ("--cpu-map", "--cpu-foreign") if getattr(args, flag[2:].replace("-", "_"), None)
-                  is not None]
+        given += [flag for flag in ("--cpu-map", "--cpu-foreign", "--cpu-foreign-turn")
+                  if getattr(args, flag[2:].replace("-", "_"), None) is not None]
         if given:
             raise InputError(f"{given[0]}: a figure of CPU sharing, for --cpus N; give --cpus or remove it")
         return None
@@ -103,10 +103,13 @@ def cpu_sharing(args) -> CPUSharing | None:
         raise InputError(f"--cpus: also give {', '.join(missing)} (the traced machine's scheduler figures; "
                          "python benchmarks/replay_cpu_sharing.py measures them)")
     times = {flag: units.parse_option(flag, value, units.parse_time) for flag, value in figures.items()}
-    foreign = getattr(args, "cpu_foreign", None)
+    foreign, turn = getattr(args, "cpu_foreign", None), getattr(args, "cpu_foreign_turn", None)
+    if turn is not None and foreign is None:
+        raise InputError("--cpu-foreign-turn: the other processes' turn, for --cpu-foreign; give it or remove this")
     return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"],
                       cpu_map(args.cpu_map) if getattr(args, "cpu_map", None) is not None else None,
-                      cpu_foreign(foreign) if foreign is not None else None)
+                      cpu_foreign(foreign) if foreign is not None else None,
+                      units.parse_option("--cpu-foreign-turn", turn, units.parse_time) if turn is not None else None)
 
 
 def cpu_map(text: str) -> tuple:
@@ -214,8 +217,11 @@ def register(subparsers) -> None:
                                      "on CPU r %% N); benchmarks/replay_validate.py observes it per run")
     p.add_argument("--cpu-foreign",
                    help="with --cpus: per CPU, the %% of the run's wall time other processes kept it busy (e.g. 12,30; "
-                        "default none), modelled as one task per CPU running a slice at a time; "
+                        "default none), modelled as one task per CPU taking turns of --cpu-foreign-turn; "
                         "benchmarks/replay_validate.py measures it per run")
+    p.add_argument("--cpu-foreign-turn",
+                   help="with --cpu-foreign: how long other processes keep a CPU per turn (e.g. 0.9ms; default "
+                        "--cpu-slice; measured: a rank's time off its CPU per switch away)")
     p.add_argument("--cpu-slice", help="with --cpus: the time a CPU-bound rank runs before it is preempted (e.g. 2.6ms)")
     p.add_argument("--mpi-yield", help="with --cpus: how long a rank waiting in MPI point-to-point polls between "
                                        "yields of its CPU (e.g. 2us; > 0; a yield forfeits the rest of its slice)")

@@ -25,10 +25,12 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the share of the run's wall time each CPU was busy with
   processes other than the ranks, cxlsim.replay.rank_cpus): on a CPU with share f > 0, one more task that
-  joins with no lag (`v` = the mean), runs `slice_ns` of work, sleeps `slice_ns * (1 - f) / f` (alone on the
-  CPU it takes f of it; f >= 1: it never sleeps), and so on while any rank runs. It is the load a shared
-  machine puts beside the ranks: a rank that yields hands it the CPU for its slice. One task per CPU stands
-  for all of them, so their count and their own bursts are not modelled, only their measured share.
+  joins with no lag (`v` = the mean), runs a turn of `foreign_turn_ns` of work (measured: how long a rank
+  was kept off its CPU per switch away; default a slice), sleeps `foreign_turn_ns * (1 - f) / f` (alone on
+  the CPU it takes f of it; f >= 1: it never sleeps), and so on while any rank runs; it starts half-way through
+  a sleep (the mean phase). It is the load a shared
+  machine puts beside the ranks: a rank that yields hands it the CPU for its turn. One task per CPU stands
+  for all of them: their count is not modelled, only their measured share and turn.
 The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py: the slice from two busy
 loops on one CPU, each yield interval from two ranks on one CPU); that a yield forfeits the slice is
 measured there too (a polling process that yields every 2-200 us beside a busy one on its CPU got at most
@@ -52,7 +54,7 @@ __all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
 NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
         "messages polls once, for the whole call; the ranks keep their CPUs; other processes are one task per CPU "
-        "running a slice at a time in their measured share (--cpu-foreign), or absent without it")
+        "taking turns in their measured share (--cpu-foreign), or absent without it")
 
 
 def _slack(now: float, ns: float) -> float:
@@ -74,6 +76,8 @@ class CPUSharing:
     """The CPU each rank ran on (rank r on cpu_map[r]); None: rank r on CPU r % cpus."""
     foreign: tuple | None = None
     """Per CPU, the share of the run's wall time other processes kept it busy (0-1, measured); None: none."""
+    foreign_turn_ns: float | None = None
+    """How long the other processes keep a CPU per turn (ns, measured); None: `slice_ns`."""
 
     def __post_init__(self):
         if not isinstance(self.cpus, int) or isinstance(self.cpus, bool) or self.cpus < 1:
@@ -89,8 +93,9 @@ class CPUSharing:
             if bad or len(self.foreign) != self.cpus:
                 raise InputError(f"--cpu-foreign: expected one share in 0..1 per CPU ({self.cpus}), got "
                                  f"{list(self.foreign)!r}")
+        turn = () if self.foreign_turn_ns is None else (("--cpu-foreign-turn", self.foreign_turn_ns),)
         for flag, value in (("--cpu-slice", self.slice_ns), ("--mpi-yield", self.mpi_yield_ns),
-                            ("--pool-yield", self.pool_yield_ns)):
+                            ("--pool-yield", self.pool_yield_ns), *turn):
             if not (value > 0 and math.isfinite(value)):
                 why = "" if flag == "--cpu-slice" else " (a poll between yields takes time)"
                 raise InputError(f"{flag}: expected a time > 0{why}, got {value!r} ns")
@@ -111,7 +116,8 @@ class CPUSharing:
         mapped = (f"rank r on CPU r % {self.cpus}" if self.cpu_map is None
                   else "ranks on CPUs " + ",".join(str(c) for c in on) + " (--cpu-map)")
         others = ("" if not self.foreign_tasks() else "; other processes took "
-                  + ", ".join(f"{f * 100:.0f}%" for f in self.foreign) + " of the CPUs (--cpu-foreign)")
+                  + ", ".join(f"{f * 100:.0f}%" for f in self.foreign) + " of the CPUs (--cpu-foreign), in turns of "
+                  + f"{(self.foreign_turn_ns or self.slice_ns) / 1e3:g} us")
         return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; {mapped}), EEVDF by CPU "
                 f"time, slice {self.slice_ns / 1e3:g} us, a waiting rank yields (forfeiting its slice) every "
                 f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives){others}")
@@ -149,6 +155,11 @@ class SharedCPUs:
         self.started = [False] * ranks
         self.queued_ns = [0.0] * ranks
         """Time each rank, with something to run, waited for its CPU."""
+        self.ran_ns = [0.0] * ranks
+        """CPU time each rank ran (ns; without the forfeits a yield counts)."""
+        self.switches = [0] * ranks
+        """Times each rank's CPU turned to another task while it stayed runnable (a preemption or a yield that
+        handed the CPU over: Linux's nonvoluntary context switches)."""
         self.finished = 0
         self.progress = 0              # counts the ranks' turns and pieces of work: a stuck replay makes none
         self.others = others           # started at the first rank's first turn, so the ranks start first
@@ -158,13 +169,14 @@ class SharedCPUs:
     are stuck, or asleep for over ~this many slices, runs out of events as it would without them)."""
 
     def _foreign(self, f: int, share: float):
-        """Generator: the other processes of CPU cpu_of[f] (see the module): a slice of work, then a sleep, while
+        """Generator: the other processes of CPU cpu_of[f] (see the module): a turn of work, then a sleep, while
         any rank has not finished."""
-        slice_ns = self.sharing.slice_ns
+        slice_ns = self.sharing.foreign_turn_ns or self.sharing.slice_ns
         rest = slice_ns * (1 - share) / share
-        idle, seen = 0, -1
+        idle, seen, sleep = 0, -1, rest / 2
         while rest > 0:
-            yield self.env.timeout(rest)
+            yield self.env.timeout(sleep)
+            sleep = rest
             if self.finished == self.ranks or idle >= self.FOREIGN_IDLE_TURNS:
                 return
             yield self.take(f)
@@ -263,6 +275,7 @@ class SharedCPUs:
         h = self.holder[c]
         if h is not None:
             self.v[h] += self.env.now - self.since[c]
+            self.ran_ns[h] += self.env.now - self.since[c]
         self.since[c] = self.env.now
 
     def _mean(self, c: int) -> float:
@@ -285,6 +298,9 @@ class SharedCPUs:
 
     def _next(self, c: int, r) -> None:
         """The CPU turns to rank r (None: it is idle)."""
+        h = self.holder[c]
+        if h is not None and h != r and h in self.runnable[c]:
+            self.switches[h] += 1
         self.turn[c] += 1
         self.polling[c] = None
         if r is None:

@@ -85,6 +85,10 @@ class Timeline:
     """What the replay approximated or chose (algorithm notes, once each)."""
     algorithms: dict = field(default_factory=dict)
     """{traced kind: sorted algorithm names used}."""
+    cpu_ns: list | None = None
+    """With shared CPUs (`sharing`): the CPU time each rank ran (ns), else None."""
+    switches: list | None = None
+    """With shared CPUs: the times each rank's CPU turned to another task while it stayed runnable."""
 
     @property
     def total_ns(self) -> float:
@@ -367,4 +371,4 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         if pl.note and pl.note not in notes:
             notes.append(pl.note)
     return Timeline(segments, finish, getattr(env, "events", 0) - begin_events, wall, notes,
-                    {k: sorted(v) for k, v in algorithms.items()})
+                    {k: sorted(v) for k, v in algorithms.items()}, cpus and cpus.ran_ns[:p], cpus and cpus.switches[:p])
