@@ -253,12 +253,76 @@ def predicted_window_s(directory: str, spec: str, stats: str | None = None,
     return (end - start) / 1e9, compute / 1e9, fab.describe
 
 
+def pool_prices(directory: str, local: str, stats: str | None) -> dict:
+    """{(traced kind, bytes): ns} that the local-host profile `local` charges one call of each kind rank 0 of the
+    trace ran on the pool (cxlsim.replay.pool_profile: the kernel from a common start)."""
+    trace = simgrid.read(directory)
+    beside = pool_profile.stats_beside(directory)
+    library = (pool_profile.read_library_stats(beside, "beside the trace:") if beside
+               else pool_profile.read_library_stats(stats, "stderr:") if stats else None)
+    pricing = pool_profile.PoolPricing(local, trace.size, library, trace)
+    prices = {}
+    for call in trace.ranks[0]:
+        priced = pricing.plan(call, trace.size)
+        if priced is not None:
+            prices[(call.kind, call.size_bytes)] = priced.cost_ns
+    return prices
+
+
+def bench_row(local: str, collective: str, size_bytes: int) -> str:
+    """The profile's own measurement of a hw `collective` of `size_bytes` beside its calibration (its collectives
+    rows: the median of the jobs' medians, the jobs' range, the placement and the emulator's large-allreduce
+    threshold it ran with), as text; 'not in the profile' where it has no such row."""
+    rows = [r for r in load_profile(local).get("collectives", {}).get("rows", [])
+            if r.get("collective") == collective and r.get("size_bytes") == size_bytes and r.get("coherence") == "hw"]
+    if not rows:
+        return "not in the profile"
+    r = rows[0]
+    low, high = r.get("spread_ns") or (r["measured_ns"], r["measured_ns"])
+    return (f"{r['measured_ns']:.0f} ns [{low:.0f}-{high:.0f} over {r.get('jobs', '?')} jobs], {r.get('placement', '?')}"
+            f" placement, large from {r.get('large_bytes', '?')} B")
+
+
+COLL_CALLS = (("allreduce", 65536), ("allgather", 4096), ("bcast", 4096), ("allreduce", 8))
+"""One iteration of coll's pool calls (traced kind, bytes per rank)."""
+
+
+def coll_price_us(prices: dict) -> float:
+    """What the profile charges for one iteration of coll's pool calls (us)."""
+    return sum(prices.get(key, 0.0) for key in COLL_CALLS) / 1e3
+
+
 def calibrate_pool(tmp: str) -> str:
     """A fresh local-host profile of this machine (cxlsim calibrate at np 2, no MPI, no injected timing)."""
     out = os.path.join(tmp, "local")
     subprocess.run([sys.executable, "-m", "cxlsim", "calibrate", "--np", "2", "--no-mpi", "--timing",
                     "--output", out], check=True, capture_output=True, text=True, timeout=1800)
     return os.path.join(out, "profile.json")
+
+
+def coll_table(rows: list, iterations: int, spread: list) -> None:
+    """coll's runs: the profile's price of one iteration's pool calls beside the run's measured MPI time per
+    iteration (wall time less traced compute, over the iterations) and the error, per profile; does the error
+    follow the price?"""
+    print("# coll: does the error follow the profile's price? per run: the price of one iteration's pool calls "
+          "(us), the run's measured MPI time per iteration (us), the error; then on each --spread-profiles profile")
+    head = "".join(f"{name + ' price':>12}{'error':>9}" for name in spread)
+    print(f"# {'np':>2}{'run':>4}{'load':>7}{'price us':>10}{'MPI/it us':>11}{'error':>9}{head}")
+    for r in (r for r in rows if r["app"] == "coll"):
+        mpi = (r["measured_s"] - r["traced_compute_s"]) / iterations * 1e6
+        got = r["coll_prices"]
+        print(f"  {r['np']:>2}{r['run']:>4}{r['load_before']:>7.2f}{got['profile']['price_us']:>10.2f}{mpi:>11.2f}"
+              f"{got['profile']['error'] * 100:>8.1f}%"
+              + "".join(f"{got[name]['price_us']:>12.2f}{got[name]['error'] * 100:>8.1f}%" for name in spread))
+    for n in sorted({r["np"] for r in rows if r["app"] == "coll"}):
+        got = [r for r in rows if r["app"] == "coll" and r["np"] == n]
+        for name in ["profile", *spread]:
+            prices = [r["coll_prices"][name]["price_us"] for r in got]
+            errors = [r["coll_prices"][name]["error"] for r in got]
+            mpi = [(r["measured_s"] - r["traced_compute_s"]) / iterations * 1e6 for r in got]
+            print(f"  np {n} {name}: price {statistics.median(prices):.2f} us, measured MPI per iteration "
+                  f"{statistics.median(mpi):.2f} [{min(mpi):.2f}-{max(mpi):.2f}] us, median error "
+                  f"{statistics.median(errors) * 100:+.1f}% [{min(errors) * 100:+.1f}..{max(errors) * 100:+.1f}%]")
 
 
 def main() -> int:
@@ -274,6 +338,10 @@ def main() -> int:
     parser.add_argument("--pool-profile",
                         help="local-host profile pricing the collectives that ran on the pool (default: calibrate "
                              "this machine now, np 2)")
+    parser.add_argument("--spread-profiles", nargs="+", default=[],
+                        help="more local-host profiles of this machine (e.g. calibrations minutes apart): coll's "
+                             "traces are also replayed on each, as a diagnostic of how far the error follows the "
+                             "profile (the target is checked on the first profile only)")
     parser.add_argument("--out", help="write the rows and the fit as JSON (atomically)")
     parser.add_argument("--cpu-figures",
                         help="a saved output of benchmarks/replay_cpu_sharing.py whose figures model the runs "
@@ -307,6 +375,11 @@ def main() -> int:
         local = args.pool_profile or calibrate_pool(tmp)
         print(f"# local-host profile {local if args.pool_profile else '(calibrated now)'}: "
               f"made {load_profile(local)['provenance'].get('timestamp_utc', '?')}")
+        spread = [(f"S{i + 1}", path) for i, path in enumerate(args.spread_profiles)]
+        if "coll" in args.apps:
+            for name, path in [("profile", local), *spread]:
+                print(f"# {name} {path if name != 'profile' else ''}: its own bench of the hw allreduce at 8 B "
+                      f"{bench_row(path, 'allreduce', 8)}; at 64 KiB {bench_row(path, 'allreduce', 65536)}")
         exe = {"c": os.path.join(tmp, "halo_timed"), "coll": os.path.join(tmp, "coll_timed")}
         subprocess.run([find_mpicc(), "-O0", os.path.join(SRC, "halo_timed.c"), "-o", exe["c"]], check=True)
         with open(exe["coll"] + ".c", "w") as fh:
@@ -355,20 +428,33 @@ def main() -> int:
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
                     lines.add(line.replace(tmp, "TMP"))
                     error, network_error = (predicted - measured) / measured, (network - measured) / measured
+                    priced = {}
+                    if app == "coll":
+                        for name, path in [("profile", local), *spread]:
+                            prices = pool_prices(directory, path, stats)
+                            got = (predicted if name == "profile" else
+                                   predicted_window_s(directory, f"{profile}+{path}", stats, shared)[0])
+                            priced[name] = {"price_us": coll_price_us(prices), "small_ns": prices.get(("allreduce", 8)),
+                                            "large_ns": prices.get(("allreduce", 65536)), "predicted_s": got,
+                                            "error": (got - measured) / measured}
                     rows.append({"app": app, "np": n, "run": run, "load_before": before, "load_after": load(),
                                  "measured_s": measured, "predicted_s": predicted, "error": error,
                                  "network_only_s": network, "network_only_error": network_error,
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
-                                 "traced_compute_s": compute})
+                                 "traced_compute_s": compute, "coll_prices": priced or None})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
                           f"{one_each * 1e3:>12.3f}{(one_each - measured) / measured * 100:>8.1f}%"
                           f"{compute * 1e3:>19.3f}{(measured - compute) * 1e3:>17.3f}"
                           f"{(predicted - compute) * 1e3:>11.3f}"
                           + (f"{median_it * 1e6:>15.1f}{predicted / iterations * 1e6:>11.1f}" if median_it else
-                             f"{'':>26}") + f"  {placement}{cpu_note}", flush=True)
+                             f"{'':>26}") + f"  {placement}{cpu_note}"
+                          + (f"; pool price per iteration {priced['profile']['price_us']:.2f} us (allreduce 8 B "
+                             f"{priced['profile']['small_ns']:.0f} ns, 64 KiB {priced['profile']['large_ns'] / 1e3:.2f}"
+                             f" us), measured MPI per iteration {(measured - compute) / iterations * 1e6:.2f} us"
+                             if priced else ""), flush=True)
         for line in sorted(lines):
             print(f"# fabric: {line}")
         local_profile = load_profile(local)
@@ -393,6 +479,8 @@ def main() -> int:
             print(f"  {app:<5}np={n} least disturbed run (the smallest measured MPI time, run {calm['run']}, load "
                   f"{calm['load_before']:.2f}): predicted {calm['error'] * 100:+.1f}%, network only "
                   f"{calm['network_only_error'] * 100:+.1f}%")
+    if "coll" in args.apps:
+        coll_table(rows, args.iterations or ITERATIONS["coll"], [name for name, _ in spread])
     if args.out:
         atomic_write(args.out, json.dumps({"fit": fit.to_dict(), "osu": osu_text, "pool_profile": args.pool_profile,
                                            "pool_profile_provenance": local_profile["provenance"], "rows": rows,
