@@ -49,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 
-from cxlsim.calibrate.profile import make_profile, save_profile
+from cxlsim.calibrate.profile import load_profile, make_profile, save_profile
 from cxlsim.loggp import LogGPFit, Regime
 from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
@@ -465,10 +465,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="repeats of every figure (default 3)")
     parser.add_argument("--quick", action="store_true", help="skip the halo exchanges (part 5)")
-    parser.add_argument("--pool-profile", default=os.path.join(HERE, "..", "tests", "data",
-                                                              "local_host_profile_np2.json"),
-                        help="local-host profile pricing the modelled loops' pool collectives (default: the tests' "
-                             "np-2 profile)")
+    parser.add_argument("--pool-profile",
+                        help="local-host profile of this machine pricing the modelled loops' pool collectives "
+                             "(default: calibrate this machine now, np 2, a few minutes; the tests' profile "
+                             "tests/data/local_host_profile_np2.json is another machine's and prices coll's "
+                             "iteration 3-4x above this one's)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds: expected at least 1")
@@ -526,6 +527,11 @@ def main() -> int:
                                   "0.1 us is used")
             yields[kind] = max(got, 100.0)
         sharing = CPUSharing(cpus, slice_ns, yields["mpi"], yields["pool"])
+        if args.pool_profile is None:
+            print("# calibrating this machine for the pool collectives' prices (cxlsim calibrate --np 2 --no-mpi "
+                  "--timing)", flush=True)
+        local = args.pool_profile or pool_profile.calibrate_local_host(os.path.join(tmp, "local"))
+        made = load_profile(local)["provenance"].get("timestamp_utc", "?")
         turn = foreign_turn_ns(free_runs)
         print("# the other processes' turn (the unpinned runs of 3: a rank's time off its CPU per switch away): "
               + (f"{turn / 1e3:.0f} us, over {sum(sum(r['switches']) for r in free_runs):.0f} switches; other "
@@ -533,11 +539,11 @@ def main() -> int:
                                                                for r in free_runs)
                  if turn else "not measured (no switch, or no run delays): a slice"))
         net = message_profile(tmp, one_way)
-        pooled = f"{net}+{args.pool_profile}"
+        pooled = f"{net}+{local}"
         print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, measured and modelled: "
               f"slice {slice_ns / 1e3:.0f} us, yields {yields['mpi'] / 1e3:.2f} us (MPI) and "
               f"{yields['pool'] / 1e3:.2f} us (pool), messages {one_way / 1e3:.2f} us, pool collectives on "
-              f"{os.path.basename(args.pool_profile)}")
+              f"{args.pool_profile or 'a profile calibrated now'} (made {made})")
         loops = []  # (label, what, program, np, under the library, one iteration's lines: r -> lines, fabric)
         for n in (3, 4):
             loops += [(f"np {n}, MPICH ring (8 B, blocking)", "ring", ring, n, False, ring_step(n), net),

@@ -292,14 +292,6 @@ def coll_price_us(prices: dict) -> float:
     return sum(prices.get(key, 0.0) for key in COLL_CALLS) / 1e3
 
 
-def calibrate_pool(tmp: str) -> str:
-    """A fresh local-host profile of this machine (cxlsim calibrate at np 2, no MPI, no injected timing)."""
-    out = os.path.join(tmp, "local")
-    subprocess.run([sys.executable, "-m", "cxlsim", "calibrate", "--np", "2", "--no-mpi", "--timing",
-                    "--output", out], check=True, capture_output=True, text=True, timeout=1800)
-    return os.path.join(out, "profile.json")
-
-
 def coll_table(rows: list, iterations: int, spread: list) -> None:
     """coll's runs: the profile's price of one iteration's pool calls beside the run's measured MPI time per
     iteration (wall time less traced compute, over the iterations) and the error, per profile; does the error
@@ -372,7 +364,7 @@ def main() -> int:
               f"regime {regime.min_size_bytes}..{regime.max_size_bytes} B: L {regime.latency_ns:.0f} ns, "
               f"o = g {regime.overhead_ns:.0f} ns, G {regime.gap_per_byte_ns:.5f} ns/B (line rms "
               f"{regime.rms_rel_error * 100:.1f}%)")
-        local = args.pool_profile or calibrate_pool(tmp)
+        local = args.pool_profile or pool_profile.calibrate_local_host(os.path.join(tmp, "local"))
         print(f"# local-host profile {local if args.pool_profile else '(calibrated now)'}: "
               f"made {load_profile(local)['provenance'].get('timestamp_utc', '?')}")
         spread = [(f"S{i + 1}", path) for i, path in enumerate(args.spread_profiles)]
@@ -418,8 +410,8 @@ def main() -> int:
                     measured, stats, median_it, placement, seen = traced_run(app, exe, n, directory, iterations,
                                                                              work)
                     observed = seen.cpu_map(n)
-                    shared = None
-                    if n > cpus:
+                    shared = None  # by turns where ranks outnumber the CPUs, or the run put two on one CPU
+                    if sharing is not None and (n > cpus or (observed and len(set(observed)) < n)):
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
                     cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
                                 else "; CPUs not seen (rank r on CPU r % N)")

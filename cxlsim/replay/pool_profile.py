@@ -36,6 +36,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import subprocess
+import sys
 
 from cxlsim import config
 from cxlsim.calibrate.collectives import COLLECTIVES as PROFILE_COLLECTIVES
@@ -49,7 +51,8 @@ from cxlsim.replay.simgrid import LIBRARY_STATS_NAME
 
 INLINE_MAX_BYTES = 168  # the largest inline allreduce (cxlsim/mpi/pools.c INLINE_SLOW_BYTES, slow placement)
 
-__all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats", "stats_beside"]
+__all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats", "stats_beside",
+           "calibrate_local_host"]
 
 POOL_KINDS = {"allgather": "allgather", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
               "bcast": "broadcast", "alltoall": "alltoall", "barrier": "barrier"}
@@ -68,6 +71,15 @@ _LARGE = re.compile(r"cxlsim-mpi stats: .*allreduce large (\d+) B")
 _PLACEMENT = re.compile(r"cxlsim-mpi stats: .*placement (?:(fast|slow|disturbed) \(flag round trip (\d+(?:\.\d+)?) ns\)"
                         r"|(not probed))")
 _ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+def calibrate_local_host(directory: str, timeout_s: float = 1800.0) -> str:
+    """A fresh local-host profile of this machine (`cxlsim calibrate --np 2 --no-mpi --timing --output DIR`, a few
+    minutes), to price a local run's pool collectives: its path. subprocess.CalledProcessError if it fails,
+    TimeoutExpired after `timeout_s` (s)."""
+    subprocess.run([sys.executable, "-m", "cxlsim", "calibrate", "--np", "2", "--no-mpi", "--timing", "--output",
+                    directory], check=True, capture_output=True, text=True, timeout=timeout_s)
+    return os.path.join(directory, "profile.json")
 
 
 def stats_beside(trace_path: str) -> str | None:

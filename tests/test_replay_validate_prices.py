@@ -1,0 +1,64 @@
+"""benchmarks/replay_validate.py's coll diagnostics: the profile's price of one iteration of coll's pool calls, and
+the profile's own bench of the allreduce beside it (#17 item 4: does coll's error follow the profile?)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from cxlsim.replay.pool_profile import PoolPricing, read_library_stats
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOCAL = os.path.join(HERE, "data", "local_host_profile_np2.json")
+
+
+def validate_module():
+    spec = importlib.util.spec_from_file_location("replay_validate",
+                                                  os.path.join(HERE, "..", "benchmarks", "replay_validate.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def coll_trace(tmp_path, write_trace):
+    """Two iterations of coll's calls on 2 ranks, between barriers, and the library's stats: all on the pool."""
+    step = ["allreduce 65536 0", "allgather 4096 4096", "bcast 4096 0", "allreduce 8 0"]
+    lines = ["barrier", *step * 2, "barrier"]
+    directory = write_trace(tmp_path / "coll", {0: lines, 1: lines})
+    stats = tmp_path / "coll.stats.txt"
+    stats.write_text("cxlsim-mpi stats: 2 ranks, sums over ranks; pool shm, coherence hw, allreduce large 65536 B\n"
+                     "MPI_Allgather 4 0 0 4 0 0\nMPI_Allreduce 8 0 0 8 0 0\nMPI_Bcast 4 0 0 4 0 0\n"
+                     "MPI_Barrier 4 0 0 4 0 0\n")
+    return str(directory), str(stats)
+
+
+def test_coll_s_price_per_iteration_is_the_sum_of_what_the_profile_charges_its_four_calls(tmp_path, write_trace):
+    validate = validate_module()
+    directory, stats = coll_trace(tmp_path, write_trace)
+    prices = validate.pool_prices(directory, LOCAL, stats)
+    from cxlsim.replay import simgrid
+    pricing = PoolPricing(LOCAL, 2, read_library_stats(stats), simgrid.read(directory))
+    by_hand = {key: pricing.cost_ns(*key) for key in validate.COLL_CALLS}
+    assert {key: prices[key] for key in validate.COLL_CALLS} == by_hand
+    assert set(prices) == set(validate.COLL_CALLS) | {("barrier", 0)}
+    assert validate.coll_price_us(prices) == pytest.approx(sum(by_hand.values()) / 1e3)
+    # the 64 KiB allreduce is at the run's large threshold: the large algorithm, dearer than the 8-byte call
+    assert prices[("allreduce", 65536)] > prices[("allreduce", 8)] > 0
+
+
+def test_the_profile_s_own_allreduce_bench_is_quoted_with_its_jobs_range(tmp_path):
+    validate = validate_module()
+    with open(LOCAL) as fh:
+        profile = json.load(fh)
+    assert validate.bench_row(LOCAL, "allreduce", 8) == "not in the profile"
+    profile["collectives"] = {"rows": [
+        {"coherence": "flush", "collective": "allreduce", "size_bytes": 8, "measured_ns": 900.0},
+        {"coherence": "hw", "placement": "fast", "collective": "allreduce", "size_bytes": 8, "large_bytes": 2097152,
+         "measured_ns": 488.25, "spread_ns": [466.0, 490.5], "jobs": 3}]}
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(profile))
+    assert validate.bench_row(str(path), "allreduce", 8) == ("488 ns [466-490 over 3 jobs], fast placement, large "
+                                                            "from 2097152 B")
+    assert validate.bench_row(str(path), "allreduce", 65536) == "not in the profile"
