@@ -220,12 +220,18 @@ SHARING_LINE = re.compile(r"# replay options \(parts 1-3, for every np\): --cpus
                           r"--mpi-yield (\S+)us --pool-yield (\S+)us")
 
 
+TURN_LINE = re.compile(r"# the other processes' turn \(.*?\): (\S+) us, over")
+
+
 def cpu_figures(text: str) -> CPUSharing | None:
-    """The CPUSharing of benchmarks/replay_cpu_sharing.py's output (its options line), None without one."""
+    """The CPUSharing of benchmarks/replay_cpu_sharing.py's output (its options line, and the other processes'
+    turn where it measured one), None without the options line."""
     m = SHARING_LINE.search(text)
     if m is None:
         return None
-    return CPUSharing(int(m.group(1)), float(m.group(2)) * 1e3, float(m.group(3)) * 1e3, float(m.group(4)) * 1e3)
+    turn = TURN_LINE.search(text)
+    return CPUSharing(int(m.group(1)), float(m.group(2)) * 1e3, float(m.group(3)) * 1e3, float(m.group(4)) * 1e3,
+                      foreign_turn_ns=float(turn.group(1)) * 1e3 if turn else None)
 
 
 def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:
@@ -418,6 +424,11 @@ def main() -> int:
                     predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
                     network, _, _ = predicted_window_s(directory, profile, None, shared)
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
+                    foreign = seen.foreign_share(n)
+                    with_others = None  # a diagnostic: the replay by turns with this run's other processes
+                    if sharing is not None and foreign is not None and observed:
+                        loaded = dataclasses.replace(sharing, cpu_map=observed, foreign=foreign)
+                        with_others = predicted_window_s(directory, f"{profile}+{local}", stats, loaded)[0]
                     lines.add(line.replace(tmp, "TMP"))
                     error, network_error = (predicted - measured) / measured, (network - measured) / measured
                     priced = {}
@@ -435,7 +446,8 @@ def main() -> int:
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
-                                 "traced_compute_s": compute, "coll_prices": priced or None})
+                                 "traced_compute_s": compute, "coll_prices": priced or None,
+                                 "foreign_share": list(foreign) if foreign else None, "with_others_s": with_others})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
                           f"{one_each * 1e3:>12.3f}{(one_each - measured) / measured * 100:>8.1f}%"
@@ -461,6 +473,10 @@ def main() -> int:
                                                    - r["median_iteration_s"]) / r["median_iteration_s"]
             kinds = [("error", "predicted"), ("network_only_error", "network only")]
             kinds += [("one_cpu_each_error", "a CPU each")] if n > cpus else []
+            for r in got:
+                if r["with_others_s"] is not None:
+                    r["with_others_error"] = (r["with_others_s"] - r["measured_s"]) / r["measured_s"]
+            kinds += [("with_others_error", "with others")] if all(r["with_others_s"] for r in got) else []
             kinds += [("median_iteration_error", "median it.")] if all(r["median_iteration_s"] for r in got) else []
             for key, what in kinds:
                 errs = [r[key] for r in got]

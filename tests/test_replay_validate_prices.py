@@ -62,3 +62,14 @@ def test_the_profile_s_own_allreduce_bench_is_quoted_with_its_jobs_range(tmp_pat
     assert validate.bench_row(str(path), "allreduce", 8) == ("488 ns [466-490 over 3 jobs], fast placement, large "
                                                             "from 2097152 B")
     assert validate.bench_row(str(path), "allreduce", 65536) == "not in the profile"
+
+
+def test_the_other_processes_turn_is_read_from_replay_cpu_sharing_s_output():
+    from cxlsim.replay.cpu_sharing import CPUSharing
+    validate = validate_module()
+    line = ("# replay options (parts 1-3, for every np): --cpus 2 --cpu-slice 2776us --mpi-yield 4.50us "
+            "--pool-yield 2.10us\n")
+    turn = ("# the other processes' turn (the unpinned runs of 3: a rank's time off its CPU per switch away): 1322 us, "
+            "over 25849 switches; other processes' share of the CPUs there 54%, 0%\n")
+    assert validate.cpu_figures(turn + line) == CPUSharing(2, 2776e3, 4.5e3, 2.1e3, foreign_turn_ns=1322e3)
+    assert validate.cpu_figures(line).foreign_turn_ns is None
