@@ -41,6 +41,7 @@
 #define BLOCKS 20
 #define CALLS (BLOCK * BLOCKS)
 enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AG_ZC_SEND_PEER_PREFETCH, AA_ZC_STORED, AR_SMALL,
+       AG_ZC_PLAIN_PF, AG_ZC_NT, AG_ZC_NT_PF, AA_ZC_NT, AA_ZC_NT_PF,
        AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
 #define PARTS_FROM AG_READ_PARTS
 #define NPARTS 6
@@ -52,6 +53,9 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "allgather zc+read, send row first", "allgather zc+read, send row last",
                                 "allgather zc+read, send row, no own prefetch", "alltoall zc+read, own block stored",
                                 "allreduce (float sum)",
+                                "allgather zc+read, plain, peer prefetched", "allgather zc+read, streamed",
+                                "allgather zc+read, streamed, peer prefetched", "alltoall zc+read, streamed",
+                                "alltoall zc+read, streamed, peer prefetched",
                                 "allgather copy+read, parts",
                                 "allgather zero-copy+read, parts", "allgather zc, own plain, parts",
                                 "allgather zc, own prefetched, parts", "allgather zc, own+peer prefetched, parts",
@@ -79,6 +83,28 @@ static const char *PARTS[NV][NPARTS] = {
     [AA_ZC_PARTS] = {"claim+copy-in (own plain)", "publish+wait", "read own block", "read peer block"}};
 static double part_t[NV][NPARTS][BLOCK * BLOCKS];
 static volatile uint64_t sink;
+
+/* The host placement of a flag round trip (cxlsim/emulator/host.py's placement_of: fast up to 200 ns,
+ * slow up to 2000 ns, disturbed above), and a block whose probes before and after differ: mixed. */
+enum { FAST, SLOW, DISTURBED, MIXED };
+static const char *CLASS_NAMES[] = {"fast", "slow", "disturbed", "mixed"};
+
+static int placement_of(double roundtrip_ns)
+{
+    return roundtrip_ns <= 200.0 ? FAST : roundtrip_ns <= 2000.0 ? SLOW : DISTURBED;
+}
+
+static int by_value(const void *a, const void *b);
+
+/* The calls of the blocks of class k (samples[i], call i in block i / BLOCK), sorted into out; returns their number. */
+static int pick(const double *samples, const int *cls, int k, double *out)
+{
+    int m = 0;
+    for (int i = 0; i < CALLS; i++)
+        if (cls[i / BLOCK] == k) out[m++] = samples[i];
+    qsort(out, (size_t)m, sizeof(double), by_value);
+    return m;
+}
 
 static void pin(int cpu)
 {
@@ -304,6 +330,38 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         break;
     }
     case AR_SMALL: cxl_coll_allreduce(c, send, recv, n / 4, CXL_F32, CXL_SUM, 65536); break;
+    case AG_ZC_PLAIN_PF:
+    case AG_ZC_NT:
+    case AG_ZC_NT_PF: { /* the view call's steps by hand: the copy-in plain or streamed (cxl_copy_nt), the
+                         * peer's slot prefetched into L2 after its flag or not; the rows read in rank order,
+                         * the own row from send (as AG_ZC_SEND and ZeroCopyResult.rows) */
+        cxl_pool_t *p = &c->pool;
+        uint64_t round;
+        cxl_coll_claim(c, 1, &round);
+        if (v == AG_ZC_PLAIN_PF) memcpy(cxl_slot(p, round, me), send, n);
+        else cxl_copy_nt(cxl_slot(p, round, me), send, n);
+        cxl_publish(p, cxl_coll_written(c->epoch), round, n);
+        cxl_coll_wait_all(c, cxl_coll_written(c->epoch));
+        cxl_coll_note_all_written(c, c->epoch);
+        const char *peer = cxl_slot(p, round, 1 - me);
+        if (v != AG_ZC_NT) cxl_prefetch_l2(peer, n);
+        sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(send, n) : cxl_read_pass(send, n) + cxl_read_pass(peer, n);
+        break;
+    }
+    case AA_ZC_NT:
+    case AA_ZC_NT_PF: { /* the view call's steps (own block left out) with the peer's block streamed in */
+        cxl_pool_t *p = &c->pool;
+        uint64_t round;
+        cxl_coll_claim(c, 1, &round);
+        cxl_copy_nt(cxl_slot(p, round, me) + (1 - me) * n, send + (1 - me) * n, n);
+        cxl_publish(p, cxl_coll_written(c->epoch), round, 2 * n);
+        cxl_coll_wait_all(c, cxl_coll_written(c->epoch));
+        cxl_coll_note_all_written(c, c->epoch);
+        const char *peer = cxl_slot(p, round, 1 - me) + me * n;
+        if (v == AA_ZC_NT_PF) cxl_prefetch_l2(peer, n);
+        sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(send + n, n) : cxl_read_pass(send, n) + cxl_read_pass(peer, n);
+        break;
+    }
     }
 }
 
@@ -311,12 +369,26 @@ int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1 << 20;
     uint64_t nt = argc > 2 ? strtoull(argv[2], NULL, 0) : 0, slot = argc > 3 ? strtoull(argv[3], NULL, 0) : 2 * n;
+    int on[NV];
+    for (int v = 0; v < NV; v++) on[v] = argc <= 4;
+    for (char *s = argc > 4 ? argv[4] : NULL; s && *s; s += *s == ',') {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v >= NV) {
+            fprintf(stderr, "variants: expected variant numbers 0-%d separated by commas, got %s\n", NV - 1, argv[4]);
+            return 2;
+        }
+        on[v] = 1;
+        s = end;
+    }
     if (nt == 1) nt = 2048;
     if (slot < 2 * n) slot = 2 * n;
     uint64_t total = 8192 + 4 * slot;
     char *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return 1;
     memset(base, 0, total);
+    double (*trips)[BLOCKS + 1] = mmap(NULL, 2 * sizeof *trips, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if ((void *)trips == MAP_FAILED) return 1;
     pid_t child = fork();
     int rank = child == 0;
     pin(rank);
@@ -330,10 +402,10 @@ int main(int argc, char **argv)
     char *send = (char *)aligned_alloc(4096, 2 * n + 4096) + 16, *recv = (char *)aligned_alloc(4096, 2 * n + 4096) + 16;
     memset(recv, 0, 2 * n);
     static double t[NV][CALLS];
-    double trip0 = cxl_coll_flag_pingpong(&c, 2000);
-    for (int b = 0; b < BLOCKS; b++)
+    for (int b = 0; b < BLOCKS; b++) {
+        trips[rank][b] = cxl_coll_flag_pingpong(&c, 2000);
         for (int v = 0; v < NV; v++)
-            for (int i = b * BLOCK; i < (b + 1) * BLOCK; i++) {
+            for (int i = b * BLOCK; on[v] && i < (b + 1) * BLOCK; i++) {
                 int fill = (rank + 1 + i + v) & 255;
                 memset(send, fill, 2 * n);
                 cxl_coll_barrier(&c);
@@ -346,28 +418,59 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
-    double trip1 = cxl_coll_flag_pingpong(&c, 2000);
+    }
+    trips[rank][BLOCKS] = cxl_coll_flag_pingpong(&c, 2000);
+    cxl_coll_barrier(&c);
+    /* a block's placement: the class of the slower rank's probes before and after it, when both agree */
+    int cls[BLOCKS];
+    for (int b = 0; b < BLOCKS; b++) {
+        int before = placement_of(trips[0][b] > trips[1][b] ? trips[0][b] : trips[1][b]);
+        int after = placement_of(trips[0][b + 1] > trips[1][b + 1] ? trips[0][b + 1] : trips[1][b + 1]);
+        cls[b] = before == after ? before : MIXED;
+    }
     char load[64] = "?";
     FILE *f = fopen("/proc/loadavg", "r");
     if (f) { if (!fgets(load, sizeof load, f)) load[0] = 0; fclose(f); }
+    static double picked[CALLS];
     for (int r = 0; r < 2; r++) {
         cxl_coll_barrier(&c);
         if (r == rank) {
-            printf("rank %d, %llu B per rank, slots of %llu B, copy-in %s%.0llu%s; flag round trips %.0f / %.0f ns "
-                   "(below 200: the fast placement); load %s", rank, (unsigned long long)n, (unsigned long long)slot,
-                   nt ? "non-temporal from " : "plain", (unsigned long long)nt, nt ? " B" : "", trip0, trip1, load);
-            for (int v = 0; v < NV; v++) {
-                double sum = 0.0;
-                for (int i = 0; i < CALLS; i++) sum += t[v][i];
-                qsort(t[v], CALLS, sizeof(double), by_value);
-                printf("  %-32s min %8.2f  q10 %8.2f  median %8.2f  mean %8.2f us\n", NAMES[v], t[v][0] / 1e3,
-                       t[v][CALLS / 10] / 1e3, t[v][CALLS / 2] / 1e3, sum / CALLS / 1e3);
-                for (int k = 0; v >= PARTS_FROM && k < NPARTS && PARTS[v][k]; k++) {
-                    qsort(part_t[v][k], CALLS, sizeof(double), by_value);
-                    printf("    %-30s min %8.2f  q10 %8.2f  median %8.2f us\n", PARTS[v][k], part_t[v][k][0] / 1e3,
-                           part_t[v][k][CALLS / 10] / 1e3, part_t[v][k][CALLS / 2] / 1e3);
+            printf("rank %d, %llu B per rank, slots of %llu B, copy-in %s%.0llu%s; load %s", rank,
+                   (unsigned long long)n, (unsigned long long)slot, nt ? "non-temporal from " : "plain",
+                   (unsigned long long)nt, nt ? " B" : "", load);
+            printf("  flag round trips before each block and after the last (ns, the slower rank's):");
+            for (int b = 0; b <= BLOCKS; b++) printf(" %.0f", trips[0][b] > trips[1][b] ? trips[0][b] : trips[1][b]);
+            printf("\n");
+            for (int k = FAST; k <= SLOW; k++) {
+                int blocks = 0;
+                for (int b = 0; b < BLOCKS; b++) blocks += cls[b] == k;
+                printf("  placement %s: %d of %d blocks%s\n", CLASS_NAMES[k], blocks, BLOCKS, blocks ? "" : " (not observed)");
+                for (int v = 0; blocks && v < NV; v++) {
+                    if (!on[v]) continue;
+                    int m = pick(t[v], cls, k, picked);
+                    double sum = 0.0;
+                    for (int i = 0; i < m; i++) sum += picked[i];
+                    printf("  %2d %-44s min %8.2f  q10 %8.2f  median %8.2f  mean %8.2f us\n", v, NAMES[v],
+                           picked[0] / 1e3, picked[m / 10] / 1e3, picked[m / 2] / 1e3, sum / m / 1e3);
+                    for (int q = 0; v >= PARTS_FROM && q < NPARTS && PARTS[v][q]; q++) {
+                        int mq = pick(part_t[v][q], cls, k, picked);
+                        printf("    %-30s min %8.2f  q10 %8.2f  median %8.2f us\n", PARTS[v][q], picked[0] / 1e3,
+                               picked[mq / 10] / 1e3, picked[mq / 2] / 1e3);
+                    }
                 }
             }
+            if (getenv("AB_PER_BLOCK")) /* each block's median per variant, to read against its probes */
+                for (int b = 0; b < BLOCKS; b++) {
+                    printf("  block %2d, probes %.0f / %.0f ns:", b, trips[0][b] > trips[1][b] ? trips[0][b] : trips[1][b],
+                           trips[0][b + 1] > trips[1][b + 1] ? trips[0][b + 1] : trips[1][b + 1]);
+                    for (int v = 0; v < NV; v++) {
+                        if (!on[v]) continue;
+                        memcpy(picked, t[v] + b * BLOCK, BLOCK * sizeof(double));
+                        qsort(picked, BLOCK, sizeof(double), by_value);
+                        printf(" %d:%.2f", v, picked[BLOCK / 2] / 1e3);
+                    }
+                    printf("\n");
+                }
             fflush(stdout);
         }
         cxl_coll_barrier(&c);

@@ -262,7 +262,7 @@ def test_zero_copy_rows_hold_every_block_with_the_own_one_from_the_send_buffer(k
 
 
 def _large_broadcast_views(comm, calls, seed):
-    """Zero-copy broadcasts from 32 KiB (the root's copy-in streams: cxl_coll_broadcast_view_streams), roots
+    """Zero-copy broadcasts from 32 KiB (the root's copy-in streams: cxl_view_streams), roots
     rotating, readers reading late at random: per call, whether every rank read the root's data."""
     rng, ok = random.Random(seed * 10 + comm.rank), []
     for call in range(calls):
@@ -278,3 +278,31 @@ def _large_broadcast_views(comm, calls, seed):
 def test_large_zero_copy_broadcasts_whose_root_streams_deliver_every_call(kernel):
     out = run_local(3, _large_broadcast_views, (24, 5), slot_bytes=65536, kernel=kernel, timeout_s=60)
     assert out == [[True] * 24] * 3
+
+
+def _large_allgather_and_alltoall_views(comm, calls, seed):
+    """Zero-copy allgathers and alltoalls of 16-128 KiB blocks (from 32 KiB the copy-ins stream:
+    cxl_view_streams; odd counts give unaligned heads and tails), read late at random, no barrier
+    between calls: per call, whether `rows` and `array` hold every rank's block."""
+    rng, ok, P, me = random.Random(seed * 10 + comm.rank), [], comm.size, comm.rank
+    for call in range(calls):
+        count = (2048, 4096 + 5, 8192 + 1, 16384)[call % 4]
+        if call % 2 == 0:
+            result = comm.allgather_view(block(me, call, count))
+            want = np.stack([block(r, call, count) for r in range(P)])
+        else:
+            sends = [block(r, call, count * P) for r in range(P)]
+            result = comm.alltoall_view(sends[me])
+            want = np.stack([s[me * count:(me + 1) * count] for s in sends])
+        time.sleep(rng.random() * 0.001)
+        rows = result.rows
+        ok.append(all(np.array_equal(rows[r], want[r]) for r in range(P)) and np.array_equal(result.array, want))
+    return ok
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+@pytest.mark.parametrize("kernel", ["cython", "reference"])
+def test_large_zero_copy_allgathers_and_alltoalls_whose_copy_ins_stream_deliver_every_call(kernel, nranks):
+    out = run_local(nranks, _large_allgather_and_alltoall_views, (24, 7), slot_bytes=3 * 131072, kernel=kernel,
+                    timeout_s=60)
+    assert out == [[True] * 24] * nranks

@@ -27,7 +27,8 @@
  * keeps done(e) pending and publishes it when its next call starts (cxl_coll_settle, first in
  * every call, before any wait: two ranks never wait for each other's acknowledgement).
  *
- * Copies into the pool use non-temporal stores from pool.nt_min_bytes (cxl_copy_in; 0 = never).
+ * Copies into the pool use non-temporal stores from pool.nt_min_bytes (cxl_copy_in; 0 = never), and the
+ * zero-copy calls' copy-ins where cxl_view_streams (cxl_ops.h) says so.
  *
  * Allreduce has two pool algorithms: small (every rank reads all P blocks and folds them,
  * one step), and large (reduce-scatter then allgather, two steps: each rank folds its 1/P

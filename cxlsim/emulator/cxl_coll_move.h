@@ -63,7 +63,12 @@ static int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, 
         c->epoch++;
     }
     uint64_t flag = cxl_coll_written(c->epoch);
-    if (send == cxl_slot(&c->pool, round, c->pool.rank)) send = NULL; /* the caller wrote its slot itself */
+    char *mine = cxl_slot(&c->pool, round, c->pool.rank);
+    if (send == mine) send = NULL; /* the caller wrote its slot itself */
+    if (send && !recv && cxl_view_streams(&c->pool, nbytes, (uint64_t)c->pool.nranks * nbytes)) {
+        cxl_copy_nt(mine, send, nbytes); /* a view call: see cxl_view_streams */
+        send = NULL;
+    }
     int missing = cxl_allgather(&c->pool, flag, round, send, recv, nbytes, c->timeout_ns);
     if (missing >= 0) return cxl_coll_timed_out(c, missing, flag);
     cxl_coll_note_all_written(c, c->epoch);
@@ -103,25 +108,6 @@ static int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int roo
     return 0;
 }
 
-/* Whether a zero-copy broadcast's root copies in with non-temporal stores and its readers prefetch the
- * slot into L2: as every copy-in from nt_min_bytes (the slow placement), and from CXL_BCAST_VIEW_NT_BYTES
- * up to CXL_VIEW_PREFETCH_BYTES in any placement. A reader that reads the root's slot in place keeps
- * its lines in its cache (a copy-out into recv evicts them), so the root's plain stores into that
- * buffer two calls later first take them back; streamed stores do not read them. np 2, fast placement
- * (probes 62-104 ns), view call + read, benchmarks/pool_kernels_ab.c, load 8.5-10, mean of the ranks'
- * medians / 10th percentiles, streamed against plain stores: 32 KiB 2.01 / 1.82 against 4.08 / 3.96 us,
- * 256 KiB 14.1-15.3 / 13.5-14.2 against 21.2-23.2 / 16.2-16.8 (copy + read 18.2-21.9 / 16.2-17.8);
- * beyond the prefetch's reach, 512 KiB, 27.5 / 25.6 against 17.9 / 17.0. Not in flush mode or with
- * emulated timing (their copies are their own). Every rank computes it alike from nbytes. */
-#define CXL_BCAST_VIEW_NT_BYTES (32u << 10)
-
-static inline int cxl_coll_broadcast_view_streams(const cxl_pool_t *p, uint64_t nbytes)
-{
-    if (p->flush_mode || p->timed) return 0;
-    if (p->nt_min_bytes && nbytes >= p->nt_min_bytes) return 1;
-    return nbytes >= CXL_BCAST_VIEW_NT_BYTES && nbytes <= CXL_VIEW_PREFETCH_BYTES;
-}
-
 /* Zero-copy broadcast of nbytes <= slot_bytes from root: on the root, send (copied into its slot of
  * the next round unless send is that slot) is published; every rank gets *out, the root's slot, to
  * read in place until its next call. A reader publishes its acknowledgement done(e) only when its
@@ -141,7 +127,12 @@ static int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nby
     uint64_t e = c->epoch;
     char *slot = cxl_slot(p, round, root);
     *out = slot;
-    int streams = cxl_coll_broadcast_view_streams(p, nbytes);
+    /* the root streams its copy-in (cxl_view_streams: the result is the one block); the readers then prefetch the
+     * slot into L2. np 2, fast placement (probes 62-104 ns), view call + read, benchmarks/pool_kernels_ab.c, load
+     * 8.5-10, mean of the ranks' medians / 10th percentiles, streamed against plain stores: 32 KiB 2.01 / 1.82
+     * against 4.08 / 3.96 us, 256 KiB 14.1-15.3 / 13.5-14.2 against 21.2-23.2 / 16.2-16.8 (copy + read
+     * 18.2-21.9 / 16.2-17.8); beyond the prefetch's reach, 512 KiB, 27.5 / 25.6 against 17.9 / 17.0. */
+    int streams = cxl_view_streams(p, nbytes, nbytes);
     if (is_root) {
         if (send != slot) {
             if (streams) cxl_copy_nt(slot, send, nbytes);
@@ -241,7 +232,11 @@ static int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbyt
     if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
     uint64_t e = c->epoch;
     char *mine = cxl_slot(p, round, p->rank);
-    if (send != mine) { /* the own block, when stored, is read back in place: it goes in with plain stores */
+    if (send != mine && cxl_view_streams(p, nbytes, P * nbytes)) { /* the others' blocks: see cxl_view_streams */
+        cxl_copy_nt(mine, send, me * nbytes);
+        if (!cxl_coll_view_skips_own(c)) memcpy(mine + me * nbytes, send + me * nbytes, nbytes);
+        cxl_copy_nt(mine + (me + 1) * nbytes, send + (me + 1) * nbytes, (P - me - 1) * nbytes);
+    } else if (send != mine) { /* the own block, when stored, is read back in place: it goes in with plain stores */
         cxl_coll_copy_in(c, mine, send, me * nbytes);
         if (p->timed) cxl_coll_copy_in(c, mine + me * nbytes, send + me * nbytes, nbytes);
         else if (!cxl_coll_view_skips_own(c)) memcpy(mine + me * nbytes, send + me * nbytes, nbytes);

@@ -419,6 +419,27 @@ static inline int cxl_view_prefetch_on(const cxl_pool_t *p, uint64_t block_bytes
            && block_bytes * blocks <= CXL_VIEW_PREFETCH_BYTES;
 }
 
+/* Whether a zero-copy call's copy-in into the pool streams (cxl_copy_nt): as every copy-in from nt_min_bytes
+ * (the slow placement), and, in any placement, for blocks of at least CXL_VIEW_NT_MIN_BYTES whose call's result
+ * (the bytes the caller reads in place: P blocks for allgather and alltoall, one for broadcast) is at most
+ * CXL_VIEW_PREFETCH_BYTES. A caller that reads the result in place keeps those lines in its cache (a copy-out into
+ * recv would evict them), so the writer's plain stores into that buffer two calls later first take them back;
+ * streamed stores do not read them. np 2, fast placement (blocks whose probes before and after were 70-200 ns),
+ * benchmarks/pool_kernels_ab.c with AB_PER_BLOCK, load 12-15, median over 95-122 blocks of 20 calls of the ranks'
+ * mean block median, view call + read of `rows`, plain / streamed copy-in (copy + read): allgather 32 KiB 6.09 /
+ * 4.95 us (7.81), 64 KiB 11.99 / 8.88 (15.24), 128 KiB 22.50 / 16.87 (25.99), 256 KiB 26.39 / 32.84 (32.45);
+ * alltoall 6.11 / 4.74 (7.55), 12.08 / 8.73 (14.86), 22.53 / 16.57 (24.72), 26.67 / 32.95 (31.28); 16 KiB
+ * (other runs) 3.0 / 2.9 us. Broadcast (one block): cxl_coll_broadcast_view. Not in flush mode or with emulated
+ * timing (their copies are their own). Every rank computes it alike from the sizes. */
+#define CXL_VIEW_NT_MIN_BYTES (32u << 10)
+
+static inline int cxl_view_streams(const cxl_pool_t *p, uint64_t block_bytes, uint64_t result_bytes)
+{
+    if (p->flush_mode || p->timed) return 0;
+    if (p->nt_min_bytes && block_bytes >= p->nt_min_bytes) return 1;
+    return block_bytes >= CXL_VIEW_NT_MIN_BYTES && result_bytes <= CXL_VIEW_PREFETCH_BYTES;
+}
+
 static inline void cxl_prefetch_l2(const char *start, uint64_t n)
 {
     for (uint64_t off = 0; off < n; off += CXL_LINE) __builtin_prefetch(start + off, 0, 2);
