@@ -25,6 +25,10 @@ interleaved batches so drift hits every variant alike:
     rest), `poll-pause` polls every line with --pause pauses between polls, `lines-inorder` waits
     for the writer's lines one by one in its order and copies each out as it shows (one line polled
     at a time, not all), `lines-inorder-pf` also prefetches the 8 lines after each line that shows;
+  - `slot-pfw`: the slot path after a prefetchw of the call's slot lines and flag line (their
+    upgrades at once, the flag's beside the data's); `slot-spec`: the slot path whose wait
+    prefetches the peer's lines on every poll (lines it finished come while its flag travels),
+    `slot-spec8` on every 8th poll, `slot-spec-1k` its first 1 KiB only;
   - `allgather`, `allgather-nt`: cxl_coll_allgather with plain and non-temporal copy-ins (the
     library's copy-in rule serves every collective).
 --variants times only the named ones (and `lines`, the reference), still interleaved batch by batch.
@@ -63,12 +67,13 @@ PROGRAM = r"""
 
 enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, SLOT_OWN_SLOT, SLOT_SFENCE, SLOT_NT, SLOT_DIRECT_FOLD, POLL_LAST,
        POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, SLOT_LARGE, SLOT_NT_LARGE, CHUNK_1K, CHUNK_512,
-       LINES_INORDER, LINES_INORDER_PF, NVARIANTS };
+       LINES_INORDER, LINES_INORDER_PF, SLOT_PFW, SLOT_SPEC, SLOT_SPEC8, SLOT_SPEC_1K, NVARIANTS };
 static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "slot-own-slot",
                                              "slot-sfence", "slot-nt", "slot-direct-fold", "poll-last", "poll-pause",
                                              "allgather", "allgather-nt", "slot-nt-no-prefetch", "slot-large",
                                              "slot-nt-large", "chunk-flags-1k", "chunk-flags-512", "lines-inorder",
-                                             "lines-inorder-pf"};
+                                             "lines-inorder-pf", "slot-pfw", "slot-spec",
+                                             "slot-spec8", "slot-spec-1k"};
 static int chosen[NVARIANTS]; /* the variants this run times (argv[4]: names, or "all"); lines always */
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
@@ -233,6 +238,41 @@ static void slot_variant(cxl_coll_t *c, const char *send, char *recv, uint64_t c
     for (uint64_t i = 0; i < count; i++) o[i] = a[i] + b[i];
 }
 
+/* slot-pfw: the slot path, but the call first asks for ownership of its slot's lines and its flag
+ * line (prefetchw), so their upgrades (the peer read them) go out at once and the flag's overlaps
+ * the data's, instead of the flag's after them. slot-spec: the slot path whose wait prefetches the
+ * peer's lines on every poll, so lines the peer has finished come while its flag is on the way. */
+static inline void prefetchw(const void *at) { __asm__ volatile("prefetchw %0" : : "m"(*(const char *)at)); }
+
+static void slot_pfw(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int spec, uint64_t every,
+                     uint64_t cap)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round = 0, n = count * 4;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    char *mine = cxl_slot(p, round, p->rank);
+    const char *peer = cxl_slot(p, round, 1 - p->rank);
+    if (!spec) {
+        prefetchw((const void *)cxl_flag(p, p->rank));
+        for (uint64_t at = 0; at < n; at += CXL_LINE) prefetchw(mine + at);
+    }
+    cxl_coll_copy_in(c, mine, send, n);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    if (spec) {
+        volatile uint64_t *flag = cxl_flag(p, 1 - p->rank);
+        for (uint64_t polls = 0; __atomic_load_n(flag, __ATOMIC_ACQUIRE) < e; polls++) {
+            if (polls % every == 0)
+                for (uint64_t at = 0; at < n && at < cap; at += CXL_LINE) __builtin_prefetch(peer + at, 0, 3);
+            cxl_pause();
+        }
+    } else {
+        cxl_coll_wait_all(c, cxl_coll_written(e));
+    }
+    cxl_coll_note_all_written(c, e);
+    cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, send);
+}
+
 static void slot_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
 {
     cxl_pool_t *p = &c->pool;
@@ -350,6 +390,9 @@ int main(int argc, char **argv)
                     else if (v == SLOT_NT_NO_PREFETCH) slot_variant(&c, (char *)s, (char *)w, count, 1, 0, 0);
                     else if (v == ALLGATHER || v == ALLGATHER_NT) cxl_coll_allgather(&c, (char *)s, (char *)g, bytes);
                     else if (v == CHUNK_1K || v == CHUNK_512) { if (bytes <= 4096) cand_chunks(&c, v == CHUNK_1K ? 1024 : 512, (char *)s, (char *)w, count); }
+                    else if (v == SLOT_PFW || v == SLOT_SPEC || v == SLOT_SPEC8 || v == SLOT_SPEC_1K)
+                        slot_pfw(&c, (char *)s, (char *)w, count, v != SLOT_PFW, v == SLOT_SPEC8 ? 8 : 1,
+                                 v == SLOT_SPEC_1K ? 1024 : UINT64_MAX);
                     else if (v == LINES_INORDER || v == LINES_INORDER_PF) cand_lines_inorder(&c, v == LINES_INORDER_PF, (char *)s, (char *)w, count);
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);
