@@ -18,20 +18,19 @@ and after each):
    on two CPUs (`--mpi-yield`; the model gives exactly this, tests/test_replay_cpu_sharing.py).
 3. **The library's pool yield interval**: MPI_Barrier on the library's pool (`cxlsim mpi run`), both ranks
    pinned to one CPU (the library sees one core for two ranks and yields after 8 polls): the time per barrier
-   minus the time per barrier on two CPUs (`--pool-yield`). The unpinned runs also give **the other
-   processes' turn** (`--cpu-foreign-turn`): with a CPU for each rank, a rank is kept off its CPU only by other
-   processes, so its run delay per switch away (/proc/self/schedstat, getrusage) is how long they keep it.
+   minus the time per barrier on two CPUs (`--pool-yield`); and the library's spin before its first yield where
+   the ranks do not outnumber the CPUs (4096 polls, timed alone: `--pool-spin`).
 4. **The check, where ranks outnumber CPUs (np 3 and 4 on this machine's CPUs, unpinned)**, measured and
    replayed by the model with the figures of 1-3 (nothing fitted here): an 8-byte ring exchange under MPICH
    (each rank sends to its right and receives from its left, blocking), the library's MPI_Barrier loop, and
    the library's loop of the validation's collective-bound app (an allreduce of 64 KiB, an allgather and a
    bcast of 4 KiB, an allreduce of 8 B: 5 waits for every rank per iteration; also at np 2, one CPU each),
    time per iteration, the loop's collectives priced by `--pool-profile`; and the model's error, twice: with
-   no other processes, and with each CPU's other processes in the share the loop measured (1 - the CPU time
-   of its ranks over the wall time: a CPU with a busy-polling rank is never idle), in turns of part 3's
-   figure (`--cpu-foreign`). Each loop is sized to run about LOOP_S s (from a 200-iteration run), so its
-   ranks' CPU times, switches and run delays (each rank prints them over the timed loop) measure the loop,
-   printed per iteration beside the model's.
+   no other processes, and with each CPU's other runnable tasks at the mean weight the run's sampler weighed
+   (`--cpu-foreign`; cxlsim.replay.rank_cpus: nice-0 tasks, every 50 ms). Each loop is sized to run about
+   LOOP_S s (from a 200-iteration run), so its ranks' CPU times, switches and run delays (each rank prints
+   them over the timed loop) measure the loop, printed per iteration beside the model's, with the ranks' CPU
+   use (their CPU time over the wall time; 1 - that, per CPU, is what other processes took).
 5. **A blocking exchange at np 2-4** (skipped with `--quick`): the halo program (tests/data/traces/src/
    halo_timed.c) without work, under MPICH alone and under the library: time per iteration.
 It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
@@ -124,6 +123,31 @@ int main(int argc, char **argv) {
     }
   }
   while (wait(NULL) > 0) {}
+  return 0;
+}
+"""
+
+SPIN = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+/* spin: the time of the library's pool-wait spin (cxlsim/mpi/pools.c SPIN_ITERS = 4096 polls of a flag, a pause
+ * each, as cxl_backoff does before its first yield), the best of 200 (ns). */
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+int main(void) {
+  volatile uint64_t flag = 0; double best = 1e18;
+  for (int r = 0; r < 200; r++) {
+    double t0 = now();
+    for (int i = 0; i < 4096; i++) {
+      if (__atomic_load_n(&flag, __ATOMIC_ACQUIRE) >= 1) break;
+#if defined(__x86_64__) || defined(__i386__)
+      __asm__ volatile("pause");
+#endif
+    }
+    double t = now() - t0;
+    if (t < best) best = t;
+  }
+  printf("spin_ns %.0f\n", best);
   return 0;
 }
 """
@@ -276,6 +300,8 @@ def compile_c(tmp: str, name: str, source: str, mpi: bool) -> str:
 
 MAPS = []
 """The CPU map of every MPI run (RankCPUs), in run order; part 4 models each loop with the map its runs had."""
+WEIGHTS = []
+"""The other runnable tasks' mean weight per CPU of every MPI run (RankCPUs.foreign_weight), in run order."""
 
 
 def run(cmd: list, pin: str | None = None, library: bool = False) -> str:
@@ -293,6 +319,7 @@ def run(cmd: list, pin: str | None = None, library: bool = False) -> str:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     MAPS.append(seen.cpu_map(len(seen.seen)) if seen.seen else None)
+    WEIGHTS.append(seen.foreign_weight(os.cpu_count() or 1))
     return done.stdout
 
 
@@ -369,9 +396,9 @@ RANK_LINE = re.compile(r"rank (\d+) cpu_ns (\S+) switches (\S+) sleeps (\S+) del
 def loop_run(exe: str, n: int, iterations: int, library: bool) -> dict:
     """One run of a loop program (np n, unpinned): {'us': per iteration, 'cpu_ns', 'switches', 'sleeps', 'delay_ns'
     (time runnable off its CPU): per rank over the loop, 'map': the CPU of each rank (the sampled map, else where
-    it ended), 'foreign': per CPU, the share of the loop's wall time the ranks on it did not run (1 - their CPU
+    it ended), 'others': per CPU, the share of the loop's wall time the ranks on it did not run (1 - their CPU
     time / the wall time; a CPU with a busy-polling rank is never idle, so that time is other processes'; 0 for a
-    CPU without a rank)}."""
+    CPU without a rank), 'weight': per CPU, the other runnable tasks' mean weight (None: not weighed)}."""
     out = run([find_mpiexec(), "-n", str(n), exe, str(iterations)], None, library)
     us = float(re.search(r"us (\S+)", out).group(1))
     ranks = sorted((int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)),
@@ -384,17 +411,8 @@ def loop_run(exe: str, n: int, iterations: int, library: bool) -> dict:
         if c < cpus:
             foreign[c] = max(0.0, 1 - sum(r[1] for r in ranks if where[r[0]] == c) / wall)
     return {"us": us, "cpu_ns": [r[1] for r in ranks], "switches": [r[2] for r in ranks],
-            "sleeps": [r[3] for r in ranks], "delay_ns": [r[4] for r in ranks], "map": where, "foreign": foreign,
-            "wall_ns": wall}
-
-
-def foreign_turn_ns(runs: list) -> float | None:
-    """How long other processes kept a CPU per turn, from loop runs with a CPU for each rank (so a rank was kept
-    off its CPU by other processes only): the ranks' time runnable off the CPU per switch away, median over the
-    runs; None where no run switched or run delays are not known."""
-    turns = [sum(r["delay_ns"]) / sum(r["switches"]) for r in runs
-             if sum(r["switches"]) > 0 and min(r["delay_ns"]) >= 0]
-    return statistics.median(turns) if turns else None
+            "sleeps": [r[3] for r in ranks], "delay_ns": [r[4] for r in ranks], "map": where, "others": foreign,
+            "weight": WEIGHTS[-1], "wall_ns": wall}
 
 
 def record(runs: list, got: dict) -> float:
@@ -406,6 +424,7 @@ def loop_iterations(exe: str, n: int, library: bool, cap: int) -> int:
     """Iterations for about LOOP_S s of the loop (from a 200-iteration run), 200 to `cap`; the run is not a round."""
     us = loop_run(exe, n, 200, library)["us"]
     MAPS.pop()
+    WEIGHTS.pop()
     return max(200, min(cap, int(LOOP_S * 1e6 / max(us, 1e-3))))
 
 
@@ -432,7 +451,7 @@ def options_line(sharing: CPUSharing) -> str:
     """The output's last line: the `cxlsim replay` options of these figures (benchmarks/replay_validate.py reads it)."""
     return (f"# replay options (parts 1-3, for every np): --cpus {sharing.cpus} --cpu-slice "
             f"{sharing.slice_ns / 1e3:.0f}us --mpi-yield {sharing.mpi_yield_ns / 1e3:.2f}us --pool-yield "
-            f"{sharing.pool_yield_ns / 1e3:.2f}us")
+            f"{sharing.pool_yield_ns / 1e3:.2f}us --pool-spin {sharing.pool_spin_ns / 1e3:.2f}us")
 
 
 def check(label: str, measured: list, modelled_us: float, where: str) -> None:
@@ -479,6 +498,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         yielder = compile_c(tmp, "yielder", YIELDER, mpi=False)
         slicer = compile_c(tmp, "slicer", SLICER, mpi=False)
+        spinner = compile_c(tmp, "spin", SPIN, mpi=False)
         pingpong = compile_c(tmp, "pingpong", PINGPONG, mpi=True)
         barriers = compile_c(tmp, "barriers", BARRIERS, mpi=True)
         ring = compile_c(tmp, "ring", RING, mpi=True)
@@ -512,9 +532,8 @@ def main() -> int:
         free = measure(args.rounds, "on two CPUs (unpinned)", lambda: per_call_us(pingpong, 2, 20000, None, False))
         pinned = measure(args.rounds, "both ranks on CPU 0", lambda: per_call_us(pingpong, 2, 300, "0", False))
         print("# 3. the library's pool MPI_Barrier, us per barrier")
-        free_runs = []
         pool_free = measure(args.rounds, "on two CPUs (unpinned)",
-                            lambda: record(free_runs, loop_run(barriers, 2, 20000, True)))
+                            lambda: per_call_us(barriers, 2, 20000, None, True))
         pool_pinned = measure(args.rounds, "both ranks on CPU 0 (the library yields after 8 polls)",
                               lambda: per_call_us(barriers, 2, 300, "0", True))
         slice_ns = statistics.median(slices) * 1e6
@@ -526,18 +545,15 @@ def main() -> int:
                 unresolved.append(f"--{kind}-yield: the pinned runs were no slower than the free ones ({got:.0f} ns); "
                                   "0.1 us is used")
             yields[kind] = max(got, 100.0)
-        sharing = CPUSharing(cpus, slice_ns, yields["mpi"], yields["pool"])
+        spin = measure(args.rounds, "the library's spin before its first yield (4096 polls, ranks <= CPUs)",
+                       lambda: float(re.search(r"spin_ns (\S+)", subprocess.run(
+                           [spinner], capture_output=True, text=True, check=True).stdout).group(1)) / 1e3)
+        sharing = CPUSharing(cpus, slice_ns, yields["mpi"], yields["pool"], pool_spin_ns=statistics.median(spin) * 1e3)
         if args.pool_profile is None:
             print("# calibrating this machine for the pool collectives' prices (cxlsim calibrate --np 2 --no-mpi "
                   "--timing)", flush=True)
         local = args.pool_profile or pool_profile.calibrate_local_host(os.path.join(tmp, "local"))
         made = load_profile(local)["provenance"].get("timestamp_utc", "?")
-        turn = foreign_turn_ns(free_runs)
-        print("# the other processes' turn (the unpinned runs of 3: a rank's time off its CPU per switch away): "
-              + (f"{turn / 1e3:.0f} us, over {sum(sum(r['switches']) for r in free_runs):.0f} switches; other "
-                 "processes' share of the CPUs there " + "; ".join(", ".join(f"{f * 100:.0f}%" for f in r["foreign"])
-                                                               for r in free_runs)
-                 if turn else "not measured (no switch, or no run delays): a slice"))
         net = message_profile(tmp, one_way)
         pooled = f"{net}+{local}"
         print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, measured and modelled: "
@@ -564,15 +580,20 @@ def main() -> int:
             trace = simgrid.read(write_trace(os.path.join(tmp, name), n, lines), 1e9)
             stats = stats_file(os.path.join(tmp, name + ".stats"), n, library_rows(trace)) if library else None
             on, where = seen_map(args.rounds, n)
-            alone = dataclasses.replace(sharing, cpu_map=on) if n > cpus else None
+            shares = n > cpus or (on is not None and len(set(on)) < n)  # by turns where ranks share a CPU
+            alone = dataclasses.replace(sharing, cpu_map=on) if shares else None
             measured = [r["us"] for r in runs]
             check(what, measured, modelled_us(trace, spec, iterations, alone, stats)[0], where + "; no other processes")
-            foreign = tuple(statistics.median(r["foreign"][c] for r in runs) for c in range(cpus))
-            loaded = dataclasses.replace(sharing, cpu_map=on or tuple(r % cpus for r in range(n)), foreign=foreign,
-                                         foreign_turn_ns=turn)
+            weighed = [r["weight"] for r in runs if r["weight"] is not None]
+            others = ", ".join(f"{statistics.median(r['others'][c] for r in runs) * 100:.0f}%" for c in range(cpus))
+            if not weighed:
+                print(f"      other runnable tasks not weighed (runs too short); other processes took {others}")
+                continue
+            foreign = tuple(statistics.median(w[c] for w in weighed) for c in range(cpus))
+            loaded = dataclasses.replace(sharing, cpu_map=on or tuple(r % cpus for r in range(n)), foreign=foreign)
             us, timeline = modelled_us(trace, spec, iterations, loaded, stats)
-            check(what, measured, us, "with the other processes' measured share of each CPU, "
-                  + ", ".join(f"{f * 100:.0f}%" for f in foreign))
+            check(what, measured, us, "with each CPU's other runnable tasks at their weighed mean, "
+                  + ", ".join(f"{f:.2f}" for f in foreign) + f" nice-0 tasks (they took {others} of the CPUs)")
             print("      " + mechanism(runs, timeline, iterations, n), flush=True)
         if not args.quick:
             print(f"# 5. the halo exchange without work (halo_timed.c: two 32 KiB messages and an 8-byte allreduce "

@@ -217,21 +217,16 @@ PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|
 
 
 SHARING_LINE = re.compile(r"# replay options \(parts 1-3, for every np\): --cpus (\d+) --cpu-slice (\S+)us "
-                          r"--mpi-yield (\S+)us --pool-yield (\S+)us")
-
-
-TURN_LINE = re.compile(r"# the other processes' turn \(.*?\): (\S+) us, over")
+                          r"--mpi-yield (\S+)us --pool-yield (\S+)us(?: --pool-spin (\S+)us)?")
 
 
 def cpu_figures(text: str) -> CPUSharing | None:
-    """The CPUSharing of benchmarks/replay_cpu_sharing.py's output (its options line, and the other processes'
-    turn where it measured one), None without the options line."""
+    """The CPUSharing of benchmarks/replay_cpu_sharing.py's output (its options line), None without one."""
     m = SHARING_LINE.search(text)
     if m is None:
         return None
-    turn = TURN_LINE.search(text)
     return CPUSharing(int(m.group(1)), float(m.group(2)) * 1e3, float(m.group(3)) * 1e3, float(m.group(4)) * 1e3,
-                      foreign_turn_ns=float(turn.group(1)) * 1e3 if turn else None)
+                      pool_spin_ns=float(m.group(5)) * 1e3 if m.group(5) else 0.0)
 
 
 def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:
@@ -424,8 +419,8 @@ def main() -> int:
                     predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
                     network, _, _ = predicted_window_s(directory, profile, None, shared)
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
-                    foreign = seen.foreign_share(n)
-                    with_others = None  # a diagnostic: the replay by turns with this run's other processes
+                    foreign = seen.foreign_weight(cpus)
+                    with_others = None  # a diagnostic: the replay by turns with this run's other runnable tasks
                     if sharing is not None and foreign is not None and observed:
                         loaded = dataclasses.replace(sharing, cpu_map=observed, foreign=foreign)
                         with_others = predicted_window_s(directory, f"{profile}+{local}", stats, loaded)[0]
@@ -447,7 +442,7 @@ def main() -> int:
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
                                  "traced_compute_s": compute, "coll_prices": priced or None,
-                                 "foreign_share": list(foreign) if foreign else None, "with_others_s": with_others})
+                                 "foreign_weight": list(foreign) if foreign else None, "with_others_s": with_others})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
                           f"{one_each * 1e3:>12.3f}{(one_each - measured) / measured * 100:>8.1f}%"

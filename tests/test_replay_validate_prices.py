@@ -64,12 +64,17 @@ def test_the_profile_s_own_allreduce_bench_is_quoted_with_its_jobs_range(tmp_pat
     assert validate.bench_row(str(path), "allreduce", 65536) == "not in the profile"
 
 
-def test_the_other_processes_turn_is_read_from_replay_cpu_sharing_s_output():
+
+def test_the_options_line_carries_the_pool_spin_to_replay_validate():
+    import importlib.util as util
     from cxlsim.replay.cpu_sharing import CPUSharing
-    validate = validate_module()
-    line = ("# replay options (parts 1-3, for every np): --cpus 2 --cpu-slice 2776us --mpi-yield 4.50us "
-            "--pool-yield 2.10us\n")
-    turn = ("# the other processes' turn (the unpinned runs of 3: a rank's time off its CPU per switch away): 1322 us, "
-            "over 25849 switches; other processes' share of the CPUs there 54%, 0%\n")
-    assert validate.cpu_figures(turn + line) == CPUSharing(2, 2776e3, 4.5e3, 2.1e3, foreign_turn_ns=1322e3)
-    assert validate.cpu_figures(line).foreign_turn_ns is None
+    spec = util.spec_from_file_location("replay_cpu_sharing", os.path.join(HERE, "..", "benchmarks",
+                                                                           "replay_cpu_sharing.py"))
+    figures = util.module_from_spec(spec)
+    spec.loader.exec_module(figures)
+    sharing = CPUSharing(2, 2171e3, 4.5e3, 1.25e3, pool_spin_ns=105.36e3)
+    line = figures.options_line(sharing)
+    assert line.endswith("--pool-spin 105.36us")
+    assert validate_module().cpu_figures(line + "\n") == sharing
+    # an output of before the spin was measured: no spin
+    assert validate_module().cpu_figures(line.rsplit(" --pool-spin", 1)[0] + "\n").pool_spin_ns == 0.0

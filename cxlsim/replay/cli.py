@@ -89,7 +89,7 @@ def cpu_sharing(args) -> CPUSharing | None:
     figures = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in SHARING_FLAGS}
     if args.cpus is None:
         given = [flag for flag, value in figures.items() if value is not None]
-        given += [flag for flag in ("--cpu-map", "--cpu-foreign", "--cpu-foreign-turn")
+        given += [flag for flag in ("--cpu-map", "--cpu-foreign", "--pool-spin")
                   if getattr(args, flag[2:].replace("-", "_"), None) is not None]
         if given:
             raise InputError(f"{given[0]}: a figure of CPU sharing, for --cpus N; give --cpus or remove it")
@@ -103,13 +103,11 @@ def cpu_sharing(args) -> CPUSharing | None:
         raise InputError(f"--cpus: also give {', '.join(missing)} (the traced machine's scheduler figures; "
                          "python benchmarks/replay_cpu_sharing.py measures them)")
     times = {flag: units.parse_option(flag, value, units.parse_time) for flag, value in figures.items()}
-    foreign, turn = getattr(args, "cpu_foreign", None), getattr(args, "cpu_foreign_turn", None)
-    if turn is not None and foreign is None:
-        raise InputError("--cpu-foreign-turn: the other processes' turn, for --cpu-foreign; give it or remove this")
+    foreign, spin = getattr(args, "cpu_foreign", None), getattr(args, "pool_spin", None)
     return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"],
                       cpu_map(args.cpu_map) if getattr(args, "cpu_map", None) is not None else None,
                       cpu_foreign(foreign) if foreign is not None else None,
-                      units.parse_option("--cpu-foreign-turn", turn, units.parse_time) if turn is not None else None)
+                      units.parse_option("--pool-spin", spin, units.parse_time) if spin is not None else 0.0)
 
 
 def cpu_map(text: str) -> tuple:
@@ -122,11 +120,11 @@ def cpu_map(text: str) -> tuple:
 
 
 def cpu_foreign(text: str) -> tuple:
-    """`--cpu-foreign 12,30`: per CPU, the % of the run's wall time other processes kept it busy -> shares 0-1."""
+    """`--cpu-foreign 0.4,1.2`: per CPU, the mean weight of the other runnable tasks, in nice-0 tasks."""
     try:
-        return tuple(float(x) / 100 for x in text.split(","))
+        return tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise InputError(f"--cpu-foreign: expected comma-separated percentages, one per CPU (e.g. 12,30), got "
+        raise InputError(f"--cpu-foreign: expected comma-separated weights, one per CPU (e.g. 0.4,1.2), got "
                          f"{text!r}") from None
 
 
@@ -216,16 +214,17 @@ def register(subparsers) -> None:
     p.add_argument("--cpu-map", help="with --cpus: the CPU each rank ran on, in rank order (e.g. 0,0,1,0; default: rank r "
                                      "on CPU r %% N); benchmarks/replay_validate.py observes it per run")
     p.add_argument("--cpu-foreign",
-                   help="with --cpus: per CPU, the %% of the run's wall time other processes kept it busy (e.g. 12,30; "
-                        "default none), modelled as one task per CPU taking turns of --cpu-foreign-turn; "
-                        "benchmarks/replay_validate.py measures it per run")
-    p.add_argument("--cpu-foreign-turn",
-                   help="with --cpu-foreign: how long other processes keep a CPU per turn (e.g. 0.9ms; default "
-                        "--cpu-slice; measured: a rank's time off its CPU per switch away)")
+                   help="with --cpus: per CPU, the mean weight of the runnable tasks other than the ranks, in nice-0 "
+                        "tasks (e.g. 0.4,1.2: a nice-15 task weighs 0.035; default none), modelled as one "
+                        "always-runnable task of that weight per CPU; benchmarks/replay_validate.py measures it "
+                        "per run")
     p.add_argument("--cpu-slice", help="with --cpus: the time a CPU-bound rank runs before it is preempted (e.g. 2.6ms)")
     p.add_argument("--mpi-yield", help="with --cpus: how long a rank waiting in MPI point-to-point polls between "
                                        "yields of its CPU (e.g. 2us; > 0; a yield forfeits the rest of its slice)")
     p.add_argument("--pool-yield", help="with --cpus: the same for the interposition library's pool collectives")
+    p.add_argument("--pool-spin", help="with --cpus: how long the library's pool wait spins before its first yield "
+                                       "where the ranks do not outnumber the CPUs (its 4096 polls, e.g. 105us; "
+                                       "default 0; benchmarks/replay_cpu_sharing.py measures it)")
     p.add_argument("--selector", choices=["mpich", "ompi"], default="mpich",
                    help="library whose collective algorithm choice to mimic (default mpich)")
     p.add_argument("--compute-scale",

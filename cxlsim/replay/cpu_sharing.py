@@ -16,21 +16,23 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   `d = v + slice_ns` and the CPU picks again (a rank alone keeps it).
 - **A wait** (a receive, a wait of a request, a collective): the rank keeps the CPU and polls, calling
   sched_yield every `yield_ns` of polling (MPICH's point-to-point and the library's pool waits each have
-  their own interval, `mpi_yield_ns` and `pool_yield_ns`). A yield of an eligible rank forfeits the rest of
+  their own interval, `mpi_yield_ns` and `pool_yield_ns`; where the ranks do not outnumber the CPUs the
+  library's pool wait first spins `pool_spin_ns`, its 4096 polls, as cxlsim/mpi/pools.c does, and then yields
+  at its interval). A yield of an eligible rank forfeits the rest of
   its slice (`v = d`, then `d += slice_ns`), and the CPU picks again, among every runnable rank: one still
   polling polls until its own next yield. So a rank that polled and yielded is counted a slice it did not
   use, and waits behind the others' CPU time before it is eligible again. A rank whose wait ended while it
   was off the CPU runs on when it is picked. A rank entering a `sleep` leaves the run queue, and rejoins
   with the lag it left with.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
-- **Other processes** (`foreign`, measured per run: the share of the run's wall time each CPU was busy with
-  processes other than the ranks, cxlsim.replay.rank_cpus): on a CPU with share f > 0, one more task that
-  joins with no lag (`v` = the mean), runs a turn of `foreign_turn_ns` of work (measured: how long a rank
-  was kept off its CPU per switch away; default a slice), sleeps `foreign_turn_ns * (1 - f) / f` (alone on
-  the CPU it takes f of it; f >= 1: it never sleeps), and so on while any rank runs; it starts half-way through
-  a sleep (the mean phase). It is the load a shared
-  machine puts beside the ranks: a rank that yields hands it the CPU for its turn. One task per CPU stands
-  for all of them: their count is not modelled, only their measured share and turn.
+- **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
+  ranks on each CPU, in nice-0 tasks, each weighted as Linux weights its nice level: nice 0 is 1, nice 15
+  0.035; cxlsim.replay.rank_cpus): on a CPU with weight W > 0, one more task, always runnable, of weight W.
+  EEVDF weighs CPU time: a task of weight w is counted `ns / w` for `ns` it runs, its deadline is `v +
+  slice_ns / w`, and the mean that decides eligibility is weighted. So beside it a rank gets 1 / (1 + W)
+  of a CPU it would have alone, and a rank that yields (forfeiting its slice) waits about W slices; W
+  nice-0 tasks, or one of weight W, alike. One task per CPU stands for them all: their own sleeps are
+  not modelled, only their measured mean weight.
 The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py: the slice from two busy
 loops on one CPU, each yield interval from two ranks on one CPU); that a yield forfeits the slice is
 measured there too (a polling process that yields every 2-200 us beside a busy one on its CPU got at most
@@ -39,8 +41,8 @@ collective waits for every rank at each of its kernel's waits (cxlsim.replay.eng
 MPI calls, so a gap in which the rank was preempted while tracing already holds that time; message
 overheads stay on the rank's own timeline (they are not counted as CPU time); the steps inside a
 collective that runs as network messages are not descheduled (the rank polls once, for the whole call);
-no rank moves between CPUs; other processes on the machine are one task per CPU of their measured share
-(`foreign`), or not in the model without it. Time is ns.
+no rank moves between CPUs; other processes on the machine are one always-runnable task per CPU of their
+measured mean weight (`foreign`), or not in the model without it. Time is ns.
 """
 from __future__ import annotations
 
@@ -53,8 +55,8 @@ __all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
 
 NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
-        "messages polls once, for the whole call; the ranks keep their CPUs; other processes are one task per CPU "
-        "taking turns in their measured share (--cpu-foreign), or absent without it")
+        "messages polls once, for the whole call; the ranks keep their CPUs; other processes are one always-runnable "
+        "task per CPU of their measured weight (--cpu-foreign), or absent without it")
 
 
 def _slack(now: float, ns: float) -> float:
@@ -75,9 +77,10 @@ class CPUSharing:
     cpu_map: tuple | None = None
     """The CPU each rank ran on (rank r on cpu_map[r]); None: rank r on CPU r % cpus."""
     foreign: tuple | None = None
-    """Per CPU, the share of the run's wall time other processes kept it busy (0-1, measured); None: none."""
-    foreign_turn_ns: float | None = None
-    """How long the other processes keep a CPU per turn (ns, measured); None: `slice_ns`."""
+    """Per CPU, the mean weight of the other runnable tasks on it (nice-0 tasks, measured); None: none."""
+    pool_spin_ns: float = 0.0
+    """How long a wait of the library's pool spins before its first yield where the ranks do not outnumber the
+    CPUs (4096 polls, measured; 0: it yields at `pool_yield_ns` from the start, as it does where they do)."""
 
     def __post_init__(self):
         if not isinstance(self.cpus, int) or isinstance(self.cpus, bool) or self.cpus < 1:
@@ -89,13 +92,14 @@ class CPUSharing:
                                  f"{list(self.cpu_map)!r}")
         if self.foreign is not None:
             bad = [f for f in self.foreign if isinstance(f, bool) or not isinstance(f, (int, float))
-                   or not 0 <= f <= 1]
+                   or not (0 <= f and math.isfinite(f))]
             if bad or len(self.foreign) != self.cpus:
-                raise InputError(f"--cpu-foreign: expected one share in 0..1 per CPU ({self.cpus}), got "
+                raise InputError(f"--cpu-foreign: expected one weight >= 0 per CPU ({self.cpus}), got "
                                  f"{list(self.foreign)!r}")
-        turn = () if self.foreign_turn_ns is None else (("--cpu-foreign-turn", self.foreign_turn_ns),)
+        if not (self.pool_spin_ns >= 0 and math.isfinite(self.pool_spin_ns)):
+            raise InputError(f"--pool-spin: expected a time >= 0, got {self.pool_spin_ns!r} ns")
         for flag, value in (("--cpu-slice", self.slice_ns), ("--mpi-yield", self.mpi_yield_ns),
-                            ("--pool-yield", self.pool_yield_ns), *turn):
+                            ("--pool-yield", self.pool_yield_ns)):
             if not (value > 0 and math.isfinite(value)):
                 why = "" if flag == "--cpu-slice" else " (a poll between yields takes time)"
                 raise InputError(f"{flag}: expected a time > 0{why}, got {value!r} ns")
@@ -115,15 +119,16 @@ class CPUSharing:
         shared = "at most one per CPU: nothing is shared" if per_cpu <= 1 else f"up to {per_cpu} per CPU"
         mapped = (f"rank r on CPU r % {self.cpus}" if self.cpu_map is None
                   else "ranks on CPUs " + ",".join(str(c) for c in on) + " (--cpu-map)")
-        others = ("" if not self.foreign_tasks() else "; other processes took "
-                  + ", ".join(f"{f * 100:.0f}%" for f in self.foreign) + " of the CPUs (--cpu-foreign), in turns of "
-                  + f"{(self.foreign_turn_ns or self.slice_ns) / 1e3:g} us")
+        others = ("" if not self.foreign_tasks() else "; other runnable tasks of weight "
+                  + ", ".join(f"{f:.2f}" for f in self.foreign) + " nice-0 tasks per CPU (--cpu-foreign)")
         return (f"{ranks} ranks on {self.cpus} CPUs ({shared}; {mapped}), EEVDF by CPU "
                 f"time, slice {self.slice_ns / 1e3:g} us, a waiting rank yields (forfeiting its slice) every "
-                f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives){others}")
+                f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives)"
+                + (f", a pool wait spinning {self.pool_spin_ns / 1e3:g} us first where the ranks do not outnumber "
+                   "the CPUs" if self.pool_spin_ns else "") + others)
 
     def foreign_tasks(self) -> list:
-        """[(CPU, its other processes' share)] for every CPU with a share above 0."""
+        """[(CPU, its other tasks' weight)] for every CPU with a weight above 0."""
         return [(c, f) for c, f in enumerate(self.foreign or ()) if f > 0]
 
 
@@ -146,9 +151,10 @@ class SharedCPUs:
         self.runnable = [[] for _ in range(n)]  # the CPU's run queue (the holder included)
         self.polling = [None] * n      # (poll start, yield interval) while the holder polls, else None
         self.turn = [0] * n            # counts the CPU's decisions, so a scheduled yield finds out it is stale
+        self.weight = [1.0] * self.ranks + [w for _, w in others]
         self.v = [0.0] * ranks
-        """CPU time each rank has been counted (ns; a yield adds the rest of its slice)."""
-        self.deadline = [sharing.slice_ns] * ranks
+        """CPU time each task has been counted (ns over its weight; a yield adds the rest of its slice)."""
+        self.deadline = [sharing.slice_ns / w for w in self.weight]
         self.lag = [0.0] * ranks       # at a sleep: mean CPU time minus its own, restored when it rejoins
         self.kind = ["mpi"] * ranks    # the wait each rank polls in
         self.wants = [None] * ranks    # (event, since when): the rank has something to run, off the CPU
@@ -165,27 +171,16 @@ class SharedCPUs:
         self.others = others           # started at the first rank's first turn, so the ranks start first
 
     FOREIGN_IDLE_TURNS = 10000
-    """A CPU's other processes stop after this many bursts without a rank's turn or work (a replay whose ranks
-    are stuck, or asleep for over ~this many slices, runs out of events as it would without them)."""
+    """A CPU's other tasks stop after this many slices without a rank's turn or work (a replay whose ranks are
+    stuck, or asleep for over ~this many slices, runs out of events as it would without them)."""
 
-    def _foreign(self, f: int, share: float):
-        """Generator: the other processes of CPU cpu_of[f] (see the module): a turn of work, then a sleep, while
-        any rank has not finished."""
-        slice_ns = self.sharing.foreign_turn_ns or self.sharing.slice_ns
-        rest = slice_ns * (1 - share) / share
-        idle, seen, sleep = 0, -1, rest / 2
-        while rest > 0:
-            yield self.env.timeout(sleep)
-            sleep = rest
-            if self.finished == self.ranks or idle >= self.FOREIGN_IDLE_TURNS:
-                return
-            yield self.take(f)
-            yield from self.work(f, slice_ns, self.env.timeout)
-            self.wait(f, "sleep")
-            idle, seen = (idle + 1, seen) if seen == self.progress else (0, self.progress)
-        yield self.take(f)  # share 1: busy while the ranks run
+    def _foreign(self, f: int):
+        """Generator: the other tasks of CPU cpu_of[f] (see the module): always runnable while any rank has not
+        finished, a slice at a time."""
+        idle, seen = 0, -1
+        yield self.take(f)
         while self.finished < self.ranks and idle < self.FOREIGN_IDLE_TURNS:
-            yield from self.work(f, slice_ns, self.env.timeout)
+            yield from self.work(f, self.sharing.slice_ns, self.env.timeout)
             idle, seen = (idle + 1, seen) if seen == self.progress else (0, self.progress)
         self.done(f)
 
@@ -196,8 +191,8 @@ class SharedCPUs:
         c = self.cpu_of[r]
         event = self.env.event()
         self.progress += r < self.ranks
-        for i, (_, share) in enumerate(self.others):
-            self.env.process(self._foreign(self.ranks + i, share))
+        for i in range(len(self.others)):
+            self.env.process(self._foreign(self.ranks + i))
         self.others = []
         if r not in self.runnable[c]:
             self._join(c, r)
@@ -222,7 +217,7 @@ class SharedCPUs:
             self._next(c, self._pick(c))
             return
         self.kind[r] = kind
-        self._poll(c, r)
+        self._poll(c, r, fresh=True)
 
     def work(self, r: int, ns: float, serve):
         """Generator: `ns` of CPU work of rank r (holding its CPU), up to its deadline at a time, the CPU
@@ -232,7 +227,7 @@ class SharedCPUs:
         while left > 0:
             self._sync(c)
             if self.v[r] >= self.deadline[r] - _slack(self.env.now, self.deadline[r]):
-                self.deadline[r] = self.v[r] + self.sharing.slice_ns
+                self.deadline[r] = self.v[r] + self.sharing.slice_ns / self.weight[r]
                 picked = self._pick(c)
                 if picked != r:
                     event = self.env.event()
@@ -240,7 +235,7 @@ class SharedCPUs:
                     self._next(c, picked)
                     yield event
                     continue
-            piece = min(left, self.deadline[r] - self.v[r])
+            piece = min(left, (self.deadline[r] - self.v[r]) * self.weight[r])
             self.progress += r < self.ranks
             yield serve(piece)
             left -= piece
@@ -261,10 +256,10 @@ class SharedCPUs:
             self._sync(c)
             self.v[r] = self._mean(c) - self.lag[r]
             self.deadline[r] = max(self.deadline[r], self.v[r] + self.sharing.slice_ns)
-        elif self.runnable[c]:  # a newcomer (another process, joining late) with no lag
+        elif self.runnable[c]:  # a newcomer with no lag
             self._sync(c)
             self.v[r] = self._mean(c)
-            self.deadline[r] = self.v[r] + self.sharing.slice_ns
+            self.deadline[r] = self.v[r] + self.sharing.slice_ns / self.weight[r]
         self.started[r] = True
         self.runnable[c].append(r)
         if self.polling[c] is not None:
@@ -274,13 +269,14 @@ class SharedCPUs:
         """Count the holder's CPU time up to now."""
         h = self.holder[c]
         if h is not None:
-            self.v[h] += self.env.now - self.since[c]
+            self.v[h] += (self.env.now - self.since[c]) / self.weight[h]
             self.ran_ns[h] += self.env.now - self.since[c]
         self.since[c] = self.env.now
 
     def _mean(self, c: int) -> float:
+        """The weighted mean CPU time of the CPU's runnable tasks."""
         queue = self.runnable[c]
-        return sum(self.v[x] for x in queue) / len(queue)
+        return sum(self.v[x] * self.weight[x] for x in queue) / sum(self.weight[x] for x in queue)
 
     def _eligible(self, c: int, r: int) -> bool:
         mean = self._mean(c)
@@ -319,9 +315,14 @@ class SharedCPUs:
         else:  # picked while still waiting: it polls on
             self._poll(c, r)
 
-    def _poll(self, c: int, r: int) -> None:
-        interval = self.sharing.pool_yield_ns if self.kind[r] == "pool" else self.sharing.mpi_yield_ns
-        self.polling[c] = (self.env.now, interval)
+    def _poll(self, c: int, r: int, fresh: bool = False) -> None:
+        """Rank r polls from now: a `fresh` wait of the library's pool, where the ranks do not outnumber the CPUs,
+        first spins `pool_spin_ns` (cxlsim/mpi/pools.c: 4096 polls before it yields); a wait taken up again after
+        a yield yields on at its interval."""
+        pool = self.kind[r] == "pool"
+        interval = self.sharing.pool_yield_ns if pool else self.sharing.mpi_yield_ns
+        spins = fresh and pool and self.sharing.pool_spin_ns > 0 and self.ranks <= self.sharing.cpus
+        self.polling[c] = (self.env.now, self.sharing.pool_spin_ns if spins else interval, interval)
         self.turn[c] += 1
         self._schedule_yield(c)
 
@@ -330,9 +331,13 @@ class SharedCPUs:
         none while it is alone on the CPU."""
         if len(self.runnable[c]) < 2:
             return
-        start, interval = self.polling[c]
+        start, first, interval = self.polling[c]
         now = self.env.now
-        at = start + interval * max(1, math.ceil((now - start) / interval - 1e-12))
+        if first == interval:
+            at = start + interval * max(1, math.ceil((now - start) / interval - 1e-12))
+        else:  # a spin first, then the yield interval
+            base = start + first
+            at = base if now <= base else base + interval * math.ceil((now - base) / interval - 1e-12)
         self._sync(c)
         h = self.holder[c]
         at = max(now, min(at, now + self.deadline[h] - self.v[h]))
@@ -352,7 +357,7 @@ class SharedCPUs:
             self.deadline[r] += self.sharing.slice_ns
         picked = self._pick(c)
         if picked == r:  # it polls on, to its next yield
-            self.polling[c] = (self.env.now, self.polling[c][1])
+            self.polling[c] = (self.env.now, self.polling[c][2], self.polling[c][2])
             self._schedule_yield(c)
         else:
             self._next(c, picked)

@@ -4,9 +4,11 @@ Ranks that busy-poll never leave a CPU idle, so the kernel keeps each where it s
 starts them is its choice (cxlsim.replay.cpu_sharing). `RankCPUs(pid)` samples, every `interval_s`, the
 `processor` field of /proc/PID/stat of every descendant of `pid` with PMI_RANK in its environment (MPICH's
 launcher names its ranks so), and what the scheduler did to each rank (/proc/PID/schedstat and status: its CPU
-time, its time runnable but waiting for a CPU, its context switches), and the machine's busy time per CPU
-over the run (/proc/stat): the CPU time the run's ranks did not take is other processes' (`foreign_share`),
-the load the replay by turns takes as measured (cxlsim.replay.cpu_sharing). Linux only (/proc).
+time, its time runnable but waiting for a CPU, its context switches). Every `others_every`-th sample it also
+weighs the runnable tasks that are not the run's ranks (every thread in state R of /proc/*/task/*/stat, but
+this process's, on the CPU its `processor` field names, weighted as Linux weighs its nice level:
+`NICE_WEIGHT`, in nice-0 tasks): `foreign_weight()`, their mean per CPU, is the load other processes put
+beside the ranks, which the replay by turns takes as measured (cxlsim.replay.cpu_sharing). Linux only (/proc).
 """
 from __future__ import annotations
 
@@ -14,29 +16,15 @@ import os
 import re
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 
-__all__ = ["RankCPUs", "RankSched", "run_seeing_cpus", "cpu_busy_ns"]
+__all__ = ["RankCPUs", "RankSched", "run_seeing_cpus", "NICE_WEIGHT"]
 
-USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-"""The unit of /proc/stat's CPU times (ticks per second)."""
-
-
-def cpu_busy_ns() -> dict:
-    """{CPU: the time it has been busy since boot (ns)}, from /proc/stat (user, nice, system, irq, softirq and
-    steal; to the kernel's tick of 1 / USER_HZ s); {} where there is no /proc/stat."""
-    busy = {}
-    try:
-        with open("/proc/stat") as fh:
-            for line in fh:
-                m = re.match(r"cpu(\d+) (.*)", line)
-                if m:
-                    ticks = [int(v) for v in m.group(2).split()]
-                    busy[int(m.group(1))] = (sum(ticks[:8]) - ticks[3] - ticks[4]) * 1e9 / USER_HZ
-    except OSError:
-        pass
-    return busy
+NICE_WEIGHT = dict(zip(range(-20, 20), (
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906,
+    3121, 2501, 1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137,
+    110, 87, 70, 56, 45, 36, 29, 23, 18, 15)))
+"""Linux's weight of a task per nice level (kernel/sched/core.c sched_prio_to_weight); nice 0 is 1024."""
 
 
 @dataclass(frozen=True)
@@ -73,14 +61,14 @@ class RankCPUs:
     launcher sets it) every `interval_s`: `cpu_map(n)`, the CPU each rank was seen on most (None if a rank was
     not seen), and `moves`, the samples at which a rank was on another CPU than at its previous one."""
 
-    def __init__(self, root_pid: int, interval_s: float = 0.005):
+    def __init__(self, root_pid: int, interval_s: float = 0.005, others_every: int = 10):
         self.root, self.interval_s, self.seen, self.last, self.moves = str(root_pid), interval_s, {}, {}, 0
         self._ranks, self._stop = {}, threading.Event()
         self.sched = {}
         """{rank: RankSched} at its last sample."""
-        self.busy_ns = {}
-        """{CPU: the time it was busy over the run (ns), every process's}; {} without /proc/stat."""
-        self.wall_ns = 0.0
+        self.others_every, self._samples = others_every, 0
+        self.others = []
+        """Per weighing of the other tasks: {CPU: their summed weight, in nice-0 tasks}."""
 
     def _descends(self, pid: str) -> bool:
         for _ in range(64):
@@ -111,9 +99,31 @@ class RankCPUs:
             self._ranks[pid] = ranks[0]
         return self._ranks[pid]
 
+    def _weigh_others(self, pids: list) -> None:
+        """Add a weighing of the runnable tasks that are not ranks (see the module)."""
+        mine, weights = str(os.getpid()), {}
+        for pid in pids:
+            if pid == mine or self._ranks.get(pid) is not None:
+                continue
+            try:
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{task}/stat") as fh:
+                        fields = fh.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if fields[0] == "R":  # fields: state, ppid, ...: nice is the 17th, processor the 37th
+                    cpu = int(fields[36])
+                    weights[cpu] = weights.get(cpu, 0.0) + NICE_WEIGHT.get(int(fields[16]), 1024) / 1024
+        self.others.append(weights)
+
     def _sample(self) -> None:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit() or (rank := self._rank_of(pid)) is None:
+        pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
+        for pid in pids:
+            if (rank := self._rank_of(pid)) is None:
                 continue
             try:
                 with open(f"/proc/{pid}/stat") as fh:
@@ -134,13 +144,15 @@ class RankCPUs:
             except (OSError, ValueError, AttributeError):
                 continue
             self.sched[rank] = RankSched(float(ran), float(waited), switches, sleeps)
+        self._samples += 1
+        if self.others_every and self._samples % self.others_every == 0:
+            self._weigh_others(pids)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
             self._sample()
 
     def __enter__(self):
-        self._busy0, self._t0 = cpu_busy_ns(), time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
         return self
@@ -148,20 +160,14 @@ class RankCPUs:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.wall_ns = float(time.monotonic_ns() - self._t0)
-        busy = cpu_busy_ns()
-        self.busy_ns = {c: busy[c] - self._busy0[c] for c in busy if c in self._busy0}
 
-    def foreign_share(self, n: int) -> tuple | None:
-        """Per CPU, the share of the run's wall time other processes kept it busy: its busy time less the CPU
-        time of the ranks seen on it (each rank counted on the CPU `cpu_map` gives), over the wall time, in
-        [0, 1]; None without /proc/stat, a map or every rank's schedstat. The busy time is to the tick
-        (1 / USER_HZ s), and includes the launcher's and this sampler's own time."""
-        where = self.cpu_map(n)
-        if where is None or not self.busy_ns or any(r not in self.sched for r in range(n)) or self.wall_ns <= 0:
+    def foreign_weight(self, cpus: int) -> tuple | None:
+        """Per CPU (0..cpus-1), the mean weight of the runnable tasks other than the ranks over the weighings
+        (nice-0 tasks; None before the first weighing). It includes the launcher's and the other processes of
+        this job but this one, and each weighing sees a moment, so a run of a few weighings is a coarse figure."""
+        if not self.others:
             return None
-        ranks = {c: sum(self.sched[r].cpu_ns for r in range(n) if where[r] == c) for c in self.busy_ns}
-        return tuple(min(1.0, max(0.0, (self.busy_ns[c] - ranks[c]) / self.wall_ns)) for c in sorted(self.busy_ns))
+        return tuple(sum(w.get(c, 0.0) for w in self.others) / len(self.others) for c in range(cpus))
 
     def cpu_map(self, n: int) -> tuple | None:
         if any(r not in self.seen for r in range(n)):
