@@ -7,9 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from cxlsim.emulator.bench import BenchPlan, run_plan
+from cxlsim.emulator.bench import AllgatherSide, BenchPlan, run_plan
 from cxlsim.emulator._kernels import checksum_of_fill
-from cxlsim.emulator.bench_collectives import CollectiveSide, pattern
+from cxlsim.emulator.bench_collectives import CollectiveSide, pattern, read_pass_holds
 from cxlsim.emulator.launch import RankFailure, run_local
 from cxlsim.emulator.osu import parse_osu
 from cxlsim.errors import InputError
@@ -146,3 +146,42 @@ def _steps_per_allreduce(comm, count):
 def test_the_communicators_threshold_picks_the_algorithm(large, steps):
     out = run_local(2, _steps_per_allreduce, (512,), slot_bytes=8192, allreduce_large_bytes=large, timeout_s=20)
     assert out == [steps, steps]  # the large algorithm is two steps (reduce-scatter, then allgather), the small one
+
+
+def _spoiled_read_side(comm, collective, name, spoil):
+    """A validated side whose result is spoiled before its check: 'stale' runs the check of iteration 1 after
+    iteration 0's call, 'swapped' swaps the two received blocks (same checksum, blocks misplaced)."""
+    n = 64
+    side = (AllgatherSide(name, comm, None, n, True) if collective == "allgather" else
+            CollectiveSide(collective, name, comm, None, n, True))
+    side.before(0)
+    side.op()
+    if spoil == "swapped":
+        side.recv[:] = np.roll(side.recv, n)
+        side.after(0)
+    else:
+        side.after(0)
+        side.before(1)
+        side.after(1)
+
+
+@pytest.mark.parametrize("collective, name, spoil, message", [
+    ("allgather", "copy-read", "stale", "copy-read allgather of 64 B, iteration 1: block 0 holds"),
+    ("allgather", "copy-read", "swapped", "copy-read allgather of 64 B, iteration 0: block 0 holds"),
+    ("allgather", "zero-copy", "stale", "zero-copy allgather of 64 B, iteration 1: block 0 holds"),
+    ("alltoall", "copy-read", "stale", "copy-read alltoall of 64 B, iteration 1: element 0 holds"),
+    ("alltoall", "copy-read", "swapped", "copy-read alltoall of 64 B, iteration 0: element 0 holds"),
+    ("broadcast", "copy-read", "stale", "copy-read broadcast of 64 B, iteration 1: element 0 holds")])
+def test_the_read_pass_check_catches_stale_and_misplaced_blocks(collective, name, spoil, message):
+    """The copy-read and zero-copy sides are checked from their read pass's checksum and each block's ends
+    (bench_collectives.read_pass_holds); a wrong result still gets the full comparison's message."""
+    with pytest.raises(RankFailure, match=message):
+        run_local(2, _spoiled_read_side, (collective, name, spoil), slot_bytes=256, timeout_s=20)
+
+
+def test_read_pass_holds_needs_the_checksum_and_each_blocks_ends():
+    blocks = np.array([[3] * 8, [5] * 8], np.uint8)
+    good = checksum_of_fill(3, 8) + checksum_of_fill(5, 8)
+    assert read_pass_holds(good, blocks, [3, 5], 8)
+    assert not read_pass_holds(good + 1, blocks, [3, 5], 8)  # torn or stale: the checksum differs
+    assert not read_pass_holds(good, blocks[::-1], [3, 5], 8)  # swapped: same checksum, ends differ

@@ -25,7 +25,7 @@ import numpy as np
 
 from cxlsim.emulator import _kernels
 from cxlsim.emulator.bench_collectives import (COLLECTIVES, ZERO_COPY_COLLECTIVES, CollectiveSide, ValidationError,
-                                               pattern)
+                                               pattern, read_pass_holds)
 from cxlsim.errors import InputError
 from cxlsim.units import format_bandwidth, format_size, format_time
 
@@ -104,8 +104,8 @@ def time_loop(op, barrier, warmup: int, iterations: int, before=None, after=None
     return float(time_calls(op, barrier, warmup, iterations, before, after).mean())
 
 
-class _Side:
-    """Buffers and the timed operation of one side at one size (uint8 blocks of n bytes)."""
+class AllgatherSide:
+    """Buffers and the timed operation of one allgather side at one size (uint8 blocks of n bytes)."""
 
     def __init__(self, name: str, comm, mpi, n: int, validate: bool):
         self.name, self.comm, self.n = name, comm, n
@@ -152,12 +152,13 @@ class _Side:
     def _check(self, i):
         if self.n == 0:
             return
-        if self.name == "zero-copy":
-            # Check the timed read pass's checksum, so validation never touches the pool itself
+        if self.name in ("zero-copy", "copy-read"):
+            # Check the timed read pass (read_pass_holds), so validation leaves the caches as the call did
             # (an extra read would change which caches hold the lines the next write invalidates).
-            want = sum(_kernels.checksum_of_fill(pattern(r, i), self.n) for r in range(self.comm.size)) % 2**64
-            if self.checksum == want:
+            blocks = self.result.rows if self.name == "zero-copy" else self.recv.reshape(self.comm.size, self.n)
+            if read_pass_holds(self.checksum, blocks, [pattern(r, i) for r in range(self.comm.size)], self.n):
                 return
+        if self.name == "zero-copy":
             got = np.array(self.result.array)
         else:
             got = self.recv.reshape(self.comm.size, self.n)
@@ -177,7 +178,7 @@ def _no_sync() -> None:
 def side_op(name: str, comm, n: int, mpi=None):
     """The operation the bench times for side `name` at n bytes per rank (no validation): what
     the calibration's per-call overhead measures at np = 1, 0 B, so it is the same code."""
-    return _Side(name, comm, mpi, n, False).op
+    return AllgatherSide(name, comm, mpi, n, False).op
 
 
 def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:
@@ -189,7 +190,7 @@ def run_plan(comm, plan: BenchPlan, mpi=None, progress=None) -> list[dict]:
     for n in plan.sizes:
         warmup, iterations = osu_counts(n, plan.iterations, plan.warmup)
         for name in plan.sides:
-            side = (_Side(name, comm, mpi, n, plan.validate) if plan.collective == "allgather" else
+            side = (AllgatherSide(name, comm, mpi, n, plan.validate) if plan.collective == "allgather" else
                     CollectiveSide(plan.collective, name, comm, mpi, n, plan.validate))
             between = comm.barrier if plan.collective != "barrier" else _no_sync  # osu_barrier: no extra barrier
             mean_s = time_loop(side.op, between, warmup, iterations, side.before, side.after)
