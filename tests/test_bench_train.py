@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import sys
 
@@ -39,6 +40,15 @@ def test_config_defaults_and_refusals():
         config(coherence="mesi")
     with pytest.raises(InputError, match="--fail: needs --np 2"):
         config(nranks=1, failure=stragglers.Failure(worker=0, step=1))
+
+
+@pytest.mark.parametrize("mode", ["sync", "hybrid"])
+def test_a_failure_past_the_last_step_is_refused(mode):
+    """The straggler matrix has `steps` rows, so a failure at step >= steps is in none of them: the rank would
+    never fail, and the run would say nothing about it."""
+    with pytest.raises(InputError, match=r"--fail: step 20 is past the run's last step 19 \(--steps 20\)"):
+        config(mode, steps=20, failure=stragglers.Failure(worker=1, step=20))
+    assert math.isinf(config(mode, steps=20, failure=stragglers.Failure(worker=1, step=19)).multipliers()[19, 1])
 
 
 def own_segments() -> list[str]:

@@ -96,12 +96,25 @@ def train(config, progress: bool | None = None, probe_host: bool = True) -> dict
         roundtrips.append(roundtrip_or_none() if probe_host else None)
         others |= set(lock.others()) | set(lock.visitors())
         warnings = (cores_warning(config.nranks) + concurrency_warning(others) + lock.warnings()
-                    + placement_warning([ns for ns in roundtrips if ns is not None]))
+                    + placement_warning([ns for ns in roundtrips if ns is not None]) + failure_warning(config, outcomes))
     record = build_record(config, mode, model, outcomes, placement(roundtrips))
     record.update(host_roundtrip_ns=roundtrips, warnings=warnings, pinned_cores=cores, slot_bytes=slot_bytes_for(model),
                   allreduce_large_bytes=next(o["allreduce_large_bytes"] for o in outcomes
                                              if o["allreduce_large_bytes"] is not None))
     return record
+
+
+def failure_warning(config, outcomes) -> list[str]:
+    """A warning if --fail asked a rank of an async or hybrid run to fail and it never did: the others spent
+    the run's budget before that rank reached its failure step (a rank starved of CPU on a loaded host), so
+    the run, and its projection (which follows failed_ranks), has no failed rank."""
+    failure = config.failure
+    if failure is None or outcomes[failure.worker]["stopped"]:
+        return []
+    done = outcomes[failure.worker]["entry"]["steps_done"]
+    return [f"--fail {failure.worker}:{failure.step}: rank {failure.worker} never failed: the run's budget "
+            f"({config.steps * config.nranks} tickets) was spent after its {done} local steps, before its step "
+            f"{failure.step}; the run has no failed rank"]
 
 
 def one_blas_thread():
