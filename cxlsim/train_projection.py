@@ -85,7 +85,8 @@ from cxlsim.emulator.training import run_record
 from cxlsim.emulator.training.launcher import MAX_SLOT_BYTES, PAGE
 from cxlsim.errors import InputError
 from cxlsim.models.training import cluster
-from cxlsim.models.training.core import Job
+from cxlsim.models.collectives.base import vector_of
+from cxlsim.models.training.core import GpuEndpoint, Job
 from cxlsim.models.training.ddp import run_ddp
 from cxlsim.models.training.pool_allreduce import PoolAllreduce
 from cxlsim.models.training.pool_shared import run_async_on_pool, run_hybrid_on_pool
@@ -95,7 +96,7 @@ from cxlsim.results import atomic_write
 
 __all__ = ["RUN_KEYS", "RANK_KEYS", "DES_MODES", "VECTOR_PASSES", "TARGET_THROUGHPUT_ERROR", "DEFAULT_LARGE_BYTES",
            "DEFAULT_WARMUP_FRACTION", "HANDED_OFF", "load_run", "check_run", "pool_preset",
-           "recorded_handoff_ns", "threaded_exchange", "exchange_host_bw",
+           "recorded_handoff_ns", "threaded_exchange", "exchange_host_bw", "one_rank_allreduce_ns",
            "pinned_one_cpu", "slot_bytes_of", "project", "format_projection", "main"]
 
 RUN_KEYS = ("mode", "np", "steps", "batch_size", "coherence", "param_bytes", "ranks", "eval", "factors")
@@ -252,6 +253,10 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
         if steps < 1:
             raise InputError("train.json: a rank did no step; nothing to project")
         compute = np.stack([x[:steps] for x in local], axis=1) + on_thread
+        if mode == "sync" and W == 1:  # the DES's sync makes no pool call for one worker; the emulator's does
+            noise.update(one_rank_handoff_ns=bucket_ns,
+                         one_rank_allreduce_ns=one_rank_allreduce_ns(preset, coherence, run["param_bytes"], slot_bytes))
+            compute = compute + noise["one_rank_handoff_ns"] + noise["one_rank_allreduce_ns"]
         if mode == "sync":
             J = measured_multipliers(job.iteration_ns, compute)
             return run_sync_allreduce(spec, job, steps, run.get("seed"), J, None, noise, pool=preset,
@@ -275,6 +280,22 @@ def _run_des(run: dict, profile: dict, large_bytes: int, slot_bytes: int, pass_n
                               handoff_ns=0.0 if inline else bucket_ns,
                               thread_shares_cpu=inline or pinned_one_cpu(run),
                               ticket_ns=ticket_ns, seed=run.get("seed")), preset
+
+
+def one_rank_allreduce_ns(preset, coherence: Coherence, size_bytes: int, slot_bytes: int) -> float:
+    """The pool all-reduce of `size_bytes` at one rank on `preset`, ns, by the DES's own algorithm: the copy into
+    the slot, the flag, the fold of the one block, in slot-sized calls.
+
+    An np 1 sync run hands its gradient to the communication thread and calls the pool's all-reduce at every
+    step, as at np 2, while the DES's sync makes no all-reduce for one worker (pool_sync.py); the projection
+    adds this call and the run's hand-off to each step's work. The kernel runs a one-rank call with the small
+    algorithm whatever its size (cxl_coll_reduce.h: P == 1), hence a threshold above any call."""
+    on_pool = PoolAllreduce(_spec(1), preset, coherence=coherence, large_bytes=slot_bytes + 1, slot_bytes=slot_bytes)
+    env = on_pool.transport.env
+    endpoint = GpuEndpoint(on_pool.transport, 0, preset.host.reduce_bw_bytes_per_ns)
+    env.process(on_pool.allreduce(endpoint, size_bytes, vector_of(0, 1)))
+    env.run()
+    return float(env.now)
 
 
 def _error(projected, measured):

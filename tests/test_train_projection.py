@@ -112,6 +112,24 @@ def test_sync_projection_of_a_run_whose_comm_is_the_closed_form_is_exact(profile
         assert t["error"] == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.parametrize("coherence", list(Coherence))
+def test_an_np_1_sync_step_pays_the_hand_off_and_the_one_rank_pool_call(profile, coherence):
+    """The emulator's np 1 sync hands its gradient to its thread and calls the pool's all-reduce at every step;
+    the DES's sync makes no call for one worker, so the projection adds both: a run whose comm is the hand-off
+    plus the closed form of the one-rank small all-reduce is projected exactly."""
+    G, handoff_ns = 80000, 70e3
+    preset = tp.pool_preset(profile, coherence, G, 1)
+    form = forms.allreduce_small_cost(PoolAllreduce(tp._spec(1), preset, coherence=coherence).figures, 1, G)
+    assert form > 0 and tp.one_rank_allreduce_ns(preset, coherence, G, 81920) == pytest.approx(form, abs=1.0)
+    run = record("sync", local_s=[2e-3], comm_s=(handoff_ns + form) / 1e9, nranks=1, G=G, coherence=coherence.value)
+    row = tp.project(run, profile, pass_ns=0.0, bucket_ns=handoff_ns)
+    assert row["throughput_error"] == pytest.approx(0.0, abs=1e-6)
+    assert row["des"]["one_rank_handoff_ns"] == handoff_ns
+    assert row["des"]["one_rank_allreduce_ns"] == pytest.approx(form, abs=1.0)
+    two = tp.project(record("sync", local_s=[2e-3] * 2, comm_s=1e-4, G=G), profile, pass_ns=0.0, bucket_ns=handoff_ns)
+    assert "one_rank_allreduce_ns" not in two["des"]  # at np 2 the DES makes the call itself
+
+
 def test_sync_projection_waits_for_the_slower_rank(profile):
     """Rank 1 twice as slow: every step takes the slower rank's local time plus the all-reduce."""
     G, steps = 80000, 10
