@@ -36,10 +36,8 @@ cdef class PoolKernel:
     cdef object zc_send0, zc_send1, zc_all0, zc_all1
     # Fused zero-copy calls: their result views (allgather_view, broadcast_view, alltoall_view).
     cdef ViewCache vc_allgather, vc_broadcast, vc_alltoall
-    cdef object _view_of(self, ViewCache cache, int kind, Py_ssize_t count, object dtype, int root)
     cdef void store_own_block(self, object block, uint64_t offset) except *
     cdef void check_open(self) except *
-    cdef object _zc_all_view(self)
     cdef raise_timeout(self, str what=*)
     cdef void check_idle(self) except *
     cdef tuple _allreduce_args(self, sendbuf, recvbuf, op, large_bytes)

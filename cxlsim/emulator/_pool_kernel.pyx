@@ -41,6 +41,7 @@ class StaleViewError(RunError):
 
 
 include "_zero_copy_results.pxi"
+include "_zero_copy_calls.pxi"
 
 
 cdef class PoolKernel:
@@ -231,36 +232,7 @@ cdef class PoolKernel:
         repeated call returns its prebuilt array after one identity and one int comparison; any
         other key goes through CommMixin's view dictionary (which builds and validates views).
         """
-        cdef uint64_t parity = (self.coll.round + 1) & 1
-        self.check_open()
-        if self.coll.buffer_epoch[parity] > self.coll.known_done:
-            self.prepare_write()
-        if dtype is self.zc_dtype and type(count) is int and count == self.zc_count:
-            view = self.zc_send1 if parity else self.zc_send0
-            if view is not None:
-                return view
-        view = self._slot_array(self.coll.round + 1, count, dtype, False)
-        if type(count) is int:
-            if not (dtype is self.zc_dtype and count == self.zc_count):
-                self.zc_count, self.zc_dtype, self.zc_nbytes = count, dtype, view.nbytes
-                self.zc_send0 = self.zc_send1 = self.zc_all0 = self.zc_all1 = None
-            if parity:
-                self.zc_send1 = view
-            else:
-                self.zc_send0 = view
-        return view
-
-    cdef object _zc_all_view(self):
-        """The read-only (size, count) view of the current round's buffer for the cached (count, dtype)."""
-        cdef bint odd = self.coll.round & 1
-        view = self.zc_all1 if odd else self.zc_all0
-        if view is None:
-            view = self._slot_array(self.coll.round, self.zc_count, self.zc_dtype, True)
-            if odd:
-                self.zc_all1 = view
-            else:
-                self.zc_all0 = view
-        return view
+        return _send_view(self, count, dtype)
 
     def allgather_zero_copy(self, block):
         """Publish `block` (the view from `send_view`) and return a ZeroCopyResult of every rank's block.
@@ -269,35 +241,7 @@ cdef class PoolKernel:
         view for this call's buffer is valid by identity, its size is known and its result view
         prebuilt; any other block is checked against CommMixin's view dictionary as before.
         """
-        cdef int missing
-        cdef uint64_t nbytes
-        cdef object sent = self.zc_send1 if (self.coll.round + 1) & 1 else self.zc_send0
-        cdef bint cached = sent is not None and block is sent
-        self.check_open()
-        if cached:
-            nbytes = self.zc_nbytes
-        else:
-            views = self._views
-            try:
-                count, dtype = block.shape[0], block.dtype
-            except (AttributeError, IndexError):
-                count = dtype = None
-            sent = views.get(((self.coll.round + 1) & 1, False, count, dtype))
-            if sent is None or sent is not block:
-                raise InputError("allgather_zero_copy: pass the view returned by send_view() for this call")
-            nbytes = block.nbytes
-        self.check_idle()
-        with nogil:
-            missing = cxl_coll_allgather_step(&self.coll, NULL, NULL, nbytes)
-        if missing:
-            self.raise_timeout()
-        if cached:
-            view = self._zc_all_view()
-        else:
-            view = views.get((self.coll.round & 1, True, count, dtype))
-            if view is None:
-                view = self._slot_array(self.coll.round, count, dtype, True)
-        return _zero_copy_result(self, self.coll.epoch, view)
+        return _allgather_zero_copy(self, block)
 
     def prepare_write(self):
         """Wait until this rank may write into its slot of the next data round (zero-copy calls).
@@ -352,156 +296,27 @@ cdef class PoolKernel:
         return self.log_array[: self.coll.pool.log_length].copy()
 
     # -- fused zero-copy calls: the kernel puts the data in, the caller reads the result in place --
-    cdef object _view_of(self, ViewCache cache, int kind, Py_ssize_t count, object dtype, int root):
-        """The result view of kind VIEW_* for (count, dtype, root) in the current round's buffer: the
-        cache's (one identity and two int comparisons), or built by CommMixin and kept there."""
-        cdef bint odd = self.coll.round & 1
-        if not (cache.dtype is dtype and cache.count == count and cache.root == root):
-            cache.dtype, cache.count, cache.root = dtype, count, root
-            cache.view0 = cache.view1 = None
-            cache.rows0 = cache.rows1 = cache.rows_src0 = cache.rows_src1 = None
-        view = cache.view1 if odd else cache.view0
-        if view is None:
-            if kind == VIEW_ALLGATHER:
-                view = self._slot_array(self.coll.round, count, dtype, True)
-            elif kind == VIEW_BROADCAST:
-                view = self._broadcast_array(self.coll.round, root, count, dtype)
-            else:
-                view = self._alltoall_array(self.coll.round, count, dtype)
-            if odd:
-                cache.view1 = view
-            else:
-                cache.view0 = view
-        return view
 
     def allgather_view(self, sendbuf):
         """Zero-copy allgather with the put fused in: the kernel copies `sendbuf` (a numpy array of
         count items, or this call's `send_view`, which is not copied) into this rank's slot, runs the
         call, and returns a ZeroCopyResult: the read-only (size, count) view of every rank's block in
         the pool, valid until this rank's next call. No copy-out: one block moves, not 1 + P."""
-        cdef Py_buffer s
-        cdef int missing
-        cdef uint64_t n
-        cdef Py_ssize_t count
-        cdef ZeroCopyResult result
-        self.check_open()
-        self.check_idle()
-        if type(sendbuf) is ndarray:
-            count, dtype = sendbuf.size, sendbuf.dtype
-        else:
-            count, dtype = count_and_dtype(sendbuf)
-        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
-        try:
-            n = <uint64_t>s.len
-            if n > self.slot_bytes:
-                raise InputError(f"allgather_view: sendbuf has {n} bytes but pool slots hold {self.slot_bytes}")
-            with nogil:
-                missing = cxl_coll_allgather_step(&self.coll, <char *>s.buf, NULL, n)
-        finally:
-            PyBuffer_Release(&s)
-        if missing:
-            self.raise_timeout()
-        result = _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_allgather, VIEW_ALLGATHER, count, dtype, 0))
-        _own_row_from(result, self.vc_allgather, self.coll.round & 1, self.coll.pool.rank, sendbuf, 0, count)
-        return result
+        return _allgather_view(self, sendbuf)
 
     def broadcast_view(self, count, dtype=np.uint8, int root=0, sendbuf=None):
         """Zero-copy broadcast of `count` items of `dtype` (at most one slot) from `root`: on the root,
         the kernel copies `sendbuf` (or nothing: None, or the root's `send_view(count, dtype)`, which it
         wrote) into its slot; every rank gets a ZeroCopyResult, the read-only 1-D view of the root's
         slot, valid until this rank's next call (a reader acknowledges when that call starts)."""
-        cdef Py_buffer s
-        cdef int status
-        cdef uint64_t n
-        cdef Py_ssize_t items
-        cdef const char *out = NULL
-        cdef const char *src = NULL
-        cdef bint is_root = self.coll.pool.rank == root
-        cdef ViewCache cache = self.vc_broadcast
-        self.check_open()
-        self.check_idle()
-        if not 0 <= root < self.coll.pool.nranks:
-            raise InputError(f"broadcast_view: root {root} is outside 0..{self.coll.pool.nranks - 1}")
-        if dtype is not cache.dtype_arg:  # the argument as given (np.uint8, 'f8', a dtype)
-            cache.dtype_arg, cache.dtype_of_arg = dtype, np.dtype(dtype)
-            cache.itemsize_of_arg = cache.dtype_of_arg.itemsize
-        dtype = cache.dtype_of_arg
-        # (the checks in C where they can be: a microsecond call's bookkeeping is a few percent of it)
-        if type(count) is not int and (isinstance(count, bool) or not isinstance(count, np.integer)):
-            raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
-        try:
-            items = count
-        except OverflowError:
-            items = -1
-        if items < 0:
-            raise InputError(f"broadcast_view: count must be a whole number >= 0, got {count!r}")
-        n = <uint64_t>items * <uint64_t>cache.itemsize_of_arg
-        if n > self.slot_bytes:
-            raise InputError(f"broadcast_view: {count} x {dtype} ({n} bytes) do not fit the pool's "
-                             f"{self.slot_bytes}-byte slot (a zero-copy call is one step; broadcast() chunks)")
-        if sendbuf is None:
-            with nogil:
-                status = cxl_coll_broadcast_view(&self.coll, NULL if not is_root else
-                                                 cxl_slot(&self.coll.pool, self.coll.round + 1, root), n, root, &out)
-        else:
-            if not is_root:
-                raise InputError(f"broadcast_view: only the root (rank {root}) passes sendbuf")
-            PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
-            try:
-                if <uint64_t>s.len != n:
-                    raise InputError(f"broadcast_view: sendbuf has {s.len} bytes, expected {count} x {dtype} = {n}")
-                src = <const char *>s.buf
-                with nogil:
-                    status = cxl_coll_broadcast_view(&self.coll, src, n, root, &out)
-            finally:
-                PyBuffer_Release(&s)
-        if status:
-            self._status(status, "broadcast_view")
-        return _zero_copy_result(self, self.coll.epoch, self._view_of(cache, VIEW_BROADCAST, items, dtype, root))
+        return _broadcast_view(self, count, dtype, root, sendbuf)
 
     def alltoall_view(self, sendbuf):
         """Zero-copy alltoall: `sendbuf` holds size blocks of count items (a numpy array, or this call's
         `send_view(size x count, dtype)`, not copied); the kernel copies it into this rank's row and
         returns a ZeroCopyResult, the read-only (size, count) view whose row r is the block rank r sent
         to this rank, in the pool, valid until this rank's next call (one slot: size x block <= slot)."""
-        cdef Py_buffer s
-        cdef int status
-        cdef uint64_t n, P = <uint64_t>self.coll.pool.nranks
-        cdef Py_ssize_t total, count
-        cdef const char *out = NULL
-        cdef const char *src = NULL
-        cdef char *mine
-        cdef int me = self.coll.pool.rank
-        cdef ZeroCopyResult result
-        self.check_open()
-        self.check_idle()
-        if type(sendbuf) is ndarray:
-            total, dtype = sendbuf.size, sendbuf.dtype
-        else:
-            total, dtype = count_and_dtype(sendbuf)
-        if <uint64_t>total % P:
-            raise InputError(f"alltoall_view: sendbuf has {total} items, not {P} equal blocks")
-        PyObject_GetBuffer(sendbuf, &s, PyBUF_ANY_CONTIGUOUS)
-        try:
-            if <uint64_t>s.len > self.slot_bytes:
-                raise InputError(f"alltoall_view: sendbuf has {s.len} bytes but pool slots hold {self.slot_bytes} "
-                                 f"(a zero-copy call is one step; alltoall() chunks)")
-            n = <uint64_t>s.len // P
-            src = <const char *>s.buf
-            with nogil:
-                status = cxl_coll_alltoall_view(&self.coll, src, n, &out)
-        finally:
-            PyBuffer_Release(&s)
-        if status:
-            self._status(status, "alltoall_view")
-        count = total // <Py_ssize_t>P
-        result = _zero_copy_result(self, self.coll.epoch, self._view_of(self.vc_alltoall, VIEW_ALLTOALL, count, dtype, 0))
-        _own_row_from(result, self.vc_alltoall, self.coll.round & 1, me, sendbuf, me * count, count)
-        mine = cxl_slot(&self.coll.pool, self.coll.round, me)
-        if n and src != mine and cxl_coll_view_skips_own(&self.coll):  # the own block is not in the pool
-            result.own_unstored = True
-            result.own_offset = <uint64_t>(mine - self.coll.pool.base) + <uint64_t>me * n
-        return result
+        return _alltoall_view(self, sendbuf)
 
     cdef void store_own_block(self, object block, uint64_t offset) except *:
         """Copy `block` (an alltoall result's own block, from the send buffer) to byte `offset` of the pool:
