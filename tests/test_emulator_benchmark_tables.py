@@ -1,6 +1,9 @@
-"""The emulator benchmarks' tables (benchmarks/allgather_parts.py): a side with no job is "not observed", never nan."""
+"""The emulator benchmarks' tables (allgather_parts, pool_collectives_vs_mpi, zero_copy_sides_ab): what each
+row shows, and a placement or side with no data is "not observed", never nan."""
 import importlib.util
 from pathlib import Path
+
+import numpy as np
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -43,3 +46,19 @@ def test_pool_collectives_table_shows_each_sizes_round_count_and_whether_a_miss_
     bench.report("slow", [0], samples, (n,), 2, ["allgather"])
     out = capsys.readouterr().out
     assert "0.90-0.90 (1)" in out and "outside the spread, every round below 1x" in out
+
+
+def test_zero_copy_sides_ab_tables_each_placement_by_its_blocks_medians(capsys):
+    ab = _module("zero_copy_sides_ab")
+    n, sides = 4096, [("copy-read", True), ("zero-copy", True)]
+    # 3 blocks: fast (probes 80, 90), mixed (90 -> 400), slow (400, 410); each rank's calls of a block alike
+    times = {("copy-read", 0): 2e-6, ("zero-copy", 0): 1e-6, ("copy-read", 2): 9e-6, ("zero-copy", 2): 3e-6,
+             ("copy-read", 1): 1e-3, ("zero-copy", 1): 1e-3}
+    rank = [(b, n, "allgather", s, True, np.full(5, times[(s, b)])) for b in range(3) for s, _ in sides]
+    results = [(rank, [80.0, 90.0, 400.0, 410.0])] * 2
+    assert ab.block_classes(results[0][1]) == ["fast", "mixed", "slow"]
+    ab.print_tables(results, (n,), ["allgather"], sides)
+    out = capsys.readouterr().out
+    fast, slow = out.split("## placement fast: 1 blocks")[1].split("## placement slow: 1 blocks")
+    assert "4096  allgather       2.00       1.00    2.00     2.00-2.00  (1)" in fast
+    assert "4096  allgather       9.00       3.00    3.00     3.00-3.00  (1)" in slow
