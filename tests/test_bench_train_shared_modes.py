@@ -105,8 +105,8 @@ def wait_until(condition, what: str) -> None:
         time.sleep(0.001)
 
 
-def after_the_first_step(monkeypatch, rank: int, condition) -> None:
-    """Rank `rank` of the next run, after its first step, waits until condition(its SharedModel) holds.
+def after_the_first_step(monkeypatch, rank: int, action) -> None:
+    """Rank `rank` of the next run calls action(its SharedModel) once, after its first step.
 
     The ranks are forked, so they inherit the patch of `SharedModel.offer` (called once per step in both
     loops). It orders the ranks as a test needs however the host schedules them: on a loaded host one
@@ -116,10 +116,15 @@ def after_the_first_step(monkeypatch, rank: int, condition) -> None:
     def gated(self, global_step, params):
         if self.ctx.rank == rank and not getattr(self, "gated", False):
             self.gated = True
-            wait_until(lambda: condition(self), f"rank {rank}'s condition")
+            action(self)
         offer(self, global_step, params)
 
     monkeypatch.setattr(elastic.SharedModel, "offer", gated)
+
+
+def waits_until(condition, what: str):
+    """An action that waits until condition(the SharedModel) holds."""
+    return lambda shared: wait_until(lambda: condition(shared), what)
 
 
 def has_pushed_done(worker: int):
@@ -134,7 +139,7 @@ def has_pushed_done(worker: int):
 def test_a_failed_rank_leaves_the_others_training(mode, failed, monkeypatch):
     """The failure at step 20 comes before the budget is spent: the survivor waits after its first step until
     the failing rank has failed (without that, a starved failing rank can miss its failure: next test)."""
-    after_the_first_step(monkeypatch, 1 - failed, has_pushed_done(failed))
+    after_the_first_step(monkeypatch, 1 - failed, waits_until(has_pushed_done(failed), f"rank {failed}'s failure"))
     record = run(mode, failure=Failure(worker=failed, step=20))
     done = [r["steps_done"] for r in record["ranks"]]
     assert record["failed_ranks"] == [failed] and done[failed] == 20
@@ -149,7 +154,8 @@ def test_a_failed_rank_leaves_the_others_training(mode, failed, monkeypatch):
 def test_a_failure_the_budget_outran_is_a_warning(mode, monkeypatch):
     """The failing rank waits after its first step until the survivor has spent the budget (as a loaded host's
     scheduler can make it): it never reaches its failure step, the run has no failed rank, and the record says why."""
-    after_the_first_step(monkeypatch, 0, lambda shared: shared.state.counter() >= STEPS * 2)
+    after_the_first_step(monkeypatch, 0, waits_until(lambda shared: shared.state.counter() >= STEPS * 2,
+                                                     "the budget spent"))
     record = run(mode, failure=Failure(worker=0, step=20))
     done = [r["steps_done"] for r in record["ranks"]]
     assert record["failed_ranks"] == [] and done[0] < 20 and sum(done) == STEPS * 2
@@ -257,31 +263,29 @@ def test_lockstep_with_overlap_is_refused():
 
 
 @pytest.mark.parametrize("mode", ["async", "hybrid"])
-def test_a_rank_killed_by_a_signal_leaves_the_others_training(mode):
-    """A real death (SIGKILL from outside, mid-run): the launcher lets the others finish (keep_going)."""
+def test_a_rank_killed_by_a_signal_leaves_the_others_training(mode, monkeypatch):
+    """A real death (SIGKILL from outside, mid-run): the launcher lets the others finish (keep_going). Rank 2
+    announces its first step and waits there to be killed, so the kill comes mid-run however the host
+    schedules the ranks (a kill at a fixed delay could land before the common start on a loaded host)."""
+    started = multiprocessing.get_context("fork").Event()
+    after_the_first_step(monkeypatch, 2, lambda shared: (started.set(), time.sleep(2 * WAIT_S)))
     killed = []
 
     def killer():
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            victim = [p for p in multiprocessing.active_children() if p.name == "cxlsim-rank-2"]
-            if victim and victim[0].pid:
-                time.sleep(0.3)
-                try:
-                    os.kill(victim[0].pid, signal.SIGKILL)
-                    killed.append(victim[0].pid)
-                except ProcessLookupError:
-                    pass
-                return
-            time.sleep(0.005)
+        if not started.wait(WAIT_S):
+            return
+        victim = [p for p in multiprocessing.active_children() if p.name == "cxlsim-rank-2"]
+        if victim:
+            os.kill(victim[0].pid, signal.SIGKILL)
+            killed.append(victim[0].pid)
 
     import threading
     thread = threading.Thread(target=killer)
     thread.start()
-    record = train(TrainConfig(mode=mode, nranks=3, steps=4000, factors=(1.0,) * 3, gpus=(None,) * 3),
+    record = train(TrainConfig(mode=mode, nranks=3, steps=STEPS, factors=(1.0,) * 3, gpus=(None,) * 3),
                    progress=False, probe_host=False)
     thread.join()
-    assert killed, "the run ended before the kill (4000 steps took under 0.3 s)"
+    assert killed, f"rank 2 did not announce its first step in {WAIT_S:g} s"
     assert record["failed_ranks"] == [2] and "SIGKILL" in record["failures"]["2"]
     assert record["ranks"][2]["steps_done"] == 0  # its steps died with it
     assert record["ranks"][0]["steps_done"] > 0 and record["ranks"][1]["steps_done"] > 0
