@@ -1,6 +1,8 @@
 /* pool_kernels_ab.c: A/B runs of the pool kernels themselves (cxl_coll.h), without Python or MPI.
  *
- *   cc -O3 -I cxlsim/emulator -o /tmp/pool_kernels_ab benchmarks/pool_kernels_ab.c && /tmp/pool_kernels_ab [bytes] [nt] [slot]
+ *   cc -O3 -I cxlsim/emulator -o /tmp/pool_kernels_ab benchmarks/pool_kernels_ab.c && /tmp/pool_kernels_ab [bytes] [nt] [slot] [variants]
+ *
+ * variants: the variant numbers to run, comma-separated (default: all; each is printed with its number).
  *
  * Two processes share an anonymous mapping laid out as a pool (flags at 4096, two buffers of two
  * slots of `slot` bytes, at least and by default 2 x bytes; pool_collectives_vs_mpi.py's slots are 2 MiB), pinned to CPUs 0 and 1. Per variant, in blocks of 20 calls (steady state,
@@ -24,6 +26,12 @@
  *                          ZeroCopyResult.rows hands it out)
  *   alltoall zc+read, own block stored   the same steps by hand with the own block stored into the row (plain
  *                          stores) and read back in place (the view call before cxl_coll_view_skips_own)
+ *   <coll> zc+read, streamed (peer prefetched)   the view call's steps with the copy-in streamed (cxl_copy_nt) at any
+ *                          size, the other rank's block prefetched into L2 after its flag or not (broadcast: the
+ *                          view call with its streamed path forced: the root streams, the reader prefetches)
+ * Each block of 20 calls per variant follows a flag round-trip probe; each rank prints its figures per placement
+ * (the blocks whose probes before and after are both fast, or both slow), and with AB_PER_BLOCK=1 each block's
+ * medians beside its probes.
  * nt = 1: copy-ins with non-temporal stores from 2 KiB (as PoolComm.choose_copy_in picks in the slow
  * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile, median and
  * mean (OSU's figure) per variant (us), its flag round trips before and after (below 200 ns: the fast
@@ -41,7 +49,7 @@
 #define BLOCKS 20
 #define CALLS (BLOCK * BLOCKS)
 enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AG_ZC_SEND_PEER_PREFETCH, AA_ZC_STORED, AR_SMALL,
-       AG_ZC_PLAIN_PF, AG_ZC_NT, AG_ZC_NT_PF, AA_ZC_NT, AA_ZC_NT_PF,
+       AG_ZC_PLAIN_PF, AG_ZC_NT, AG_ZC_NT_PF, AA_ZC_NT, AA_ZC_NT_PF, BC_ZC_NT,
        AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
 #define PARTS_FROM AG_READ_PARTS
 #define NPARTS 6
@@ -55,7 +63,7 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "allreduce (float sum)",
                                 "allgather zc+read, plain, peer prefetched", "allgather zc+read, streamed",
                                 "allgather zc+read, streamed, peer prefetched", "alltoall zc+read, streamed",
-                                "alltoall zc+read, streamed, peer prefetched",
+                                "alltoall zc+read, streamed, peer prefetched", "broadcast zc+read, streamed",
                                 "allgather copy+read, parts",
                                 "allgather zero-copy+read, parts", "allgather zc, own plain, parts",
                                 "allgather zc, own prefetched, parts", "allgather zc, own+peer prefetched, parts",
@@ -346,6 +354,14 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         const char *peer = cxl_slot(p, round, 1 - me);
         if (v != AG_ZC_NT) cxl_prefetch_l2(peer, n);
         sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(send, n) : cxl_read_pass(send, n) + cxl_read_pass(peer, n);
+        break;
+    }
+    case BC_ZC_NT: { /* the view call with its streamed path at any size (the root streams, the reader prefetches) */
+        uint64_t keep = c->pool.nt_min_bytes;
+        c->pool.nt_min_bytes = n;
+        cxl_coll_broadcast_view(c, send, n, 0, &out);
+        c->pool.nt_min_bytes = keep;
+        if (me) sink += cxl_read_pass(out, n);
         break;
     }
     case AA_ZC_NT:

@@ -262,11 +262,11 @@ def test_zero_copy_rows_hold_every_block_with_the_own_one_from_the_send_buffer(k
 
 
 def _large_broadcast_views(comm, calls, seed):
-    """Zero-copy broadcasts from 32 KiB (the root's copy-in streams: cxl_view_streams), roots
+    """Zero-copy broadcasts from 8 KiB (the root's copy-in streams: cxl_view_streams), roots
     rotating, readers reading late at random: per call, whether every rank read the root's data."""
     rng, ok = random.Random(seed * 10 + comm.rank), []
     for call in range(calls):
-        count, root = (4096, 8192, 32768 // 8 + 5, 65536 // 8)[call % 4], call % comm.size
+        count, root = (1024 + 3, 4096, 8192, 32768 // 8 + 5, 65536 // 8)[call % 5], call % comm.size
         want = block(root, call, count)
         result = comm.broadcast_view(count, np.int64, root, want if comm.rank == root else None)
         time.sleep(rng.random() * 0.001)
@@ -281,12 +281,12 @@ def test_large_zero_copy_broadcasts_whose_root_streams_deliver_every_call(kernel
 
 
 def _large_allgather_and_alltoall_views(comm, calls, seed):
-    """Zero-copy allgathers and alltoalls of 16-128 KiB blocks (from 32 KiB the copy-ins stream:
+    """Zero-copy allgathers and alltoalls of 8-128 KiB blocks (from 16 KiB the copy-ins stream:
     cxl_view_streams; odd counts give unaligned heads and tails), read late at random, no barrier
     between calls: per call, whether `rows` and `array` hold every rank's block."""
     rng, ok, P, me = random.Random(seed * 10 + comm.rank), [], comm.size, comm.rank
     for call in range(calls):
-        count = (2048, 4096 + 5, 8192 + 1, 16384)[call % 4]
+        count = (1024, 2048 + 3, 4096 + 5, 8192 + 1, 16384)[call % 5]
         if call % 2 == 0:
             result = comm.allgather_view(block(me, call, count))
             want = np.stack([block(r, call, count) for r in range(P)])
