@@ -170,12 +170,13 @@ static int stress(int rank, int size)
             }
         }
     }
-    /* back-to-back allreduces alone, 1-80 doubles (both halves of the inline area and the slot
-     * path above its limit), late ranks: a rank may not rewrite a half another rank still reads */
+    /* back-to-back allreduces alone, 1-256 doubles (both halves of the inline area, the slot path
+     * above its limit, at np 2 its prefetching wait up to 1 KiB and its two pieces above), late
+     * ranks: a rank may not rewrite a half another rank still reads */
     for (int k = 0; k < CALLS; k++) {
         seed = seed * 1103515245u + 12345u;
         if ((seed >> 16) % 4 == 0) usleep((seed >> 8) % 100);
-        long m = 1 + (long)((k * 2654435761u) % 80);
+        long m = 1 + (long)((k * 2654435761u) % 256);
         for (long i = 0; i < m; i++) din[i] = (double)value(rank, i, k);
         MPI_Allreduce(din, dout, (int)m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
         for (long i = 0; i < m; i++) {
