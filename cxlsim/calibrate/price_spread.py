@@ -1,0 +1,163 @@
+"""How a local-host profile prices one pool collective, and how far its own jobs spread around that price.
+
+A replay (`cxlsim.replay.pool_profile`) prices a traced pool call with the profile's DES model of the
+kernel alone (`kernel_model`: no per-call software) at the call's size. That price comes from a few of
+the model's fields (`price_fields`): the collective's copy pattern at that size
+(`pattern_curves[mode][pattern][size]`; absent, the DES's copies run at the allgather's concurrent-copy
+bandwidth instead), the fold (`fold_curves['float32 sum']` at the bytes a rank folds), the flag round
+trip and the path solved from it (`roundtrip_ns`, `path_ns`), and the symmetric flag exchange
+(`exchange_ns`). Each of the profile's collectives jobs measured these beside its own calls in its
+blocks (`collectives.jobs`, one record per job and host placement); `job_prices` prices the call with
+each job's figures (`collectives.job_model`, `row_model`), so the spread of a profile's price is the
+range of its jobs' prices, per placement, beside the round trip each job's blocks saw.
+
+Why a profile's own price is not repeatable (measured, np 2, hw, session 26): a call's kernel time
+follows the flag round trip its stretch of the machine had, within a placement as well as between
+them. Five profiles of session 25 priced the 64 KiB allreduce (the large algorithm) 6.1-12.7 us: their
+jobs' prices were 6.9 us at a 63 ns round trip, 10.2-13.1 us at 108-114 ns and 42.2 us at 441 ns (the
+slow placement), and the calls measured beside them 7.0, 10.4-15.1 and 43.7 us; three of the five had no
+fast job of that size at all, and their model's copies fell back to the allgather's bandwidth. So a
+profile's price is the price of the round trip its jobs happened to see. A job's price over its
+round trip, though, stayed within 0.9-1.3x across them (64 KiB: 110, 92-117 and 96 ns per ns; 8 B:
+1.14-1.27 fast and 1.11-1.16 slow): the kernel's copies are line transfers between the two cores, which
+the round trip times. `price_at` prices a call at a given round trip (the traced run's, which the
+library's stats header gives) as the median of the profile's jobs' prices scaled to it, so profiles
+made minutes apart price one run alike. Units: ns, bytes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+from cxlsim.calibrate.collectives import COLLECTIVES, job_model, predict_collective, row_model
+from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.patterns import fold_bytes, pattern_name
+from cxlsim.coherence import Coherence
+from cxlsim.emulator.host import placement_of
+
+BENCH_FOLD = "float32 sum"
+
+
+def kernel_model(model: LocalModel, ranks: int | None = None) -> LocalModel:
+    """`model` with no per-call software overhead (the kernel alone, as a replay prices a library call), at
+    `ranks` ranks (default the model's)."""
+    return dataclasses.replace(model, np=model.np if ranks is None else ranks,
+                               overhead_ns=dict(model.overhead_ns, copy=0.0),
+                               collective_overhead_ns={c: 0.0 for c in COLLECTIVES})
+
+
+def price_fields(model: LocalModel, coherence: Coherence | str, collective: str, size_bytes: int,
+                 large_bytes: int) -> dict:
+    """The model's fields one call's price comes from: {'pattern' (the kernel's copy pattern, None for the
+    barrier), 'pattern_ns' (its data time at this size; None: not measured there, the allgather's
+    concurrent copy stands in), 'fold_bytes', 'fold_ns' (None: no fold or not measured), 'roundtrip_ns',
+    'path_ns', 'exchange_ns' (None: not measured)}."""
+    mode = Coherence.parse(coherence, "coherence")
+    name = pattern_name(collective, size_bytes, large_bytes)
+    folded = fold_bytes(collective, size_bytes, large_bytes, model.np)
+    return {"pattern": name,
+            "pattern_ns": model.pattern_ns(name, size_bytes, mode) if name and size_bytes > 0 else None,
+            "fold_bytes": folded, "fold_ns": model.fold_ns(folded, BENCH_FOLD) if folded else None,
+            "roundtrip_ns": model.roundtrip_ns.get(mode.value), "path_ns": model.path_ns.get(mode.value),
+            "exchange_ns": model.exchange_ns.get(mode.value)}
+
+
+def profile_price(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int,
+                  large_bytes: int) -> float:
+    """The profile model's price (ns) of one kernel call, as a replay prices it."""
+    model = kernel_model(LocalModel.from_dict(profile["model"]))
+    return predict_collective(model, coherence, collective, size_bytes, large_bytes)
+
+
+def job_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int,
+               large_bytes: int) -> list[dict]:
+    """The call priced with each collectives job's own figures, for every job record of the mode with a
+    block of this collective and size: [{'id', 'placement', 'roundtrip_ns' (its blocks' round trip),
+    'blocks', 'measured_ns' (its calls, with their software), 'pattern_ns', 'price_ns' (the kernel
+    alone)}], in job order."""
+    mode = Coherence.parse(coherence, "coherence")
+    base = LocalModel.from_dict(profile["model"])
+    out = []
+    for job in (profile.get("collectives") or {}).get("jobs", []):
+        got = job.get("measured", {}).get(collective, {}).get(str(size_bytes))
+        if job["coherence"] != mode.value or not got or not job.get("roundtrip_ns"):
+            continue
+        model = kernel_model(row_model(job_model(base, job), job, collective, size_bytes))
+        name = pattern_name(collective, size_bytes, large_bytes)
+        out.append({"id": job["id"], "placement": job["placement"],
+                    "roundtrip_ns": job.get("call_roundtrip_ns", {}).get(collective, {}).get(str(size_bytes)),
+                    "blocks": got["blocks"], "measured_ns": got["measured_ns"],
+                    "pattern_ns": model.pattern_ns(name, size_bytes, mode) if name and size_bytes > 0 else None,
+                    "price_ns": predict_collective(model, mode, collective, size_bytes, large_bytes)})
+    return out
+
+
+def spread(prices: list[dict], placement: str) -> dict | None:
+    """{'jobs', 'median_ns', 'low_ns', 'high_ns'} of the `job_prices` of one placement; None without any."""
+    got = [p["price_ns"] for p in prices if p["placement"] == placement]
+    if not got:
+        return None
+    return {"jobs": len(got), "median_ns": statistics.median(got), "low_ns": min(got), "high_ns": max(got)}
+
+
+
+EXTRAPOLATE_SPAN = 2.0
+"""A size beyond every size the profile's jobs measured is priced in proportion to the bytes from the nearest
+one only within this factor of it (at 8x, from 8 KiB to 64 KiB, that gave 5.3 us against 8.6-9.9 us from
+jobs that measured 64 KiB)."""
+
+
+def scaled_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
+                  roundtrip_ns: float, placement: str | None = None) -> list[float]:
+    """Each job's price of this call (`job_prices`) scaled to the round trip `roundtrip_ns` (x roundtrip_ns /
+    the job's round trip), over the jobs of `placement` if any of them measured the size, else every job."""
+    jobs = [j for j in job_prices(profile, coherence, collective, size_bytes, large_bytes) if j["roundtrip_ns"]]
+    mine = [j for j in jobs if j["placement"] == placement] or jobs
+    return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in mine]
+
+
+def price_at(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
+             roundtrip_ns: float) -> dict:
+    """The kernel's price of one call at a flag round trip `roundtrip_ns` (the traced run's, ns): {'price_ns'
+    (the median of the profile's jobs' prices scaled to that round trip, `scaled_prices`, over the jobs of
+    its placement, `host.placement_of`, if any measured the size), 'low_ns', 'high_ns' (their range: the
+    profile's spread), 'jobs', 'rule'}. A size no job measured: interpolated linearly between the nearest
+    measured sizes on either side, priced with this call's algorithm (an allreduce block measures both
+    algorithms' patterns and folds); measured sizes on one side only: the nearest one's in proportion to the
+    bytes, within EXTRAPOLATE_SPAN of it; else the profile model's price (`profile_price`) scaled from its
+    own round trip; 'rule' says which. Why scaling: a job's price
+    over its round trip stayed within 0.9-1.3x at 63-441 ns (module docstring), the price of a kernel whose
+    copies are line transfers between the two cores."""
+    placement = placement_of(roundtrip_ns)
+    got = scaled_prices(profile, coherence, collective, size_bytes, large_bytes, roundtrip_ns, placement)
+    if got:
+        return {"price_ns": statistics.median(got), "low_ns": min(got), "high_ns": max(got), "jobs": len(got),
+                "rule": f"the median of {len(got)} jobs' prices scaled to {roundtrip_ns:.0f} ns"}
+    # the neighbours run this call's algorithm (every allreduce block measured both algorithms' figures)
+    algorithm = large_bytes if collective != "allreduce" else 0 if size_bytes >= large_bytes else 1 << 62
+    mode = Coherence.parse(coherence, "coherence").value
+    measured = sorted({int(n) for j in (profile.get("collectives") or {}).get("jobs", []) if j["coherence"] == mode
+                       and j.get("roundtrip_ns") for n in j.get("measured", {}).get(collective, {}) if int(n) > 0})
+    below = [n for n in measured if size_bytes / EXTRAPOLATE_SPAN <= n < size_bytes] if not [
+        n for n in measured if n > size_bytes] else [n for n in measured if n < size_bytes]
+    above = [n for n in measured if size_bytes < n <= size_bytes * EXTRAPOLATE_SPAN] if not [
+        n for n in measured if n < size_bytes] else [n for n in measured if n > size_bytes]
+    if below or above:
+        lo, hi = (below or above)[-1 if below else 0], (above or below)[0 if above else -1]
+        a, b = (price_at(profile, coherence, collective, n, algorithm, roundtrip_ns) for n in (lo, hi))
+        if lo != hi:
+            w = (size_bytes - lo) / (hi - lo)
+            how = f"interpolated between {lo} and {hi} B"
+        else:  # one side only: in proportion to the bytes
+            w, b = 0.0, a
+            a = {k: a[k] * size_bytes / lo if k.endswith("_ns") else a[k] for k in a}
+            how = f"from {lo} B in proportion to the bytes (no job measured a size beyond {size_bytes} B)"
+        return {"price_ns": a["price_ns"] + w * (b["price_ns"] - a["price_ns"]),
+                "low_ns": a["low_ns"] + w * (b["low_ns"] - a["low_ns"]),
+                "high_ns": a["high_ns"] + w * (b["high_ns"] - a["high_ns"]), "jobs": min(a["jobs"], b["jobs"]),
+                "rule": f"{how} ({a['rule']})"}
+    own = LocalModel.from_dict(profile["model"]).roundtrip_ns[mode]
+    price = profile_price(profile, coherence, collective, size_bytes, large_bytes) * roundtrip_ns / own
+    return {"price_ns": price, "low_ns": price, "high_ns": price, "jobs": 0,
+            "rule": f"the profile model's price scaled from its round trip {own:.0f} ns (no job measured this size, "
+                    f"sizes on both sides of it or one within {EXTRAPOLATE_SPAN:g}x)"}
