@@ -44,3 +44,11 @@ def test_a_stretch_a_rank_was_mostly_off_its_cpu_is_disturbed_in_either_placemen
 def test_a_flush_stretch_is_judged_against_the_best_flush_round_trip(roundtrip, expected):
     best = {Coherence.FLUSH: 500.0}
     assert states.state_of(Coherence.FLUSH, (roundtrip,), [], best) == expected
+
+
+def test_a_fit_keeps_the_round_trips_that_are_not_disturbed_one_by_one():
+    """A loaded profile's hw samples (session 26): two calm ones among 0.2-1 ms turn-taking ones."""
+    loaded = [96.0, 417.0, 223555.0, 558314.0, 834134.0, 1003079.0, float("nan")]
+    assert states.kept_roundtrips(Coherence.HW, loaded) == [96.0, 417.0]
+    assert states.kept_roundtrips(Coherence.HW, [5000.0, 9000.0]) == [5000.0, 9000.0]  # every one disturbed: all kept
+    assert states.kept_roundtrips(Coherence.FLUSH, [500.0, 600.0, 2100.0]) == [500.0, 600.0]  # above 4x the best

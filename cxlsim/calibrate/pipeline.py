@@ -22,6 +22,7 @@ from cxlsim.calibrate.fit import fit_local
 from cxlsim.calibrate.local_model import LocalModel
 from cxlsim.calibrate.measure import (concurrent_curves, measure_allgather, measure_mpi, measure_primitives,
                                       steady)
+from cxlsim.calibrate.states import kept_roundtrips
 from cxlsim.calibrate.validation import validate
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
@@ -74,7 +75,8 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
             for kind, by in got.items():
                 for n, v in by.items():
                     prims["concurrent_samples_ns"][b["coherence"]].setdefault(kind, {}).setdefault(str(n), []).append(v)
-    prims["roundtrip_ns"] = {m: steady(v) for m, v in prims["roundtrip_samples_ns"].items()}
+    prims["roundtrip_ns"] = {m: steady(kept_roundtrips(Coherence.parse(m, "round trip"), v))
+                             for m, v in prims["roundtrip_samples_ns"].items()}
     prims["overhead_ns"] = {side: steady(v) for side, v in prims["overhead_samples_ns"].items()}
     prims["concurrent_ns"] = concurrent_curves(prims["concurrent_samples_ns"])
     if collectives:
