@@ -78,3 +78,40 @@ def test_the_options_line_carries_the_pool_spin_to_replay_validate():
     assert validate_module().cpu_figures(line + "\n") == sharing
     # an output of before the spin was measured: no spin
     assert validate_module().cpu_figures(line.rsplit(" --pool-spin", 1)[0] + "\n").pool_spin_ns == 0.0
+
+
+def test_a_profile_with_jobs_prices_the_allreduce_at_the_traced_run_s_round_trip(tmp_path, write_trace, monkeypatch):
+    """Where the profile has collectives jobs and the run's stats header gives a fast or slow round trip, the
+    allreduce is priced by calibrate.price_spread.price_at at that round trip (its figure is used as given:
+    price_spread's own tests check it), with the run's large threshold; without the round trip, at another np,
+    or for another kind, the profile's model prices it, and the fabric line says which."""
+    from cxlsim.replay import pool_profile, simgrid
+    calls = []
+
+    def fake(profile, coherence, collective, size_bytes, large_bytes, roundtrip_ns):
+        calls.append((collective, size_bytes, large_bytes, roundtrip_ns))
+        return {"price_ns": 1000.0 + size_bytes, "low_ns": 900.0, "high_ns": 1100.0, "jobs": 3, "rule": "by hand"}
+    monkeypatch.setattr(pool_profile, "price_at", fake)
+    with open(LOCAL) as fh:
+        profile = json.load(fh)
+    profile["collectives"] = {"jobs": [{"id": "0 fast"}]}
+    with_jobs = tmp_path / "jobs.json"
+    with_jobs.write_text(json.dumps(profile))
+    directory, stats = coll_trace(tmp_path, write_trace)
+    header = open(stats).read().replace("allreduce large 65536 B", "allreduce large 65536 B, placement fast (flag "
+                                         "round trip 87 ns)")
+    (tmp_path / "placed.stats.txt").write_text(header)
+    placed = read_library_stats(str(tmp_path / "placed.stats.txt"))
+    trace = simgrid.read(directory)
+    pricing = PoolPricing(str(with_jobs), 2, placed, trace)
+    assert pricing.cost_ns("allreduce", 8) == 1008.0 and pricing.cost_ns("allreduce", 65536) == 1000.0 + 65536
+    assert sorted(calls) == [("allreduce", 8, 65536, 87.0), ("allreduce", 65536, 65536, 87.0)]
+    assert "allreduce priced at the run's flag round trip 87 ns" in pricing.describe() and "by hand" in \
+        pricing.describe()
+    model = PoolPricing(LOCAL, 2, placed, trace)  # no jobs: the model
+    assert model.cost_ns("allreduce", 8) == PoolPricing(LOCAL, 2, read_library_stats(stats), trace).cost_ns(
+        "allreduce", 8) != 1008.0
+    assert "allreduce priced by the profile's model" in model.describe()
+    no_probe = PoolPricing(str(with_jobs), 2, read_library_stats(stats), trace)  # no round trip in the header
+    assert no_probe.at_roundtrip_ns is None and no_probe.cost_ns("allreduce", 8) == model.cost_ns("allreduce", 8)
+    assert pricing.cost_ns("bcast", 4096) == model.cost_ns("bcast", 4096)  # another kind: the model

@@ -44,6 +44,7 @@ from cxlsim.calibrate.collectives import COLLECTIVES as PROFILE_COLLECTIVES
 from cxlsim.calibrate.collectives import predict_collective
 from cxlsim.calibrate.des import predict_local
 from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.price_spread import price_at
 from cxlsim.calibrate.profile import load_profile, profile_placement
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
@@ -182,7 +183,17 @@ class PoolPricing:
         self.large_assumed = given is None
         self.profile_placement = profile_placement(profile)
         self.run_placement = stats.get("placement") if stats else None
-        self._costs = {}
+        self._profile, self._costs, self._rules = profile, {}, set()
+        run = self.run_placement or {}
+        has_jobs = bool((profile.get("collectives") or {}).get("jobs"))
+        self.at_roundtrip_ns = (run["roundtrip_ns"] if has_jobs and ranks == self.fitted_np
+                                and run.get("class") in ("fast", "slow") and run.get("roundtrip_ns") else None)
+        """The traced run's flag round trip (ns), at which the allreduce is priced from the profile's jobs
+        (calibrate.price_spread.price_at), where the profile has collectives jobs, the trace is of the profile's
+        np and the stats header gives a fast or slow round trip; else None (the profile's model prices it)."""
+        if self.at_roundtrip_ns and trace is not None and "allreduce" in self.kinds:  # the rules, for the line
+            for size in sorted({c.size_bytes for calls in trace.ranks for c in calls if c.kind == "allreduce"}):
+                self.cost_ns("allreduce", size)
 
     def _kinds(self, stats: dict, trace) -> set:
         """The traced kinds every call of which ran on the pool, by the stats (see the module docstring)."""
@@ -218,9 +229,13 @@ class PoolPricing:
                    if self.ranks != self.fitted_np else "")
         large = (f"; allreduce large from {self.large_bytes} B"
                  + (" (the library's default, assumed: not in the stats)" if self.large_assumed else " (the run's)"))
+        at = (f"; allreduce priced at the run's flag round trip {self.at_roundtrip_ns:.0f} ns from the profile's "
+              f"jobs (calibrate.price_spread.price_at: {'; '.join(sorted(self._rules)) or 'the median of the run placement jobs prices scaled to it'})"
+              if self.at_roundtrip_ns else "; allreduce priced by the profile's model (no jobs in the profile, no "
+              "fast or slow round trip in the run's stats, or another np)")
         return (f"collectives on the pool by local-host profile {self.name} ({self.coherence.value}): {kinds} "
                 f"({source}); each rank leaves at the last entry + the profile's kernel time (no per-call "
-                f"overhead){large}{np_note}; {self.placements()}")
+                f"overhead){large}{np_note}{at}; {self.placements()}")
 
     def placements(self) -> str:
         """The profile's host placement beside the traced run's (the library's probe, in its stats header), and a
@@ -249,6 +264,10 @@ class PoolPricing:
             size = 0 if kind == "barrier" else size_bytes
             if collective == "allgather":
                 cost = predict_local(self.model, self.coherence, "copy", size)
+            elif collective == "allreduce" and self.at_roundtrip_ns:
+                got = price_at(self._profile, self.coherence, collective, size, self.large_bytes, self.at_roundtrip_ns)
+                cost = got["price_ns"]
+                self._rules.add(f"{size} B: {got['rule']}, jobs' range {got['low_ns']:.0f}-{got['high_ns']:.0f} ns")
             else:
                 cost = predict_collective(self.model, self.coherence, collective, size, self.large_bytes)
             self._costs[key] = cost
