@@ -4,6 +4,8 @@
 (see package_dir), so the project never claims the global names `fabric` or
 `models`.
 """
+from glob import glob
+
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -11,18 +13,22 @@ from setuptools import Extension, setup
 VERSION = "0.1.0"
 
 # The emulator's compiled modules; each includes the one C data path, cxlsim/emulator/cxl_ops.h.
+# `depends` names every header, since C includes one another (cxl_coll.h -> cxl_coll_*.h), and an edit to any of
+# them must rebuild the modules.
+C_HEADERS = sorted(glob("cxlsim/emulator/*.h"))
 extensions = [
     Extension(
         f"cxlsim.emulator.{name}",
         [f"cxlsim/emulator/{name}.pyx"],
         include_dirs=["cxlsim/emulator", numpy.get_include()],
         extra_compile_args=["-O3"],
+        depends=C_HEADERS,
     )
     for name in ("_kernels", "_pool_kernel", "_probes")
 ]
 # The training modes' shared state (seqlock slots and the global counter): cxlsim/emulator/cxl_seqlock.h.
 extensions.append(Extension("cxlsim.emulator.training._shared_state", ["cxlsim/emulator/training/_shared_state.pyx"],
-                            include_dirs=["cxlsim/emulator"], extra_compile_args=["-O3"]))
+                            include_dirs=["cxlsim/emulator"], extra_compile_args=["-O3"], depends=C_HEADERS))
 
 setup(
     name="cxlsim",
