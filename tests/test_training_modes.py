@@ -275,6 +275,17 @@ def test_failed_node_stalls_synchronous_modes_and_not_async_or_hybrid():
         sync.run_sync(spec, job, steps=1, failure=stragglers.Failure(worker=4, step=0))
 
 
+def test_a_failure_at_or_past_the_last_iteration_is_refused_not_ignored():
+    spec = spec_of(MIXED)
+    job = core.make_job(spec, "resnet50")
+    with pytest.raises(InputError, match=r"failure.step: 5 is past the last iteration \(4\)"):
+        modes.simulate(spec, job, "sync", steps=5, seed=0, failure=stragglers.Failure(worker=1, step=5))
+    with pytest.raises(InputError, match="failure.step: 40 is past the last iteration"):
+        asynchronous.run_async(spec, job, steps=10, seed=0, failure=stragglers.Failure(worker=1, step=40))
+    last = asynchronous.run_async(spec, job, steps=10, seed=0, failure=stragglers.Failure(worker=1, step=39))
+    assert last.workers[1].steps <= 39
+
+
 def test_determinism_by_seed_for_the_new_modes():
     spec = spec_of(MIXED)
     job = core.make_job(spec, "yolov5m")

@@ -100,6 +100,9 @@ class Failure:
             raise InputError(f"failure.worker: expected a worker index in 0..{workers - 1}, got {self.worker!r}")
         if isinstance(self.step, bool) or not isinstance(self.step, int) or self.step < 0:
             raise InputError(f"failure.step: expected an iteration index >= 0, got {self.step!r}")
+        if self.step >= steps_max:
+            raise InputError(f"failure.step: {self.step} is past the last iteration ({steps_max - 1}): "
+                             "the worker would never fail")
 
 
 def multipliers(rng: np.random.Generator, steps: int, workers: int, cv: float, *,
