@@ -24,7 +24,11 @@ every rank leaves a call at the last rank's entry + T, where T is the profile's 
 from a common start (the DES's bench loop: mean over ranks of the last of three calls) without the
 profile's per-call software overhead, which is the Python bench's (`collective_overhead_ns`,
 120-340 ns) and not the C library's (33-59 ns at np 1, docs/mpi.md), which no profile measures and
-which is not charged. The rank's CPU is held for T (the kernel copies and polls). Approximations,
+which is not charged. The allreduce's T, where the profile has collectives jobs, the trace is of the
+profile's np and the run's stats header gives its flag round trip (fast or slow), is the profile's jobs'
+price at that round trip (`cxlsim.calibrate.price_spread.price_at`: a call's kernel time follows the
+round trip its stretch of the machine had, so the profile's own model price is not repeatable between
+calibrations); else the model's. The rank's CPU is held for T (the kernel copies and polls). Approximations,
 said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
 sooner); the library's inline allreduce in hw mode (inputs up to INLINE_MAX_BYTES: 112 B in the fast
 placement or at np > 2, 168 B in the slow one; one line transfer in series per call fewer than the
