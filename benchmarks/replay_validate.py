@@ -411,8 +411,8 @@ def main() -> int:
                     measured, stats, median_it, placement, seen = traced_run(app, exe, n, directory, iterations,
                                                                              work)
                     observed = seen.cpu_map(n)
-                    shared = None  # by turns where ranks outnumber the CPUs, or the run put two on one CPU
-                    if sharing is not None and (n > cpus or (observed and len(set(observed)) < n)):
+                    shared = None  # by turns where ranks outnumber the CPUs, or the run kept two on one CPU
+                    if sharing is not None and (n > cpus or (observed and len(set(observed)) < n and not seen.moves)):
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
                     cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
                                 else "; CPUs not seen (rank r on CPU r % N)")
