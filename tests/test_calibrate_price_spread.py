@@ -119,3 +119,11 @@ def test_the_price_fields_name_what_the_model_prices_with():
     assert got["roundtrip_ns"] == m.roundtrip_ns["hw"] and got["path_ns"] == m.path_ns["hw"]
     assert ps.price_fields(m, "hw", "barrier", 0, 65536)["pattern"] is None
     assert ps.kernel_model(m, 4).np == 4 and dataclasses.replace(m, np=2).np == 2
+
+
+def test_jobs_that_list_a_size_but_price_none_of_it_end_in_the_models_price(monkeypatch):
+    """A job without round trips per call (a session-24 profile) lists its sizes but prices none: no recursion."""
+    _by_hand(monkeypatch, {})
+    prof = _profile([_job(0, "fast", 100.0, [4, 8, 16], collective="allreduce")])
+    got = ps.price_at(prof, "hw", "allreduce", 8, 65536, 87.0)
+    assert got["jobs"] == 0 and "profile model's price" in got["rule"]

@@ -129,29 +129,36 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
     over its round trip stayed within 0.9-1.3x at 63-441 ns (module docstring), the price of a kernel whose
     copies are line transfers between the two cores."""
     placement = placement_of(roundtrip_ns)
-    got = scaled_prices(profile, coherence, collective, size_bytes, large_bytes, roundtrip_ns, placement)
-    if got:
+    mode = Coherence.parse(coherence, "coherence").value
+
+    def at(n, large):  # the jobs' prices of size n scaled to the round trip, or None: no job priced it
+        got = scaled_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
         return {"price_ns": statistics.median(got), "low_ns": min(got), "high_ns": max(got), "jobs": len(got),
-                "rule": f"the median of {len(got)} jobs' prices scaled to {roundtrip_ns:.0f} ns"}
+                "rule": f"the median of {len(got)} jobs' prices scaled to {roundtrip_ns:.0f} ns"} if got else None
+    own_size = at(size_bytes, large_bytes)
+    if own_size is not None:
+        return own_size
     # the neighbours run this call's algorithm (every allreduce block measured both algorithms' figures)
     algorithm = large_bytes if collective != "allreduce" else 0 if size_bytes >= large_bytes else 1 << 62
-    mode = Coherence.parse(coherence, "coherence").value
-    measured = sorted({int(n) for j in (profile.get("collectives") or {}).get("jobs", []) if j["coherence"] == mode
-                       and j.get("roundtrip_ns") for n in j.get("measured", {}).get(collective, {}) if int(n) > 0})
-    below = [n for n in measured if size_bytes / EXTRAPOLATE_SPAN <= n < size_bytes] if not [
-        n for n in measured if n > size_bytes] else [n for n in measured if n < size_bytes]
-    above = [n for n in measured if size_bytes < n <= size_bytes * EXTRAPOLATE_SPAN] if not [
-        n for n in measured if n < size_bytes] else [n for n in measured if n > size_bytes]
+    listed = sorted({int(n) for j in (profile.get("collectives") or {}).get("jobs", []) if j["coherence"] == mode
+                     for n in j.get("measured", {}).get(collective, {}) if int(n) > 0 and int(n) != size_bytes})
+    priced = {n: got for n in listed if (got := at(n, algorithm)) is not None}
+    below = [n for n in priced if n < size_bytes]
+    above = [n for n in priced if n > size_bytes]
+    if not above:
+        below = [n for n in below if n >= size_bytes / EXTRAPOLATE_SPAN]
+    if not below:
+        above = [n for n in above if n <= size_bytes * EXTRAPOLATE_SPAN]
     if below or above:
         lo, hi = (below or above)[-1 if below else 0], (above or below)[0 if above else -1]
-        a, b = (price_at(profile, coherence, collective, n, algorithm, roundtrip_ns) for n in (lo, hi))
+        a, b = priced[lo], priced[hi]
         if lo != hi:
             w = (size_bytes - lo) / (hi - lo)
             how = f"interpolated between {lo} and {hi} B"
         else:  # one side only: in proportion to the bytes
             w, b = 0.0, a
             a = {k: a[k] * size_bytes / lo if k.endswith("_ns") else a[k] for k in a}
-            how = f"from {lo} B in proportion to the bytes (no job measured a size beyond {size_bytes} B)"
+            how = f"from {lo} B in proportion to the bytes (no job priced a size on the other side of {size_bytes} B)"
         return {"price_ns": a["price_ns"] + w * (b["price_ns"] - a["price_ns"]),
                 "low_ns": a["low_ns"] + w * (b["low_ns"] - a["low_ns"]),
                 "high_ns": a["high_ns"] + w * (b["high_ns"] - a["high_ns"]), "jobs": min(a["jobs"], b["jobs"]),
