@@ -46,7 +46,7 @@ def test_config_defaults_and_refusals():
 def test_a_failure_past_the_last_step_is_refused(mode):
     """The straggler matrix has `steps` rows, so a failure at step >= steps is in none of them: the rank would
     never fail, and the run would say nothing about it."""
-    with pytest.raises(InputError, match=r"--fail: step 20 is past the run's last step 19 \(--steps 20\)"):
+    with pytest.raises(InputError, match=r"--fail: step: 20 is past the last iteration \(19\): the worker would never fail"):
         config(mode, steps=20, failure=stragglers.Failure(worker=1, step=20))
     assert math.isinf(config(mode, steps=20, failure=stragglers.Failure(worker=1, step=19)).multipliers()[19, 1])
 
