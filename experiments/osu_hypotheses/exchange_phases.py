@@ -145,9 +145,7 @@ def report(ws: Workspace, raw: list) -> None:
         lines.append("# rounds left out (no one placement): " + ", ".join(left_out))
     ws.write_csv("phases", rows)
     text = "\n".join(lines) + "\n"
-    with open(ws.file("phases.txt") + ".tmp", "w") as fh:
-        fh.write(text)
-    os.replace(ws.file("phases.txt") + ".tmp", ws.file("phases.txt"))
+    ws.write_text("phases.txt", text)
     print(text, end="")
     print(f"workspace: {ws.path}")
 

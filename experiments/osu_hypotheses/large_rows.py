@@ -130,9 +130,7 @@ def report(ws: Workspace, raw: list) -> None:
         lines.append("# rounds left out (no one placement): " + ", ".join(left_out))
     ws.write_csv("large_rows", rows)
     text = "\n".join(lines) + "\n"
-    with open(ws.file("large_rows.txt") + ".tmp", "w") as fh:
-        fh.write(text)
-    os.replace(ws.file("large_rows.txt") + ".tmp", ws.file("large_rows.txt"))
+    ws.write_text("large_rows.txt", text)
     print(text, end="")
     print(f"workspace: {ws.path}")
 
