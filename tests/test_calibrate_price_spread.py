@@ -51,6 +51,7 @@ def test_a_price_is_the_median_of_its_placements_jobs_scaled_to_the_round_trip(m
     scaled = sorted([1000.0 * 0.9, 900.0 * 1.5, 1210.0 * 90 / 110])  # the slow job is another placement's
     assert got["price_ns"] == pytest.approx(scaled[1])
     assert (got["low_ns"], got["high_ns"], got["jobs"]) == (pytest.approx(scaled[0]), pytest.approx(scaled[2]), 3)
+    assert got["rule"] == "the median of 3 fast-placement jobs' prices scaled to 90 ns"
     slow = ps.price_at(prof, "hw", "broadcast", 64, NEVER, 400.0)
     assert slow["price_ns"] == pytest.approx(9000.0 * 400 / 450) and slow["jobs"] == 1
 
@@ -59,6 +60,7 @@ def test_a_placement_no_job_measured_is_priced_from_the_others(monkeypatch):
     _by_hand(monkeypatch, {64: [("slow", 450.0, 9000.0), ("slow", 400.0, 7600.0)]})
     got = ps.price_at(_profile([_job(0, "slow", 450.0, [64])]), "hw", "broadcast", 64, NEVER, 90.0)
     assert got["price_ns"] == pytest.approx((9000.0 / 450 + 7600.0 / 400) / 2 * 90)
+    assert "slow-placement jobs' (no fast-placement job measured 64 B)" in got["rule"]
 
 
 def test_a_size_between_measured_ones_is_interpolated_and_one_beyond_them_scaled_by_its_bytes(monkeypatch):

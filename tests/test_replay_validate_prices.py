@@ -115,10 +115,3 @@ def test_a_profile_with_jobs_prices_the_allreduce_at_the_traced_run_s_round_trip
     no_probe = PoolPricing(str(with_jobs), 2, read_library_stats(stats), trace)  # no round trip in the header
     assert no_probe.at_roundtrip_ns is None and no_probe.cost_ns("allreduce", 8) == model.cost_ns("allreduce", 8)
     assert pricing.cost_ns("bcast", 4096) == model.cost_ns("bcast", 4096)  # another kind: the model
-
-    def recursing(*args):
-        raise RecursionError("no rule")
-    monkeypatch.setattr(pool_profile, "price_at", recursing)  # price_at finds no rule: the model, and said
-    fallback = PoolPricing(str(with_jobs), 2, placed, trace)
-    assert fallback.cost_ns("allreduce", 8) == model.cost_ns("allreduce", 8)
-    assert "price_at found no rule for this profile's jobs" in fallback.describe()

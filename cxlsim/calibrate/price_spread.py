@@ -108,12 +108,13 @@ jobs that measured 64 KiB)."""
 
 
 def scaled_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
-                  roundtrip_ns: float, placement: str | None = None) -> list[float]:
+                  roundtrip_ns: float, placement: str | None = None) -> tuple[list[float], list[str]]:
     """Each job's price of this call (`job_prices`) scaled to the round trip `roundtrip_ns` (x roundtrip_ns /
-    the job's round trip), over the jobs of `placement` if any of them measured the size, else every job."""
+    the job's round trip), over the jobs of `placement` if any of them measured the size, else every job;
+    with the placements of the jobs used (sorted, distinct)."""
     jobs = [j for j in job_prices(profile, coherence, collective, size_bytes, large_bytes) if j["roundtrip_ns"]]
     mine = [j for j in jobs if j["placement"] == placement] or jobs
-    return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in mine]
+    return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in mine], sorted({j["placement"] for j in mine})
 
 
 def price_at(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
@@ -132,9 +133,13 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
     mode = Coherence.parse(coherence, "coherence").value
 
     def at(n, large):  # the jobs' prices of size n scaled to the round trip, or None: no job priced it
-        got = scaled_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
+        got, placements = scaled_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
+        if not got:
+            return None
+        whose = (f"{placement}-placement jobs'" if placements == [placement] else
+                 f"{'/'.join(placements)}-placement jobs' (no {placement}-placement job measured {n} B)")
         return {"price_ns": statistics.median(got), "low_ns": min(got), "high_ns": max(got), "jobs": len(got),
-                "rule": f"the median of {len(got)} jobs' prices scaled to {roundtrip_ns:.0f} ns"} if got else None
+                "rule": f"the median of {len(got)} {whose} prices scaled to {roundtrip_ns:.0f} ns"}
     own_size = at(size_bytes, large_bytes)
     if own_size is not None:
         return own_size

@@ -269,14 +269,8 @@ class PoolPricing:
             if collective == "allgather":
                 cost = predict_local(self.model, self.coherence, "copy", size)
             elif collective == "allreduce" and self.at_roundtrip_ns:
-                try:
-                    got = price_at(self._profile, self.coherence, collective, size, self.large_bytes,
-                                   self.at_roundtrip_ns)
-                except RecursionError:  # price_at found no rule for this profile's jobs: the model, and said
-                    got = {"price_ns": predict_collective(self.model, self.coherence, collective, size,
-                                                          self.large_bytes), "low_ns": float("nan"),
-                           "high_ns": float("nan"), "rule": "price_at found no rule for this profile's jobs (it "
-                           "recursed): the profile's model"}
+                got = price_at(self._profile, self.coherence, collective, size, self.large_bytes,
+                               self.at_roundtrip_ns)
                 cost = got["price_ns"]
                 self._rules.add(f"{size} B: {got['rule']}, jobs' range {got['low_ns']:.0f}-{got['high_ns']:.0f} ns")
             else:
