@@ -394,7 +394,10 @@ def main() -> int:
                       f"replay_cpu_sharing.py{' ' + args.cpu_figures if args.cpu_figures else ', measured now'}); "
                       "the column 'a CPU each' is the replay without it")
         print("# predicted: messages on the LogGP fit, the collectives that ran on the pool on the local-host "
-              "profile (the target); network only: every collective as MPICH's algorithm on the LogGP fit")
+              "profile (the target); network only: every collective as MPICH's algorithm on the LogGP fit; "
+              "with others (summary only): a "
+              "diagnostic, not the target, replayed by turns beside the other runnable tasks the sampler weighed "
+              "(replay --cpu-foreign; far off on a quiet machine, docs/replay.md)")
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
               f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}  placement "
