@@ -222,6 +222,34 @@ def test_collective_bandwidth_makes_the_des_data_time_the_patterns():
     assert collective_bw(model(pattern_curves={}), "hw", "broadcast", s, NEVER) is None
 
 
+@pytest.mark.parametrize("collective, size", [("allreduce", 4096), ("reduce_scatter", 4096), ("alltoall", 64)])
+def test_each_ranks_own_overhead_the_faster_rank_waits_for_the_slower_ones_publish(collective, size):
+    """Per-rank overheads (200, 900 ns): equal ranks give the shared figure's time exactly; otherwise the call's mean
+    time lies above the ranks' mean overhead's (the faster rank waits for the slower one's publish) and at most
+    the slower rank's figure's (the slower rank then finds the other's data already published). (An alltoall
+    of 4 KiB per destination hides the 700 ns: the faster rank's own-block copy overlaps its wait.)"""
+    def at(shared, ranks=None):
+        m = model(collective_overhead_ns={c: shared for c in COLLECTIVES},
+                  rank_overhead_ns={collective: ranks} if ranks else {})
+        return predict_collective(m, "hw", collective, size, NEVER)
+    assert at(0.0, [550.0, 550.0]) == pytest.approx(at(550.0), abs=1e-6)
+    both = at(0.0, [200.0, 900.0])
+    assert at(550.0) + 200.0 < both <= at(900.0) + 1e-6
+
+
+def test_a_jobs_per_rank_overheads_reach_the_des_and_a_kernel_price_drops_them():
+    from cxlsim.calibrate.collectives import row_model
+    from cxlsim.calibrate.price_spread import kernel_model
+
+    m = model()
+    job = dict(id="0 fast", job=0, placement="fast", coherence="hw", roundtrip_ns=m.roundtrip_ns["hw"],
+               overhead_ns={"allreduce": {"64": 500.0}}, overhead_rank_ns={"allreduce": {"64": [300.0, 700.0]}})
+    got = row_model(m, job, "allreduce", 64)
+    assert got.rank_overhead_ns == {"allreduce": [300.0, 700.0]} and got.collective_overhead_ns["allreduce"] == 500.0
+    assert row_model(got, dict(job, overhead_rank_ns={}), "allreduce", 64).rank_overhead_ns == {}  # the row's own only
+    assert kernel_model(got).rank_overhead_ns == {}
+
+
 def test_a_jobs_own_primitives_replace_the_models():
     """job_model: the job's concurrent copy, patterns and round trip stand in for the model's (with the model's own
     round trip the path solve gives the model's path back); row_model: the per-call overhead and flag exchange of

@@ -190,8 +190,9 @@ def bench_job(comm, keys, iterations: int, large_bytes: int, passes: int = PASSE
 def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
     """One block per position from every rank's (in rank order): round trips as rank 0 saw them, busy the
     least of the ranks', calls_ns the mean over the ranks per call, overhead_ns the mean over the ranks of
-    each one's median 0-byte call (None where not measured), fold_ns the mean over the ranks per fold size, patterns and concurrent copies per rank
-    (joined later, over a placement's blocks: `job_figures`)."""
+    each one's median 0-byte call (None where not measured) and overhead_rank_ns those medians in rank order,
+    fold_ns the mean over the ranks per fold size, patterns and concurrent copies per rank (joined later, over a
+    placement's blocks: `job_figures`)."""
     out = []
     for blocks in zip(*per_rank_blocks):
         b0 = blocks[0]
@@ -200,6 +201,7 @@ def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
                         rt_after_ns=b0["rt_after_ns"], busy=min(b["busy"] for b in blocks),
                         calls_ns=np.mean([b["calls_ns"] for b in blocks], axis=0),
                         overhead_ns=statistics.fmean(over) if over else None,
+                        overhead_rank_ns=over if len(over) == len(blocks) else None,
                         exchange_ns=b0["exchange_ns"],
                         fold_ns={n: statistics.fmean(b["fold_ns"][n] for b in blocks) for n in b0.get("fold_ns", {})},
                         patterns=[b["patterns"] for b in blocks], concurrent=[b["concurrent"] for b in blocks]))
@@ -219,7 +221,8 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
     """What a job's blocks in `state` (default its fast ones) give, per (collective, size) measured in one
     of them at least:
     {'keys': {(collective, size): {measured_ns (median of the pooled calls), mean_ns, calls, blocks,
-    overhead_ns (median of the blocks' 0-byte medians, or None), exchange_ns (likewise), fold_ns ({fold bytes:
+    overhead_ns (median of the blocks' 0-byte medians, or None), overhead_rank_ns (per rank, the median of its
+    blocks' 0-byte medians, or None), exchange_ns (likewise), fold_ns ({fold bytes:
     the median over the blocks}), roundtrip_ns (median
     of the blocks' mean round trips)}}, 'pattern_ns': {pattern: {'data',
     'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled blocks of each size), 'concurrent_ns'
@@ -237,11 +240,14 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
             continue
         rts.append((b["rt_before_ns"] + b["rt_after_ns"]) / 2)
         key = (b["collective"], b["size_bytes"])
-        got = by_key.setdefault(key, {"calls": [], "overheads": [], "exchanges": [], "rts": [], "folds": {}})
+        got = by_key.setdefault(key, {"calls": [], "overheads": [], "rank_overheads": [], "exchanges": [], "rts": [],
+                                      "folds": {}})
         got["rts"].append(rts[-1])
         got["calls"].append(b["calls_ns"])
         if b["overhead_ns"] is not None:
             got["overheads"].append(b["overhead_ns"])
+        if b.get("overhead_rank_ns"):
+            got["rank_overheads"].append(b["overhead_rank_ns"])
         if b.get("exchange_ns") is not None:
             got["exchanges"].append(b["exchange_ns"])
         for n, v in b.get("fold_ns", {}).items():
@@ -262,6 +268,8 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
         keys[key] = dict(measured_ns=float(np.median(calls)), mean_ns=float(calls.mean()), calls=int(calls.size),
                          blocks=len(got["calls"]),
                          overhead_ns=statistics.median(got["overheads"]) if got["overheads"] else None,
+                         overhead_rank_ns=[float(v) for v in np.median(got["rank_overheads"], axis=0)]
+                         if got["rank_overheads"] else None,
                          exchange_ns=statistics.median(got["exchanges"]) if got["exchanges"] else None,
                          fold_ns={n: statistics.median(v) for n, v in got["folds"].items()},
                          roundtrip_ns=statistics.median(got["rts"]))

@@ -178,7 +178,7 @@ def _job_records(job: dict, mode: Coherence, best: dict) -> list[dict]:
         got = job_figures(job["blocks"], mode, best, state)
         if got["roundtrip_ns"] is None:
             continue
-        measured, overhead, exchange, roundtrip, fold = {}, {}, {}, {}, {}
+        measured, overhead, rank_overhead, exchange, roundtrip, fold = {}, {}, {}, {}, {}, {}
         for (c, n), k in got["keys"].items():
             if k.get("fold_ns"):
                 fold.setdefault(c, {})[str(n)] = {str(f): v for f, v in k["fold_ns"].items()}
@@ -186,17 +186,21 @@ def _job_records(job: dict, mode: Coherence, best: dict) -> list[dict]:
             measured.setdefault(c, {})[str(n)] = {f: k[f] for f in ("measured_ns", "mean_ns", "calls", "blocks")}
             if k["overhead_ns"] is not None:
                 overhead.setdefault(c, {})[str(n)] = k["overhead_ns"]
+            if k.get("overhead_rank_ns"):
+                rank_overhead.setdefault(c, {})[str(n)] = k["overhead_rank_ns"]
             if k["exchange_ns"] is not None:
                 exchange.setdefault(c, {})[str(n)] = k["exchange_ns"]
         out.append(dict(id=f"{job['job']} {placement}", job=job["job"], placement=placement, coherence=mode.value,
                         block_states=got["states"], roundtrip_ns=got["roundtrip_ns"], measured=measured,
-                        overhead_ns=overhead, exchange_ns=exchange, fold_ns=fold, call_roundtrip_ns=roundtrip,
+                        overhead_ns=overhead, overhead_rank_ns=rank_overhead, exchange_ns=exchange, fold_ns=fold,
+                        call_roundtrip_ns=roundtrip,
                         pattern_ns=got["pattern_ns"],
                         concurrent_ns=got["concurrent_ns"]))
     if not out:  # every block disturbed: the job's states alone (no figures: it predicts nothing)
         states = job_figures(job["blocks"], mode, best)["states"]
         out.append(dict(id=f"{job['job']} disturbed", job=job["job"], placement=None, coherence=mode.value,
-                        block_states=states, roundtrip_ns=None, measured={}, overhead_ns={}, exchange_ns={},
+                        block_states=states, roundtrip_ns=None, measured={}, overhead_ns={}, overhead_rank_ns={},
+                        exchange_ns={},
                         fold_ns={}, call_roundtrip_ns={}, pattern_ns={}, concurrent_ns={}))
     return out
 

@@ -149,6 +149,7 @@ def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_
     if charged_exchange(collective, coherence):  # its steps' waits (the bench's barrier between calls too)
         t.charges = ExchangeCharges(exchange_charge_ns(model, coherence))
     overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
+    overheads = model.rank_overhead_ns.get(collective) or [overhead] * model.np
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
     spans = {}
 
@@ -156,7 +157,7 @@ def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_
         ep = t.endpoint(r)
         for _ in range(calls):
             t0 = t.env.now
-            yield ep.compute(overhead)
+            yield ep.compute(overheads[r])
             yield from algorithm(ep, size_bytes, data(r, model.np))
             spans[r] = t.env.now - t0
             if collective != "barrier":  # osu_barrier times back-to-back barriers
@@ -207,7 +208,8 @@ ROUNDTRIP_STEP_NS = 2.0
 def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, paths: dict | None = None) -> LocalModel:
     """`model` (a `job_model`) with what the job's blocks of this collective and size measured beside the
     calls: the flag round trip (to `ROUNDTRIP_STEP_NS`; the path solved again from it, `paths` caching the
-    solves by job and round trip), the per-call overhead (the 0-byte call), the flag exchange and the fold
+    solves by job and round trip), the per-call overhead (the 0-byte call; rank by rank where the job has it, so
+    the DES's faster rank waits for the slower one's publish, as the call does), the flag exchange and the fold
     (`collective_blocks.block_folds`, at the sizes the call folds), where it has them."""
     mode = Coherence.parse(job["coherence"], "coherence")
     rt = job.get("call_roundtrip_ns", {}).get(collective, {}).get(str(size_bytes))
@@ -220,9 +222,13 @@ def row_model(model: LocalModel, job: dict, collective: str, size_bytes: int, pa
         model = dataclasses.replace(model, roundtrip_ns=dict(model.roundtrip_ns, **{mode: rt}),
                                     path_ns=dict(model.path_ns, **{mode: paths[key]}))
     got = job.get("overhead_ns", {}).get(collective, {}).get(str(size_bytes))
+    ranks = job.get("overhead_rank_ns", {}).get(collective, {}).get(str(size_bytes))
     exchange = job.get("exchange_ns", {}).get(collective, {}).get(str(size_bytes))
     if got is not None:
-        model = dataclasses.replace(model, collective_overhead_ns=dict(model.collective_overhead_ns, **{collective: got}))
+        model = dataclasses.replace(model, collective_overhead_ns=dict(model.collective_overhead_ns, **{collective: got}),
+                                    rank_overhead_ns={k: v for k, v in model.rank_overhead_ns.items() if k != collective})
+    if ranks and len(ranks) == model.np:
+        model = dataclasses.replace(model, rank_overhead_ns=dict(model.rank_overhead_ns, **{collective: list(ranks)}))
     if exchange is not None:
         model = dataclasses.replace(model, exchange_ns=dict(model.exchange_ns, **{mode: exchange}))
     folds = job.get("fold_ns", {}).get(collective, {}).get(str(size_bytes))

@@ -43,7 +43,7 @@ def kernel_model(model: LocalModel, ranks: int | None = None) -> LocalModel:
     `ranks` ranks (default the model's)."""
     return dataclasses.replace(model, np=model.np if ranks is None else ranks,
                                overhead_ns=dict(model.overhead_ns, copy=0.0),
-                               collective_overhead_ns={c: 0.0 for c in COLLECTIVES})
+                               collective_overhead_ns={c: 0.0 for c in COLLECTIVES}, rank_overhead_ns={})
 
 
 def price_fields(model: LocalModel, coherence: Coherence | str, collective: str, size_bytes: int,
