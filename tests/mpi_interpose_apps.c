@@ -1,6 +1,7 @@
 /* mpi_interpose_apps.c: small MPI programs for the library's failure and tracing tests.
  *
  *   trace  point-to-point calls (send, recv, isend, irecv, waitall, sendrecv) and collectives
+ *          (rank 1 enters the barrier 20 ms after the bcast)
  *   rooted MPI_Reduce, MPI_Gather (one root in place) and MPI_Scatter from root 1, results checked;
  *          then MPI_Ssend and MPI_Issend from rank 0 to rank 1
  *   complete  np=2: requests completed by Waitany, Waitsome, Test, Testall, Testany and Testsome,
@@ -36,6 +37,7 @@ static int trace_calls(int rank, int size)
     for (int i = 0; i < 2000000; i++) busy += i * 1e-9;
     MPI_Allreduce(x, y, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     MPI_Bcast(x, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 1) usleep(20000); /* rank 0's barrier lasts until rank 1 arrives (the durations' test) */
     MPI_Barrier(MPI_COMM_WORLD);
     return y[0] == size * (size - 1) / 2.0 ? 0 : 1;
 }

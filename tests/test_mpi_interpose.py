@@ -23,6 +23,7 @@ import pytest
 
 from cxlsim.errors import InputError
 from cxlsim.mpi import build as mpibuild
+from cxlsim.mpi import durations
 from cxlsim.mpi.settings import check_environment, environment
 
 HERE = Path(__file__).resolve().parent
@@ -330,6 +331,40 @@ def test_trace_is_simgrid_time_independent_and_replay_reads_it(library, programs
     assert stats["MPI_Bcast"]["pool"] == 2 and stats["MPI_Barrier"]["pool"] == 2
 
 
+def test_trace_durations_give_every_call_its_time_on_one_clock(library, programs, tmp_path):
+    """rank<r>.durations.tsv: one row per action line a call wrote (not init, not compute), in order; a
+    call's lines share its time (the Waitall's two waits); calls do not overlap on a rank and the compute
+    line between two calls fits in the gap between them; the path and the pool set-up are the call's;
+    and on the ranks' common clock no rank leaves a collective before every rank it needs has entered it
+    (rank 1 sleeps 20 ms before the barrier, so rank 0's barrier lasts until rank 1 arrives)."""
+    directory = tmp_path / "trace"
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_TRACE=str(directory))
+    assert rc == 0, err
+    calls = {}
+    for rank in (0, 1):
+        rank_file = directory / f"rank{rank}.txt"
+        lines = rank_file.read_text().splitlines()
+        times = durations.read(str(rank_file))
+        assert sorted(times) == [n for n, line in enumerate(lines, start=1) if line.split()[1] not in ("init",
+                                                                                                    "compute")]
+        kinds = {lines[n - 1].split()[1]: t for n, t in times.items()}
+        assert [times[n].path for n in sorted(times)] == ["mpi"] * 6 + ["pool"] * 3 + ["mpi"]
+        assert [n for n in sorted(times) if times[n].setup] == [min(n for n in times if times[n].path == "pool")]
+        waits = [t for n, t in sorted(times.items()) if lines[n - 1].split()[1] == "wait"]
+        assert len(waits) == 2 and waits[0][1:] == waits[1][1:]  # one Waitall: one start, one duration
+        starts = sorted({t.start_ns: t for t in times.values()}.values(), key=lambda t: t.start_ns)
+        for before, after in zip(starts, starts[1:]):
+            assert before.end_ns <= after.start_ns
+            gap = [line for line in lines[before.line:after.line - 1] if line.split()[1] == "compute"]
+            assert sum(float(line.split()[2]) for line in gap) <= after.start_ns - before.end_ns
+        calls[rank] = kinds
+    for kind in ("allreduce", "barrier"):  # every rank's data or arrival is needed
+        assert min(calls[r][kind].end_ns for r in (0, 1)) >= max(calls[r][kind].start_ns for r in (0, 1)), kind
+    assert calls[1]["bcast"].end_ns >= calls[0]["bcast"].start_ns  # the root's data
+    assert calls[1]["barrier"].start_ns >= calls[1]["bcast"].end_ns + 20_000_000
+    assert calls[0]["barrier"].end_ns >= calls[1]["barrier"].start_ns
+
+
 def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path):
     """CXLSIM_MPI_TRACE=DIR with CXLSIM_MPI_STATS=1: DIR/cxlsim_mpi_stats.txt holds exactly the table
     printed on stderr (rank 0's, summed over ranks), and no temporary file is left beside it."""
@@ -341,8 +376,25 @@ def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path
     assert text.startswith("cxlsim-mpi stats: 2 ranks") and text.count("\n") == 2 + len(COLLECTIVES)
     assert text in err
     assert parse_stats(text) == parse_stats(err) and parse_stats(text)["MPI_Allgather"]["pool"] > 0
-    assert sorted(p.name for p in directory.iterdir()) == ["cxlsim_mpi_stats.txt", "rank0.txt", "rank1.txt",
-                                                           "trace.meta.json"]
+    assert sorted(p.name for p in directory.iterdir()) == ["cxlsim_mpi_stats.txt", "rank0.durations.tsv", "rank0.txt",
+                                                           "rank1.durations.tsv", "rank1.txt", "trace.meta.json"]
+    # the durations' paths agree with the stats: per collective, the calls on the pool and each fallback reason
+    stats = parse_stats(text)
+    kinds = {"allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce", "reducescatter": "MPI_Reduce_scatter_block",
+             "bcast": "MPI_Bcast", "alltoall": "MPI_Alltoall", "barrier": "MPI_Barrier"}
+    paths = {name: {} for name in kinds.values()}
+    for rank in (0, 1):
+        rank_file = directory / f"rank{rank}.txt"
+        lines = rank_file.read_text().splitlines()
+        for line, took in durations.read(str(rank_file)).items():
+            kind = lines[line - 1].split()[1]
+            if kind in kinds:
+                paths[kinds[kind]][took.path] = paths[kinds[kind]].get(took.path, 0) + 1
+    for name, counts in paths.items():
+        row = stats[name]
+        assert counts.get("pool", 0) == row["pool"] and sum(counts.values()) == row["calls"], (name, counts, row)
+        assert {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("fallback:")} == row["reasons"], \
+            (name, counts, row)
 
 
 PROBE_LOG = re.compile(r"cxlsim-mpi\[0\]: pool placement probe: flag round trip (\d+) ns, (fast|slow|disturbed)")

@@ -109,6 +109,7 @@ static void finish(cxlsim_pool_t *pool, int coll, int large, uint64_t bytes, int
     if (kernel_rc == CXL_COLL_TIMEOUT) cxlsim_pool_abort(pool, cxlsim_coll_names[coll]);
     if (why >= 0) cxlsim_stats_fallback(coll, large, bytes, why);
     else cxlsim_stats_pool(&pool->counts[coll], large, bytes, pool->nodes != NULL);
+    cxlsim_trace_ran(why < 0, why < 0 && pool->nodes != NULL, why);
 }
 
 /* ---- allgather ---- */

@@ -162,6 +162,8 @@ int cxlsim_trace_on(void);
 double cxlsim_trace_begin(void);                          /* call entry time; records compute since the last call */
 void cxlsim_trace_skip(void);                             /* the call since its begin wrote no line and is not compute */
 void cxlsim_trace_line(double begin, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cxlsim_trace_ran(int pool, int hier, int why);       /* the traced call ran on the pool, hier, or fell back (why >= 0) */
+void cxlsim_trace_setup(void);                            /* the traced call set up its communicator's pool */
 void cxlsim_trace_open(void);
 void cxlsim_trace_close(void);
 int cxlsim_trace_world_rank(MPI_Comm comm, int rank);  /* rank of comm in MPI_COMM_WORLD */

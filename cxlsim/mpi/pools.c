@@ -350,6 +350,7 @@ static cxlsim_pool_t *pool_lookup(MPI_Comm comm)
     PMPI_Comm_test_inter(comm, &inter);
     if (inter) return NULL;
     cxlsim_pool_t *pool = pool_setup(comm);
+    cxlsim_trace_setup();
     PMPI_Comm_set_attr(comm, keyval, pool);
     return pool;
 }

@@ -26,6 +26,22 @@
  * polling loop's waits are the replay's to project); the time a call spends with no line
  * written (a wait on an unseen request) is neither compute nor communication in the trace.
  * The file is DIR/rank<world rank>.txt, closed at MPI_Finalize.
+ *
+ * Beside it, DIR/rank<world rank>.durations.tsv gives each action line's call its time (the trace
+ * itself stays SimGrid's format, which has no field for it): a header row, then one row per line
+ * of rank<r>.txt written for a call (not init, not compute), tab-separated:
+ *
+ *   line  start_ns  duration_ns  path  setup
+ *   3     81234567  412          pool  0
+ *
+ *   line         the line number (from 1) in rank<r>.txt
+ *   start_ns     the call's entry, CLOCK_MONOTONIC ns (one clock for every rank of a host)
+ *   duration_ns  entry to return, ns; the trace's own writes are in neither this nor compute
+ *   path         pool (the pool kernels), hier (the many-node path), fallback:REASON (a collective
+ *                the library passed to PMPI, REASON as in the stats), mpi (a call it only traces)
+ *   setup        1 if the call set up its communicator's pool (first collective on it), else 0
+ *
+ * The lines one call writes (a Waitall that completed several requests) share start and duration.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -37,9 +53,20 @@
 
 #include "cxlsim_mpi.h"
 
-static FILE *trace;
+/* Each file's stdio buffer: one write(2) per this many bytes, few enough that the trace's own cost
+ * between calls (in neither a duration nor a compute line) stays near the formatting's. */
+enum { TRACE_BUFFER_BYTES = 1 << 20 };
+static FILE *trace, *durations;
 static int trace_rank;
 static double last_end_ns;
+static long trace_lines; /* lines written to the trace so far */
+/* The call being traced: what it ran on and whether it set up a pool (set by the collectives). */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    const char *path;
+    int why, setup;
+} current = {"mpi", -1, 0};
+/* The call whose line was written last: its lines share one end (a Waitall writes several). */
+static double line_begin, line_end;
 
 static double now_ns(void)
 {
@@ -69,7 +96,17 @@ void cxlsim_trace_open(void)
         fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: cannot write %s: %s\n", path, strerror(errno));
         PMPI_Abort(MPI_COMM_WORLD, 2);
     }
+    setvbuf(trace, NULL, _IOFBF, TRACE_BUFFER_BYTES);
     fprintf(trace, "%d init\n", trace_rank);
+    trace_lines = 1;
+    snprintf(path, sizeof path, "%s/rank%d.durations.tsv", cxlsim_settings.trace_dir, trace_rank);
+    durations = fopen(path, "w");
+    if (!durations) {
+        fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: cannot write %s: %s\n", path, strerror(errno));
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    setvbuf(durations, NULL, _IOFBF, TRACE_BUFFER_BYTES);
+    fputs("line\tstart_ns\tduration_ns\tpath\tsetup\n", durations);
     if (trace_rank == 0) {
         snprintf(path, sizeof path, "%s/trace.meta.json", cxlsim_settings.trace_dir);
         FILE *meta = fopen(path, "w");
@@ -99,18 +136,41 @@ void cxlsim_trace_skip(void)
     if (trace) last_end_ns = now_ns();
 }
 
+void cxlsim_trace_ran(int pool, int hier, int why)
+{
+    current.path = why >= 0 ? "fallback:" : hier ? "hier" : pool ? "pool" : "mpi";
+    current.why = why;
+}
+
+void cxlsim_trace_setup(void)
+{
+    current.setup = 1;
+}
+
 void cxlsim_trace_line(double begin, const char *fmt, ...)
 {
-    (void)begin;
     if (!trace) return;
+    if (begin != line_begin) {
+        line_begin = begin;
+        line_end = now_ns();
+    }
     va_list ap;
-    if (pending_compute_ns > 0) fprintf(trace, "%d compute %.0f\n", trace_rank, pending_compute_ns);
+    if (pending_compute_ns > 0) {
+        fprintf(trace, "%d compute %lld\n", trace_rank, (long long)pending_compute_ns);
+        trace_lines++;
+    }
     pending_compute_ns = 0;
     fprintf(trace, "%d ", trace_rank);
     va_start(ap, fmt);
     vfprintf(trace, fmt, ap);
     va_end(ap);
     fputc('\n', trace);
+    trace_lines++;
+    fprintf(durations, "%ld\t%lld\t%lld\t%s%s\t%d\n", trace_lines, (long long)begin, (long long)(line_end - begin),
+            current.path, current.why >= 0 ? cxlsim_why_names[current.why] : "", current.setup);
+    current.path = "mpi";
+    current.why = -1;
+    current.setup = 0;
     last_end_ns = now_ns();
 }
 
@@ -118,7 +178,9 @@ void cxlsim_trace_close(void)
 {
     if (!trace) return;
     fclose(trace);
+    fclose(durations);
     trace = NULL;
+    durations = NULL;
 }
 
 int cxlsim_trace_world_rank(MPI_Comm comm, int rank)
