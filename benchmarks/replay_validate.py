@@ -59,7 +59,7 @@ from cxlsim.calibrate.profile import load_profile
 from cxlsim.loggp import LogGPFit
 from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
-from cxlsim.replay import engine, fabrics, pool_profile, simgrid
+from cxlsim.replay import call_times, engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
 from cxlsim.replay.rank_cpus import run_seeing_cpus
 from cxlsim.results import atomic_write
@@ -237,9 +237,9 @@ def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:
 
 
 def predicted_window_s(directory: str, spec: str, stats: str | None = None,
-                       sharing: CPUSharing | None = None) -> tuple[float, float, str]:
+                       sharing: CPUSharing | None = None) -> tuple[float, float, str, list | None]:
     """(the replay's rank-0 window from its first barrier's end to its last barrier's end, traced compute in it
-    (s), the fabric line) on `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json), the
+    (s), the fabric line, the per-call comparison of `call_summary`) on `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json), the
     ranks on shared CPUs with `sharing`."""
     trace = simgrid.read(directory)
     beside = pool_profile.stats_beside(directory)  # the library's own DIR/cxlsim_mpi_stats.txt, where it writes one
@@ -251,7 +251,23 @@ def predicted_window_s(directory: str, spec: str, stats: str | None = None,
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
     start, end = barriers[0][1], barriers[-1][1]
     compute = sum(e - s for s, e, kind, _, _ in timeline.segments[0] if kind == "compute" and s >= start and e <= end)
-    return (end - start) / 1e9, compute / 1e9, fab.describe
+    return (end - start) / 1e9, compute / 1e9, fab.describe, call_summary(trace, timeline)
+
+
+def call_summary(trace, timeline) -> list | None:
+    """The run's own call times against the replay's (cxlsim.replay.call_times.summarise), per kind, bytes and
+    class, over each rank's calls after its first barrier up to its last (the timed window); None where the
+    library wrote no call durations beside the trace."""
+    measured = call_times.read_durations(trace)
+    if measured is None:
+        return None
+    replayed = call_times.own_times(trace, call_times.replayed_calls(trace, timeline, measured))
+    measured = call_times.own_times(trace, measured)
+    window = []
+    for mine in measured:
+        barriers = [i for i, t in enumerate(mine) if t.kind == "barrier"]
+        window.append((barriers[0] + 1, barriers[-1]))
+    return call_times.summarise(measured, replayed, window)
 
 
 def pool_prices(directory: str, local: str, stats: str | None) -> dict:
@@ -316,6 +332,35 @@ def coll_table(rows: list, iterations: int, spread: list) -> None:
             print(f"  np {n} {name}: price {statistics.median(prices):.2f} us, measured MPI per iteration "
                   f"{statistics.median(mpi):.2f} [{min(mpi):.2f}-{max(mpi):.2f}] us, median error "
                   f"{statistics.median(errors) * 100:+.1f}% [{min(errors) * 100:+.1f}..{max(errors) * 100:+.1f}%]")
+
+
+def calls_table(rows: list, apps: list, nps: list) -> None:
+    """Per app and np, the run's own time per call kind against the replay's (cxlsim.replay.call_times: from the
+    last rank's arrival to the return), from the library's call durations: where the predicted window's error
+    is."""
+    print("# per app and np, inside the timed window: each call kind's own time (from the last rank it waits for "
+          "arriving to its return; cxlsim.replay.call_times), measured by the library against the replay's, median "
+          "over the runs; excess = measured - predicted own time per rank (range over the runs); the window's "
+          "error per rank beside it")
+    print(f"# {'app':<5}{'np':>2} {'call':<10}{'bytes':>7} {'class':<7}{'calls':>6}{'own/call us':>12}{'predicted':>10}"
+          f"{'own/rank us':>12}{'predicted':>10}{'excess us':>10}  {'range':<17}{'slowest us':>11}")
+    for app in apps:
+        for n in nps:
+            got = [r for r in rows if r["app"] == app and r["np"] == n]
+            if not got or any(r["calls"] is None for r in got):
+                print(f"  {app:<5}{n:>2} no call durations beside the traces (a library without them)")
+                continue
+            us = lambda ns: f"{ns / 1e3:.2f}" if ns is not None else "-"  # noqa: E731
+            for c in call_times.over_runs([r["calls"] for r in got], n):
+                low, high = c["excess_range_ns"]
+                print(f"  {app:<5}{n:>2} {c['kind']:<10}{c['size_bytes']:>7} {c['class']:<7}{c['calls']:>6.0f}"
+                      f"{us(c['measured_own_median_ns']):>12}{us(c['predicted_own_median_ns']):>10}"
+                      f"{us(c['measured_own_per_rank_ns']):>12}{us(c['predicted_own_per_rank_ns']):>10}"
+                      f"{us(c['excess_per_rank_ns']):>10}  {us(low) + '..' + us(high):<17}"
+                      f"{us(c['measured_own_max_ns']):>11}")
+            window = [(r["measured_s"] - r["predicted_s"]) * 1e6 for r in got]
+            print(f"  {app:<5}{n:>2} the window: measured - predicted {statistics.median(window):.1f} us "
+                  f"[{min(window):.1f}..{max(window):.1f}]")
 
 
 def main() -> int:
@@ -419,8 +464,8 @@ def main() -> int:
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
                     cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
                                 else "; CPUs not seen (rank r on CPU r % N)")
-                    predicted, compute, line = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
-                    network, _, _ = predicted_window_s(directory, profile, None, shared)
+                    predicted, compute, line, calls = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
+                    network = predicted_window_s(directory, profile, None, shared)[0]
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
                     foreign = seen.foreign_weight(cpus)
                     with_others = None  # a diagnostic: the replay by turns with this run's other runnable tasks
@@ -445,7 +490,8 @@ def main() -> int:
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
                                  "traced_compute_s": compute, "coll_prices": priced or None,
-                                 "foreign_weight": list(foreign) if foreign else None, "with_others_s": with_others})
+                                 "foreign_weight": list(foreign) if foreign else None, "with_others_s": with_others,
+                                 "calls": calls})
                     print(f"  {app:<5}{n:>2}{run:>4}{before:>7.2f}{measured * 1e3:>13.3f}{predicted * 1e3:>14.3f}"
                           f"{error * 100:>8.1f}%{network * 1e3:>14.3f}{network_error * 100:>8.1f}%"
                           f"{one_each * 1e3:>12.3f}{(one_each - measured) / measured * 100:>8.1f}%"
@@ -487,6 +533,7 @@ def main() -> int:
                   f"{calm['network_only_error'] * 100:+.1f}%")
     if "coll" in args.apps:
         coll_table(rows, args.iterations or ITERATIONS["coll"], [name for name, _ in spread])
+    calls_table(rows, args.apps, args.np)
     if args.out:
         atomic_write(args.out, json.dumps({"fit": fit.to_dict(), "osu": osu_text, "pool_profile": args.pool_profile,
                                            "pool_profile_provenance": local_profile["provenance"], "rows": rows,

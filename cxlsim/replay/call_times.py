@@ -1,0 +1,275 @@
+"""A traced run's own call times against its replay's, per kind of call.
+
+The interposition library writes beside each rank's trace `DIR/rank<r>.txt` a sidecar
+`DIR/rank<r>.durations.tsv` (docs/mpi.md): a header, then one tab-separated row per action
+line written for a call, `line start_ns duration_ns path setup` (the line number in the
+trace, the call's entry on the host's one CLOCK_MONOTONIC clock, entry to return, what it ran
+on: pool, hier, mpi or fallback:REASON, and 1 if it set up its communicator's pool). The
+lines one call wrote (a Waitall that completed four requests) share their start and
+duration: they are one `CallTime`, and the replay's time for it is the sum of its lines'
+segments.
+
+A call's duration holds the time it waited for other ranks, which follows the compute before
+it on every rank; its **own time** does not: the time from the moment the last rank it waits
+for arrived to its return.
+- a collective: its return minus the last rank's entry into the same collective; at a rank other
+  than the root, bcast and scatter wait for the root's entry alone, reduce and gather for none
+  (their duration);
+- a call that completes receives (wait, waitall, recv, sendrecv): its return minus the later of
+  its own entry and the entries of the calls that posted the matched sends (the n-th receive
+  posted from source s with tag t matches the n-th send from s with tag t, MPI's order);
+  a receive with a wildcard source or tag has no own time (None);
+- any other call (isend, irecv, a wait on sends only): its duration.
+The same rule runs on the replay's timeline, so the two sides compare call for call, and a
+call that takes longer inside the app than the replay prices it shows in its own time
+whatever the ranks' compute did. Units: ns.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from collections import defaultdict, deque
+from dataclasses import dataclass
+
+from cxlsim.errors import InputError
+from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, LOCAL, Trace
+
+__all__ = ["CallTime", "HEADER", "sidecar_path", "read_durations", "replayed_calls", "own_times", "summarise",
+           "EXTRA_SEGMENTS"]
+
+HEADER = ("line", "start_ns", "duration_ns", "path", "setup")
+"""The sidecar's header row."""
+EXTRA_SEGMENTS = ("descheduled", "progress")
+"""Timeline segments the engine records beside a call's own (cxlsim.replay.engine), not calls of the trace."""
+FROM_ROOT = ("bcast", "scatter")
+"""Rooted collectives whose other ranks wait for the root alone."""
+TO_ROOT = ("reduce", "gather")
+"""Rooted collectives whose root waits for every rank and whose other ranks for none of them."""
+
+
+@dataclass
+class CallTime:
+    """One MPI call of one rank: the trace lines it wrote, when it started and how long it took (ns)."""
+
+    kind: str
+    """The traced kind of its lines ('wait' for a Waitall that wrote several)."""
+    size_bytes: int
+    lines: tuple
+    """Its 1-based lines in the rank's trace file."""
+    start_ns: float
+    duration_ns: float
+    path: str = "mpi"
+    setup: bool = False
+    own_ns: float | None = None
+    """Its own time (module docstring), filled by `own_times`."""
+
+
+def sidecar_path(trace_file: str) -> str:
+    """`DIR/rank<r>.durations.tsv` beside `DIR/rank<r>.txt`."""
+    return os.path.splitext(trace_file)[0] + ".durations.tsv"
+
+
+def _number(text: str, where: str, field: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{where}: field {field!r}: expected a number, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise InputError(f"{where}: field {field!r}: expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def _read_rows(path: str) -> dict:
+    """{line: (start_ns, duration_ns, path, setup)} of one sidecar."""
+    rows = {}
+    with open(path) as fh:
+        for number, text in enumerate(fh, start=1):
+            fields = text.rstrip("\n").split("\t")
+            where = f"{path}:{number}"
+            if number == 1:
+                if tuple(fields) != HEADER:
+                    raise InputError(f"{where}: expected the header {' '.join(HEADER)!r}, got {text.strip()!r}")
+                continue
+            if not text.strip():
+                continue
+            if len(fields) != len(HEADER):
+                raise InputError(f"{where}: expected {len(HEADER)} tab-separated fields ({', '.join(HEADER)}), "
+                                 f"got {len(fields)}")
+            line = _number(fields[0], where, "line")
+            if line != int(line) or line < 1:
+                raise InputError(f"{where}: field 'line': expected a line number >= 1, got {fields[0]!r}")
+            if fields[4] not in ("0", "1"):
+                raise InputError(f"{where}: field 'setup': expected 0 or 1, got {fields[4]!r}")
+            if int(line) in rows:
+                raise InputError(f"{where}: field 'line': line {int(line)} has a row already")
+            rows[int(line)] = (_number(fields[1], where, "start_ns"), _number(fields[2], where, "duration_ns"),
+                               fields[3], fields[4] == "1")
+    return rows
+
+
+def read_durations(trace: Trace) -> list | None:
+    """Per rank, its calls (`CallTime`, program order, compute left out) from the library's sidecars; None if
+    the trace has none (not a library trace, or an older library). InputError naming the file, the line and
+    the field for a malformed sidecar, one whose ranks have no sidecar while others do, or a call without a row."""
+    paths = [sidecar_path(f) for f in trace.files]
+    present = [os.path.isfile(p) for p in paths]
+    if not any(present):
+        return None
+    if not all(present):
+        missing = paths[present.index(False)]
+        raise InputError(f"{missing}: no call durations for this rank, while other ranks of the trace have them")
+    out = []
+    for calls, path in zip(trace.ranks, paths):
+        rows = _read_rows(path)
+        mine = []
+        for c in calls:
+            if c.kind in LOCAL:
+                if c.line in rows:
+                    raise InputError(f"{path}: field 'line': line {c.line} is a {c.kind} line of {c.file}, "
+                                     "which is no call")
+                continue
+            if c.line not in rows:
+                raise InputError(f"{path}: no row for line {c.line} of {c.file} ({c.kind})")
+            start, duration, ran, setup = rows[c.line]
+            if mine and mine[-1].start_ns == start and mine[-1].lines[-1] < c.line:
+                mine[-1].lines += (c.line,)  # another request the same call completed
+                continue
+            mine.append(CallTime(c.kind, c.size_bytes, (c.line,), start, duration, ran, setup))
+        out.append(mine)
+    return out
+
+
+def replayed_calls(trace: Trace, timeline, measured: list) -> list:
+    """The replay's `CallTime`s, call for call with `measured` (read_durations): each call's start is its
+    first line's segment start and its duration the sum of its lines' segments (ns)."""
+    out = []
+    for r, (calls, mine) in enumerate(zip(trace.ranks, measured)):
+        segs = [s for s in timeline.segments[r] if s[2] not in EXTRA_SEGMENTS]
+        if len(segs) != len(calls):
+            raise ValueError(f"rank {r}: {len(segs)} replayed segments for {len(calls)} traced calls")
+        by_line = {c.line: s for c, s in zip(calls, segs)}
+        out.append([CallTime(m.kind, m.size_bytes, m.lines, by_line[m.lines[0]][0],
+                             sum(by_line[x][1] - by_line[x][0] for x in m.lines), m.path, m.setup) for m in mine])
+    return out
+
+
+def own_times(trace: Trace, timed: list) -> list:
+    """Fill each CallTime's `own_ns` (module docstring) from the calls' starts and durations; returns `timed`."""
+    p = trace.size
+    lines = [{c.line: c for c in calls} for calls in trace.ranks]
+    # collectives: the k-th of every rank
+    colls = [[(t, lines[r][t.lines[0]]) for t in mine if t.kind in COLLECTIVES] for r, mine in enumerate(timed)]
+    for k in range(min(map(len, colls), default=0)):
+        entries = [colls[r][k][0].start_ns for r in range(p)]
+        for r in range(p):
+            t, c = colls[r][k]
+            if c.kind in FROM_ROOT and r != c.root:
+                last = max(t.start_ns, entries[c.root])
+            elif c.kind in TO_ROOT and r != c.root:
+                last = t.start_ns
+            else:
+                last = max(entries)
+            t.own_ns = t.start_ns + t.duration_ns - last
+    # sends: per (src, dst, tag) the entries of the calls that posted them, in order
+    posted = defaultdict(deque)
+    for r, mine in enumerate(timed):
+        for t in mine:
+            for x in t.lines:
+                c = lines[r][x]
+                if c.kind in ("send", "isend", "sendrecv"):
+                    posted[(r, c.peer, c.tag if c.kind != "sendrecv" else 0)].append(t.start_ns)
+    received = {}  # per receiving request (rank, line): the matched send's entry, None for a wildcard
+    for r, mine in enumerate(timed):
+        for t in mine:
+            for x in t.lines:
+                c = lines[r][x]
+                if c.kind in ("recv", "irecv", "sendrecv"):
+                    src, tag = (c.src, 0) if c.kind == "sendrecv" else (c.peer, c.tag)
+                    queue = posted.get((src, r, tag))
+                    received[(r, x)] = (None if src == ANY_SOURCE or tag == ANY_TAG or not queue
+                                        else queue.popleft())
+    for r, mine in enumerate(timed):
+        requests = defaultdict(deque)  # (src, dst, tag) -> the receive lines posted, in order
+        for t in mine:
+            if t.kind in COLLECTIVES:
+                continue
+            senders, unknown = [], False
+            for x in t.lines:
+                c = lines[r][x]
+                if c.kind == "irecv":
+                    requests[(c.peer, r, c.tag)].append(x)
+                elif c.kind in ("recv", "sendrecv"):
+                    senders.append(received[(r, x)])
+                elif c.kind == "wait" and c.dst == r and c.src != r:
+                    queue = requests.get((c.src, c.dst, c.tag))
+                    senders.append(received[(r, queue.popleft())] if queue else None)
+            unknown = any(s is None for s in senders)
+            if unknown:
+                t.own_ns = None
+            elif senders:
+                t.own_ns = t.start_ns + t.duration_ns - max(t.start_ns, *senders)
+            else:
+                t.own_ns = t.duration_ns
+    return timed
+
+
+def _kind(t: CallTime) -> str:
+    return "waitall" if t.kind == "wait" and len(t.lines) > 1 else t.kind
+
+
+def summarise(measured: list, replayed: list, window=None) -> list:
+    """Per (kind, bytes, class) over every rank: calls, the median own time per call and the summed own time
+    on each side, the summed durations, and the slowest measured call. class: 'set-up' (the call set up a
+    pool), 'first' (a rank's first call of its kind and size, where that is not the set-up call: the first use
+    of a pool's slot or of MPI's path for that size), 'steady' (the later ones). `window[r]` = (first,
+    last) call index of rank r to count (default all); calls without an own time on either side are counted
+    in durations only."""
+    groups = defaultdict(list)
+    for r, (mine, theirs) in enumerate(zip(measured, replayed)):
+        seen = set()
+        lo, hi = window[r] if window else (0, len(mine) - 1)
+        for i, (m, q) in enumerate(zip(mine, theirs)):
+            key = (_kind(m), m.size_bytes)
+            cls = "set-up" if m.setup else "first" if key not in seen else "steady"
+            seen.add(key)
+            if lo <= i <= hi:
+                groups[(*key, cls)].append((m, q))
+    rows = []
+    for (kind, size, cls), pairs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        owned = [(m.own_ns, q.own_ns) for m, q in pairs if m.own_ns is not None and q.own_ns is not None]
+        rows.append({"kind": kind, "size_bytes": size, "class": cls, "calls": len(pairs),
+                     "measured_duration_ns": sum(m.duration_ns for m, _ in pairs),
+                     "predicted_duration_ns": sum(q.duration_ns for _, q in pairs),
+                     "with_own": len(owned),
+                     "measured_own_median_ns": statistics.median(m for m, _ in owned) if owned else None,
+                     "predicted_own_median_ns": statistics.median(q for _, q in owned) if owned else None,
+                     "measured_own_ns": sum(m for m, _ in owned), "predicted_own_ns": sum(q for _, q in owned),
+                     "measured_own_max_ns": max((m for m, _ in owned), default=None),
+                     "paths": sorted({m.path for m, _ in pairs})})
+    return rows
+
+
+def over_runs(summaries: list, ranks: int) -> list:
+    """`summarise` rows of several runs of one app and rank count, per (kind, bytes, class): the median over the
+    runs of the calls, of the median own time per call and of the own time per rank (measured, predicted), the
+    range over the runs of the measured excess per rank (measured - predicted own time, ns), and the slowest
+    measured call."""
+    groups = defaultdict(list)
+    for rows in summaries:
+        for row in rows:
+            groups[(row["kind"], row["size_bytes"], row["class"])].append(row)
+    out = []
+    for (kind, size, cls), rows in sorted(groups.items()):
+        def median(key, rows=rows):
+            values = [r[key] for r in rows if r[key] is not None]
+            return statistics.median(values) if values else None
+        excess = [(r["measured_own_ns"] - r["predicted_own_ns"]) / ranks for r in rows]
+        out.append({"kind": kind, "size_bytes": size, "class": cls, "runs": len(rows), "calls": median("calls"),
+                    "measured_own_median_ns": median("measured_own_median_ns"),
+                    "predicted_own_median_ns": median("predicted_own_median_ns"),
+                    "measured_own_per_rank_ns": statistics.median(r["measured_own_ns"] / ranks for r in rows),
+                    "predicted_own_per_rank_ns": statistics.median(r["predicted_own_ns"] / ranks for r in rows),
+                    "excess_per_rank_ns": statistics.median(excess), "excess_range_ns": (min(excess), max(excess)),
+                    "measured_own_max_ns": max((r["measured_own_max_ns"] for r in rows
+                                                if r["measured_own_max_ns"] is not None), default=None)})
+    return out
