@@ -421,6 +421,48 @@ def test_choose_copy_in_decides_alike_on_every_rank_from_the_round_trip():
     assert a["placement"] == expected and a["nt_min_bytes"] == (NT_SLOW_MIN_BYTES if expected == "slow" else 0)
     # the probe is repeated only while it reads disturbed
     assert 1 <= a["tries"] <= PROBE_TRIES and (a["tries"] == PROBE_TRIES or rt <= DISTURBED_ROUNDTRIP_NS)
-    for nranks, coherence in ((3, "hw"), (2, "flush")):
+    for nranks, coherence in ((1, "hw"), (2, "flush")):
         out = run_local(nranks, _choose, slot_bytes=64, coherence=coherence, timeout_s=60)
         assert all(c == {"roundtrip_ns": None, "placement": "not probed", "nt_min_bytes": 0} for c, _ in out)
+
+
+def _choose_then_allgather(comm, nt_min_bytes):
+    comm.nt_min_bytes = nt_min_bytes
+    epoch = comm.epoch
+    choice = comm.choose_copy_in()
+    probed = comm.epoch - epoch
+    send, recv = np.full(4096, comm.rank + 1, np.uint8), np.zeros(4096 * comm.size, np.uint8)
+    for _ in range(3):  # the steps after the probe still meet (epochs alike on every rank)
+        comm.allgather(send, recv)
+    return choice, comm.nt_min_bytes, probed, recv.reshape(comm.size, -1)[:, [0, -1]].tolist()
+
+
+@pytest.mark.parametrize("nranks", [3, 4])
+def test_choose_copy_in_probes_ranks_0_and_1_at_np_above_2_and_leaves_the_copy_ins(nranks):
+    from cxlsim.emulator.comm import DISTURBED_ROUNDTRIP_NS, SLOW_ROUNDTRIP_NS
+
+    out = run_local(nranks, _choose_then_allgather, (65536,), slot_bytes=4096, timeout_s=60)
+    choices = [choice for choice, _, _, _ in out]
+    assert all(c == choices[0] for c in choices)  # decided alike, from the pair's largest round trip
+    rt = choices[0]["roundtrip_ns"]
+    assert rt is not None and rt > 0
+    expected = "disturbed" if rt > DISTURBED_ROUNDTRIP_NS else "slow" if rt > SLOW_ROUNDTRIP_NS else "fast"
+    assert choices[0]["placement"] == expected
+    # at np > 2 the probe only reports: the copy-ins stay as they were (np 2's measurements), on every rank
+    assert all(nt == 65536 and c["nt_min_bytes"] == 65536 for c, nt, _, _ in out)
+    assert len({probed for _, _, probed, _ in out}) == 1  # every rank's epoch moved on alike
+    assert all(rows == [[r + 1, r + 1] for r in range(nranks)] for _, _, _, rows in out)
+
+
+def _probe_pingpong(comm):
+    return comm.probe_pingpong(20, 4096), comm.epoch
+
+
+def test_probe_pingpong_times_ranks_0_and_1_and_the_others_wait():
+    out = run_local(3, _probe_pingpong, slot_bytes=64, timeout_s=60)
+    assert out[0][0] > 0 and out[1][0] > 0 and out[2][0] == 0.0
+    assert len({epoch for _, epoch in out}) == 1
+    two = run_local(2, _probe_pingpong, slot_bytes=64, timeout_s=60)
+    assert all(ns > 0 for ns, _ in two)  # np 2: the flag ping-pong of both ranks
+    with pytest.raises(RankFailure, match="probe_pingpong: needs at least 2 ranks"):
+        run_local(1, _probe_pingpong, slot_bytes=64, timeout_s=60)

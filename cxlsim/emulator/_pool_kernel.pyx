@@ -356,6 +356,24 @@ cdef class PoolKernel:
             status = cxl_coll_barrier(&self.coll)
         self._status(status, "barrier")
 
+    def probe_pingpong(self, uint64_t iterations, uint64_t spin_iters=4096):
+        """The placement probe's flag round trips (cxl_coll_probe_pingpong, GIL released), a collective call:
+        at np 2 ranks 0 and 1 bounce their flags `iterations` times; at np > 2 they do while the others wait,
+        yielding (the pair spins `spin_iters` polls before each yield). Mean ns per round trip on ranks 0
+        and 1, 0 on the others. Every rank's epoch moves on by `iterations`."""
+        cdef double ns
+        self.check_open()
+        self.check_idle()
+        if self.coll.pool.nranks < 2:
+            raise InputError(f"probe_pingpong: needs at least 2 ranks, the pool has {self.coll.pool.nranks}")
+        if iterations < 1:
+            raise InputError(f"probe_pingpong: iterations: expected >= 1, got {iterations}")
+        with nogil:
+            ns = cxl_coll_probe_pingpong(&self.coll, iterations, spin_iters)
+        if ns < 0:
+            self.raise_timeout("probe_pingpong")
+        return ns
+
     def broadcast(self, buf, int root=0):
         """Root's `buf` (any writable contiguous buffer) reaches every rank's `buf`; the same size on every rank."""
         cdef Py_buffer b

@@ -275,15 +275,18 @@ class PoolComm(CommMixin, _pool_kernel.PoolKernel):
     alltoall_view = _pool_kernel.PoolKernel.alltoall_view
 
     def choose_copy_in(self) -> dict:
-        """Pick this placement's stores for copies into the pool; a collective call (every rank calls it).
+        """Probe this placement and pick its stores for copies into the pool; a collective call (every rank calls it).
 
-        At np = 2 in hw mode: probe the flag round trip (`host.roundtrip_ns`'s probe: the best of
-        3 x 100 round trips after 50); above SLOW_ROUNDTRIP_NS (the slow placement) copies of at
-        least NT_SLOW_MIN_BYTES use non-temporal stores, below it plain ones (`nt_min_bytes` 0).
-        A round trip above DISTURBED_ROUNDTRIP_NS means a rank lost its CPU during the probe, not a
-        placement: the probe is repeated up to PROBE_TRIES times, and if every try is disturbed the
-        plain stores stay (placement 'disturbed'), as in the library (cxlsim/mpi/pools.c), where a
-        disturbed probe read as slow gave a fast placement non-temporal copy-ins 0.9-1.1x MPICH.
+        At np >= 2 in hw mode: probe the flag round trip between ranks 0 and 1 (the best of 3 x 100 round
+        trips after 50, `probe_pingpong`: at np > 2 the other ranks wait, yielding, so the pair has the
+        CPUs; the probe of the MPI library, cxlsim/mpi/pools.c). The ranks decide on the largest round trip
+        any of them measured, so they decide alike. Above SLOW_ROUNDTRIP_NS (the slow placement) an np-2 pool's
+        copies of at least NT_SLOW_MIN_BYTES use non-temporal stores, below it plain ones (`nt_min_bytes` 0);
+        at np > 2 the copy-ins stay as they are (the measurements below are np 2's) and the probe only reports
+        the placement, as the library's. A round trip above DISTURBED_ROUNDTRIP_NS means a rank lost its CPU
+        during the probe, not a placement: the probe is repeated up to PROBE_TRIES times, and if every try is
+        disturbed the plain stores stay (placement 'disturbed'), as in the library, where a disturbed probe
+        read as slow gave a fast placement non-temporal copy-ins 0.9-1.1x MPICH.
         Measured on this machine, np 2: in the slow placement non-temporal
         copy-ins made copy-mode broadcast, allgather, alltoall and allreduce 1.3-1.6x faster at
         2 KiB (C harness benchmarks/pool_kernels_ab.c, mean of the ranks' medians, 0.77 -> 0.57 us
@@ -292,23 +295,22 @@ class PoolComm(CommMixin, _pool_kernel.PoolKernel):
         reads them from the writer's), 1.2-1.5x at 4 KiB and 1.5-6x from 8 KiB (a line the other
         core holds Modified costs far more to read there than one in memory), and 1.1-1.2x slower
         at 1 KiB; in the fast placement (the cores share their cache) 1.1-2.4x slower at every
-        size. The ranks decide on the largest round trip any of them measured, so they decide
-        alike. Other rank counts and flush mode are not probed and left as they are. Returns
-        roundtrip_ns (None if not probed), placement ('fast', 'slow' or 'disturbed'), tries and
-        nt_min_bytes.
+        size. Flush mode and np 1 are not probed and left as they are. Returns roundtrip_ns (None if
+        not probed), placement ('fast', 'slow' or 'disturbed'), tries and nt_min_bytes.
         """
-        if self.size != 2 or self.coherence is not Coherence.HW:
+        if self.size < 2 or self.coherence is not Coherence.HW:
             return dict(roundtrip_ns=None, placement="not probed", nt_min_bytes=self.nt_min_bytes)
         every = np.empty(self.size)
         tries, worst = 0, float("inf")
         while tries < PROBE_TRIES and worst > DISTURBED_ROUNDTRIP_NS:
-            self.flag_pingpong(50)
-            mine = np.array([min(self.flag_pingpong(100) for _ in range(3))])
+            self.probe_pingpong(50, SPIN_ITERS)
+            mine = np.array([min(self.probe_pingpong(100, SPIN_ITERS) for _ in range(3))])  # 0 on ranks > 1
             self.allgather(mine, every)
             worst, tries = float(every.max()), tries + 1
         placement = ("disturbed" if worst > DISTURBED_ROUNDTRIP_NS else
                      "slow" if worst > SLOW_ROUNDTRIP_NS else "fast")
-        self.nt_min_bytes = NT_SLOW_MIN_BYTES if placement == "slow" else 0
+        if self.size == 2:
+            self.nt_min_bytes = NT_SLOW_MIN_BYTES if placement == "slow" else 0
         return dict(roundtrip_ns=worst, placement=placement, tries=tries, nt_min_bytes=self.nt_min_bytes)
 
     def flag_pingpong(self, iterations: int) -> float:

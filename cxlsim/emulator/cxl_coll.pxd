@@ -38,6 +38,7 @@ cdef extern from "cxl_coll.h" nogil:
     int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, uint64_t nbytes)
     int cxl_coll_barrier(cxl_coll_t *c)
     double cxl_coll_flag_pingpong(cxl_coll_t *c, uint64_t iterations)
+    double cxl_coll_probe_pingpong(cxl_coll_t *c, uint64_t iterations, uint64_t spin_iters)
     int cxl_coll_broadcast(cxl_coll_t *c, char *buf, uint64_t nbytes, int root)
     int cxl_coll_alltoall(cxl_coll_t *c, const char *send, char *recv, uint64_t nbytes)
     int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nbytes, int root, const char **out)

@@ -288,6 +288,44 @@ static double cxl_coll_flag_pingpong(cxl_coll_t *c, uint64_t iterations)
     return iterations ? (t1 - t0) / (double)iterations : 0.0;
 }
 
+/* The placement probe's round trips at any np >= 2 (the library's, cxlsim/mpi/pools.c, and PoolComm.choose_copy_in's):
+ * at np 2 cxl_coll_flag_pingpong; at np > 2 ranks 0 and 1 bounce their flags `iterations` times as its two ranks do,
+ * spinning `spin_iters` polls before each yield (a yield would add a system call to every hop, and with more ranks
+ * than cores the pool's waits yield almost at once), while every other rank waits, yielding its CPU, until rank 0
+ * published the last round trip, so the pair has the CPUs. Every rank's epoch moves on by `iterations`; the others'
+ * flags stay behind (flags only grow: their next step's publish passes them). Returns the mean ns per round trip on
+ * ranks 0 and 1, 0 on the others, or a negative number on a timeout (c->missing says who). Every rank calls it with
+ * the same count. */
+static double cxl_coll_probe_pingpong(cxl_coll_t *c, uint64_t iterations, uint64_t spin_iters)
+{
+    cxl_pool_t *p = &c->pool;
+    if (p->nranks == 2) return cxl_coll_flag_pingpong(c, iterations);
+    uint64_t e = c->epoch, kept_spin_iters = p->spin_iters;
+    cxl_coll_settle(c);
+    if (p->nranks < 2) return 0.0;
+    if (p->rank > 1) {
+        c->epoch = e + iterations;
+        return cxl_coll_wait_one(c, 0, cxl_coll_written(c->epoch)) ? -1.0 : 0.0;
+    }
+    p->spin_iters = spin_iters;
+    int failed = 0;
+    double t0 = cxl_now_ns();
+    for (uint64_t i = 0; i < iterations && !failed; i++) {
+        e++;
+        if (p->rank == 0) {
+            cxl_publish(p, cxl_coll_written(e), c->round, 0);
+            failed = cxl_coll_wait_one(c, 1, cxl_coll_written(e));
+        } else {
+            failed = cxl_coll_wait_one(c, 0, cxl_coll_written(e));
+            cxl_publish(p, cxl_coll_written(e), c->round, 0);
+        }
+    }
+    double t1 = cxl_now_ns();
+    p->spin_iters = kept_spin_iters;
+    c->epoch = e;
+    return failed ? -1.0 : iterations ? (t1 - t0) / (double)iterations : 0.0;
+}
+
 /* ---- barrier and allgather -------------------------------------------------------------- */
 
 /* Wait until every rank reaches its barrier (one step without data). */
