@@ -29,11 +29,18 @@
  *   <coll> zc+read, streamed (peer prefetched)   the view call's steps with the copy-in streamed (cxl_copy_nt) at any
  *                          size, the other rank's block prefetched into L2 after its flag or not (broadcast: the
  *                          view call with its streamed path forced: the root streams, the reader prefetches)
+ *   broadcast zc+read, root plain   the view call with the root's copy-in made by hand before it (plain stores, or
+ *                          non-temporal from nt_min_bytes, as the copy broadcast's root): the view's streamed root
+ *                          against the copy's stores, the readers as the view's; its parts variant without the prefetch
+ *   <coll> ..., parts      the steps by hand with a clock read between them; the broadcast's zero-copy parts follow
+ *                          the view's rule (cxl_view_streams: the root streams, the readers prefetch)
  * Each block of 20 calls per variant follows a flag round-trip probe; each rank prints its figures per placement
  * (the blocks whose probes before and after are both fast, or both slow), and with AB_PER_BLOCK=1 each block's
  * medians beside its probes.
  * nt = 1: copy-ins with non-temporal stores from 2 KiB (as PoolComm.choose_copy_in picks in the slow
- * placement); nt > 1: from nt bytes; 0: plain stores. Each rank prints min, 10th percentile, median and
+ * placement); nt > 1: from nt bytes; 0: plain stores; auto: per block, as pool_collectives_vs_mpi.py per round
+ * (PoolComm.choose_copy_in): from 2 KiB when the slower rank's probe before the block shows the slow placement,
+ * else plain. Each rank prints min, 10th percentile, median and
  * mean (OSU's figure) per variant (us), its flag round trips before and after (below 200 ns: the fast
  * placement) and the load average.
  */
@@ -50,7 +57,8 @@
 #define CALLS (BLOCK * BLOCKS)
 enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AG_ZC_SEND_PEER_PREFETCH, AA_ZC_STORED, AR_SMALL,
        AG_ZC_PLAIN_PF, AG_ZC_NT, AG_ZC_NT_PF, AA_ZC_NT, AA_ZC_NT_PF, BC_ZC_NT,
-       AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, NV };
+       AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, BC_ZC_PLAIN,
+       BC_ZC_PLAIN_PARTS, NV };
 #define PARTS_FROM AG_READ_PARTS
 #define NPARTS 6
 static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allgather pipelined", "allgather copy+read",
@@ -70,7 +78,8 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "allgather zc, own+peer prefetched to L2, parts", "allgather zc, own prefetchw+plain, parts",
                                 "broadcast copy+read, parts",
                                 "broadcast zero-copy+read, parts", "alltoall copy+read, parts",
-                                "alltoall zero-copy+read, parts"};
+                                "alltoall zero-copy+read, parts", "broadcast zc+read, root plain",
+                                "broadcast zc+read, root plain, parts"};
 /* The parts variants run the same steps as the kernel calls above by hand, with a clock read between
  * steps; the names of their parts (root / reader for broadcast, root 0): */
 static const char *PARTS[NV][NPARTS] = {
@@ -88,7 +97,8 @@ static const char *PARTS[NV][NPARTS] = {
     [BC_ZC_PARTS] = {"claim (root: +copy-in)", "root: publish; reader: wait", "reader: read slot"},
     [AA_READ_PARTS] = {"claim+copy-in (peer's block)", "publish", "own block send->recv", "wait", "copy-out peer",
                        "read recv"},
-    [AA_ZC_PARTS] = {"claim+copy-in (own plain)", "publish+wait", "read own block", "read peer block"}};
+    [AA_ZC_PARTS] = {"claim+copy-in (own plain)", "publish+wait", "read own block", "read peer block"},
+    [BC_ZC_PLAIN_PARTS] = {"claim (root: +copy-in)", "root: publish; reader: wait", "reader: read slot"}};
 static double part_t[NV][NPARTS][BLOCK * BLOCKS];
 static volatile uint64_t sink;
 
@@ -217,12 +227,15 @@ static void run_parts(cxl_coll_t *c, int v, int i, char *send, char *recv, uint6
         break;
     }
     case BC_READ_PARTS:
-    case BC_ZC_PARTS: {
+    case BC_ZC_PARTS:
+    case BC_ZC_PLAIN_PARTS: {
         cxl_coll_claim(c, me == 0, &round);
         uint64_t e = c->epoch;
         char *slot = cxl_slot(p, round, 0);
         if (me == 0) {
-            cxl_copy_in(p, slot, send, n); PART();
+            if (v == BC_ZC_PARTS && cxl_view_streams(p, n, n, CXL_BCAST_VIEW_NT_MIN_BYTES)) cxl_copy_nt(slot, send, n);
+            else cxl_copy_in(p, slot, send, n);
+            PART();
             cxl_publish(p, cxl_coll_written(e), round, n); PART();
             c->epoch++;
             break;
@@ -234,6 +247,9 @@ static void run_parts(cxl_coll_t *c, int v, int i, char *send, char *recv, uint6
             cxl_publish(p, cxl_coll_done(e), round, 0); PART();
             sink += cxl_read_pass(recv, n); PART();
         } else {
+            if (v == BC_ZC_PARTS && cxl_view_streams(p, n, n, CXL_BCAST_VIEW_NT_MIN_BYTES)
+                && n <= CXL_VIEW_PREFETCH_BYTES)
+                cxl_prefetch_l2(slot, n);
             sink += cxl_read_pass(slot, n); PART();
             c->pending_ack = cxl_coll_done(e);
             c->pending_ack_round = round;
@@ -356,6 +372,14 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         sink += me ? cxl_read_pass(peer, n) + cxl_read_pass(send, n) : cxl_read_pass(send, n) + cxl_read_pass(peer, n);
         break;
     }
+    case BC_ZC_PLAIN: { /* the view call with the root's copy-in by hand (plain stores, or non-temporal from
+                         * nt_min_bytes, as the copy call's), the slot then passed as send (no copy-in): the
+                         * readers prefetch where the view's rule streams the root */
+        if (me == 0) cxl_copy_in(&c->pool, cxl_slot(&c->pool, c->round + 1, 0), send, n);
+        cxl_coll_broadcast_view(c, me == 0 ? cxl_slot(&c->pool, c->round + 1, 0) : NULL, n, 0, &out);
+        if (me) sink += cxl_read_pass(out, n);
+        break;
+    }
     case BC_ZC_NT: { /* the view call with its streamed path at any size (the root streams, the reader prefetches) */
         uint64_t keep = c->pool.nt_min_bytes;
         c->pool.nt_min_bytes = n;
@@ -384,7 +408,8 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
 int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 0) : 1 << 20;
-    uint64_t nt = argc > 2 ? strtoull(argv[2], NULL, 0) : 0, slot = argc > 3 ? strtoull(argv[3], NULL, 0) : 2 * n;
+    int nt_auto = argc > 2 && strcmp(argv[2], "auto") == 0;
+    uint64_t nt = argc > 2 && !nt_auto ? strtoull(argv[2], NULL, 0) : 0, slot = argc > 3 ? strtoull(argv[3], NULL, 0) : 2 * n;
     int on[NV];
     for (int v = 0; v < NV; v++) on[v] = argc <= 4;
     for (char *s = argc > 4 ? argv[4] : NULL; s && *s; s += *s == ',') {
@@ -420,13 +445,18 @@ int main(int argc, char **argv)
     static double t[NV][CALLS];
     for (int b = 0; b < BLOCKS; b++) {
         trips[rank][b] = cxl_coll_flag_pingpong(&c, 2000);
+        if (nt_auto) { /* both ranks decide on the slower rank's probe, as PoolComm.choose_copy_in */
+            cxl_coll_barrier(&c);
+            double worst = trips[0][b] > trips[1][b] ? trips[0][b] : trips[1][b];
+            c.pool.nt_min_bytes = placement_of(worst) == SLOW ? 2048 : 0;
+        }
         for (int v = 0; v < NV; v++)
             for (int i = b * BLOCK; on[v] && i < (b + 1) * BLOCK; i++) {
                 int fill = (rank + 1 + i + v) & 255;
                 memset(send, fill, 2 * n);
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
-                if (v >= PARTS_FROM) run_parts(&c, v, i, send, recv, n);
+                if (v >= PARTS_FROM && v != BC_ZC_PLAIN) run_parts(&c, v, i, send, recv, n);
                 else run(&c, v, send, recv, n, slot);
                 t[v][i] = cxl_now_ns() - t0;
                 if (v <= AG_READ && (unsigned char)recv[(1 - rank) * n + n - 1] != ((2 - rank + i + v) & 255)) {
@@ -452,7 +482,8 @@ int main(int argc, char **argv)
         cxl_coll_barrier(&c);
         if (r == rank) {
             printf("rank %d, %llu B per rank, slots of %llu B, copy-in %s%.0llu%s; load %s", rank,
-                   (unsigned long long)n, (unsigned long long)slot, nt ? "non-temporal from " : "plain",
+                   (unsigned long long)n, (unsigned long long)slot,
+                   nt_auto ? "auto (non-temporal from 2048 B in slow blocks, else plain)" : nt ? "non-temporal from " : "plain",
                    (unsigned long long)nt, nt ? " B" : "", load);
             printf("  flag round trips before each block and after the last (ns, the slower rank's):");
             for (int b = 0; b <= BLOCKS; b++) printf(" %.0f", trips[0][b] > trips[1][b] ? trips[0][b] : trips[1][b]);
@@ -468,7 +499,7 @@ int main(int argc, char **argv)
                     for (int i = 0; i < m; i++) sum += picked[i];
                     printf("  %2d %-44s min %8.2f  q10 %8.2f  median %8.2f  mean %8.2f us\n", v, NAMES[v],
                            picked[0] / 1e3, picked[m / 10] / 1e3, picked[m / 2] / 1e3, sum / m / 1e3);
-                    for (int q = 0; v >= PARTS_FROM && q < NPARTS && PARTS[v][q]; q++) {
+                    for (int q = 0; v >= PARTS_FROM && v != BC_ZC_PLAIN && q < NPARTS && PARTS[v][q]; q++) {
                         int mq = pick(part_t[v][q], cls, k, picked);
                         printf("    %-30s min %8.2f  q10 %8.2f  median %8.2f us\n", PARTS[v][q], picked[0] / 1e3,
                                picked[mq / 10] / 1e3, picked[mq / 2] / 1e3);
