@@ -36,6 +36,13 @@ first, its --quick parts, or read from `--cpu-figures FILE`): its measured slice
 set for every np, measured with two ranks on one CPU (nothing fitted at np 3-4), and each run's ranks on
 the CPUs it was seen to put them on (`RankCPUs`, `--cpu-map`); the column "a CPU each" is the replay without it. For coll the program also prints its median iteration, beside the replay's mean
 iteration ("median it."): a run's few descheduled iterations do not move it.
+The ranks' CPUs are sampled every 25 ms (10 ms where the ranks outnumber the CPUs), and the other runnable
+tasks weighed only with --with-others: the sampler's own CPU time is taken from the ranks it watches (0.3-0.5 ms
+a sample, milliseconds a weighing), and each row prints it.
+Where the library wrote its call durations beside the trace (DIR/rank<r>.durations.tsv, docs/mpi.md), the last
+table compares, per app, np and call kind, each call's own time inside the window (from the last rank it waits
+for arriving to its return, `cxlsim.replay.call_times`) with the replay's: the window's error per rank is the
+sum of the kinds' excesses, so the table says which calls it is in.
 What it does not model: time other jobs take from the ranks (a loaded machine) is in neither the
 trace nor the model, and shows as under-prediction; the pool collectives' approximations are
 `cxlsim.replay.pool_profile`'s (its per-call C overhead is not charged).
@@ -50,6 +57,7 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,7 +69,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import call_times, engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
-from cxlsim.replay.rank_cpus import run_seeing_cpus
+from cxlsim.replay.rank_cpus import RankCPUs
 from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -189,16 +197,48 @@ def fit_this_machine(tmp: str) -> tuple[str, str]:
     return os.path.join(out, "profile.json"), done.stdout
 
 
-def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int):
-    """Run the app under the library with tracing and stats; return the wall time it printed (s), the path of
-    the stats (its stderr), its median iteration (s, coll only), the placement its probe saw, and the
-    RankCPUs of the run."""
+SAMPLER_CPU_NOTE = ("the sampler of the ranks' CPUs takes CPU time from the ranks it watches: each sample lists "
+                    "/proc (0.34-0.46 ms of CPU at 160 processes here, loaded), each weighing of the other tasks "
+                    "reads every thread's stat (3.8-6.7 ms); so it samples every 25 ms where the ranks have a CPU "
+                    "each (where its map only decides whether two ranks kept one CPU) and every 10 ms where they "
+                    "outnumber the CPUs (the replay by turns puts each rank on the CPU it saw), and weighs the "
+                    "others only with --with-others")
+
+
+def sample_interval_s(np_: int, cpus: int) -> float:
+    """How often the ranks' CPUs are sampled (s): see SAMPLER_CPU_NOTE."""
+    return 0.010 if np_ > cpus else 0.025
+
+
+def run_sampled(cmd: list, env: dict, interval_s: float, others_every: int):
+    """Run `cmd` to its end (600 s at most) while a RankCPUs samples its ranks every `interval_s` (s; weighing
+    the other tasks every `others_every`-th sample, 0: never): (the CompletedProcess, the RankCPUs, this
+    process's CPU time over the run (s): the sampler thread's, the main thread blocking in communicate)."""
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with RankCPUs(proc.pid, interval_s=interval_s, others_every=others_every) as seen:
+        try:
+            stdout, stderr = proc.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seen, used
+
+
+def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int, interval_s: float,
+               others_every: int):
+    """Run the app under the library with tracing and stats, its ranks' CPUs sampled (run_sampled); return the
+    wall time it printed (s), the path of the stats (its stderr), its median iteration (s, coll only), the
+    placement its probe saw, the RankCPUs of the run and the sampler's CPU time (s)."""
     program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", find_mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
     try:
-        done, cpus = run_seeing_cpus(cmd, env)
+        done, cpus, sampler_s = run_sampled(cmd, env, interval_s, others_every)
     except subprocess.TimeoutExpired:
         raise SystemExit(f"{app} np={np_}: the run took over 600 s; stopped") from None
     if done.returncode != 0:
@@ -210,7 +250,7 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     probe = PROBE.search(done.stderr)
     placement = f"{probe.group(2)} ({float(probe.group(1)):.0f} ns)" if probe else "not probed"
     return (float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats,
-            float(median.group(1)) if median else None, placement, cpus)
+            float(median.group(1)) if median else None, placement, cpus, sampler_s)
 
 
 PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|disturbed)(?:, no)? placement")
@@ -385,6 +425,10 @@ def main() -> int:
                         help="a saved output of benchmarks/replay_cpu_sharing.py whose figures model the runs "
                              "with more ranks than CPUs (default: run its --quick parts now, when such runs are asked)")
     parser.add_argument("--cpu-rounds", type=int, help="rounds of that measurement, when it runs now (default 2)")
+    parser.add_argument("--with-others", action="store_true",
+                        help="also weigh the other runnable tasks during each run (every 10th sample) and replay "
+                             "with them (replay --cpu-foreign), a diagnostic: each weighing takes milliseconds of "
+                             "CPU from the ranks")
     parser.add_argument("--keep", help="keep the traces, stats and profiles in this new directory (default: a "
                                        "temporary one, deleted)")
     args = parser.parse_args()
@@ -440,13 +484,14 @@ def main() -> int:
                       "the column 'a CPU each' is the replay without it")
         print("# predicted: messages on the LogGP fit, the collectives that ran on the pool on the local-host "
               "profile (the target); network only: every collective as MPICH's algorithm on the LogGP fit; "
-              "with others (summary only): a "
+              "with others (summary only, with --with-others): a "
               "diagnostic, not the target, replayed by turns beside the other runnable tasks the sampler weighed "
               "(replay --cpu-foreign; far off on a quiet machine, docs/replay.md)")
+        print(f"# {SAMPLER_CPU_NOTE}; each row gives the sampler's CPU time over its run")
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
               f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}  placement "
-              "(the pool's flag round trip, its set-up probe; np 2 only); the ranks' CPUs, sampled every 5 ms "
+              "(the pool's flag round trip, its set-up probe; np 2 only); the ranks' CPUs, sampled every 25 ms (10 ms where they outnumber the CPUs) "
               "(the replay by turns puts each rank there)")
         lines = set()
         for run in range(args.runs):
@@ -456,14 +501,15 @@ def main() -> int:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
                     iterations = args.iterations or ITERATIONS[app]
-                    measured, stats, median_it, placement, seen = traced_run(app, exe, n, directory, iterations,
-                                                                             work)
+                    measured, stats, median_it, placement, seen, sampler_s = traced_run(
+                        app, exe, n, directory, iterations, work, sample_interval_s(n, cpus),
+                        10 if args.with_others else 0)
                     observed = seen.cpu_map(n)
                     shared = None  # by turns where ranks outnumber the CPUs, or the run kept two on one CPU
                     if sharing is not None and (n > cpus or (observed and len(set(observed)) < n and not seen.moves)):
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
                     cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
-                                else "; CPUs not seen (rank r on CPU r % N)")
+                                else "; CPUs not seen (rank r on CPU r % N)") + f", sampler {sampler_s * 1e3:.1f} ms CPU"
                     predicted, compute, line, calls = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
                     network = predicted_window_s(directory, profile, None, shared)[0]
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
@@ -489,6 +535,7 @@ def main() -> int:
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
+                                 "sampler_cpu_s": sampler_s,
                                  "traced_compute_s": compute, "coll_prices": priced or None,
                                  "foreign_weight": list(foreign) if foreign else None, "with_others_s": with_others,
                                  "calls": calls})
