@@ -3,7 +3,8 @@ import numpy as np
 
 import pytest
 
-from cxlsim.calibrate.patterns import PATTERNS, join_pattern_ranks, kernel_steps, pattern_name, pattern_rank
+from cxlsim.calibrate.patterns import (PATTERNS, VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES, join_pattern_ranks,
+                                      kernel_steps, pattern_name, pattern_rank, view_rounds, view_streams)
 from cxlsim.errors import InputError
 
 
@@ -48,6 +49,50 @@ def test_join_takes_the_slowest_copy_in_and_the_mean_copy_out_by_hand():
     assert got["alltoall"]["maintenance"]["64"] == pytest.approx(6.0)
     assert got["broadcast"]["data"]["64"] == pytest.approx((4 + 100 + 20 + 300) / 2)  # root: issue + out; reader
     assert got["broadcast"]["maintenance"]["64"] == pytest.approx((6 + 6) / 2)
+    assert got["alltoall"]["loads"]["64"] == 0.0  # no fold: its copy-out is no fold's loads
+    folds = join_pattern_ranks([{"reduce_scatter": {64: t0}}, {"reduce_scatter": {64: t1}}])
+    assert folds["reduce_scatter"]["loads"]["64"] == pytest.approx((100 + 300) / 2)  # the fold's loads, in place
+
+
+def test_the_views_streaming_bounds_are_the_kernels():
+    """`view_streams` mirrors cxl_ops.h's cxl_view_streams for the allgather view: its two bounds are the header's."""
+    import os
+    import re
+
+    import cxlsim.emulator as emulator
+
+    with open(os.path.join(os.path.dirname(emulator.__file__), "cxl_ops.h")) as f:
+        header = f.read()
+
+    def define(name):
+        value, shift = re.search(rf"#define {name} \((\d+)u << (\d+)\)", header).groups()
+        return int(value) << int(shift)
+    assert (VIEW_STREAM_MIN_BYTES, VIEW_RESULT_MAX_BYTES) == (define("CXL_VIEW_NT_MIN_BYTES"),
+                                                              define("CXL_VIEW_PREFETCH_BYTES"))
+    assert "cxl_view_streams(&c->pool, nbytes, (uint64_t)c->pool.nranks * nbytes, CXL_VIEW_NT_MIN_BYTES)" in \
+        open(os.path.join(os.path.dirname(emulator.__file__), "cxl_coll_move.h")).read()  # the allgather view's rule
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_the_view_pattern_streams_where_the_view_does_and_leaves_the_pool_as_it_was(coherence):
+    from cxlsim.emulator import primitives
+    from cxlsim.emulator.launch import run_local
+
+    if coherence == "flush" and not {"clflushopt", "clflush"} & primitives.cpu_features():
+        pytest.skip("no clflush on this CPU")
+
+    def rank(comm):
+        streams = [view_streams(comm, n) for n in (8192, 16384, 131072, 262144)]
+        t = view_rounds(comm, 16384, 6)
+        send = np.full(64, comm.rank + 3, np.uint8)
+        recv = np.zeros(128, np.uint8)
+        comm.allgather(send, recv)  # the pool protocol is still in step afterwards
+        return streams, t, comm.nt_min_bytes, recv.tolist()
+    for streams, t, nt_min, recv in run_local(2, rank, coherence=coherence, slot_bytes=1 << 18):
+        # hw: from 16 KiB while the 2 blocks are at most 256 KiB; flush mode never
+        assert streams == ([False, True, True, False] if coherence == "hw" else [False] * 4)
+        assert t.shape == (6, 4) and np.all(np.isfinite(t)) and np.all(t >= 0) and t[:, 1].any()
+        assert nt_min == 0 and recv == [3] * 64 + [4] * 64
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])

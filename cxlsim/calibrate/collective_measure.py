@@ -313,15 +313,15 @@ def jobs_line(jobs: list[dict]) -> str:
 
 def pattern_curves(jobs: list[dict], part: str = "data") -> dict:
     """{mode: {pattern: {size: ns}}}: per size, the median over a mode's jobs that measured it in a fast
-    block of each pattern primitive's data time (part 'maintenance': its cache maintenance), for a
-    profile's model."""
+    block of each pattern primitive's data time (part 'maintenance': its cache maintenance; 'loads': its fold's
+    in-place loads), for a profile's model."""
     out = {}
     for mode in Coherence:
         got = {}
         for j in jobs:
             if j["coherence"] == mode and j.get("placement", "fast") == "fast":
                 for name, parts in j.get("pattern_ns", {}).items():
-                    for n, v in parts[part].items():
+                    for n, v in parts.get(part, {}).items():
                         got.setdefault(name, {}).setdefault(n, []).append(v)
         if got:
             out[mode.value] = {name: {n: statistics.median(v) for n, v in sorted(by.items(), key=lambda x: int(x[0]))}

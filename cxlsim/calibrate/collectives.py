@@ -133,7 +133,9 @@ def collective_preset(model: LocalModel, coherence: Coherence, collective: str, 
         preset = dataclasses.replace(preset, host_path=dataclasses.replace(preset.host_path,
                                                                            flush_ns_per_line=flush_line))
     folded = fold_bytes(collective, size_bytes, large_bytes, model.np)
-    bw = model.reduce_bw(folded) if folded else None
+    name = pattern_name(collective, size_bytes, large_bytes)
+    loads = model.pattern_ns(name, size_bytes, coherence, "loads") if folded and model.np == 2 else None
+    bw = model.reduce_bw(folded, loads_ns=loads) if folded else None
     if bw is None:
         return preset
     return dataclasses.replace(preset, host=dataclasses.replace(preset.host, reduce_bw_bytes_per_ns=bw))
@@ -185,11 +187,13 @@ def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalMod
     rt = job["roundtrip_ns"]
     patterns = {name: got["data"] for name, got in job.get("pattern_ns", {}).items()}
     upkeep = {name: got["maintenance"] for name, got in job.get("pattern_ns", {}).items()}
+    loads = {name: got["loads"] for name, got in job.get("pattern_ns", {}).items() if "loads" in got}
     m = dataclasses.replace(model, concurrent_curves=dict(model.concurrent_curves, **{mode: job["concurrent_ns"]}),
                             pattern_curves=dict(model.pattern_curves, **{mode: patterns}) if patterns
                             else model.pattern_curves,
                             pattern_maintenance_curves=dict(model.pattern_maintenance_curves, **{mode: upkeep})
-                            if upkeep else model.pattern_maintenance_curves)
+                            if upkeep else model.pattern_maintenance_curves,
+                            pattern_load_curves=dict(model.pattern_load_curves, **{mode: loads}))
     return with_roundtrip(m, mode, rt, path_rule)
 
 

@@ -88,7 +88,8 @@ class LocalModel:
     before the publish, mean after): 'copyin', 'copyout' (memcpy of all np blocks: the others' out of the
     pool, its own from send, as the copy-mode kernel),
     'writeback' (own slot + sfence) and 'invalidate' (the others' slots + mfence) of the copy
-    variant, 'storein' and 'readout' (read_pass over all np blocks) of the read variant;
+    variant, 'storein' and 'readout' of the read variant (the zero-copy view's copy-in from send, streamed
+    where the view streams, and the read of the rows: the others' blocks in place, its own from send);
     {} = use the one-process curves and `remote_curves`."""
     fold_curves: dict = dataclasses.field(default_factory=dict)
     """{'dtype op' (e.g. 'float32 sum'): {size: ns}}: the pool kernels' fold of two blocks of n bytes into
@@ -101,6 +102,9 @@ class LocalModel:
     pattern_maintenance_curves: dict = dataclasses.field(default_factory=dict)
     """The same patterns' cache maintenance (flush mode: write-back before the flag, invalidation after
     it; `join_pattern_ranks`'s 'maintenance'), {} = not measured."""
+    pattern_load_curves: dict = dataclasses.field(default_factory=dict)
+    """The part of each pattern's data time its fold's in-place loads take, both ranks at once (`join_pattern_ranks`'s
+    'loads'); {} = not measured (then the fold is charged beyond a one-process read pass of its blocks)."""
     collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
     allgather (np = 1, a 0-byte call, `collective_measure.measure_call_overheads`); {} = not measured."""
@@ -127,14 +131,17 @@ class LocalModel:
         curve = self.fold_curves.get(fold_class)
         return max(_curve(curve)(size_bytes), 0.0) if curve else None
 
-    def reduce_bw(self, size_bytes: int, fold_class: str = "float32 sum"):
+    def reduce_bw(self, size_bytes: int, fold_class: str = "float32 sum", loads_ns: float | None = None):
         """Bytes of one operand folded per ns, for the DES's reduction of n-byte operands (`Transport.reduce`),
         or None without a fold primitive: the DES reads every block already (at the host bandwidth), so
-        its reduction is the fold primitive less the one-process read pass of the two blocks it covers."""
+        its reduction is the fold primitive less the loads it makes, `loads_ns` (the pattern's in-place
+        loads of the same blocks, both ranks at once) if given, else the one-process read pass of the two
+        blocks it covers."""
         fold = self.fold_ns(size_bytes, fold_class)
         if fold is None or size_bytes <= 0:
             return None
-        beyond_reads = fold - max(_curve(self.read_pass_curve)(size_bytes), 0.0)
+        loads = max(_curve(self.read_pass_curve)(size_bytes), 0.0) if loads_ns is None else loads_ns
+        beyond_reads = fold - loads
         return size_bytes / beyond_reads if beyond_reads > 1e-3 else 1e6
 
     def copy_ns(self, size_bytes: int) -> float:
@@ -154,7 +161,8 @@ class LocalModel:
         """The pattern primitive's data time (part 'maintenance': its cache maintenance) at this size and
         mode (ns, interpolated between measured sizes), or None if not measured or outside the measured
         sizes (no extrapolation)."""
-        curves = self.pattern_curves if part == "data" else self.pattern_maintenance_curves
+        curves = {"data": self.pattern_curves, "maintenance": self.pattern_maintenance_curves,
+                  "loads": self.pattern_load_curves}[part]
         curve = curves.get(coherence, {}).get(pattern)
         if not curve or not min(int(k) for k in curve) <= size_bytes <= max(int(k) for k in curve):
             return None
@@ -204,20 +212,20 @@ class LocalModel:
         return (1 + self.np) * lines * 64 / total
 
     def app_ns(self, size_bytes: int, coherence: Coherence = Coherence.HW) -> float:
-        """The zero-copy bench's own work beyond a 0-byte call: write pass of n, read pass of the np
-        blocks (own block at the local read-pass time, the others' at the remote one; the measured
+        """The zero-copy bench's own work beyond a 0-byte call: the block's way into the slot (n), read pass of
+        the np blocks (own block at the local read-pass time, the others' at the remote one; the measured
         read of `PRIMITIVE_RANKS` blocks scaled to np).
 
-        With the concurrent primitive: each pass takes the larger of its concurrent figure (both
-        ranks at once, lines taken from the other core) and its one-process figure (the bench's
-        own code, `write_block` and `read_pass`, called from Python)."""
+        With the concurrent primitive (the view's data movement, `patterns.view_rounds`: the kernel's copy-in
+        from send, streamed where the view streams, and the read of the rows, own block from send, both ranks
+        at once): its copy-in, and the larger of its read and the one-process read pass (the bench's own
+        `read_pass`, called from Python)."""
         if size_bytes <= 0:
             return 0.0
         store = self.concurrent_ns("storein", size_bytes, coherence)
         read = self.concurrent_ns("readout", size_bytes, coherence)
         if store is not None and read is not None:  # both ranks at once, as in the bench
-            return max(store, _curve(self.write_pass_curve)(size_bytes)) \
-                + max(read, _curve(self.read_pass_curve)(size_bytes)) * self.np / PRIMITIVE_RANKS
+            return store + max(read, _curve(self.read_pass_curve)(size_bytes)) * self.np / PRIMITIVE_RANKS
         local_read = max(_curve(self.read_pass_curve)(size_bytes), 0.0) / PRIMITIVE_RANKS
         remote_read = self.remote_ns("read", size_bytes, coherence, local_read)
         store = self.remote_ns("store", size_bytes, coherence, max(_curve(self.write_pass_curve)(size_bytes), 0.0))

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from cxlsim.calibrate.patterns import view_rounds
 from cxlsim.calibrate.states import BUSY, STABLE, state_of
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
@@ -190,17 +191,18 @@ CONCURRENT_WARMUP, CONCURRENT_ITERATIONS = 100, 200  # rounds of concurrent_copy
 
 
 def concurrent_rank(comm, sizes, warmup: int = CONCURRENT_WARMUP, iterations: int = CONCURRENT_ITERATIONS):
-    """This rank's times (ns per round) of `PoolKernel.concurrent_copy` per size, copy and read
-    variants: {'copyin', 'copyout', 'writeback', 'invalidate' (copy variant; the last two 0 in hw
-    mode), 'storein', 'readout' (read variant): {size: [ns per round]}}; the first `warmup` rounds
+    """This rank's times (ns per round) of `PoolKernel.concurrent_copy` per size (the copy variant) and of
+    the zero-copy view's data movement (`patterns.view_rounds`, the read variant): {'copyin', 'copyout',
+    'writeback', 'invalidate' (copy variant; the last two 0 in hw mode), 'storein' (the view's copy-in),
+    'readout' (the caller's read of the rows): {size: [ns per round]}}; the first `warmup` rounds
     are dropped (the lines' sharing state settles only after many exchanges). Every rank runs the
     same rounds in lock step, so round i of one rank happened beside round i of the others."""
     out = {k: {} for k in ("copyin", "copyout", "writeback", "invalidate", "storein", "readout")}
     for n in sizes:
         for read, kinds in ((False, ("copyin", "copyout", "writeback", "invalidate")), (True, ("storein", "readout"))):
-            t = comm.concurrent_copy(n, warmup + iterations, read)[warmup:]
+            t = (view_rounds(comm, n, warmup + iterations) if read else comm.concurrent_copy(n, warmup + iterations))
             for j, kind in enumerate(kinds):
-                out[kind][n] = t[:, j].tolist()
+                out[kind][n] = t[warmup:, j].tolist()
     return out
 
 

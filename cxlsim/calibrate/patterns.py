@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import pool_collectives as pc
 
@@ -107,6 +108,40 @@ def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iteration
     return {name: {n: np.concatenate(v) for n, v in by.items()} for name, by in got.items()}
 
 
+VIEW_STREAM_MIN_BYTES, VIEW_RESULT_MAX_BYTES = 16 << 10, 256 << 10
+"""cxl_ops.h's `cxl_view_streams` bounds for the allgather view (CXL_VIEW_NT_MIN_BYTES, CXL_VIEW_PREFETCH_BYTES):
+its copy-in streams (non-temporal stores) for blocks of at least the first whose result, P blocks, is at most the
+second (a test reads them from the header)."""
+
+
+def view_streams(comm, nbytes: int) -> bool:
+    """Whether the zero-copy allgather view's copy-in of `nbytes` streams on this pool (`cxl_view_streams`: hw,
+    untimed; from the pool's own nt_min_bytes, or within the bounds above)."""
+    if comm.coherence is not Coherence.HW or comm.pool_latency_ns > 0 or comm.pool_bw_bytes_per_ns > 0:
+        return False
+    if comm.nt_min_bytes and nbytes >= comm.nt_min_bytes:
+        return True
+    return nbytes >= VIEW_STREAM_MIN_BYTES and comm.size * nbytes <= VIEW_RESULT_MAX_BYTES
+
+
+def view_rounds(comm, nbytes: int, iterations: int) -> np.ndarray:
+    """The zero-copy allgather's data movement (`allgather_view` and the caller's read of `rows`), every rank at
+    once, `primitives.pattern_copy`'s phases (iterations, 4): the kernel copies the block from send into the
+    slot (streamed where `view_streams` says so), then the caller reads every other rank's block in place and
+    its own from its send buffer (`ZeroCopyResult.rows`)."""
+    from cxlsim.emulator import primitives
+
+    me = comm.rank
+    step = ([(0, nbytes)], [(-1 if r == me else r, 0, nbytes) for r in range(comm.size)], True)
+    saved = comm.nt_min_bytes
+    if view_streams(comm, nbytes):
+        comm.nt_min_bytes = 1  # every copy-in of this pool streams (cxl_copy_in), as the view's does
+    try:
+        return primitives.pattern_copy(comm, [step], iterations)[:, 0, :4]
+    finally:
+        comm.nt_min_bytes = saved
+
+
 def waits_for_writers(pattern: str, rank: int) -> bool:
     """Whether this rank's call waits for the other ranks' flags after its copy-in (every kernel's rank
     does, but a broadcast root, which publishes and returns)."""
@@ -114,8 +149,11 @@ def waits_for_writers(pattern: str, rank: int) -> bool:
 
 
 def join_pattern_ranks(per_rank: list[dict]) -> dict:
-    """{pattern: {'data': {size: ns}, 'maintenance': {size: ns}}} from every rank's `pattern_rank` (in rank
-    order): per step, the mean over the ranks of each rank's median copy-in part plus its median copy-out.
+    """{pattern: {'data': {size: ns}, 'maintenance': {size: ns}, 'loads': {size: ns}}} from every rank's
+    `pattern_rank` (in rank order): per step, the mean over the ranks of each rank's median copy-in part plus
+    its median copy-out. 'loads' is the part of 'data' that a fold's in-place loads take (the steps whose
+    reads are loaded in place, `kernel_steps`: the ranks' mean median 'out'), 0 for the patterns without a
+    fold: the kernel's fold makes these very loads, so the fold is charged beyond them (`collectives.collective_preset`).
     A rank that waits for the others' flags (`waits_for_writers`) waits for the slowest copy-in, stores
     drained (every flag is published after them): per call the largest 'in' of the ranks. A broadcast
     root waits for nothing: its part is its own 'issue' (its stores leave the store buffer behind it).
@@ -123,10 +161,13 @@ def join_pattern_ranks(per_rank: list[dict]) -> dict:
     hw mode."""
     out = {}
     for name in per_rank[0]:
-        data, maintenance = {}, {}
+        data, maintenance, loads = {}, {}, {}
         for n in per_rank[0][name]:
             t = np.stack([r[name][n] for r in per_rank])  # (ranks, calls, steps, 5)
             slowest_in, slowest_wb = t[:, :, :, 0].max(axis=0), t[:, :, :, 2].max(axis=0)
+            in_place = np.array([read for _, _, read in kernel_steps(name, int(n), 0)], bool)
+            loads[str(n)] = float(np.mean([(np.median(t[rank, :, :, 1], axis=0) * in_place).sum()
+                                           for rank in range(len(per_rank))]))
             d = m = 0.0
             for rank in range(len(per_rank)):
                 waits = waits_for_writers(name, rank)
@@ -136,5 +177,5 @@ def join_pattern_ranks(per_rank: list[dict]) -> dict:
                 m += float((np.median(wb, axis=0) + np.median(t[rank, :, :, 3], axis=0)).sum())
             data[str(n)] = d / len(per_rank)
             maintenance[str(n)] = m / len(per_rank)
-        out[name] = {"data": data, "maintenance": maintenance}
+        out[name] = {"data": data, "maintenance": maintenance, "loads": loads}
     return out

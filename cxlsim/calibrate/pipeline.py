@@ -112,7 +112,8 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
             model = dataclasses.replace(model, collective_overhead_ns={
                 c: steady(v) for c, v in prims["collective_overhead_samples_ns"].items()},
                 pattern_curves=pattern_curves(coll["jobs"]), exchange_ns=exchange_by_mode(coll["jobs"]),
-                pattern_maintenance_curves=pattern_curves(coll["jobs"], "maintenance"))
+                pattern_maintenance_curves=pattern_curves(coll["jobs"], "maintenance"),
+                pattern_load_curves=pattern_curves(coll["jobs"], "loads"))
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
         rows = validate(model, meas["rows"])  # with the flag exchange the collectives' blocks measured
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
