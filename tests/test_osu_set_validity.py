@@ -175,3 +175,67 @@ def test_the_committed_stretch_sub_sets_verdicts():
     assert slow["fastest cma-on x-w1-fresh"]["verdict"]["reasons"][0] == "anchor row disturbed"
     assert run_hypotheses.rounds_per_size(os.path.join(ROOT, "sets_2026-12-01o_quiet", "stretch_slow"),
                                           "cma-on")[1] == 1
+
+
+def test_a_prediction_reads_its_own_rows_its_regimes_line_osu_bws_first_row_and_the_anchors():
+    from cxlsim.loggp import LogGPFit, Regime
+
+    def regime(lo, hi):
+        return Regime(min_size_bytes=lo, max_size_bytes=hi, latency_ns=1.0, overhead_ns=0.0, gap_ns=0.0,
+                      gap_per_byte_ns=0.1, rms_rel_error=0.0)
+
+    fit = LogGPFit(regimes=(regime(0, 4096), regime(8192, 65536), regime(131072, 1 << 20)), identified="test")
+    sizes = {b: {0, 1, 4096, 8192, 65536, 131072, 1 << 20} for b in ("fresh", "bw", "freshbibw1", "allgather")}
+    used = sv.rows_used(fit, ("fresh", "bw", "freshbibw1"), 8192, 1, sizes)
+    at = {(b, k) for b in ("fresh", "bw", "freshbibw1", "allgather") for k in (1, 8192)}
+    line = {("fresh", k) for k in (0, 1, 4096, 8192, 65536)}  # the regimes of 8192 B and of the 1 B anchor
+    assert used == at | line | {("bw", 0)}  # osu_bw's first row gives o = g
+    assert ("fresh", 131072) not in used and ("allgather", 65536) not in used
+
+
+def test_a_stretch_is_judged_by_the_rows_it_reads_alone():
+    ranges = [(0, 4096), (8192, 65536)]
+    sizes = [1, 2, 4096, 8192, 65536]
+    used = {s: {("allgather", s), ("allgather", 1)} for s in sizes}
+    rounds = {("allgather", s): 2 for s in sizes} | {("allgather", 65536): 1}
+    both = sv.stretch_verdicts("slow", ranges, sizes, 1, used, rounds, False, {})
+    assert [v["valid"] for v in both] == [True, False]
+    assert both[0]["sizes"] == [2, 4096]  # the anchor row is scored by none
+    assert both[1]["reasons"] == ["1 of the rows it reads measured in under 2 rounds (allgather 65536 B)"]
+    half = sv.stretch_verdicts("slow", ranges, sizes, 1, used, rounds | {("allgather", 65536): 2}, False,
+                               {8192: "no common round"})
+    assert [v["valid"] for v in half] == [True, True]  # 1 of 2 sizes undisturbed: half, as rule 3
+    assert [v["valid"] for v in sv.stretch_verdicts("slow", ranges, sizes, 1, used, rounds, False,
+                                                    {8192: "x", 65536: "y"})] == [True, False]
+    refused = sv.stretch_verdicts("mixed", ranges, sizes, 1, used, rounds, True, {})
+    assert all(v["reasons"][:2] == ["placement mixed", "anchor row disturbed"] for v in refused)
+
+
+def test_the_committed_quiet_slow_sub_sets_by_stretch_under_the_models_statistic():
+    """sets_2026-12-02_quiet, median batch (post-hoc: the verdict by stretch was written knowing the set)."""
+    assert run_hypotheses.MODEL_STATISTIC == "median"
+    base = os.path.join(ROOT, "sets_2026-12-02_quiet")
+    stretch = run_hypotheses.check(os.path.join(base, "stretch_slow"), write=False)["median cma-on x-w1-fresh"]
+    assert [v["valid"] for v in stretch["by_stretch"]["stretches"]] == [True] * 4
+    assert stretch["by_stretch"]["score"]["sizes"] == 20 and stretch["by_stretch"]["untested"] == []
+    assert stretch["by_stretch"]["score"]["worst_abs"] == stretch["worst_abs"]  # every stretch valid: the whole set
+    rounds = run_hypotheses.check(os.path.join(base, "placement_slow"), write=False)["median cma-on x-w1-fresh"]
+    b = rounds["by_stretch"]
+    assert [v["valid"] for v in b["stretches"]] == [True, False, True, True]
+    assert b["stretches"][1]["reasons"] == ["1 of its 4 sizes undisturbed"]
+    assert b["untested"] == [8192, 16384, 32768, 65536] and b["score"]["sizes"] == 16 and b["score"]["meets_target"]
+
+
+def test_a_placement_the_run_did_not_see_is_said_to_be_untested(tmp_path, capsys):
+    """A run whose every stretch was fast (o's fast stretches, as a run of their own): its sub-sets as main makes them."""
+    import shutil
+
+    for name in ("raw.csv", "memcpy.csv"):
+        shutil.copy(os.path.join(ROOT, "sets_2026-12-01o_quiet", "stretch_fast", name), tmp_path / name)
+    osu_files.write_tables(osu_files.read_raw(str(tmp_path)), str(tmp_path))
+    subsets = sorted(osu_files.placement_sets(str(tmp_path), str(tmp_path)).values()) + \
+        sorted(osu_files.stretch_sets(str(tmp_path), str(tmp_path)).values())
+    run_hypotheses.report_placements(str(tmp_path), subsets)
+    out = capsys.readouterr().out
+    assert "slow placement: NOT OBSERVED in this run" in out and "round 1: 93 -> 68 -> 67 -> 96 -> 92 ns" in out
+    assert "fast placement, stretch_fast, median cma-on x-w1-fresh:" in out and "by stretch: 0 B-4 KiB: valid" in out

@@ -103,7 +103,7 @@ def test_the_undisturbed_score_leaves_out_exactly_the_disturbed_sizes():
         assert json.load(fh)["fastest cma-on x-w1"]["undisturbed"] == pytest.approx(v["undisturbed"])
 
 
-def test_an_anchor_row_slower_than_a_larger_small_row_is_disturbed():
+def test_an_anchor_row_slower_than_the_median_small_row_is_disturbed():
     rh = _run_hypotheses()
 
     def rows(anchor_us, others_us):
@@ -114,3 +114,6 @@ def test_an_anchor_row_slower_than_a_larger_small_row_is_disturbed():
     assert not rh.anchor_slowed(rows(1.16, {2: 1.20, 1024: 1.51}))               # set g
     assert not rh.anchor_slowed(rows(1.10, {2: 1.0, 1024: 1.2}))                  # 10% is within the noise
     assert not rh.anchor_slowed(rows(5.0, {8192: 1.0}))                           # only rows up to 1 KiB count
+    # the median of the small rows, not their least: their size-to-size spread is as large as the 10%
+    assert not rh.anchor_slowed(rows(1.50, {2: 1.30, 16: 1.55, 1024: 1.60}))
+    assert rh.anchor_slowed(rows(1.50, {2: 1.30, 16: 1.35, 1024: 1.60}))

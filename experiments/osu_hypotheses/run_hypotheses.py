@@ -49,8 +49,11 @@ import sys
 import tempfile
 
 from osu_files import BANDWIDTHS, BATCHES, BENCHMARKS, placement_sets, stretch_sets, write_tables
-from set_validity import (AGREE, MIN_ROUNDS, anchor_slowed, describe_verdict, placements, round_count, round_placement,
-                          verdict)
+from set_rows import (CMA_THRESHOLD, common_rounds, describe_disturbed, disturbed_rows, disturbed_sizes,
+                      exchange_ab, reproducing_rounds, rounds_per_size, spread_by_size)
+from set_validity import (AGREE, MIN_ROUNDS, anchor_slowed, describe_stretches, describe_verdict,
+                          placements, round_count, round_placement, rounds_per_row, rows_used, set_placement,
+                          size_name, stretch_verdicts, stretches, verdict)
 
 from cxlsim.calibrate.osu_fit import from_osu
 from cxlsim.emulator.host import SLOW_ROUNDTRIP_NS, probe_roundtrip_ns
@@ -60,7 +63,6 @@ from cxlsim.results import Workspace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CMA = {"cma-on": {}, "cma-off": {"MPIR_CVAR_CH4_CMA_ENABLE": "0"}}
-CMA_THRESHOLD = 8192  # MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD of the mpich 5.0.2 wheel (mpivars)
 L2_BYTES = 1 << 20  # this machine's private L2 per core (lscpu: "L2 cache: 2 MiB (2 instances)")
 STATISTICS = ("median", "fastest")
 MODEL_STATISTIC = "median"
@@ -107,18 +109,6 @@ def run_round(exe: str, env_extra: dict, max_bytes: int, benchmarks=BENCHMARKS, 
     tables = parse_osu(out, source="osu_loops")
     assert len(tables) == len(benchmarks), out
     return {name: {row[0]: row[1:4] for row in table.rows} for name, table in zip(benchmarks, tables)}
-
-
-STRETCHES = (0, 8192, 128 << 10, 512 << 10)
-"""A round runs its sizes in stretches starting at these sizes (0-4 KiB, 8-64 KiB, 128-256 KiB, 512 KiB-1 MiB), one
-mpirun each, with a placement probe before, between and after them: the host can change placement within a
-round (set j's round 1 ran 16-256 KiB in the slow placement between two fast probes)."""
-
-
-def stretches(max_bytes: int) -> list:
-    """[(first size, last size)] of the stretches up to max_bytes."""
-    starts = [s for s in STRETCHES if s <= max_bytes]
-    return [(low, (starts[i + 1] // 2) if i + 1 < len(starts) else max_bytes) for i, low in enumerate(starts)]
 
 
 def measure(args) -> str:
@@ -193,127 +183,6 @@ sender has just written, never the source buffer, so the mechanism does not appl
 A variant whose tables a set lacks (sets measured before bw1/bibw1 existed) is left out."""
 
 
-def spread_by_size(sets_dir: str, cma: str) -> dict:
-    """{size: (max - min) / median of the per-round allgather medians}: the measurement's own spread."""
-    per = {}
-    with open(os.path.join(sets_dir, "raw.csv")) as fh:
-        for row in csv.DictReader(fh):
-            if row["cma"] == cma and row["benchmark"] == "allgather":
-                per.setdefault(int(row["size_bytes"]), []).append(float(row["batch_median"]))
-    return {s: (max(v) - min(v)) / statistics.median(v) for s, v in per.items()}
-
-
-def exchange_ab(sets_dir: str, statistic: str, cma: str) -> list:
-    """The exchange hypotheses side by side per size (us per iteration): one direction against both at
-    once, at window 64 and window 1, unchanged and rewritten buffers; [] if the set lacks the tables."""
-    def times(bench):
-        path = os.path.join(sets_dir, statistic, f"osu_{bench}_{cma}.txt")
-        if not os.path.exists(path):
-            return None
-        with open(path) as fh:
-            [table] = parse_osu(fh.read(), source=path)
-        ways = 2 if "bibw" in bench else 1
-        # a bandwidth printed as 0.00 MB/s (a batch too slow for the format's resolution) is an unbounded time
-        return {s: ((ways * s / v if v > 0 else float("inf")) if bench in BANDWIDTHS else v)
-                for s, v in table.rows if s > 0}
-
-    t = {b: times(b) for b in BENCHMARKS}
-    if any(v is None for v in t.values()):
-        return []
-    lines = [f"\n## {statistic} set, {cma}: exchange A/B (us per iteration; c = both ways / one way)",
-             f"{'size':>8} {'lat':>7} {'fresh':>7} {'bw1':>7} {'bibw1':>7} {'fbw1':>7} {'fbibw1':>7} {'allg':>7} "
-             f"{'c(W64)':>7} {'c(W1)':>6} {'c(W1f)':>6} {'bibw1-lat':>9} {'fbibw1-fresh':>12}"]
-    for size in sorted(t["allgather"]):
-        if size < 1024:
-            continue
-        c64 = t["bibw"][size] / t["bw"][size]  # = 2 bw / bibw: per message, both ways against one way
-        lines.append(f"{size:>8d} {t['latency'][size]:>7.2f} {t['fresh'][size]:>7.2f} {t['bw1'][size]:>7.2f} "
-                     f"{t['bibw1'][size]:>7.2f} {t['freshbw1'][size]:>7.2f} {t['freshbibw1'][size]:>7.2f} "
-                     f"{t['allgather'][size]:>7.2f} {c64:>7.2f} {t['bibw1'][size] / t['bw1'][size]:>6.2f} "
-                     f"{t['freshbibw1'][size] / t['freshbw1'][size]:>6.2f} "
-                     f"{t['bibw1'][size] - t['latency'][size]:>+9.2f} {t['freshbibw1'][size] - t['fresh'][size]:>+12.2f}")
-    return lines
-
-
-def disturbed_rows(sets_dir: str, statistic: str, cma: str) -> dict:
-    """{benchmark: [sizes]} of the latency-type tables' rows from the CMA threshold up that took longer
-    than the next larger size's row. There the byte part dominates (a doubling adds 20-100%), so on a
-    quiet machine the time grows with the size, and such a row was slowed by other jobs in every
-    batch the statistic saw. (Below it the times are flat within their noise, and the test says nothing.)"""
-    out = {}
-    for bench in ("latency", "fresh", "allgather"):
-        path = os.path.join(sets_dir, statistic, f"osu_{bench}_{cma}.txt")
-        if not os.path.exists(path):
-            continue
-        with open(path) as fh:
-            [table] = parse_osu(fh.read(), source=path)
-        rows = sorted((s, v) for s, v in table.rows if s >= CMA_THRESHOLD)
-        slow = [s for (s, v), (_, after) in zip(rows, rows[1:]) if v > after]
-        if slow:
-            out[bench] = slow
-    return out
-
-
-def describe_disturbed(rows: dict) -> str:
-    return "; ".join(f"{b} {', '.join(str(s) for s in sizes)}" for b, sizes in rows.items()) or "none"
-
-
-def reproducing_rounds(sets_dir: str, statistic: str, cma: str) -> dict:
-    """{(benchmark, size): rounds} whose own figure (the round's fastest batch for `fastest`, its median batch for
-    `median`) lies within AGREE of the set's figure (the fastest over rounds, or the median over rounds).
-    Bandwidths are compared as times (1 / bandwidth)."""
-    column = {"fastest": "batch_fastest", "median": "batch_median"}[statistic]
-    per = {}
-    with open(os.path.join(sets_dir, "raw.csv")) as fh:
-        for row in csv.DictReader(fh):
-            value = float(row[column])
-            if row["cma"] == cma and value > 0:  # a 0 MB/s row (0 B) has no time to compare
-                time = 1.0 / value if row["benchmark"] in BANDWIDTHS else value
-                per.setdefault((row["benchmark"], int(row["size_bytes"])), {})[int(row["round"])] = time
-    out = {}
-    for key, times in per.items():
-        ref = min(times.values()) if statistic == "fastest" else statistics.median(times.values())
-        out[key] = {r for r, t in times.items() if abs(t / ref - 1.0) <= AGREE}
-    return out
-
-
-def common_rounds(reproducing: dict, benches, size: int) -> set:
-    """The rounds that reproduce every one of `benches` at `size` within AGREE: each is one stretch of time in
-    which all these tables (measured batch by batch in turn) showed the set's figures."""
-    rounds = None
-    for bench in benches:
-        found = reproducing.get((bench, size), set())
-        rounds = found if rounds is None else rounds & found
-    return rounds or set()
-
-
-def rounds_per_size(sets_dir: str, cma: str) -> dict:
-    """{size: how many rounds measured the allgather there} (a per-stretch sub-set keeps some sizes of a round)."""
-    seen = {}
-    with open(os.path.join(sets_dir, "raw.csv")) as fh:
-        for row in csv.DictReader(fh):
-            if row["cma"] == cma and row["benchmark"] == "allgather":
-                seen.setdefault(int(row["size_bytes"]), set()).add(row["round"])
-    return {size: len(rounds) for size, rounds in seen.items()}
-
-
-def disturbed_sizes(reproducing: dict, slow_rows: dict, benches, sizes, rounds_at: dict | None = None) -> dict:
-    """{size: reason} where the set's figures of `benches` are not one state of the machine: no round reproduces
-    them all within AGREE ('no common round': they come from stretches that disagree), or one of them is a row
-    slower than the next larger size's ('slower than the next size'); with `rounds_at` ({size: rounds}, given for
-    a set of MIN_ROUNDS rounds or more), a size fewer rounds measured cannot be compared ('1 round')."""
-    out = {}
-    for size in sizes:
-        slow = [b for b in benches if size in slow_rows.get(b, ())]
-        if rounds_at is not None and rounds_at.get(size, 0) < MIN_ROUNDS:
-            out[size] = f"{rounds_at.get(size, 0)} round"
-        elif slow:
-            out[size] = f"{'/'.join(slow)} slower than the next size"
-        elif not common_rounds(reproducing, benches, size):
-            out[size] = "no common round"
-    return out
-
-
 def score(rows, disturbed: dict) -> dict:
     """median/worst |full error| over `rows` (no anchor) outside `disturbed` sizes, and whether the target holds."""
     kept = [r for r in rows if not r["anchor"] and r["size_bytes"] not in disturbed]
@@ -333,6 +202,29 @@ def describe_score(v: dict) -> str:
             f"{'meets' if v['meets_target'] else 'misses'}")
 
 
+def by_stretch(result: dict, benches: tuple, probes: list, cma: str, anchor_disturbed: bool, disturbed: dict,
+               rounds_by_row: dict) -> dict:
+    """The verdict by stretch of one variant's result (set_validity.stretch_verdicts), and the target on the sizes
+    of its valid stretches: {'stretches', 'score', 'untested' (the non-anchor sizes of the refused stretches)}."""
+    sizes = [r["size_bytes"] for r in result["rows"]]
+    anchor = min(sizes)
+    table_sizes = {}
+    for bench, size in rounds_by_row:
+        table_sizes.setdefault(bench, set()).add(size)
+    used = {s: rows_used(result["fit"], benches, s, anchor, table_sizes) for s in sizes}
+    verdicts = stretch_verdicts(set_placement(probes, cma)[0], stretches(max(sizes)), sizes, anchor, used,
+                                rounds_by_row, anchor_disturbed, disturbed)
+    valid = {s for v in verdicts if v["valid"] for s in v["sizes"]}
+    return {"stretches": verdicts, "score": score([r for r in result["rows"] if r["size_bytes"] in valid], {}),
+            "untested": sorted(s for v in verdicts if not v["valid"] for s in v["sizes"])}
+
+
+def describe_by_stretch(b: dict) -> str:
+    tested = sum(len(v["sizes"]) for v in b["stretches"] if v["valid"])
+    return (f"{describe_stretches(b['stretches'])} | the target on the {tested} sizes of the valid stretches: "
+            f"{describe_score(b['score'])}")
+
+
 def check(sets_dir: str, write: bool = True) -> dict:
     """Every variant on the set's own allgather; write: also write check.txt/json in the set and print."""
     with open(os.path.join(sets_dir, "memcpy.csv")) as fh:
@@ -350,6 +242,7 @@ def check(sets_dir: str, write: bool = True) -> dict:
             disturbed = disturbed_rows(sets_dir, statistic, cma)
             reproducing = reproducing_rounds(sets_dir, statistic, cma)
             rounds_at = rounds_per_size(sets_dir, cma) if round_count(sets_dir, cma) >= MIN_ROUNDS else None
+            rounds_by_row = rounds_per_row(sets_dir, cma)
             rows, reasons = {}, {}
             for variant, (benches, switch, fin, settings) in VARIANTS.items():
                 files = [os.path.join(sets_dir, statistic, f"osu_{b}_{cma}.txt") for b in benches + ("allgather",)]
@@ -373,6 +266,8 @@ def check(sets_dir: str, write: bool = True) -> dict:
                 entry = summary[f"{statistic} {cma} {variant}"]
                 entry["verdict"] = verdict(probes, cma, entry["anchor_disturbed"], entry["undisturbed"]["sizes"],
                                            entry["sizes"], round_count(sets_dir, cma))
+                entry["by_stretch"] = by_stretch(result, benches, probes, cma, entry["anchor_disturbed"], bad,
+                                                 rounds_by_row)
                 for r in result["rows"]:
                     rows.setdefault(r["size_bytes"], {"measured": r["measured_ns"] / 1e3})[variant] = r["full_error"]
             if not rows:  # a placement's sub-set without a round of this setting, or no variant fitted
@@ -403,6 +298,11 @@ def check(sets_dir: str, write: bool = True) -> dict:
         lines.append(f"{key:<32} all: {describe_score(v)} | undisturbed ({u['sizes']} of {v['sizes']} sizes"
                      f"{'; the anchor row is disturbed' if v['anchor_disturbed'] else ''}): {describe_score(u)} | "
                      f"{describe_verdict(v['verdict'])}")
+    lines.append("\n## by stretch (set_validity 'By stretch': each stretch of sizes judged by the rows its prediction "
+                 "reads; the target on the valid stretches' sizes together)")
+    for key, v in summary.items():
+        if key.split()[-1] in ("x-w1-fresh", "x-w1"):
+            lines.append(f"{key:<32} {describe_by_stretch(v['by_stretch'])}")
     text = "\n".join(lines) + "\n"
     if not write:
         return summary
@@ -450,6 +350,51 @@ def report_all(sets_dirs: list) -> None:
               + (", ".join(f"{name} ({describe_score(v)})" for name, v in found if not v["meets_target"]) or "none"))
 
 
+def report_placements(sets_dir: str, subsets: list) -> None:
+    """What this run says of each host placement, the model's variant under MODEL_STATISTIC (the fastest batch
+    beside it): per sub-set of the placement, its verdict and the target by stretch; a placement no round or
+    stretch was seen in is said to be untested."""
+    print(f"\n## this run ({sets_dir}) per host placement: the model (x-w1-fresh at CMA on, x-w1 at CMA off), "
+          f"{MODEL_STATISTIC} batch, the fastest batch beside it")
+    probes = placements(sets_dir)
+    for placement in ("fast", "slow"):
+        mine = [sub for sub in subsets if os.path.basename(sub).endswith(f"_{placement}")]
+        if not mine:
+            seen = ("; ".join(f"round {r}: {' -> '.join(f'{p:.0f}' for p in ns)} ns" for r, _, *ns in probes)
+                    if probes else "the set has no probes")
+            print(f"{placement} placement: NOT OBSERVED in this run: no round and no stretch had both probes around it "
+                  f"read {placement} (probes: {seen}). The model is untested in that placement by this run; the host "
+                  "(where the hypervisor runs the two vCPUs) chooses it, no option of this command can.")
+            continue
+        verdict_of = next((sub for sub in mine if "stretch_" in os.path.basename(sub)), mine[0])
+        for sub in mine:
+            summary = check(sub, write=False)
+            for cma in CMA:
+                key = next((f"{MODEL_STATISTIC} {cma} {v}" for v in ("x-w1-fresh", "x-w1")
+                            if f"{MODEL_STATISTIC} {cma} {v}" in summary), None)
+                if key is None:
+                    if round_count(sub, cma):
+                        print(f"{placement} placement, {os.path.basename(sub)}, {cma}: no fit of the model (its rows "
+                              f"of this placement are too few for the LogGP line on each side of the switch; "
+                              f"{os.path.join(sub, 'check.txt')} says which)")
+                    continue
+                v, other = summary[key], summary.get(key.replace(MODEL_STATISTIC, "fastest", 1))
+                print(f"{placement} placement, {os.path.basename(sub)}, {key}: {describe_score(v)}; "
+                      f"{describe_verdict(v['verdict'])}")
+                print(f"    by stretch: {describe_by_stretch(v['by_stretch'])}")
+                if other:
+                    print(f"    fastest batch beside it: {describe_score(other)}; {describe_verdict(other['verdict'])}; "
+                          f"by stretch: {describe_by_stretch(other['by_stretch'])}")
+                if sub == verdict_of:
+                    b = v["by_stretch"]
+                    result = ("UNTESTED: no valid stretch" if not b["score"]["sizes"] else
+                              f"{'MET' if b['score']['meets_target'] else 'MISSED'} on the {b['score']['sizes']} sizes "
+                              f"of its valid stretches ({describe_score(b['score'])})"
+                              + (f"; untested at {', '.join(size_name(k) for k in b['untested'])}" if b["untested"] else ""))
+                    print(f"=> {placement} placement, {cma}, the model's target by stretch of {os.path.basename(sub)} "
+                          f"(the sub-set holding every stretch of the placement): {result}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -474,6 +419,7 @@ def main(argv=None) -> int:
     committed = sorted(d for pattern in ("sets_*", "sets_*/placement_*", "sets_*/stretch_*")
                        for d in glob.glob(os.path.join(HERE, pattern)) if os.path.realpath(d) not in mine)
     report_all([sets_dir] + subsets + committed)
+    report_placements(sets_dir, subsets)
     print(f"sets: {sets_dir}")
     return 0
 
