@@ -25,17 +25,20 @@ and after each):
    (each rank sends to its right and receives from its left, blocking), the library's MPI_Barrier loop, and
    the library's loop of the validation's collective-bound app (an allreduce of 64 KiB, an allgather and a
    bcast of 4 KiB, an allreduce of 8 B: 5 waits for every rank per iteration; also at np 2, one CPU each),
-   time per iteration, the loop's collectives priced by `--pool-profile`; and the model's error, twice: with
-   no other processes, and with each CPU's other runnable tasks at the mean weight the run's sampler weighed
-   (`--cpu-foreign`; cxlsim.replay.rank_cpus: nice-0 tasks, every 50 ms). Each loop is sized to run about
-   LOOP_S s (from a 200-iteration run), so its ranks' CPU times, switches and run delays (each rank prints
-   them over the timed loop) measure the loop, printed per iteration beside the model's, with the ranks' CPU
-   use (their CPU time over the wall time; 1 - that, per CPU, is what other processes took).
+   time per iteration, the loop's collectives priced by `--pool-profile`, and the model's error (no other
+   processes in it). Each rank reports, over the timed loop, its CPU time, switches, sleeps, run delay, the CPU
+   it started and ended on and its moves between CPUs (/proc/self/sched); the model takes each loop's CPU map
+   from where most runs started their ranks. Nothing samples the runs: a sampling process's wakeups take turns
+   on the ranks' CPUs and slow the loop it watches (an np 4 ring beside cxlsim.replay.rank_cpus's sampler at
+   5 ms: 29.5 against 14.0 us an iteration, interleaved, load ~1). Each loop is sized to run about LOOP_S s
+   (from a 200-iteration run), so the ranks' figures measure the loop, printed per iteration beside the
+   model's, with the ranks' CPU use (their CPU time over the wall time; 1 - that, per CPU, is what other
+   processes took).
 5. **A blocking exchange at np 2-4** (skipped with `--quick`): the halo program (tests/data/traces/src/
    halo_timed.c) without work, under MPICH alone and under the library: time per iteration.
 It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
 share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other jobs disturbs every figure
-(the model takes them as measured in part 4's second line only): read the load columns.
+(the model has no other processes): read the load columns and the other processes' share.
 """
 from __future__ import annotations
 
@@ -54,7 +57,6 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
-from cxlsim.replay.rank_cpus import run_seeing_cpus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HALO = os.path.join(HERE, "..", "tests", "data", "traces", "src", "halo_timed.c")
@@ -179,14 +181,17 @@ LOOP_STATS = r"""
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 /* What the scheduler did to each rank over the timed loop: its CPU time (CLOCK_PROCESS_CPUTIME_ID, ns), its
  * switches away while runnable (a preemption or a yield that handed the CPU over: ru_nivcsw), its sleeps
- * (ru_nvcsw), its time runnable off the CPU (/proc/self/schedstat's run delay, ns; -1 without it), and the CPU
- * it ended on; rank 0 prints one line per rank after the loop. */
+ * (ru_nvcsw), its time runnable off the CPU (/proc/self/schedstat's run delay, ns; -1 without it), the CPU it
+ * started the loop on and the one it ended on, and its moves between CPUs over the loop (/proc/self/sched's
+ * se.nr_migrations; -1 without it); rank 0 prints one line per rank after the loop. The ranks report these
+ * themselves: a sampling process beside them would take turns on their CPUs and slow the loop it watches. */
 static struct rusage ru0;
-static double cpu0, delay0;
+static double cpu0, delay0, moves0, start_cpu;
 static double cpu_ns(void) { struct timespec t; clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
 static double delay_ns(void) {
   unsigned long long ran, delay; FILE *f = fopen("/proc/self/schedstat", "r");
@@ -194,18 +199,28 @@ static double delay_ns(void) {
   if (f) fclose(f);
   return got == 2 ? (double)delay : -1.0;
 }
-static void stats_start(void) { getrusage(RUSAGE_SELF, &ru0); cpu0 = cpu_ns(); delay0 = delay_ns(); }
+static double migrations(void) {
+  char line[256]; double got = -1.0; FILE *f = fopen("/proc/self/sched", "r");
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "se.nr_migrations", 16) == 0) { char *colon = strchr(line, ':'); if (colon) got = atof(colon + 1); }
+  if (f) fclose(f);
+  return got;
+}
+static void stats_start(void) {
+  moves0 = migrations(); start_cpu = sched_getcpu(); getrusage(RUSAGE_SELF, &ru0); cpu0 = cpu_ns(); delay0 = delay_ns();
+}
 static void stats_end(int rank, int size) {
   struct rusage ru; getrusage(RUSAGE_SELF, &ru);
-  double delay = delay_ns();
-  double mine[5] = {cpu_ns() - cpu0, (double)(ru.ru_nivcsw - ru0.ru_nivcsw), (double)(ru.ru_nvcsw - ru0.ru_nvcsw),
-                    delay < 0 || delay0 < 0 ? -1.0 : delay - delay0, (double)sched_getcpu()};
+  double delay = delay_ns(), moves = migrations();
+  double mine[7] = {cpu_ns() - cpu0, (double)(ru.ru_nivcsw - ru0.ru_nivcsw), (double)(ru.ru_nvcsw - ru0.ru_nvcsw),
+                    delay < 0 || delay0 < 0 ? -1.0 : delay - delay0, (double)sched_getcpu(), start_cpu,
+                    moves < 0 || moves0 < 0 ? -1.0 : moves - moves0};
   double *all = malloc(sizeof mine * size);
-  MPI_Gather(mine, 5, MPI_DOUBLE, all, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  MPI_Gather(mine, 7, MPI_DOUBLE, all, 7, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   if (rank == 0)
     for (int r = 0; r < size; r++)
-      printf("rank %d cpu_ns %.0f switches %.0f sleeps %.0f delay_ns %.0f on %.0f\n", r, all[5 * r], all[5 * r + 1],
-             all[5 * r + 2], all[5 * r + 3], all[5 * r + 4]);
+      printf("rank %d cpu_ns %.0f switches %.0f sleeps %.0f delay_ns %.0f on %.0f from %.0f moves %.0f\n", r,
+             all[7 * r], all[7 * r + 1], all[7 * r + 2], all[7 * r + 3], all[7 * r + 4], all[7 * r + 5], all[7 * r + 6]);
   free(all);
 }
 """
@@ -298,41 +313,32 @@ def compile_c(tmp: str, name: str, source: str, mpi: bool) -> str:
     return exe
 
 
-MAPS = []
-"""The CPU map of every MPI run (RankCPUs), in run order; part 4 models each loop with the map its runs had."""
-WEIGHTS = []
-"""The other runnable tasks' mean weight per CPU of every MPI run (RankCPUs.foreign_weight), in run order."""
-
-
 def run(cmd: list, pin: str | None = None, library: bool = False) -> str:
-    """stdout of `cmd` (MPI programs through mpiexec; under the library with `library`; pinned to CPUs `pin`);
-    the ranks' CPUs, as seen, are appended to MAPS."""
+    """stdout of `cmd` (MPI programs through mpiexec; under the library with `library`; pinned to CPUs `pin`). Nothing
+    samples the run: a sampler's wakeups take turns on the ranks' CPUs (an np 4 ring beside RankCPUs at 5 ms ran
+    2.1x slower, measured); the loop programs report their own CPUs (LOOP_STATS)."""
     if library:
         cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--", *cmd]
     if pin is not None:
         cmd = ["taskset", "-c", pin, *cmd]
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     try:
-        done, seen = run_seeing_cpus(cmd, env)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     except subprocess.TimeoutExpired:
         raise SystemExit(f"{' '.join(cmd)}: over 600 s; stopped") from None
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    MAPS.append(seen.cpu_map(len(seen.seen)) if seen.seen else None)
-    WEIGHTS.append(seen.foreign_weight(os.cpu_count() or 1))
     return done.stdout
 
 
-def seen_map(runs: int, ranks: int):
-    """The CPU map most of the last `runs` runs (of `ranks` ranks) had (None if none was seen whole), and a
-    description of them all."""
-    maps = [m if m is not None and len(m) == ranks else None for m in MAPS[-runs:]]
-    known = [m for m in maps if m is not None]
-    if not known:
-        return None, "CPUs not seen: rank r on CPU r % N"
-    best = max(set(known), key=known.count)
-    text = "; ".join(",".join(map(str, m)) if m else "not seen" for m in maps)
-    return best, f"CPUs seen per run {text}; modelled with {','.join(map(str, best))}"
+def seen_map(runs: list, ranks: int):
+    """The CPU map (each rank's CPU at the loop's start) most of `runs` (loop_run's) had, and a description of them
+    all: each run's map and its ranks' moves between CPUs over the loop."""
+    maps = [r["map"] for r in runs]
+    best = max(set(maps), key=maps.count)
+    text = "; ".join(",".join(map(str, r["map"])) + (f" ({r['moves']:.0f} moves)" if r["moves"] else "")
+                     for r in runs)
+    return best, f"CPUs per run {text}; modelled with {','.join(map(str, best))}"
 
 
 def spread(values: list) -> str:
@@ -390,20 +396,24 @@ CAPS = {"ring": 20000, "barrier loop": 20000, "collective loop": 3000}
 """The most iterations of each loop (the DES replays every call, so its time grows with them)."""
 LOOP_S = 0.25
 """How long each loop is sized to run (s), so the ranks' CPU times measure more than its start."""
-RANK_LINE = re.compile(r"rank (\d+) cpu_ns (\S+) switches (\S+) sleeps (\S+) delay_ns (\S+) on (\d+)")
+RANK_LINE = re.compile(r"rank (\d+) cpu_ns (\S+) switches (\S+) sleeps (\S+) delay_ns (\S+) on (\d+) from (\d+) "
+                       r"moves (\S+)")
 
 
-def loop_run(exe: str, n: int, iterations: int, library: bool) -> dict:
-    """One run of a loop program (np n, unpinned): {'us': per iteration, 'cpu_ns', 'switches', 'sleeps', 'delay_ns'
-    (time runnable off its CPU): per rank over the loop, 'map': the CPU of each rank (the sampled map, else where
-    it ended), 'others': per CPU, the share of the loop's wall time the ranks on it did not run (1 - their CPU
-    time / the wall time; a CPU with a busy-polling rank is never idle, so that time is other processes'; 0 for a
-    CPU without a rank), 'weight': per CPU, the other runnable tasks' mean weight (None: not weighed)}."""
-    out = run([find_mpiexec(), "-n", str(n), exe, str(iterations)], None, library)
+def loop_run(exe: str, n: int, iterations: int, library: bool, pin: str | None = None) -> dict:
+    """One run of a loop program (np n, unpinned, or on CPUs `pin`): {'us': per iteration, 'cpu_ns', 'switches', 'sleeps', 'delay_ns'
+    (time runnable off its CPU): per rank over the loop, 'map': the CPU each rank started the loop on, 'moves': the
+    ranks' moves between CPUs over the loop (summed; -1 if /proc/self/sched was not readable), 'others': per CPU,
+    the share of the loop's wall time the ranks on it did not run (1 - their CPU time / the wall time; a CPU with a
+    busy-polling rank is never idle, so that time is other processes'; 0 for a CPU without a rank)}."""
+    out = run([find_mpiexec(), "-n", str(n), exe, str(iterations)], pin, library)
     us = float(re.search(r"us (\S+)", out).group(1))
     ranks = sorted((int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)),
-                    int(m.group(6))) for m in RANK_LINE.finditer(out))
-    where = MAPS[-1] if MAPS[-1] is not None and len(MAPS[-1]) == n else tuple(r[5] for r in ranks)
+                    int(m.group(6)), int(m.group(7)), float(m.group(8))) for m in RANK_LINE.finditer(out))
+    if len(ranks) != n:
+        raise SystemExit(f"{exe}: {len(ranks)} rank lines in its output, {n} expected:\n{out}")
+    where = tuple(r[6] for r in ranks)
+    moves = -1.0 if any(r[7] < 0 for r in ranks) else sum(r[7] for r in ranks)
     wall = us * iterations * 1e3
     cpus = os.cpu_count() or 1
     foreign = [0.0] * cpus
@@ -411,8 +421,8 @@ def loop_run(exe: str, n: int, iterations: int, library: bool) -> dict:
         if c < cpus:
             foreign[c] = max(0.0, 1 - sum(r[1] for r in ranks if where[r[0]] == c) / wall)
     return {"us": us, "cpu_ns": [r[1] for r in ranks], "switches": [r[2] for r in ranks],
-            "sleeps": [r[3] for r in ranks], "delay_ns": [r[4] for r in ranks], "map": where, "others": foreign,
-            "weight": WEIGHTS[-1], "wall_ns": wall}
+            "sleeps": [r[3] for r in ranks], "delay_ns": [r[4] for r in ranks], "map": where, "moves": moves,
+            "others": foreign, "wall_ns": wall}
 
 
 def record(runs: list, got: dict) -> float:
@@ -423,8 +433,6 @@ def record(runs: list, got: dict) -> float:
 def loop_iterations(exe: str, n: int, library: bool, cap: int) -> int:
     """Iterations for about LOOP_S s of the loop (from a 200-iteration run), 200 to `cap`; the run is not a round."""
     us = loop_run(exe, n, 200, library)["us"]
-    MAPS.pop()
-    WEIGHTS.pop()
     return max(200, min(cap, int(LOOP_S * 1e6 / max(us, 1e-3))))
 
 
@@ -579,21 +587,13 @@ def main() -> int:
             name = f"{what.replace(' ', '-')}-{n}"
             trace = simgrid.read(write_trace(os.path.join(tmp, name), n, lines), 1e9)
             stats = stats_file(os.path.join(tmp, name + ".stats"), n, library_rows(trace)) if library else None
-            on, where = seen_map(args.rounds, n)
-            shares = n > cpus or (on is not None and len(set(on)) < n)  # by turns where ranks share a CPU
+            on, where = seen_map(runs, n)
+            shares = n > cpus or len(set(on)) < n  # by turns where ranks share a CPU
             alone = dataclasses.replace(sharing, cpu_map=on) if shares else None
             measured = [r["us"] for r in runs]
-            check(what, measured, modelled_us(trace, spec, iterations, alone, stats)[0], where + "; no other processes")
-            weighed = [r["weight"] for r in runs if r["weight"] is not None]
+            us, timeline = modelled_us(trace, spec, iterations, alone, stats)
             others = ", ".join(f"{statistics.median(r['others'][c] for r in runs) * 100:.0f}%" for c in range(cpus))
-            if not weighed:
-                print(f"      other runnable tasks not weighed (runs too short); other processes took {others}")
-                continue
-            foreign = tuple(statistics.median(w[c] for w in weighed) for c in range(cpus))
-            loaded = dataclasses.replace(sharing, cpu_map=on or tuple(r % cpus for r in range(n)), foreign=foreign)
-            us, timeline = modelled_us(trace, spec, iterations, loaded, stats)
-            check(what, measured, us, "with each CPU's other runnable tasks at their weighed mean, "
-                  + ", ".join(f"{f:.2f}" for f in foreign) + f" nice-0 tasks (they took {others} of the CPUs)")
+            check(what, measured, us, f"{where}; no other processes (they took {others} of the CPUs)")
             print("      " + mechanism(runs, timeline, iterations, n), flush=True)
         if not args.quick:
             print(f"# 5. the halo exchange without work (halo_timed.c: two 32 KiB messages and an 8-byte allreduce "

@@ -305,3 +305,28 @@ def test_run_seeing_cpus_returns_the_output_and_stops_a_run_past_its_timeout():
     with pytest.raises(subprocess.TimeoutExpired):
         run_seeing_cpus([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=0.3)
     assert time.monotonic() - start < 10
+
+
+def _beside_python(name):
+    import shutil
+    import sys
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    return path if os.access(path, os.X_OK) else shutil.which(name)
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(_beside_python("mpiexec") is None or _beside_python("mpicc") is None
+                    or not os.path.exists("/proc/self/sched") or (os.cpu_count() or 1) < 2,
+                    reason="needs mpiexec, mpicc, /proc/self/sched and 2 CPUs")
+def test_the_loop_programs_report_their_own_cpus_and_moves(tmp_path):
+    """replay_cpu_sharing's loop programs say, per rank, where they started and ended the loop and how often they
+    moved (nothing samples the run): a ring at np 2 pinned to CPU 1 started and ended there with no move; CPU 0
+    ran none of its ranks, so nothing of it is counted as taken by other processes."""
+    figures = benchmark("replay_cpu_sharing")
+    ring = figures.compile_c(str(tmp_path), "ring", figures.RING, mpi=True)
+    got = figures.loop_run(ring, 2, 50, False, pin="1")
+    assert got["map"] == (1, 1) and got["moves"] == 0
+    assert min(got["cpu_ns"]) > 0 and got["wall_ns"] > 0
+    assert got["others"][0] == 0.0 and 0.0 <= got["others"][1] < 1.0
+    assert figures.seen_map([got, dict(got, map=(0, 1), moves=2.0), got], 2) == (
+        (1, 1), "CPUs per run 1,1; 0,1 (2 moves); 1,1; modelled with 1,1")
