@@ -277,11 +277,16 @@ def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:
 
 
 def predicted_window_s(directory: str, spec: str, stats: str | None = None,
-                       sharing: CPUSharing | None = None) -> tuple[float, float, str, list | None]:
+                       sharing: CPUSharing | None = None) -> tuple[float, float, str, list | None, float | None]:
     """(the replay's rank-0 window from its first barrier's end to its last barrier's end, traced compute in it
-    (s), the fabric line, the per-call comparison of `call_summary`) on `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json), the
-    ranks on shared CPUs with `sharing`."""
-    trace = simgrid.read(directory)
+    (s), the fabric line, the per-call comparison of `call_summary`, the tracer's writes on rank 0 (s)) on
+    `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json), the ranks on shared CPUs with
+    `sharing`. Where the library wrote its call durations, the gaps between calls are theirs
+    (call_times.measured_gaps: the trace's compute leaves out the tracer's own writes, the run's wall time
+    holds them); the last two are None where it wrote none."""
+    original = simgrid.read(directory)
+    timed = call_times.read_durations(original)
+    trace, added = call_times.measured_gaps(original, timed) if timed else (original, None)
     beside = pool_profile.stats_beside(directory)  # the library's own DIR/cxlsim_mpi_stats.txt, where it writes one
     library_stats = (pool_profile.read_library_stats(beside, "beside the trace:") if beside
                      else pool_profile.read_library_stats(stats, "stderr:") if stats else None)
@@ -291,16 +296,14 @@ def predicted_window_s(directory: str, spec: str, stats: str | None = None,
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
     start, end = barriers[0][1], barriers[-1][1]
     compute = sum(e - s for s, e, kind, _, _ in timeline.segments[0] if kind == "compute" and s >= start and e <= end)
-    return (end - start) / 1e9, compute / 1e9, fab.describe, call_summary(trace, timeline)
+    return (end - start) / 1e9, compute / 1e9, fab.describe, timed and call_summary(trace, timeline, timed), \
+        added and added[0] / 1e9
 
 
-def call_summary(trace, timeline) -> list | None:
-    """The run's own call times against the replay's (cxlsim.replay.call_times.summarise), per kind, bytes and
-    class, over each rank's calls after its first barrier up to its last (the timed window); None where the
-    library wrote no call durations beside the trace."""
-    measured = call_times.read_durations(trace)
-    if measured is None:
-        return None
+def call_summary(trace, timeline, measured: list) -> list:
+    """The run's own call times (`measured`, call_times.read_durations) against the replay's
+    (cxlsim.replay.call_times.summarise), per kind, bytes and class, over each rank's calls after its first
+    barrier up to its last (the timed window)."""
     replayed = call_times.own_times(trace, call_times.replayed_calls(trace, timeline, measured))
     measured = call_times.own_times(trace, measured)
     window = []
@@ -379,11 +382,12 @@ def calls_table(rows: list, apps: list, nps: list) -> None:
     last rank's arrival to the return), from the library's call durations: where the predicted window's error
     is."""
     print("# per app and np, inside the timed window: each call kind's own time (from the last rank it waits for "
-          "arriving to its return; cxlsim.replay.call_times), measured by the library against the replay's, median "
-          "over the runs; excess = measured - predicted own time per rank (range over the runs); the window's "
-          "error per rank beside it")
+          "arriving to its return; cxlsim.replay.call_times) measured by the library against the replay's, median "
+          "over the runs; span: what the kind adds to the window where the ranks meet at every call (a "
+          "collective's own time on its slowest rank, summed; else the largest rank's sum); excess = measured - "
+          "predicted span (range over the runs), beside the window's error (measured - predicted)")
     print(f"# {'app':<5}{'np':>2} {'call':<10}{'bytes':>7} {'class':<7}{'calls':>6}{'own/call us':>12}{'predicted':>10}"
-          f"{'own/rank us':>12}{'predicted':>10}{'excess us':>10}  {'range':<17}{'slowest us':>11}")
+          f"{'span us':>10}{'predicted':>10}{'excess us':>10}  {'range':<19}{'slowest us':>11}")
     for app in apps:
         for n in nps:
             got = [r for r in rows if r["app"] == app and r["np"] == n]
@@ -395,9 +399,8 @@ def calls_table(rows: list, apps: list, nps: list) -> None:
                 low, high = c["excess_range_ns"]
                 print(f"  {app:<5}{n:>2} {c['kind']:<10}{c['size_bytes']:>7} {c['class']:<7}{c['calls']:>6.0f}"
                       f"{us(c['measured_own_median_ns']):>12}{us(c['predicted_own_median_ns']):>10}"
-                      f"{us(c['measured_own_per_rank_ns']):>12}{us(c['predicted_own_per_rank_ns']):>10}"
-                      f"{us(c['excess_per_rank_ns']):>10}  {us(low) + '..' + us(high):<17}"
-                      f"{us(c['measured_own_max_ns']):>11}")
+                      f"{us(c['measured_span_ns']):>10}{us(c['predicted_span_ns']):>10}"
+                      f"{us(c['excess_ns']):>10}  {us(low) + '..' + us(high):<19}{us(c['measured_own_max_ns']):>11}")
             window = [(r["measured_s"] - r["predicted_s"]) * 1e6 for r in got]
             print(f"  {app:<5}{n:>2} the window: measured - predicted {statistics.median(window):.1f} us "
                   f"[{min(window):.1f}..{max(window):.1f}]")
@@ -510,7 +513,10 @@ def main() -> int:
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
                     cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
                                 else "; CPUs not seen (rank r on CPU r % N)") + f", sampler {sampler_s * 1e3:.1f} ms CPU"
-                    predicted, compute, line, calls = predicted_window_s(directory, f"{profile}+{local}", stats, shared)
+                    predicted, compute, line, calls, tracer_s = predicted_window_s(directory, f"{profile}+{local}",
+                                                                                   stats, shared)
+                    tracer_note = (f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
+                                   if tracer_s is not None else "; no call durations: the trace's gaps")
                     network = predicted_window_s(directory, profile, None, shared)[0]
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
                     foreign = seen.foreign_weight(cpus)
@@ -535,7 +541,7 @@ def main() -> int:
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
-                                 "sampler_cpu_s": sampler_s,
+                                 "sampler_cpu_s": sampler_s, "tracer_s": tracer_s,
                                  "traced_compute_s": compute, "coll_prices": priced or None,
                                  "foreign_weight": list(foreign) if foreign else None, "with_others_s": with_others,
                                  "calls": calls})
@@ -545,7 +551,7 @@ def main() -> int:
                           f"{compute * 1e3:>19.3f}{(measured - compute) * 1e3:>17.3f}"
                           f"{(predicted - compute) * 1e3:>11.3f}"
                           + (f"{median_it * 1e6:>15.1f}{predicted / iterations * 1e6:>11.1f}" if median_it else
-                             f"{'':>26}") + f"  {placement}{cpu_note}"
+                             f"{'':>26}") + f"  {placement}{cpu_note}{tracer_note}"
                           + (f"; pool price per iteration {priced['profile']['price_us']:.2f} us (allreduce 8 B "
                              f"{priced['profile']['small_ns']:.0f} ns, 64 KiB {priced['profile']['large_ns'] / 1e3:.2f}"
                              f" us), measured MPI per iteration {(measured - compute) / iterations * 1e6:.2f} us"

@@ -48,6 +48,10 @@ def test_the_measured_calls_and_their_own_times_by_hand(tmp_path, write_trace):
     assert rows[("waitall", "first")]["measured_duration_ns"] == 900 + 4000
     assert rows[("allreduce", "first")]["measured_own_median_ns"] == (200 + 150) / 2
     assert rows[("barrier", "steady")]["measured_own_max_ns"] == 100
+    # spans: a collective's slowest rank (the allreduce: rank 0's 200); a Waitall the larger rank sum (1100)
+    assert rows[("allreduce", "first")]["measured_span_ns"] == 200
+    assert rows[("waitall", "first")]["measured_span_ns"] == 1100
+    assert rows[("isend", "first")]["measured_span_ns"] == 50
     whole = {(r["kind"], r["class"]) for r in call_times.summarise(timed, timed)}
     assert ("barrier", "set-up") in whole
 
@@ -104,9 +108,33 @@ def test_runs_summed_per_kind_take_medians_and_the_excess_range():
         return [{"kind": "allreduce", "size_bytes": 8, "class": "steady", "calls": 4, "measured_duration_ns": 0,
                  "predicted_duration_ns": 0, "with_own": 4, "measured_own_median_ns": own,
                  "predicted_own_median_ns": 100.0, "measured_own_ns": 4 * own, "predicted_own_ns": 400.0,
-                 "measured_own_max_ns": 2 * own, "paths": ["pool"]}]
+                 "measured_own_max_ns": 2 * own, "measured_span_ns": 3 * own, "predicted_span_ns": 300.0,
+                 "paths": ["pool"]}]
     (row,) = call_times.over_runs([run(100.0), run(300.0), run(200.0)], ranks=2)
     assert row["runs"] == 3 and row["measured_own_median_ns"] == 200.0
     assert row["measured_own_per_rank_ns"] == 400.0 and row["predicted_own_per_rank_ns"] == 200.0
-    assert row["excess_per_rank_ns"] == 200.0 and row["excess_range_ns"] == (0.0, 400.0)
+    assert row["measured_span_ns"] == 600.0 and row["predicted_span_ns"] == 300.0
+    assert row["excess_ns"] == 300.0 and row["excess_range_ns"] == (0.0, 600.0)
     assert row["measured_own_max_ns"] == 600.0
+
+
+def test_the_measured_gaps_hold_the_time_between_calls_the_trace_left_out(tmp_path, write_trace, network_profile):
+    trace = simgrid.read(write(tmp_path, write_trace), 1e9)
+    timed = call_times.read_durations(trace)
+    gapped, added = call_times.measured_gaps(trace, timed)
+    # rank 0: 100 ns between its Waitall's return (7100) and the allreduce (7200), 100 between the allreduce
+    # (7500) and the barrier (7600), none the trace has no compute for; rank 1: 100 after its Waitall (7200)
+    assert added == [200.0, 100.0]
+    gaps = [[c.amount for c in calls if c.kind == "compute"] for calls in gapped.ranks]
+    assert gaps == [[1000, 5000, 0, 0, 100, 100], [1000, 2000, 0, 0, 100, 0]]
+    assert [c.kind for c in gapped.ranks[0] if c.kind != "compute"] == [c.kind for c in trace.ranks[0]
+                                                                        if c.kind != "compute"]
+    # the replay of it: the calls still line up with the measured ones, each rank's compute is 200 / 100 ns more
+    fab = fabrics.resolve(network_profile(tmp_path), 2, message_bytes=1000, trace=gapped)
+    before, after = engine.replay(trace, fab.make()), engine.replay(gapped, fab.make())
+    replayed = call_times.replayed_calls(gapped, after, timed)
+    assert [len(r) for r in replayed] == [6, 6]
+    for r, extra in enumerate(added):
+        busy = [sum(e - s for s, e, kind, *_ in t.segments[r] if kind == "compute") for t in (before, after)]
+        assert busy[1] - busy[0] == pytest.approx(extra, rel=1e-12)
+

@@ -22,7 +22,13 @@ for arrived to its return.
 - any other call (isend, irecv, a wait on sends only): its duration.
 The same rule runs on the replay's timeline, so the two sides compare call for call, and a
 call that takes longer inside the app than the replay prices it shows in its own time
-whatever the ranks' compute did. Units: ns.
+whatever the ranks' compute did.
+
+The trace's compute gaps leave out the tracer's own writes (docs/mpi.md: the time from a call's
+return to the next call's entry, less the lines written between), which the traced run's wall
+time holds: about a microsecond a call here. `measured_gaps` gives the trace whose gaps are the
+sidecar's, the next call's entry minus the previous call's return, so that a replay of it is
+given all of each rank's time outside its MPI calls; the call durations are not used. Units: ns.
 """
 from __future__ import annotations
 
@@ -32,10 +38,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from cxlsim.errors import InputError
-from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, LOCAL, Trace
+from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, LOCAL, Call, Trace
 
-__all__ = ["CallTime", "HEADER", "sidecar_path", "read_durations", "replayed_calls", "own_times", "summarise",
-           "EXTRA_SEGMENTS"]
+__all__ = ["CallTime", "HEADER", "sidecar_path", "read_durations", "measured_gaps", "replayed_calls", "own_times",
+           "summarise", "over_runs", "EXTRA_SEGMENTS"]
 
 HEADER = ("line", "start_ns", "duration_ns", "path", "setup")
 """The sidecar's header row."""
@@ -62,6 +68,8 @@ class CallTime:
     setup: bool = False
     own_ns: float | None = None
     """Its own time (module docstring), filled by `own_times`."""
+    instance: int = -1
+    """A collective's index among its rank's collectives (the same call on every rank), filled by `own_times`."""
 
 
 def sidecar_path(trace_file: str) -> str:
@@ -139,6 +147,39 @@ def read_durations(trace: Trace) -> list | None:
     return out
 
 
+def measured_gaps(trace: Trace, timed: list) -> tuple:
+    """(the trace with every compute gap between two calls replaced by the sidecar's: the later call's entry
+    minus the earlier one's return, as flops at the trace's host speed; per rank, the time that adds to the
+    trace's gaps, ns). The gap before a rank's first call and after its last stay the trace's."""
+    speed = trace.host_speed_flops_per_s
+    if not speed:
+        raise InputError(f"trace {trace.source!r}: the sidecar's gaps need the trace's host speed (trace.meta.json)")
+    ranks, added = [], []
+    for calls, mine in zip(trace.ranks, timed):
+        starts = {t.lines[0]: t for t in mine}
+        out, previous, extra, traced = [], None, 0.0, 0.0
+        for c in calls:
+            if c.kind in LOCAL:
+                if c.kind == "compute" and previous is not None:
+                    traced += c.amount / speed * 1e9
+                    continue  # replaced by the measured gap before the next call
+                out.append(c)
+                continue
+            t = starts.get(c.line)
+            if t is not None:
+                if previous is not None:
+                    gap = max(0.0, t.start_ns - (previous.start_ns + previous.duration_ns))
+                    extra += gap - traced
+                    out.append(Call("compute", c.file, c.line, amount=gap * speed / 1e9))
+                previous, traced = t, 0.0
+            out.append(c)
+        if traced:  # compute after the last call
+            out.append(Call("compute", calls[-1].file, calls[-1].line, amount=traced * speed / 1e9))
+        ranks.append(out)
+        added.append(extra)
+    return Trace(ranks, trace.files, trace.source, speed), added
+
+
 def replayed_calls(trace: Trace, timeline, measured: list) -> list:
     """The replay's `CallTime`s, call for call with `measured` (read_durations): each call's start is its
     first line's segment start and its duration the sum of its lines' segments (ns)."""
@@ -147,7 +188,7 @@ def replayed_calls(trace: Trace, timeline, measured: list) -> list:
         segs = [s for s in timeline.segments[r] if s[2] not in EXTRA_SEGMENTS]
         if len(segs) != len(calls):
             raise ValueError(f"rank {r}: {len(segs)} replayed segments for {len(calls)} traced calls")
-        by_line = {c.line: s for c, s in zip(calls, segs)}
+        by_line = {c.line: s for c, s in zip(calls, segs) if c.kind not in LOCAL}
         out.append([CallTime(m.kind, m.size_bytes, m.lines, by_line[m.lines[0]][0],
                              sum(by_line[x][1] - by_line[x][0] for x in m.lines), m.path, m.setup) for m in mine])
     return out
@@ -156,13 +197,14 @@ def replayed_calls(trace: Trace, timeline, measured: list) -> list:
 def own_times(trace: Trace, timed: list) -> list:
     """Fill each CallTime's `own_ns` (module docstring) from the calls' starts and durations; returns `timed`."""
     p = trace.size
-    lines = [{c.line: c for c in calls} for calls in trace.ranks]
+    lines = [{c.line: c for c in calls if c.kind not in LOCAL} for calls in trace.ranks]
     # collectives: the k-th of every rank
     colls = [[(t, lines[r][t.lines[0]]) for t in mine if t.kind in COLLECTIVES] for r, mine in enumerate(timed)]
     for k in range(min(map(len, colls), default=0)):
         entries = [colls[r][k][0].start_ns for r in range(p)]
         for r in range(p):
             t, c = colls[r][k]
+            t.instance = k
             if c.kind in FROM_ROOT and r != c.root:
                 last = max(t.start_ns, entries[c.root])
             elif c.kind in TO_ROOT and r != c.root:
@@ -217,9 +259,16 @@ def _kind(t: CallTime) -> str:
     return "waitall" if t.kind == "wait" and len(t.lines) > 1 else t.kind
 
 
+def _span(largest: dict, collective: bool) -> float:
+    return sum(largest.values()) if collective else max(largest.values(), default=0.0)
+
+
 def summarise(measured: list, replayed: list, window=None) -> list:
     """Per (kind, bytes, class) over every rank: calls, the median own time per call and the summed own time
-    on each side, the summed durations, and the slowest measured call. class: 'set-up' (the call set up a
+    on each side, the summed durations, the span (below) and the slowest measured call.
+    The span is what the kind adds to the run's time where the ranks meet at every call (a loop of
+    collectives, a halo): a collective's own time on its slowest rank, summed over the collectives (the next
+    call starts when that rank leaves), and for the other kinds the largest of the ranks' summed own times. class: 'set-up' (the call set up a
     pool), 'first' (a rank's first call of its kind and size, where that is not the set-up call: the first use
     of a pool's slot or of MPI's path for that size), 'steady' (the later ones). `window[r]` = (first,
     last) call index of rank r to count (default all); calls without an own time on either side are counted
@@ -233,27 +282,36 @@ def summarise(measured: list, replayed: list, window=None) -> list:
             cls = "set-up" if m.setup else "first" if key not in seen else "steady"
             seen.add(key)
             if lo <= i <= hi:
-                groups[(*key, cls)].append((m, q))
+                groups[(*key, cls)].append((r, m, q))
     rows = []
     for (kind, size, cls), pairs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
-        owned = [(m.own_ns, q.own_ns) for m, q in pairs if m.own_ns is not None and q.own_ns is not None]
+        owned = [(m.own_ns, q.own_ns) for _, m, q in pairs if m.own_ns is not None and q.own_ns is not None]
+        spans = [defaultdict(float), defaultdict(float)]  # per instance (a collective) or rank: the largest own
+        for rank, m, q in ((r, m, q) for r, m, q in pairs if m.own_ns is not None and q.own_ns is not None):
+            for side, t in zip(spans, (m, q)):
+                if t.instance >= 0:
+                    side[t.instance] = max(side.get(t.instance, float("-inf")), t.own_ns)
+                else:
+                    side[rank] += t.own_ns
+        collective = kind in COLLECTIVES
         rows.append({"kind": kind, "size_bytes": size, "class": cls, "calls": len(pairs),
-                     "measured_duration_ns": sum(m.duration_ns for m, _ in pairs),
-                     "predicted_duration_ns": sum(q.duration_ns for _, q in pairs),
+                     "measured_duration_ns": sum(m.duration_ns for _, m, _ in pairs),
+                     "predicted_duration_ns": sum(q.duration_ns for _, _, q in pairs),
+                     "measured_span_ns": _span(spans[0], collective), "predicted_span_ns": _span(spans[1], collective),
                      "with_own": len(owned),
                      "measured_own_median_ns": statistics.median(m for m, _ in owned) if owned else None,
                      "predicted_own_median_ns": statistics.median(q for _, q in owned) if owned else None,
                      "measured_own_ns": sum(m for m, _ in owned), "predicted_own_ns": sum(q for _, q in owned),
                      "measured_own_max_ns": max((m for m, _ in owned), default=None),
-                     "paths": sorted({m.path for m, _ in pairs})})
+                     "paths": sorted({m.path for _, m, _ in pairs})})
     return rows
 
 
 def over_runs(summaries: list, ranks: int) -> list:
     """`summarise` rows of several runs of one app and rank count, per (kind, bytes, class): the median over the
-    runs of the calls, of the median own time per call and of the own time per rank (measured, predicted), the
-    range over the runs of the measured excess per rank (measured - predicted own time, ns), and the slowest
-    measured call."""
+    runs of the calls, of the median own time per call, of the own time per rank and of the span (measured,
+    predicted), the median and range over the runs of the excess (measured - predicted span, ns), and the
+    slowest measured call."""
     groups = defaultdict(list)
     for rows in summaries:
         for row in rows:
@@ -263,13 +321,15 @@ def over_runs(summaries: list, ranks: int) -> list:
         def median(key, rows=rows):
             values = [r[key] for r in rows if r[key] is not None]
             return statistics.median(values) if values else None
-        excess = [(r["measured_own_ns"] - r["predicted_own_ns"]) / ranks for r in rows]
+        excess = [r["measured_span_ns"] - r["predicted_span_ns"] for r in rows]
         out.append({"kind": kind, "size_bytes": size, "class": cls, "runs": len(rows), "calls": median("calls"),
                     "measured_own_median_ns": median("measured_own_median_ns"),
                     "predicted_own_median_ns": median("predicted_own_median_ns"),
                     "measured_own_per_rank_ns": statistics.median(r["measured_own_ns"] / ranks for r in rows),
                     "predicted_own_per_rank_ns": statistics.median(r["predicted_own_ns"] / ranks for r in rows),
-                    "excess_per_rank_ns": statistics.median(excess), "excess_range_ns": (min(excess), max(excess)),
+                    "measured_span_ns": statistics.median(r["measured_span_ns"] for r in rows),
+                    "predicted_span_ns": statistics.median(r["predicted_span_ns"] for r in rows),
+                    "excess_ns": statistics.median(excess), "excess_range_ns": (min(excess), max(excess)),
                     "measured_own_max_ns": max((r["measured_own_max_ns"] for r in rows
                                                 if r["measured_own_max_ns"] is not None), default=None)})
     return out
