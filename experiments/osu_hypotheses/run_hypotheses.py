@@ -10,8 +10,8 @@ one mpirun per stretch of sizes (STRETCHES); a round is one such pass over the s
 order of the settings alternates between rounds (`--cma`: one setting alone). Per round and size a
 benchmark's figure is the median of its batches. Two sets are written per CMA setting
 (osu_files.write_tables, from raw.csv): `median/` (the median over rounds
-of the per-round medians) and `fastest/` (the fastest batch over all rounds: the figure of the
-machine when no other job took one of the two CPUs). The load average is recorded before and
+of the per-round medians; MODEL_STATISTIC, the sets that test the model) and `fastest/` (the fastest batch
+over all rounds, the statistic through session 26, printed beside it). The load average is recorded before and
 after every round, and this machine's memcpy bandwidth per size at the end (memcpy.csv).
 
 Check: every set goes through `cxlsim.calibrate.osu_fit.from_osu` (what `cxlsim calibrate
@@ -32,9 +32,11 @@ the set can test the model at all (one placement, an undisturbed anchor row, hal
 undisturbed, 2 rounds). A set whose rounds span both placements is also checked per placement, from
 the rounds of each (placement_fast/, placement_slow/ in the set), and a set probed between its stretches
 per stretch, from the stretches both of whose probes read one placement (stretch_fast/, stretch_slow/;
-set_validity "Per stretch"). After the check of the new (or
-given) set, every committed set (sets_* and their placement sub-sets) is re-checked (not re-written),
-one line per set and main variant is printed, and the target on the valid sets per placement.
+set_validity "Per stretch"). Each set and sub-set is also judged by
+stretch of sizes, from the rows each stretch's prediction reads (set_validity "By stretch"). After the check of the
+new (or given) set, every committed set (sets_* and their placement sub-sets) is re-checked (not re-written), one
+line per set and main variant is printed, and the target on the valid sets per placement; the run ends with the
+model per host placement (report_placements), which says when a placement was not observed at all.
 """
 from __future__ import annotations
 
