@@ -44,7 +44,8 @@ rows its prediction reads (`rows_used`: every table of the variant at its sizes,
 regimes, osu_bw's first row, and the anchor row's), by the same rules: one placement (1), the anchor row undisturbed
 (2), half of the stretch's own sizes undisturbed (3), and every row it reads measured in MIN_ROUNDS rounds or more
 (4, per row). The target is then scored on the sizes of the valid stretches together, and the sizes left untested
-are named.
+are named. What it does not see: the line's bends above the switch are placed from all its rows there (loggp), so a
+row of another regime, measured in one round, can move the bend that bounds a stretch's regime.
 
 The rule reads the measured tables and probes only, never the model's error.
 """
