@@ -239,3 +239,5 @@ def test_a_placement_the_run_did_not_see_is_said_to_be_untested(tmp_path, capsys
     out = capsys.readouterr().out
     assert "slow placement: NOT OBSERVED in this run" in out and "round 1: 93 -> 68 -> 67 -> 96 -> 92 ns" in out
     assert "fast placement, stretch_fast, median cma-on x-w1-fresh:" in out and "by stretch: 0 B-4 KiB: valid" in out
+    verdict = next(line for line in out.splitlines() if line.startswith("=> fast placement, cma-on"))
+    assert "by stretch of stretch_fast" in verdict and ": MET on the 20 sizes of its valid stretches" in verdict
