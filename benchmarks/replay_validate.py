@@ -490,7 +490,8 @@ def main() -> int:
               "with others (summary only, with --with-others): a "
               "diagnostic, not the target, replayed by turns beside the other runnable tasks the sampler weighed "
               "(replay --cpu-foreign; far off on a quiet machine, docs/replay.md)")
-        print(f"# {SAMPLER_CPU_NOTE}; each row gives the sampler's CPU time over its run")
+        print(f"# {SAMPLER_CPU_NOTE}; each row gives the sampler's CPU time over its whole run (start-up and "
+              "set-up included, of which the timed window is a part)")
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
               f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}  placement "
@@ -512,7 +513,7 @@ def main() -> int:
                     if sharing is not None and (n > cpus or (observed and len(set(observed)) < n and not seen.moves)):
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
                     cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
-                                else "; CPUs not seen (rank r on CPU r % N)") + f", sampler {sampler_s * 1e3:.1f} ms CPU"
+                                else "; CPUs not seen (rank r on CPU r % N)") + f", sampler {sampler_s * 1e3:.1f} ms CPU (the whole run)"
                     predicted, compute, line, calls, tracer_s = predicted_window_s(directory, f"{profile}+{local}",
                                                                                    stats, shared)
                     tracer_note = (f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
