@@ -167,10 +167,11 @@ def rounds_per_row(sets_dir: str, cma: str) -> dict:
 def rows_used(fit, benches, size: int, anchor: int, table_sizes: dict) -> set:
     """{(benchmark, size)}: the rows the model's prediction of the allgather at `size` reads. benches: the variant's
     tables, the LogGP line's (latency or rewritten-buffer latency) first, with osu_bw among them; fit: its LogGPFit;
-    table_sizes: {benchmark: the sizes its table holds}. The prediction reads every table at `size` (the exchange
-    term is measured there), the line's rows in the regime of `size` (its L, G), osu_bw's first row (o = g), and the
-    anchor row's: every table at the anchor, and the line's rows in the anchor's regime (the collective overhead is
-    the anchor's measured allgather less its prediction)."""
+    table_sizes: {benchmark: the sizes its table holds}. The prediction reads the tables at `size` (the exchange
+    term is measured there; every table of the variant is counted, as the common-round rule does, though osu_bw's row
+    there is read only by the window-64 contention), the line's rows in the regime of `size` (its L, G), osu_bw's
+    first row (o = g), and the anchor row's: every table at the anchor, and the line's rows in the anchor's regime
+    (the collective overhead is the anchor's measured allgather less its prediction)."""
     line = benches[0]
 
     def regime_rows(k):
