@@ -4,13 +4,13 @@
                                          [--out FILE.json]
 
 1. Fit this machine's MPI point-to-point: an OSU-style ping-pong (osu_latency) and window
-   (osu_bw) loop in C, under MPICH at np=2 without the library, written as OSU files and
+   (osu_bw) loop in C (replay_validate_src/osu_pingpong.c), under MPICH at np=2 without the library, written as OSU files and
    fitted to LogGP per protocol regime by `cxlsim calibrate --from-osu`, which writes a
    network calibration profile.
 2. Per run, interleaved over the apps and rank counts: the halo program (`c`:
    tests/data/traces/src/halo_timed.c, or `py`: halo_timed.py in mpi4py; 20 iterations of a 1-D
    exchange of 32 KiB with both neighbours and an 8-byte allreduce), or `coll`, a
-   collective-bound loop written here (200 iterations of a little work, an allreduce of 64 KiB
+   collective-bound loop (replay_validate_src/coll_timed.c: 200 iterations of a little work, an allreduce of 64 KiB
    and one of 8 B, an allgather and a bcast of 4 KiB: its MPI time is the pool's), under
    `cxlsim mpi run --stats --trace DIR`; the program prints its wall time from its first
    barrier's end to its last barrier's end (rank 0), the library its stats (which collectives
@@ -74,103 +74,15 @@ from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "tests", "data", "traces", "src")
+OWN_SRC = os.path.join(HERE, "replay_validate_src")
+"""coll_timed.c (the collective-bound loop) and osu_pingpong.c (the OSU-style loops of the fit)."""
 HALO_BYTES = 4096 * 8
 
-COLLECTIVES_APP = r"""
-/* A collective-bound loop (the pool's collectives carry most of its MPI time), timed as halo_timed.c:
- * per iteration a little work, then MPI_Allreduce of 16384 floats (64 KiB: the library's large
- * algorithm), MPI_Allgather of 4 KiB per rank, MPI_Bcast of 4 KiB from rank 0, MPI_Allreduce of one
- * double; one untimed iteration first (every call's first-use set-up), then rank 0 prints the wall time
- * from the first barrier's end to the last barrier's end, and its median iteration.
- *     coll_timed [ITERATIONS [WORK]] */
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
-static void work(long n) { volatile double x = 0; for (long i = 0; i < n; i++) x += i * 0.5; }
-static int by_value(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
-static float v[16384], w[16384];
-static char block[4096], all[4 * 4096], b[4096];
-static double res = 1.0, sum;
-static void iteration(long steps) {
-  work(steps);
-  MPI_Allreduce(v, w, 16384, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allgather(block, 4096, MPI_CHAR, all, 4096, MPI_CHAR, MPI_COMM_WORLD);
-  MPI_Bcast(b, 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
-  MPI_Allreduce(&res, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-}
-int main(int argc, char **argv) {
-  int rank, size;
-  MPI_Init(&argc, &argv);
-  int iterations = argc > 1 ? atoi(argv[1]) : 20;
-  long steps = argc > 2 ? atol(argv[2]) : 2000;
-  double *took = calloc(iterations > 0 ? iterations : 1, sizeof *took);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  iteration(steps);
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t0 = MPI_Wtime(), last = t0;
-  for (int it = 0; it < iterations; it++) {
-    iteration(steps);
-    double t = MPI_Wtime();
-    took[it] = t - last;
-    last = t;
-  }
-  MPI_Barrier(MPI_COMM_WORLD);
-  double t1 = MPI_Wtime();
-  qsort(took, iterations, sizeof *took, by_value);
-  if (rank == 0) printf("wall_s %.9f\nmedian_iteration_s %.9f\n", t1 - t0, iterations > 0 ? took[iterations / 2] : 0.0);
-  MPI_Finalize();
-  return 0;
-}
-"""
 WORK = {"c": 200000, "py": 20000, "coll": 2000}
 """Default work steps per iteration per app."""
 ITERATIONS = {"c": 20, "py": 20, "coll": 200}
 """Default iterations per app."""
 
-PINGPONG = r"""
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
-int main(int argc, char **argv) {
-  int rank; static char s[1 << 20], r[1 << 20];
-  MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  int peer = 1 - rank;
-  printf("# OSU MPI Latency Test (cxlsim replay_validate)\n# Size          Latency (us)\n");
-  for (int n = 0; n <= (1 << 20); n = n ? 2 * n : 1) {
-    int iters = n <= 8192 ? 2000 : 200, warm = iters / 10;
-    double t0 = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < iters + warm; i++) {
-      if (i == warm) t0 = MPI_Wtime();
-      if (rank == 0) { MPI_Send(s, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD); MPI_Recv(r, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE); }
-      else { MPI_Recv(r, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE); MPI_Send(s, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD); }
-    }
-    if (rank == 0) printf("%-10d%18.2f\n", n, (MPI_Wtime() - t0) * 1e6 / (2.0 * iters));
-  }
-  if (rank == 0) printf("# OSU MPI Bandwidth Test (cxlsim replay_validate)\n# Size      Bandwidth (MB/s)\n");
-  enum { WINDOW = 64 };
-  MPI_Request req[WINDOW];
-  for (int n = 1; n <= (1 << 20); n *= 4) {
-    int iters = n <= 8192 ? 100 : 20, warm = 5;
-    double t0 = 0;
-    MPI_Barrier(MPI_COMM_WORLD);
-    for (int i = 0; i < iters + warm; i++) {
-      if (i == warm) t0 = MPI_Wtime();
-      for (int w = 0; w < WINDOW; w++) {
-        if (rank == 0) MPI_Isend(s, n, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[w]);
-        else MPI_Irecv(r, n, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[w]);
-      }
-      MPI_Waitall(WINDOW, req, MPI_STATUSES_IGNORE);
-      if (rank == 0) MPI_Recv(r, 1, MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-      else MPI_Send(s, 1, MPI_CHAR, peer, 3, MPI_COMM_WORLD);
-    }
-    if (rank == 0) printf("%-10d%18.2f\n", n, (double)n * WINDOW * iters / (MPI_Wtime() - t0) / 1e6);
-  }
-  MPI_Finalize();
-  return 0;
-}
-"""
 
 
 def load() -> float:
@@ -179,10 +91,8 @@ def load() -> float:
 
 def fit_this_machine(tmp: str) -> tuple[str, str]:
     """A network calibration profile of MPICH's point-to-point here (np=2, no library), and the OSU text."""
-    src, exe = os.path.join(tmp, "pingpong.c"), os.path.join(tmp, "pingpong")
-    with open(src, "w") as fh:
-        fh.write(PINGPONG)
-    subprocess.run([find_mpicc(), "-O2", src, "-o", exe], check=True)
+    exe = os.path.join(tmp, "pingpong")
+    subprocess.run([find_mpicc(), "-O2", os.path.join(OWN_SRC, "osu_pingpong.c"), "-o", exe], check=True)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     done = subprocess.run([find_mpiexec(), "-n", "2", exe], capture_output=True, text=True, timeout=600, env=env, check=True)
     latency, bandwidth = done.stdout.split("# OSU MPI Bandwidth Test", 1)
@@ -467,9 +377,7 @@ def main() -> int:
                       f"{bench_row(path, 'allreduce', 8)}; at 64 KiB {bench_row(path, 'allreduce', 65536)}")
         exe = {"c": os.path.join(tmp, "halo_timed"), "coll": os.path.join(tmp, "coll_timed")}
         subprocess.run([find_mpicc(), "-O0", os.path.join(SRC, "halo_timed.c"), "-o", exe["c"]], check=True)
-        with open(exe["coll"] + ".c", "w") as fh:
-            fh.write(COLLECTIVES_APP)
-        subprocess.run([find_mpicc(), "-O0", exe["coll"] + ".c", "-o", exe["coll"]], check=True)
+        subprocess.run([find_mpicc(), "-O0", os.path.join(OWN_SRC, "coll_timed.c"), "-o", exe["coll"]], check=True)
         sharing, sharing_text = None, ""
         if max(args.np) > cpus:
             if args.cpu_figures:
