@@ -29,6 +29,11 @@ interleaved batches so drift hits every variant alike:
     upgrades at once, the flag's beside the data's); `slot-spec`: the slot path whose wait
     prefetches the peer's lines on every poll (lines it finished come while its flag travels),
     `slot-spec8` on every 8th poll, `slot-spec-1k` its first 1 KiB only;
+  - the fold's width: the kernel's folds are compiled for AVX2 too and the loader picks that clone
+    (cxl_reduce.h), while `slot-direct-fold`'s loop is this program's baseline build (16-byte SSE2
+    vectors); `slot-avx2` and `slot-avx512` fold the two blocks by a loop compiled for 32- and
+    64-byte vectors, `slot-pf` prefetches every line of the peer's block after its flag and folds
+    with the kernel, and `-pf` adds that prefetch to the wide folds;
   - `allgather`, `allgather-nt`: cxl_coll_allgather with plain and non-temporal copy-ins (the
     library's copy-in rule serves every collective).
 --variants times only the named ones (and `lines`, the reference), still interleaved batch by batch.
@@ -67,13 +72,15 @@ PROGRAM = r"""
 
 enum { LINES, SLOT, SLOT_STEPS, LINES_STEPS, SLOT_OWN_SLOT, SLOT_SFENCE, SLOT_NT, SLOT_DIRECT_FOLD, POLL_LAST,
        POLL_PAUSE, ALLGATHER, ALLGATHER_NT, SLOT_NT_NO_PREFETCH, SLOT_LARGE, SLOT_NT_LARGE, CHUNK_1K, CHUNK_512,
-       LINES_INORDER, LINES_INORDER_PF, SLOT_PFW, SLOT_SPEC, SLOT_SPEC8, SLOT_SPEC_1K, NVARIANTS };
+       LINES_INORDER, LINES_INORDER_PF, SLOT_PFW, SLOT_SPEC, SLOT_SPEC8, SLOT_SPEC_1K, SLOT_PF, SLOT_AVX2,
+       SLOT_AVX2_PF, SLOT_AVX512, SLOT_AVX512_PF, NVARIANTS };
 static const char *const names[NVARIANTS] = {"lines", "slot", "slot-steps", "lines-steps", "slot-own-slot",
                                              "slot-sfence", "slot-nt", "slot-direct-fold", "poll-last", "poll-pause",
                                              "allgather", "allgather-nt", "slot-nt-no-prefetch", "slot-large",
                                              "slot-nt-large", "chunk-flags-1k", "chunk-flags-512", "lines-inorder",
                                              "lines-inorder-pf", "slot-pfw", "slot-spec",
-                                             "slot-spec8", "slot-spec-1k"};
+                                             "slot-spec8", "slot-spec-1k", "slot-pf", "slot-avx2",
+                                             "slot-avx2-pf", "slot-avx512", "slot-avx512-pf"};
 static int chosen[NVARIANTS]; /* the variants this run times (argv[4]: names, or "all"); lines always */
 static double steps[2][4]; /* ticks per variant's step, summed over a batch */
 
@@ -273,6 +280,42 @@ static void slot_pfw(cxl_coll_t *c, const char *send, char *recv, uint64_t count
     cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, send);
 }
 
+/* slot-pf: the slot path, then every line of the peer's block asked for at once (prefetch) before
+ * the kernel's fold. slot-avx2, slot-avx512: the fold's loop compiled for 32- and 64-byte vectors
+ * (fewer loads per line, so more of the peer's lines in flight before the load queue fills); -pf:
+ * with the prefetch too. The sum is a + b per element in rank order, as cxl_fold's left fold of
+ * two blocks (bitwise equal, checked). */
+__attribute__((target("avx2"))) static void fold2_avx2(float *restrict o, const float *restrict a,
+                                                       const float *restrict b, uint64_t count)
+{
+    for (uint64_t i = 0; i < count; i++) o[i] = a[i] + b[i];
+}
+
+__attribute__((target("avx512f"))) static void fold2_avx512(float *restrict o, const float *restrict a,
+                                                           const float *restrict b, uint64_t count)
+{
+    for (uint64_t i = 0; i < count; i++) o[i] = a[i] + b[i];
+}
+
+static void slot_wide(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int prefetch, int width)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t round = 0, n = count * 4;
+    cxl_coll_claim(c, 1, &round);
+    uint64_t e = c->epoch;
+    cxl_coll_copy_in(c, cxl_slot(p, round, p->rank), send, n);
+    __atomic_store_n(cxl_flag(p, p->rank), cxl_coll_written(e), __ATOMIC_RELEASE);
+    cxl_coll_wait_all(c, cxl_coll_written(e));
+    cxl_coll_note_all_written(c, e);
+    const char *peer = cxl_slot(p, round, 1 - p->rank);
+    if (prefetch)
+        for (uint64_t at = 0; at < n; at += CXL_LINE) __builtin_prefetch(peer + at, 0, 3);
+    const float *a = (const float *)(p->rank == 0 ? send : peer), *b = (const float *)(p->rank == 0 ? peer : send);
+    if (width == 32) fold2_avx2((float *)recv, a, b, count);
+    else if (width == 64) fold2_avx512((float *)recv, a, b, count);
+    else cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, 0, recv, count, send);
+}
+
 static void slot_steps(cxl_coll_t *c, const char *send, char *recv, uint64_t count)
 {
     cxl_pool_t *p = &c->pool;
@@ -393,6 +436,11 @@ int main(int argc, char **argv)
                     else if (v == SLOT_PFW || v == SLOT_SPEC || v == SLOT_SPEC8 || v == SLOT_SPEC_1K)
                         slot_pfw(&c, (char *)s, (char *)w, count, v != SLOT_PFW, v == SLOT_SPEC8 ? 8 : 1,
                                  v == SLOT_SPEC_1K ? 1024 : UINT64_MAX);
+                    else if (v == SLOT_PF) slot_wide(&c, (char *)s, (char *)w, count, 1, 16);
+                    else if (v == SLOT_AVX2 || v == SLOT_AVX2_PF)
+                        slot_wide(&c, (char *)s, (char *)w, count, v == SLOT_AVX2_PF, 32);
+                    else if (v == SLOT_AVX512 || v == SLOT_AVX512_PF)
+                        slot_wide(&c, (char *)s, (char *)w, count, v == SLOT_AVX512_PF, 64);
                     else if (v == LINES_INORDER || v == LINES_INORDER_PF) cand_lines_inorder(&c, v == LINES_INORDER_PF, (char *)s, (char *)w, count);
                     else cand_lines(&c, v, (char *)s, (char *)w, count);
                     call[i] = (double)(__rdtsc() - tick);

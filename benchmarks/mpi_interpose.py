@@ -230,12 +230,14 @@ def main() -> int:
     parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     parser.add_argument("--set", action="append", default=[], metavar="CXLSIM_MPI_NAME=VALUE",
                         help="a library setting for every job, e.g. CXLSIM_MPI_ALLREDUCE_LARGE=0")
+    parser.add_argument("--library", help="this build of libcxlsim_mpi.so instead of `cxlsim mpi build`'s (an A/B "
+                                          "of two builds, run by turns)")
     args = parser.parse_args()
     settings = dict(item.split("=", 1) for item in args.set)
     check_environment(settings)
     modes = tuple(args.modes)
     sizes = parse_sizes(args.sizes)
-    library = str(build())
+    library = args.library or str(build())
     with tempfile.TemporaryDirectory() as tmp:
         exe = os.path.join(tmp, "osu_loop")
         src = exe + ".c"
