@@ -183,11 +183,13 @@ def test_back_to_back_mixed_collectives_with_late_ranks(library, programs, np, c
 
 
 @pytest.mark.parametrize("np", [3, pytest.param(4, marks=pytest.mark.slow)])
-def test_fake_nodes_take_the_hierarchical_path(library, programs, np):
+def test_fake_nodes_take_the_hierarchical_path(library, programs, np, tmp_path):
     """CXLSIM_MPI_FAKE_NODES=2: rank r on node r % 2 (not contiguous); allgather and allreduce run
-    pool-in-node + PMPI-between-leaders, the rest falls back with reason node."""
+    pool-in-node + PMPI-between-leaders, the rest falls back with reason node; the trace's durations
+    name each call's path as the stats count it."""
     rc, out, err = run_mpi(library, np, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
-                           CXLSIM_MPI_FAKE_NODES="2", CXLSIM_MPI_ALLREDUCE_LARGE="1024", CXLSIM_MPI_SLOT="4096")
+                           CXLSIM_MPI_FAKE_NODES="2", CXLSIM_MPI_ALLREDUCE_LARGE="1024", CXLSIM_MPI_SLOT="4096",
+                           CXLSIM_MPI_TRACE=str(tmp_path / "trace"))
     assert rc == 0, err
     assert re.search(r"checks \d+ failures 0", out), out + err
     stats = parse_stats(err)
@@ -198,6 +200,7 @@ def test_fake_nodes_take_the_hierarchical_path(library, programs, np):
         assert set(stats[name]["reasons"]) <= {"datatype", "op"}
     for name in ("MPI_Bcast", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Barrier"):
         assert stats[name]["hier"] == 0 and stats[name]["reasons"].get("node", 0) > 0, stats[name]
+    assert_durations_agree_with_stats(tmp_path / "trace", np, stats)
 
 
 MPI4PY_SCRIPT = textwrap.dedent("""
@@ -378,12 +381,16 @@ def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path
     assert parse_stats(text) == parse_stats(err) and parse_stats(text)["MPI_Allgather"]["pool"] > 0
     assert sorted(p.name for p in directory.iterdir()) == ["cxlsim_mpi_stats.txt", "rank0.durations.tsv", "rank0.txt",
                                                            "rank1.durations.tsv", "rank1.txt", "trace.meta.json"]
-    # the durations' paths agree with the stats: per collective, the calls on the pool and each fallback reason
-    stats = parse_stats(text)
+    assert_durations_agree_with_stats(directory, 2, parse_stats(text))
+
+
+def assert_durations_agree_with_stats(directory: Path, nranks: int, stats: dict) -> None:
+    """The durations' paths, summed over ranks per collective, are the stats' counts: the calls on the
+    pool (flat and hierarchical), those on the many-node path, and each fallback reason."""
     kinds = {"allgather": "MPI_Allgather", "allreduce": "MPI_Allreduce", "reducescatter": "MPI_Reduce_scatter_block",
              "bcast": "MPI_Bcast", "alltoall": "MPI_Alltoall", "barrier": "MPI_Barrier"}
     paths = {name: {} for name in kinds.values()}
-    for rank in (0, 1):
+    for rank in range(nranks):
         rank_file = directory / f"rank{rank}.txt"
         lines = rank_file.read_text().splitlines()
         for line, took in durations.read(str(rank_file)).items():
@@ -392,7 +399,8 @@ def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path
                 paths[kinds[kind]][took.path] = paths[kinds[kind]].get(took.path, 0) + 1
     for name, counts in paths.items():
         row = stats[name]
-        assert counts.get("pool", 0) == row["pool"] and sum(counts.values()) == row["calls"], (name, counts, row)
+        assert counts.get("pool", 0) + counts.get("hier", 0) == row["pool"], (name, counts, row)
+        assert counts.get("hier", 0) == row["hier"] and sum(counts.values()) == row["calls"], (name, counts, row)
         assert {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("fallback:")} == row["reasons"], \
             (name, counts, row)
 
