@@ -159,8 +159,9 @@ def test_a_collective_run_as_network_messages_polls_once_and_runs_on_when_picked
     assert t.algorithms["allreduce"] == unshared.algorithms["allreduce"] != ["local-host profile"]
 
 
-def test_a_rank_that_yields_while_owed_cpu_time_forfeits_its_slice(tmp_path, write_trace):
-    """EEVDF, one CPU, slice S = 2 ms, MPI yield h = 10 us. Rank 0: compute 1 ms, receive from 1, compute 1.5 ms;
+def test_a_rank_that_yields_while_owed_cpu_time_forfeits_its_slice_only_within_one_group(tmp_path, write_trace):
+    """EEVDF, one CPU, slice S = 2 ms, MPI yield h = 10 us, the ranks in one scheduling group (`yield_forfeits`:
+    one session under autogroup). Rank 0: compute 1 ms, receive from 1, compute 1.5 ms;
     rank 1: compute 3 ms, send to 0, compute 1 ms. By CPU time v and deadline d (both start at v 0, d S):
     - rank 0 computes [0, 1], polls, yields at 1 + h (v0 1 + h, above the mean: no forfeit): rank 1 runs;
     - rank 1 reaches its deadline at 3 + h (v1 2, d1 4): rank 0 (v0 1 + h, eligible) is picked, still
@@ -168,17 +169,25 @@ def test_a_rank_that_yields_while_owed_cpu_time_forfeits_its_slice(tmp_path, wri
     - tie at v 2 and d 4: rank 1 (not the one that ran) finishes its 3 ms at 4 + 2h, sends (local end t_sent),
       computes to its deadline at 5 + 2h (v1 4, d1 6): rank 0 (v0 2) runs, its receive ends at 5 + 2h, it
       computes 1.5 ms (to v0 3.5 < d0) and ends at 6.5 + 2h; rank 1 runs the t_sent it has left: 6.5 + 2h +
-      t_sent. (Without the forfeit rank 0, v0 1 + 2h, would have had 1 ms of lag left.)"""
+      t_sent. (Without the forfeit rank 0, v0 1 + 2h, would have had 1 ms of lag left.)
+    Each rank in its own session (the default, as MPICH's launcher starts them): the same until 3 + h; rank 0's
+    yields then move nothing while it is eligible and inside its slice, so it polls to its deadline at 4 (v0 2,
+    d0 4); tie at v 2 and d 4: rank 1 finishes its 3 ms at 5, sends, computes to its deadline at 6 (v1 4, d1 6);
+    rank 0 (v0 2) runs, its receive ends at 6, it computes 1.5 ms and ends at 7.5; rank 1 then at 7.5 + t_sent."""
     one = replay(trace_of(write_trace, tmp_path, [["send 1 0 8"], ["recv 0 0 8"]], "one"))
     t_sent = one.segments[0][0][1]
     h = 10e3
     assert 0 < t_sent < h
     trace = trace_of(write_trace, tmp_path, [[f"compute {1 * MS:.0f}", "recv 1 0 8", f"compute {1.5 * MS:.0f}"],
                                              [f"compute {3 * MS:.0f}", "send 0 0 8", f"compute {1 * MS:.0f}"]])
-    t = replay(trace, CPUSharing(1, 2 * MS, h, 1e3))
+    t = replay(trace, CPUSharing(1, 2 * MS, h, 1e3, yield_forfeits=True))
     assert t.finish_ns == pytest.approx([6.5 * MS + 2 * h, 6.5 * MS + 2 * h + t_sent], rel=1e-12)
     recv = [seg for seg in t.segments[0] if seg[2] == "recv"][0]
     assert recv[:2] == pytest.approx((1 * MS, 5 * MS + 2 * h), rel=1e-12)
+    own = replay(trace, CPUSharing(1, 2 * MS, h, 1e3))
+    assert own.finish_ns == pytest.approx([7.5 * MS, 7.5 * MS + t_sent], rel=1e-12)
+    recv = [seg for seg in own.segments[0] if seg[2] == "recv"][0]
+    assert recv[:2] == pytest.approx((1 * MS, 6 * MS), rel=1e-12)
 
 
 def test_the_eligible_rank_of_least_cpu_time_runs_first_among_three(tmp_path, write_trace):
@@ -321,12 +330,34 @@ def _beside_python(name):
 def test_the_loop_programs_report_their_own_cpus_and_moves(tmp_path):
     """replay_cpu_sharing's loop programs say, per rank, where they started and ended the loop and how often they
     moved (nothing samples the run): a ring at np 2 pinned to CPU 1 started and ended there with no move; CPU 0
-    ran none of its ranks, so nothing of it is counted as taken by other processes."""
+    ran none of its ranks, so nothing of it is counted as taken by other processes. Each run is checked against
+    the model of its own CPU map."""
     figures = benchmark("replay_cpu_sharing")
     ring = figures.compile_c(str(tmp_path), "ring", figures.RING, mpi=True)
     got = figures.loop_run(ring, 2, 50, False, pin="1")
     assert got["map"] == (1, 1) and got["moves"] == 0
     assert min(got["cpu_ns"]) > 0 and got["wall_ns"] > 0
     assert got["others"][0] == 0.0 and 0.0 <= got["others"][1] < 1.0
-    assert figures.seen_map([got, dict(got, map=(0, 1), moves=2.0), got], 2) == (
-        (1, 1), "CPUs per run 1,1; 0,1 (2 moves); 1,1; modelled with 1,1")
+    runs = [dict(got, us=10.0), dict(got, us=20.0, map=(0, 1), moves=2.0), dict(got, us=12.5)]
+    assert figures.run_maps(runs) == "1,1; 0,1 (2 moves); 1,1"
+    # each run against its own map's model: 11 us on 1,1 (+10%, -12%), 15 us on 0,1 (-25%)
+    assert figures.check("ring", runs, {(1, 1): 11.0, (0, 1): 15.0}, "0%, 0%") == pytest.approx([10.0, -25.0, -12.0])
+
+
+def test_the_yield_interval_is_the_one_with_which_the_model_gives_its_pinned_measurement(tmp_path):
+    """replay_cpu_sharing's parts 2-3 invert the model: with yields that forfeit, the model's round trip of an
+    8-byte ping-pong on one CPU is two yield intervals in steady state (each message waits for the receiver's
+    turn, its latency hidden), so a pinned round trip of 20 us gives 10 us; without the forfeit the interval found
+    gives the measured time back; a round trip faster than the model at 0.1 us is refused with a note."""
+    figures = benchmark("replay_cpu_sharing")
+    net = figures.message_profile(str(tmp_path), 1.33e3)
+    forfeit = CPUSharing(1, 2 * MS, 100.0, 100.0, yield_forfeits=True)
+    h, note = figures.yield_through_model(str(tmp_path), "mpi", "ping-pong", 100, 20.0, forfeit, net)
+    assert note is None and h == pytest.approx(10e3, rel=0.005)
+    own = CPUSharing(1, 2 * MS, 100.0, 100.0)
+    h, note = figures.yield_through_model(str(tmp_path), "mpi", "ping-pong", 100, 20.0, own, net)
+    trace, _ = figures.pinned_trace(str(tmp_path), "ping-pong", 100)
+    again = figures.modelled_us(trace, net, 100, CPUSharing(1, 2 * MS, h, 100.0), None)[0]
+    assert note is None and again == pytest.approx(20.0, rel=0.01) and 0.1e3 < h < 10e3
+    h, note = figures.yield_through_model(str(tmp_path), "mpi", "ping-pong", 100, 1.0, own, net)
+    assert h == 100.0 and "--mpi-yield: the model gives the pinned ping-pong" in note and "0.1 us is used" in note

@@ -18,25 +18,29 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   sched_yield every `yield_ns` of polling (MPICH's point-to-point and the library's pool waits each have
   their own interval, `mpi_yield_ns` and `pool_yield_ns`; where the ranks do not outnumber the CPUs the
   library's pool wait first spins `pool_spin_ns`, its 4096 polls, as cxlsim/mpi/pools.c does, and then yields
-  at its interval). A yield of an eligible rank forfeits the rest of
-  its slice (`v = d`, then `d += slice_ns`), and the CPU picks again, among every runnable rank: one still
-  polling polls until its own next yield. So a rank that polled and yielded is counted a slice it did not
-  use, and waits behind the others' CPU time before it is eligible again. A rank whose wait ended while it
-  was off the CPU runs on when it is picked. A rank entering a `sleep` leaves the run queue, and rejoins
-  with the lag it left with.
+  at its interval). A yield forfeits the rest of a slice only to tasks of the yielder's own scheduling group
+  (one session under the kernel's autogroup), and MPICH's launcher starts each rank in a session of its own:
+  so a yield hands the CPU over when the yielder is not eligible (it has had more CPU time than the mean) or
+  its slice ran out, to the eligible rank of earliest deadline, and an eligible rank inside its slice polls
+  on (`yield_forfeits` False). Where the ranks share a group (`yield_forfeits`), a yield of an eligible rank
+  forfeits the rest of its slice (`v = d`, then `d += slice_ns`), and the CPU picks again, among every
+  runnable rank: one still polling polls until its own next yield; such a rank is counted a slice it did
+  not use, and waits behind the others' CPU time before it is eligible again. A rank whose wait ended
+  while it was off the CPU runs on when it is picked. A rank entering a `sleep` leaves the run queue, and
+  rejoins with the lag it left with.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
   ranks on each CPU, in nice-0 tasks, each weighted as Linux weights its nice level: nice 0 is 1, nice 15
   0.035; cxlsim.replay.rank_cpus): on a CPU with weight W > 0, one more task, always runnable, of weight W.
   EEVDF weighs CPU time: a task of weight w is counted `ns / w` for `ns` it runs, its deadline is `v +
   slice_ns / w`, and the mean that decides eligibility is weighted. So beside it a rank gets 1 / (1 + W)
-  of a CPU it would have alone, and a rank that yields (forfeiting its slice) waits about W slices; W
+  of a CPU it would have alone (where yields forfeit, a rank that yields waits about W slices); W
   nice-0 tasks, or one of weight W, alike. One task per CPU stands for them all: their own sleeps are
   not modelled, only their measured mean weight.
 The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py: the slice from two busy
-loops on one CPU, each yield interval from two ranks on one CPU); that a yield forfeits the slice is
-measured there too (a polling process that yields every 2-200 us beside a busy one on its CPU got at most
-0.7-7.8% of it, where a yield that only moved the deadline would leave it near half). A priced pool
+loops on one CPU, each yield interval the one with which this model gives two ranks on one CPU their
+measured time); whether a yield forfeits across sessions is measured there too (a poller yielding every
+20 us beside a busy loop on its CPU got 0.5% of it in the busy loop's session, 29-31% in its own). A priced pool
 collective waits for every rank at each of its kernel's waits (cxlsim.replay.engine, PricedPlan.syncs). What the model leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between
 MPI calls, so a gap in which the rank was preempted while tracing already holds that time; message
 overheads stay on the rank's own timeline (they are not counted as CPU time); the steps inside a
@@ -81,6 +85,12 @@ class CPUSharing:
     pool_spin_ns: float = 0.0
     """How long a wait of the library's pool spins before its first yield where the ranks do not outnumber the
     CPUs (4096 polls, measured; 0: it yields at `pool_yield_ns` from the start, as it does where they do)."""
+    yield_forfeits: bool = False
+    """Whether a yield forfeits the rest of the yielder's slice to the other tasks on its CPU. It does only among
+    tasks of one scheduling group (one session under the kernel's autogroup, or any tasks with autogroup off).
+    MPICH's launcher starts every rank in a session of its own, so across ranks, and against other processes, a
+    yield forfeits nothing (False): measured, a poller yielding every 20 us beside a busy loop on one CPU got
+    0.5% of it in the busy loop's session and 29-31% (the busy loop 32-34%) in its own."""
 
     def __post_init__(self):
         if not isinstance(self.cpus, int) or isinstance(self.cpus, bool) or self.cpus < 1:
@@ -352,10 +362,15 @@ class SharedCPUs:
         self._sync(c)
         if self.v[r] >= self.deadline[r] - _slack(self.env.now, self.deadline[r]):  # its slice ran out while it polled
             self.deadline[r] = self.v[r] + self.sharing.slice_ns
-        elif self._eligible(c, r):  # sched_yield: the rest of the slice is forfeited
+            picked = self._pick(c)
+        elif not self._eligible(c, r):  # ahead of the CPU's mean: the yield hands the CPU over
+            picked = self._pick(c)
+        elif self.sharing.yield_forfeits:  # sched_yield within one group: the rest of the slice is forfeited
             self.v[r] = self.deadline[r]
             self.deadline[r] += self.sharing.slice_ns
-        picked = self._pick(c)
+            picked = self._pick(c)
+        else:  # across groups the yield moves nothing: an eligible rank inside its slice keeps its CPU
+            picked = r
         if picked == r:  # it polls on, to its next yield
             self.polling[c] = (self.env.now, self.polling[c][2], self.polling[c][2])
             self._schedule_yield(c)
