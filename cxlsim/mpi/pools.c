@@ -202,43 +202,11 @@ static cxlsim_pool_t *pool_new(MPI_Comm comm)
     return pool;
 }
 
-/* The probe's round trips at np > 2: ranks 0 and 1 bounce their flags `iterations` times as the
- * two ranks of cxl_coll_flag_pingpong do, spinning between polls (a yield would add a system call to
- * every hop); every other rank waits, yielding its CPU, until rank 0 published the last round trip,
- * so the pair has the CPUs. Every rank's epoch moves on by `iterations`; the others' flags stay
- * behind (flags only grow: their next step's publish passes them). Returns the mean ns per round
- * trip on ranks 0 and 1, 0 on the others, or a negative number on a timeout. */
-static double pair_pingpong(cxl_coll_t *c, uint64_t iterations)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t e = c->epoch, spin_iters = p->spin_iters;
-    cxl_coll_settle(c);
-    if (p->rank > 1) {
-        c->epoch = e + iterations;
-        return cxl_coll_wait_one(c, 0, cxl_coll_written(c->epoch)) ? -1.0 : 0.0;
-    }
-    p->spin_iters = SPIN_ITERS;
-    int failed = 0;
-    double t0 = cxl_now_ns();
-    for (uint64_t i = 0; i < iterations && !failed; i++) {
-        e++;
-        if (p->rank == 0) {
-            cxl_publish(p, cxl_coll_written(e), c->round, 0);
-            failed = cxl_coll_wait_one(c, 1, cxl_coll_written(e));
-        } else {
-            failed = cxl_coll_wait_one(c, 0, cxl_coll_written(e));
-            cxl_publish(p, cxl_coll_written(e), c->round, 0);
-        }
-    }
-    double t1 = cxl_now_ns();
-    p->spin_iters = spin_iters;
-    c->epoch = e;
-    return failed ? -1.0 : iterations ? (t1 - t0) / (double)iterations : 0.0;
-}
-
+/* The probe's round trips: cxl_coll_probe_pingpong (cxl_coll_core.h: at np > 2 ranks 0 and 1 bounce
+ * their flags, spinning SPIN_ITERS polls between yields, while the others wait, yielding). */
 static double probe_pingpong(cxl_coll_t *c, uint64_t iterations)
 {
-    return c->pool.nranks == 2 ? cxl_coll_flag_pingpong(c, iterations) : pair_pingpong(c, iterations);
+    return cxl_coll_probe_pingpong(c, iterations, SPIN_ITERS);
 }
 
 /* In hw mode without emulated timing, at np >= 2: time the flag round trip between ranks 0 and 1
