@@ -63,13 +63,14 @@ static inline int cxl_fold_overlaps(const char *out, const char *const *blocks, 
 
 /* Every fold is compiled for AVX2 and for the baseline (16-byte SSE2 vectors), and the loader picks
  * the AVX2 one where the CPU has it (GCC's target_clones, an ifunc; the same arithmetic per element,
- * so the same bits). A fold of another rank's block is bound by how many of its lines are in flight
- * at once, and with 16-byte loads (four per line of two blocks) the load queue fills before the
- * loads reach far into the block. Measured at np 2 in the fast placement (benchmarks/allreduce_split.py,
- * slot against slot-avx2, interleaved, per-call medians, load 1.9): 1 KiB 190 -> 140 ns, 2 KiB
- * 310 -> 240, 3 KiB 451 -> 370, 4 KiB 541 -> 440; AVX-512 no faster than AVX2; a prefetch of the
- * peer's lines before the baseline fold slower (2 KiB 330). */
-#if !defined(CXL_FOLD_CLONES) && defined(__x86_64__) && defined(__has_attribute)
+ * so the same bits). Measured at np 2 (benchmarks/allreduce_split.py, interleaved, per-call medians):
+ * fast placement, load 1.9, a 32-byte loop against the baseline fold: 1 KiB 190 -> 140 ns, 2 KiB
+ * 310 -> 240, 4 KiB 541 -> 440; slow, load 6-7, this fold against the baseline loop: 2 KiB 1161 ->
+ * 1021, 4 KiB 2233 -> 2103 (through the library: docs/mpi.md). AVX-512 was no faster than AVX2, and
+ * a prefetch of the peer's whole block before the baseline fold slower, so the gain is not the
+ * line transfers alone; the reading here (not measured apart): with half the loads per line, more
+ * of the peer's lines are in flight before the load queue fills. */
+#if !defined(CXL_FOLD_CLONES) && defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) /* an ifunc */
 #if __has_attribute(target_clones) /* -DCXL_FOLD_CLONES= builds the baseline alone (an A/B) */
 #define CXL_FOLD_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
