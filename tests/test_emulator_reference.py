@@ -294,6 +294,22 @@ def test_read_pass_sums_on_both_sides_of_its_gil_threshold(nbytes):
     assert _kernels.read_pass(rows) == want
 
 
+@pytest.mark.parametrize("nbytes", [0, 1, 63, 4095, 65535, 65536, 65537])
+def test_read_pass_of_a_numpy_array_equals_its_buffer_read(nbytes):
+    """An ndarray's layout is read from the array (no buffer export); the sum and the refusals are the buffer path's."""
+    rng = np.random.default_rng(nbytes)
+    data = rng.integers(0, 256, 2 * nbytes + 64, dtype=np.uint8)
+    cases = [data[:nbytes], data[:nbytes].view(np.uint8).reshape(1, -1), data[:2 * nbytes].reshape(2, nbytes),
+             data[:2 * nbytes + 64].reshape(2, nbytes + 32)[:, :nbytes],  # 2-D, strided rows
+             data[:nbytes - nbytes % 8].view(np.float64), data[:nbytes].copy()]
+    for case in cases:
+        assert _kernels.read_pass(case) == _kernels.read_pass(memoryview(case)), case.shape
+    assert _kernels.read_pass(tuple(cases[:2])) == (2 * _kernels.read_pass(memoryview(cases[0]))) % 2**64
+    for bad in (np.zeros(16, np.uint8)[::2], np.zeros((2, 2, 2), np.uint8), np.zeros((4, 4), np.uint8)[:, ::2]):
+        with pytest.raises(InputError, match="read_pass: expected a 1-D contiguous or 2-D row-contiguous buffer"):
+            _kernels.read_pass(bad)
+
+
 @pytest.mark.parametrize("nbytes", [0, 1, 4095, 65536, 65537])
 def test_write_block_copies_every_byte_and_rejects_a_size_mismatch(nbytes):
     src = (np.arange(nbytes) % 251).astype(np.uint8)

@@ -1,4 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# distutils: define_macros=NPY_NO_DEPRECATED_API=NPY_1_7_API_VERSION
 """One rank's kernel on a mapped pool: the allgather's publish, wait and copies, compiled.
 
 A pool holds one flag line per rank and two buffers of one slot per rank (see pool.py).
@@ -14,12 +15,14 @@ cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_ANY_CONTIGUOUS
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
+cimport numpy as cnp
 
 from cxlsim.emulator.cxl_ops cimport *
 from cxlsim.emulator.cxl_coll cimport *
 
 import numpy as np
 
+cnp.import_array()
 cdef object ndarray_type = np.ndarray
 
 from cxlsim.coherence import Coherence
