@@ -12,7 +12,11 @@ and after each):
    every rank: under the kernel's autogroup each session is a group, the yield forfeits nothing across
    them and the poller gets about the busy loop's share. Which of the two it is decides the model's rule
    for the ranks (`CPUSharing.yield_forfeits`; measured here at load 5.6: 0.5% in one session, 29-31%
-   against the busy loop's 32-34% in its own).
+   against the busy loop's 32-34% in its own). Then two processes pass a flag back and forth on CPU 0,
+   yielding at every poll, in one session and each in its own: where a yield hands the CPU over at once
+   a round trip takes one poll a side; where it does not, the yielder polls on until it has had more CPU
+   time than the other (measured at load 6: 1 poll and 1 switch a side, 16-20 us; in own sessions 24-326
+   polls and 1.05-1.3 switches, 94-851 us).
 1. **The scheduler's slice for CPU-bound processes**: two busy loops pinned to one CPU, each reading the
    clock; a gap over 20 us is a time the other ran. The median run between gaps is the slice a CPU-bound
    rank gets before it is preempted (`--cpu-slice`).
@@ -133,6 +137,52 @@ int main(int argc, char **argv) {
         if (who == 1 && t - since >= poll) { sched_yield(); since = now(); }
       }
       printf("%s %.4f\n", who ? "yielder_share" : "busy_share", 1 - gaps / span);
+      exit(0);
+    }
+  }
+  while (wait(NULL) > 0) {}
+  return 0;
+}
+"""
+
+FLAG_PINGPONG = r"""
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+/* flag_pingpong ITERATIONS OWN: two processes pinned to CPU 0 pass a shared flag back and forth, calling sched_yield
+ * at every poll (as MPICH and the library do once they yield); OWN 1: each in a session of its own, as MPICH's
+ * launcher starts ranks. Each prints us per round trip, its polls and its switches away while runnable per round
+ * trip: one poll a round trip where a yield hands the CPU over at once, many where the yielder keeps it until it
+ * has had more CPU time than the other. */
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+int main(int argc, char **argv) {
+  int it = atoi(argv[1]), own = atoi(argv[2]);
+  volatile uint64_t *f = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  for (int who = 0; who < 2; who++) {
+    if (fork() == 0) {
+      if (own) setsid();
+      cpu_set_t s; CPU_ZERO(&s); CPU_SET(0, &s); sched_setaffinity(0, sizeof s, &s);
+      __atomic_add_fetch(&f[1], 1, __ATOMIC_SEQ_CST);
+      while (__atomic_load_n(&f[1], __ATOMIC_ACQUIRE) < 2) sched_yield();
+      struct rusage a, b; double polls = 0;
+      getrusage(RUSAGE_SELF, &a);
+      double t0 = now();
+      for (uint64_t i = 0; i < (uint64_t)it; i++) {
+        uint64_t mine = 2 * i + who;
+        while (__atomic_load_n(&f[0], __ATOMIC_ACQUIRE) != mine) { sched_yield(); polls++; }
+        __atomic_store_n(&f[0], mine + 1, __ATOMIC_RELEASE);
+      }
+      double t = now() - t0;
+      getrusage(RUSAGE_SELF, &b);
+      printf("side %d us %.3f polls %.2f switches %.3f\n", who, t / it / 1e3, polls / it,
+             (double)(b.ru_nivcsw - a.ru_nivcsw) / it);
       exit(0);
     }
   }
@@ -500,6 +550,15 @@ def stats_file(path: str, n: int, rows: dict) -> str:
     return path
 
 
+def flag_pingpong(exe: str, own_session: bool, got: list) -> float:
+    """One run of FLAG_PINGPONG (20000 round trips): us a round trip; appends (polls, switches) per round trip and
+    side (the mean of the two sides) to `got`."""
+    out = run([exe, "20000", "1" if own_session else "0"])
+    sides = re.findall(r"side \d us (\S+) polls (\S+) switches (\S+)", out)
+    got.append((sum(float(x[1]) for x in sides) / 2, sum(float(x[2]) for x in sides) / 2))
+    return max(float(x[0]) for x in sides)
+
+
 FORFEIT_SHARE = 0.25
 """Part 0: a poller in its own session that gets less than this share of the busy loop's share forfeits its slice
 at a yield across sessions (it gets about as much as the busy loop where it does not, under 1% where it does)."""
@@ -565,6 +624,7 @@ def main() -> int:
         yielder = compile_c(tmp, "yielder", YIELDER, mpi=False)
         slicer = compile_c(tmp, "slicer", SLICER, mpi=False)
         spinner = compile_c(tmp, "spin", SPIN, mpi=False)
+        flags = compile_c(tmp, "flag_pingpong", FLAG_PINGPONG, mpi=False)
         pingpong = compile_c(tmp, "pingpong", PINGPONG, mpi=True)
         barriers = compile_c(tmp, "barriers", BARRIERS, mpi=True)
         ring = compile_c(tmp, "ring", RING, mpi=True)
@@ -603,6 +663,13 @@ def main() -> int:
         print(f"  a rank's yield forfeits its slice across sessions: {'yes' if forfeits else 'no'} (the poller in "
               f"its own session got {statistics.median(own) / statistics.median(own_busy):.2f}x the busy loop's "
               f"share; below {FORFEIT_SHARE:g}x is a forfeit)")
+        for own_session in (False, True):
+            where = "each in its own session" if own_session else "one session"
+            got = []
+            measure(args.rounds, f"flag ping-pong on CPU 0, {where}: us a round trip",
+                    lambda own_session=own_session, got=got: flag_pingpong(flags, own_session, got))
+            print(f"    per round trip and side: {statistics.median(g[0] for g in got):.1f} polls (yields), "
+                  f"{statistics.median(g[1] for g in got):.2f} switches away")
         print("# 1. the slice of a CPU-bound process (two busy loops on CPU 0), ms")
         slices = measure(args.rounds, "median run between preemptions", slice_ms)
         print("# 2. MPICH's 8-byte ping-pong (no library), us per round trip")
