@@ -18,12 +18,12 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from cxlsim.errors import InputError
 from cxlsim.mpi import build as mpibuild
-from cxlsim.mpi import durations
 from cxlsim.mpi.settings import check_environment, environment
 
 HERE = Path(__file__).resolve().parent
@@ -73,6 +73,32 @@ def run_mpi(library: Path, np: int, argv: list[str], timeout: float = 120, **set
         proc.communicate()
         raise
     return proc.returncode, out, err
+
+
+class Took(NamedTuple):
+    """One row of a rank's call durations (rank<r>.durations.tsv, docs/mpi.md)."""
+
+    line: int
+    start_ns: int
+    duration_ns: int
+    path: str
+    setup: bool
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.duration_ns
+
+
+def read_durations(rank_file: Path) -> dict[int, Took]:
+    """The rows of the durations file beside rank_file (replay reads them with cxlsim.replay.call_times), by line."""
+    rows = (rank_file.parent / (rank_file.stem + ".durations.tsv")).read_text().splitlines()
+    assert rows[0].split("\t") == ["line", "start_ns", "duration_ns", "path", "setup"], rows[0]
+    out = {}
+    for row in rows[1:]:
+        line, start, duration, path, setup = row.split("\t")
+        assert int(line) not in out and int(duration) >= 0 and setup in ("0", "1"), row
+        out[int(line)] = Took(int(line), int(start), int(duration), path, setup == "1")
+    return out
 
 
 def parse_stats(text: str) -> dict[str, dict]:
@@ -347,7 +373,7 @@ def test_trace_durations_give_every_call_its_time_on_one_clock(library, programs
     for rank in (0, 1):
         rank_file = directory / f"rank{rank}.txt"
         lines = rank_file.read_text().splitlines()
-        times = durations.read(str(rank_file))
+        times = read_durations(rank_file)
         assert sorted(times) == [n for n, line in enumerate(lines, start=1) if line.split()[1] not in ("init",
                                                                                                     "compute")]
         kinds = {lines[n - 1].split()[1]: t for n, t in times.items()}
@@ -366,6 +392,12 @@ def test_trace_durations_give_every_call_its_time_on_one_clock(library, programs
     assert calls[1]["bcast"].end_ns >= calls[0]["bcast"].start_ns  # the root's data
     assert calls[1]["barrier"].start_ns >= calls[1]["bcast"].end_ns + 20_000_000
     assert calls[0]["barrier"].end_ns >= calls[1]["barrier"].start_ns
+    # cxlsim replay reads the trace and its durations: the Waitall's two wait lines are one call
+    from cxlsim.replay.call_times import read_durations as replay_durations
+    from cxlsim.replay.simgrid import read
+
+    timed = replay_durations(read(str(directory)))
+    assert [len(t.lines) for t in timed[0] if t.kind == "wait"] == [2]
 
 
 def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path):
@@ -393,7 +425,7 @@ def assert_durations_agree_with_stats(directory: Path, nranks: int, stats: dict)
     for rank in range(nranks):
         rank_file = directory / f"rank{rank}.txt"
         lines = rank_file.read_text().splitlines()
-        for line, took in durations.read(str(rank_file)).items():
+        for line, took in read_durations(rank_file).items():
             kind = lines[line - 1].split()[1]
             if kind in kinds:
                 paths[kinds[kind]][took.path] = paths[kinds[kind]].get(took.path, 0) + 1
