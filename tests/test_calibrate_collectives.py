@@ -248,6 +248,8 @@ def test_a_jobs_per_rank_overheads_reach_the_des_and_a_kernel_price_drops_them()
     assert got.rank_overhead_ns == {"allreduce": [300.0, 700.0]} and got.collective_overhead_ns["allreduce"] == 500.0
     assert row_model(got, dict(job, overhead_rank_ns={}), "allreduce", 64).rank_overhead_ns == {}  # the row's own only
     assert kernel_model(got).rank_overhead_ns == {}
+    slow = dict(job, roundtrip_ns=450.0, call_roundtrip_ns={"allreduce": {"64": 450.0}})
+    assert row_model(m, slow, "allreduce", 64).rank_overhead_ns == {}  # the slow placement: the ranks' mean
 
 
 def test_a_jobs_own_primitives_replace_the_models():
@@ -349,15 +351,19 @@ def test_the_des_exchange_grows_by_exactly_its_charge_and_the_charge_makes_it_th
         assert exchange_charge_ns(measured, mode) == pytest.approx(321.0, abs=1e-6)
         assert des_exchange_ns(measured, mode, exchange_charge_ns(measured, mode)) == pytest.approx(base + 321.0)
         assert exchange_charge_ns(dataclasses.replace(m, exchange_ns={mode: base - 50.0}), mode) == 0.0  # never < 0
-        # a barrier call carries the charge once; in flush mode a small allreduce or an alltoall (one step) once,
-        # the large allreduce twice (two steps); a broadcast (its reader waits for a root that publishes and
-        # returns) none, and in hw mode only the barrier is charged (`charged_exchange`)
-        flush = mode == "flush"
-        for collective, size, waits in (("barrier", 0, 1), ("alltoall", 64, flush), ("allreduce", 64, flush),
-                                        ("allreduce", 1 << 16, 2 * flush), ("broadcast", 64, 0)):
-            large = 1 << 16
-            assert predict_collective(measured, mode, collective, size, large) \
-                - predict_collective(m, mode, collective, size, large) == pytest.approx(321.0 * waits, abs=1e-6)
+        # a barrier call carries the charge once; a small allreduce or an alltoall (one step) once, the large
+        # allreduce twice (two steps); a broadcast (its reader waits for a root that publishes and returns) none;
+        # in hw mode in the slow placement only the barrier is charged (`exchange_charged`)
+        assert m.roundtrip_ns["hw"] < 200.0  # the fixture's: the fast placement
+        for slow in (False, True):
+            rt = dict(m.roundtrip_ns, hw=450.0) if slow else m.roundtrip_ns
+            base_m, charged_m = (dataclasses.replace(x, roundtrip_ns=rt) for x in (m, measured))
+            steps = 0 if slow and mode == "hw" else 1
+            for collective, size, waits in (("barrier", 0, 1), ("alltoall", 64, steps), ("allreduce", 64, steps),
+                                            ("allreduce", 1 << 16, 2 * steps), ("broadcast", 64, 0)):
+                large = 1 << 16
+                assert predict_collective(charged_m, mode, collective, size, large) \
+                    - predict_collective(base_m, mode, collective, size, large) == pytest.approx(321.0 * waits, abs=1e-6)
 
 
 def test_collective_flush_line_makes_the_des_maintenance_the_patterns():

@@ -111,7 +111,8 @@ class LocalModel:
     rank_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: [ns per rank]}: the same overhead rank by rank, where a job's blocks measured it so (the
     ranks' software can differ by 2x in one block: 330 against 630 ns, and the call waits for the slower
-    rank's publish); {} = every rank at `collective_overhead_ns`."""
+    rank's publish; `collectives.row_model` sets it in the fast placement only); {} = every rank at
+    `collective_overhead_ns`."""
     exchange_ns: dict = dataclasses.field(default_factory=dict)
     """Per mode, ns: the symmetric flag exchange (`_probes.flag_exchange`: every rank publishes and polls at
     once, back to back, `collective_blocks.EXCHANGE_GAP_NS` of software between), np = 2, the gap included;
