@@ -138,3 +138,19 @@ def test_the_measured_gaps_hold_the_time_between_calls_the_trace_left_out(tmp_pa
         busy = [sum(e - s for s, e, kind, *_ in t.segments[r] if kind == "compute") for t in (before, after)]
         assert busy[1] - busy[0] == pytest.approx(extra, rel=1e-12)
 
+
+def test_a_sleep_between_two_calls_stays_a_sleep_and_leaves_the_gap_its_rest(tmp_path, write_trace):
+    # rank 0 sleeps 50 ns between its allreduce (returns 7500) and its barrier (enters 7600): 50 ns of compute
+    rank0 = [*RANK0[:-1], "sleep 0.00000005", "barrier"]
+    directory = write_trace(tmp_path / "t", {0: rank0, 1: RANK1})
+    rows = {0: [*ROWS[0][:-1], (11, 7600, 100, "pool", 0)], 1: ROWS[1]}
+    for r, mine in rows.items():
+        with open(os.path.join(directory, f"t_rank-{r + 1}.durations.tsv"), "w") as fh:
+            fh.write("line\tstart_ns\tduration_ns\tpath\tsetup\n"
+                     + "".join("\t".join(map(str, row)) + "\n" for row in mine))
+    trace = simgrid.read(directory, 1e9)
+    gapped, added = call_times.measured_gaps(trace, call_times.read_durations(trace))
+    assert [c.kind for c in gapped.ranks[0][-3:]] == ["sleep", "compute", "barrier"]
+    assert gapped.ranks[0][-2].amount == pytest.approx(50.0, rel=1e-9)
+    assert added[0] == pytest.approx(150.0, rel=1e-9)
+

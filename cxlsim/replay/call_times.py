@@ -149,29 +149,32 @@ def read_durations(trace: Trace) -> list | None:
 
 def measured_gaps(trace: Trace, timed: list) -> tuple:
     """(the trace with every compute gap between two calls replaced by the sidecar's: the later call's entry
-    minus the earlier one's return, as flops at the trace's host speed; per rank, the time that adds to the
-    trace's gaps, ns). The gap before a rank's first call and after its last stay the trace's."""
+    minus the earlier one's return, less the trace's sleeps between them, as flops at the trace's host speed;
+    per rank, the time that adds to the trace's gaps, ns). The gap before a rank's first call and after its
+    last stay the trace's."""
     speed = trace.host_speed_flops_per_s
     if not speed:
         raise InputError(f"trace {trace.source!r}: the sidecar's gaps need the trace's host speed (trace.meta.json)")
     ranks, added = [], []
     for calls, mine in zip(trace.ranks, timed):
         starts = {t.lines[0]: t for t in mine}
-        out, previous, extra, traced = [], None, 0.0, 0.0
+        out, previous, extra, traced, slept = [], None, 0.0, 0.0, 0.0
         for c in calls:
             if c.kind in LOCAL:
                 if c.kind == "compute" and previous is not None:
                     traced += c.amount / speed * 1e9
                     continue  # replaced by the measured gap before the next call
+                if previous is not None:
+                    slept += c.amount * 1e9  # a sleep stays a sleep: the gap's compute is the rest
                 out.append(c)
                 continue
             t = starts.get(c.line)
             if t is not None:
                 if previous is not None:
-                    gap = max(0.0, t.start_ns - (previous.start_ns + previous.duration_ns))
+                    gap = max(0.0, t.start_ns - (previous.start_ns + previous.duration_ns) - slept)
                     extra += gap - traced
                     out.append(Call("compute", c.file, c.line, amount=gap * speed / 1e9))
-                previous, traced = t, 0.0
+                previous, traced, slept = t, 0.0, 0.0
             out.append(c)
         if traced:  # compute after the last call
             out.append(Call("compute", calls[-1].file, calls[-1].line, amount=traced * speed / 1e9))
