@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from cxlsim.emulator import _kernels
-from cxlsim.emulator.bench_collectives import (COLLECTIVES, ZERO_COPY_COLLECTIVES, CollectiveSide, ValidationError,
-                                               pattern, read_pass_holds)
+from cxlsim.emulator.bench_collectives import (COLLECTIVES, ZERO_COPY_COLLECTIVES, CollectiveSide, TimedSide,
+                                               ValidationError, pattern, read_pass_holds)
 from cxlsim.errors import InputError
 from cxlsim.units import format_bandwidth, format_size, format_time
 
@@ -104,16 +104,15 @@ def time_loop(op, barrier, warmup: int, iterations: int, before=None, after=None
     return float(time_calls(op, barrier, warmup, iterations, before, after).mean())
 
 
-class AllgatherSide:
+class AllgatherSide(TimedSide):
     """Buffers and the timed operation of one allgather side at one size (uint8 blocks of n bytes)."""
 
     def __init__(self, name: str, comm, mpi, n: int, validate: bool):
+        super().__init__()
         self.name, self.comm, self.n = name, comm, n
         size, rank = comm.size, comm.rank
         self.send = np.full(n, pattern(rank, 0), dtype=np.uint8)
         self.recv = np.zeros(size * n, dtype=np.uint8)
-        self.result = None
-        self.checksum = None
         self.op = {
             "copy": lambda: comm.allgather(self.send, self.recv),
             "copy-read": self._copy_read_op(),
@@ -128,22 +127,22 @@ class AllgatherSide:
     def _copy_read_op(self):
         """The copy call and one read pass over its result in recvbuf (local memory): what a caller that
         uses a copy-mode result does, timed as zero-copy's call and read pass in place are."""
-        comm, send, recv, read_pass = self.comm, self.send, self.recv, _kernels.read_pass
+        allgather, send, recv, read_pass, out = self.comm.allgather, self.send, self.recv, _kernels.read_pass, self.out
 
         def copy_read():
-            comm.allgather(send, recv)
-            self.checksum = read_pass(recv)
+            allgather(send, recv)
+            out[1] = read_pass(recv)
         return copy_read
 
     def _zero_copy_op(self):
         """What an application does per zero-copy call, with its buffers bound as the copy side's are:
         the fused call (the kernel copies the block into the slot, as copy mode's copy-in) and one
         read pass over every block of the result's `rows`, in place (its own block from send)."""
-        comm, send, read_pass = self.comm, self.send, _kernels.read_pass
+        view, send, read_pass, out = self.comm.allgather_view, self.send, _kernels.read_pass, self.out
 
         def zero_copy():
-            self.result = result = comm.allgather_view(send)
-            self.checksum = read_pass(result.rows)
+            out[0] = result = view(send)
+            out[1] = read_pass(result.rows)
         return zero_copy
 
     def _fill(self, i):
