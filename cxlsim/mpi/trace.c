@@ -82,6 +82,20 @@ int cxlsim_trace_on(void)
     return trace != NULL;
 }
 
+/* DIR/rank<r>.SUFFIX opened for writing with a 1 MiB buffer; the job aborts if it cannot be written. */
+static FILE *open_rank_file(const char *suffix)
+{
+    char path[CXL_POOL_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/rank%d.%s", cxlsim_settings.trace_dir, trace_rank, suffix);
+    FILE *file = fopen(path, "w");
+    if (!file) {
+        fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: cannot write %s: %s\n", path, strerror(errno));
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    setvbuf(file, NULL, _IOFBF, TRACE_BUFFER_BYTES);
+    return file;
+}
+
 void cxlsim_trace_open(void)
 {
     if (!cxlsim_settings.trace_dir[0]) return;
@@ -92,22 +106,10 @@ void cxlsim_trace_open(void)
                 strerror(errno));
         PMPI_Abort(MPI_COMM_WORLD, 2);
     }
-    snprintf(path, sizeof path, "%s/rank%d.txt", cxlsim_settings.trace_dir, trace_rank);
-    trace = fopen(path, "w");
-    if (!trace) {
-        fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: cannot write %s: %s\n", path, strerror(errno));
-        PMPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    setvbuf(trace, NULL, _IOFBF, TRACE_BUFFER_BYTES);
+    trace = open_rank_file("txt");
     fprintf(trace, "%d init\n", trace_rank);
     trace_lines = 1;
-    snprintf(path, sizeof path, "%s/rank%d.durations.tsv", cxlsim_settings.trace_dir, trace_rank);
-    durations = fopen(path, "w");
-    if (!durations) {
-        fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: cannot write %s: %s\n", path, strerror(errno));
-        PMPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    setvbuf(durations, NULL, _IOFBF, TRACE_BUFFER_BYTES);
+    durations = open_rank_file("durations.tsv");
     fputs("line\tstart_ns\tduration_ns\tpath\tsetup\n", durations);
     if (trace_rank == 0) {
         snprintf(path, sizeof path, "%s/trace.meta.json", cxlsim_settings.trace_dir);
