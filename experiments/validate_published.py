@@ -316,6 +316,7 @@ POST_RUN_SWEEPS = {
     "media latency, ns (CCCL AllGather)": [90.0, 150.0, 200.0],
     "media latency, ns (OMB-CXL small, 8 B)": [90.0, 150.0, 200.0],
     "media latency, ns (OMB-CXL large, 1 MiB)": [90.0, 150.0, 200.0],
+    "GPU copy engine window, lines in flight (CCCL)": [64, 128, 256, 512, 1024],
 }
 """Sensitivities added after the first run (the write-up says so): they explain errors, they tune nothing."""
 
@@ -381,6 +382,14 @@ def _post_run_rows(keys) -> list[dict]:
         for bw in POST_RUN_SWEEPS[label[4]]:
             rows.append({"key": bcast.key, "assumption": label[4], "value": bw,
                          "predicted": _cccl_ratio(bcast, _with_gpu_link(pre, bw), 0.0), "unit": "x"})
+    for d in FAB.DESCRIPTIONS:
+        if d.key not in keys or not d.key.startswith("cccl-") or _cccl_pool_algorithm(d)[1] is None:
+            continue
+        pre = FAB.preset(d.fabric["preset"])
+        for lines in POST_RUN_SWEEPS[label[9]]:
+            windowed = replace(pre, host_path=replace(pre.host_path, outstanding_lines=lines))
+            rows.append({"key": d.key, "assumption": label[9], "value": lines,
+                         "predicted": _cccl_ratio(d, windowed, 0.0), "unit": "x"})
     return rows
 
 

@@ -130,6 +130,22 @@ def test_stream_bandwidth_with_per_direction_links(exp, fab):
     assert des == pytest.approx(form, rel=0.02) and des <= form
 
 
+def test_the_gpu_copy_windows_sweep_binds_below_the_links_window_and_leaves_the_committed_rows_above(exp, fab):
+    """[A-GPU]'s 256 lines in flight carry 256 x 64 B per load latency, just above the 64 GB/s GPU link: a
+    smaller window binds (the ratio falls), a larger one leaves the link binding (the committed prediction)."""
+    label = "GPU copy engine window, lines in flight (CCCL)"
+    rows = [r for r in exp.post_run_sensitivity(["cccl-allgather", "cccl-broadcast"]) if r["assumption"] == label]
+    assert {r["key"] for r in rows} == {"cccl-allgather", "cccl-broadcast"}
+    for key in ("cccl-allgather", "cccl-broadcast"):
+        d = next(x for x in fab.DESCRIPTIONS if x.key == key)
+        base = exp._cccl_ratio(d, fab.preset(d.fabric["preset"]), 0.0)
+        by_lines = {r["value"]: r["predicted"] for r in rows if r["key"] == key}
+        assert fab.preset(d.fabric["preset"]).host_path.outstanding_lines == 256
+        assert by_lines[256] == pytest.approx(base) == by_lines[512] == by_lines[1024]
+        assert by_lines[64] < by_lines[128] < by_lines[256]
+        assert all(r["added_after_first_run"] for r in rows)
+
+
 def test_micro23_presets_follow_their_description(fab):
     """Each MICRO'23 device: 82% of its DRAM's peak [A-M23-EFF], below the x8 link [A-M23-LINK]."""
     for d in fab.MICRO23_DESCRIPTIONS:
