@@ -274,8 +274,10 @@ LAUNCHER = textwrap.dedent("""
     from cxlsim.emulator.launch import run_local
 
     def rank(comm, folder):
-        with open(os.path.join(folder, f"rank{comm.rank}"), "w") as f:
+        part = os.path.join(folder, f".rank{comm.rank}.part")  # whole or absent: the test reads it while we run
+        with open(part, "w") as f:
             f.write(str(os.getpid()))
+        os.replace(part, os.path.join(folder, f"rank{comm.rank}"))
         time.sleep(120)
 
     run_local(2, rank, (sys.argv[1],), slot_bytes=64, timeout_s=300.0)
