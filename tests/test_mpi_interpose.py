@@ -24,6 +24,7 @@ import pytest
 
 from cxlsim.errors import InputError
 from cxlsim.mpi import build as mpibuild
+from cxlsim.mpi import leftovers
 from cxlsim.mpi.settings import check_environment, environment
 
 HERE = Path(__file__).resolve().parent
@@ -60,10 +61,12 @@ def programs(tmp_path_factory) -> dict[str, Path]:
 
 
 def run_mpi(library: Path, np: int, argv: list[str], timeout: float = 120, **settings: str):
-    """Run argv under mpiexec -n np with the library preloaded; kill the whole session on a timeout."""
+    """Run argv under mpiexec -n np with the library preloaded; kill the whole session on a timeout. A failed
+    job's MPICH segments are removed, as `cxlsim mpi run` removes them (cxlsim/mpi/leftovers.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CXLSIM_MPI_")}
     env.update(settings)
     env["LD_PRELOAD"] = str(library)
+    before = leftovers.segments()
     proc = subprocess.Popen([MPIEXEC, "-n", str(np), *argv], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -71,7 +74,10 @@ def run_mpi(library: Path, np: int, argv: list[str], timeout: float = 120, **set
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # mpiexec and its ranks: the session this test started
         proc.communicate()
+        leftovers.remove_left_by_job(before)
         raise
+    if proc.returncode != 0:
+        leftovers.remove_left_by_job(before)
     return proc.returncode, out, err
 
 

@@ -3,7 +3,8 @@
 ``cxlsim mpi build`` builds libcxlsim_mpi.so with the environment's mpicc into the cache
 (cxlsim/mpi/build.py) and prints its path. ``cxlsim mpi run [options] -- mpiexec -n 2 ./app``
 builds it if needed and runs the command with LD_PRELOAD naming it and the CXLSIM_MPI_*
-settings of the options (cxlsim/mpi/settings.py), returning the command's exit code.
+settings of the options (cxlsim/mpi/settings.py), returning the command's exit code; after a failed
+job it removes the shared-memory segments MPICH left (cxlsim/mpi/leftovers.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
+from cxlsim.mpi import leftovers
 from cxlsim.mpi.build import build
 from cxlsim.mpi.settings import check_environment, environment
 
@@ -77,12 +79,19 @@ def run_command(args) -> int:
     check_environment(env)
     library = build(mpicc=args.mpicc)
     env["LD_PRELOAD"] = ":".join([str(library)] + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
+    before = leftovers.segments()
     try:
-        return subprocess.run(command, env=env).returncode
+        returncode = subprocess.run(command, env=env).returncode
     except FileNotFoundError:
         raise InputError(f"mpi run: no such command {command[0]!r}") from None
     except OSError as exc:
         raise RunError(f"mpi run: cannot start {command[0]!r}: {exc}") from None
+    if returncode != 0:
+        removed = leftovers.remove_left_by_job(before)
+        if removed:
+            print(f"cxlsim mpi run: the job failed ({returncode}); removed {len(removed)} shared-memory segment(s) "
+                  f"MPICH left in {leftovers.SHM_DIR}", file=sys.stderr)
+    return returncode
 
 
 def main(argv: list[str] | None = None) -> int:
