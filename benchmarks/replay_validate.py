@@ -69,7 +69,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import call_times, engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
-from cxlsim.replay.rank_cpus import RankCPUs
+from cxlsim.replay.rank_cpus import run_seeing_cpus
 from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -121,21 +121,14 @@ def sample_interval_s(np_: int, cpus: int) -> float:
 
 
 def run_sampled(cmd: list, env: dict, interval_s: float, others_every: int):
-    """Run `cmd` to its end (600 s at most) while a RankCPUs samples its ranks every `interval_s` (s; weighing
-    the other tasks every `others_every`-th sample, 0: never): (the CompletedProcess, the RankCPUs, this
-    process's CPU time over the run (s): the sampler thread's, the main thread blocking in communicate)."""
+    """Run `cmd` to its end (600 s at most; rank_cpus.run_seeing_cpus) while a RankCPUs samples its ranks every
+    `interval_s` (s; weighing the other tasks every `others_every`-th sample, 0: never): (the CompletedProcess, the
+    RankCPUs, this process's CPU time over the run (s): the sampler thread's, the main thread blocking in
+    communicate)."""
     before = resource.getrusage(resource.RUSAGE_SELF)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    with RankCPUs(proc.pid, interval_s=interval_s, others_every=others_every) as seen:
-        try:
-            stdout, stderr = proc.communicate(timeout=600)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
+    done, seen = run_seeing_cpus(cmd, env, timeout_s=600, interval_s=interval_s, others_every=others_every)
     after = resource.getrusage(resource.RUSAGE_SELF)
-    used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seen, used
+    return done, seen, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int, interval_s: float,

@@ -238,7 +238,7 @@ def own_times(trace: Trace, timed: list) -> list:
         for t in mine:
             if t.kind in COLLECTIVES:
                 continue
-            senders, unknown = [], False
+            senders = []
             for x in t.lines:
                 c = lines[r][x]
                 if c.kind == "irecv":
@@ -248,8 +248,7 @@ def own_times(trace: Trace, timed: list) -> list:
                 elif c.kind == "wait" and c.dst == r and c.src != r:
                     queue = requests.get((c.src, c.dst, c.tag))
                     senders.append(received[(r, queue.popleft())] if queue else None)
-            unknown = any(s is None for s in senders)
-            if unknown:
+            if any(s is None for s in senders):
                 t.own_ns = None
             elif senders:
                 t.own_ns = t.start_ns + t.duration_ns - max(t.start_ns, *senders)

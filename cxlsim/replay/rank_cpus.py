@@ -41,13 +41,14 @@ class RankSched:
     """Switches where it blocked (slept)."""
 
 
-def run_seeing_cpus(cmd: list, env: dict | None = None, timeout_s: float = 600.0, interval_s: float = 0.005):
-    """Run `cmd` to its end while sampling its ranks' CPUs every `interval_s` (s): (its CompletedProcess with text
-    stdout and stderr, the RankCPUs). subprocess.TimeoutExpired after `timeout_s` (s), the process killed. The
+def run_seeing_cpus(cmd: list, env: dict | None = None, timeout_s: float = 600.0, interval_s: float = 0.005,
+                    others_every: int = 10):
+    """Run `cmd` to its end while sampling its ranks' CPUs every `interval_s` (s), weighing the other tasks every
+    `others_every`-th sample (0: never): (its CompletedProcess with text stdout and stderr, the RankCPUs). subprocess.TimeoutExpired after `timeout_s` (s), the process killed. The
     sampling slows the run it watches where ranks share CPUs: an np 4 MPICH ring on 2 CPUs took 29.5 us an
     iteration at 5 ms, 15.1 at 50 ms, 14.0 with nothing sampling (interleaved, load ~1)."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    with RankCPUs(proc.pid, interval_s=interval_s) as seen:
+    with RankCPUs(proc.pid, interval_s=interval_s, others_every=others_every) as seen:
         try:
             stdout, stderr = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
