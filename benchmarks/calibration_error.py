@@ -20,6 +20,9 @@ Runs the whole of issue 5 in one go and prints each target with ok/MISS:
    measured beside each call (`cxlsim.calibrate.collective_blocks`), both modes; target per collective
    and mode: median |error| <= 10%, worst size <= 25%, in each host placement its blocks were measured in
    ('slow' rows: the slow placement's), with the sizes held out and the blocks behind each printed;
+   before part 1's rows are predicted, the allgather's copy primitives are checked against the same copies
+   timed in part 4's blocks (`cxlsim.calibrate.consistency`: a primitive more than 1.5x slower is refused),
+   and the count of sizes compared, agreeing and refused is printed;
 5. with --oversubscribed N (> cores): the same at np = N, reported, not held to targets.
 Everything is saved in --out (profile.json, validation CSV, PNG).
 
@@ -42,6 +45,7 @@ import time
 from cxlsim import calibrate as cal
 from cxlsim.calibrate.collective_measure import jobs_line
 from cxlsim.calibrate.collectives import summarize_collectives, summary_line
+from cxlsim.calibrate.consistency import summary as consistency_summary
 from cxlsim.coherence import Coherence
 from cxlsim.results import Workspace
 from cxlsim.units import parse_sizes
@@ -151,6 +155,9 @@ def main() -> int:
         ok_all &= ok
         print(f"  {key:<16} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
               f"at {s['worst_size']} B (<= 25%) over {s['n']} sizes ({s['excluded']} left out): {_verdict(ok, s['n'] > 0)}")
+    if result.get("consistency") is not None:  # the allgather rows above are predicted after this check
+        print(f"  primitives' self-consistency: {consistency_summary(result['consistency'])}"
+              " (refused sizes: the profile's 'primitive_checks' and the lines above)")
     if result["injected"]:
         kept = [abs(r["error"]) for r in result["injected"] if cal.comparable(r)]
         med = statistics.median(kept) if kept else float("nan")

@@ -7,6 +7,7 @@ import sys
 from cxlsim.calibrate.allreduce_threshold import format_threshold
 from cxlsim.calibrate.collective_measure import jobs_line
 from cxlsim.calibrate.collectives import format_collectives, format_fold, summarize_collectives
+from cxlsim.calibrate.consistency import format_checks
 from cxlsim.calibrate.osu_fit import from_osu, report_from_osu
 from cxlsim.calibrate.pipeline import calibrate_local, parse_settings
 from cxlsim.calibrate.project import predict_profile, projection_note
@@ -103,7 +104,8 @@ def local_profile(result: dict) -> dict:
                         injected=result["injected"], mpi=result["mpi"], cores=result["cores"],
                         allgather_batches=result["allgather"]["batches"],
                         summary=summarize(rows), injected_summary=summarize(result["injected"]),
-                        collectives=coll, collectives_summary=summarize_collectives(coll["rows"]) if coll else None)
+                        collectives=coll, collectives_summary=summarize_collectives(coll["rows"]) if coll else None,
+                        primitive_checks=result.get("consistency"))
 
 
 def report_local(args, result) -> int:
@@ -162,6 +164,8 @@ def report_local(args, result) -> int:
         print(format_collectives(coll["rows"]), end="")
     elif result["np"] != 2:
         print("# the other pool collectives: not measured (their prediction is validated at np 2)")
+    if result.get("consistency") is not None:
+        print(format_checks(result["consistency"]), end="")
     workspace = _workspace(args, "calibrate")
     profile = local_profile(result)
     placement = profile[PLACEMENT_KEY]

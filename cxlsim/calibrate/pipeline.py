@@ -5,7 +5,8 @@ round trips and concurrent copies measured around every allgather job), predict 
 measurement, optionally under injected CXL timing, time MPI_Allgather, measure the pool
 allreduce's threshold (`allreduce_threshold`), and, with `collectives`, the fold and per-call
 primitives of the other pool collectives and those collectives themselves (held out,
-`collective_measure`), predicted by the same model (`collectives`). Units: ns, bytes.
+`collective_measure`), predicted by the same model (`collectives`), after the allgather's copy primitives
+are checked against the same copies in the collectives' blocks (`consistency`). Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from cxlsim.calibrate.allreduce_threshold import measure_allreduce_threshold
 from cxlsim.calibrate.collective_measure import (exchange_by_mode, fold_sizes, measure_call_overheads,
                                                  measure_collectives, measure_fold, measure_remote_fold, pattern_curves)
 from cxlsim.calibrate.collectives import validate_collectives
+from cxlsim.calibrate.consistency import check_model
 from cxlsim.calibrate.des import predict_injected
 from cxlsim.calibrate.fit import fit_local
 from cxlsim.calibrate.local_model import LocalModel
@@ -101,7 +103,7 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
     mpi_rows = measure_mpi(sizes, nranks) if mpi else None
     threshold = measure_allreduce_threshold(nranks=nranks, rounds=max(3, rounds))
     step("allreduce threshold")
-    coll = None
+    coll, consistency = None, None
     if collectives:
         coll = measure_collectives(sizes, rounds=rounds, large_bytes=threshold["allreduce_large_bytes"],
                                    best_roundtrip_ns=meas["best_roundtrip_ns"], progress=step)
@@ -114,7 +116,10 @@ def calibrate_local(sizes, nranks: int = 2, rounds: int = 3, iterations: int | N
                 pattern_curves=pattern_curves(coll["jobs"]), exchange_ns=exchange_by_mode(coll["jobs"]),
                 pattern_maintenance_curves=pattern_curves(coll["jobs"], "maintenance"),
                 pattern_load_curves=pattern_curves(coll["jobs"], "loads"))
+            # the allgather's copy primitives against the same copies in the collectives' blocks
+            model, consistency = check_model(model)
         coll["rows"] = validate_collectives(model, coll["rows"], coll["jobs"])
         rows = validate(model, meas["rows"])  # with the flag exchange the collectives' blocks measured
     return {"collectives": coll, "primitives": prims, "model": model, "fit": fit, "allgather": meas, "validation": rows,
-            "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold}
+            "injected": injected, "mpi": mpi_rows, "cores": cores, "np": nranks, "allreduce_threshold": threshold,
+            "consistency": consistency}

@@ -1,0 +1,87 @@
+"""A profile's self-consistency check: the allgather's copy primitives against the same copies in the collectives' blocks."""
+import dataclasses
+import json
+import os
+
+import pytest
+
+from cxlsim.calibrate import consistency as cons
+from cxlsim.calibrate.des import predict_local
+from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.patterns import kernel_steps
+from cxlsim.coherence import Coherence
+
+HERE = os.path.dirname(__file__)
+
+
+def _model() -> LocalModel:
+    with open(os.path.join(HERE, "data", "local_host_profile_np2.json")) as f:
+        return LocalModel.from_dict(json.load(f)["model"])
+
+
+def _same_patterns(model: LocalModel, scale: dict | None = None) -> LocalModel:
+    """The fixture's model with alltoall and reduce_scatter patterns equal to its concurrent copies (the same
+    copies), each (mode, primitive, size) in `scale` divided by its factor."""
+    scale = scale or {}
+    data, upkeep = {}, {}
+    for mode, kinds in model.concurrent_curves.items():
+        a2a, rs, a2a_m = {}, {}, {}
+        for n in kinds["copyin"]:
+            s = int(n)
+            a2a[n] = (kinds["copyin"][n] + kinds["copyout"][n]) / scale.get((mode, "copy", s), 1.0)
+            a2a_m[n] = (kinds["writeback"][n] + kinds["invalidate"][n]) / scale.get((mode, "maintenance", s), 1.0)
+            rs[str(2 * s)] = (kinds["storein"][n] + kinds["readout"][n]) / scale.get((mode, "view", s), 1.0)
+        data[mode] = {"alltoall": a2a, "reduce_scatter": rs}
+        upkeep[mode] = {"alltoall": a2a_m}
+    return dataclasses.replace(model, pattern_curves=data, pattern_maintenance_curves=upkeep)
+
+
+def test_the_checked_patterns_make_the_concurrent_primitives_copies():
+    """The claim the check rests on (np 2, rank r, other o): the concurrent copy's step writes s into the slot, copies
+    its own s from send and the other's s out; the alltoall pattern at s does the same; the view's step (s in, own from
+    send and the other's loaded in place) is the reduce_scatter pattern at 2 s."""
+    s = 65536
+    for r in (0, 1):
+        o = 1 - r
+        [(writes, reads, in_place)] = kernel_steps("alltoall", s, r)
+        assert [n for _, n in writes] == [s] and not in_place
+        assert sorted((rank, n) for rank, _, n in reads) == sorted([(-1, s), (o, s)])
+        [(writes, reads, in_place)] = kernel_steps("reduce_scatter", 2 * s, r)
+        assert [n for _, n in writes] == [s] and in_place
+        assert sorted((rank, n) for rank, _, n in reads) == sorted([(-1, s), (o, s)])
+
+
+def test_agreeing_primitives_are_kept_as_they_are():
+    model = _same_patterns(_model())
+    checked, checks = cons.check_model(model)
+    assert checks and all(c["verdict"] == "agrees" for c in checks)
+    assert checked.concurrent_curves == model.concurrent_curves
+    assert all(c["size_bytes"] >= cons.CHECK_MIN_BYTES for c in checks)
+    # hw: the view streams at 64 KiB (cxl_view_streams' bounds), the reduce_scatter pattern's copy-in does not
+    assert not [c for c in checks if c["coherence"] == "hw" and c["primitive"] == "view" and c["size_bytes"] == 65536]
+    assert [c for c in checks if c["coherence"] == "flush" and c["primitive"] == "view" and c["size_bytes"] == 65536]
+
+
+def test_a_primitive_from_a_slow_stretch_is_refused_and_the_prediction_follows():
+    """c2's case: the flush concurrent copy at 64 KiB 2.6x the same copies in the collectives' blocks."""
+    base = _model()
+    model = _same_patterns(base, {("flush", "copy", 65536): 2.6, ("flush", "maintenance", 65536): 2.6,
+                                  ("hw", "copy", 1048576): 1 / 2.0})
+    checked, checks = cons.check_model(model)
+    by = {(c["coherence"], c["primitive"], c["size_bytes"]): c for c in checks}
+    refused = [k for k, c in by.items() if c["verdict"] == "refused: slower"]
+    assert sorted(refused) == [("flush", "copy", 65536), ("flush", "maintenance", 65536)]
+    assert by[("flush", "copy", 65536)]["ratio"] == pytest.approx(2.6)
+    assert by[("hw", "copy", 1048576)]["verdict"] == "kept: faster"
+    kinds, old = checked.concurrent_curves["flush"], base.concurrent_curves["flush"]
+    assert kinds["copyin"]["65536"] + kinds["copyout"]["65536"] == pytest.approx(
+        (old["copyin"]["65536"] + old["copyout"]["65536"]) / 2.6)
+    assert kinds["copyin"]["65536"] / kinds["copyout"]["65536"] == pytest.approx(
+        old["copyin"]["65536"] / old["copyout"]["65536"])  # scaled together: the model uses their sum
+    assert kinds["copyin"]["1048576"] == old["copyin"]["1048576"]
+    assert checked.concurrent_curves["hw"] == base.concurrent_curves["hw"]
+    before = predict_local(model, Coherence.FLUSH, "copy", 65536)
+    after = predict_local(checked, Coherence.FLUSH, "copy", 65536)
+    assert after < 0.7 * before
+    text = cons.format_checks(checks)
+    assert "2 refused" in text and "1 kept (faster)" in text and "alltoall 65536" in text
