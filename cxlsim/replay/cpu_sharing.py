@@ -25,9 +25,23 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   on (`yield_forfeits` False). Where the ranks share a group (`yield_forfeits`), a yield of an eligible rank
   forfeits the rest of its slice (`v = d`, then `d += slice_ns`), and the CPU picks again, among every
   runnable rank: one still polling polls until its own next yield; such a rank is counted a slice it did
-  not use, and waits behind the others' CPU time before it is eligible again. A rank whose wait ended
-  while it was off the CPU runs on when it is picked. A rank entering a `sleep` leaves the run queue, and
-  rejoins with the lag it left with.
+  not use, and waits behind the others' CPU time before it is eligible again. At a yield the rank is behind
+  only with less CPU time than the mean, strictly (on the kernel's clock CPU times are never equal; here
+  polls are whole intervals beside work of no CPU time, so ties come up, and the rank that just had its
+  turn is then not the one behind). A rank entering a `sleep` leaves the run queue, and rejoins with the
+  lag it left with.
+- **How a wait ends** depends on who polls. The library's pool wait checks its flag and then yields
+  (cxl_ops.h cxl_backoff), so it goes on as soon as its wait is over, and a rank whose wait ended while it
+  was off the CPU runs on when it is picked. MPICH's wait loop (MPIR_Wait_state, MPID_Progress_wait in ch4)
+  is a progress poll, then a sched_yield, then the check whether the request is complete: the poll that
+  sees the message is followed by a yield, which hands the CPU over if the rank is not behind, its wait
+  done (it goes on when it runs again); and a rank picked after its message came while it was off the CPU
+  first polls once (an interval), then yields. So on a shared CPU an MPICH message takes three turns: the
+  sender's poll after its send, the receiver's poll that sees it (whose yield hands over), the sender's
+  poll again, then the receiver goes on (measured: an 8-byte ping-pong of two ranks pinned to one CPU
+  switched each rank away 2.93 times a round trip; the model 3.00). An MPI wait that ends before its
+  first yield (a request complete at once, as an eager send is) goes on without one; where the rank is
+  alone on its CPU nothing is handed over and it goes on at once.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
   ranks on each CPU, in nice-0 tasks, each weighted as Linux weights its nice level: nice 0 is 1, nice 15
@@ -167,6 +181,10 @@ class SharedCPUs:
         self.deadline = [sharing.slice_ns / w for w in self.weight]
         self.lag = [0.0] * ranks       # at a sleep: mean CPU time minus its own, restored when it rejoins
         self.kind = ["mpi"] * ranks    # the wait each rank polls in
+        self.polling_since = [None] * ranks  # when the rank's wait began (None: not in a wait)
+        self.yielded = [False] * ranks  # the rank's wait has passed a yield point
+        self.ended = [None] * ranks    # an MPI wait's event that ended while the rank polled: the next yield decides
+        self.unseen = [False] * ranks  # an MPI wait ended while the rank was off its CPU: it polls once when picked
         self.wants = [None] * ranks    # (event, since when): the rank has something to run, off the CPU
         self.started = [False] * ranks
         self.queued_ns = [0.0] * ranks
@@ -209,12 +227,17 @@ class SharedCPUs:
         if self.holder[c] is None:
             self.holder[c], self.since[c], self.polling[c] = r, self.env.now, None
             self.turn[c] += 1
-        elif self.holder[c] == r:  # it held the CPU, polling: it goes on, and its scheduled yields are stale
-            self.polling[c] = None
+        elif self.holder[c] == r:
+            if self._sees_at_yield(c, r):  # MPICH: the poll that sees the end is followed by a yield
+                self.ended[r] = event
+                return event
+            self.polling[c] = None  # it goes on, and its scheduled yields are stale
             self.turn[c] += 1
         else:
             self.wants[r] = (event, self.env.now)
+            self.unseen[r] = self.kind[r] == "mpi" and self.polling_since[r] is not None
             return event
+        self.polling_since[r] = None
         return event.succeed()
 
     def wait(self, r: int, kind: str) -> None:
@@ -227,6 +250,7 @@ class SharedCPUs:
             self._next(c, self._pick(c))
             return
         self.kind[r] = kind
+        self.polling_since[r], self.yielded[r] = self.env.now, False
         self._poll(c, r, fresh=True)
 
     def work(self, r: int, ns: float, serve):
@@ -288,19 +312,24 @@ class SharedCPUs:
         queue = self.runnable[c]
         return sum(self.v[x] * self.weight[x] for x in queue) / sum(self.weight[x] for x in queue)
 
-    def _eligible(self, c: int, r: int) -> bool:
+    def _behind(self, c: int, r: int) -> bool:
+        """Whether rank r has had less CPU time than the mean of its CPU's runnable tasks (a yield point's test: on
+        the kernel's clock CPU times are never equal; in the model a poll is whole yield intervals beside work of
+        no CPU time, so they often are, and the rank that has just had its turn is then not the one behind)."""
         mean = self._mean(c)
-        return self.v[r] <= mean + _slack(self.env.now, mean)
+        return self.v[r] < mean - _slack(self.env.now, mean)
 
-    def _pick(self, c: int):
+    def _pick(self, c: int, besides=None):
         """EEVDF's choice among the CPU's runnable ranks (CPU times up to date): the eligible rank of earliest
-        deadline, not the holder on a tie, then the lower rank; None if the run queue is empty."""
+        deadline, not the holder on a tie, then the lower rank; None if the run queue is empty. `besides`: a rank
+        to pick only if no other is eligible."""
         queue = self.runnable[c]
         if not queue:
             return None
         mean = self._mean(c)
         eligible = [x for x in queue if self.v[x] <= mean + _slack(self.env.now, mean)]
-        return min(eligible, key=lambda x: (self.deadline[x], x == self.holder[c], x))
+        others = [x for x in eligible if x != besides]
+        return min(others or eligible, key=lambda x: (self.deadline[x], x == self.holder[c], x))
 
     def _next(self, c: int, r) -> None:
         """The CPU turns to rank r (None: it is idle)."""
@@ -321,9 +350,22 @@ class SharedCPUs:
             event, since = self.wants[r]
             self.wants[r] = None
             self.queued_ns[r] += self.env.now - since
+            if self.unseen[r] and len(self.runnable[c]) > 1:  # MPICH: back from its yield, it polls, then yields
+                self.unseen[r], self.ended[r] = False, event
+                self._poll(c, r)
+                return
+            self.unseen[r], self.polling_since[r] = False, None
             event.succeed()
         else:  # picked while still waiting: it polls on
             self._poll(c, r)
+
+    def _sees_at_yield(self, c: int, r: int) -> bool:
+        """Whether rank r, polling on its CPU in an MPI wait that has just ended, goes on only after its next yield
+        (MPICH's wait loop, MPIR_Wait_state: a progress poll, then MPID_Progress_wait's sched_yield, then the
+        completion check; see the module): where another task shares its CPU and the wait has passed a yield (an
+        end before the first yield is the first poll's, or a request complete without polling: an eager send)."""
+        return (self.kind[r] == "mpi" and self.polling_since[r] is not None and self.yielded[r]
+                and self.polling[c] is not None and len(self.runnable[c]) > 1)
 
     def _poll(self, c: int, r: int, fresh: bool = False) -> None:
         """Rank r polls from now: a `fresh` wait of the library's pool, where the ranks do not outnumber the CPUs,
@@ -340,6 +382,12 @@ class SharedCPUs:
         """The polling holder's next decision: its next yield point, or its deadline if that comes first;
         none while it is alone on the CPU."""
         if len(self.runnable[c]) < 2:
+            h = self.holder[c]
+            if self.ended[h] is not None:  # alone again: the seen end goes on without a hand-over
+                event, self.ended[h], self.polling_since[h] = self.ended[h], None, None
+                self.polling[c] = None
+                self.turn[c] += 1
+                event.succeed()
             return
         start, first, interval = self.polling[c]
         now = self.env.now
@@ -360,19 +408,29 @@ class SharedCPUs:
             return
         r = self.holder[c]
         self._sync(c)
+        self.yielded[r] = True
         if self.v[r] >= self.deadline[r] - _slack(self.env.now, self.deadline[r]):  # its slice ran out while it polled
             self.deadline[r] = self.v[r] + self.sharing.slice_ns
             picked = self._pick(c)
-        elif not self._eligible(c, r):  # ahead of the CPU's mean: the yield hands the CPU over
-            picked = self._pick(c)
+        elif not self._behind(c, r):  # not behind the CPU's mean: the yield hands the CPU over
+            picked = self._pick(c, besides=r)
         elif self.sharing.yield_forfeits:  # sched_yield within one group: the rest of the slice is forfeited
             self.v[r] = self.deadline[r]
             self.deadline[r] += self.sharing.slice_ns
             picked = self._pick(c)
         else:  # across groups the yield moves nothing: an eligible rank inside its slice keeps its CPU
             picked = r
-        if picked == r:  # it polls on, to its next yield
+        ended = self.ended[r]
+        if ended is not None:  # its wait ended at the poll before this yield (MPICH): seen, it goes on when it runs
+            self.ended[r], self.polling_since[r] = None, None
+        if picked == r and ended is not None:
+            self.polling[c] = None
+            self.turn[c] += 1
+            ended.succeed()
+        elif picked == r:  # it polls on, to its next yield
             self.polling[c] = (self.env.now, self.polling[c][2], self.polling[c][2])
             self._schedule_yield(c)
         else:
+            if ended is not None:
+                self.wants[r] = (ended, self.env.now)
             self._next(c, picked)
