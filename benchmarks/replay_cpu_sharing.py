@@ -23,9 +23,13 @@ and after each):
 2. **MPICH's yield interval**: an 8-byte ping-pong under MPICH (no library) with both ranks pinned to one
    CPU. A waiting rank busy-polls and calls sched_yield; `--mpi-yield` is the interval with which the
    model (part 0's rule, the slice of part 1) gives the measured time of that pinned ping-pong (a
-   bisection over the DES of its trace: in steady state the model's round trip on one CPU is 2 yield
-   intervals where yields forfeit, not 2 plus the round trip on two CPUs, so half the excess over two
-   CPUs is not the interval). The ping-pong on two CPUs gives the messages' cost (half its round trip).
+   bisection over the DES of its trace: in steady state the model's round trip on one CPU is 6 yield
+   intervals, MPICH's three turns a message (cxlsim.replay.cpu_sharing: the poll that sees a message is
+   followed by a yield), not 2 plus the round trip on two CPUs, so half the excess over two CPUs is not the
+   interval). The ping-pong on two CPUs gives the messages' cost (half its round trip). Then the check of
+   those turns: the ring program at np 2 (the same ping-pong) pinned to one CPU, each rank's switches away
+   per round trip, measured against the model's with that interval (perf sched: one hand-over a message
+   would be 1; MPICH's are about 3).
 3. **The library's pool yield interval**: MPI_Barrier on the library's pool (`cxlsim mpi run`), both ranks
    pinned to one CPU (the library sees one core for two ranks and yields after 8 polls): `--pool-yield` is
    the interval with which the model gives that pinned barrier loop, its barriers priced by
@@ -585,6 +589,24 @@ def pinned_trace(tmp: str, what: str, iterations: int):
     return trace, stats
 
 
+PINNED_TURNS = 3000
+"""Round trips of part 2's check of MPICH's turns (the np 2 ring pinned to CPU 0)."""
+
+
+def pinned_turns(tmp: str, ring: str, rounds: int, one_cpu: CPUSharing, spec: str) -> str:
+    """Part 2's check of the hand-overs: the ring program at np 2 (a ping-pong) with both ranks on CPU 0, each
+    rank's switches away per round trip (median over `rounds` runs, their range) against the model's on one CPU
+    with the inverted MPI interval (`one_cpu`), and the time per round trip of both."""
+    runs = [loop_run(ring, 2, PINNED_TURNS, False, pin="0") for _ in range(rounds)]
+    switches = [sum(r["switches"]) / 2 / PINNED_TURNS for r in runs]
+    trace = simgrid.read(write_trace(os.path.join(tmp, f"pinned-turns-{len(os.listdir(tmp))}"), 2,
+                                     loop_lines(ring_step(2), PINNED_TURNS)), 1e9)
+    us, timeline = modelled_us(trace, spec, PINNED_TURNS, one_cpu)
+    return (f"  MPICH's turns, the np 2 ring pinned to CPU 0 ({PINNED_TURNS} round trips): switches away per round "
+            f"trip and rank measured {spread(switches)}, model {sum(timeline.switches) / 2 / PINNED_TURNS:.2f}; "
+            f"us a round trip measured {spread([r['us'] for r in runs])}, model {us:.2f} (load {loadavg():.2f})")
+
+
 def yield_through_model(tmp: str, kind: str, what: str, iterations: int, measured_us: float, one_cpu: CPUSharing,
                         spec: str):
     """The yield interval (ns) with which the model of two ranks on one CPU (`one_cpu`) gives `measured_us` an
@@ -707,6 +729,8 @@ def main() -> int:
                              yield_forfeits=forfeits)
         print(f"# yield intervals with which the model gives the pinned runs of 2-3: {yields['mpi'] / 1e3:.2f} us (MPI), "
               f"{yields['pool'] / 1e3:.2f} us (pool)")
+        print(pinned_turns(tmp, ring, args.rounds, dataclasses.replace(one_cpu, mpi_yield_ns=yields["mpi"]), net),
+              flush=True)
         print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, measured and modelled: "
               f"slice {slice_ns / 1e3:.0f} us, yields {yields['mpi'] / 1e3:.2f} us (MPI) and "
               f"{yields['pool'] / 1e3:.2f} us (pool), messages {one_way / 1e3:.2f} us, pool collectives on "

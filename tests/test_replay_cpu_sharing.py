@@ -365,3 +365,19 @@ def test_the_yield_interval_is_the_one_with_which_the_model_gives_its_pinned_mea
     assert note is None and again == pytest.approx(20.0, rel=0.01) and 0.1e3 < h < 10e3
     h, note = figures.yield_through_model(str(tmp_path), "mpi", "ping-pong", 100, 1.0, own, net)
     assert h == 100.0 and "--mpi-yield: the model gives the pinned ping-pong" in note and "0.1 us is used" in note
+
+
+def test_an_mpich_message_takes_three_turns_on_a_shared_cpu(tmp_path):
+    """MPICH's wait is a poll, a yield, then the completion check (cxlsim.replay.cpu_sharing): an 8-byte ping-pong of
+    two ranks on one CPU (replay_cpu_sharing's pinned ring at np 2), messages of 1.33 us, MPI yield h = 3 us: in
+    steady state each message takes the sender's poll after its send, the receiver's poll that sees it (its yield
+    hands over: the rank that just had its turn is not behind), the sender's poll again, then the receiver goes on:
+    6h a round trip, each rank switched away 3 times (measured here: 2.93)."""
+    figures = benchmark("replay_cpu_sharing")
+    net = figures.message_profile(str(tmp_path), 1.33e3)
+    h, trips = 3e3, 1000
+    trace = simgrid.read(figures.write_trace(str(tmp_path / "ring"), 2,
+                                             figures.loop_lines(figures.ring_step(2), trips)), 1e9)
+    us, timeline = figures.modelled_us(trace, net, trips, CPUSharing(1, 2 * MS, h, 1e3))
+    assert us == pytest.approx(6 * h / 1e3, rel=0.002)
+    assert sum(timeline.switches) / 2 / trips == pytest.approx(3.0, abs=0.005)
