@@ -117,6 +117,27 @@ Added in a later commit, before its first run (issue 18, session 24: cMPI's back
 - The device of the cMPI descriptions stays cxl2-pool's (the row below is predicted on
   `vp-cmpi-direct` as committed); [CMPI-R] names the platform (Niagara 2.0) but no device figure.
 
+Added in a later commit, before its first run (issue 18, session 28: cMPI's osu_mbw_mr, windowed):
+- [CMPI-AE-MBW] cMPI's artifact (github.com/skhynix/cMPI at 82ec770, mpi_run_bench/): its two-sided
+  bandwidth figure is gen_two_sided_mbw.sh: OMB 7.4's osu_mbw_mr (bench_cmds/osu_pt2pt_mbw.sh:
+  `-m :8388608 -i 2000`) at NUM_PROCESS 2, 4, 8, 16, 32, with PPN = NUM_PROCESS / 2
+  (scripts/run_bench.sh: two hosts), the CXL-SHM version being cxl_eth_2_cell64 (MPICH's
+  iqueue cell at 64 KiB, MPIR_CVAR_CH4_SHM_POSIX_IQUEUE_CELL_SIZE=65536); plot_pt2pt_bw_subplot.py
+  reads each run's Size and MB/s columns from results/, which the repository does not commit.
+  So the curve's values are still not available here.
+- [A-MBW-WINDOW] osu_mbw_mr's window is OMB's default, 64 messages in flight, then the receiver's
+  4-byte acknowledgement (cxlsim.replay.pool_bandwidth); OMB's window is not overridden in the script.
+- [A-MBW-PLACE] osu_mbw_mr pairs rank i with rank i + n/2; with PPN = n/2, every sender is on the
+  first host and every receiver on the second. cxlsim's ranks of one host share its issue port
+  (at min(port, outstanding lines x 64 B / L), the `cxl2-pool` host path's figures, as for one rank).
+- [A-MBW-MAILBOX] The messages use cxlsim's pool send/recv protocol (cxlsim.replay.pool_messages:
+  4 slots of 64 KiB per ordered pair, a full and an ack flag per slot, clflushopt and fences in flush
+  mode), not MPICH's iqueue (a free-cell queue per rank, 64 cells by default); the 64 KiB slot is
+  cMPI's cell. Swept: slot 16 KiB (MPICH's default cell), 32, 64 (the description), 128 KiB (cMPI's
+  cell study, gen_cxl_diff_cell.sh).
+- [A-MBW-SW] MPICH's own per-message software (matching, queues, progress) is not modelled, as for
+  the 8 B row: the prediction is the protocol's loads, stores, flushes and fences alone.
+
 `DESCRIPTIONS` lists the published results (one `Description` each); `PRESETS`
 the CXL pool presets they use (the plug-in list form of docs/extending.md, so
 `CXLSIM_PLUGINS=validate_published_fabrics` would register them for `cxlsim
@@ -131,7 +152,8 @@ from cxlsim.fabric.cxl_presets import CXL_PRESETS, CXLPoolPreset
 
 __all__ = ["Published", "Description", "DESCRIPTIONS", "PRESETS", "preset", "CMPI_DIRECT", "CMPI_SWITCH",
            "CCCL_POOL", "CZ120_DIRECT", "CXL2_DIRECT", "CXL2_SWITCH", "MICRO23_CXL_A", "MICRO23_CXL_B",
-           "MICRO23_CXL_C", "MICRO23_PEAK_GB_S", "MICRO23_DESCRIPTIONS", "CMPI_BACKGROUND_DESCRIPTIONS"]
+           "MICRO23_CXL_C", "MICRO23_PEAK_GB_S", "MICRO23_DESCRIPTIONS", "CMPI_BACKGROUND_DESCRIPTIONS",
+           "CMPI_MBW_DESCRIPTIONS"]
 
 _CXL2 = CXL_PRESETS["cxl2-pool"]
 _GiB = 1 << 30
@@ -414,3 +436,28 @@ CMPI_BACKGROUND_DESCRIPTIONS = (
 the size behind the 2.2 us and the thread count behind the 9.5 GB/s are not stated [CMPI-AE-BG]."""
 
 DESCRIPTIONS = DESCRIPTIONS + CMPI_BACKGROUND_DESCRIPTIONS
+
+
+CMPI_MBW_DESCRIPTIONS = (
+    Description(
+        key="cmpi-mbw-mr", result="cMPI: osu_mbw_mr aggregate bandwidth over CXL shared memory, 1-16 pairs "
+                                  "across two hosts, 1 B-8 MiB",
+        hardware="as cmpi-8B-one-way [CMPI]; the benchmark as the artifact runs it [CMPI-AE-MBW]",
+        fabric={"preset": "vp-cmpi-direct", "hosts": 2, "devices": 1, "coherence": "flush"},
+        workload={"quantity": "windowed bandwidth", "sizes": "1B:8MiB", "pairs": [1, 2, 4, 8, 16],
+                  "window": 64, "slot_bytes": 65536,
+                  "how": "cxlsim.replay.pool_bandwidth: the closed form per pairs and size; the DES checks "
+                         "it at 64 KiB for 1, 2 and 4 pairs"},
+        published=Published(None, "GB/s", "CMPI-AE-MBW",
+                            note="the curve's values could not be read (the paper's body and the artifact's "
+                                 "results/ are not reachable here); predicted only"),
+        target="hardware", assumptions=("A-ATTACH", "A-MHD", "A-MBW-WINDOW", "A-MBW-PLACE", "A-MBW-MAILBOX",
+                                        "A-MBW-SW"),
+        sweep={"A-MBW-MAILBOX": [16384, 32768, 65536, 131072],
+               "A-ATTACH": ["vp-cmpi-direct", "vp-cmpi-switch"]}),
+)
+"""cMPI's osu_mbw_mr curve as its artifact runs it (committed before its first run): the windowed loop on
+the committed cMPI platform. No published values are reachable, so the row is predicted only; the sweeps
+are at 8 MiB (the curve's largest size) for 1 and 16 pairs."""
+
+DESCRIPTIONS = DESCRIPTIONS + CMPI_MBW_DESCRIPTIONS
