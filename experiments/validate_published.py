@@ -54,6 +54,7 @@ from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.analytic import closed_form
 from cxlsim.models.collectives.base import POOL
 from cxlsim.models.collectives.registry import algorithm, names
+from cxlsim.replay import pool_bandwidth
 from cxlsim.results import Workspace
 from cxlsim.simulate import run as simulate
 from cxlsim.units import parse_sizes
@@ -182,6 +183,52 @@ def predict_bandwidth_curve(d, curve_rows):
     return None, None, "curve only (curves.csv): no published values to compare"
 
 
+def _mbw_iteration_ns(pre, pairs: int, m: int, window: int, slot_bytes: int, engine: str = "form") -> float:
+    """One steady osu_mbw_mr iteration (cxlsim.replay.pool_bandwidth), ns: pairs across two hosts, flush mode."""
+    transport = CXLPoolTransport(pre, 2, coherence=Coherence.FLUSH, ranks_per_host=pairs)
+    if engine == "des":
+        return pool_bandwidth.simulate_iteration_ns(transport, m, window, pairs, slot_bytes=slot_bytes)
+    return pool_bandwidth.iteration_ns(transport.figures(), m, window, pairs, slot_bytes)
+
+
+MBW_DES_CHECK = {"size_bytes": 65536, "pairs": (1, 2, 4)}
+"""Where the DES checks the osu_mbw_mr closed form (a few seconds at most)."""
+
+
+def predict_mbw(d, sweep_rows, curve_rows):
+    pre = FAB.preset(d.fabric["preset"])
+    w = d.workload
+    window, slot, sizes = w["window"], w["slot_bytes"], parse_sizes(w["sizes"])
+    for pairs in w["pairs"]:
+        for m in sizes:
+            ns = _mbw_iteration_ns(pre, pairs, m, window, slot)
+            curve_rows.append({"key": d.key, "pairs": pairs, "size_bytes": m, "iteration_us": ns / 1e3,
+                               "value": pool_bandwidth.bandwidth_gb_s(m, ns, window, pairs), "unit": "GB/s"})
+    m = MBW_DES_CHECK["size_bytes"]
+    diffs = []
+    for pairs in MBW_DES_CHECK["pairs"]:
+        des = _mbw_iteration_ns(pre, pairs, m, window, slot, "des")
+        diffs.append(abs(_mbw_iteration_ns(pre, pairs, m, window, slot) / des - 1))
+    top, ends = max(sizes), (min(w["pairs"]), max(w["pairs"]))
+    for value in d.sweep.get("A-MBW-MAILBOX", []):
+        for pairs in ends:
+            sweep_rows.append({"key": d.key, "assumption": "A-MBW-MAILBOX", "value": f"{value} B slots, {pairs} pairs",
+                               "predicted": pool_bandwidth.bandwidth_gb_s(
+                                   top, _mbw_iteration_ns(pre, pairs, top, window, value), window, pairs),
+                               "unit": "GB/s"})
+    for name in d.sweep.get("A-ATTACH", []):
+        for pairs in ends:
+            sweep_rows.append({"key": d.key, "assumption": "A-ATTACH", "value": f"{name}, {pairs} pairs",
+                               "predicted": pool_bandwidth.bandwidth_gb_s(
+                                   top, _mbw_iteration_ns(FAB.preset(name), pairs, top, window, slot), window,
+                                   pairs),
+                               "unit": "GB/s"})
+    one = pool_bandwidth.bandwidth_gb_s(top, _mbw_iteration_ns(pre, 1, top, window, slot), window, 1)
+    return one, None, (f"closed form, one pair at {top} B (every pairs and size in curves.csv); the DES against "
+                       f"it at {m} B, pairs {list(MBW_DES_CHECK['pairs'])}: largest |diff| "
+                       f"{100 * max(diffs):.2f}%; no published values to compare")
+
+
 def predict_omb(d, sweep_rows):
     pre = FAB.preset(d.fabric["preset"])
     m = d.workload["size_bytes"]
@@ -292,6 +339,8 @@ def predict(d, sweep_rows, curve_rows):
         return predict_one_way(d, sweep_rows)
     if kind == "cmpi-bw-curve":
         return predict_bandwidth_curve(d, curve_rows)
+    if kind == "cmpi-mbw-mr":
+        return predict_mbw(d, sweep_rows, curve_rows)
     if kind.startswith("omb-cxl"):
         return predict_omb(d, sweep_rows)
     if kind.startswith("cccl-"):
@@ -447,13 +496,20 @@ def plot(workspace, rows, curve_rows):
     for x in (-100 * TARGET, 100 * TARGET):
         ax1.axvline(x, color="k", ls="--", lw=0.8)
     ax1.set_xlabel("error, % (blue: hardware, grey: QEMU, orange: circular, purple: secondary source)")
-    curve = [c for c in curve_rows if c["key"] == "cmpi-bw-curve"]
-    if curve:
-        ax2.plot([c["size_bytes"] for c in curve], [c["value"] for c in curve], marker="o")
+    curves = [("one message at a time", [c for c in curve_rows if c["key"] == "cmpi-bw-curve"])]
+    windowed = [c for c in curve_rows if c["key"] == "cmpi-mbw-mr"]
+    for pairs in sorted({c["pairs"] for c in windowed}):
+        curves.append((f"osu_mbw_mr, {pairs} pair{'s' if pairs > 1 else ''}",
+                       [c for c in windowed if c["pairs"] == pairs]))
+    curves = [(label, curve) for label, curve in curves if curve]
+    if curves:
+        for label, curve in curves:
+            ax2.plot([c["size_bytes"] for c in curve], [c["value"] for c in curve], marker=".", label=label)
         ax2.set_xscale("log")
         ax2.set_yscale("log")
         ax2.set_xlabel("message size (bytes)")
-        ax2.set_ylabel("predicted cMPI bandwidth, GB/s (one message at a time)")
+        ax2.set_ylabel("predicted cMPI bandwidth, GB/s")
+        ax2.legend(fontsize=7)
     else:
         ax2.set_axis_off()  # the cMPI curve's row was not among the rows run (--keys)
     workspace.save_plot("validation", fig)
@@ -485,7 +541,8 @@ def main(argv=None) -> int:
     ws.write_json("validation", {"rows": rows, "sensitivity": sweep_rows, "curves": curve_rows})
     ws.write_csv("sensitivity", sweep_rows, ["key", "assumption", "value", "predicted", "unit",
                                              "added_after_first_run"])
-    ws.write_csv("curves", curve_rows, ["key", "size_bytes", "latency_us", "value", "unit"])
+    curve_columns = ["key", "pairs", "size_bytes", "latency_us", "iteration_us", "value", "unit"]
+    ws.write_csv("curves", [{c: row.get(c) for c in curve_columns} for row in curve_rows], curve_columns)
     ws.write_text("validation.md", table(rows))
     if not args.no_plot:
         plot(ws, rows, curve_rows)
