@@ -13,6 +13,7 @@ import re
 import runpy
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -233,6 +234,89 @@ def test_fake_nodes_take_the_hierarchical_path(library, programs, np, tmp_path):
     for name in ("MPI_Bcast", "MPI_Alltoall", "MPI_Reduce_scatter_block", "MPI_Barrier"):
         assert stats[name]["hier"] == 0 and stats[name]["reasons"].get("node", 0) > 0, stats[name]
     assert_durations_agree_with_stats(tmp_path / "trace", np, stats)
+
+
+def shared_file(path: Path, mib: int = 64) -> Path:
+    """A shared pool's memory: a sparse file that exists before the job (the library never creates or grows it)."""
+    with open(path, "wb") as f:
+        f.truncate(mib << 20)
+    return path
+
+
+def fill_with_epochs(path: Path, value: int) -> None:
+    """Write `value` into every 8-byte word of the pool's memory: header, flags, data and the inline area's epoch
+    words. A job whose epochs start at 0 would take every line of the inline area for an arrival (value >= its
+    first epochs) and fold the stale payload."""
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.write(struct.pack("<Q", value) * (size // 8))
+
+
+@pytest.mark.parametrize("np, coherence", [(2, "flush"), (3, "hw"), pytest.param(4, "hw", marks=pytest.mark.slow)])
+def test_shared_pool_takes_the_pool_path_across_fake_nodes(library, programs, np, coherence, tmp_path):
+    """CXLSIM_MPI_POOL_SHARED=1 on one file: every node's ranks map: the communicator that spans the fake nodes runs
+    every collective on the pool (not hierarchical, no reason "node"), with right answers; the file stays."""
+    memory = shared_file(tmp_path / "cxl_memory")
+    before = cxlsim_segments()
+    rc, out, err = run_mpi(library, np, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
+                           CXLSIM_MPI_FAKE_NODES="2", CXLSIM_MPI_POOL=f"file:{memory}", CXLSIM_MPI_POOL_SHARED="1",
+                           CXLSIM_MPI_ALLREDUCE_LARGE="1024", CXLSIM_MPI_SLOT="4096", CXLSIM_MPI_COHERENCE=coherence)
+    assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
+    stats = parse_stats(err)
+    assert set(stats) == set(COLLECTIVES) and f"coherence {coherence}" in err, err
+    for name, row in stats.items():
+        assert row["pool"] > 0 and row["hier"] == 0, (name, row)
+        assert set(row["reasons"]) <= {"datatype", "op"}, (name, row)
+    assert memory.stat().st_size == 64 << 20 and not leaked(before)
+
+
+@pytest.mark.parametrize("shared", ["1", "0"])
+def test_pool_memory_left_by_an_earlier_job_is_never_taken_for_an_arrival(library, programs, tmp_path, shared):
+    """DAX memory outlives a job: a second job on the same memory, then a third after every word of it was set to
+    an epoch a job starting at 0 would wait for, give right answers (the epochs start from the job nonce). Without
+    the nonce the third job's small allreduces fold the stale inline lines (the pool's creator clears the flags, not
+    the inline area): 2 wrong checks at np 2 (an existing file: pool, before the nonce)."""
+    memory = shared_file(tmp_path / "cxl_memory")
+    settings = dict(CXLSIM_MPI_STATS="1", CXLSIM_MPI_POOL=f"file:{memory}", CXLSIM_MPI_POOL_SHARED=shared,
+                    CXLSIM_MPI_COHERENCE="hw")
+    if shared == "1":
+        settings["CXLSIM_MPI_FAKE_NODES"] = "2"
+    for job in ("first", "second", "stale"):
+        if job == "stale":
+            fill_with_epochs(memory, 1000)
+        rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_check"]), "quick"], **settings)
+        assert rc == 0 and re.search(r"checks \d+ failures 0", out), (job, out + err)
+        stats = parse_stats(err)
+        assert all(stats[name]["pool"] > 0 and stats[name]["hier"] == 0 for name in COLLECTIVES), (job, err)
+
+
+def test_shared_pool_on_different_memory_falls_back_on_every_rank(library, programs, tmp_path):
+    """Each fake node names its own file (as each host names its own device): the ranks see no common header and
+    nonce, so the communicator that spans them falls back on every rank, reason unshared, with right answers and
+    no hang; the split communicators (one node each: ranks 0, 2 and 1, 3) still run on their pools."""
+    check = str(programs["mpi_interpose_check"])
+    blocks = []
+    for r in range(4):
+        memory = shared_file(tmp_path / f"node{r % 2}")
+        blocks += ([":"] if r else []) + (["-n", "1"] if r else []) + ["-env", "CXLSIM_MPI_POOL", f"file:{memory}",
+                                                                        check, "quick"]
+    rc, out, err = run_mpi(library, 1, blocks, timeout=90, CXLSIM_MPI_STATS="1", CXLSIM_MPI_FAKE_NODES="2",
+                           CXLSIM_MPI_POOL_SHARED="1")
+    assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
+    assert err.count("the ranks do not map the same memory") == 2, err  # said by the ranks of node 1
+    stats = parse_stats(err)
+    for name, row in stats.items():
+        unshared = row["reasons"].get("unshared", 0)
+        assert unshared > 0 and unshared % 4 == 0 and row["pool"] > 0 and row["hier"] == 0, (name, row)
+        assert set(row["reasons"]) <= {"datatype", "op", "unshared"}, (name, row)
+
+
+def test_shared_pool_needs_file_or_dax_memory(library, programs):
+    rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_POOL_SHARED="1")
+    assert rc != 0 and "CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH' with CXLSIM_MPI_POOL_SHARED=1" in err
+    with pytest.raises(InputError, match="CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH'"):
+        check_environment({"CXLSIM_MPI_POOL_SHARED": "1", "CXLSIM_MPI_POOL": "numa:0"})
+    check_environment({"CXLSIM_MPI_POOL_SHARED": "1", "CXLSIM_MPI_POOL": "file:/x"})
 
 
 MPI4PY_SCRIPT = textwrap.dedent("""

@@ -9,7 +9,8 @@
  *                        any later step's written value (a step after e starts at e + 1, or
  *                        e + 2 after a broadcast, and is published only once e is finished).
  * So a run of allgathers and barriers numbers its steps 1, 2, 3, ... (the allgather protocol
- * of cxl_ops.h), and each broadcast step moves the epoch on by 2. Flags only grow. A rank may write into buffer b only once every rank finished the step
+ * of cxl_ops.h), and each broadcast step moves the epoch on by 2 (from a base, cxl_coll_start_epochs, in the MPI
+ * library's pools). Flags only grow; "flag >= value" is cxl_epoch_reached. A rank may write into buffer b only once every rank finished the step
  * that last used b (every flag >= done(that step)); `known_done` remembers how far that is
  * known, so the wait is skipped when an earlier wait already proved it. Steps in which
  * every rank writes and then waits for every rank's written(e) (allgather, allreduce,
@@ -67,7 +68,7 @@ typedef struct {
     double timeout_ns;         /* longest wait before a call fails naming the missing ranks */
     uint64_t epoch;            /* the last step's epoch */
     uint64_t round;            /* the last data round */
-    uint64_t buffer_epoch[2];  /* the step that last used buffer b (0 = none) */
+    uint64_t buffer_epoch[2];  /* the step that last used buffer b (the base = none) */
     uint64_t known_done;       /* every rank has finished every step up to this epoch */
     int missing;               /* after a timeout: the first rank that did not arrive */
     uint64_t missing_flag;     /* after a timeout: the flag value awaited */
@@ -89,7 +90,16 @@ static void cxl_coll_init(cxl_coll_t *c, const cxl_pool_t *pool, uint64_t slot_b
     c->missing = -1;
 }
 
-/* Ranks whose flag is still below c->missing_flag, into out (at most max); returns how many. */
+/* Start the step numbers at `base` instead of 0, before the first call: the MPI library's pools take a base drawn
+ * from the job nonce (cxlsim/mpi/pools.c), so flags and line epochs an earlier job left in the same memory are never
+ * taken for an arrival (cxl_epoch_reached). base < 2^62, so base + every step of a job stays below 2^64. Every rank
+ * of the pool starts at the same base. */
+static inline void cxl_coll_start_epochs(cxl_coll_t *c, uint64_t base)
+{
+    c->epoch = c->known_done = c->buffer_epoch[0] = c->buffer_epoch[1] = base;
+}
+
+/* Ranks whose flag has not reached c->missing_flag, into out (at most max); returns how many. */
 static int cxl_coll_missing(cxl_coll_t *c, int *out, int max)
 {
     int n = 0;
@@ -100,7 +110,7 @@ static int cxl_coll_missing(cxl_coll_t *c, int *out, int max)
             cxl_line_op(c->pool.invalidate_op, (const void *)flag);
             cxl_mfence();
         }
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) < c->missing_flag && n < max) out[n++] = r;
+        if (!cxl_epoch_reached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), c->missing_flag) && n < max) out[n++] = r;
     }
     return n;
 }
@@ -132,7 +142,7 @@ static int cxl_coll_wait_one(cxl_coll_t *c, int r, uint64_t value)
             cxl_line_op(p->invalidate_op, (const void *)flag);
             cxl_mfence();
         }
-        if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= value) break;
+        if (cxl_epoch_reached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), value)) break;
         if (cxl_backoff(p, spins, &deadline, c->timeout_ns)) return cxl_coll_timed_out(c, r, value);
     }
     cxl_log(p, p->flush_mode ? CXL_EV_POLL_FLUSHED : CXL_EV_POLL_CACHED, (int64_t)((char *)flag - p->base),
@@ -147,7 +157,7 @@ static inline void cxl_coll_settle(cxl_coll_t *c)
 {
     if (!c->pending_ack) return;
     /* (a later publish of this rank's, e.g. a calibration probe's, already said more: flags only grow) */
-    if (*cxl_flag(&c->pool, c->pool.rank) < c->pending_ack)
+    if (!cxl_epoch_reached(*cxl_flag(&c->pool, c->pool.rank), c->pending_ack))
         cxl_publish(&c->pool, c->pending_ack, c->pending_ack_round, 0);
     c->pending_ack = 0;
 }

@@ -19,7 +19,9 @@
  * after the lines, so every other wait of the step protocol (cxl_coll_claim's reuse rule,
  * barriers, timeouts) sees the step as on the slot path; the halves follow the buffers' reuse
  * rule. The fold is the same left fold, so results are bitwise those of the slot path. The
- * area holds only epochs in its epoch words, so an epoch >= the step's cannot be stale data.
+ * area holds only epochs in its epoch words, so an epoch that reached the step's (cxl_epoch_reached) cannot be stale
+ * data: within a job the words only grow, and an earlier job's words, which the pool's creator does not clear, lie
+ * outside the window of a job whose epochs start from its nonce (cxl_coll_start_epochs).
  * The event log and the cache model describe the slot protocol: a kernel that logs keeps
  * inline_bytes 0 (the Python kernel does). */
 #define CXL_COLL_LINE_PAYLOAD 56
@@ -61,12 +63,10 @@ static int cxl_coll_lines_read(cxl_coll_t *c, int r, uint64_t e, uint64_t round,
     char *first = cxl_coll_inline_line(p, r, round, 0);
     double deadline = -1.0;
     for (uint64_t spins = 0;; spins++) {
-        uint64_t oldest = UINT64_MAX;
-        for (uint64_t k = 0; k < lines; k++) {
-            uint64_t seen = __atomic_load_n(cxl_coll_line_epoch(first + k * CXL_LINE), __ATOMIC_RELAXED);
-            oldest = seen < oldest ? seen : oldest;
-        }
-        if (oldest >= e) break;
+        int all = 1;
+        for (uint64_t k = 0; k < lines; k++)
+            all &= cxl_epoch_reached(__atomic_load_n(cxl_coll_line_epoch(first + k * CXL_LINE), __ATOMIC_RELAXED), e);
+        if (all) break;
         if (cxl_backoff(p, spins, &deadline, c->timeout_ns)) return cxl_coll_timed_out(c, r, cxl_coll_written(e));
     }
     __atomic_thread_fence(__ATOMIC_ACQUIRE); /* the payload loads after the epochs' */
@@ -236,7 +236,7 @@ static int cxl_coll_wait_prefetching(cxl_coll_t *c, uint64_t e, uint64_t round, 
         if (r == p->rank) continue;
         volatile uint64_t *flag = cxl_flag(p, r);
         const char *block = cxl_slot(p, round, r);
-        for (uint64_t spins = 1; __atomic_load_n(flag, __ATOMIC_ACQUIRE) < cxl_coll_written(e); spins++) {
+        for (uint64_t spins = 1; !cxl_epoch_reached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), cxl_coll_written(e)); spins++) {
             for (uint64_t at = 0; at < n; at += CXL_LINE) __builtin_prefetch(block + at, 0, 3);
             if (cxl_backoff(p, spins, &deadline, c->timeout_ns)) return cxl_coll_timed_out(c, r, cxl_coll_written(e));
         }

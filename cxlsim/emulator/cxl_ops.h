@@ -288,6 +288,21 @@ static void cxl_range_op(cxl_pool_t *p, int op, const char *start, uint64_t leng
     cxl_log(p, op == CXL_OP_CLWB ? CXL_EV_WRITEBACK : CXL_EV_FLUSH, (int64_t)(start - p->base), (int64_t)length);
 }
 
+/* Has a flag (or a line's epoch word) that reads `seen` reached `epoch`? Flags only grow within a job, and no rank's
+ * flag runs more than a few steps ahead of a value another rank waits for (every step waits for every rank's flag of
+ * the step before or the one before that), so "reached" is: at most CXL_EPOCH_AHEAD ahead, modulo 2^64. Within one
+ * job that is `seen >= epoch` (its epochs never come near 2^64). A value left in the pool's memory by an earlier job
+ * counts only if it lies in that window above what this job waits for: the MPI library starts each pool's epochs at
+ * a base drawn from its job nonce (cxl_coll_start_epochs), so a left value is behind (modulo 2^64) or far ahead, and
+ * falls in the window with odds of 2^32 / 2^62 = 2^-30 per flag at the first wait on it (after which the owner's own
+ * publish has overwritten it). A pool whose epochs start at 0 (the Python kernels') sees the same as before: zeroed
+ * flags are behind every epoch >= 1. */
+#define CXL_EPOCH_AHEAD (UINT64_C(1) << 32)
+static inline int cxl_epoch_reached(uint64_t seen, uint64_t epoch)
+{
+    return seen - epoch < CXL_EPOCH_AHEAD;
+}
+
 /* Make this rank's slot of `round` (already written, `nbytes` long) visible and publish `epoch`. */
 static void cxl_publish(cxl_pool_t *p, uint64_t epoch, uint64_t round, uint64_t nbytes)
 {
@@ -320,7 +335,7 @@ static inline int cxl_backoff(const cxl_pool_t *p, uint64_t spins, double *deadl
     return 0;
 }
 
-/* Wait until every rank published `epoch`. Returns -1 on success, else the first missing rank
+/* Wait until every rank published `epoch` (cxl_epoch_reached). Returns -1 on success, else the first missing rank
  * after `timeout_ns`. Spins first (a pause per poll), then yields the CPU between polls. */
 static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
 {
@@ -334,7 +349,7 @@ static int cxl_wait_all(cxl_pool_t *p, uint64_t epoch, double timeout_ns)
                 cxl_line_op(p->invalidate_op, (const void *)flag);
                 cxl_mfence();
             }
-            if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) >= epoch) break;
+            if (cxl_epoch_reached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), epoch)) break;
             if (cxl_backoff(p, ++spins, &deadline, timeout_ns)) return r;
         }
         cxl_log(p, p->flush_mode ? CXL_EV_POLL_FLUSHED : CXL_EV_POLL_CACHED,

@@ -15,11 +15,19 @@
  *   0     header: magic u64, version u32, nranks u32, slot_bytes, slot_stride, flags_offset,
  *         data_offset, total_bytes, owner pid (u64 each), little-endian; magic written last
  *   64    attach counter (u32, atomic)
+ *   128   job nonce (u64): the MPI library's rank 0 writes a random one after the header, and every rank checks
+ *         it (0 in a pool of the Python twin, which zeroes the page); the pool's epochs start from a base
+ *         drawn from it (cxl_coll_start_epochs), so nothing an earlier job left is taken for an arrival
  *   4096  flag lines: rank r's flag (u64) at flags_offset + 64 r, single writer
  *   ...   data: buffer b (0 or 1), slot r at data_offset + (b nranks + r) slot_stride
  *   ...   inline area: rank r's CXL_POOL_INLINE_AREA_BYTES at inline_offset + r x that, single
  *         writer (the line-flag allreduce of cxl_coll_reduce.h; inline_offset = data_offset +
  *         2 nranks slot_stride)
+ *
+ * Shared pools (cxl_segment_map_shared): one file: or dax: memory that every host of a job maps under its own
+ * path (real CXL 3 memory shared by hosts, QEMU's multi-host CXL, or one file for fake nodes). Nothing is created,
+ * grown or removed there; a pool is a region at an offset of it (aligned as above) that the caller chose, with
+ * the layout above from the region's start. Who may use which region is the caller's (cxlsim/mpi/pools.c).
  *
  * Functions return CXL_POOL_OK, or CXL_POOL_EINPUT (the spec or the sizes are bad: the
  * user's input) or CXL_POOL_ERUN (the system refused), with a message in err naming
@@ -45,6 +53,7 @@
 #define CXL_POOL_DAX_ALIGN (2u << 20)
 #define CXL_POOL_ATTACH_OFFSET 64u
 #define CXL_POOL_HEADER_BYTES 64u
+#define CXL_POOL_NONCE_OFFSET 128u
 #define CXL_POOL_SHM_DIR "/dev/shm"
 #define CXL_POOL_PREFIX "cxlsim-"
 /* Bytes of one rank's inline area: 2 halves x 10 lines (= 2 x CXL_COLL_LINES_PER_HALF x 64 in
@@ -339,6 +348,68 @@ static int cxl_segment_attach(const char *path, const cxl_layout_t *layout, int 
         seg->base = NULL;
     }
     if (!rc) cxl_segment_count_in(seg);
+    return rc;
+}
+
+/* The job nonce (CXL_POOL_NONCE_OFFSET); set after cxl_pool_write_header, which zeroes it. */
+static inline void cxl_pool_set_nonce(cxl_segment_t *seg, uint64_t nonce)
+{
+    __atomic_store_n((uint64_t *)(seg->base + CXL_POOL_NONCE_OFFSET), nonce, __ATOMIC_RELEASE);
+}
+static inline uint64_t cxl_pool_nonce(const cxl_segment_t *seg)
+{
+    return __atomic_load_n((const uint64_t *)(seg->base + CXL_POOL_NONCE_OFFSET), __ATOMIC_ACQUIRE);
+}
+
+/* Open a shared pool's file or device (file: or dax:, which must exist) and its size in bytes. Returns the
+ * descriptor, or -1 with err set (CXL_POOL_EINPUT: it is not there, or not a shared kind). */
+static int cxl_pool_open_shared(const cxl_pool_spec_t *spec, uint64_t *bytes, char *err, size_t errlen)
+{
+    if (spec->kind != CXL_POOL_FILE && spec->kind != CXL_POOL_DAX) {
+        cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: a shared pool is file:PATH or dax:PATH", spec->text);
+        return -1;
+    }
+    if (spec->kind == CXL_POOL_DAX && cxl_pool_check_dax(spec, err, errlen)) return -1;
+    int fd = open(spec->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        cxl_pool_fail(err, errlen, CXL_POOL_EINPUT, "pool %s: cannot open %s: %s (a shared pool's memory must exist "
+                      "on every host)", spec->text, spec->path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    fstat(fd, &st);
+    long long size = S_ISREG(st.st_mode) ? (long long)st.st_size : cxl_pool_dax_device_size(&st);
+    *bytes = size > 0 ? (uint64_t)size : 0;
+    return fd;
+}
+
+/* Map the region [offset, offset + layout->total_bytes) of a shared pool (offset aligned as the layout). Does not
+ * read or write it: the creator then writes the header (cxl_pool_write_header, cxl_pool_set_nonce), the others
+ * check it. CXL_POOL_ERUN if the memory is shorter than the region. */
+static int cxl_segment_map_shared(const cxl_pool_spec_t *spec, const cxl_layout_t *layout, uint64_t offset,
+                                  cxl_segment_t *seg, char *err, size_t errlen)
+{
+    memset(seg, 0, sizeof *seg);
+    seg->layout = *layout;
+    snprintf(seg->path, sizeof seg->path, "%s", spec->path);
+    uint64_t bytes = 0;
+    int fd = cxl_pool_open_shared(spec, &bytes, err, errlen);
+    if (fd < 0) return CXL_POOL_EINPUT;
+    int rc = CXL_POOL_OK;
+    if (bytes < offset + layout->total_bytes)
+        rc = cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: %s has %llu bytes, the region needs %llu at offset "
+                           "%llu", spec->text, spec->path, (unsigned long long)bytes,
+                           (unsigned long long)layout->total_bytes, (unsigned long long)offset);
+    if (!rc) {
+        void *m = mmap(NULL, layout->total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
+        if (m == MAP_FAILED)
+            rc = cxl_pool_fail(err, errlen, CXL_POOL_ERUN, "pool %s: mmap of %llu bytes at offset %llu failed: %s",
+                               spec->text, (unsigned long long)layout->total_bytes, (unsigned long long)offset,
+                               strerror(errno));
+        else
+            seg->base = (char *)m;
+    }
+    close(fd);
     return rc;
 }
 

@@ -28,6 +28,7 @@
 /* ---- settings ---- */
 typedef struct {
     cxl_pool_spec_t pool;     /* CXLSIM_MPI_POOL: shm (default), file:PATH, dax:PATH, numa:N */
+    int pool_shared;          /* CXLSIM_MPI_POOL_SHARED: 1 = the file: or dax: memory is the same on every node */
     int flush;                /* CXLSIM_MPI_COHERENCE: 0 = hw, 1 = flush (default: the backend's) */
     uint64_t slot_bytes;      /* CXLSIM_MPI_SLOT: bytes per rank per buffer (default 1 MiB) */
     uint64_t large_bytes;     /* CXLSIM_MPI_ALLREDUCE_LARGE: allreduce chunks from here use reduce-scatter + allgather */
@@ -56,7 +57,7 @@ enum {
 };
 enum {
     CXLSIM_WHY_DISABLED, CXLSIM_WHY_THREAD, CXLSIM_WHY_COMM, CXLSIM_WHY_NODE, CXLSIM_WHY_SETUP,
-    CXLSIM_WHY_DATATYPE, CXLSIM_WHY_OP, CXLSIM_WHY_ARGS, CXLSIM_WHY_SLOT, CXLSIM_NWHY
+    CXLSIM_WHY_DATATYPE, CXLSIM_WHY_OP, CXLSIM_WHY_ARGS, CXLSIM_WHY_SLOT, CXLSIM_WHY_UNSHARED, CXLSIM_NWHY
 };
 extern const char *const cxlsim_coll_names[CXLSIM_NCOLL];
 extern const char *const cxlsim_why_names[CXLSIM_NWHY];
@@ -99,6 +100,8 @@ typedef struct cxlsim_pool {
     int size, rank;
     int *world_ranks;        /* world rank of each rank of comm, for messages */
     cxl_segment_t segment;
+    uint64_t nonce;          /* the job nonce rank 0 wrote into the pool's header (its epochs start from it) */
+    int arena_region;        /* a shared pool's region this process took from its arena (pools.c) */
     cxl_coll_t coll;
     int busy;                /* a thread is in one of its collectives */
     cxlsim_pool_counts_t counts[CXLSIM_NCOLL]; /* this pool's calls, per collective (stats) */

@@ -6,9 +6,16 @@
  *   1. MPI_Comm_split_type(SHARED): if the ranks do not all share this node (every rank sees
  *      the same answer: its node's group is smaller than the communicator), the communicator
  *      gets the hierarchical path of nodes.c instead (one flat pool per node);
- *   2. rank 0 creates the segment (cxl_pool.h) and broadcasts its path, its status and the
- *      settings that shape it; every other rank attaches (the last to count in unlinks it);
+ *   2. rank 0 creates the segment (cxl_pool.h), writes a random job nonce into its header and
+ *      broadcasts its path, its status, the nonce and the settings that shape it; every other rank
+ *      attaches (the last to count in unlinks it) and checks the nonce;
  *   3. one PMPI_Allreduce(MIN) agrees on whether every rank got there with the same settings.
+ * The pool's epochs start from a base drawn from the nonce (cxl_coll_start_epochs), so nothing an
+ * earlier job left in the same memory counts as an arrival (cxl_epoch_reached).
+ * With CXLSIM_MPI_POOL_SHARED=1 the file: or dax: memory is the same on every node: step 1 is
+ * skipped, rank 0 takes a region of its arena in that memory (below), every rank maps the region
+ * under its own path and checks rank 0's header and nonce there, and the agreed verdict tells
+ * "not the same memory" (reason unshared) from a failed set-up (reason setup).
  * The pool is cached as an attribute whose keyval copies with MPI_COMM_NULL_COPY_FN, so a
  * duplicated communicator sets up its own. Its delete callback unmaps it; MPI_Finalize
  * deletes every pool still alive before PMPI_Finalize, relying on no attribute deletion.
@@ -122,17 +129,117 @@ static void pool_kernel(cxlsim_pool_t *pool)
     if (p.timed && spin_overhead_ns < 0.0) spin_overhead_ns = cxl_calibrate_spin_overhead();
     p.spin_overhead_ns = p.timed ? spin_overhead_ns : 0.0;
     cxl_coll_init(&pool->coll, &p, lay->slot_bytes, s->timeout_s * 1e9);
+    cxl_coll_start_epochs(&pool->coll, pool->nonce >> 2); /* every rank has the same nonce */
     if (!p.flush_mode && !p.timed) pool->coll.inline_bytes = INLINE_FAST_BYTES; /* the slow placement: see below */
 }
 
 typedef struct {
     int status;                          /* CXL_POOL_OK or the creator's error code */
     int temporary;
+    uint64_t nonce;                      /* the job nonce rank 0 wrote at CXL_POOL_NONCE_OFFSET */
+    uint64_t offset;                     /* shared pools: the region's offset in the shared memory */
     char path[CXL_POOL_PATH_MAX];
     char fingerprint[512];
 } setup_message_t;
 
-/* Steps 2 and 3 of the set-up; returns 1 if every rank has the pool mapped. */
+/* ---- shared pools (CXLSIM_MPI_POOL_SHARED=1) ----
+ * Every host maps the same file: or dax: memory under its own CXLSIM_MPI_POOL path. The memory is split into
+ * one arena per world rank (its bytes / world size, rounded down to the alignment); the pools a process creates
+ * (those of the communicators it is rank 0 of) are regions of its own arena, one after the other, and the arena
+ * starts over once none of them is alive. So no two live pools of the job overlap, with no allocator shared
+ * between hosts: the creator broadcasts the region's offset. */
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t arena_used; /* bytes of this process's arena taken by its live regions and the holes between them */
+static int arena_live;      /* how many of its regions are alive */
+
+/* A region of total_bytes in this process's arena: its offset, or UINT64_MAX with err set if the arena is full. */
+static uint64_t arena_take(uint64_t memory_bytes, uint64_t total_bytes, uint64_t align, char *err, size_t errlen)
+{
+    int world_rank = 0, world_size = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    uint64_t arena = memory_bytes / (uint64_t)world_size / align * align, offset = UINT64_MAX;
+    pthread_mutex_lock(&arena_lock);
+    if (arena_used + total_bytes <= arena) {
+        offset = (uint64_t)world_rank * arena + arena_used;
+        arena_used += total_bytes;
+        arena_live++;
+    } else {
+        snprintf(err, errlen, "shared pool %.1000s: world rank %d's arena (%llu of its %llu bytes / %d world ranks) has "
+                 "no room for a %llu-byte region (%llu bytes taken by live pools)", cxlsim_settings.pool.text,
+                 world_rank, (unsigned long long)arena, (unsigned long long)memory_bytes, world_size,
+                 (unsigned long long)total_bytes, (unsigned long long)arena_used);
+    }
+    pthread_mutex_unlock(&arena_lock);
+    return offset;
+}
+
+static void arena_give_back(void)
+{
+    pthread_mutex_lock(&arena_lock);
+    if (--arena_live == 0) arena_used = 0;
+    pthread_mutex_unlock(&arena_lock);
+}
+
+/* Flush mode: write back (the creator) or drop (the others) the header lines, so a host that does not share the
+ * creator's cache coherence sees the header it wrote. */
+static void header_lines(const cxl_segment_t *seg, uint64_t bytes)
+{
+    if (!cxlsim_settings.flush) return;
+    int op = cxl_cpu_features() & CXL_OP_CLFLUSHOPT ? CXL_OP_CLFLUSHOPT : CXL_OP_CLFLUSH;
+    for (uint64_t at = 0; at < bytes; at += CXL_LINE) cxl_line_op(op, seg->base + at);
+    cxl_mfence();
+}
+
+/* A random job nonce, never 0 (0 is a pool of the Python twin's, or none). */
+static uint64_t new_nonce(void)
+{
+    uint64_t nonce = 0;
+    while (nonce == 0)
+        if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce) nonce = (uint64_t)cxl_now_ns() ^ (uint64_t)getpid();
+    return nonce;
+}
+
+/* Rank 0's part of step 2 on a shared pool: a region of its arena, mapped, with a fresh header and the nonce. */
+static int shared_create(cxlsim_pool_t *pool, setup_message_t *msg, char *err, size_t errlen)
+{
+    const cxlsim_settings_t *s = &cxlsim_settings;
+    uint64_t align = s->pool.kind == CXL_POOL_DAX ? CXL_POOL_DAX_ALIGN : CXL_POOL_PAGE, bytes = 0;
+    cxl_layout_t lay;
+    int rc = cxl_layout_plan((uint32_t)pool->size, s->slot_bytes, align, &lay, err, errlen);
+    if (rc) return rc;
+    int fd = cxl_pool_open_shared(&s->pool, &bytes, err, errlen);
+    if (fd < 0) return CXL_POOL_EINPUT;
+    close(fd);
+    if ((msg->offset = arena_take(bytes, lay.total_bytes, align, err, errlen)) == UINT64_MAX) return CXL_POOL_ERUN;
+    pool->arena_region = 1;
+    if ((rc = cxl_segment_map_shared(&s->pool, &lay, msg->offset, &pool->segment, err, errlen))) return rc;
+    cxl_pool_write_header(&pool->segment); /* zeroes the header, attach counter and flags; not the inline area */
+    cxl_pool_set_nonce(&pool->segment, msg->nonce);
+    header_lines(&pool->segment, lay.data_offset);
+    return CXL_POOL_OK;
+}
+
+/* Another rank's part of step 2 on a shared pool: map the region of its own path, and check that it holds rank
+ * 0's header and nonce. 2: the same memory; 1: mapped, but not the same memory; 0: could not map it. */
+static int shared_attach(cxlsim_pool_t *pool, const setup_message_t *msg, const cxl_layout_t *lay, char *err,
+                         size_t errlen)
+{
+    int rc = cxl_segment_map_shared(&cxlsim_settings.pool, lay, msg->offset, &pool->segment, err, errlen);
+    if (rc == CXL_POOL_EINPUT) return 0;
+    if (rc) return 1; /* the memory is shorter than rank 0's region: not the same memory */
+    header_lines(&pool->segment, CXL_POOL_NONCE_OFFSET + CXL_LINE);
+    char why[1024] = "";
+    if (cxl_pool_check_header(&pool->segment, why, sizeof why) == CXL_POOL_OK && cxl_pool_nonce(&pool->segment) == msg->nonce)
+        return 2;
+    snprintf(err, errlen, "shared pool %.1000s: this rank's memory does not hold rank 0's pool at offset %llu (%.600s): the "
+             "ranks do not map the same memory", cxlsim_settings.pool.text, (unsigned long long)msg->offset,
+             *why ? why : "another job nonce");
+    return 1;
+}
+
+/* Steps 2 and 3 of the set-up; returns 2 if every rank has the pool mapped, 1 if every rank mapped one but not all
+ * the same memory (shared pools), 0 if a rank could not. */
 static int pool_attach_all(cxlsim_pool_t *pool)
 {
     const cxlsim_settings_t *s = &cxlsim_settings;
@@ -140,21 +247,28 @@ static int pool_attach_all(cxlsim_pool_t *pool)
     char err[2048] = "", mine[512];
     memset(&msg, 0, sizeof msg);
     cxlsim_settings_fingerprint(mine, sizeof mine);
-    int ok = 1;
+    int ok = 2;
     if (s->flush && !(cxl_cpu_features() & (CXL_OP_CLFLUSH | CXL_OP_CLFLUSHOPT))) {
         snprintf(err, sizeof err, "coherence flush needs clflush or clflushopt, which this CPU lacks");
         ok = 0;
     }
     if (pool->rank == 0) {
-        msg.status = ok ? cxl_segment_create(&s->pool, (uint32_t)pool->size, s->slot_bytes, &pool->segment, err,
-                                             sizeof err)
-                        : CXL_POOL_ERUN;
-        if (msg.status == CXL_POOL_OK) cxl_segment_count_in(&pool->segment);
+        msg.nonce = new_nonce();
+        if (!ok) msg.status = CXL_POOL_ERUN;
+        else if (s->pool_shared) msg.status = shared_create(pool, &msg, err, sizeof err);
+        else msg.status = cxl_segment_create(&s->pool, (uint32_t)pool->size, s->slot_bytes, &pool->segment, err,
+                                             sizeof err);
+        if (msg.status == CXL_POOL_OK && !s->pool_shared) {
+            cxl_segment_count_in(&pool->segment);
+            cxl_pool_set_nonce(&pool->segment, msg.nonce);
+            header_lines(&pool->segment, pool->segment.layout.data_offset);
+        }
         msg.temporary = pool->segment.temporary;
         snprintf(msg.path, sizeof msg.path, "%s", pool->segment.path);
         snprintf(msg.fingerprint, sizeof msg.fingerprint, "%s", mine);
     }
     PMPI_Bcast(&msg, (int)sizeof msg, MPI_BYTE, 0, pool->comm);
+    pool->nonce = msg.nonce;
     if (msg.status != CXL_POOL_OK) {
         ok = 0;
         if (pool->rank != 0) snprintf(err, sizeof err, "rank 0 could not create the pool");
@@ -164,22 +278,31 @@ static int pool_attach_all(cxlsim_pool_t *pool)
             ok = 0;
         }
         cxl_layout_t lay;
-        if (ok) cxl_layout_plan((uint32_t)pool->size, s->slot_bytes, s->pool.kind == CXL_POOL_DAX ? CXL_POOL_DAX_ALIGN
-                                                                                                  : CXL_POOL_PAGE,
-                                &lay, err, sizeof err);
-        if (ok && cxl_segment_attach(msg.path, &lay, msg.temporary, &pool->segment, err, sizeof err) != CXL_POOL_OK)
+        if (ok && cxl_layout_plan((uint32_t)pool->size, s->slot_bytes,
+                                  s->pool.kind == CXL_POOL_DAX ? CXL_POOL_DAX_ALIGN : CXL_POOL_PAGE, &lay, err,
+                                  sizeof err) != CXL_POOL_OK)
             ok = 0;
+        if (ok && s->pool_shared) {
+            ok = shared_attach(pool, &msg, &lay, err, sizeof err);
+        } else if (ok) {
+            if (cxl_segment_attach(msg.path, &lay, msg.temporary, &pool->segment, err, sizeof err) != CXL_POOL_OK) ok = 0;
+            else header_lines(&pool->segment, CXL_POOL_NONCE_OFFSET + CXL_LINE);
+            if (ok && cxl_pool_nonce(&pool->segment) != msg.nonce) {
+                snprintf(err, sizeof err, "pool %.1000s: another job nonce than rank 0 wrote", msg.path);
+                ok = 1;
+            }
+        }
     }
     int all = 0;
     PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, pool->comm);
-    if (!ok) cxlsim_log(1, "no pool for a communicator of %d ranks: %s", pool->size, err);
-    if (!all) {
+    if (ok < 2) cxlsim_log(1, "no pool for a communicator of %d ranks: %s", pool->size, err);
+    if (all < 2) {
         cxl_segment_unmap(&pool->segment);
         if (msg.status == CXL_POOL_OK && pool->rank == 0) cxl_segment_unlink(&pool->segment);
-        return 0;
+        return all;
     }
     if (pool->rank == 0) cxl_segment_unlink(&pool->segment); /* every rank is in (idempotent) */
-    return 1;
+    return 2;
 }
 
 /* A pool struct for comm with its size, rank and world ranks, nothing mapped yet. */
@@ -254,14 +377,15 @@ static void pool_choose_copy_in(cxlsim_pool_t *pool)
 
 static void pool_map_all(cxlsim_pool_t *pool)
 {
-    if (pool_attach_all(pool)) {
+    int all = pool_attach_all(pool);
+    if (all == 2) {
         pool_kernel(pool);
         pool_choose_copy_in(pool);
         pool->usable = 1;
         cxlsim_log(2, "pool for a communicator of %d ranks: %s, %llu B slots, %s", pool->size, cxlsim_settings.pool.text,
                    (unsigned long long)cxlsim_settings.slot_bytes, cxlsim_settings.flush ? "flush" : "hw");
     } else {
-        pool->why = CXLSIM_WHY_SETUP;
+        pool->why = all == 1 ? CXLSIM_WHY_UNSHARED : CXLSIM_WHY_SETUP;
     }
 }
 
@@ -277,20 +401,26 @@ void cxlsim_pool_destroy(cxlsim_pool_t *pool)
     cxlsim_stats_merge(pool->counts);
     if (pool->nodes) cxlsim_nodes_free(pool->nodes);
     cxl_segment_unmap(&pool->segment);
+    if (pool->arena_region) arena_give_back();
     free(pool->world_ranks);
     free(pool);
 }
 
-/* The pool of a communicator: flat if its ranks share one node, else hierarchical (nodes.c). */
+/* The pool of a communicator: flat if its ranks share one node or one shared pool's memory, else hierarchical
+ * (nodes.c). */
 static cxlsim_pool_t *pool_setup(MPI_Comm comm)
 {
     cxlsim_pool_t *pool = pool_new(comm);
     MPI_Comm node;
     int node_size = 0, fake = cxlsim_settings.fake_nodes;
-    if (fake > 1) PMPI_Comm_split(comm, pool->rank % fake, pool->rank, &node);
+    if (cxlsim_settings.pool_shared) {
+        pool_map_all(pool);
+        node = MPI_COMM_NULL;
+    } else if (fake > 1) PMPI_Comm_split(comm, pool->rank % fake, pool->rank, &node);
     else PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    PMPI_Comm_size(node, &node_size);
-    if (node_size == pool->size) {
+    if (node == MPI_COMM_NULL) {
+        /* shared: set up above */
+    } else if (PMPI_Comm_size(node, &node_size), node_size == pool->size) {
         PMPI_Comm_free(&node);
         pool_map_all(pool);
     } else if (cxlsim_nodes_setup(pool, node)) {

@@ -19,7 +19,7 @@ extern char **environ;
 static const char *const known[] = {
     "CXLSIM_MPI_POOL", "CXLSIM_MPI_COHERENCE", "CXLSIM_MPI_SLOT", "CXLSIM_MPI_ALLREDUCE_LARGE",
     "CXLSIM_MPI_LATENCY_NS", "CXLSIM_MPI_BANDWIDTH", "CXLSIM_MPI_TIMEOUT", "CXLSIM_MPI_VERBOSE",
-    "CXLSIM_MPI_STATS", "CXLSIM_MPI_DISABLE", "CXLSIM_MPI_TRACE", "CXLSIM_MPI_FAKE_NODES",
+    "CXLSIM_MPI_STATS", "CXLSIM_MPI_DISABLE", "CXLSIM_MPI_TRACE", "CXLSIM_MPI_FAKE_NODES", "CXLSIM_MPI_POOL_SHARED",
 };
 
 static void bad_setting(const char *name, const char *value, const char *expected)
@@ -106,6 +106,10 @@ void cxlsim_settings_load(void)
     const char *pool = getenv("CXLSIM_MPI_POOL");
     if (cxl_pool_spec_parse(pool && *pool ? pool : "shm", &s->pool, err, sizeof err) != CXL_POOL_OK)
         bad_setting("CXLSIM_MPI_POOL", pool, "'shm', 'file:PATH', 'dax:PATH' or 'numa:N'");
+    s->pool_shared = choice_setting("CXLSIM_MPI_POOL_SHARED", 0, flags, 2, "0 or 1");
+    if (s->pool_shared && s->pool.kind != CXL_POOL_FILE && s->pool.kind != CXL_POOL_DAX)
+        bad_setting("CXLSIM_MPI_POOL", pool && *pool ? pool : "shm",
+                    "'file:PATH' or 'dax:PATH' with CXLSIM_MPI_POOL_SHARED=1 (memory every node maps)");
     s->flush = choice_setting("CXLSIM_MPI_COHERENCE", cxl_pool_default_flush(&s->pool), coherence, 2, "'hw' or 'flush'");
     s->slot_bytes = bytes_setting("CXLSIM_MPI_SLOT", 1u << 20, 64);
     s->large_bytes = bytes_setting("CXLSIM_MPI_ALLREDUCE_LARGE", 64u << 10, 0);
@@ -126,8 +130,9 @@ void cxlsim_settings_load(void)
 void cxlsim_settings_fingerprint(char *out, size_t n)
 {
     const cxlsim_settings_t *s = &cxlsim_settings;
-    snprintf(out, n, "pool=%s coherence=%d slot=%llu large=%llu latency=%.17g bw=%.17g fake_nodes=%d", s->pool.text,
-             s->flush, (unsigned long long)s->slot_bytes, (unsigned long long)s->large_bytes, s->latency_ns,
+    /* a shared pool's path may differ from node to node (each names its own device): its kind must match */
+    snprintf(out, n, "pool=%s coherence=%d slot=%llu large=%llu latency=%.17g bw=%.17g fake_nodes=%d",
+             !s->pool_shared ? s->pool.text : s->pool.kind == CXL_POOL_DAX ? "shared dax" : "shared file", s->flush, (unsigned long long)s->slot_bytes, (unsigned long long)s->large_bytes, s->latency_ns,
              s->bw_bytes_per_ns, s->fake_nodes);
 }
 

@@ -73,6 +73,7 @@ CHECKS = {
     "CXLSIM_MPI_DISABLE": lambda n, t: _choice(n, t, ("0", "1")),
     "CXLSIM_MPI_TRACE": lambda n, t: None,
     "CXLSIM_MPI_FAKE_NODES": lambda n, t: _count(n, t, 4096),
+    "CXLSIM_MPI_POOL_SHARED": lambda n, t: _choice(n, t, ("0", "1")),
 }
 
 
@@ -85,6 +86,10 @@ def check_environment(env: dict[str, str]) -> None:
         if check is None:
             raise InputError(f"{name}: not a setting of the library (known: {', '.join(sorted(CHECKS))})")
         check(name, text)
+    if env.get("CXLSIM_MPI_POOL_SHARED") == "1" and parse_pool_spec(env.get("CXLSIM_MPI_POOL") or "shm").kind not in (
+            "file", "dax"):
+        raise InputError("CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH' with CXLSIM_MPI_POOL_SHARED=1 (memory "
+                         f"every node maps), got {env.get('CXLSIM_MPI_POOL') or 'shm'!r}")
 
 
 def environment(*, pool: str | None = None, coherence: str | None = None, slot: str | None = None,

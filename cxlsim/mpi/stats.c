@@ -33,7 +33,7 @@ const char *const cxlsim_coll_names[CXLSIM_NCOLL] = {
     "MPI_Allgather", "MPI_Allreduce", "MPI_Reduce_scatter_block", "MPI_Bcast", "MPI_Alltoall", "MPI_Barrier",
 };
 const char *const cxlsim_why_names[CXLSIM_NWHY] = {
-    "disabled", "thread", "comm", "node", "setup", "datatype", "op", "args", "slot",
+    "disabled", "thread", "comm", "node", "setup", "datatype", "op", "args", "slot", "unshared",
 };
 
 const char *const cxlsim_placement_names[CXLSIM_NPLACEMENT] = {"fast", "slow", "disturbed"};
