@@ -146,6 +146,28 @@ def test_the_gpu_copy_windows_sweep_binds_below_the_links_window_and_leaves_the_
         assert all(r["added_after_first_run"] for r in rows)
 
 
+def test_the_cmpi_mbw_mr_row_predicts_a_windowed_curve_per_pairs(exp, fab):
+    """cMPI's osu_mbw_mr (CMPI-AE-MBW): the closed form per pairs and size, the DES's check in the row, the sweeps."""
+    from dataclasses import replace
+
+    from cxlsim.replay.pool_messages import DEFAULT_SLOT_BYTES
+    (d,) = fab.CMPI_MBW_DESCRIPTIONS
+    assert d.published.value is None and d.workload["slot_bytes"] == DEFAULT_SLOT_BYTES == 65536  # cMPI's cell
+    small = replace(d, workload=dict(d.workload, sizes="1KiB:256KiB", pairs=[1, 2]))
+    sweep, curves = [], []
+    one, other, how = exp.predict_mbw(small, sweep, curves)
+    by = {(c["pairs"], c["size_bytes"]): c["value"] for c in curves}
+    assert len(by) == 2 * 9
+    assert one == by[1, 256 * 1024] and other is None
+    assert by[1, 1024] < by[1, 64 * 1024] < by[1, 256 * 1024] * 1.01             # the window fills the pipe
+    assert by[1, 256 * 1024] < by[2, 256 * 1024] < 2 * by[1, 256 * 1024]       # two senders share one host port
+    diff = float(how.split("largest |diff| ")[1].split("%")[0])
+    assert diff < 2.0                                                           # the DES agrees with the form
+    assert {s["assumption"] for s in sweep} == {"A-MBW-MAILBOX", "A-ATTACH"}
+    slots = {s["value"]: s["predicted"] for s in sweep if s["assumption"] == "A-MBW-MAILBOX"}
+    assert slots["16384 B slots, 1 pairs"] < slots["65536 B slots, 1 pairs"]  # each piece pays its flags and polls
+
+
 def test_micro23_presets_follow_their_description(fab):
     """Each MICRO'23 device: 82% of its DRAM's peak [A-M23-EFF], below the x8 link [A-M23-LINK]."""
     for d in fab.MICRO23_DESCRIPTIONS:
