@@ -37,17 +37,20 @@ W_1..W_N of the window's messages (N = window x pieces per message):
       + [poll + write(64) + F]                         the 4-byte acknowledgement message's send
       + [(F + I + f + X + L) + (F + I + f) + (L + S(64)) + (X + L)]     and its receipt
 
-It follows the DES's own rules (`cxlsim.fabric.pool_path`): one pair equals the DES
-to 0.2% from 1 B to 4 MiB on the cMPI descriptions (exactly where the sizes fit in
-one line or one piece without the device's queue); the rest is the device FIFO's
-queueing between the sender's stream and the receiver's read, which the form
-leaves out. With several pairs the senders' single-line polls and flag stores also
-queue behind the other senders' streams: 2 pairs within 0.5%, 4 pairs within 1.6%
-(the worst at 4 KiB). Where the sender sets the pace, the receiver polls for each
-flag, and the last piece's find is up to one poll late (under 0.2% of a 64-message
-window). Hardware coherence: the DES only (`iteration_ns` refuses it).
+It follows the DES's own rules (`cxlsim.fabric.pool_path`). One pair: within 0.3% of
+the DES from 1 B to 4 MiB on the cMPI descriptions (vp-cmpi-direct, vp-cmpi-switch),
+equal to rounding up to 100 B; the rest is the device FIFO's queueing between the
+sender's stream and the receiver's read, which the form leaves out. Several pairs:
+the senders' single-line polls and flag stores also queue behind the other senders'
+streams, in part; on vp-cmpi-direct, 2 pairs within 1.02% (the worst at 64 KiB + 1 B),
+4 pairs within 1.6% (4 KiB), 8 pairs within 0.65% and 16 pairs within 1.4% (1 KiB) at
+the sizes checked (64 B-64 KiB). Where the sender sets the pace, the receiver polls
+for each flag, and the last piece's find is up to one poll late (under 0.2% of a
+64-message window). Hardware coherence: the DES only (`iteration_ns` refuses it).
 """
 from __future__ import annotations
+
+from collections import Counter
 
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
@@ -106,11 +109,13 @@ def iteration_ns(fig, size_bytes: int, window: int = OSU_WINDOW, pairs: int = 1,
     (`PoolTransport.figures()`), flush mode."""
     _check(size_bytes, window, pairs)
     poll, write, drain, first_poll, flush, _ = _terms(fig)
-    pieces = [w for _ in range(window) for w in pieces_of(size_bytes, slot_bytes)]
+    message = pieces_of(size_bytes, slot_bytes)
+    later = Counter(message * window)  # every piece but the window's first one, by size
+    later[message[0]] -= 1
     ack = _lines(ACK_BYTES)
-    total = poll + write(pieces[0]) + flush + first_poll + drain(pieces[0])
-    for w in pieces[1:]:
-        total += max(piece_cycles_ns(fig, w, pairs))
+    total = poll + write(message[0]) + flush + first_poll + drain(message[0])
+    for w, count in later.items():
+        total += count * max(piece_cycles_ns(fig, w, pairs))
     return total + poll + write(ack) + flush + first_poll + drain(ack)
 
 
