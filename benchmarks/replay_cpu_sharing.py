@@ -53,6 +53,14 @@ and after each):
    processes took).
 5. **A blocking exchange at np 2-4** (skipped with `--quick`): the halo program (tests/data/traces/src/
    halo_timed.c) without work, under MPICH alone and under the library: time per iteration.
+6. **A large send waits for its receiver's turn** (skipped with `--quick`; not in the model): MPICH sends a
+   message of 8 KiB or more through its CMA path (MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD): the receiver copies
+   it in its own progress and sends an ACK, and only then is the send complete (ch4 shm/ipc ipc_control.c),
+   where an eager message (4 KiB) is complete once written. Rank 0 on CPU 0, rank 1 on CPU 1; each iteration
+   rank 1 posts a receive and a send and waits, rank 0 computes 50 us first: rank 0's Waitall, mean and
+   median, 4 KiB against 32 KiB, with rank 1 alone on its CPU and beside a busy loop there (in a session of
+   its own). The halo apps' 32 KiB exchanges pay this where ranks share CPUs; the replay's transport
+   completes a send without the receiver's CPU.
 It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
 share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other jobs disturbs every figure
 (the model has no other processes): read the load columns and the other processes' share.
@@ -363,6 +371,52 @@ int main(int argc, char **argv) {
   return 0;
 }
 """
+TURNS = r"""
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* turns SIZE ITERATIONS DELAY_US: rank r pinned to CPU r; each iteration rank 1 posts an irecv and an isend of SIZE
+ * bytes at once and waits (MPI_Waitall), rank 0 spins DELAY_US first, then does the same; a barrier ends each
+ * iteration. Rank 0 prints each rank's mean and median Waitall (us). */
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+int main(int argc, char **argv) {
+  int rank; MPI_Init(&argc, &argv); MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int size = atoi(argv[1]), it = atoi(argv[2]); double delay = atof(argv[3]);
+  cpu_set_t s; CPU_ZERO(&s); CPU_SET(rank, &s); sched_setaffinity(0, sizeof s, &s);
+  char *a = calloc(size, 1), *b = calloc(size, 1); double *w = calloc(it, sizeof(double)), sum = 0;
+  MPI_Request r[2]; int peer = 1 - rank;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < it; i++) {
+    if (rank == 0) { double t = MPI_Wtime(); while ((MPI_Wtime() - t) * 1e6 < delay) {} }
+    MPI_Irecv(b, size, MPI_CHAR, peer, 0, MPI_COMM_WORLD, &r[0]);
+    MPI_Isend(a, size, MPI_CHAR, peer, 0, MPI_COMM_WORLD, &r[1]);
+    double t = MPI_Wtime();
+    MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+    w[i] = (MPI_Wtime() - t) * 1e6; sum += w[i];
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  qsort(w, it, sizeof(double), cmp);
+  double mine[2] = {sum / it, w[it / 2]}, all[4];
+  MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  if (rank == 0) printf("mean0 %.2f median0 %.2f mean1 %.2f median1 %.2f\n", all[0], all[1], all[2], all[3]);
+  MPI_Finalize(); return 0;
+}
+"""
+
+BUSY = r"""
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* busy CPU: a busy loop pinned to CPU, in a session of its own, until killed */
+int main(int argc, char **argv) {
+  cpu_set_t s; CPU_ZERO(&s); CPU_SET(atoi(argv[1]), &s); sched_setaffinity(0, sizeof s, &s); setsid();
+  volatile unsigned long x = 0; for (;;) x++;
+}
+"""
+
 COLL_STEP = ["allreduce 65536 0", "allgather 4096 4096", "bcast 4096 0", "allreduce 8 0"]
 """The colls loop's calls per iteration, as the library traces them (bytes)."""
 
@@ -607,6 +661,32 @@ def pinned_turns(tmp: str, ring: str, rounds: int, one_cpu: CPUSharing, spec: st
             f"us a round trip measured {spread([r['us'] for r in runs])}, model {us:.2f} (load {loadavg():.2f})")
 
 
+TURN_SIZES = (4096, 32768)
+"""Part 6's sizes: eager (complete once written) and MPICH's CMA path (complete at the receiver's ACK)."""
+
+
+def receiver_turns(turns: str, busy: str, rounds: int) -> None:
+    """Part 6: rank 0's Waitall (mean and median, us; 300 iterations) for each of TURN_SIZES, rank 1 alone on CPU 1
+    and beside a busy loop there, `rounds` times each (interleaved); prints the rows."""
+    got = {}
+    for _ in range(rounds):
+        for beside in (False, True):
+            loop = subprocess.Popen([busy, "1"]) if beside else None
+            try:
+                for size in TURN_SIZES:
+                    out = run([find_mpiexec(), "-n", "2", turns, str(size), "300", "50"])
+                    mean, median = (float(re.search(k + r" (\S+)", out).group(1)) for k in ("mean0", "median0"))
+                    got.setdefault((beside, size), []).append((mean, median))
+            finally:
+                if loop is not None:
+                    loop.kill()
+                    loop.wait()
+    for (beside, size), rows in got.items():
+        where = "beside a busy loop on its CPU" if beside else "alone on its CPU"
+        print(f"  {size // 1024} KiB, rank 1 {where}: rank 0's Waitall mean {spread([r[0] for r in rows])}, median "
+              f"{spread([r[1] for r in rows])} us   load {loadavg():.2f}", flush=True)
+
+
 def yield_through_model(tmp: str, kind: str, what: str, iterations: int, measured_us: float, one_cpu: CPUSharing,
                         spec: str):
     """The yield interval (ns) with which the model of two ranks on one CPU (`one_cpu`) gives `measured_us` an
@@ -776,6 +856,11 @@ def main() -> int:
             for n in (2, 3, 4):
                 measure(args.rounds, f"np {n}, MPICH alone", lambda n=n: halo_us(n, False))
                 measure(args.rounds, f"np {n}, under the library (allreduce on its pool)", lambda n=n: halo_us(n, True))
+            if cpus >= 2:
+                print("# 6. a large send waits for its receiver's turn: rank 0 (CPU 0) computes 50 us, then exchanges "
+                      "with rank 1 (CPU 1), us per Waitall (MPICH's CMA path from 8 KiB: complete at the receiver's ACK)")
+                receiver_turns(compile_c(tmp, "turns", TURNS, mpi=True), compile_c(tmp, "busy", BUSY, mpi=False),
+                               args.rounds)
     for line in unresolved:
         print(f"# {line}")
     print(options_line(sharing))
