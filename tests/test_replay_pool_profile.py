@@ -279,3 +279,96 @@ def test_the_inline_limit_is_the_librarys_slow_placement_limit():
              re.findall(r"#define INLINE_(FAST|SLOW)_BYTES \((\d+) \* CXL_COLL_LINE_PAYLOAD\)", pools)}
     assert set(lines) == {"FAST", "SLOW"}
     assert INLINE_MAX_BYTES == max(lines.values()) * payload
+
+
+# cold lines (cxlsim.replay.pool_profile.cold_calls, PoolPricing.cold_extra_ns; benchmarks/replay_coll_kinds.py)
+COLD_CURVES = {"broadcast": {"4": 40.0, "4096": 220.0, "65536": 9600.0},
+               "copyin": {"4": 35.0, "4096": 280.0, "65536": 10240.0},
+               "copyout": {"4": 30.0, "4096": 270.0, "65536": 3600.0}}
+"""Warm up to 4 KiB and cold at 64 KiB, as this host's profiles measure them: broadcast and copy-in 0.05-0.07 ns/B
+against 0.15-0.16 at 64 KiB; copy-out no slower per byte at 64 KiB (3600 / 16 = 225 < 270)."""
+
+
+def cold_profile(tmp_path) -> str:
+    """The test profile with COLD_CURVES as its hw broadcast pattern and concurrent copy-in and copy-out."""
+    profile = json.loads(open(LOCAL).read())
+    model = profile["model"]
+    model["pattern_curves"] = {"hw": {"broadcast": COLD_CURVES["broadcast"]}}
+    model["concurrent_curves"]["hw"].update(copyin=COLD_CURVES["copyin"], copyout=COLD_CURVES["copyout"])
+    path = tmp_path / "cold.json"
+    path.write_text(json.dumps(profile))
+    return str(path)
+
+
+def calls(*spec):
+    from cxlsim.replay.trace import Call
+    return [Call(kind, "t", i, size_bytes=size) for i, (kind, size) in enumerate(spec)]
+
+
+def test_a_call_is_cold_after_a_larger_call_or_first_and_warm_in_the_benchs_loop():
+    from cxlsim.replay.pool_profile import cold_calls
+    app = [("allreduce", 65536), ("allgather", 4096), ("bcast", 4096), ("allreduce", 8)]
+    # coll_timed.c's iterations between barriers: every call but the 64 KiB allreduce has it since its last run
+    assert cold_calls(calls(("barrier", 0), *app * 3, ("barrier", 0)), 2) == [True] * 5 + [False, True, True, True] \
+        + [False, True, True, True] + [True]
+    assert cold_calls(calls(*[("bcast", 4096)] * 4), 2) == [True, False, False, False]  # the bench's loop
+    # 4 KiB allgathers (8 KiB a rank at np 2) between bcasts leave them warm; at np 4 (16 KiB) they do not
+    assert cold_calls(calls(*[("allgather", 4096), ("bcast", 4096)] * 2), 2) == [True, True, False, False]
+    assert cold_calls(calls(*[("allgather", 4096), ("bcast", 4096)] * 2), 4) == [True, True, False, True]
+    # another size of the same kind is another call
+    assert cold_calls(calls(("bcast", 4096), ("bcast", 8192), ("bcast", 4096)), 2) == [True, True, False]
+
+
+def test_a_cold_calls_copies_take_the_profiles_per_byte_time_at_the_reference_size(tmp_path):
+    from cxlsim.replay.pool_profile import COLD_REFERENCE_BYTES, PoolPricing
+    assert COLD_REFERENCE_BYTES == 65536
+    pricing = PoolPricing(cold_profile(tmp_path), 2)
+    per_byte = {name: curve["65536"] / 65536 for name, curve in COLD_CURVES.items()}
+    assert pricing.cold_extra_ns("bcast", 4096) == pytest.approx(4096 * per_byte["broadcast"] - 220.0)
+    # the allgather's copy-in is slower cold, its copy-out is not: never less than warm
+    assert pricing.cold_extra_ns("allgather", 4096) == pytest.approx(4096 * per_byte["copyin"] - 280.0)
+    assert pricing.cold_extra_ns("bcast", 65536) == 0.0  # already the cold rate
+    assert pricing.cold_extra_ns("barrier", 0) == 0.0
+    assert pricing.cold_extra_ns("alltoall", 4096) == 0.0  # no alltoall pattern in this profile
+
+
+def test_the_replay_charges_a_bcast_after_a_large_allreduce_its_cold_copies_and_not_one_after_a_bcast(
+        tmp_path, write_trace, network_profile, library_stats_text):
+    from cxlsim.replay.pool_profile import PoolPricing
+    lines = ["allreduce 65536 0", "bcast 4096 0", "barrier", "bcast 4096 0", "barrier"]
+    trace = read_trace(write_trace, tmp_path, [lines, lines])
+    stats = tmp_path / "stats.txt"
+    stats.write_text(library_stats_text({"MPI_Allreduce": (2, 2, 0), "MPI_Bcast": (4, 4, 0),
+                                         "MPI_Barrier": (4, 4, 0)}))
+    local = cold_profile(tmp_path)
+    fab = fabrics.resolve(f"{network_profile(tmp_path, L_NS, O_NS, G_NS_PER_B)}+{local}", 2, trace=trace,
+                          library_stats=read_library_stats(str(stats)))
+    assert "a cold call's copies at the profile's per-byte time at 65536 B" in fab.describe
+    timeline = engine.replay(trace, fab.make(), priced=fab.priced)
+    pricing = PoolPricing(local, 2)
+    warm, extra = pricing.cost_ns("bcast", 4096), pricing.cold_extra_ns("bcast", 4096)
+    assert extra > 100.0
+    for r in range(2):
+        first, second = (end - start for start, end, kind, _, _ in timeline.segments[r] if kind == "bcast")
+        assert first == pytest.approx(warm + extra, rel=1e-9)
+        assert second == pytest.approx(warm, rel=1e-9)
+
+
+def test_a_slow_placement_runs_streamed_copy_ins_are_never_cold(tmp_path):
+    """In the slow placement the library copies calls from NT_SLOW_MIN_BYTES into the pool with non-temporal stores
+    (pools.c, read from the source here): no cold extra there; below it, and in the fast placement, the extra."""
+    import re
+    from pathlib import Path
+    from cxlsim.replay.pool_profile import NT_SLOW_MIN_BYTES, PoolPricing
+    pools = (Path(__file__).resolve().parents[1] / "cxlsim" / "mpi" / "pools.c").read_text()
+    assert NT_SLOW_MIN_BYTES == int(re.search(r"#define NT_SLOW_MIN_BYTES (\d+)u", pools).group(1))
+    local = cold_profile(tmp_path)
+    extra = PoolPricing(local, 2).cold_extra_ns("bcast", 4096)
+    for placement, at_4k in (("fast", extra), ("slow", 0.0), ("not probed", extra)):
+        stats = {"ranks": 2, "coherence": Coherence.HW, "rows": {"bcast": {"calls": 2, "pool": 2, "hier": 0,
+                                                                          "fallback": 0}},
+                 "placement": {"class": placement, "roundtrip_ns": None if placement == "not probed" else 400.0}}
+        pricing = PoolPricing(local, 2, stats)  # no trace: the stats' pool kinds
+        assert pricing.kinds == {"bcast"}
+        assert pricing.cold_extra_ns("bcast", 4096) == pytest.approx(at_4k)
+        assert pricing.cold_extra_ns("bcast", 1024) > 0.0

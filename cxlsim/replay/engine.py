@@ -224,7 +224,8 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         regions = regions_of(transport)
         messages = PoolMessages(transport, low_bytes=pool_mailbox_floor(transport))
     else:
-        plans = [(priced and priced.plan(c, p)) or plan(c, p, library, ctx, False) for c in collectives]
+        pool_calls = priced.plans(collectives, p) if priced else [None] * len(collectives)
+        plans = [pl or plan(c, p, library, ctx, False) for c, pl in zip(collectives, pool_calls)]
         messages = transport
     if placed:
         messages = Placed(messages, at)

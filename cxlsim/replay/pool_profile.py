@@ -33,7 +33,23 @@ said in the notes: a broadcast's root also waits for the last rank (the library'
 sooner); the library's inline allreduce in hw mode (inputs up to INLINE_MAX_BYTES: 112 B in the fast
 placement or at np > 2, 168 B in the slow one; one line transfer in series per call fewer than the
 slot path) is priced as the slot path; a trace of more ranks than the profile's np (2) is priced at that np
-with the per-block figures (outside the np the profile was validated at). Units: ns, bytes.
+with the per-block figures (outside the np the profile was validated at).
+
+A call's lines, cold or warm (`PoolPricing.plans`, measured by benchmarks/replay_coll_kinds.py): the profile's copy
+curves come from a bench that repeats one call on the same buffers, so a small call finds its send and receive
+buffers and its slots' lines still in the core's caches (warm). In an app whose calls differ, a call after a larger
+one finds them evicted (cold) and copies at the rate the same curves show for sizes past the caches: on this host
+(32 KiB L1d) the profile's copy-in and broadcast curves run 0.05-0.07 ns/B up to 4-8 KiB and 0.14-0.15 ns/B from
+16 KiB on. A traced collective is cold where no call of its kind and size ran before it on the communicator, or a
+collective that moved at least EVICTING_BYTES per rank ran since the last one (`cold_calls`); a cold call below
+COLD_REFERENCE_BYTES costs its price plus, for each of its copy curves, what its bytes take at that curve's
+per-byte time at COLD_REFERENCE_BYTES beyond what the curve gives at its size (`cold_extra_ns`; never less).
+Measured at np 2 (coll_timed's calls, fast placement, loaded machine): a 4 KiB bcast after the 64 KiB allreduce
+0.92-0.95 us (reader) against 0.52-0.53 after a barrier, a 4 KiB allgather 1.02-1.07 against 0.71 alone; the
+rule adds 0.39 and 0.35 us; the 64 KiB allreduce itself cost the same in the app, alone and back to back. Where the
+run's probe found the slow placement its library copies calls from NT_SLOW_MIN_BYTES into the pool with
+non-temporal stores, and those sizes are not charged (measured there: no excess against alone).
+Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -48,6 +64,7 @@ from cxlsim.calibrate.collectives import COLLECTIVES as PROFILE_COLLECTIVES
 from cxlsim.calibrate.collectives import predict_collective
 from cxlsim.calibrate.des import predict_local
 from cxlsim.calibrate.local_model import LocalModel
+from cxlsim.calibrate.patterns import pattern_name
 from cxlsim.calibrate.price_spread import price_at
 from cxlsim.calibrate.profile import load_profile, profile_placement
 from cxlsim.coherence import Coherence
@@ -57,7 +74,8 @@ from cxlsim.replay.simgrid import LIBRARY_STATS_NAME
 INLINE_MAX_BYTES = 168  # the largest inline allreduce (cxlsim/mpi/pools.c INLINE_SLOW_BYTES, slow placement)
 
 __all__ = ["POOL_KINDS", "LIBRARY_NAMES", "PoolPricing", "PricedPlan", "read_library_stats", "stats_beside",
-           "calibrate_local_host"]
+           "calibrate_local_host", "cold_calls", "footprint_bytes", "COLD_REFERENCE_BYTES", "EVICTING_BYTES",
+           "NT_SLOW_MIN_BYTES"]
 
 POOL_KINDS = {"allgather": "allgather", "allreduce": "allreduce", "reducescatter": "reduce_scatter",
               "bcast": "broadcast", "alltoall": "alltoall", "barrier": "barrier"}
@@ -66,6 +84,19 @@ LIBRARY_NAMES = {"MPI_Allgather": "allgather", "MPI_Allreduce": "allreduce",
                  "MPI_Reduce_scatter_block": "reducescatter", "MPI_Bcast": "bcast", "MPI_Alltoall": "alltoall",
                  "MPI_Barrier": "barrier"}
 """The library's stats rows (cxlsim/mpi/stats.c) -> traced kind."""
+COLD_REFERENCE_BYTES = 64 << 10
+"""The size whose per-byte copy time prices a cold call's bytes (module docstring): past this host's 32 KiB L1d
+with its slot lines, and below the sizes where the emulator's copy-ins turn non-temporal (the profile's copy-in
+curve falls from 0.13 to 0.04 ns/B between 128 and 256 KiB)."""
+NT_SLOW_MIN_BYTES = 2048
+"""The smallest call the library copies into its pool with non-temporal stores in the slow placement
+(cxlsim/mpi/pools.c NT_SLOW_MIN_BYTES; plain stores in the fast one): such copies keep no line cached, so a cold
+call of this size or more costs them no more in a run the library's probe found slow (measured, slow placement:
+the 4 KiB bcast after the 64 KiB allreduce +0.03 us, the allgather -0.05 us, against alone)."""
+EVICTING_BYTES = 16 << 10
+"""A collective whose copies move at least this many bytes per rank (`footprint_bytes`) leaves the next other
+call's lines cold: the profile's copy curves turn from their warm to their cold per-byte time between 8 and
+16 KiB (module docstring)."""
 ALLREDUCE_LARGE_BYTES = 64 << 10
 """The library's default CXLSIM_MPI_ALLREDUCE_LARGE (cxlsim/mpi/settings.c): from it allreduce takes the
 large (reduce-scatter + gather) algorithm. The stats' header gives the run's own (`allreduce large N B`);
@@ -126,6 +157,25 @@ def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
             "source": f"{origin} {path}"}
 
 
+def footprint_bytes(call, ranks: int) -> int:
+    """The bytes one rank's copies move in traced collective `call` (allgather, alltoall: P blocks; else its size)."""
+    return call.size_bytes * (ranks if call.kind in ("allgather", "alltoall") else 1)
+
+
+def cold_calls(collectives: list, ranks: int) -> list:
+    """Per traced collective of `collectives` (the sequence every rank runs), whether it runs cold (module
+    docstring): no earlier call of its kind and size, or one of at least EVICTING_BYTES (`footprint_bytes`) since
+    the last one."""
+    last, out = {}, []
+    for k, c in enumerate(collectives):
+        key = (c.kind, c.size_bytes)
+        before = last.get(key)
+        out.append(before is None or any(footprint_bytes(x, ranks) >= EVICTING_BYTES
+                                         for x in collectives[before + 1:k]))
+        last[key] = k
+    return out
+
+
 @dataclasses.dataclass
 class PricedPlan:
     """One traced collective priced by the profile: every rank leaves at the last entry + `cost_ns`.
@@ -141,6 +191,8 @@ class PricedPlan:
     note: str = ""
     algorithm: str = "local-host profile"
     on_pool: bool = False
+    cold_ns: float = 0.0
+    """What `cost_ns` holds for the call's cold lines (PoolPricing.cold_extra_ns; 0: warm, or nothing to add)."""
     syncs: int = 1
     """The kernel's waits for every rank (the large allreduce: 2, after its reduce-scatter and its gather; the
     others 1): on shared CPUs (`cxlsim replay --cpus`) each is a wait of its own, with cost_ns / syncs of the
@@ -200,9 +252,12 @@ class PoolPricing:
                 self.cost_ns("allreduce", size)
 
     def _kinds(self, stats: dict, trace) -> set:
-        """The traced kinds every call of which ran on the pool, by the stats (see the module docstring)."""
+        """The traced kinds every call of which ran on the pool, by the stats (see the module docstring); without a
+        `trace` (pricing a run that was not traced), the kinds the stats say ran on the pool alone, counts unchecked."""
         if stats["ranks"] != self.ranks:
             raise InputError(f"--library-stats: the stats are of {stats['ranks']} ranks, the trace has {self.ranks}")
+        if trace is None:
+            return {kind for kind, row in stats["rows"].items() if row["pool"] and row["pool"] == row["calls"]}
         traced = {}
         for calls in trace.ranks:
             for c in calls:
@@ -239,7 +294,9 @@ class PoolPricing:
               "fast or slow round trip in the run's stats, or another np)")
         return (f"collectives on the pool by local-host profile {self.name} ({self.coherence.value}): {kinds} "
                 f"({source}); each rank leaves at the last entry + the profile's kernel time (no per-call "
-                f"overhead){large}{np_note}{at}; {self.placements()}")
+                f"overhead), plus a cold call's copies at the profile's per-byte time at {COLD_REFERENCE_BYTES} B "
+                f"(after a call of {EVICTING_BYTES} B or more, or the first of its kind and size)"
+                f"{large}{np_note}{at}; {self.placements()}")
 
     def placements(self) -> str:
         """The profile's host placement beside the traced run's (the library's probe, in its stats header), and a
@@ -278,8 +335,40 @@ class PoolPricing:
             self._costs[key] = cost
         return self._costs[key]
 
-    def plan(self, call, ranks: int) -> PricedPlan | None:
-        """The PricedPlan of a traced collective the library ran on the pool, else None (a network plan)."""
+    def cold_extra_ns(self, kind: str, size_bytes: int) -> float:
+        """What one call of traced `kind` at `size_bytes` adds when its lines are cold (module docstring), ns: per copy
+        curve of its kernel (allgather: the concurrent copy-in and copy-out; else its copy pattern), its bytes at the
+        curve's per-byte time at COLD_REFERENCE_BYTES less the curve at its size, never below 0; 0 from
+        COLD_REFERENCE_BYTES on, where the profile lacks the curve there, or where the run's library streamed the
+        copies (`NT_SLOW_MIN_BYTES`)."""
+        if kind == "barrier" or not 0 < size_bytes < COLD_REFERENCE_BYTES or self._streamed(size_bytes):
+            return 0.0
+        mode, model = self.coherence.value, self.model
+        if kind == "allgather":
+            curves = [lambda n, part=part: model.concurrent_ns(part, n, mode) for part in ("copyin", "copyout")]
+        else:
+            name = pattern_name(POOL_KINDS[kind], size_bytes, self.large_bytes)
+            curves = [lambda n: model.pattern_ns(name, n, mode)] if name else []
+        extra = 0.0
+        for curve in curves:
+            warm, cold = curve(size_bytes), curve(COLD_REFERENCE_BYTES)
+            if warm is not None and cold is not None:
+                extra += max(0.0, size_bytes * cold / COLD_REFERENCE_BYTES - warm)
+        return extra
+
+    def _streamed(self, size_bytes: int) -> bool:
+        """Whether the traced run's library copied `size_bytes` into its pool with non-temporal stores (its probe saw
+        the slow placement and the size is NT_SLOW_MIN_BYTES or more), which keep no line in the cache, warm or cold."""
+        return bool(self.run_placement) and self.run_placement.get("class") == "slow" and size_bytes >= NT_SLOW_MIN_BYTES
+
+    def plans(self, collectives: list, ranks: int) -> list:
+        """Per traced collective of `collectives` (the sequence every rank runs), its PricedPlan (`plan`), cold ones
+        (`cold_calls`) with `cold_extra_ns` added, or None (a network plan)."""
+        return [self.plan(c, ranks, cold) for c, cold in zip(collectives, cold_calls(collectives, ranks))]
+
+    def plan(self, call, ranks: int, cold: bool = False) -> PricedPlan | None:
+        """The PricedPlan of a traced collective the library ran on the pool, else None (a network plan); `cold`:
+        its lines are cold (`cold_extra_ns` added)."""
         if call.kind not in self.kinds or (call.kind == "reducescatter" and len(set(call.counts)) > 1):
             return None
         notes = []
@@ -290,5 +379,7 @@ class PoolPricing:
                          "(the library's inline path, up to 112 B in the fast placement or 168 B in the slow one, "
                          "saves one line transfer in series per call)")
         large = call.kind == "allreduce" and call.size_bytes >= self.large_bytes
+        extra = self.cold_extra_ns(call.kind, call.size_bytes) if cold else 0.0
         return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
-                          self.cost_ns(call.kind, call.size_bytes), ranks, "; ".join(notes), syncs=2 if large else 1)
+                          self.cost_ns(call.kind, call.size_bytes) + extra, ranks, "; ".join(notes),
+                          syncs=2 if large else 1, cold_ns=extra)
