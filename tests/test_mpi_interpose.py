@@ -263,7 +263,7 @@ def test_shared_pool_takes_the_pool_path_across_fake_nodes(library, programs, np
                            CXLSIM_MPI_ALLREDUCE_LARGE="1024", CXLSIM_MPI_SLOT="4096", CXLSIM_MPI_COHERENCE=coherence)
     assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
     stats = parse_stats(err)
-    assert set(stats) == set(COLLECTIVES) and f"coherence {coherence}" in err, err
+    assert set(stats) == set(COLLECTIVES) and f"pool file:{memory} (shared), coherence {coherence}" in err, err
     for name, row in stats.items():
         assert row["pool"] > 0 and row["hier"] == 0, (name, row)
         assert set(row["reasons"]) <= {"datatype", "op"}, (name, row)

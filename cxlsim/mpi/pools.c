@@ -298,6 +298,8 @@ static int pool_attach_all(cxlsim_pool_t *pool)
     if (ok < 2) cxlsim_log(1, "no pool for a communicator of %d ranks: %s", pool->size, err);
     if (all < 2) {
         cxl_segment_unmap(&pool->segment);
+        if (pool->arena_region) arena_give_back(); /* the region is free again */
+        pool->arena_region = 0;
         if (msg.status == CXL_POOL_OK && pool->rank == 0) cxl_segment_unlink(&pool->segment);
         return all;
     }

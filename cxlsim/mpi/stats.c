@@ -148,10 +148,10 @@ void cxlsim_stats_report(void)
     char out[8192];
     size_t used = 0;
     used += snprintf(out + used, sizeof out - used,
-                     "cxlsim-mpi stats: %d ranks, sums over ranks; pool %s, coherence %s, slot %llu B, "
+                     "cxlsim-mpi stats: %d ranks, sums over ranks; pool %s%s, coherence %s, slot %llu B, "
                      "allreduce large %llu B%s\n"
                      "%-26s %10s %10s %14s %10s %10s %10s  %s\n",
-                     size, s->pool.text, s->flush ? "flush" : "hw", (unsigned long long)s->slot_bytes,
+                     size, s->pool.text, s->pool_shared ? " (shared)" : "", s->flush ? "flush" : "hw", (unsigned long long)s->slot_bytes,
                      (unsigned long long)s->large_bytes, placement, "collective",
                      "calls", "c_calls", "bytes", "pool", "hier", "fallback", "reasons");
     for (int c = 0; c < CXLSIM_NCOLL; c++) {
