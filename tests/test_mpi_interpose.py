@@ -317,6 +317,9 @@ def test_shared_pool_needs_file_or_dax_memory(library, programs):
     with pytest.raises(InputError, match="CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH'"):
         check_environment({"CXLSIM_MPI_POOL_SHARED": "1", "CXLSIM_MPI_POOL": "numa:0"})
     check_environment({"CXLSIM_MPI_POOL_SHARED": "1", "CXLSIM_MPI_POOL": "file:/x"})
+    assert environment(pool="file:/x", pool_shared=True)["CXLSIM_MPI_POOL_SHARED"] == "1"
+    with pytest.raises(InputError, match="CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH'"):
+        check_environment(environment(pool_shared=True))  # (the pool may come from the caller's environment)
 
 
 MPI4PY_SCRIPT = textwrap.dedent("""

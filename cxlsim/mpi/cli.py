@@ -53,6 +53,9 @@ def register(subparsers) -> None:
     r.add_argument("--fake-nodes", type=int, default=None, metavar="K",
                    help="pretend each communicator's rank r is on node r %% K, to exercise the hierarchical path "
                         "(pool in each node, MPI between nodes) on one machine")
+    r.add_argument("--pool-shared", action="store_true",
+                   help="the file: or dax: memory of --pool is the same on every node (CXL 3 memory shared by hosts, "
+                        "QEMU's shared CXL): a communicator that spans nodes runs on it (docs/mpi.md)")
     r.add_argument("--disable", action="store_true", help="load the library but send every call to MPI (the "
                                                         "library's own overhead)")
     r.add_argument("program", metavar="command", nargs=argparse.REMAINDER, help="-- then the command, e.g. -- mpiexec -n 2 ./app")
@@ -73,7 +76,8 @@ def run_command(args) -> int:
     settings = environment(pool=args.pool, coherence=args.coherence, slot=args.slot,
                            allreduce_large=args.allreduce_large, pool_latency=args.pool_latency,
                            pool_bandwidth=args.pool_bandwidth, timeout=args.timeout, verbose=args.verbose,
-                           stats=args.stats, trace=args.trace, disable=args.disable, fake_nodes=args.fake_nodes)
+                           stats=args.stats, trace=args.trace, disable=args.disable, fake_nodes=args.fake_nodes,
+                           pool_shared=args.pool_shared)
     env = dict(os.environ)
     env.update(settings)
     check_environment(env)

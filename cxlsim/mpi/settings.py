@@ -96,7 +96,7 @@ def environment(*, pool: str | None = None, coherence: str | None = None, slot: 
                 allreduce_large: str | None = None, pool_latency: str | None = None,
                 pool_bandwidth: str | None = None, timeout: float | None = None, verbose: int | None = None,
                 stats: bool = False, trace: str | None = None, disable: bool = False,
-                fake_nodes: int | None = None) -> dict[str, str]:
+                fake_nodes: int | None = None, pool_shared: bool = False) -> dict[str, str]:
     """The CXLSIM_MPI_* variables for these `cxlsim mpi run` options (None = leave unset)."""
     env: dict[str, str] = {}
     if pool is not None:
@@ -132,9 +132,11 @@ def environment(*, pool: str | None = None, coherence: str | None = None, slot: 
         env["CXLSIM_MPI_DISABLE"] = "1"
     if fake_nodes is not None:
         env["CXLSIM_MPI_FAKE_NODES"] = str(fake_nodes)
+    if pool_shared:
+        env["CXLSIM_MPI_POOL_SHARED"] = "1"
     option_names = {"CXLSIM_MPI_SLOT": "--slot", "CXLSIM_MPI_ALLREDUCE_LARGE": "--allreduce-large",
                     "CXLSIM_MPI_TIMEOUT": "--timeout", "CXLSIM_MPI_VERBOSE": "--verbose",
-                    "CXLSIM_MPI_FAKE_NODES": "--fake-nodes"}
+                    "CXLSIM_MPI_FAKE_NODES": "--fake-nodes", "CXLSIM_MPI_POOL_SHARED": "--pool-shared"}
     for name, text in env.items():
         try:
             CHECKS[name](name, text)
