@@ -3,7 +3,7 @@ import numpy as np
 
 import pytest
 
-from cxlsim.calibrate.patterns import (PATTERNS, VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES, join_pattern_ranks,
+from cxlsim.calibrate.patterns import (FOLD, PATTERNS, VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES, join_pattern_ranks,
                                       kernel_steps, pattern_name, pattern_rank, view_rounds, view_streams)
 from cxlsim.errors import InputError
 
@@ -24,6 +24,7 @@ def test_kernel_steps_move_what_the_kernels_move_by_hand():
         assert kernel_steps("alltoall", s, r) == [([((1 - r) * s, s)], [(-1, r * s, s), (1 - r, r * s, s)], False)]
         assert moved(kernel_steps("reduce_scatter", s, r)) == (s // 2, s // 2, s // 2)  # the other's block in
         assert moved(kernel_steps("allreduce_small", s, r)) == (s, s, s)  # own block from send, the other slot
+        assert kernel_steps("allreduce_small", s, r)[0][2] == FOLD  # folded into an output, as into recv
         large = kernel_steps("allreduce_large", s, r)
         assert len(large) == 2 and large[0][2] and not large[1][2]  # the fold's loads, then the copies out
         assert moved(large) == (s, 3 * s // 2, s // 2)  # shares: the other's in, own folded in; 1 + 2 out
@@ -126,3 +127,6 @@ def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(co
     assert all(joined[p]["data"]["4096"] > 0 for p in PATTERNS)  # every pattern copies 4 KiB somewhere
     with pytest.raises(Exception, match="outside"):
         run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 128)], [], False)], 1), slot_bytes=64)
+    with pytest.raises(Exception, match="fold step"):  # the kernels' fold: blocks of one size, whole float32s
+        run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 64)], [(-1, 0, 64), (0, 0, 32)], FOLD)], 1),
+                  slot_bytes=64)

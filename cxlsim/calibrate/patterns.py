@@ -13,13 +13,20 @@ copies, step by step (rank r, the other rank o, s bytes):
   (local) and block r of o's row out;
 - reduce_scatter (blocks of b = `block_bytes(s, 2)`): r writes block o of its row; the fold loads its
   own block from send and block r of o's row (in place);
-- allreduce small: r writes its vector; the fold loads its own block from send and o's slot (in place);
+- allreduce small: r writes its vector; the fold folds its own block from send and o's slot (in place) into a
+  private output with the kernels' own fold (read mode `FOLD`: its loads, arithmetic and the output's stores);
 - allreduce large (shares `share_bytes`): step 1 writes o's share, the fold loads r's share from
   send and from o's slot; step 2 (the other buffer) writes r's folded share, then copies r's share
   and o's share out.
 
-The fold's arithmetic is not in these (the fold primitive has it); nor are the flags, which the
-flag round trip measures. A writer's stores drain from its store buffer while it goes on: only a
+Why the small allreduce's step folds (measured, session 28, 07:29 UTC, load 1.9, hw, fast placement, np 2, three
+passes): the kernel's fold stores its result into recv, and at 256 KiB the next call's copy-in took 26.3-27.9 us after
+a step of loads alone but 11.1-12.6 us after a step that also stored into a private buffer (64 and 512 KiB: alike,
+9.2-9.9 and 13.6-15.9 us), the call 27.3-28.8 us; with loads alone the data time (27 us) plus the fold (10-11.5 us)
+exceeded the call (session 27's quiet runs: 256 KiB +28..+31%). The other patterns' folds are loads alone: the
+reduce_scatter pattern at 2 s is the zero-copy view's movement at s (`consistency`), and the large allreduce's
+folded share is its second step's write. The arithmetic of loads-only folds is the fold primitive's (charged beyond
+the loads); the flags are in no pattern: the flag round trip measures them. A writer's stores drain from its store buffer while it goes on: only a
 rank that waits for the writer's flag waits for them, so a broadcast root's own part is its stores'
 issue time (at 4 B-1 KiB about 10-30 ns against 100-140 ns until drained, loaded machine), every
 other rank's the slowest copy-in drained. A job measures the patterns before and after its calls and keeps, per size,
@@ -34,6 +41,10 @@ import numpy as np
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import pool_collectives as pc
+
+FOLD = "fold"
+"""A step's read mode: its in-place reads folded by the kernels' own fold into a private output
+(`primitives.pattern_copy`, float32 sum)."""
 
 PATTERNS = ("broadcast", "alltoall", "reduce_scatter", "allreduce_small", "allreduce_large")
 """The patterns measured: the collectives' kernels (allreduce's two algorithms apart)."""
@@ -63,7 +74,7 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
         b = pc.block_bytes(s, 2)
         return [([(o * b, b)], [(-1, r * b, b), (o, r * b, b)], True)]
     if pattern == "allreduce_small":  # the fold takes this rank's block from send, the others' from their slots
-        return [([(0, s)], [(-1, 0, s) if k == r else (k, 0, s) for k in (0, 1)], True)]
+        return [([(0, s)], [(-1, 0, s) if k == r else (k, 0, s) for k in (0, 1)], FOLD)]
     if pattern == "allreduce_large":
         (mlo, mhi), (olo, ohi) = pc.share_bytes(s, 2, r), pc.share_bytes(s, 2, o)
         return [([(olo, ohi - olo)], [(-1, mlo, mhi - mlo), (o, mlo, mhi - mlo)], True),

@@ -23,6 +23,16 @@ from cxlsim.emulator._pool_kernel cimport PoolKernel
 cdef extern from "cxl_ops.h" nogil:
     void cxl_copy_in(const cxl_pool_t *p, char *dst, const char *src, uint64_t n)  # the kernels' copy-in
 
+cdef extern from "cxl_reduce.h" nogil:
+    enum:
+        CXL_F32
+        CXL_SUM
+    void cxl_fold(int dtype, int op, char *out, const char **blocks, int nblocks, uint64_t count)  # the kernels' fold
+
+FOLD = "fold"
+"""A `pattern_copy` step's read mode: its in-place reads are folded (float32 sum, the kernels' `cxl_fold`) into a
+private output, as a fold step of the small allreduce loads its blocks and stores the result into recv."""
+
 import numpy as np
 
 from cxlsim.errors import InputError
@@ -125,7 +135,10 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     (offset, nbytes) ranges of its slot, filled from a private buffer with the kernels' copy-in
     (`cxl_copy_in`: non-temporal stores from the pool's nt_min_bytes). reads: (rank, offset,
     nbytes) ranges copied into a private buffer, or with read=True loaded in place (a fold's
-    loads); rank -1 is this rank's private source buffer (a block the kernel takes from send).
+    loads), or with read=FOLD ('fold') folded in place into a private output by the kernels' own fold
+    (`cxl_fold`, float32 sum: its loads, arithmetic and the output's stores, which take lines of the
+    caches as the call's recv does); rank -1 is this rank's private source buffer (a block the kernel
+    takes from send).
     A step that moves bytes on this rank takes the next data round (buffers alternate, as the
     kernels' steps do), so every rank must move bytes in the same steps.
 
@@ -149,6 +162,9 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     cdef char *dst
     cdef char *slot
     cdef char *from_
+    cdef const char *folded[8]
+    cdef int nfold = 0
+    cdef uint64_t fold_bytes = 0
     cdef int P = kernel.coll.pool.nranks, me = kernel.coll.pool.rank
     kernel.check_open()
     if iterations < 1:
@@ -162,11 +178,13 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                 raise InputError(f"pattern_copy: write [{o}, {o + n}) outside the pool's {kernel.slot_bytes}-byte slot")
             rows_w.append((j, o, n))
             src_bytes = max(src_bytes, o + n)
+        if read == FOLD and (not reads or len(reads) > 8 or len({n for _, _, n in reads}) > 1 or reads[0][2] % 4):
+            raise InputError(f"pattern_copy: a fold step folds 1-8 reads of one size in whole float32s, got {reads}")
         for r, o, n in reads:
             if not -1 <= r < P or o < 0 or n < 0 or (r >= 0 and o + n > kernel.slot_bytes):
                 raise InputError(f"pattern_copy: read (rank {r}, [{o}, {o + n})) outside the {P} ranks' "
                                  f"{kernel.slot_bytes}-byte slots (rank -1: this rank's own buffer)")
-            rows_r.append((j, r, o, n, bool(read)))
+            rows_r.append((j, r, o, n, 2 if read == FOLD else bool(read)))
             src_bytes = max(src_bytes, o + n if r < 0 else 1)
             dst_bytes += n
     w = np.array(rows_w, np.int64).reshape(-1, 3)
@@ -239,15 +257,22 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                     cxl_mfence()
                 t2 = cxl_now_ns()
                 at = 0
+                nfold = 0
                 for k in range(nr):
                     if rv[k, 0] != j or rv[k, 3] == 0:
                         continue
                     from_ = src + rv[k, 2] if rv[k, 1] < 0 else cxl_slot(&kernel.coll.pool, rnd, <int>rv[k, 1]) + rv[k, 2]
-                    if rv[k, 4]:
+                    if rv[k, 4] == 2:
+                        folded[nfold] = from_
+                        nfold += 1
+                        fold_bytes = <uint64_t>rv[k, 3]
+                    elif rv[k, 4]:
                         sink += cxl_read_pass(from_, <uint64_t>rv[k, 3])
                     else:
                         memcpy(dst + at, from_, <uint64_t>rv[k, 3])
                     at += <uint64_t>rv[k, 3]
+                if nfold:
+                    cxl_fold(CXL_F32, CXL_SUM, dst, folded, nfold, fold_bytes // 4)
                 t3 = cxl_now_ns()
                 times[i, j, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
                 times[i, j, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
