@@ -115,3 +115,34 @@ def test_a_profile_with_jobs_prices_the_allreduce_at_the_traced_run_s_round_trip
     no_probe = PoolPricing(str(with_jobs), 2, read_library_stats(stats), trace)  # no round trip in the header
     assert no_probe.at_roundtrip_ns is None and no_probe.cost_ns("allreduce", 8) == model.cost_ns("allreduce", 8)
     assert pricing.cost_ns("bcast", 4096) == model.cost_ns("bcast", 4096)  # another kind: the model
+
+
+def coll_kinds_module():
+    spec = importlib.util.spec_from_file_location("replay_coll_kinds",
+                                                  os.path.join(HERE, "..", "benchmarks", "replay_coll_kinds.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_replay_coll_kinds_reads_own_times_and_prices_each_block_by_the_cold_rule(tmp_path):
+    """benchmarks/replay_coll_kinds.py: a call's own time is its return less the last rank's entry; in the app's
+    block the 4 KiB calls are cold (after the 64 KiB allreduce) and priced with their extra, alone they are not."""
+    m = coll_kinds_module()
+    rows = {0: [("app", "bcast4096", 0, 100, 900), ("app", "allreduce8", 0, 950, 1100)],
+            1: [("app", "bcast4096", 0, 300, 1000), ("app", "allreduce8", 0, 1050, 1150)]}
+    for r, calls in rows.items():
+        (tmp_path / f"times{r}.tsv").write_text("block\tkind\tcall\tentry_ns\treturn_ns\n"
+                                                + "".join("\t".join(map(str, c)) + "\n" for c in calls))
+    got = m.read_times(str(tmp_path), 2)
+    assert [c["own_ns"] for c in got] == [[600.0, 700.0], [50.0, 100.0]]
+    assert [c["durations_ns"] for c in got] == [[800.0, 700.0], [150.0, 100.0]]
+    pricing = PoolPricing(LOCAL, 2)
+    pricing.cold_extra_ns = lambda kind, size: {"allgather": 11.0, "bcast": 22.0}.get(kind, 0.0)
+    app = m.block_prices(pricing, "app:RGBr:1")
+    assert {k: cold for k, (_, cold) in app.items()} == {"allreduce65536": False, "allgather4096": True,
+                                                         "bcast4096": True, "allreduce8": True}
+    assert app["bcast4096"][0] == pytest.approx(pricing.cost_ns("bcast", 4096) + 22.0)
+    alone = m.block_prices(pricing, "alone-B:B:1")
+    assert alone == {"bcast4096": (pytest.approx(pricing.cost_ns("bcast", 4096)), False)}
+    assert set(m.WARM.values()) <= {b.split(":")[0] for b in m.BLOCKS}
