@@ -643,6 +643,11 @@ def pinned_trace(tmp: str, what: str, iterations: int):
     return trace, stats
 
 
+PINNED_ITERATIONS = 3000
+"""Round trips (barriers) of parts 2-3's pinned runs, whose times the yield intervals are inverted from. 300 lasted
+about 5 ms (1 ms of barriers), two slices or less, so one preemption by another task weighed in it: interleaved at
+load 2.9, the pinned ping-pong took 13.2-32.5 us a round trip over 300 and 12.1-15.6 over 3000; at load 3.8 the
+pinned pool barrier 3.70-3.98 us over 300 and 2.42-2.78 over 3000 (three runs each)."""
 PINNED_TURNS = 3000
 """Round trips of part 2's check of MPICH's turns (the np 2 ring pinned to CPU 0)."""
 
@@ -778,12 +783,13 @@ def main() -> int:
         slices = measure(args.rounds, "median run between preemptions", slice_ms)
         print("# 2. MPICH's 8-byte ping-pong (no library), us per round trip")
         free = measure(args.rounds, "on two CPUs (unpinned)", lambda: per_call_us(pingpong, 2, 20000, None, False))
-        pinned = measure(args.rounds, "both ranks on CPU 0", lambda: per_call_us(pingpong, 2, 300, "0", False))
+        pinned = measure(args.rounds, f"both ranks on CPU 0 ({PINNED_ITERATIONS} round trips)",
+                         lambda: per_call_us(pingpong, 2, PINNED_ITERATIONS, "0", False))
         print("# 3. the library's pool MPI_Barrier, us per barrier")
         measure(args.rounds, "on two CPUs (unpinned)",
                 lambda: per_call_us(barriers, 2, 20000, None, True))
         pool_pinned = measure(args.rounds, "both ranks on CPU 0 (the library yields after 8 polls)",
-                              lambda: per_call_us(barriers, 2, 300, "0", True))
+                              lambda: per_call_us(barriers, 2, PINNED_ITERATIONS, "0", True))
         slice_ns = statistics.median(slices) * 1e6
         one_way = statistics.median(free) / 2 * 1e3
         spin = measure(args.rounds, "the library's spin before its first yield (4096 polls, ranks <= CPUs)",
@@ -799,8 +805,8 @@ def main() -> int:
         # each yield interval is the one with which the model gives its own measurement (two ranks on one CPU)
         one_cpu = CPUSharing(1, slice_ns, 100.0, 100.0, yield_forfeits=forfeits)
         yields, unresolved = {}, []
-        for kind, pin, what, iterations, spec in (("mpi", pinned, "ping-pong", 300, net),
-                                                  ("pool", pool_pinned, "barrier loop", 300, pooled)):
+        for kind, pin, what, iterations, spec in (("mpi", pinned, "ping-pong", PINNED_ITERATIONS, net),
+                                                  ("pool", pool_pinned, "barrier loop", PINNED_ITERATIONS, pooled)):
             got, note = yield_through_model(tmp, kind, what, iterations, statistics.median(pin), one_cpu, spec)
             yields[kind] = got
             if note:
