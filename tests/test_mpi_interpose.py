@@ -311,6 +311,20 @@ def test_shared_pool_on_different_memory_falls_back_on_every_rank(library, progr
         assert set(row["reasons"]) <= {"datatype", "op", "unshared"}, (name, row)
 
 
+def test_shared_pool_too_small_for_the_world_falls_back_naming_the_arena(library, programs, tmp_path):
+    """World rank 0's arena is the first half of the memory: 4 MiB leaves 2 MiB, short of the 2-rank world pool's
+    2.1 MB region (512 KiB slots), so that communicator falls back on both ranks (reason setup), while the split
+    communicators' one-rank regions (1.06 MB) fit the arenas of world ranks 0 and 1."""
+    memory = shared_file(tmp_path / "cxl_memory", 4)
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_check"]), "quick"], CXLSIM_MPI_STATS="1",
+                           CXLSIM_MPI_POOL=f"file:{memory}", CXLSIM_MPI_POOL_SHARED="1", CXLSIM_MPI_SLOT="524288")
+    assert rc == 0 and re.search(r"checks \d+ failures 0", out), out + err
+    assert "world rank 0's arena (2097152 of the memory's 4194304 bytes, 2 world ranks) has no room for a " in err
+    stats = parse_stats(err)
+    for name, row in stats.items():
+        assert row["reasons"].get("setup", 0) > 0 and row["pool"] > 0, (name, row)
+
+
 def test_shared_pool_needs_file_or_dax_memory(library, programs):
     rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_POOL_SHARED="1")
     assert rc != 0 and "CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH' with CXLSIM_MPI_POOL_SHARED=1" in err

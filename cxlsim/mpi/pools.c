@@ -144,10 +144,12 @@ typedef struct {
 
 /* ---- shared pools (CXLSIM_MPI_POOL_SHARED=1) ----
  * Every host maps the same file: or dax: memory under its own CXLSIM_MPI_POOL path. The memory is split into
- * one arena per world rank (its bytes / world size, rounded down to the alignment); the pools a process creates
- * (those of the communicators it is rank 0 of) are regions of its own arena, one after the other, and the arena
- * starts over once none of them is alive. So no two live pools of the job overlap, with no allocator shared
- * between hosts: the creator broadcasts the region's offset. */
+ * one arena per world rank: world rank 0 has the first half (it is rank 0 of MPI_COMM_WORLD and of its
+ * duplicates, the largest communicators: 2 x world size x slot bytes each), every other world rank an equal
+ * share of the rest, all rounded down to the alignment. The pools a process creates (those of the communicators
+ * it is rank 0 of) are regions of its own arena, one after the other, and the arena starts over once none of
+ * them is alive. So no two live pools of the job overlap, with no allocator shared between hosts (cross-host
+ * atomics need coherence that flush-mode memory lacks): the creator broadcasts the region's offset. */
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t arena_used; /* bytes of this process's arena taken by its live regions and the holes between them */
 static int arena_live;      /* how many of its regions are alive */
@@ -158,16 +160,20 @@ static uint64_t arena_take(uint64_t memory_bytes, uint64_t total_bytes, uint64_t
     int world_rank = 0, world_size = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
-    uint64_t arena = memory_bytes / (uint64_t)world_size / align * align, offset = UINT64_MAX;
+    uint64_t first = world_size == 1 ? memory_bytes / align * align : memory_bytes / 2 / align * align;
+    uint64_t share = world_size == 1 ? 0 : (memory_bytes - first) / (uint64_t)(world_size - 1) / align * align;
+    uint64_t arena = world_rank == 0 ? first : share, start = world_rank == 0 ? 0 : first + (uint64_t)(world_rank - 1) * share;
+    uint64_t offset = UINT64_MAX;
     pthread_mutex_lock(&arena_lock);
     if (arena_used + total_bytes <= arena) {
-        offset = (uint64_t)world_rank * arena + arena_used;
+        offset = start + arena_used;
         arena_used += total_bytes;
         arena_live++;
     } else {
-        snprintf(err, errlen, "shared pool %.1000s: world rank %d's arena (%llu of its %llu bytes / %d world ranks) has "
-                 "no room for a %llu-byte region (%llu bytes taken by live pools)", cxlsim_settings.pool.text,
-                 world_rank, (unsigned long long)arena, (unsigned long long)memory_bytes, world_size,
+        snprintf(err, errlen, "shared pool %.1000s: world rank %d's arena (%llu of the memory's %llu bytes, %d world "
+                 "ranks) has no room for a %llu-byte region (%llu bytes taken by live pools): give the pool more "
+                 "memory or a smaller CXLSIM_MPI_SLOT", cxlsim_settings.pool.text, world_rank,
+                 (unsigned long long)arena, (unsigned long long)memory_bytes, world_size,
                  (unsigned long long)total_bytes, (unsigned long long)arena_used);
     }
     pthread_mutex_unlock(&arena_lock);
