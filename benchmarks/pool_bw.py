@@ -3,6 +3,7 @@
     python benchmarks/pool_bw.py                              # osu_bw, 1 B-4 MiB, on vp-cmpi-direct (about 15 s)
     python benchmarks/pool_bw.py --pairs 1 2 4 --sizes 1B:1MiB   # osu_mbw_mr at 2 and 4 pairs as well
     python benchmarks/pool_bw.py --preset vp-cmpi-switch --output pool_bw.csv
+    python benchmarks/pool_bw.py --preset cxl3-pool --coherence hw     # CXL 3 back-invalidation, one pair
 
 The loop is OMB's (`cxlsim.replay.pool_bandwidth`): a window of 64 messages in flight, then a 4-byte
 acknowledgement, with every sender on one host and every receiver on the other (cMPI's placement for
@@ -50,13 +51,13 @@ def preset_named(name: str):
     return presets[name]
 
 
-def rows(preset, sizes, pairs_list, window: int, skip: int, iterations: int):
+def rows(preset, sizes, pairs_list, window: int, skip: int, iterations: int, coherence: str = "flush"):
     """One dict per (pairs, size): the DES and closed-form iteration (ns), bandwidths (GB/s), error."""
     out = []
     for pairs in pairs_list:
-        fig = CXLPoolTransport(preset, 2, coherence="flush", ranks_per_host=pairs).figures()
+        fig = CXLPoolTransport(preset, 2, coherence=coherence, ranks_per_host=pairs).figures()
         for size in sizes:
-            transport = CXLPoolTransport(preset, 2, coherence="flush", ranks_per_host=pairs)
+            transport = CXLPoolTransport(preset, 2, coherence=coherence, ranks_per_host=pairs)
             des = pb.simulate_iteration_ns(transport, size, window, pairs, iterations=iterations, skip=skip)
             form = pb.iteration_ns(fig, size, window, pairs)
             out.append({"preset": preset.name, "pairs": pairs, "size_bytes": size, "window": window,
@@ -71,6 +72,8 @@ def rows(preset, sizes, pairs_list, window: int, skip: int, iterations: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="vp-cmpi-direct")
+    ap.add_argument("--coherence", default="flush", choices=["flush", "hw"],
+                    help="flush (software, as cMPI) or hw (CXL 3 back-invalidation: the form covers one pair)")
     ap.add_argument("--sizes", default="1B:4MiB", help="OSU-style 'LO:HI' (doubling) or 'A,B,C'")
     ap.add_argument("--pairs", type=int, nargs="+", default=[1], help="sender/receiver pairs (1: osu_bw)")
     ap.add_argument("--window", type=int, default=pb.OSU_WINDOW)
@@ -86,11 +89,11 @@ def main(argv=None) -> int:
         if args.skip < 4:
             raise InputError(f"--skip: expected at least 4 (the mailbox's slots per pair), got {args.skip}")
         start = time.time()
-        table = rows(preset, sizes, args.pairs, args.window, args.skip, args.iterations)
+        table = rows(preset, sizes, args.pairs, args.window, args.skip, args.iterations, args.coherence)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"# pool osu_bw / osu_mbw_mr on {preset.name} (flush mode), window {args.window}, "
+    print(f"# pool osu_bw / osu_mbw_mr on {preset.name} ({args.coherence} mode), window {args.window}, "
           f"senders on host 0, receivers on host 1")
     print(f"# {'pairs':>5} {'size':>8} {'DES MB/s':>11} {'form MB/s':>11} {'form err':>8} {'DES msg/s':>12}")
     for r in table:

@@ -76,10 +76,24 @@ def test_pieces_cover_the_message_in_whole_lines():
     assert sum(pb.pieces_of(4 << 20)) == 4 << 20
 
 
+@pytest.mark.parametrize("preset", ["cxl3-pool", "mhd3-pool"])
+@pytest.mark.parametrize("size", [1, 65, 4096, 65536, 131072])
+def test_one_pair_on_a_hw_pool_equals_its_form(preset, size):
+    des = pb.simulate_iteration_ns(CXLPoolTransport(CXL_PRESETS[preset], 2, coherence="hw"), size)
+    form = pb.iteration_ns(CXLPoolTransport(CXL_PRESETS[preset], 2, coherence="hw").figures(), size)
+    assert form == pytest.approx(des, rel=1e-3)
+
+
+def test_a_shorter_last_piece_on_a_hw_pool_is_within_its_stated_bound():
+    des = pb.simulate_iteration_ns(CXLPoolTransport(CXL_PRESETS["cxl3-pool"], 2, coherence="hw"), 65537)
+    form = pb.iteration_ns(CXLPoolTransport(CXL_PRESETS["cxl3-pool"], 2, coherence="hw").figures(), 65537)
+    assert form == pytest.approx(des, rel=0.012)
+
+
 def test_bad_input_names_the_argument():
-    fig = CXLPoolTransport(CXL_PRESETS["cxl3-pool"], 2, coherence="hw").figures()
-    with pytest.raises(InputError, match="coherence: the windowed bandwidth's closed form covers flush"):
-        pb.iteration_ns(fig, 64)
+    fig = CXLPoolTransport(CXL_PRESETS["cxl3-pool"], 2, coherence="hw", ranks_per_host=2).figures()
+    with pytest.raises(InputError, match="pairs: the windowed bandwidth's hw closed form covers one pair, got 2"):
+        pb.iteration_ns(fig, 64, pairs=2)
     transport = CXLPoolTransport(CXL_PRESETS["cxl2-pool"], 2, coherence="flush")
     with pytest.raises(InputError, match="size_bytes"):
         pb.simulate_iteration_ns(transport, 0)
@@ -87,9 +101,9 @@ def test_bad_input_names_the_argument():
         pb.simulate_iteration_ns(transport, 64, pairs=2)
 
 
-def test_hw_pools_run_on_the_des():
-    transport = CXLPoolTransport(CXL_PRESETS["cxl3-pool"], 2, coherence="hw")
-    assert pb.simulate_iteration_ns(transport, 4096, window=8) > 0
+def test_several_pairs_on_a_hw_pool_run_on_the_des():
+    transport = CXLPoolTransport(CXL_PRESETS["cxl3-pool"], 2, coherence="hw", ranks_per_host=2)
+    assert pb.simulate_iteration_ns(transport, 4096, window=8, pairs=2) > 0
 
 
 def test_the_benchmark_prints_and_checks_its_rows(tmp_path, capsys):

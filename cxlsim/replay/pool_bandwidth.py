@@ -1,4 +1,4 @@
-"""Windowed bandwidth over the pool's send/recv protocol: OSU's osu_bw and osu_mbw_mr loops, and their closed form.
+"""Windowed bandwidth over the pool's send/recv protocol: OSU's osu_bw and osu_mbw_mr loops, and their closed forms.
 
 The loop (OMB's osu_bw for one pair, osu_mbw_mr for `pairs` pairs at once). Each
 iteration, every sender posts `window` sends of m bytes to its receiver and waits
@@ -13,7 +13,7 @@ Placement (`simulate_iteration_ns`): two hosts, as cMPI ran osu_mbw_mr: every
 sender on host 0 and every receiver on host 1 (rank q sends to rank q + pairs), so
 the pairs share their host's issue port. With one pair this is OSU's osu_bw.
 
-Closed form (`iteration_ns`, flush mode, steady state: every piece number at least
+Closed form (`iteration_ns`), flush mode (steady state: every piece number at least
 `slots`, so every send first polls its slot's ack). Figures as in
 `pool_messages.message_ns`: X = 64/b, L, path p, F (clflushopt per line), f (fence),
 I (a flush's acknowledgement), K (a write's least time to acknowledgement); for a
@@ -46,7 +46,24 @@ streams, in part; on vp-cmpi-direct, 2 pairs within 1.02% (the worst at 64 KiB +
 4 pairs within 1.6% (4 KiB), 8 pairs within 0.65% and 16 pairs within 1.4% (1 KiB) at
 the sizes checked (64 B-64 KiB). Where the sender sets the pace, the receiver polls
 for each flag, and the last piece's find is up to one poll late (under 0.2% of a
-64-message window). Hardware coherence: the DES only (`iteration_ns` refuses it).
+64-message window).
+
+Hardware coherence (CXL 3 back-invalidation), one pair. With R = X + L + 2p, a load
+or store of a line the peer holds (fetched with a recall, or after a BISnp to the
+peer's copy), and a stream's acknowledgement waiting for its BISnp to the reader's
+cached copies of the slot:
+
+    s(W) = R + max(S + 4p, K) + f + R             ack poll, stream and sfence, flag store
+    r(W) = R + (L + S) + R                        flag read, slot read, ack store
+    T = sum_i s(W_i) + sum_{i>=2} max(0, r(W_i) - s(W_i)) - R
+      + [(R if a message is one piece, else 2p) + r(W_N)]      the last piece's receipt
+      + [R + max(S(64) + 4p, K) + f + R] + [R + L + S(64) + R] the acknowledgement message
+
+Equal to the DES to rounding on cxl3-pool and mhd3-pool wherever a message's pieces
+are all one size (1 B-1 MiB checked); a message with a shorter last piece (64 KiB +
+1 B) within 1.2%, 200000 B within 0.42%. Several pairs on a hw pool: the DES only
+(`iteration_ns` refuses them: the senders' streams do not share the port in lockstep
+there; adding (k - 1) D per sender, as in flush mode, missed by up to 20%).
 """
 from __future__ import annotations
 
@@ -74,9 +91,6 @@ def pieces_of(size_bytes: int, slot_bytes: int = DEFAULT_SLOT_BYTES) -> list[int
 
 
 def _terms(fig):
-    if fig.coherence != Coherence.FLUSH:
-        raise InputError(f"coherence: the windowed bandwidth's closed form covers flush mode (software "
-                         f"coherence, as cMPI), got {fig.coherence.value}; hw pools: simulate_iteration_ns")
     b, big_b = fig.host_bw_bytes_per_ns, fig.device_bw_bytes_per_ns
     x, load, path = LINE_BYTES / b, fig.load_ns, fig.path_ns
     flush, fence, inv, wb = fig.flush_ns_per_line, fig.fence_ns, fig.invalidate_ns, fig.writeback_ns
@@ -95,21 +109,43 @@ def _terms(fig):
     return poll, write, drain, first_poll, flush, b
 
 
+def _hw_terms(fig):
+    b = fig.host_bw_bytes_per_ns
+    path = fig.path_ns
+    recall = LINE_BYTES / b + fig.load_ns + 2 * path  # a load or store of a line the peer holds
+
+    def stream(w):
+        return max(w / b, w / fig.device_bw_bytes_per_ns)
+
+    def write(w):  # stream, its BISnp to the reader's copies, sfence
+        return max(stream(w) + 4 * path, fig.writeback_ns) + fig.fence_ns
+
+    def drain(w):
+        return fig.load_ns + stream(w) + recall
+    return recall, write, drain, path
+
+
 def piece_cycles_ns(fig, piece_bytes: int, pairs: int = 1) -> tuple[float, float]:
     """(sender, receiver) steady cycle per piece of `piece_bytes` (whole lines), ns, with `pairs` senders
-    sharing one host's issue port (see the module docstring): s_k(W) and r(W)."""
-    poll, write, drain, _, _, b = _terms(fig)
+    sharing one host's issue port (see the module docstring): s_k(W) and r(W), either coherence mode."""
     w = _lines(piece_bytes)
+    if fig.coherence == Coherence.HW:
+        _check_hw_pairs(pairs)
+        recall, write, drain, _ = _hw_terms(fig)
+        return recall + write(w) + recall, recall + drain(w)
+    poll, write, drain, _, _, b = _terms(fig)
     return poll + write(w) + (pairs - 1) * w / b, poll + drain(w)
 
 
 def iteration_ns(fig, size_bytes: int, window: int = OSU_WINDOW, pairs: int = 1,
                  slot_bytes: int = DEFAULT_SLOT_BYTES) -> float:
     """One steady iteration of the windowed loop (the module docstring's T), ns, on a pool with figures `fig`
-    (`PoolTransport.figures()`), flush mode."""
+    (`PoolTransport.figures()`); hw coherence: one pair."""
     _check(size_bytes, window, pairs)
-    poll, write, drain, first_poll, flush, _ = _terms(fig)
     message = pieces_of(size_bytes, slot_bytes)
+    if fig.coherence == Coherence.HW:
+        return _hw_iteration_ns(fig, message, window, pairs)
+    poll, write, drain, first_poll, flush, _ = _terms(fig)
     later = Counter(message * window)  # every piece but the window's first one, by size
     later[message[0]] -= 1
     ack = _lines(ACK_BYTES)
@@ -117,6 +153,28 @@ def iteration_ns(fig, size_bytes: int, window: int = OSU_WINDOW, pairs: int = 1,
     for w, count in later.items():
         total += count * max(piece_cycles_ns(fig, w, pairs))
     return total + poll + write(ack) + flush + first_poll + drain(ack)
+
+
+def _hw_iteration_ns(fig, message, window, pairs) -> float:
+    """hw mode's T (the module docstring), one pair."""
+    _check_hw_pairs(pairs)
+    recall, write, drain, path = _hw_terms(fig)
+    counts = Counter(message * window)
+    total = 0.0
+    for w, count in counts.items():
+        sender, receiver = piece_cycles_ns(fig, w)
+        total += count * sender + (count - (w == message[0])) * max(0.0, receiver - sender)
+    last = message[-1]
+    total -= recall                                             # the last piece: up to its flag store
+    total += (recall if len(message) == 1 else 2 * path) + recall + drain(last)
+    ack = _lines(ACK_BYTES)
+    return total + recall + write(ack) + recall + recall + drain(ack)
+
+
+def _check_hw_pairs(pairs) -> None:
+    if pairs != 1:
+        raise InputError(f"pairs: the windowed bandwidth's hw closed form covers one pair, got {pairs}; "
+                         f"several pairs on a hw pool: simulate_iteration_ns")
 
 
 def bandwidth_gb_s(size_bytes: int, iteration: float, window: int = OSU_WINDOW, pairs: int = 1) -> float:
