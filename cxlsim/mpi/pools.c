@@ -421,20 +421,20 @@ static cxlsim_pool_t *pool_setup(MPI_Comm comm)
     cxlsim_pool_t *pool = pool_new(comm);
     MPI_Comm node;
     int node_size = 0, fake = cxlsim_settings.fake_nodes;
-    if (cxlsim_settings.pool_shared) {
+    if (cxlsim_settings.pool_shared) { /* every node maps the memory: no split by node */
         pool_map_all(pool);
-        node = MPI_COMM_NULL;
-    } else if (fake > 1) PMPI_Comm_split(comm, pool->rank % fake, pool->rank, &node);
-    else PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    if (node == MPI_COMM_NULL) {
-        /* shared: set up above */
-    } else if (PMPI_Comm_size(node, &node_size), node_size == pool->size) {
-        PMPI_Comm_free(&node);
-        pool_map_all(pool);
-    } else if (cxlsim_nodes_setup(pool, node)) {
-        pool->usable = 1;
     } else {
-        pool->why = CXLSIM_WHY_SETUP;
+        if (fake > 1) PMPI_Comm_split(comm, pool->rank % fake, pool->rank, &node);
+        else PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        PMPI_Comm_size(node, &node_size);
+        if (node_size == pool->size) {
+            PMPI_Comm_free(&node);
+            pool_map_all(pool);
+        } else if (cxlsim_nodes_setup(pool, node)) {
+            pool->usable = 1;
+        } else {
+            pool->why = CXLSIM_WHY_SETUP;
+        }
     }
     pthread_mutex_lock(&pools_lock);
     pool->next = pools;
