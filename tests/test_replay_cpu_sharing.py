@@ -44,9 +44,11 @@ def test_two_computing_ranks_on_one_cpu_take_turns_by_slices(tmp_path, write_tra
 
 
 def test_a_ping_pong_on_one_cpu_pays_the_waiting_ranks_polls_before_it_yields(tmp_path, write_trace):
-    """One CPU, MPI yield h = 100 us, much longer than a message: rank 0 sends (goes on at t_sent), polls in its
-    receive and yields at t_sent + h; rank 1 finds the message there, replies (goes on at + t_sent) and ends; the
-    reply reaches rank 0 at t_sent + h + t_recv. t_sent, t_recv: the send's and receive's ends of one message."""
+    """One CPU, MPI yield h = 100 us, much longer than a message: rank 0 sends (a send's end is its own: it goes on
+    at t_sent), polls in its receive and yields at t_sent + h (ahead of rank 1: it hands over); rank 1's receive
+    finds the message, which landed before it began, at its first poll, and yields at t_sent + 2h (behind rank 0:
+    it keeps the CPU), replies (goes on at + t_sent) and ends; rank 0, alone now, takes the reply as it lands at
+    t_sent + 2h + t_recv. t_sent, t_recv: the send's and receive's ends of one message."""
     one = replay(trace_of(write_trace, tmp_path, [["send 1 0 1000"], ["recv 0 0 1000"]], "one"))
     t_sent, t_recv = one.segments[0][0][1], one.segments[1][0][1]
     assert 0 < t_sent < t_recv < 10e3
@@ -54,7 +56,7 @@ def test_a_ping_pong_on_one_cpu_pays_the_waiting_ranks_polls_before_it_yields(tm
     trace = trace_of(write_trace, tmp_path, [["send 1 0 1000", "recv 1 0 1000"],
                                              ["recv 0 0 1000", "send 0 0 1000"]])
     shared = replay(trace, CPUSharing(1, 2 * MS, h, 1e3))
-    assert shared.finish_ns == pytest.approx([t_sent + h + t_recv, t_sent + h + t_sent], rel=1e-12)
+    assert shared.finish_ns == pytest.approx([t_sent + 2 * h + t_recv, t_sent + 2 * h + t_sent], rel=1e-12)
     free = replay(trace, CPUSharing(2, 2 * MS, h, 1e3))
     assert free.finish_ns == pytest.approx(replay(trace).finish_ns, rel=1e-12)
     assert free.finish_ns[0] == pytest.approx(2 * t_recv, rel=1e-12)
@@ -139,12 +141,14 @@ def test_cpu_sharing_on_a_pool_is_refused_and_the_fabric_line_says_it(tmp_path, 
             "2000 us") in capsys.readouterr().out
 
 
-def test_a_collective_run_as_network_messages_polls_once_and_runs_on_when_picked(tmp_path, write_trace):
+def test_a_collective_run_as_network_messages_polls_once_and_sees_its_end_at_a_yield(tmp_path, write_trace):
     """ib-hdr, an 8-byte allreduce (MPICH's algorithm as messages) after 1 ms and 2 ms of compute on one CPU, slice
     10 ms, MPI yield h = 100 us (longer than the call): rank 0 computes [0, 1], polls and yields at 1 + h (it has
     more CPU time than the mean: no forfeit), rank 1 computes [1 + h, 3 + h] and enters last; the call's
     messages run as on a CPU each, so it ends A_r after the last entry (A_r from the unshared replay, whose last
-    entry is at 2 ms); rank 1 holds the CPU and ends at 3 + h + A_1, then rank 0 runs: 3 + h + max(A_0, A_1)."""
+    entry is at 2 ms, both below h). As MPICH does, rank 1 sees its end at its next poll and yields at 3 + 2h
+    (ahead: it hands over, its call done); rank 0, whose call ended while it was off the CPU, polls once and
+    yields at 3 + 3h (behind: it keeps the CPU) and ends there; then rank 1 runs on and ends: both at 3 + 3h."""
     per_rank = [[f"compute {1 * MS:.0f}", "allreduce 8 0"], [f"compute {2 * MS:.0f}", "allreduce 8 0"]]
     trace = trace_of(write_trace, tmp_path, per_rank)
     unshared = replay(trace)
@@ -153,7 +157,8 @@ def test_a_collective_run_as_network_messages_polls_once_and_runs_on_when_picked
     assert 0 < min(after_last) and max(after_last) < h
     t = replay(trace, CPUSharing(1, 10 * MS, h, 1e3))
     a0, a1 = after_last
-    assert t.finish_ns == pytest.approx([3 * MS + h + max(a0, a1), 3 * MS + h + a1], rel=1e-12)
+    assert max(a0, a1) < h
+    assert t.finish_ns == pytest.approx([3 * MS + 3 * h, 3 * MS + 3 * h], rel=1e-12)
     assert [seg[:3] for seg in t.segments[1][:2]] == [(0.0, 1 * MS + h, "descheduled"),
                                                       (1 * MS + h, 3 * MS + h, "compute")]
     assert t.algorithms["allreduce"] == unshared.algorithms["allreduce"] != ["local-host profile"]

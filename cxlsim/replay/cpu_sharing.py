@@ -39,9 +39,13 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   first polls once (an interval), then yields. So on a shared CPU an MPICH message takes three turns: the
   sender's poll after its send, the receiver's poll that sees it (whose yield hands over), the sender's
   poll again, then the receiver goes on (measured: an 8-byte ping-pong of two ranks pinned to one CPU
-  switched each rank away 2.93 times a round trip; the model 3.00). An MPI wait that ends before its
-  first yield (a request complete at once, as an eager send is) goes on without one; where the rank is
-  alone on its CPU nothing is handed over and it goes on at once.
+  switched each rank away 2.93 times a round trip; the model 3.00). A message that landed before its
+  receive began is found by the receive's first poll, and its yield (at an interval) decides the same way
+  (MPID_Recv completes at once only from the unexpected queue, which an earlier poll fills). A wait whose
+  end is its own (kind 'local': a blocking send, a wait on send requests, a test) ends with its event,
+  without a yield: an eager send is complete within the call, MPIR_Wait does not poll a complete request,
+  and MPI_Test does not yield. Where
+  the rank is alone on its CPU nothing is handed over and it goes on at once.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
   ranks on each CPU, in nice-0 tasks, each weighted as Linux weights its nice level: nice 0 is 1, nice 15
@@ -158,8 +162,9 @@ class CPUSharing:
 
 class SharedCPUs:
     """The scheduler of one replay (see the module docstring). Ranks call, in their SimPy processes:
-    `take(r)` (yield it) before running on; `wait(r, kind)` as a wait begins ('mpi', 'pool', or 'sleep': a
-    sleeping rank leaves the run queue); `work(r, ns, serve)` (yield from it) for CPU work, where
+    `take(r)` (yield it) before running on; `wait(r, kind)` as a wait begins ('mpi': MPICH's wait for a receive
+    or a collective; 'local': one whose end is its own, a wait for sends alone or a test; 'pool': the library's pool
+    wait; or 'sleep': a sleeping rank leaves the run queue); `work(r, ns, serve)` (yield from it) for CPU work, where
     `serve(ns)` is the event of `ns` on the rank's own timeline (the transport's compute); `done(r)` when
     the rank has finished."""
 
@@ -182,7 +187,7 @@ class SharedCPUs:
         self.lag = [0.0] * ranks       # at a sleep: mean CPU time minus its own, restored when it rejoins
         self.kind = ["mpi"] * ranks    # the wait each rank polls in
         self.polling_since = [None] * ranks  # when the rank's wait began (None: not in a wait)
-        self.yielded = [False] * ranks  # the rank's wait has passed a yield point
+        self.polls_to_end = [False] * ranks  # the rank's wait ends only at a poll (MPICH's receive; not a send)
         self.ended = [None] * ranks    # an MPI wait's event that ended while the rank polled: the next yield decides
         self.unseen = [False] * ranks  # an MPI wait ended while the rank was off its CPU: it polls once when picked
         self.wants = [None] * ranks    # (event, since when): the rank has something to run, off the CPU
@@ -235,7 +240,7 @@ class SharedCPUs:
             self.turn[c] += 1
         else:
             self.wants[r] = (event, self.env.now)
-            self.unseen[r] = self.kind[r] == "mpi" and self.polling_since[r] is not None
+            self.unseen[r] = self.polls_to_end[r] and self.polling_since[r] is not None
             return event
         self.polling_since[r] = None
         return event.succeed()
@@ -249,8 +254,8 @@ class SharedCPUs:
             self.runnable[c].remove(r)
             self._next(c, self._pick(c))
             return
-        self.kind[r] = kind
-        self.polling_since[r], self.yielded[r] = self.env.now, False
+        self.kind[r] = "mpi" if kind == "local" else kind
+        self.polling_since[r], self.polls_to_end[r] = self.env.now, kind == "mpi"
         self._poll(c, r, fresh=True)
 
     def work(self, r: int, ns: float, serve):
@@ -362,10 +367,10 @@ class SharedCPUs:
     def _sees_at_yield(self, c: int, r: int) -> bool:
         """Whether rank r, polling on its CPU in an MPI wait that has just ended, goes on only after its next yield
         (MPICH's wait loop, MPIR_Wait_state: a progress poll, then MPID_Progress_wait's sched_yield, then the
-        completion check; see the module): where another task shares its CPU and the wait has passed a yield (an
-        end before the first yield is the first poll's, or a request complete without polling: an eager send)."""
-        return (self.kind[r] == "mpi" and self.polling_since[r] is not None and self.yielded[r]
-                and self.polling[c] is not None and len(self.runnable[c]) > 1)
+        completion check; see the module): where another task shares its CPU, in a wait whose end a poll must see
+        (not a 'local' one)."""
+        return (self.polls_to_end[r] and self.polling_since[r] is not None and self.polling[c] is not None
+                and len(self.runnable[c]) > 1)
 
     def _poll(self, c: int, r: int, fresh: bool = False) -> None:
         """Rank r polls from now: a `fresh` wait of the library's pool, where the ranks do not outnumber the CPUs,
@@ -408,7 +413,6 @@ class SharedCPUs:
             return
         r = self.holder[c]
         self._sync(c)
-        self.yielded[r] = True
         if self.v[r] >= self.deadline[r] - _slack(self.env.now, self.deadline[r]):  # its slice ran out while it polled
             self.deadline[r] = self.v[r] + self.sharing.slice_ns
             picked = self._pick(c)

@@ -289,7 +289,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
             elif kind == "sleep":
                 yield from waited(env.timeout(c.amount * 1e9), "sleep")
             elif kind == "send":
-                yield from waited(matcher.send(r, c.peer, c.tag, c.size_bytes))
+                yield from waited(matcher.send(r, c.peer, c.tag, c.size_bytes), "local")
             elif kind == "recv":
                 envelope = yield from waited(matcher.recv(r, c.peer, c.tag))
                 dep_rank, dep_ns = envelope[0], envelope[4]
@@ -311,7 +311,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                 if queue and (kind == "wait" or queue[0][0].processed):
                     event, is_recv = queue.popleft()
                     order.remove((event, is_recv))
-                    value = yield from waited(event)
+                    value = yield from waited(event, "mpi" if is_recv and kind == "wait" else "local")
                     if is_recv:
                         dep_rank, dep_ns = value[0], value[4]
                     if kind == "test":
@@ -320,7 +320,8 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                     raise RunError(f"{c.where}: wait names no pending request")
             elif kind == "waitall":
                 if order:
-                    yield from waited(simpy.AllOf(env, [event for event, _ in order]))
+                    yield from waited(simpy.AllOf(env, [event for event, _ in order]),
+                                      "mpi" if any(is_recv for _, is_recv in order) else "local")
                     received = [event.value for event, is_recv in order if is_recv]
                     if received:
                         last = max(received, key=lambda e: e[4])
