@@ -12,6 +12,8 @@
  *          and large, allgather, alltoall, reduce_scatter_block) with no barrier between them and
  *          a random delay per rank before some, each result checked: slot reuse across calls
  *          and the broadcast acknowledgements are what is under test
+ *   comms  an allreduce on MPI_COMM_WORLD, then 20 times: split the world (one color), an allreduce
+ *          on the new communicator, free it; prints "comms wrong N" (each communicator sets up a pool)
  */
 #include <mpi.h>
 #include <signal.h>
@@ -218,12 +220,27 @@ int main(int argc, char **argv)
         }
     } else if (strcmp(mode, "stress") == 0) {
         rc = stress(rank, size);
+    } else if (strcmp(mode, "comms") == 0) {
+        int wrong = 0, all = 0;
+        MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        wrong += s != (long)size * (size - 1) / 2;
+        for (int i = 0; i < 20; i++) {
+            MPI_Comm c;
+            MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &c);
+            long w = rank + i, t = 0;
+            MPI_Allreduce(&w, &t, 1, MPI_LONG, MPI_SUM, c);
+            wrong += t != (long)size * (size - 1) / 2 + (long)size * i;
+            MPI_Comm_free(&c);
+        }
+        PMPI_Allreduce(&wrong, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0) printf("comms wrong %d\n", all);
+        rc = all ? 1 : 0;
     } else if (strcmp(mode, "late") == 0) {
         MPI_Barrier(MPI_COMM_WORLD); /* sets the pool up */
         if (rank == 1) sleep((unsigned)atoi(argc > 2 ? argv[2] : "5"));
         MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     } else {
-        if (rank == 0) fprintf(stderr, "usage: %s trace|rooted|complete|kill|late [seconds]|stress\n", argv[0]);
+        if (rank == 0) fprintf(stderr, "usage: %s trace|rooted|complete|kill|late [seconds]|stress|comms\n", argv[0]);
         rc = 2;
     }
     MPI_Finalize();

@@ -325,6 +325,18 @@ def test_shared_pool_too_small_for_the_world_falls_back_naming_the_arena(library
         assert row["reasons"].get("setup", 0) > 0 and row["pool"] > 0, (name, row)
 
 
+def test_shared_pool_regions_of_freed_communicators_are_reused(library, programs, tmp_path):
+    """World rank 0's arena (64 KiB of 128: 4 KiB slots, 28 KiB regions at np 2) holds the world's pool and one
+    more: 20 communicators split, used and freed in turn each take the region the last one gave back."""
+    memory = tmp_path / "cxl_memory"
+    with open(memory, "wb") as f:
+        f.truncate(128 << 10)
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "comms"], CXLSIM_MPI_STATS="1",
+                           CXLSIM_MPI_POOL=f"file:{memory}", CXLSIM_MPI_POOL_SHARED="1", CXLSIM_MPI_SLOT="4096")
+    assert rc == 0 and "comms wrong 0" in out, out + err
+    assert parse_stats(err)["MPI_Allreduce"]["pool"] == 2 * 21, err
+
+
 def test_shared_pool_needs_file_or_dax_memory(library, programs):
     rc, out, err = run_mpi(library, 1, [str(programs["mpi_interpose_apps"]), "trace"], CXLSIM_MPI_POOL_SHARED="1")
     assert rc != 0 and "CXLSIM_MPI_POOL: expected 'file:PATH' or 'dax:PATH' with CXLSIM_MPI_POOL_SHARED=1" in err

@@ -102,6 +102,7 @@ typedef struct cxlsim_pool {
     cxl_segment_t segment;
     uint64_t nonce;          /* the job nonce rank 0 wrote into the pool's header (its epochs start from it) */
     int arena_region;        /* a shared pool's region this process took from its arena (pools.c) */
+    uint64_t region_offset;  /* its offset in the shared memory */
     cxl_coll_t coll;
     int busy;                /* a thread is in one of its collectives */
     cxlsim_pool_counts_t counts[CXLSIM_NCOLL]; /* this pool's calls, per collective (stats) */

@@ -147,12 +147,16 @@ typedef struct {
  * one arena per world rank: world rank 0 has the first half (it is rank 0 of MPI_COMM_WORLD and of its
  * duplicates, the largest communicators: 2 x world size x slot bytes each), every other world rank an equal
  * share of the rest, all rounded down to the alignment. The pools a process creates (those of the communicators
- * it is rank 0 of) are regions of its own arena, one after the other, and the arena starts over once none of
- * them is alive. So no two live pools of the job overlap, with no allocator shared between hosts (cross-host
- * atomics need coherence that flush-mode memory lacks): the creator broadcasts the region's offset. */
+ * it is rank 0 of) are regions of its own arena, each at the first gap between its live ones that holds it (a
+ * communicator split and freed in a loop reuses its region). So no two live pools of the job overlap, with no
+ * allocator shared between hosts (cross-host atomics need coherence that flush-mode memory lacks): the creator
+ * broadcasts the region's offset. */
+typedef struct {
+    uint64_t offset, bytes;
+} arena_region_t;
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t arena_used; /* bytes of this process's arena taken by its live regions and the holes between them */
-static int arena_live;      /* how many of its regions are alive */
+static arena_region_t *arena_regions; /* this process's live regions, by offset */
+static int arena_count, arena_room;
 
 /* A region of total_bytes in this process's arena: its offset, or UINT64_MAX with err set if the arena is full. */
 static uint64_t arena_take(uint64_t memory_bytes, uint64_t total_bytes, uint64_t align, char *err, size_t errlen)
@@ -163,27 +167,44 @@ static uint64_t arena_take(uint64_t memory_bytes, uint64_t total_bytes, uint64_t
     uint64_t first = world_size == 1 ? memory_bytes / align * align : memory_bytes / 2 / align * align;
     uint64_t share = world_size == 1 ? 0 : (memory_bytes - first) / (uint64_t)(world_size - 1) / align * align;
     uint64_t arena = world_rank == 0 ? first : share, start = world_rank == 0 ? 0 : first + (uint64_t)(world_rank - 1) * share;
-    uint64_t offset = UINT64_MAX;
+    uint64_t at = start, live = 0;
+    int i = 0;
     pthread_mutex_lock(&arena_lock);
-    if (arena_used + total_bytes <= arena) {
-        offset = start + arena_used;
-        arena_used += total_bytes;
-        arena_live++;
+    for (; i < arena_count && at + total_bytes > arena_regions[i].offset; i++) { /* first fit */
+        at = arena_regions[i].offset + arena_regions[i].bytes;
+        live += arena_regions[i].bytes;
+    }
+    for (int j = i; j < arena_count; j++) live += arena_regions[j].bytes;
+    uint64_t offset = at + total_bytes <= start + arena ? at : UINT64_MAX;
+    if (offset != UINT64_MAX) {
+        if (arena_count == arena_room) {
+            arena_room = arena_room ? 2 * arena_room : 8;
+            arena_regions = realloc(arena_regions, sizeof *arena_regions * (size_t)arena_room);
+        }
+        memmove(arena_regions + i + 1, arena_regions + i, sizeof *arena_regions * (size_t)(arena_count - i));
+        arena_regions[i] = (arena_region_t){offset, total_bytes};
+        arena_count++;
     } else {
         snprintf(err, errlen, "shared pool %.1000s: world rank %d's arena (%llu of the memory's %llu bytes, %d world "
                  "ranks) has no room for a %llu-byte region (%llu bytes taken by live pools): give the pool more "
                  "memory or a smaller CXLSIM_MPI_SLOT", cxlsim_settings.pool.text, world_rank,
                  (unsigned long long)arena, (unsigned long long)memory_bytes, world_size,
-                 (unsigned long long)total_bytes, (unsigned long long)arena_used);
+                 (unsigned long long)total_bytes, (unsigned long long)live);
     }
     pthread_mutex_unlock(&arena_lock);
     return offset;
 }
 
-static void arena_give_back(void)
+/* The region at offset is free again. */
+static void arena_give_back(uint64_t offset)
 {
     pthread_mutex_lock(&arena_lock);
-    if (--arena_live == 0) arena_used = 0;
+    for (int i = 0; i < arena_count; i++)
+        if (arena_regions[i].offset == offset) {
+            memmove(arena_regions + i, arena_regions + i + 1, sizeof *arena_regions * (size_t)(arena_count - i - 1));
+            arena_count--;
+            break;
+        }
     pthread_mutex_unlock(&arena_lock);
 }
 
@@ -219,6 +240,7 @@ static int shared_create(cxlsim_pool_t *pool, setup_message_t *msg, char *err, s
     close(fd);
     if ((msg->offset = arena_take(bytes, lay.total_bytes, align, err, errlen)) == UINT64_MAX) return CXL_POOL_ERUN;
     pool->arena_region = 1;
+    pool->region_offset = msg->offset;
     if ((rc = cxl_segment_map_shared(&s->pool, &lay, msg->offset, &pool->segment, err, errlen))) return rc;
     cxl_pool_write_header(&pool->segment); /* zeroes the header, attach counter and flags; not the inline area */
     cxl_pool_set_nonce(&pool->segment, msg->nonce);
@@ -304,7 +326,7 @@ static int pool_attach_all(cxlsim_pool_t *pool)
     if (ok < 2) cxlsim_log(1, "no pool for a communicator of %d ranks: %s", pool->size, err);
     if (all < 2) {
         cxl_segment_unmap(&pool->segment);
-        if (pool->arena_region) arena_give_back(); /* the region is free again */
+        if (pool->arena_region) arena_give_back(pool->region_offset); /* the region is free again */
         pool->arena_region = 0;
         if (msg.status == CXL_POOL_OK && pool->rank == 0) cxl_segment_unlink(&pool->segment);
         return all;
@@ -409,7 +431,7 @@ void cxlsim_pool_destroy(cxlsim_pool_t *pool)
     cxlsim_stats_merge(pool->counts);
     if (pool->nodes) cxlsim_nodes_free(pool->nodes);
     cxl_segment_unmap(&pool->segment);
-    if (pool->arena_region) arena_give_back();
+    if (pool->arena_region) arena_give_back(pool->region_offset);
     free(pool->world_ranks);
     free(pool);
 }
