@@ -205,6 +205,11 @@ static void arena_give_back(uint64_t offset)
             arena_count--;
             break;
         }
+    if (arena_count == 0) { /* (MPI_Finalize frees every pool: nothing is left allocated) */
+        free(arena_regions);
+        arena_regions = NULL;
+        arena_room = 0;
+    }
     pthread_mutex_unlock(&arena_lock);
 }
 
