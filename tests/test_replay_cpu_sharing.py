@@ -386,3 +386,24 @@ def test_an_mpich_message_takes_three_turns_on_a_shared_cpu(tmp_path):
     us, timeline = figures.modelled_us(trace, net, trips, CPUSharing(1, 2 * MS, h, 1e3))
     assert us == pytest.approx(6 * h / 1e3, rel=0.002)
     assert sum(timeline.switches) / 2 / trips == pytest.approx(3.0, abs=0.005)
+
+
+def test_a_large_send_completes_at_its_receiver_s_next_poll_through_mpich_s_cma_path(tmp_path, write_trace):
+    """MPICH reads a message of 8 KiB or more in the receiver's progress and ACKs it (cpu_sharing.CMA_BYTES): with
+    shared CPUs the replay's send completes only once its receiver has polled after the match. Rank 0 posts a
+    send to rank 1 and waits; rank 1 computes 300 us, then receives (a CPU each, ib-hdr). 32 KiB: rank 0's waitall
+    ends when rank 1, in its receive from 300 us, has the message (its receive overhead is booked on rank 1's
+    CPU after the compute) and polls: at the receive's end;
+    4 KiB (eager), or without shared CPUs: at the send's local end, as before."""
+    ends, entered = {}, {}
+    for size in (32768, 4096):
+        trace = trace_of(write_trace, tmp_path, [[f"isend 1 0 {size} 2", "waitall"],
+                                                 ["compute 300000", f"recv 0 0 {size} 2"]], f"t{size}")
+        for shared in (True, False):
+            t = replay(trace, CPUSharing(2, 2 * MS, 1e3, 1e3) if shared else None)
+            ends[size, shared] = [seg[1] for seg in t.segments[0] if seg[2] == "waitall"][0]
+            entered[size, shared] = [seg[:2] for seg in t.segments[1] if seg[2] == "recv"][0]
+    assert entered[32768, True][0] == pytest.approx(300e3, rel=1e-12) and entered[32768, True][1] < 301e3
+    assert ends[32768, True] == pytest.approx(entered[32768, True][1], rel=1e-12)
+    assert ends[32768, False] < 100e3 and ends[4096, True] < 100e3
+    assert ends[4096, True] == pytest.approx(ends[4096, False], rel=1e-12)

@@ -46,6 +46,14 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   without a yield: an eager send is complete within the call, MPIR_Wait does not poll a complete request,
   and MPI_Test does not yield. Where
   the rank is alone on its CPU nothing is handed over and it goes on at once.
+- **A large send waits for its receiver's poll**: MPICH sends CMA_BYTES or more through its CMA path, where
+  the receiver reads the data in its own progress and ACKs it, and only the ACK completes the send. So a
+  send of that size completes once its receiver, after the match, polls in an MPI wait (at once if it is
+  polling on its CPU; else when it next enters one, or is picked in one: a computing rank, or one in the
+  library's pool wait, runs no MPICH progress); the ACK's own latency is left out. Measured (benchmarks/
+  replay_cpu_sharing.py part 6, load 3.8): a rank that computes 50 us, then exchanges with a rank on the
+  other CPU, waited 2.4 us a call for 4 KiB and 35.1 us for 32 KiB, and 35.7 and 171.9 us with a busy loop
+  beside its peer.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
   ranks on each CPU, in nice-0 tasks, each weighted as Linux weights its nice level: nice 0 is 1, nice 15
@@ -73,7 +81,12 @@ from dataclasses import dataclass
 
 from cxlsim.errors import InputError
 
-__all__ = ["CPUSharing", "SharedCPUs", "NOTE"]
+__all__ = ["CPUSharing", "SharedCPUs", "NOTE", "CMA_BYTES"]
+
+CMA_BYTES = 8192
+"""MPICH's CMA threshold (MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD's default): a message of this size or more is read by
+the receiver in its own progress (process_vm_readv), which then sends an ACK, and only the ACK completes the
+send (ch4 shm/ipc ipc_control.c); a smaller one is eager, complete once written."""
 
 NOTE = ("ranks share CPUs (--cpus, EEVDF by CPU time): a traced compute gap is wall time, so preemption during "
         "tracing is in it already; message overheads are not counted as CPU time; a collective run as network "
@@ -188,6 +201,7 @@ class SharedCPUs:
         self.kind = ["mpi"] * ranks    # the wait each rank polls in
         self.polling_since = [None] * ranks  # when the rank's wait began (None: not in a wait)
         self.polls_to_end = [False] * ranks  # the rank's wait ends only at a poll (MPICH's receive; not a send)
+        self.poll_waiters = [[] for _ in range(ranks)]  # events for each rank's next poll (next_poll)
         self.ended = [None] * ranks    # an MPI wait's event that ended while the rank polled: the next yield decides
         self.unseen = [False] * ranks  # an MPI wait ended while the rank was off its CPU: it polls once when picked
         self.wants = [None] * ranks    # (event, since when): the rank has something to run, off the CPU
@@ -256,6 +270,8 @@ class SharedCPUs:
             return
         self.kind[r] = "mpi" if kind == "local" else kind
         self.polling_since[r], self.polls_to_end[r] = self.env.now, kind == "mpi"
+        if kind != "pool":  # MPICH's progress polls (the library's pool wait does not run it)
+            self._polled(r)
         self._poll(c, r, fresh=True)
 
     def work(self, r: int, ns: float, serve):
@@ -351,6 +367,8 @@ class SharedCPUs:
     def _run(self, c: int, r: int) -> None:
         self.holder[c], self.since[c] = r, self.env.now
         self.turn[c] += 1
+        if self.polling_since[r] is not None and self.kind[r] == "mpi":  # back in its MPI wait: it polls
+            self._polled(r)
         if self.wants[r] is not None:
             event, since = self.wants[r]
             self.wants[r] = None
@@ -363,6 +381,21 @@ class SharedCPUs:
             event.succeed()
         else:  # picked while still waiting: it polls on
             self._poll(c, r)
+
+    def next_poll(self, r: int):
+        """An event that fires at rank r's next poll of MPICH's progress: at once if it holds its CPU in an MPI wait
+        (it polls), else when it next enters one or is picked while in one (a computing rank, or one in the
+        library's pool wait, does not run MPICH's progress)."""
+        event = self.env.event()
+        if self.polling_since[r] is not None and self.kind[r] == "mpi" and self.holder[self.cpu_of[r]] == r:
+            return event.succeed()
+        self.poll_waiters[r].append(event)
+        return event
+
+    def _polled(self, r: int) -> None:
+        for event in self.poll_waiters[r]:
+            event.succeed()
+        self.poll_waiters[r] = []
 
     def _sees_at_yield(self, c: int, r: int) -> bool:
         """Whether rank r, polling on its CPU in an MPI wait that has just ended, goes on only after its next yield

@@ -51,7 +51,7 @@ from cxlsim.models.collectives import runner
 from cxlsim.models.collectives.base import HYBRID, POOL
 from cxlsim.replay.collectives import plan
 from cxlsim.replay.cpu_sharing import NOTE as SHARING_NOTE
-from cxlsim.replay.cpu_sharing import CPUSharing, SharedCPUs
+from cxlsim.replay.cpu_sharing import CMA_BYTES, CPUSharing, SharedCPUs
 from cxlsim.replay.placed import Placed, check_one_to_one
 from cxlsim.replay.pod_routes import MessageRoute
 from cxlsim.replay.pods import CPU_NOTE, PodMessages, mailbox_floor, pod_figures, pods_plans
@@ -103,15 +103,20 @@ class Matcher:
     its CPU then, as a progress engine would), and then matched.
     """
 
-    def __init__(self, transport):
+    def __init__(self, transport, cpus: SharedCPUs | None = None):
         self.transport = transport
         self.env = transport.env
+        self.cpus = cpus
+        """With shared CPUs: a send of CMA_BYTES or more completes only once its receiver has polled after the
+        match (MPICH's CMA path: the receiver copies and ACKs in its progress; cxlsim.replay.cpu_sharing)."""
+        self.acks = {}                 # id(envelope) -> the event its receiver's ACK fires
         self.posted = [[] for _ in range(transport.size)]      # per rank: [(src, tag, event)] in posting order
         self.unexpected = [[] for _ in range(transport.size)]  # per rank: envelopes in arrival order
         self.messages = 0
 
     def send(self, src: int, dst: int, tag: int, size_bytes: int):
-        """Post a send; the event fires on local completion."""
+        """Post a send; the event fires on local completion (with shared CPUs, for CMA_BYTES or more, also on the
+        receiver's ACK)."""
         envelope = (src, dst, tag, size_bytes, self.env.now)
         self.messages += 1
         t = self.transport
@@ -121,6 +126,9 @@ class Matcher:
             return done
         done = t.send(src, dst, size_bytes, envelope, P2P_TAG)
         t.recv(dst, src, P2P_TAG).callbacks.append(self._landed)
+        if self.cpus is not None and size_bytes >= CMA_BYTES:
+            acked = self.acks[id(envelope)] = simpy.Event(self.env)
+            return simpy.AllOf(self.env, [done, acked])
         return done
 
     def _landed(self, event):
@@ -133,6 +141,7 @@ class Matcher:
             if (want_src == ANY_SOURCE or want_src == src) and (want_tag == ANY_TAG or want_tag == tag):
                 del posted[i]
                 event.succeed(envelope)
+                self._matched(envelope)
                 return
         self.unexpected[dst].append(envelope)
 
@@ -143,9 +152,15 @@ class Matcher:
         for i, envelope in enumerate(arrived):
             if (src == ANY_SOURCE or src == envelope[0]) and (tag == ANY_TAG or tag == envelope[2]):
                 del arrived[i]
+                self._matched(envelope)
                 return event.succeed(envelope)
         self.posted[rank].append((src, tag, event))
         return event
+
+    def _matched(self, envelope):
+        acked = self.acks.pop(id(envelope), None)
+        if acked is not None:
+            self.cpus.next_poll(envelope[1]).callbacks.append(lambda _e: acked.succeed())
 
     def pending(self) -> str:
         """Unmatched receives, for a deadlock message."""
@@ -233,7 +248,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
     cpus = SharedCPUs(env, p, sharing) if sharing is not None else None
     if cpus is not None:
         extra_notes.append(SHARING_NOTE)
-    matcher = Matcher(messages)
+    matcher = Matcher(messages, cpus)
     segments = [[] for _ in range(p)]
     entered = [[0.0] * p for _ in plans]
     finish = [0.0] * p
