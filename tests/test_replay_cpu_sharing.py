@@ -407,3 +407,14 @@ def test_a_large_send_completes_at_its_receiver_s_next_poll_through_mpich_s_cma_
     assert ends[32768, True] == pytest.approx(entered[32768, True][1], rel=1e-12)
     assert ends[32768, False] < 100e3 and ends[4096, True] < 100e3
     assert ends[4096, True] == pytest.approx(ends[4096, False], rel=1e-12)
+
+
+def test_a_large_send_whose_receiver_polls_no_more_completes_at_its_finalize(tmp_path, write_trace):
+    """Rank 1 posts its receive of 32 KiB at once, computes 300 us and ends without another MPI wait (its request
+    left to MPI_Finalize, which runs MPICH's progress): rank 0's send completes as the message lands after rank 1's
+    compute (its receive overhead booked on rank 1's CPU then), not never."""
+    trace = trace_of(write_trace, tmp_path, [["isend 1 0 32768 2", "waitall"],
+                                             ["irecv 0 0 32768 2", "compute 300000"]])
+    t = replay(trace, CPUSharing(2, 2 * MS, 1e3, 1e3))
+    waitall = [seg for seg in t.segments[0] if seg[2] == "waitall"][0]
+    assert 300e3 < waitall[1] < 301e3 and t.finish_ns[0] == pytest.approx(waitall[1], rel=1e-12)

@@ -202,6 +202,7 @@ class SharedCPUs:
         self.polling_since = [None] * ranks  # when the rank's wait began (None: not in a wait)
         self.polls_to_end = [False] * ranks  # the rank's wait ends only at a poll (MPICH's receive; not a send)
         self.poll_waiters = [[] for _ in range(ranks)]  # events for each rank's next poll (next_poll)
+        self.ended_ranks = set()       # ranks that finished (their MPI_Finalize progresses: next_poll fires)
         self.ended = [None] * ranks    # an MPI wait's event that ended while the rank polled: the next yield decides
         self.unseen = [False] * ranks  # an MPI wait ended while the rank was off its CPU: it polls once when picked
         self.wants = [None] * ranks    # (event, since when): the rank has something to run, off the CPU
@@ -296,8 +297,11 @@ class SharedCPUs:
             left -= piece
 
     def done(self, r: int) -> None:
-        """Rank r finished: it leaves its CPU's run queue."""
+        """Rank r finished: it leaves its CPU's run queue (MPI_Finalize runs MPICH's progress: it polls, now and for a
+        message that lands later)."""
         c = self.cpu_of[r]
+        self._polled(r)
+        self.ended_ranks.add(r)
         self.finished += r < self.ranks
         self._sync(c)
         self.runnable[c].remove(r)
@@ -387,7 +391,8 @@ class SharedCPUs:
         (it polls), else when it next enters one or is picked while in one (a computing rank, or one in the
         library's pool wait, does not run MPICH's progress)."""
         event = self.env.event()
-        if self.polling_since[r] is not None and self.kind[r] == "mpi" and self.holder[self.cpu_of[r]] == r:
+        if r in self.ended_ranks or (self.polling_since[r] is not None and self.kind[r] == "mpi"
+                                     and self.holder[self.cpu_of[r]] == r):
             return event.succeed()
         self.poll_waiters[r].append(event)
         return event
