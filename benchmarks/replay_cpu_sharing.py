@@ -53,14 +53,14 @@ and after each):
    processes took).
 5. **A blocking exchange at np 2-4** (skipped with `--quick`): the halo program (tests/data/traces/src/
    halo_timed.c) without work, under MPICH alone and under the library: time per iteration.
-6. **A large send waits for its receiver's turn** (skipped with `--quick`; not in the model): MPICH sends a
+6. **A large send waits for its receiver's turn** (skipped with `--quick`): MPICH sends a
    message of 8 KiB or more through its CMA path (MPIR_CVAR_CH4_IPC_CMA_P2P_THRESHOLD): the receiver copies
    it in its own progress and sends an ACK, and only then is the send complete (ch4 shm/ipc ipc_control.c),
    where an eager message (4 KiB) is complete once written. Rank 0 on CPU 0, rank 1 on CPU 1; each iteration
    rank 1 posts a receive and a send and waits, rank 0 computes 50 us first: rank 0's Waitall, mean and
    median, 4 KiB against 32 KiB, with rank 1 alone on its CPU and beside a busy loop there (in a session of
-   its own). The halo apps' 32 KiB exchanges pay this where ranks share CPUs; the replay's transport
-   completes a send without the receiver's CPU.
+   its own). The halo apps' 32 KiB exchanges pay this where ranks share CPUs; the replay with `--cpus`
+   completes such a send once its receiver has polled after the match (cxlsim.replay.cpu_sharing.CMA_BYTES).
 It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
 share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other jobs disturbs every figure
 (the model has no other processes): read the load columns and the other processes' share.
