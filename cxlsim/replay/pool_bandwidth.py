@@ -43,8 +43,16 @@ equal to rounding up to 100 B; the rest is the device FIFO's queueing between th
 sender's stream and the receiver's read, which the form leaves out. Several pairs:
 the senders' single-line polls and flag stores also queue behind the other senders'
 streams, in part; on vp-cmpi-direct, 2 pairs within 1.02% (the worst at 64 KiB + 1 B),
-4 pairs within 1.6% (4 KiB), 8 pairs within 0.65% and 16 pairs within 1.4% (1 KiB) at
-the sizes checked (64 B-64 KiB), and both within 0.06% at 1 MiB. Where the sender sets the pace, the receiver polls
+4 pairs within 1.6% (4 KiB), and 8 and 16 pairs within 0.06% at 1 MiB; between 512 B and
+16 KiB the misses are larger: 8 pairs -2.48% at 512 B (the form slower), +1.21% at 2 KiB,
+16 pairs -1.45% at 512 B, +1.39% at 1 KiB (benchmarks/pool_bw.py, 512 B-64 KiB). A port
+reserves a whole transfer at its issue (`Port.reserve_run`), so a sender's single-line
+poll, read for ownership and flag write-back wait behind every stream issued before them;
+(k - 1) D is that wait when the senders issue in lockstep, which the DES reaches at 1 MiB
+but not in between: at 4 pairs and 4 KiB a sender's piece cycles range from 949 ns (s,
+no wait) to 2158 ns, mean 1525 against s_4 = 1549. The receivers' reads share host 1's
+port too (r carries none of that wait: 2 pairs 2 KiB, the DES 0.7% slower).
+Where the sender sets the pace, the receiver polls
 for each flag, and the last piece's find is up to one poll late (under 0.2% of a
 64-message window).
 
