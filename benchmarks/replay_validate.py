@@ -34,11 +34,14 @@ Where np exceeds the CPUs, the replays run the ranks by turns (`cxlsim replay --
 `cxlsim.replay.cpu_sharing`: EEVDF by CPU time) with the figures of benchmarks/replay_cpu_sharing.py (run
 first, its --quick parts, or read from `--cpu-figures FILE`): its measured slice and yield intervals, one
 set for every np, measured with two ranks on one CPU (nothing fitted at np 3-4), and each run's ranks on
-the CPUs it was seen to put them on (`RankCPUs`, `--cpu-map`); the column "a CPU each" is the replay without it. For coll the program also prints its median iteration, beside the replay's mean
+the CPUs its ranks recorded being on (`RecordedCPUs`, `--cpu-map`); the column "a CPU each" is the replay without it. For coll the program also prints its median iteration, beside the replay's mean
 iteration ("median it."): a run's few descheduled iterations do not move it.
-The ranks' CPUs are sampled every 25 ms (10 ms where the ranks outnumber the CPUs), and the other runnable
-tasks weighed only with --with-others: the sampler's own CPU time is taken from the ranks it watches (0.3-0.5 ms
-a sample, milliseconds a weighing), and each row prints it.
+The ranks record their own CPUs (CXLSIM_RANK_CPUS: sched_getcpu() at each iteration, a file per rank written
+after the last barrier; tests/data/traces/src/cpu_record.h, cxlsim.replay.rank_cpus.read_recorded): nothing
+outside the run samples it, since a sampler's CPU time is taken from the ranks it watches (0.3-0.5 ms a sample;
+at np 4 on 2 CPUs a 10 ms sampler raised the C halo's wall median from 32.6 to 44.1 ms, under load;
+benchmarks/replay_validate_ab.py measures it). Only --with-others runs the /proc sampler (cxlsim.replay.rank_cpus.
+RankCPUs), to weigh the other runnable tasks (milliseconds of CPU a weighing), and each row prints its CPU time.
 Where the library wrote its call durations beside the trace (DIR/rank<r>.durations.tsv, docs/mpi.md), the last
 table compares, per app, np and call kind, each call's own time inside the window (from the last rank it waits
 for arriving to its return, `cxlsim.replay.call_times`) with the replay's: the window's error per rank is the
@@ -62,6 +65,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import typing
 
 from cxlsim.calibrate.profile import load_profile
 from cxlsim.loggp import LogGPFit
@@ -69,7 +73,7 @@ from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
 from cxlsim.replay import call_times, engine, fabrics, pool_profile, simgrid
 from cxlsim.replay.cpu_sharing import CPUSharing
-from cxlsim.replay.rank_cpus import run_seeing_cpus
+from cxlsim.replay.rank_cpus import RankCPUs, RecordedCPUs, read_recorded, run_seeing_cpus
 from cxlsim.results import atomic_write
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -107,16 +111,14 @@ def fit_this_machine(tmp: str) -> tuple[str, str]:
     return os.path.join(out, "profile.json"), done.stdout
 
 
-SAMPLER_CPU_NOTE = ("the sampler of the ranks' CPUs takes CPU time from the ranks it watches: each sample lists "
-                    "/proc (0.34-0.46 ms of CPU at 160 processes here, loaded), each weighing of the other tasks "
-                    "reads every thread's stat (3.8-6.7 ms); so it samples every 25 ms where the ranks have a CPU "
-                    "each (where its map only decides whether two ranks kept one CPU) and every 10 ms where they "
-                    "outnumber the CPUs (the replay by turns puts each rank on the CPU it saw), and weighs the "
-                    "others only with --with-others")
+SAMPLER_CPU_NOTE = ("with --with-others only, a /proc sampler weighs the other runnable tasks, taking CPU time "
+                    "from the ranks it watches: each sample lists /proc (0.34-0.46 ms of CPU at 160 processes here, "
+                    "loaded), each weighing reads every thread's stat (3.8-6.7 ms); it samples every 25 ms where the "
+                    "ranks have a CPU each and every 10 ms where they outnumber the CPUs, weighing every 10th sample")
 
 
 def sample_interval_s(np_: int, cpus: int) -> float:
-    """How often the ranks' CPUs are sampled (s): see SAMPLER_CPU_NOTE."""
+    """How often --with-others's sampler samples (s): see SAMPLER_CPU_NOTE."""
     return 0.010 if np_ > cpus else 0.025
 
 
@@ -131,17 +133,43 @@ def run_sampled(cmd: list, env: dict, interval_s: float, others_every: int):
     return done, seen, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, work: int, interval_s: float,
-               others_every: int):
-    """Run the app under the library with tracing and stats, its ranks' CPUs sampled (run_sampled); return the
-    wall time it printed (s), the path of the stats (its stderr), its median iteration (s, coll only), the
-    placement its probe saw, the RankCPUs of the run and the sampler's CPU time (s)."""
+class MeasuredRun(typing.NamedTuple):
+    """One measured run of an app (traced_run)."""
+
+    wall_s: float
+    """The wall time it printed, first barrier's end to last barrier's end (s)."""
+    stats: str
+    """The path of the library's stats (its stderr)."""
+    median_iteration_s: float | None
+    """Its median iteration (s; coll only)."""
+    placement: str
+    """The placement its pool's probe saw."""
+    recorded: RecordedCPUs | None
+    """The CPUs its ranks recorded (None: not asked)."""
+    sampled: RankCPUs | None
+    """The /proc sampler's view (None: no sampler)."""
+    sampler_s: float | None
+    """The sampler's CPU time over the run (s; None: no sampler)."""
+
+
+def traced_run(app: str, exe: dict, np_: int, directory: str, iterations: int, work: int, record: bool = True,
+               interval_s: float | None = None, others_every: int = 0) -> MeasuredRun:
+    """Run the app under the library with tracing and stats, its ranks recording their CPUs into DIR.cpus/ if
+    `record`, and a /proc sampler beside it (run_sampled) only if `interval_s` is given."""
     program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", find_mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
+    env.pop("CXLSIM_RANK_CPUS", None)
+    cpus_dir = directory.rstrip("/") + ".cpus"
+    if record:
+        os.makedirs(cpus_dir)
+        env["CXLSIM_RANK_CPUS"] = cpus_dir
     try:
-        done, cpus, sampler_s = run_sampled(cmd, env, interval_s, others_every)
+        if interval_s is None:
+            done, seen, sampler_s = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600), None, None
+        else:
+            done, seen, sampler_s = run_sampled(cmd, env, interval_s, others_every)
     except subprocess.TimeoutExpired:
         raise SystemExit(f"{app} np={np_}: the run took over 600 s; stopped") from None
     if done.returncode != 0:
@@ -152,8 +180,9 @@ def traced_run(app: str, exe: str, np_: int, directory: str, iterations: int, wo
     median = re.search(r"median_iteration_s (\S+)", done.stdout)
     probe = PROBE.search(done.stderr)
     placement = f"{probe.group(2)} ({float(probe.group(1)):.0f} ns)" if probe else "not probed"
-    return (float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats,
-            float(median.group(1)) if median else None, placement, cpus, sampler_s)
+    return MeasuredRun(float(re.search(r"wall_s (\S+)", done.stdout).group(1)), stats,
+                       float(median.group(1)) if median else None, placement,
+                       read_recorded(cpus_dir, np_) if record else None, seen, sampler_s)
 
 
 PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|disturbed)(?:, no)? placement")
@@ -332,9 +361,10 @@ def main() -> int:
                              "with more ranks than CPUs (default: run its --quick parts now, when such runs are asked)")
     parser.add_argument("--cpu-rounds", type=int, help="rounds of that measurement, when it runs now (default 2)")
     parser.add_argument("--with-others", action="store_true",
-                        help="also weigh the other runnable tasks during each run (every 10th sample) and replay "
-                             "with them (replay --cpu-foreign), a diagnostic: each weighing takes milliseconds of "
-                             "CPU from the ranks")
+                        help="also run the /proc sampler beside each run, weighing the other runnable tasks "
+                             "(every 10th sample), and replay with them (replay --cpu-foreign), a diagnostic: the "
+                             "sampler takes CPU from the ranks (each weighing milliseconds), so the measured runs "
+                             "are slower with it")
     parser.add_argument("--keep", help="keep the traces, stats and profiles in this new directory (default: a "
                                        "temporary one, deleted)")
     args = parser.parse_args()
@@ -370,7 +400,7 @@ def main() -> int:
                       f"{bench_row(path, 'allreduce', 8)}; at 64 KiB {bench_row(path, 'allreduce', 65536)}")
         exe = {"c": os.path.join(tmp, "halo_timed"), "coll": os.path.join(tmp, "coll_timed")}
         subprocess.run([find_mpicc(), "-O0", os.path.join(SRC, "halo_timed.c"), "-o", exe["c"]], check=True)
-        subprocess.run([find_mpicc(), "-O0", os.path.join(OWN_SRC, "coll_timed.c"), "-o", exe["coll"]], check=True)
+        subprocess.run([find_mpicc(), "-O0", os.path.join(OWN_SRC, "coll_timed.c"), "-I", SRC, "-o", exe["coll"]], check=True)
         sharing, sharing_text = None, ""
         if max(args.np) > cpus:
             if args.cpu_figures:
@@ -391,12 +421,14 @@ def main() -> int:
               "with others (summary only, with --with-others): a "
               "diagnostic, not the target, replayed by turns beside the other runnable tasks the sampler weighed "
               "(replay --cpu-foreign; far off on a quiet machine, docs/replay.md)")
-        print(f"# {SAMPLER_CPU_NOTE}; each row gives the sampler's CPU time over its whole run (start-up and "
-              "set-up included, of which the timed window is a part)")
+        print("# the ranks record their own CPUs, one sched_getcpu() an iteration (CXLSIM_RANK_CPUS, cpu_record.h); "
+              "nothing samples the runs" + (f"; but {SAMPLER_CPU_NOTE}; each row gives the sampler's CPU time over "
+                                            "its whole run (start-up and set-up included, of which the timed window "
+                                            "is a part)" if args.with_others else ""))
         print(f"# {'app':<5}{'np':>2}{'run':>4}{'load':>7}{'measured ms':>13}{'predicted ms':>14}{'error':>9}"
               f"{'network only':>14}{'error':>9}{'a CPU each':>12}{'error':>9}{'traced compute ms':>19}"
               f"{'MPI ms measured':>17}{'predicted':>11}{'median it. us':>15}{'predicted':>11}  placement "
-              "(the pool's flag round trip, its set-up probe; np 2 only); the ranks' CPUs, sampled every 25 ms (10 ms where they outnumber the CPUs) "
+              "(the pool's flag round trip, its set-up probe; np 2 only); the CPU each rank was on at most iterations, as it recorded "
               "(the replay by turns puts each rank there)")
         lines = set()
         for run in range(args.runs):
@@ -406,22 +438,27 @@ def main() -> int:
                     directory = os.path.join(tmp, f"trace-{app}-{n}-{run}")
                     before = load()
                     iterations = args.iterations or ITERATIONS[app]
-                    measured, stats, median_it, placement, seen, sampler_s = traced_run(
-                        app, exe, n, directory, iterations, work, sample_interval_s(n, cpus),
-                        10 if args.with_others else 0)
+                    ran = traced_run(app, exe, n, directory, iterations, work, record=True,
+                                     interval_s=sample_interval_s(n, cpus) if args.with_others else None,
+                                     others_every=10)
+                    measured, stats, median_it, placement = (ran.wall_s, ran.stats, ran.median_iteration_s,
+                                                             ran.placement)
+                    seen, sampler_s = ran.recorded, ran.sampler_s
                     observed = seen.cpu_map(n)
                     shared = None  # by turns where ranks outnumber the CPUs, or the run kept two on one CPU
                     if sharing is not None and (n > cpus or (observed and len(set(observed)) < n and not seen.moves)):
                         shared = dataclasses.replace(sharing, cpu_map=observed) if observed else sharing
-                    cpu_note = (f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves seen)" if observed
-                                else "; CPUs not seen (rank r on CPU r % N)") + f", sampler {sampler_s * 1e3:.1f} ms CPU (the whole run)"
+                    cpu_note = ((f"; CPUs {','.join(map(str, observed))} ({seen.moves} moves recorded)" if observed
+                                 else "; CPUs not recorded (rank r on CPU r % N)")
+                                + (f", sampler {sampler_s * 1e3:.1f} ms CPU (the whole run)" if sampler_s is not None
+                                   else ""))
                     predicted, compute, line, calls, tracer_s = predicted_window_s(directory, f"{profile}+{local}",
                                                                                    stats, shared)
                     tracer_note = (f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
                                    if tracer_s is not None else "; no call durations: the trace's gaps")
                     network = predicted_window_s(directory, profile, None, shared)[0]
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
-                    foreign = seen.foreign_weight(cpus)
+                    foreign = ran.sampled.foreign_weight(cpus) if ran.sampled else None
                     with_others = None  # a diagnostic: the replay by turns with this run's other runnable tasks
                     if sharing is not None and foreign is not None and observed:
                         loaded = dataclasses.replace(sharing, cpu_map=observed, foreign=foreign)
@@ -443,6 +480,7 @@ def main() -> int:
                                  "one_cpu_each_s": one_each, "cpu_sharing": vars(shared) if shared else None,
                                  "median_iteration_s": median_it, "placement": placement,
                                  "cpu_map": list(observed) if observed else None, "cpu_moves": seen.moves,
+                                 "rank_sched": {r: vars(v) for r, v in seen.sched.items()},
                                  "sampler_cpu_s": sampler_s, "tracer_s": tracer_s,
                                  "traced_compute_s": compute, "coll_prices": priced or None,
                                  "foreign_weight": list(foreign) if foreign else None, "with_others_s": with_others,

@@ -3,7 +3,11 @@
  * algorithm), MPI_Allgather of 4 KiB per rank, MPI_Bcast of 4 KiB from rank 0, MPI_Allreduce of one
  * double; one untimed iteration first (every call's first-use set-up), then rank 0 prints the wall time
  * from the first barrier's end to the last barrier's end, and its median iteration.
- *     coll_timed [ITERATIONS [WORK]] */
+ *     coll_timed [ITERATIONS [WORK]]
+ * Where CXLSIM_RANK_CPUS names a directory, each rank records its CPU at every timed iteration
+ * (tests/data/traces/src/cpu_record.h: compile with -I there). */
+#define _GNU_SOURCE
+#include "cpu_record.h"
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,9 +32,11 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   iteration(steps);
+  cpu_record_start(iterations);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime(), last = t0;
   for (int it = 0; it < iterations; it++) {
+    cpu_record_at();
     iteration(steps);
     double t = MPI_Wtime();
     took[it] = t - last;
@@ -40,6 +46,7 @@ int main(int argc, char **argv) {
   double t1 = MPI_Wtime();
   qsort(took, iterations, sizeof *took, by_value);
   if (rank == 0) printf("wall_s %.9f\nmedian_iteration_s %.9f\n", t1 - t0, iterations > 0 ? took[iterations / 2] : 0.0);
+  cpu_record_end(rank);
   MPI_Finalize();
   return 0;
 }

@@ -9,6 +9,13 @@ weighs the runnable tasks that are not the run's ranks (every thread in state R 
 this process's, on the CPU its `processor` field names, weighted as Linux weighs its nice level:
 `NICE_WEIGHT`, in nice-0 tasks): `foreign_weight()`, their mean per CPU, is the load other processes put
 beside the ranks, which the replay by turns takes as measured (cxlsim.replay.cpu_sharing). Linux only (/proc).
+
+The sampler takes CPU from the ranks it watches (each sample lists /proc): where ranks outnumber the CPUs it
+slows the run (C halo np 4 on 2 CPUs, 6 interleaved pairs under load: wall median 44.1 ms sampled every 10 ms
+against 32.6 ms unsampled). So the validation's apps record their own CPUs instead
+(tests/data/traces/src/cpu_record.h: sched_getcpu() once an iteration, written to DIR/rank<R>.cpus.txt after
+the run's last barrier), and `read_recorded(DIR, n)` reads them into a `RecordedCPUs`, which answers
+`cpu_map(n)` and `moves` as a `RankCPUs` does, with each rank's `RankSched` over the recorded loop.
 """
 from __future__ import annotations
 
@@ -18,7 +25,9 @@ import subprocess
 import threading
 from dataclasses import dataclass
 
-__all__ = ["RankCPUs", "RankSched", "run_seeing_cpus", "NICE_WEIGHT"]
+from cxlsim.errors import InputError
+
+__all__ = ["RankCPUs", "RankSched", "RecordedCPUs", "read_recorded", "run_seeing_cpus", "NICE_WEIGHT"]
 
 NICE_WEIGHT = dict(zip(range(-20, 20), (
     88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906,
@@ -176,3 +185,64 @@ class RankCPUs:
         if any(r not in self.seen for r in range(n)):
             return None
         return tuple(max(self.seen[r], key=self.seen[r].get) for r in range(n))
+
+
+@dataclass(frozen=True)
+class RecordedCPUs:
+    """The CPUs a run's ranks recorded themselves (cpu_record.h), one per iteration."""
+
+    cpus: tuple
+    """Per rank, the CPU it was on at each iteration's start (a tuple of CPU numbers)."""
+    sched: dict
+    """{rank: RankSched} over the recorded loop (from before its first barrier to after its last)."""
+
+    @property
+    def moves(self) -> int:
+        """Iterations, over all ranks, at which a rank was on another CPU than at its previous one."""
+        return sum(a != b for mine in self.cpus for a, b in zip(mine, mine[1:]))
+
+    def cpu_map(self, n: int) -> tuple | None:
+        """The CPU each of ranks 0..n-1 was on at most iterations (the lowest on a tie); None if one recorded none."""
+        if len(self.cpus) < n or any(not self.cpus[r] for r in range(n)):
+            return None
+        return tuple(max(sorted(set(self.cpus[r])), key=self.cpus[r].count) for r in range(n))
+
+
+SCHED_FIELDS = ("cpu_ns", "waited_ns", "switches", "sleeps")
+"""The first line's keys of a rank's record, in order."""
+
+
+def read_recorded(directory: str, n: int) -> RecordedCPUs:
+    """Read DIR/rank<R>.cpus.txt of ranks 0..n-1 (cpu_record.h's format); InputError naming the file, the line
+    and the field where one is missing or malformed."""
+    cpus, sched = [], {}
+    for rank in range(n):
+        path = os.path.join(directory, f"rank{rank}.cpus.txt")
+        try:
+            with open(path) as fh:
+                lines = fh.read().splitlines()
+        except OSError as e:
+            raise InputError(f"{path}: rank {rank}'s CPU record: {e.strerror}") from None
+        if len(lines) != 2:
+            raise InputError(f"{path}: expected 2 lines (the scheduler's figures, the CPUs), got {len(lines)}")
+        fields = lines[0].split()
+        keys = tuple(fields[0::2])
+        if keys != SCHED_FIELDS or len(fields) != 2 * len(SCHED_FIELDS):
+            raise InputError(f"{path}:1: expected the fields {' '.join(SCHED_FIELDS)} with a value each, "
+                             f"got {lines[0]!r}")
+        try:
+            values = [float(v) for v in fields[1::2]]
+        except ValueError:
+            raise InputError(f"{path}:1: a field's value is not a number: {lines[0]!r}") from None
+        sched[rank] = RankSched(values[0], values[1], int(values[2]), int(values[3]))
+        words = lines[1].split()
+        if not words or words[0] != "cpus":
+            raise InputError(f"{path}:2: expected the field 'cpus' then a CPU per iteration, got {lines[1]!r}")
+        try:
+            mine = tuple(int(w) for w in words[1:])
+        except ValueError:
+            raise InputError(f"{path}:2: field 'cpus': a CPU is not a whole number: {lines[1]!r}") from None
+        if any(c < 0 for c in mine):
+            raise InputError(f"{path}:2: field 'cpus': sched_getcpu() failed (a CPU of -1): {lines[1]!r}")
+        cpus.append(mine)
+    return RecordedCPUs(tuple(cpus), sched)
