@@ -79,7 +79,7 @@ from collections import Counter
 
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
-from cxlsim.replay.pool_messages import DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, LINE_BYTES, PoolMessages, _lines
+from cxlsim.replay.pool_messages import DEFAULT_SLOT_BYTES, DEFAULT_SLOTS, LINE_BYTES, PoolMessages, whole_lines
 
 __all__ = ["OSU_WINDOW", "ACK_BYTES", "pieces_of", "piece_cycles_ns", "iteration_ns", "simulate_iteration_ns",
            "bandwidth_gb_s"]
@@ -93,9 +93,9 @@ _DATA_TAG, _ACK_TAG = 1, 2
 
 def pieces_of(size_bytes: int, slot_bytes: int = DEFAULT_SLOT_BYTES) -> list[int]:
     """The pieces one message of `size_bytes` is cut into by the protocol, each in whole lines, bytes."""
-    slot = _lines(slot_bytes)
+    slot = whole_lines(slot_bytes)
     count = max(1, -(-size_bytes // slot))
-    return [_lines(min(slot, size_bytes - i * slot)) for i in range(count)]
+    return [whole_lines(min(slot, size_bytes - i * slot)) for i in range(count)]
 
 
 def _terms(fig):
@@ -136,7 +136,7 @@ def _hw_terms(fig):
 def piece_cycles_ns(fig, piece_bytes: int, pairs: int = 1) -> tuple[float, float]:
     """(sender, receiver) steady cycle per piece of `piece_bytes` (whole lines), ns, with `pairs` senders
     sharing one host's issue port (see the module docstring): s_k(W) and r(W), either coherence mode."""
-    w = _lines(piece_bytes)
+    w = whole_lines(piece_bytes)
     if fig.coherence == Coherence.HW:
         _check_hw_pairs(pairs)
         recall, write, drain, _ = _hw_terms(fig)
@@ -156,7 +156,7 @@ def iteration_ns(fig, size_bytes: int, window: int = OSU_WINDOW, pairs: int = 1,
     poll, write, drain, first_poll, flush, _ = _terms(fig)
     later = Counter(message * window)  # every piece but the window's first one, by size
     later[message[0]] -= 1
-    ack = _lines(ACK_BYTES)
+    ack = whole_lines(ACK_BYTES)
     total = poll + write(message[0]) + flush + first_poll + drain(message[0])
     for w, count in later.items():
         total += count * max(piece_cycles_ns(fig, w, pairs))
@@ -175,7 +175,7 @@ def _hw_iteration_ns(fig, message, window, pairs) -> float:
     last = message[-1]
     total -= recall                                             # the last piece: up to its flag store
     total += (recall if len(message) == 1 else 2 * path) + recall + drain(last)
-    ack = _lines(ACK_BYTES)
+    ack = whole_lines(ACK_BYTES)
     return total + recall + write(ack) + recall + recall + drain(ack)
 
 

@@ -62,7 +62,8 @@ DEFAULT_SLOTS = 4
 """Slots per ordered pair: pieces in flight before the sender waits for an acknowledgement."""
 
 
-def _lines(size_bytes: int) -> int:
+def whole_lines(size_bytes: int) -> int:
+    """Bytes of the whole 64 B lines that hold `size_bytes` (at least one line)."""
     return max(LINE_BYTES, -(-size_bytes // LINE_BYTES) * LINE_BYTES)
 
 
@@ -70,7 +71,7 @@ def message_ns(fig, size_bytes: int) -> tuple[float, float]:
     """(sent, received) ns of one message of at most one slot on an idle pool with figures `fig`
     (see the module docstring): when the send completes and when the receive does."""
     x = LINE_BYTES / fig.host_bw_bytes_per_ns
-    w = _lines(size_bytes)
+    w = whole_lines(size_bytes)
     d = w / fig.host_bw_bytes_per_ns
     stream = max(d, w / fig.device_bw_bytes_per_ns)
     path, load, f, fence = fig.path_ns, fig.load_ns, fig.flush_ns_per_line, fig.fence_ns
@@ -91,7 +92,7 @@ class PoolMessages(Transport):
     def __init__(self, pool, slot_bytes: int = DEFAULT_SLOT_BYTES, slots: int = DEFAULT_SLOTS, low_bytes: int = 0):
         p = pool.size
         self.pool, self.env, self.size = pool, pool.env, p
-        self.slot_bytes, self.slots = _lines(slot_bytes), slots
+        self.slot_bytes, self.slots = whole_lines(slot_bytes), slots
         self.stride = self.slot_bytes + 2 * LINE_BYTES
         region = p * p * slots * self.stride
         self.base = pool.pool_bytes - region
@@ -133,7 +134,7 @@ class PoolMessages(Transport):
             data, full, ack = self._slot(src, dst, n)
             if n >= self.slots:
                 yield pool.wait_flags(src, [ack], n - self.slots)
-            nbytes = _lines(min(self.slot_bytes, size_bytes - i * self.slot_bytes))
+            nbytes = whole_lines(min(self.slot_bytes, size_bytes - i * self.slot_bytes))
             yield pool.pool_write(src, data, nbytes, message if i == pieces - 1 else None, streaming=True)
             if self.flush_mode:
                 yield pool.flush(src, data, nbytes)
@@ -156,7 +157,7 @@ class PoolMessages(Transport):
         for i in range(pieces):
             n = first + i
             data, full, ack = self._slot(src, dst, n)
-            nbytes = _lines(min(self.slot_bytes, size_bytes - i * self.slot_bytes))
+            nbytes = whole_lines(min(self.slot_bytes, size_bytes - i * self.slot_bytes))
             yield pool.wait_flags(dst, [full], n)
             if self.flush_mode:
                 yield pool.flush(dst, data, nbytes)
