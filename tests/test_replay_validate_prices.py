@@ -14,12 +14,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LOCAL = os.path.join(HERE, "data", "local_host_profile_np2.json")
 
 
-def validate_module():
-    spec = importlib.util.spec_from_file_location("replay_validate",
-                                                  os.path.join(HERE, "..", "benchmarks", "replay_validate.py"))
+def benchmark_module(name):
+    """benchmarks/NAME.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, "..", "benchmarks", f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def validate_module():
+    return benchmark_module("replay_validate")
 
 
 def coll_trace(tmp_path, write_trace):
@@ -118,11 +122,7 @@ def test_a_profile_with_jobs_prices_the_allreduce_at_the_traced_run_s_round_trip
 
 
 def coll_kinds_module():
-    spec = importlib.util.spec_from_file_location("replay_coll_kinds",
-                                                  os.path.join(HERE, "..", "benchmarks", "replay_coll_kinds.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("replay_coll_kinds")
 
 
 def test_replay_coll_kinds_reads_own_times_and_prices_each_block_by_the_cold_rule(tmp_path):
