@@ -3,7 +3,7 @@ import numpy as np
 
 import pytest
 
-from cxlsim.calibrate.patterns import (FOLD, PATTERNS, VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES, join_pattern_ranks,
+from cxlsim.calibrate.patterns import (FOLD, FOLD_NEXT, PATTERNS, VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES, join_pattern_ranks,
                                       kernel_steps, pattern_name, pattern_rank, view_rounds, view_streams)
 from cxlsim.errors import InputError
 
@@ -26,8 +26,8 @@ def test_kernel_steps_move_what_the_kernels_move_by_hand():
         assert moved(kernel_steps("allreduce_small", s, r)) == (s, s, s)  # own block from send, the other slot
         assert kernel_steps("allreduce_small", s, r)[0][2] == FOLD  # folded into an output, as into recv
         large = kernel_steps("allreduce_large", s, r)
-        assert len(large) == 2 and large[0][2] and not large[1][2]  # the fold's loads, then the copies out
-        assert moved(large) == (s, 3 * s // 2, s // 2)  # shares: the other's in, own folded in; 1 + 2 out
+        assert len(large) == 2 and large[0][2] == FOLD_NEXT and not large[1][2]  # the fold, then the copies out
+        assert moved(large) == (s // 2, 3 * s // 2, s // 2)  # shares: the other's in (own folded in); 1 + 2 out
     assert pattern_name("allreduce", 100, 64) == "allreduce_large" and pattern_name("allreduce", 8, 64) == "allreduce_small"
     assert pattern_name("barrier", 0, 64) is None and pattern_name("broadcast", 8, 64) == "broadcast"
     with pytest.raises(InputError, match="pattern"):
@@ -130,3 +130,28 @@ def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(co
     with pytest.raises(Exception, match="fold step"):  # the kernels' fold: blocks of one size, whole float32s
         run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 64)], [(-1, 0, 64), (0, 0, 32)], FOLD)], 1),
                   slot_bytes=64)
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_a_fold_into_the_next_slot_leaves_the_fold_there(coherence):
+    """FOLD_NEXT (the large allreduce's share): the float32 sum of the step's reads lands in this rank's slot of the next
+    data round at the first read's offset, where the next step's reads (and the other rank) find it; a fold that would
+    leave the slot is refused."""
+    from cxlsim.emulator import primitives
+    from cxlsim.emulator.launch import run_local
+
+    def rank(comm):
+        o = 1 - comm.rank
+        steps = [([(0, 256)], [(-1, 128, 128), (o, 128, 128)], FOLD_NEXT), ([], [(comm.rank, 128, 128)], False)]
+        primitives.pattern_copy(comm, steps, 3)
+        got = np.frombuffer(bytes(comm._pool_view[comm.slot_offset(comm.data_round, comm.rank) + 128:][:128]),
+                            np.float32)
+        return got.tolist()
+    out = run_local(2, rank, coherence=coherence, slot_bytes=512)
+    for me, got in enumerate(out):  # private source bytes are (rank + 1) & 255, the other's slot holds its copy-in
+        mine = np.frombuffer(bytes([me + 1]) * 128, np.float32)
+        other = np.frombuffer(bytes([2 - me]) * 128, np.float32)
+        assert got == (mine + other).tolist()
+    with pytest.raises(Exception, match="next slot"):
+        run_local(2, lambda comm: primitives.pattern_copy(comm, [([], [(-1, 64, 64), (1 - comm.rank, 0, 64)], FOLD_NEXT),
+                                                                 ([], [(0, 0, 64)], False)], 1), slot_bytes=64)

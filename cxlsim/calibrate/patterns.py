@@ -15,18 +15,25 @@ copies, step by step (rank r, the other rank o, s bytes):
   own block from send and block r of o's row (in place);
 - allreduce small: r writes its vector; the fold folds its own block from send and o's slot (in place) into a
   private output with the kernels' own fold (read mode `FOLD`: its loads, arithmetic and the output's stores);
-- allreduce large (shares `share_bytes`): step 1 writes o's share, the fold loads r's share from
-  send and from o's slot; step 2 (the other buffer) writes r's folded share, then copies r's share
-  and o's share out.
+- allreduce large (shares `share_bytes`): step 1 writes o's share, the fold folds r's share from
+  send and from o's slot into r's slot of the next round (read mode `FOLD_NEXT`: its loads, arithmetic and
+  stores into pool lines the other rank read in the last call); step 2 (that buffer) copies r's share and
+  o's share out.
 
 Why the small allreduce's step folds (measured, session 28, 07:29 UTC, load 1.9, hw, fast placement, np 2, three
 passes): the kernel's fold stores its result into recv, and at 256 KiB the next call's copy-in took 26.3-27.9 us after
 a step of loads alone but 11.1-12.6 us after a step that also stored into a private buffer (64 and 512 KiB: alike,
 9.2-9.9 and 13.6-15.9 us), the call 27.3-28.8 us; with loads alone the data time (27 us) plus the fold (10-11.5 us)
-exceeded the call (session 27's quiet runs: 256 KiB +28..+31%). The other patterns' folds are loads alone: the
-reduce_scatter pattern at 2 s is the zero-copy view's movement at s (`consistency`), and the large allreduce's
-folded share is its second step's write. The arithmetic of loads-only folds is the fold primitive's (charged beyond
-the loads); the flags are in no pattern: the flag round trip measures them. A writer's stores drain from its store buffer while it goes on: only a
+exceeded the call (session 27's quiet runs: 256 KiB +28..+31%). Why the large allreduce's fold stores into the
+next slot (measured, session 29, 17:45-17:55 UTC, load 0.5, hw, np 2, the call beside three variants of the pattern,
+data times): with the folded share written as a separate copy-in of the second step, the pattern's data time was
+2.73 us at 64 KiB and 5.12 at 128 KiB (fast placement; the call 3.66 and 7.23 us, software and flags included), and
+4.89-5.41 and 8.51-8.87 us in the slow one (the call 8.99-10.47 and 16.1-18.2 us); the fold into a private output
+added 0.2-0.5 us, the fold into the slot 0.35-0.8 us fast and 2.3-2.7 us at 64 KiB, 5.4-6.0 us at 128 KiB slow: a
+fold that loads lines Modified in the other core's cache while it takes ownership of lines that core holds Shared
+runs far slower than the two as separate passes. The other patterns' folds are loads alone: the
+reduce_scatter pattern at 2 s is the zero-copy view's movement at s (`consistency`). The arithmetic of loads-only folds
+is the fold primitive's (charged beyond the loads); the flags are in no pattern: the flag round trip measures them. A writer's stores drain from its store buffer while it goes on: only a
 rank that waits for the writer's flag waits for them, so a broadcast root's own part is its stores'
 issue time (at 4 B-1 KiB about 10-30 ns against 100-140 ns until drained, loaded machine), every
 other rank's the slowest copy-in drained. A job measures the patterns before and after its calls and keeps, per size,
@@ -45,6 +52,8 @@ from cxlsim.models.collectives import pool_collectives as pc
 FOLD = "fold"
 """A step's read mode: its in-place reads folded by the kernels' own fold into a private output
 (`primitives.pattern_copy`, float32 sum)."""
+FOLD_NEXT = "fold-next"
+"""A step's read mode: the same fold, into this rank's slot of the next data round (the large allreduce's share)."""
 
 PATTERNS = ("broadcast", "alltoall", "reduce_scatter", "allreduce_small", "allreduce_large")
 """The patterns measured: the collectives' kernels (allreduce's two algorithms apart)."""
@@ -77,8 +86,8 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
         return [([(0, s)], [(-1, 0, s) if k == r else (k, 0, s) for k in (0, 1)], FOLD)]
     if pattern == "allreduce_large":
         (mlo, mhi), (olo, ohi) = pc.share_bytes(s, 2, r), pc.share_bytes(s, 2, o)
-        return [([(olo, ohi - olo)], [(-1, mlo, mhi - mlo), (o, mlo, mhi - mlo)], True),
-                ([(mlo, mhi - mlo)], [(r, mlo, mhi - mlo), (o, olo, ohi - olo)], False)]
+        return [([(olo, ohi - olo)], [(-1, mlo, mhi - mlo), (o, mlo, mhi - mlo)], FOLD_NEXT),
+                ([], [(r, mlo, mhi - mlo), (o, olo, ohi - olo)], False)]
     raise InputError(f"pattern: expected one of {PATTERNS}, got {pattern!r}")
 
 

@@ -30,6 +30,7 @@ cdef extern from "cxl_reduce.h" nogil:
     void cxl_fold(int dtype, int op, char *out, const char **blocks, int nblocks, uint64_t count)  # the kernels' fold
 
 FOLD = "fold"
+FOLD_NEXT = "fold-next"
 """A `pattern_copy` step's read mode: its in-place reads are folded (float32 sum, the kernels' `cxl_fold`) into a
 private output, as a fold step of the small allreduce loads its blocks and stores the result into recv."""
 
@@ -137,8 +138,11 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     nbytes) ranges copied into a private buffer, or with read=True loaded in place (a fold's
     loads), or with read=FOLD ('fold') folded in place into a private output by the kernels' own fold
     (`cxl_fold`, float32 sum: its loads, arithmetic and the output's stores, which take lines of the
-    caches as the call's recv does); rank -1 is this rank's private source buffer (a block the kernel
-    takes from send).
+    caches as the call's recv does), or with read=FOLD_NEXT ('fold-next') folded the same way into this
+    rank's slot of the next data round at the first read's offset (the large allreduce's fold of its
+    share, which stores into the pool lines the other rank read in the last call; in flush mode written
+    back in the next step's write-back phase, as the kernel writes it back before its flag); rank -1 is
+    this rank's private source buffer (a block the kernel takes from send).
     A step that moves bytes on this rank takes the next data round (buffers alternate, as the
     kernels' steps do), so every rank must move bytes in the same steps.
 
@@ -162,9 +166,10 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     cdef char *dst
     cdef char *slot
     cdef char *from_
+    cdef char *fold_out = NULL
     cdef const char *folded[8]
     cdef int nfold = 0
-    cdef uint64_t fold_bytes = 0
+    cdef uint64_t fold_bytes = 0, next_bytes = 0
     cdef int P = kernel.coll.pool.nranks, me = kernel.coll.pool.rank
     kernel.check_open()
     if iterations < 1:
@@ -178,13 +183,16 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                 raise InputError(f"pattern_copy: write [{o}, {o + n}) outside the pool's {kernel.slot_bytes}-byte slot")
             rows_w.append((j, o, n))
             src_bytes = max(src_bytes, o + n)
-        if read == FOLD and (not reads or len(reads) > 8 or len({n for _, _, n in reads}) > 1 or reads[0][2] % 4):
+        if read in (FOLD, FOLD_NEXT) and (not reads or len(reads) > 8 or len({n for _, _, n in reads}) > 1 or reads[0][2] % 4):
             raise InputError(f"pattern_copy: a fold step folds 1-8 reads of one size in whole float32s, got {reads}")
+        if read == FOLD_NEXT and reads[0][1] + reads[0][2] > kernel.slot_bytes:
+            raise InputError(f"pattern_copy: a fold into the next slot at [{reads[0][1]}, {reads[0][1] + reads[0][2]}) "
+                             f"is outside the pool's {kernel.slot_bytes}-byte slot")
         for r, o, n in reads:
             if not -1 <= r < P or o < 0 or n < 0 or (r >= 0 and o + n > kernel.slot_bytes):
                 raise InputError(f"pattern_copy: read (rank {r}, [{o}, {o + n})) outside the {P} ranks' "
                                  f"{kernel.slot_bytes}-byte slots (rank -1: this rank's own buffer)")
-            rows_r.append((j, r, o, n, 2 if read == FOLD else bool(read)))
+            rows_r.append((j, r, o, n, 2 if read == FOLD else 3 if read == FOLD_NEXT else bool(read)))
             src_bytes = max(src_bytes, o + n if r < 0 else 1)
             dst_bytes += n
     w = np.array(rows_w, np.int64).reshape(-1, 3)
@@ -241,7 +249,10 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                         if wv[k, 0] == j:
                             cxl_range_op(&kernel.coll.pool, kernel.coll.pool.writeback_op, slot + wv[k, 1],
                                          <uint64_t>wv[k, 2])
+                    if next_bytes:  # the previous step's fold into this round's slot
+                        cxl_range_op(&kernel.coll.pool, kernel.coll.pool.writeback_op, fold_out, next_bytes)
                     cxl_mfence()
+                next_bytes = 0
                 t4 = cxl_now_ns()
                 e += 1
                 cxl_publish(&kernel.coll.pool, cxl_coll_written(e), rnd, 0)  # the ranges are written back already
@@ -262,7 +273,9 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                     if rv[k, 0] != j or rv[k, 3] == 0:
                         continue
                     from_ = src + rv[k, 2] if rv[k, 1] < 0 else cxl_slot(&kernel.coll.pool, rnd, <int>rv[k, 1]) + rv[k, 2]
-                    if rv[k, 4] == 2:
+                    if rv[k, 4] >= 2:
+                        if nfold == 0:
+                            fold_out = dst if rv[k, 4] == 2 else cxl_slot(&kernel.coll.pool, rnd + 1, me) + rv[k, 2]
                         folded[nfold] = from_
                         nfold += 1
                         fold_bytes = <uint64_t>rv[k, 3]
@@ -272,7 +285,9 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                         memcpy(dst + at, from_, <uint64_t>rv[k, 3])
                     at += <uint64_t>rv[k, 3]
                 if nfold:
-                    cxl_fold(CXL_F32, CXL_SUM, dst, folded, nfold, fold_bytes // 4)
+                    cxl_fold(CXL_F32, CXL_SUM, fold_out, folded, nfold, fold_bytes // 4)
+                    if fold_out != dst:
+                        next_bytes = fold_bytes
                 t3 = cxl_now_ns()
                 times[i, j, 0] = t1 - t0 - fenced if t1 - t0 > fenced else 0.0
                 times[i, j, 1] = t3 - t2 - clock if t3 - t2 > clock else 0.0
