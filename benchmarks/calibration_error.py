@@ -43,6 +43,7 @@ import sys
 import time
 
 from cxlsim import calibrate as cal
+from cxlsim.calibrate.allreduce_threshold import algorithm_errors
 from cxlsim.calibrate.collective_measure import jobs_line
 from cxlsim.calibrate.collectives import summarize_collectives, summary_line
 from cxlsim.calibrate.consistency import summary as consistency_summary
@@ -174,6 +175,14 @@ def main() -> int:
         for key, s in summarize_collectives(coll["rows"]).items():
             ok_all &= s["met"]
             print(collective_line(key, s))
+    threshold = result.get("allreduce_threshold")
+    if threshold and threshold["np"] == args.np:
+        print(f"  allreduce by algorithm, the threshold's calls held out ({threshold['coherence']}, placement "
+              f"{threshold['placement']}; reported, no target: the rows above run the large one from "
+              f"{threshold['allreduce_large_bytes']} B only):")
+        for name, s in algorithm_errors(result["model"], threshold).items():
+            print(f"    {name:<6} median |error| {s['median'] * 100:5.1f}%, worst {s['worst'] * 100:5.1f}% at "
+                  f"{s['worst_size']} B; " + ", ".join(f"{n >> 10} KiB {e * 100:+.0f}%" for n, _, _, e in s["rows"]))
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))
     osu = cal.from_osu(files, nodes=2)
     print(cal.report_from_osu(osu), end="")

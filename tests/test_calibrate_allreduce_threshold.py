@@ -69,3 +69,27 @@ def test_a_bad_profile_in_cxlsim_profile_makes_a_command_exit_2_naming_it(tmp_pa
                           "--repeat", "1", "--iterations", "2", "--warmup", "0"], capture_output=True, text=True,
                          timeout=120, env={**__import__("os").environ, "CXLSIM_PROFILE": path})
     assert out.returncode == 2 and "CXLSIM_PROFILE=" in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_both_algorithms_are_held_out_against_the_thresholds_calls_by_hand():
+    """algorithm_errors: each algorithm forced at every size the threshold timed, predicted by the model; the errors are
+    (predicted - measured) / measured, their median and worst by absolute value."""
+    import os
+
+    from cxlsim.calibrate import LocalModel, load_profile
+    from cxlsim.calibrate.allreduce_threshold import NEVER, algorithm_errors
+    from cxlsim.calibrate.collectives import predict_collective
+
+    path = os.path.join(os.path.dirname(__file__), "data", "local_host_profile_np2.json")
+    model = LocalModel.from_dict(load_profile(path)["model"])
+    sizes = (4096, 65536, 262144)
+    truth = {n: (predict_collective(model, "hw", "allreduce", n, NEVER), predict_collective(model, "hw", "allreduce", n, 0))
+             for n in sizes}
+    result = {"coherence": "hw", "rows": [dict(size_bytes=n, small_ns=truth[n][0] * f, large_ns=truth[n][1] / f)
+                                          for n, f in zip(sizes, (1.0, 1.25, 0.8))]}
+    got = algorithm_errors(model, result)
+    assert [row[0] for row in got["small"]["rows"]] == list(sizes)
+    assert [row[3] for row in got["small"]["rows"]] == pytest.approx([0.0, 1 / 1.25 - 1, 1 / 0.8 - 1])
+    assert [row[3] for row in got["large"]["rows"]] == pytest.approx([0.0, 0.25, -0.2])
+    assert got["small"]["worst"] == pytest.approx(0.25) and got["small"]["worst_size"] == 262144
+    assert got["large"]["median"] == pytest.approx(0.2) and got["large"]["worst_size"] == 65536

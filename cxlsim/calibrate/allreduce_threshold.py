@@ -116,3 +116,25 @@ def format_threshold(result: dict) -> str:
         lines.append(f"#   {r['size_bytes']:>8} {r['small_ns'] / 1e3:10.2f} {r['large_ns'] / 1e3:10.2f} "
                      f"{r['small_ns'] / r['large_ns']:11.2f}")
     return "\n".join(lines) + "\n"
+
+
+def algorithm_errors(model, result: dict) -> dict:
+    """Both algorithms' calls of the threshold measurement, held out and predicted by `model` (a `LocalModel` of
+    the same np, `collectives.predict_collective` with the algorithm forced): {'small'|'large': {'rows': [(size,
+    measured_ns, predicted_ns, error)], 'median', 'worst', 'worst_size'}}. The large algorithm is otherwise
+    validated only from the threshold on (at np 2 in the fast placement, often 1 MiB alone), though a library may run
+    it lower. The measured time is the slowest rank's per-call mean (osu_allreduce's loop), the prediction the
+    DES's bench loop: both include the per-call software."""
+    from cxlsim.calibrate.collectives import predict_collective
+
+    out = {}
+    for name, large in (("small", NEVER), ("large", 0)):
+        rows = []
+        for r in result["rows"]:
+            measured = r[f"{name}_ns"]
+            predicted = predict_collective(model, result["coherence"], "allreduce", r["size_bytes"], large)
+            rows.append((r["size_bytes"], measured, predicted, predicted / measured - 1.0))
+        worst = max(rows, key=lambda row: abs(row[3]))
+        out[name] = {"rows": rows, "median": statistics.median(abs(row[3]) for row in rows), "worst": abs(worst[3]),
+                     "worst_size": worst[0]}
+    return out
