@@ -42,25 +42,27 @@ def _by_hand(monkeypatch, prices):
     monkeypatch.setattr(ps, "job_prices", fake)
 
 
-def test_a_price_is_the_median_of_its_placements_jobs_scaled_to_the_round_trip(monkeypatch):
+def test_a_price_is_the_median_of_its_placements_jobs_unscaled(monkeypatch):
+    """Within a placement the jobs' prices as priced (their round trips not followed); the slow job is another
+    placement's and leaves the fast price alone, and prices a slow run alone, as priced."""
     _by_hand(monkeypatch, {64: [("fast", 100.0, 1000.0), ("fast", 60.0, 900.0), ("fast", 110.0, 1210.0),
                                 ("slow", 450.0, 9000.0)]})
     sizes = [64]
     prof = _profile([_job(0, "fast", 100.0, sizes)])
     got = ps.price_at(prof, "hw", "broadcast", 64, NEVER, 90.0)
-    scaled = sorted([1000.0 * 0.9, 900.0 * 1.5, 1210.0 * 90 / 110])  # the slow job is another placement's
-    assert got["price_ns"] == pytest.approx(scaled[1])
-    assert (got["low_ns"], got["high_ns"], got["jobs"]) == (pytest.approx(scaled[0]), pytest.approx(scaled[2]), 3)
-    assert got["rule"] == "the median of 3 fast-placement jobs' prices scaled to 90 ns"
+    assert got["price_ns"] == pytest.approx(1000.0)
+    assert (got["low_ns"], got["high_ns"], got["jobs"]) == (pytest.approx(900.0), pytest.approx(1210.0), 3)
+    assert got["rule"] == "the median of 3 fast-placement jobs' prices"
+    assert ps.price_at(prof, "hw", "broadcast", 64, NEVER, 60.0)["price_ns"] == pytest.approx(1000.0)
     slow = ps.price_at(prof, "hw", "broadcast", 64, NEVER, 400.0)
-    assert slow["price_ns"] == pytest.approx(9000.0 * 400 / 450) and slow["jobs"] == 1
+    assert slow["price_ns"] == pytest.approx(9000.0) and slow["jobs"] == 1
 
 
 def test_a_placement_no_job_measured_is_priced_from_the_others(monkeypatch):
     _by_hand(monkeypatch, {64: [("slow", 450.0, 9000.0), ("slow", 400.0, 7600.0)]})
     got = ps.price_at(_profile([_job(0, "slow", 450.0, [64])]), "hw", "broadcast", 64, NEVER, 90.0)
     assert got["price_ns"] == pytest.approx((9000.0 / 450 + 7600.0 / 400) / 2 * 90)
-    assert "slow-placement jobs' (no fast-placement job measured 64 B)" in got["rule"]
+    assert "slow-placement jobs' prices scaled to 90 ns (no fast-placement job measured 64 B)" in got["rule"]
 
 
 def test_a_size_between_measured_ones_is_interpolated_and_one_beyond_them_scaled_by_its_bytes(monkeypatch):
@@ -70,17 +72,21 @@ def test_a_size_between_measured_ones_is_interpolated_and_one_beyond_them_scaled
     assert got["price_ns"] == pytest.approx(1000.0 + (2048 - 1024) / (4096 - 1024) * 2000.0)
     assert "interpolated between 1024 and 4096 B" in got["rule"]
     beyond = ps.price_at(prof, "hw", "broadcast", 8192, NEVER, 50.0)
-    assert beyond["price_ns"] == pytest.approx(3000.0 * 2 * 0.5)
+    assert beyond["price_ns"] == pytest.approx(3000.0 * 2)  # the bytes followed, a fast round trip not
     assert "in proportion to the bytes" in beyond["rule"]
 
 
-def test_a_size_far_beyond_every_measured_one_falls_back_to_the_model_scaled_from_its_round_trip(monkeypatch):
+def test_a_size_far_beyond_every_measured_one_falls_back_to_the_model_scaled_only_from_another_placement(monkeypatch):
     _by_hand(monkeypatch, {1024: [("fast", 100.0, 1000.0)]})
     prof = _profile([_job(0, "fast", 100.0, [1024])])
     got = ps.price_at(prof, "hw", "broadcast", 4096, NEVER, 90.0)
     own = prof["model"]["roundtrip_ns"]["hw"]
-    assert got["jobs"] == 0 and "profile model's price" in got["rule"]
-    assert got["price_ns"] == pytest.approx(ps.profile_price(prof, "hw", "broadcast", 4096, NEVER) * 90.0 / own)
+    assert own < 200.0  # the fixture's model: the fast placement, as the run's 90 ns
+    assert got["jobs"] == 0 and got["rule"].startswith("the profile model's price (no job")
+    model = ps.profile_price(prof, "hw", "broadcast", 4096, NEVER)
+    assert got["price_ns"] == pytest.approx(model)
+    slow = ps.price_at(prof, "hw", "broadcast", 4096, NEVER, 450.0)
+    assert slow["price_ns"] == pytest.approx(model * 450.0 / own) and "scaled from its round trip" in slow["rule"]
 
 
 def test_an_allreduces_neighbours_are_priced_with_the_calls_algorithm(monkeypatch):

@@ -20,9 +20,18 @@ fast job of that size at all, and their model's copies fell back to the allgathe
 profile's price is the price of the round trip its jobs happened to see. A job's price over its
 round trip, though, stayed within 0.9-1.3x across them (64 KiB: 110, 92-117 and 96 ns per ns; 8 B:
 1.14-1.27 fast and 1.11-1.16 slow): the kernel's copies are line transfers between the two cores, which
-the round trip times. `price_at` prices a call at a given round trip (the traced run's, which the
-library's stats header gives) as the median of the profile's jobs' prices scaled to it, so profiles
-made minutes apart price one run alike. Units: ns, bytes.
+the round trip times. Within the fast placement, though, the call followed its round trip only weakly in session 29
+(measured,
+17:20 UTC, load 0.5, 30 fresh two-rank jobs in the fast placement, each probing the best of three ping-pongs, then
+the calls: at 71-85 ns the 64 KiB large allreduce took 3.31-3.99 us, correlation +0.29, elasticity 0.33 at the
+mean; the small one -0.22, the 8 B allreduce 0.27, the 4 KiB allgather 0.24), and the round trips are not one
+statistic: a job's blocks report the median of short ping-pongs (95-97 ns beside a 73 ns best-of-three of the same
+profile), the library's set-up probe its best of a few. Scaling a job at 95 ns to a run's 82 ns probe priced the
+64 KiB allreduce 2.8 us against the 3.0 us the jobs' figures gave and the 3.3-3.7 us the library's calls took. So
+`price_at` prices a call at a given round trip (the traced run's, which the library's stats header gives) as the
+median of the prices of the profile's jobs of that round trip's placement, unscaled, and only where no job of that
+placement measured the size, of the other placement's jobs scaled to it. The fast placement's spread of session 25
+(63 against 108-114 ns) is then in the price's range (its jobs' low and high), not followed. Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -109,26 +118,28 @@ jobs that measured 64 KiB)."""
 
 def scaled_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
                   roundtrip_ns: float, placement: str | None = None) -> tuple[list[float], list[str]]:
-    """Each job's price of this call (`job_prices`) scaled to the round trip `roundtrip_ns` (x roundtrip_ns /
-    the job's round trip), over the jobs of `placement` if any of them measured the size, else every job;
-    with the placements of the jobs used (sorted, distinct)."""
+    """Each job's price of this call (`job_prices`): as priced, over the jobs of `placement` if any of them measured
+    the size, else every job's scaled to the round trip `roundtrip_ns` (x roundtrip_ns / the job's round trip); with
+    the placements of the jobs used (sorted, distinct)."""
     jobs = [j for j in job_prices(profile, coherence, collective, size_bytes, large_bytes) if j["roundtrip_ns"]]
-    mine = [j for j in jobs if j["placement"] == placement] or jobs
-    return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in mine], sorted({j["placement"] for j in mine})
+    mine = [j for j in jobs if j["placement"] == placement]
+    if mine:
+        return [j["price_ns"] for j in mine], [placement]
+    return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in jobs], sorted({j["placement"] for j in jobs})
 
 
 def price_at(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
              roundtrip_ns: float) -> dict:
     """The kernel's price of one call at a flag round trip `roundtrip_ns` (the traced run's, ns): {'price_ns'
-    (the median of the profile's jobs' prices scaled to that round trip, `scaled_prices`, over the jobs of
-    its placement, `host.placement_of`, if any measured the size), 'low_ns', 'high_ns' (their range: the
+    (the median of the prices of the profile's jobs of its placement, `host.placement_of`, if any measured the
+    size, else of every job's scaled to that round trip: `scaled_prices`), 'low_ns', 'high_ns' (their range: the
     profile's spread), 'jobs', 'rule'}. A size no job measured: interpolated linearly between the nearest
     measured sizes on either side, priced with this call's algorithm (an allreduce block measures both
     algorithms' patterns and folds); measured sizes on one side only: the nearest one's in proportion to the
-    bytes, within EXTRAPOLATE_SPAN of it; else the profile model's price (`profile_price`) scaled from its
-    own round trip; 'rule' says which. Why scaling: a job's price
-    over its round trip stayed within 0.9-1.3x at 63-441 ns (module docstring), the price of a kernel whose
-    copies are line transfers between the two cores."""
+    bytes, within EXTRAPOLATE_SPAN of it; else the profile model's price (`profile_price`), scaled from its
+    own round trip where that was another placement's; 'rule' says which. Why scaling between placements only: a
+    job's price over its round trip stayed within 0.9-1.3x at 63-441 ns, while within the fast placement the calls
+    followed the round trip with an elasticity of about 0.3 (module docstring)."""
     placement = placement_of(roundtrip_ns)
     mode = Coherence.parse(coherence, "coherence").value
 
@@ -136,10 +147,11 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
         got, placements = scaled_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
         if not got:
             return None
-        whose = (f"{placement}-placement jobs'" if placements == [placement] else
-                 f"{'/'.join(placements)}-placement jobs' (no {placement}-placement job measured {n} B)")
+        whose = (f"{placement}-placement jobs' prices" if placements == [placement] else
+                 f"{'/'.join(placements)}-placement jobs' prices scaled to {roundtrip_ns:.0f} ns (no {placement}-"
+                 f"placement job measured {n} B)")
         return {"price_ns": statistics.median(got), "low_ns": min(got), "high_ns": max(got), "jobs": len(got),
-                "rule": f"the median of {len(got)} {whose} prices scaled to {roundtrip_ns:.0f} ns"}
+                "rule": f"the median of {len(got)} {whose}"}
     own_size = at(size_bytes, large_bytes)
     if own_size is not None:
         return own_size
@@ -169,7 +181,10 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
                 "high_ns": a["high_ns"] + w * (b["high_ns"] - a["high_ns"]), "jobs": min(a["jobs"], b["jobs"]),
                 "rule": f"{how} ({a['rule']})"}
     own = LocalModel.from_dict(profile["model"]).roundtrip_ns[mode]
-    price = profile_price(profile, coherence, collective, size_bytes, large_bytes) * roundtrip_ns / own
+    price = profile_price(profile, coherence, collective, size_bytes, large_bytes)
+    how = "the profile model's price"
+    if placement_of(own) != placement:
+        price *= roundtrip_ns / own
+        how += f" scaled from its round trip {own:.0f} ns ({placement_of(own)} placement)"
     return {"price_ns": price, "low_ns": price, "high_ns": price, "jobs": 0,
-            "rule": f"the profile model's price scaled from its round trip {own:.0f} ns (no job measured this size, "
-                    f"sizes on both sides of it or one within {EXTRAPOLATE_SPAN:g}x)"}
+            "rule": f"{how} (no job measured this size, sizes on both sides of it or one within {EXTRAPOLATE_SPAN:g}x)"}

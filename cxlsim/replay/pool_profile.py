@@ -26,9 +26,9 @@ profile's per-call software overhead, which is the Python bench's (`collective_o
 120-340 ns) and not the C library's (33-59 ns at np 1, docs/mpi.md), which no profile measures and
 which is not charged. The allreduce's T, where the profile has collectives jobs, the trace is of the
 profile's np and the run's stats header gives its flag round trip (fast or slow), is the profile's jobs'
-price at that round trip (`cxlsim.calibrate.price_spread.price_at`: a call's kernel time follows the
-round trip its stretch of the machine had, so the profile's own model price is not repeatable between
-calibrations); else the model's. The rank's CPU is held for T (the kernel copies and polls). Approximations,
+price at that round trip (`cxlsim.calibrate.price_spread.price_at`: its placement's jobs as priced, or the
+other placement's scaled to it; a call's kernel time follows the placement its stretch of the machine had, so
+the profile's own model price is not repeatable between calibrations); else the model's. The rank's CPU is held for T (the kernel copies and polls). Approximations,
 said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
 sooner); the library's inline allreduce in hw mode (inputs up to INLINE_MAX_BYTES: 112 B in the fast
 placement or at np > 2, 168 B in the slow one; one line transfer in series per call fewer than the
@@ -289,7 +289,7 @@ class PoolPricing:
         large = (f"; allreduce large from {self.large_bytes} B"
                  + (" (the library's default, assumed: not in the stats)" if self.large_assumed else " (the run's)"))
         at = (f"; allreduce priced at the run's flag round trip {self.at_roundtrip_ns:.0f} ns from the profile's "
-              f"jobs (calibrate.price_spread.price_at: {'; '.join(sorted(self._rules)) or 'the median of the run placement jobs prices scaled to it'})"
+              f"jobs (calibrate.price_spread.price_at: {'; '.join(sorted(self._rules)) or 'the median of the run placement jobs prices'})"
               if self.at_roundtrip_ns else "; allreduce priced by the profile's model (no jobs in the profile, no "
               "fast or slow round trip in the run's stats, or another np)")
         return (f"collectives on the pool by local-host profile {self.name} ({self.coherence.value}): {kinds} "
