@@ -351,15 +351,16 @@ def test_the_des_exchange_grows_by_exactly_its_charge_and_the_charge_makes_it_th
         assert exchange_charge_ns(measured, mode) == pytest.approx(321.0, abs=1e-6)
         assert des_exchange_ns(measured, mode, exchange_charge_ns(measured, mode)) == pytest.approx(base + 321.0)
         assert exchange_charge_ns(dataclasses.replace(m, exchange_ns={mode: base - 50.0}), mode) == 0.0  # never < 0
-        # a barrier call carries the charge once; a small allreduce or an alltoall (one step) once, the large
-        # allreduce twice (two steps); a broadcast (its reader waits for a root that publishes and returns) none;
-        # in hw mode in the slow placement only the barrier is charged (`exchange_charged`)
+        # flush: a barrier call carries the charge once, a small allreduce or an alltoall (one step) once, the
+        # large allreduce twice (two steps); a broadcast (its reader waits for a root that publishes and returns)
+        # none; hw: the allreduce alone in the fast placement, nothing in the slow one (`exchange_charged`)
         assert m.roundtrip_ns["hw"] < 200.0  # the fixture's: the fast placement
         for slow in (False, True):
             rt = dict(m.roundtrip_ns, hw=450.0) if slow else m.roundtrip_ns
             base_m, charged_m = (dataclasses.replace(x, roundtrip_ns=rt) for x in (m, measured))
             steps = 0 if slow and mode == "hw" else 1
-            for collective, size, waits in (("barrier", 0, 1), ("alltoall", 64, steps), ("allreduce", 64, steps),
+            others = 1 if mode == "flush" else 0  # the barrier and the alltoall: charged in flush mode only
+            for collective, size, waits in (("barrier", 0, others), ("alltoall", 64, others), ("allreduce", 64, steps),
                                             ("allreduce", 1 << 16, 2 * steps), ("broadcast", 64, 0)):
                 large = 1 << 16
                 assert predict_collective(charged_m, mode, collective, size, large) \

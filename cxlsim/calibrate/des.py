@@ -116,9 +116,8 @@ def solve_path_ns(model: LocalModel, size_bytes: int, coherence: str, roundtrip_
 
 def charged_exchange(collective: str, coherence: Coherence) -> bool:
     """Whether the DES's waits in this collective's calls are charged up to the measured symmetric flag
-    exchange: the barrier (osu_barrier's back-to-back exchanges are the probe's loop) in both modes, and
-    in flush mode every collective whose steps are symmetric exchanges (`FLUSH_CHARGED`: the allgather's
-    one step and `collective_blocks.SYMMETRIC`).
+    exchange: in flush mode every collective whose steps are symmetric exchanges (`FLUSH_CHARGED`: the
+    allgather's one step and `collective_blocks.SYMMETRIC`, the barrier among them); in hw mode none.
 
     Chosen by an A/B on held-out runs (19:00-19:06, load 3.7-4.7): flush allreduce, reduce_scatter and
     alltoall at 4 B-4 KiB were 12-25% short uncharged and within a median 4-8% charged (a flush poll is a
@@ -127,8 +126,12 @@ def charged_exchange(collective: str, coherence: Coherence) -> bool:
     10-30% over charged there (x86 posts the flag store, and in a call the line moves while the rank
     still copies, which the probe's clock spin does not). The flush allgather (copy and zero-copy: every
     rank publishes its block and polls the other's at once, the same step) was 12-28% short at 1 B-2 KiB
-    uncharged in session 24's two quiet runs, medians 8.2-9.6%; re-predicted charged, 3.9-6.9%."""
-    return collective == "barrier" or (coherence == Coherence.FLUSH and collective in FLUSH_CHARGED)
+    uncharged in session 24's two quiet runs, medians 8.2-9.6%; re-predicted charged, 3.9-6.9%. The hw
+    barrier was charged too until session 29: re-predicted on five profiles of that session (17:00-17:35 UTC,
+    load 0.1-0.9; the same jobs), fast-placement medians charged -> uncharged 15.2 -> 4.4, 20.2 -> 5.2,
+    22.8 -> 4.2, 13.2 -> 5.5 and 6.8 -> 8.1%, the one slow-placement figure 10.8 -> 1.4% (the charge made
+    the 180 ns barrier 210-230 ns)."""
+    return coherence == Coherence.FLUSH and collective in FLUSH_CHARGED
 
 
 class ExchangeCharges(ExtraCharges):
