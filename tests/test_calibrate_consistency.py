@@ -8,7 +8,7 @@ import pytest
 from cxlsim.calibrate import consistency as cons
 from cxlsim.calibrate.des import predict_local
 from cxlsim.calibrate.local_model import LocalModel
-from cxlsim.calibrate.patterns import kernel_steps
+from cxlsim.calibrate.patterns import FOLD, kernel_steps
 from cxlsim.coherence import Coherence
 
 HERE = os.path.dirname(__file__)
@@ -20,35 +20,34 @@ def _model() -> LocalModel:
 
 
 def _same_patterns(model: LocalModel, scale: dict | None = None) -> LocalModel:
-    """The fixture's model with alltoall and reduce_scatter patterns equal to its concurrent copies (the same
-    copies), each (mode, primitive, size) in `scale` divided by its factor."""
+    """The fixture's model with alltoall patterns equal to its concurrent copies (the same copies), each (mode,
+    primitive, size) in `scale` divided by its factor."""
     scale = scale or {}
     data, upkeep = {}, {}
     for mode, kinds in model.concurrent_curves.items():
-        a2a, rs, a2a_m = {}, {}, {}
+        a2a, a2a_m = {}, {}
         for n in kinds["copyin"]:
             s = int(n)
             a2a[n] = (kinds["copyin"][n] + kinds["copyout"][n]) / scale.get((mode, "copy", s), 1.0)
             a2a_m[n] = (kinds["writeback"][n] + kinds["invalidate"][n]) / scale.get((mode, "maintenance", s), 1.0)
-            rs[str(2 * s)] = (kinds["storein"][n] + kinds["readout"][n]) / scale.get((mode, "view", s), 1.0)
-        data[mode] = {"alltoall": a2a, "reduce_scatter": rs}
+        data[mode] = {"alltoall": a2a}
         upkeep[mode] = {"alltoall": a2a_m}
     return dataclasses.replace(model, pattern_curves=data, pattern_maintenance_curves=upkeep)
 
 
 def test_the_checked_patterns_make_the_concurrent_primitives_copies():
     """The claim the check rests on (np 2, rank r, other o): the concurrent copy's step writes s into the slot, copies
-    its own s from send and the other's s out; the alltoall pattern at s does the same; the view's step (s in, own from
-    send and the other's loaded in place) is the reduce_scatter pattern at 2 s."""
+    its own s from send and the other's s out; the alltoall pattern at s does the same. The view's step (s in, own
+    from send and the other's loaded in place) has no such pattern (the reduce_scatter's folds into an output), and
+    is not checked."""
     s = 65536
     for r in (0, 1):
         o = 1 - r
         [(writes, reads, in_place)] = kernel_steps("alltoall", s, r)
         assert [n for _, n in writes] == [s] and not in_place
         assert sorted((rank, n) for rank, _, n in reads) == sorted([(-1, s), (o, s)])
-        [(writes, reads, in_place)] = kernel_steps("reduce_scatter", 2 * s, r)
-        assert [n for _, n in writes] == [s] and in_place
-        assert sorted((rank, n) for rank, _, n in reads) == sorted([(-1, s), (o, s)])
+        assert kernel_steps("reduce_scatter", 2 * s, r)[0][2] == FOLD
+    assert {name for name, *_ in cons.SAME_COPIES} == {"copy", "maintenance"}
 
 
 def test_agreeing_primitives_are_kept_as_they_are():
@@ -57,9 +56,7 @@ def test_agreeing_primitives_are_kept_as_they_are():
     assert checks and all(c["verdict"] == "agrees" for c in checks)
     assert checked.concurrent_curves == model.concurrent_curves
     assert all(c["size_bytes"] >= cons.CHECK_MIN_BYTES for c in checks)
-    # hw: the view streams at 64 KiB (cxl_view_streams' bounds), the reduce_scatter pattern's copy-in does not
-    assert not [c for c in checks if c["coherence"] == "hw" and c["primitive"] == "view" and c["size_bytes"] == 65536]
-    assert [c for c in checks if c["coherence"] == "flush" and c["primitive"] == "view" and c["size_bytes"] == 65536]
+    assert {c["primitive"] for c in checks} == {"copy", "maintenance"}
 
 
 def test_a_primitive_from_a_slow_stretch_is_refused_and_the_prediction_follows():

@@ -1,18 +1,18 @@
 """A local-host profile's self-consistency: the allgather's copy primitives against the same copies timed elsewhere.
 
 The allgather's concurrent copy (`LocalModel.concurrent_curves`, measured in its own jobs and around the
-allgather's) and two of the other collectives' copy patterns (`LocalModel.pattern_curves`, measured in the
-collectives' blocks beside their calls) run the same probe, `primitives.pattern_copy`, over the same
-copies at np 2 (cxl_coll_move.h, cxl_coll_reduce.h):
+allgather's) and the alltoall's copy pattern (`LocalModel.pattern_curves`, measured in the collectives'
+blocks beside their calls) run the same probe, `primitives.pattern_copy`, over the same copies at np 2
+(cxl_coll_move.h):
 
 - the copy variant at s bytes (rank r writes s into its slot; copies its own block from send and the
   other's s out of the pool) is the alltoall pattern at s (r writes the block the other reads, s; copies
   its own block from send and the other's out), its 'in' + 'out' and, in flush mode, its write-back +
-  invalidation alike (`SAME_COPIES`);
-- the read variant, the zero-copy view's movement at s (`patterns.view_rounds`: s into the slot, its own
-  block loaded from send and the other's in place), is the reduce_scatter pattern at 2 s (block s: the same
-  writes and in-place loads), except where the view's copy-in streams and the pattern's does not
-  (`view_streams_bounds`).
+  invalidation alike (`SAME_COPIES`).
+The read variant, the zero-copy view's movement at s (`patterns.view_rounds`: s into the slot, its own
+block loaded from send and the other's in place), was checked against the reduce_scatter pattern at 2 s
+until that pattern's step became the kernel's fold into an output (session 29, `patterns`): no pattern makes
+the view's copies now, and the view's primitives are not checked.
 
 Both are joined over the ranks alike (the slower rank's copy-in per round, the ranks' mean after the
 publish), so they differ only in the offsets within the slot and in when they were measured. On this
@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 
 from cxlsim.calibrate.local_model import LocalModel
-from cxlsim.calibrate.patterns import VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES
 from cxlsim.calibrate.states import STABLE
 from cxlsim.coherence import Coherence
 
@@ -48,17 +47,9 @@ changing it would leave the path solved for another figure."""
 SAME_COPIES = (
     ("copy", ("copyin", "copyout"), "alltoall", 1, "data", tuple(Coherence)),
     ("maintenance", ("writeback", "invalidate"), "alltoall", 1, "maintenance", (Coherence.FLUSH,)),
-    ("view", ("storein", "readout"), "reduce_scatter", 2, "data", tuple(Coherence)),
 )
 """(name, the concurrent primitive's kinds summed, the pattern of the same copies, its size / s, the pattern's
 part, the modes checked)."""
-
-
-def view_streams_bounds(mode: Coherence, size_bytes: int) -> bool:
-    """Whether the view's copy-in may stream at this size by `cxl_view_streams`'s own bounds (hw: from
-    VIEW_STREAM_MIN_BYTES while the two blocks are at most VIEW_RESULT_MAX_BYTES), where the reduce_scatter
-    pattern's plain copy-in moves the lines otherwise: not the same copies, not checked."""
-    return mode == Coherence.HW and size_bytes >= VIEW_STREAM_MIN_BYTES and 2 * size_bytes <= VIEW_RESULT_MAX_BYTES
 
 
 def _pattern_at(model: LocalModel, mode: Coherence, pattern: str, part: str, size_bytes: int):
@@ -80,7 +71,7 @@ def check_model(model: LocalModel) -> tuple[LocalModel, list[dict]]:
             if mode not in modes or not all(k in kinds for k in parts):
                 continue
             for size in sorted(int(n) for n in kinds[parts[0]]):
-                if size < CHECK_MIN_BYTES or (name == "view" and view_streams_bounds(mode, size)):
+                if size < CHECK_MIN_BYTES:
                     continue
                 other = _pattern_at(model, mode, pattern, part, factor * size)
                 values = [kinds[k].get(str(size)) for k in parts]

@@ -11,8 +11,9 @@ copies, step by step (rank r, the other rank o, s bytes):
 - broadcast (root 0): the root writes [0, s) of its slot; the reader copies the root's [0, s) out;
 - alltoall (s per destination): rank r writes block o of its row; copies its own block from send
   (local) and block r of o's row out;
-- reduce_scatter (blocks of b = `block_bytes(s, 2)`): r writes block o of its row; the fold loads its
-  own block from send and block r of o's row (in place);
+- reduce_scatter (blocks of b = `block_bytes(s, 2)`): r writes block o of its row; the fold folds its
+  own block from send and block r of o's row (in place) into a private output (read mode `FOLD`, as the
+  kernel folds into recv);
 - allreduce small: r writes its vector; the fold folds its own block from send and o's slot (in place) into a
   private output with the kernels' own fold (read mode `FOLD`: its loads, arithmetic and the output's stores);
 - allreduce large (shares `share_bytes`): step 1 writes o's share, the fold folds r's share from
@@ -31,9 +32,14 @@ data times): with the folded share written as a separate copy-in of the second s
 4.89-5.41 and 8.51-8.87 us in the slow one (the call 8.99-10.47 and 16.1-18.2 us); the fold into a private output
 added 0.2-0.5 us, the fold into the slot 0.35-0.8 us fast and 2.3-2.7 us at 64 KiB, 5.4-6.0 us at 128 KiB slow: a
 fold that loads lines Modified in the other core's cache while it takes ownership of lines that core holds Shared
-runs far slower than the two as separate passes. The other patterns' folds are loads alone: the
-reduce_scatter pattern at 2 s is the zero-copy view's movement at s (`consistency`). The arithmetic of loads-only folds
-is the fold primitive's (charged beyond the loads); the flags are in no pattern: the flag round trip measures them. A writer's stores drain from its store buffer while it goes on: only a
+runs far slower than the two as separate passes. Why the reduce_scatter's step folds (measured, session 29, 18:15 UTC,
+load 0.6, np 2, the call beside the pattern; fast placement): with its loads alone the pattern's data time was 2.46
+and 8.33 us at 64 and 256 KiB in flush mode (maintenance 2.8 and 11.1 us; the call 8.26 and 31.8 us, about 28%
+beyond the model that adds the fold's arithmetic to the loads), folded into an output 3.97 and 15.4 us; in hw 1.41
+and 4.85 against 1.64 and 6.74 us (the call 2.18 and 8.96 us). Held out, session 29's three runs had the flush
+reduce_scatter 13-33% short from 8 KiB up with the loads alone. The arithmetic of a loads-only fold would be the
+fold primitive's (charged beyond the loads); every folding pattern now folds, so the fold primitive is charged only
+where it exceeds the folding step's time; the flags are in no pattern: the flag round trip measures them. A writer's stores drain from its store buffer while it goes on: only a
 rank that waits for the writer's flag waits for them, so a broadcast root's own part is its stores'
 issue time (at 4 B-1 KiB about 10-30 ns against 100-140 ns until drained, loaded machine), every
 other rank's the slowest copy-in drained. A job measures the patterns before and after its calls and keeps, per size,
@@ -81,7 +87,7 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
         return [([(o * s, s)], [(-1, r * s, s), (o, r * s, s)], False)]
     if pattern == "reduce_scatter":
         b = pc.block_bytes(s, 2)
-        return [([(o * b, b)], [(-1, r * b, b), (o, r * b, b)], True)]
+        return [([(o * b, b)], [(-1, r * b, b), (o, r * b, b)], FOLD)]
     if pattern == "allreduce_small":  # the fold takes this rank's block from send, the others' from their slots
         return [([(0, s)], [(-1, 0, s) if k == r else (k, 0, s) for k in (0, 1)], FOLD)]
     if pattern == "allreduce_large":
