@@ -48,6 +48,7 @@ from cxlsim.calibrate.collective_measure import jobs_line
 from cxlsim.calibrate.collectives import summarize_collectives, summary_line
 from cxlsim.calibrate.consistency import summary as consistency_summary
 from cxlsim.coherence import Coherence
+from cxlsim.emulator.host import placement_of
 from cxlsim.results import Workspace
 from cxlsim.units import parse_sizes
 
@@ -180,7 +181,12 @@ def main() -> int:
         print(f"  allreduce by algorithm, the threshold's calls held out ({threshold['coherence']}, placement "
               f"{threshold['placement']}; reported, no target: the rows above run the large one from "
               f"{threshold['allreduce_large_bytes']} B only):")
-        for name, s in algorithm_errors(result["model"], threshold).items():
+        model_placement = placement_of(rt[Coherence.HW])
+        if threshold["placement"] != model_placement:
+            print(f"    not compared: the threshold's calls ran in the {threshold['placement']} placement, the model's "
+                  f"primitives in the {model_placement} one")
+        for name, s in (algorithm_errors(result["model"], threshold) if threshold["placement"] == model_placement
+                        else {}).items():
             print(f"    {name:<6} median |error| {s['median'] * 100:5.1f}%, worst {s['worst'] * 100:5.1f}% at "
                   f"{s['worst_size']} B; " + ", ".join(f"{n >> 10} KiB {e * 100:+.0f}%" for n, _, _, e in s["rows"]))
     files = sorted(glob.glob(os.path.join(HERE, "..", "cxlsim", "data", "osu", "*.txt")))
