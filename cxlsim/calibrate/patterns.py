@@ -26,13 +26,13 @@ passes): the kernel's fold stores its result into recv, and at 256 KiB the next 
 a step of loads alone but 11.1-12.6 us after a step that also stored into a private buffer (64 and 512 KiB: alike,
 9.2-9.9 and 13.6-15.9 us), the call 27.3-28.8 us; with loads alone the data time (27 us) plus the fold (10-11.5 us)
 exceeded the call (session 27's quiet runs: 256 KiB +28..+31%). Why the large allreduce's fold stores into the
-next slot (measured, session 29, 17:45-17:55 UTC, load 0.5, hw, np 2, the call beside three variants of the pattern,
+next slot (measured, session 29, 17:05-17:12 UTC, load 0.5, hw, np 2, the call beside three variants of the pattern,
 data times): with the folded share written as a separate copy-in of the second step, the pattern's data time was
 2.73 us at 64 KiB and 5.12 at 128 KiB (fast placement; the call 3.66 and 7.23 us, software and flags included), and
 4.89-5.41 and 8.51-8.87 us in the slow one (the call 8.99-10.47 and 16.1-18.2 us); the fold into a private output
 added 0.2-0.5 us, the fold into the slot 0.35-0.8 us fast and 2.3-2.7 us at 64 KiB, 5.4-6.0 us at 128 KiB slow: a
 fold that loads lines Modified in the other core's cache while it takes ownership of lines that core holds Shared
-runs far slower than the two as separate passes. Why the reduce_scatter's step folds (measured, session 29, 18:15 UTC,
+runs far slower than the two as separate passes. Why the reduce_scatter's step folds (measured, session 29, 18:10 UTC,
 load 0.6, np 2, the call beside the pattern; fast placement): with its loads alone the pattern's data time was 2.46
 and 8.33 us at 64 and 256 KiB in flush mode (maintenance 2.8 and 11.1 us; the call 8.26 and 31.8 us, about 28%
 beyond the model that adds the fold's arithmetic to the loads), folded into an output 3.97 and 15.4 us; in hw 1.41
