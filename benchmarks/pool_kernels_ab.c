@@ -233,7 +233,7 @@ static void run_parts(cxl_coll_t *c, int v, int i, char *send, char *recv, uint6
         uint64_t e = c->epoch;
         char *slot = cxl_slot(p, round, 0);
         if (me == 0) {
-            if (v == BC_ZC_PARTS && cxl_view_streams(p, n, n, CXL_BCAST_VIEW_NT_MIN_BYTES)) cxl_copy_nt(slot, send, n);
+            if (v == BC_ZC_PARTS && cxl_view_streams(p, n)) cxl_copy_nt(slot, send, n);
             else cxl_copy_in(p, slot, send, n);
             PART();
             cxl_publish(p, cxl_coll_written(e), round, n); PART();
@@ -247,7 +247,7 @@ static void run_parts(cxl_coll_t *c, int v, int i, char *send, char *recv, uint6
             cxl_publish(p, cxl_coll_done(e), round, 0); PART();
             sink += cxl_read_pass(recv, n); PART();
         } else {
-            if (v == BC_ZC_PARTS && cxl_view_streams(p, n, n, CXL_BCAST_VIEW_NT_MIN_BYTES)
+            if (v == BC_ZC_PARTS && cxl_view_streams(p, n)
                 && n <= CXL_VIEW_PREFETCH_BYTES)
                 cxl_prefetch_l2(slot, n);
             sink += cxl_read_pass(slot, n); PART();

@@ -3,8 +3,8 @@ import numpy as np
 
 import pytest
 
-from cxlsim.calibrate.patterns import (FOLD, FOLD_NEXT, PATTERNS, VIEW_RESULT_MAX_BYTES, VIEW_STREAM_MIN_BYTES, join_pattern_ranks,
-                                      kernel_steps, pattern_name, pattern_rank, view_rounds, view_streams)
+from cxlsim.calibrate.patterns import (FOLD, FOLD_NEXT, PATTERNS, join_pattern_ranks,
+                                      kernel_steps, pattern_name, pattern_rank, view_rounds)
 from cxlsim.errors import InputError
 
 
@@ -55,8 +55,9 @@ def test_join_takes_the_slowest_copy_in_and_the_mean_copy_out_by_hand():
     assert folds["reduce_scatter"]["loads"]["64"] == pytest.approx((100 + 300) / 2)  # the fold's loads, in place
 
 
-def test_the_views_streaming_bounds_are_the_kernels():
-    """`view_streams` mirrors cxl_ops.h's cxl_view_streams for the allgather view: its two bounds are the header's."""
+def test_a_view_streams_only_where_the_pools_copy_ins_do():
+    """cxl_view_streams (cxl_ops.h) has no size rule of its own: a view's copy-in streams from the pool's nt_min_bytes,
+    as every copy-in (cxl_copy_in) does, so the view pattern's plain `cxl_copy_in` makes the view's copies."""
     import os
     import re
 
@@ -64,18 +65,14 @@ def test_the_views_streaming_bounds_are_the_kernels():
 
     with open(os.path.join(os.path.dirname(emulator.__file__), "cxl_ops.h")) as f:
         header = f.read()
-
-    def define(name):
-        value, shift = re.search(rf"#define {name} \((\d+)u << (\d+)\)", header).groups()
-        return int(value) << int(shift)
-    assert (VIEW_STREAM_MIN_BYTES, VIEW_RESULT_MAX_BYTES) == (define("CXL_VIEW_NT_MIN_BYTES"),
-                                                              define("CXL_VIEW_PREFETCH_BYTES"))
-    assert "cxl_view_streams(&c->pool, nbytes, (uint64_t)c->pool.nranks * nbytes, CXL_VIEW_NT_MIN_BYTES)" in \
-        open(os.path.join(os.path.dirname(emulator.__file__), "cxl_coll_move.h")).read()  # the allgather view's rule
+    body = re.search(r"static inline int cxl_view_streams\(const cxl_pool_t \*p, uint64_t block_bytes\)\n\{\n(.*?)\n\}",
+                     header, re.S).group(1)
+    assert body.strip() == "return !p->flush_mode && !p->timed && p->nt_min_bytes && block_bytes >= p->nt_min_bytes;"
+    assert "CXL_VIEW_NT_MIN_BYTES" not in header and "CXL_BCAST_VIEW_NT_MIN_BYTES" not in header
 
 
 @pytest.mark.parametrize("coherence", ["hw", "flush"])
-def test_the_view_pattern_streams_where_the_view_does_and_leaves_the_pool_as_it_was(coherence):
+def test_the_view_pattern_leaves_the_pool_as_it_was(coherence):
     from cxlsim.emulator import primitives
     from cxlsim.emulator.launch import run_local
 
@@ -83,15 +80,12 @@ def test_the_view_pattern_streams_where_the_view_does_and_leaves_the_pool_as_it_
         pytest.skip("no clflush on this CPU")
 
     def rank(comm):
-        streams = [view_streams(comm, n) for n in (8192, 16384, 131072, 262144)]
         t = view_rounds(comm, 16384, 6)
         send = np.full(64, comm.rank + 3, np.uint8)
         recv = np.zeros(128, np.uint8)
         comm.allgather(send, recv)  # the pool protocol is still in step afterwards
-        return streams, t, comm.nt_min_bytes, recv.tolist()
-    for streams, t, nt_min, recv in run_local(2, rank, coherence=coherence, slot_bytes=1 << 18):
-        # hw: from 16 KiB while the 2 blocks are at most 256 KiB; flush mode never
-        assert streams == ([False, True, True, False] if coherence == "hw" else [False] * 4)
+        return t, comm.nt_min_bytes, recv.tolist()
+    for t, nt_min, recv in run_local(2, rank, coherence=coherence, slot_bytes=1 << 18):
         assert t.shape == (6, 4) and np.all(np.isfinite(t)) and np.all(t >= 0) and t[:, 1].any()
         assert nt_min == 0 and recv == [3] * 64 + [4] * 64
 

@@ -262,9 +262,11 @@ def test_zero_copy_rows_hold_every_block_with_the_own_one_from_the_send_buffer(k
 
 
 def _large_broadcast_views(comm, calls, seed):
-    """Zero-copy broadcasts from 8 KiB (the root's copy-in streams: cxl_view_streams), roots
-    rotating, readers reading late at random: per call, whether every rank read the root's data."""
+    """Zero-copy broadcasts from 8 KiB, roots rotating, readers reading late at random, on a pool whose copy-ins
+    stream from 8 KiB (the slow placement's, so the root streams: cxl_view_streams): per call, whether every rank
+    read the root's data."""
     rng, ok = random.Random(seed * 10 + comm.rank), []
+    comm.nt_min_bytes = 8192
     for call in range(calls):
         count, root = (1024 + 3, 4096, 8192, 32768 // 8 + 5, 65536 // 8)[call % 5], call % comm.size
         want = block(root, call, count)
@@ -281,10 +283,11 @@ def test_large_zero_copy_broadcasts_whose_root_streams_deliver_every_call(kernel
 
 
 def _large_allgather_and_alltoall_views(comm, calls, seed):
-    """Zero-copy allgathers and alltoalls of 8-128 KiB blocks (from 16 KiB the copy-ins stream:
-    cxl_view_streams; odd counts give unaligned heads and tails), read late at random, no barrier
-    between calls: per call, whether `rows` and `array` hold every rank's block."""
+    """Zero-copy allgathers and alltoalls of 8-128 KiB blocks on a pool whose copy-ins stream from 16 KiB (the
+    slow placement's: cxl_view_streams; odd counts give unaligned heads and tails), read late at random, no
+    barrier between calls: per call, whether `rows` and `array` hold every rank's block."""
     rng, ok, P, me = random.Random(seed * 10 + comm.rank), [], comm.size, comm.rank
+    comm.nt_min_bytes = 16384
     for call in range(calls):
         count = (1024, 2048 + 3, 4096 + 5, 8192 + 1, 16384)[call % 5]
         if call % 2 == 0:

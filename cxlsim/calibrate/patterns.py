@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 from cxlsim.models.collectives import pool_collectives as pc
 
@@ -134,38 +133,16 @@ def pattern_rank(comm, sizes, patterns=PATTERNS, warmup: int = WARMUP, iteration
     return {name: {n: np.concatenate(v) for n, v in by.items()} for name, by in got.items()}
 
 
-VIEW_STREAM_MIN_BYTES, VIEW_RESULT_MAX_BYTES = 16 << 10, 256 << 10
-"""cxl_ops.h's `cxl_view_streams` bounds for the allgather view (CXL_VIEW_NT_MIN_BYTES, CXL_VIEW_PREFETCH_BYTES):
-its copy-in streams (non-temporal stores) for blocks of at least the first whose result, P blocks, is at most the
-second (a test reads them from the header)."""
-
-
-def view_streams(comm, nbytes: int) -> bool:
-    """Whether the zero-copy allgather view's copy-in of `nbytes` streams on this pool (`cxl_view_streams`: hw,
-    untimed; from the pool's own nt_min_bytes, or within the bounds above)."""
-    if comm.coherence is not Coherence.HW or comm.pool_latency_ns > 0 or comm.pool_bw_bytes_per_ns > 0:
-        return False
-    if comm.nt_min_bytes and nbytes >= comm.nt_min_bytes:
-        return True
-    return nbytes >= VIEW_STREAM_MIN_BYTES and comm.size * nbytes <= VIEW_RESULT_MAX_BYTES
-
-
 def view_rounds(comm, nbytes: int, iterations: int) -> np.ndarray:
     """The zero-copy allgather's data movement (`allgather_view` and the caller's read of `rows`), every rank at
     once, `primitives.pattern_copy`'s phases (iterations, 4): the kernel copies the block from send into the
-    slot (streamed where `view_streams` says so), then the caller reads every other rank's block in place and
-    its own from its send buffer (`ZeroCopyResult.rows`)."""
+    slot (with the pool's own copy-in, which streams from its nt_min_bytes as the view's does: `cxl_view_streams`),
+    then the caller reads every other rank's block in place and its own from its send buffer (`ZeroCopyResult.rows`)."""
     from cxlsim.emulator import primitives
 
     me = comm.rank
     step = ([(0, nbytes)], [(-1 if r == me else r, 0, nbytes) for r in range(comm.size)], True)
-    saved = comm.nt_min_bytes
-    if view_streams(comm, nbytes):
-        comm.nt_min_bytes = 1  # every copy-in of this pool streams (cxl_copy_in), as the view's does
-    try:
-        return primitives.pattern_copy(comm, [step], iterations)[:, 0, :4]
-    finally:
-        comm.nt_min_bytes = saved
+    return primitives.pattern_copy(comm, [step], iterations)[:, 0, :4]
 
 
 def waits_for_writers(pattern: str, rank: int) -> bool:

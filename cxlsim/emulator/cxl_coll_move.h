@@ -65,7 +65,7 @@ static int cxl_coll_allgather_step(cxl_coll_t *c, const char *send, char *recv, 
     uint64_t flag = cxl_coll_written(c->epoch);
     char *mine = cxl_slot(&c->pool, round, c->pool.rank);
     if (send == mine) send = NULL; /* the caller wrote its slot itself */
-    if (send && !recv && cxl_view_streams(&c->pool, nbytes, (uint64_t)c->pool.nranks * nbytes, CXL_VIEW_NT_MIN_BYTES)) {
+    if (send && !recv && cxl_view_streams(&c->pool, nbytes)) {
         cxl_copy_nt(mine, send, nbytes); /* a view call: see cxl_view_streams */
         send = NULL;
     }
@@ -127,13 +127,9 @@ static int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nby
     uint64_t e = c->epoch;
     char *slot = cxl_slot(p, round, root);
     *out = slot;
-    /* the root streams its copy-in from 8 KiB (cxl_view_streams: the result is the one block); the readers then
-     * prefetch the slot into L2. np 2, fast placement (probes 62-104 ns), view call + read,
-     * benchmarks/pool_kernels_ab.c, load 8.5-10, mean of the ranks' medians / 10th percentiles, streamed against
-     * plain stores: 32 KiB 2.01 / 1.82
-     * against 4.08 / 3.96 us, 256 KiB 14.1-15.3 / 13.5-14.2 against 21.2-23.2 / 16.2-16.8 (copy + read
-     * 18.2-21.9 / 16.2-17.8); beyond the prefetch's reach, 512 KiB, 27.5 / 25.6 against 17.9 / 17.0. */
-    int streams = cxl_view_streams(p, nbytes, nbytes, CXL_BCAST_VIEW_NT_MIN_BYTES);
+    /* the root streams its copy-in where cxl_view_streams says so (from the pool's nt_min_bytes: the slow
+     * placement); the readers then prefetch the slot into L2, since the lines are in memory. */
+    int streams = cxl_view_streams(p, nbytes);
     if (is_root) {
         if (send != slot) {
             if (streams) cxl_copy_nt(slot, send, nbytes);
@@ -234,7 +230,7 @@ static int cxl_coll_alltoall_view(cxl_coll_t *c, const char *send, uint64_t nbyt
     uint64_t e = c->epoch;
     char *mine = cxl_slot(p, round, p->rank);
     /* the others' blocks stream where cxl_view_streams says so */
-    if (send != mine && cxl_view_streams(p, nbytes, P * nbytes, CXL_VIEW_NT_MIN_BYTES)) {
+    if (send != mine && cxl_view_streams(p, nbytes)) {
         cxl_copy_nt(mine, send, me * nbytes);
         if (!cxl_coll_view_skips_own(c)) memcpy(mine + me * nbytes, send + me * nbytes, nbytes);
         cxl_copy_nt(mine + (me + 1) * nbytes, send + (me + 1) * nbytes, (P - me - 1) * nbytes);

@@ -434,29 +434,20 @@ static inline int cxl_view_prefetch_on(const cxl_pool_t *p, uint64_t block_bytes
            && block_bytes * blocks <= CXL_VIEW_PREFETCH_BYTES;
 }
 
-/* Whether a zero-copy call's copy-in into the pool streams (cxl_copy_nt): as every copy-in from nt_min_bytes
- * (the slow placement), and, in any placement, for blocks of at least min_bytes whose call's result (the bytes
- * the caller reads in place: P blocks for allgather and alltoall, one for broadcast) is at most
- * CXL_VIEW_PREFETCH_BYTES. A caller that reads the result in place keeps those lines in its cache (a copy-out into
- * recv would evict them), so the writer's plain stores into that buffer two calls later first take them back;
- * streamed stores do not read them. np 2, fast placement (blocks whose probes before and after were 70-200 ns),
- * benchmarks/pool_kernels_ab.c with AB_PER_BLOCK, load 12-15, median over 15-122 blocks of 20 calls of the ranks'
- * mean block median, view call + read of `rows`, plain / streamed copy-in (copy + read), us: allgather 8 KiB 1.52 /
- * 1.98 (1.99), 16 KiB 3.09 / 2.96 (3.92), 32 KiB 6.09 / 4.95 (7.81), 64 KiB 11.99 / 8.88 (15.24), 128 KiB 22.50 /
- * 16.87 (25.99), 256 KiB 26.39 / 32.84 (32.45); alltoall 8 KiB 1.58 / 1.97 (1.94), 16 KiB 3.15 / 2.87 (3.83), 32 KiB
- * 6.11 / 4.74 (7.55), 64 KiB 12.08 / 8.73 (14.86), 128 KiB 22.53 / 16.57 (24.72), 256 KiB 26.67 / 32.95 (31.28):
- * CXL_VIEW_NT_MIN_BYTES. Broadcast (its readers then prefetch the slot into L2), root and reader averaged: 8 KiB
- * 0.90 / 0.65 (1.26), 16 KiB 2.46 / 1.56 (2.87): CXL_BCAST_VIEW_NT_MIN_BYTES. Not in flush mode or with emulated
- * timing (their copies are their own). Every rank computes it alike from the sizes. */
-#define CXL_VIEW_NT_MIN_BYTES (16u << 10)
-#define CXL_BCAST_VIEW_NT_MIN_BYTES (8u << 10)
-
-static inline int cxl_view_streams(const cxl_pool_t *p, uint64_t block_bytes, uint64_t result_bytes,
-                                   uint64_t min_bytes)
+/* Whether a zero-copy call's copy-in into the pool streams (cxl_copy_nt): as every copy-in, from the pool's
+ * nt_min_bytes (the slow placement's choice: PoolComm.choose_copy_in, pools.c's probe), and never otherwise.
+ * Until session 29 the views also streamed in any placement for blocks of 16 KiB (broadcast: 8 KiB) and up whose
+ * result was at most CXL_VIEW_PREFETCH_BYTES: measured then (benchmarks/pool_kernels_ab.c, fast placement, load
+ * 12-15) streamed beat plain at 16-128 KiB, allgather 64 KiB 8.88 against 11.99 us. Re-measured (session 29, 18:40
+ * UTC, np 2, fast placement, probes 87-111 ns, load 0.6; benchmarks/pool_collectives_vs_mpi.py, six interleaved pairs
+ * of runs against a build without that rule; copy + read over zero-copy, the median over runs): streamed 0.58-0.65x
+ * (allgather 16-128 KiB), 0.60-0.70x (alltoall), 0.54-0.62x (broadcast 8-256 KiB); plain 1.23-1.55x, 1.17-1.51x,
+ * 1.03-1.29x; zero-copy allgather 64 KiB 7.60 us streamed against 3.39 plain. Under a niced CPU load of 2.2 alike
+ * (streamed 0.50-0.84x, plain 0.99-2.17x). Not in flush mode or with emulated timing (their copies are their own).
+ * Every rank computes it alike from the size. */
+static inline int cxl_view_streams(const cxl_pool_t *p, uint64_t block_bytes)
 {
-    if (p->flush_mode || p->timed) return 0;
-    if (p->nt_min_bytes && block_bytes >= p->nt_min_bytes) return 1;
-    return block_bytes >= min_bytes && result_bytes <= CXL_VIEW_PREFETCH_BYTES;
+    return !p->flush_mode && !p->timed && p->nt_min_bytes && block_bytes >= p->nt_min_bytes;
 }
 
 static inline void cxl_prefetch_l2(const char *start, uint64_t n)
