@@ -180,7 +180,9 @@ def main() -> int:
     if threshold and threshold["np"] == args.np:
         print(f"  allreduce by algorithm, the threshold's calls held out ({threshold['coherence']}, placement "
               f"{threshold['placement']}; reported, no target: the rows above run the large one from "
-              f"{threshold['allreduce_large_bytes']} B only):")
+              f"{threshold['allreduce_large_bytes']} B only; measured: the slowest rank's per-call mean, one "
+              f"median over {threshold['rounds']} rounds, predicted: the DES's mean over the ranks, so a few % short "
+              f"by construction):")
         model_placement = placement_of(rt[Coherence.HW])
         if threshold["placement"] != model_placement:
             print(f"    not compared: the threshold's calls ran in the {threshold['placement']} placement, the model's "

@@ -247,9 +247,7 @@ static void run_parts(cxl_coll_t *c, int v, int i, char *send, char *recv, uint6
             cxl_publish(p, cxl_coll_done(e), round, 0); PART();
             sink += cxl_read_pass(recv, n); PART();
         } else {
-            if (v == BC_ZC_PARTS && cxl_view_streams(p, n)
-                && n <= CXL_VIEW_PREFETCH_BYTES)
-                cxl_prefetch_l2(slot, n);
+            if (v == BC_ZC_PARTS && cxl_view_prefetch_on(p, n, 1)) cxl_prefetch_l2(slot, n);
             sink += cxl_read_pass(slot, n); PART();
             c->pending_ack = cxl_coll_done(e);
             c->pending_ack_round = round;

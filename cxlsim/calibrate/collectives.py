@@ -42,7 +42,7 @@ __all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "ExchangeCharges", "c
 TARGET_MEDIAN, TARGET_WORST = 0.10, 0.25
 FAST_HW_CHARGED = ("allreduce", "reduce_scatter")
 """Collectives whose hw waits are charged up to the measured symmetric flag exchange in the fast host placement
-(`exchange_charged`), beside `des.charged_exchange`'s barrier and flush-mode rule."""
+(`exchange_charged`), beside `des.charged_exchange`'s flush-mode rule."""
 BENCH_FOLD = "float32 sum"  # the bench's reductions (`LocalModel.fold_curves` class)
 LABEL_ELEMENTS = 64
 """Payload labels per input vector in the DES runs: the DES's times follow the call's bytes, never the

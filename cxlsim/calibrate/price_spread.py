@@ -116,7 +116,7 @@ one only within this factor of it (at 8x, from 8 KiB to 64 KiB, that gave 5.3 us
 jobs that measured 64 KiB)."""
 
 
-def scaled_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
+def placement_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
                   roundtrip_ns: float, placement: str | None = None) -> tuple[list[float], list[str]]:
     """Each job's price of this call (`job_prices`): as priced, over the jobs of `placement` if any of them measured
     the size, else every job's scaled to the round trip `roundtrip_ns` (x roundtrip_ns / the job's round trip); with
@@ -132,7 +132,7 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
              roundtrip_ns: float) -> dict:
     """The kernel's price of one call at a flag round trip `roundtrip_ns` (the traced run's, ns): {'price_ns'
     (the median of the prices of the profile's jobs of its placement, `host.placement_of`, if any measured the
-    size, else of every job's scaled to that round trip: `scaled_prices`), 'low_ns', 'high_ns' (their range: the
+    size, else of every job's scaled to that round trip: `placement_prices`), 'low_ns', 'high_ns' (their range: the
     profile's spread), 'jobs', 'rule'}. A size no job measured: interpolated linearly between the nearest
     measured sizes on either side, priced with this call's algorithm (an allreduce block measures both
     algorithms' patterns and folds); measured sizes on one side only: the nearest one's in proportion to the
@@ -144,7 +144,7 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
     mode = Coherence.parse(coherence, "coherence").value
 
     def at(n, large):  # the jobs' prices of size n scaled to the round trip, or None: no job priced it
-        got, placements = scaled_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
+        got, placements = placement_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
         if not got:
             return None
         whose = (f"{placement}-placement jobs' prices" if placements == [placement] else

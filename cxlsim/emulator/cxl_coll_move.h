@@ -146,7 +146,7 @@ static int cxl_coll_broadcast_view(cxl_coll_t *c, const char *send, uint64_t nby
         cxl_log(p, CXL_EV_MFENCE, 0, 0);
     }
     if (p->timed) cxl_delay(p, p->latency_ns); /* the caller's first load misses */
-    if (streams && nbytes <= CXL_VIEW_PREFETCH_BYTES) cxl_prefetch_l2(slot, nbytes); /* in memory: see cxl_ops.h */
+    if (cxl_view_prefetch_on(p, nbytes, 1)) cxl_prefetch_l2(slot, nbytes); /* in memory: see cxl_ops.h */
     cxl_log(p, CXL_EV_READ, (int64_t)(slot - p->base), (int64_t)nbytes);
     c->pending_ack = cxl_coll_done(e);
     c->pending_ack_round = round;

@@ -428,11 +428,6 @@ static void cxl_copy_in_keep(const cxl_pool_t *p, char *slot, char *own, const c
  * reads follow invalidations) and with emulated timing (which charges the reads itself). */
 #define CXL_VIEW_PREFETCH_BYTES (256u << 10)
 
-static inline int cxl_view_prefetch_on(const cxl_pool_t *p, uint64_t block_bytes, uint64_t blocks)
-{
-    return !p->flush_mode && !p->timed && p->nt_min_bytes && block_bytes >= p->nt_min_bytes
-           && block_bytes * blocks <= CXL_VIEW_PREFETCH_BYTES;
-}
 
 /* Whether a zero-copy call's copy-in into the pool streams (cxl_copy_nt): as every copy-in, from the pool's
  * nt_min_bytes (the slow placement's choice: PoolComm.choose_copy_in, pools.c's probe), and never otherwise.
@@ -448,6 +443,13 @@ static inline int cxl_view_prefetch_on(const cxl_pool_t *p, uint64_t block_bytes
 static inline int cxl_view_streams(const cxl_pool_t *p, uint64_t block_bytes)
 {
     return !p->flush_mode && !p->timed && p->nt_min_bytes && block_bytes >= p->nt_min_bytes;
+}
+
+/* Whether a zero-copy caller prefetches the blocks it will read into L2 (see CXL_VIEW_PREFETCH_BYTES): after
+ * streamed copy-ins, while the blocks read are at most CXL_VIEW_PREFETCH_BYTES. */
+static inline int cxl_view_prefetch_on(const cxl_pool_t *p, uint64_t block_bytes, uint64_t blocks)
+{
+    return cxl_view_streams(p, block_bytes) && block_bytes * blocks <= CXL_VIEW_PREFETCH_BYTES;
 }
 
 static inline void cxl_prefetch_l2(const char *start, uint64_t n)
