@@ -162,7 +162,8 @@ def test_pacer_waits_factor_minus_one_times_the_work():
             total += i
     assert pacer.work_cpu_s > 0
     assert pacer.waited_s >= 2.0 * pacer.work_cpu_s
-    assert pacer.seconds >= 3.0 * pacer.work_cpu_s
+    # the work's wall time is its CPU time up to the two clocks' disagreement (CI saw 0.8 us short)
+    assert pacer.seconds >= 3.0 * pacer.work_cpu_s - 1e-4
 
 
 def test_pinned_cores_give_each_rank_its_own_cpu_when_there_are_enough():

@@ -68,7 +68,7 @@ class Pacer:
     and the CPU to that thread, as the device would leave the network to its own engine; else a
     thread gets the GIL only after CPython's switch interval. On an idle core the paced step
     takes factor x the work; `seconds` (the step's compute wall time) is never below factor x
-    `work_cpu_s`."""
+    `work_cpu_s`, up to the disagreement of the thread CPU clock and the wall clock (about 1 us)."""
 
     def __init__(self, factor: float, yield_while=None):
         self.factor = factor
