@@ -8,6 +8,7 @@ show which calls ran on the pool.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import runpy
@@ -819,3 +820,30 @@ def test_benchmark_placement_rule():
     # the library's own probe rule (pools.c): fast up to 200 ns, slow up to 2000 ns
     assert [placement_of(t) for t in (None, 80.0, 199.9, 200.0, 200.5, 450.0, 2000.0, 2000.5, 2e5)] == [
         "not probed", "fast", "fast", "fast", "slow", "slow", "slow", "disturbed", "disturbed"]
+
+
+def test_mpi_run_takes_the_allreduce_threshold_from_the_profile_unless_told(tmp_path, capsys):
+    """`cxlsim mpi run`: --allreduce-large, else CXLSIM_MPI_ALLREDUCE_LARGE, else CXLSIM_PROFILE's threshold
+    (said on stderr with its placement), else nothing (the library's 64 KiB); a bad profile names the variable."""
+    from cxlsim.cli import build_parser
+    from cxlsim.mpi.cli import run_settings
+
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"emulator": {"allreduce_large_bytes": 1048576,
+                                                "allreduce_threshold": {"placement": "fast"}}}))
+
+    def settings(argv, **environ):
+        return run_settings(build_parser("mpi").parse_args(["mpi", "run", *argv, "--", "true"]), environ)
+    got = settings([], CXLSIM_PROFILE=str(profile))
+    assert got["CXLSIM_MPI_ALLREDUCE_LARGE"] == "1048576"
+    err = capsys.readouterr().err
+    assert f"from 1 MiB use reduce-scatter + allgather (measured, {profile}, measured in the fast host placement)" in err
+    assert settings(["--allreduce-large", "4KiB"], CXLSIM_PROFILE=str(profile))["CXLSIM_MPI_ALLREDUCE_LARGE"] == "4096"
+    assert "CXLSIM_MPI_ALLREDUCE_LARGE" not in settings([], CXLSIM_PROFILE=str(profile),
+                                                        CXLSIM_MPI_ALLREDUCE_LARGE="8192")
+    assert "CXLSIM_MPI_ALLREDUCE_LARGE" not in settings([])
+    capsys.readouterr()
+    assert settings(["--verbose", "0"], CXLSIM_PROFILE=str(profile))["CXLSIM_MPI_ALLREDUCE_LARGE"] == "1048576"
+    assert capsys.readouterr().err == ""
+    with pytest.raises(InputError, match="CXLSIM_PROFILE"):
+        settings([], CXLSIM_PROFILE=str(tmp_path / "missing.json"))

@@ -4,7 +4,8 @@
 allgather) starts to beat the small one (every rank folds every block) and keeps it in its
 profile as ``emulator.allreduce_large_bytes``. Naming that profile in the environment
 variable CXLSIM_PROFILE makes it the default threshold of every pool communicator
-(`PoolComm.open`, `run_local`, `run_mpi`, `cxlsim bench allreduce`); without it the default
+(`PoolComm.open`, `run_local`, `run_mpi`, `cxlsim bench allreduce`, and the MPI library's under
+`cxlsim mpi run`); without it the default
 is DEFAULT_ALLREDUCE_LARGE_BYTES (64 KiB, the MPI library's default too). A profile that
 cannot be read, or whose value is not a byte count, is an InputError naming the variable.
 """

@@ -17,7 +17,9 @@ from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError, RunError
 from cxlsim.mpi import leftovers
 from cxlsim.mpi.build import build
+from cxlsim.emulator.tuning import PROFILE_VARIABLE, allreduce_large_bytes
 from cxlsim.mpi.settings import check_environment, environment
+from cxlsim.units import format_size
 
 
 def register(subparsers) -> None:
@@ -40,7 +42,9 @@ def register(subparsers) -> None:
     r.add_argument("--slot", default=None, metavar="SIZE",
                    help="pool bytes per rank per buffer; larger calls go through in chunks (default 1MiB)")
     r.add_argument("--allreduce-large", default=None, metavar="SIZE",
-                   help="allreduce chunks of at least this size use reduce-scatter + allgather (default 64KiB)")
+                   help="allreduce chunks of at least this size use reduce-scatter + allgather (default: "
+                        "CXLSIM_MPI_ALLREDUCE_LARGE, else the threshold of the calibration profile CXLSIM_PROFILE "
+                        "names, as the emulator's, else 64KiB)")
     r.add_argument("--pool-latency", default=None, metavar="TIME", help="emulated pool latency, e.g. 250ns (default off)")
     r.add_argument("--pool-bandwidth", default=None, metavar="BW", help="emulated pool bandwidth, e.g. 32GB/s (default off)")
     r.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
@@ -67,19 +71,43 @@ def build_command(args) -> int:
     return 0
 
 
+def run_settings(args, environ) -> dict[str, str]:
+    """The CXLSIM_MPI_* variables `cxlsim mpi run` adds to `environ`: its options' (`environment`), and where
+    neither --allreduce-large nor CXLSIM_MPI_ALLREDUCE_LARGE gives the allreduce threshold, the one of the
+    calibration profile CXLSIM_PROFILE names (the emulator's default, `cxlsim.emulator.tuning`), said on stderr."""
+    settings = environment(pool=args.pool, coherence=args.coherence, slot=args.slot,
+                           allreduce_large=args.allreduce_large, pool_latency=args.pool_latency,
+                           pool_bandwidth=args.pool_bandwidth, timeout=args.timeout, verbose=args.verbose,
+                           stats=args.stats, trace=args.trace, disable=args.disable, fake_nodes=args.fake_nodes,
+                           pool_shared=args.pool_shared)
+    name = "CXLSIM_MPI_ALLREDUCE_LARGE"
+    if name not in settings and name not in environ and environ.get(PROFILE_VARIABLE):
+        value, source = allreduce_large_bytes(environ)
+        settings[name] = str(value)
+        if args.verbose != 0:
+            print(f"cxlsim mpi run: allreduce chunks from {format_size(value)} use reduce-scatter + allgather "
+                  f"({source}{_threshold_placement(environ[PROFILE_VARIABLE])})", file=sys.stderr)
+    return settings
+
+
+def _threshold_placement(path: str) -> str:
+    """', measured in the fast|slow host placement' where the profile's threshold measurement says so."""
+    import json
+
+    with open(path, encoding="utf-8") as f:  # allreduce_large_bytes read it already
+        section = (json.load(f).get("emulator") or {}).get("allreduce_threshold")
+    placement = section.get("placement") if isinstance(section, dict) else None
+    return f", measured in the {placement} host placement" if isinstance(placement, str) else ""
+
+
 def run_command(args) -> int:
     command = list(args.program)
     if command and command[0] == "--":
         command = command[1:]
     if not command:
         raise InputError("mpi run: give the command after --, e.g. cxlsim mpi run -- mpiexec -n 2 ./app")
-    settings = environment(pool=args.pool, coherence=args.coherence, slot=args.slot,
-                           allreduce_large=args.allreduce_large, pool_latency=args.pool_latency,
-                           pool_bandwidth=args.pool_bandwidth, timeout=args.timeout, verbose=args.verbose,
-                           stats=args.stats, trace=args.trace, disable=args.disable, fake_nodes=args.fake_nodes,
-                           pool_shared=args.pool_shared)
     env = dict(os.environ)
-    env.update(settings)
+    env.update(run_settings(args, env))
     check_environment(env)
     library = build(mpicc=args.mpicc)
     env["LD_PRELOAD"] = ":".join([str(library)] + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
