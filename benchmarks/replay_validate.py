@@ -14,7 +14,9 @@
    and one of 8 B, an allgather and a bcast of 4 KiB: its MPI time is the pool's), under
    `cxlsim mpi run --stats --trace DIR`; the program prints its wall time from its first
    barrier's end to its last barrier's end (rank 0), the library its stats (which collectives
-   ran on its pool) on stderr.
+   ran on its pool) on stderr. The library runs with the local-host profile's allreduce threshold
+   (CXLSIM_PROFILE names the profile, as a calibrated user would run it; the default 64 KiB where the
+   profile has none), so its 64 KiB allreduce runs the algorithm the profile measured faster.
 3. Each trace is replayed twice (`cxlsim.replay.fabrics`): on the network profile alone
    (`--fabric profile.json`: the LogGP regime of the trace's typical message, the 32 KiB halo,
    as NIC and link figures on a star, switch latency 0, so a message costs o + k*G + L + o, the
@@ -68,6 +70,8 @@ import tempfile
 import typing
 
 from cxlsim.calibrate.profile import load_profile
+from cxlsim.emulator.tuning import allreduce_large_bytes
+from cxlsim.errors import InputError
 from cxlsim.loggp import LogGPFit
 from cxlsim.emulator.cli import find_mpiexec
 from cxlsim.mpi.build import build, find_mpicc
@@ -153,14 +157,17 @@ class MeasuredRun(typing.NamedTuple):
 
 
 def traced_run(app: str, exe: dict, np_: int, directory: str, iterations: int, work: int, record: bool = True,
-               interval_s: float | None = None, others_every: int = 0) -> MeasuredRun:
+               interval_s: float | None = None, others_every: int = 0, profile: str | None = None) -> MeasuredRun:
     """Run the app under the library with tracing and stats, its ranks recording their CPUs into DIR.cpus/ if
-    `record`, and a /proc sampler beside it (run_sampled) only if `interval_s` is given."""
+    `record`, a /proc sampler beside it (run_sampled) only if `interval_s` is given, and the allreduce
+    threshold of the calibration profile `profile` (CXLSIM_PROFILE; None: the environment's)."""
     program = [sys.executable, os.path.join(SRC, "halo_timed.py")] if app == "py" else [exe[app]]
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--stats", "--trace", directory, "--", find_mpiexec(), "-n",
            str(np_), *program, str(iterations), str(work)]
     env = dict(os.environ, CXLSIM_MPI_VERBOSE="2")  # the library logs its pool's placement probe on stderr
     env.pop("CXLSIM_RANK_CPUS", None)
+    if profile is not None:
+        env["CXLSIM_PROFILE"] = profile
     cpus_dir = directory.rstrip("/") + ".cpus"
     if record:
         os.makedirs(cpus_dir)
@@ -393,6 +400,14 @@ def main() -> int:
         local = args.pool_profile or pool_profile.calibrate_local_host(os.path.join(tmp, "local"))
         print(f"# local-host profile {local if args.pool_profile else '(calibrated now)'}: "
               f"made {load_profile(local)['provenance'].get('timestamp_utc', '?')}")
+        try:  # the library runs as the profile it is priced by says (`cxlsim mpi run` reads CXLSIM_PROFILE)
+            threshold, _ = allreduce_large_bytes({"CXLSIM_PROFILE": local})
+            threshold_profile = local
+            print(f"# the library's allreduce threshold: the local-host profile's, large from {threshold} B "
+                  "(CXLSIM_PROFILE names it in the runs)")
+        except InputError as exc:
+            threshold_profile = None
+            print(f"# the library's allreduce threshold: its default or the environment's ({exc})")
         spread = [(f"S{i + 1}", path) for i, path in enumerate(args.spread_profiles)]
         if "coll" in args.apps:
             for name, path in [("profile", local), *spread]:
@@ -440,7 +455,7 @@ def main() -> int:
                     iterations = args.iterations or ITERATIONS[app]
                     ran = traced_run(app, exe, n, directory, iterations, work, record=True,
                                      interval_s=sample_interval_s(n, cpus) if args.with_others else None,
-                                     others_every=10)
+                                     others_every=10, profile=threshold_profile)
                     measured, stats, median_it, placement = (ran.wall_s, ran.stats, ran.median_iteration_s,
                                                              ran.placement)
                     seen, sampler_s = ran.recorded, ran.sampler_s
