@@ -58,11 +58,18 @@ def test_a_price_is_the_median_of_its_placements_jobs_unscaled(monkeypatch):
     assert slow["price_ns"] == pytest.approx(9000.0) and slow["jobs"] == 1
 
 
-def test_a_placement_no_job_measured_is_priced_from_the_others(monkeypatch):
+def test_a_placement_no_job_measured_is_priced_by_its_own_model_else_from_the_others(monkeypatch):
+    """No job of the run's placement: the model, where its primitives are of that placement (the fixture's are
+    fast); else the other placement's jobs, scaled by the round trips."""
     _by_hand(monkeypatch, {64: [("slow", 450.0, 9000.0), ("slow", 400.0, 7600.0)]})
-    got = ps.price_at(_profile([_job(0, "slow", 450.0, [64])]), "hw", "broadcast", 64, NEVER, 90.0)
-    assert got["price_ns"] == pytest.approx((9000.0 / 450 + 7600.0 / 400) / 2 * 90)
-    assert "slow-placement jobs' prices scaled to 90 ns (no fast-placement job measured 64 B)" in got["rule"]
+    prof = _profile([_job(0, "slow", 450.0, [64])])
+    got = ps.price_at(prof, "hw", "broadcast", 64, NEVER, 90.0)
+    assert got["price_ns"] == pytest.approx(ps.profile_price(prof, "hw", "broadcast", 64, NEVER))
+    assert got["jobs"] == 0 and "of this placement's primitives (no fast-placement job" in got["rule"]
+    _by_hand(monkeypatch, {64: [("fast", 90.0, 900.0), ("fast", 100.0, 1100.0)]})
+    got = ps.price_at(_profile([_job(0, "fast", 90.0, [64])]), "hw", "broadcast", 64, NEVER, 450.0)
+    assert got["price_ns"] == pytest.approx((900.0 / 90 + 1100.0 / 100) / 2 * 450)
+    assert "fast-placement jobs' prices scaled to 450 ns (no slow-placement job measured 64 B)" in got["rule"]
 
 
 def test_a_size_between_measured_ones_is_interpolated_and_one_beyond_them_scaled_by_its_bytes(monkeypatch):
@@ -82,7 +89,7 @@ def test_a_size_far_beyond_every_measured_one_falls_back_to_the_model_scaled_onl
     got = ps.price_at(prof, "hw", "broadcast", 4096, NEVER, 90.0)
     own = prof["model"]["roundtrip_ns"]["hw"]
     assert own < 200.0  # the fixture's model: the fast placement, as the run's 90 ns
-    assert got["jobs"] == 0 and got["rule"].startswith("the profile model's price (no job")
+    assert got["jobs"] == 0 and got["rule"].startswith("the profile model's price, of this placement's primitives")
     model = ps.profile_price(prof, "hw", "broadcast", 4096, NEVER)
     assert got["price_ns"] == pytest.approx(model)
     slow = ps.price_at(prof, "hw", "broadcast", 4096, NEVER, 450.0)

@@ -117,34 +117,64 @@ jobs that measured 64 KiB)."""
 
 
 def placement_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
-                  roundtrip_ns: float, placement: str | None = None) -> tuple[list[float], list[str]]:
+                  roundtrip_ns: float, placement: str | None = None,
+                  borrow: bool = True) -> tuple[list[float], list[str]]:
     """Each job's price of this call (`job_prices`): as priced, over the jobs of `placement` if any of them measured
-    the size, else every job's scaled to the round trip `roundtrip_ns` (x roundtrip_ns / the job's round trip); with
-    the placements of the jobs used (sorted, distinct)."""
+    the size, else (if `borrow`) every job's scaled to the round trip `roundtrip_ns` (x roundtrip_ns / the job's round
+    trip); with the placements of the jobs used (sorted, distinct)."""
     jobs = [j for j in job_prices(profile, coherence, collective, size_bytes, large_bytes) if j["roundtrip_ns"]]
     mine = [j for j in jobs if j["placement"] == placement]
     if mine:
         return [j["price_ns"] for j in mine], [placement]
+    if not borrow:
+        return [], []
     return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in jobs], sorted({j["placement"] for j in jobs})
 
 
 def price_at(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
              roundtrip_ns: float) -> dict:
-    """The kernel's price of one call at a flag round trip `roundtrip_ns` (the traced run's, ns): {'price_ns'
-    (the median of the prices of the profile's jobs of its placement, `host.placement_of`, if any measured the
-    size, else of every job's scaled to that round trip: `placement_prices`), 'low_ns', 'high_ns' (their range: the
-    profile's spread), 'jobs', 'rule'}. A size no job measured: interpolated linearly between the nearest
-    measured sizes on either side, priced with this call's algorithm (an allreduce block measures both
-    algorithms' patterns and folds); measured sizes on one side only: the nearest one's in proportion to the
-    bytes, within EXTRAPOLATE_SPAN of it; else the profile model's price (`profile_price`), scaled from its
-    own round trip where that was another placement's; 'rule' says which. Why scaling between placements only: a
-    job's price over its round trip stayed within 0.9-1.3x at 63-441 ns, while within the fast placement the calls
-    followed the round trip with an elasticity of about 0.3 (module docstring)."""
+    """The kernel's price of one call at a flag round trip `roundtrip_ns` (the traced run's, ns): {'price_ns',
+    'low_ns', 'high_ns' (the range: the profile's spread), 'jobs', 'rule' (which of these, in words)}.
+    In order: the median of the prices of the profile's jobs of the run's placement (`host.placement_of`), unscaled,
+    at the size, else interpolated linearly between the nearest measured sizes on either side (priced with this
+    call's algorithm: an allreduce block measures both algorithms' patterns and folds), else the nearest one's in
+    proportion to the bytes within EXTRAPOLATE_SPAN of it (`_from_jobs`); then, where the profile model's
+    primitives are of the run's placement, the model's price (`profile_price`); else the other placement's jobs
+    the same way, each scaled by the run's round trip over its own, then the model's price scaled alike.
+    Why the model before the other placement's jobs: a price does not follow the round trip across placements at
+    every size (2026-12-02: the library's 64 KiB small allreduce took 2.88-2.94 us at 70-76 ns and 6.75-6.96 us
+    at 448-471 ns, 38 against 15 ns per ns of round trip, where session 25's 64 KiB large allreduce and 8 B calls
+    stayed within 0.9-1.3x); and within the fast placement the calls followed the round trip with an elasticity of
+    about 0.3 (module docstring), so jobs of the run's placement are not scaled."""
     placement = placement_of(roundtrip_ns)
+    mode = Coherence.parse(coherence, "coherence").value
+    own = LocalModel.from_dict(profile["model"]).roundtrip_ns[mode]
+    if placement_of(own) == placement:  # this placement's jobs, else the model of this placement's primitives
+        got = _from_jobs(profile, coherence, collective, size_bytes, large_bytes, roundtrip_ns, placement, False)
+        if got is not None:
+            return got
+        price = profile_price(profile, coherence, collective, size_bytes, large_bytes)
+        return {"price_ns": price, "low_ns": price, "high_ns": price, "jobs": 0,
+                "rule": f"the profile model's price, of this placement's primitives (no {placement}-placement job "
+                        f"measured this size, sizes on both sides of it or one within {EXTRAPOLATE_SPAN:g}x)"}
+    got = _from_jobs(profile, coherence, collective, size_bytes, large_bytes, roundtrip_ns, placement, True)
+    if got is not None:
+        return got
+    price = profile_price(profile, coherence, collective, size_bytes, large_bytes) * roundtrip_ns / own
+    return {"price_ns": price, "low_ns": price, "high_ns": price, "jobs": 0,
+            "rule": f"the profile model's price scaled from its round trip {own:.0f} ns ({placement_of(own)} "
+                    f"placement) (no job measured this size, sizes on both sides of it or one within "
+                    f"{EXTRAPOLATE_SPAN:g}x)"}
+
+
+def _from_jobs(profile: dict, coherence, collective: str, size_bytes: int, large_bytes: int, roundtrip_ns: float,
+               placement: str, borrow: bool) -> dict | None:
+    """`price_at` from the profile's jobs (`placement_prices`, borrowing the other placement's only if `borrow`):
+    at the size, else interpolated between measured sizes or in proportion from one side; None: no job fits."""
     mode = Coherence.parse(coherence, "coherence").value
 
     def at(n, large):  # the jobs' prices of size n scaled to the round trip, or None: no job priced it
-        got, placements = placement_prices(profile, coherence, collective, n, large, roundtrip_ns, placement)
+        got, placements = placement_prices(profile, coherence, collective, n, large, roundtrip_ns, placement, borrow)
         if not got:
             return None
         whose = (f"{placement}-placement jobs' prices" if placements == [placement] else
@@ -166,25 +196,18 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
         below = [n for n in below if n >= size_bytes / EXTRAPOLATE_SPAN]
     if not below:
         above = [n for n in above if n <= size_bytes * EXTRAPOLATE_SPAN]
-    if below or above:
-        lo, hi = (below or above)[-1 if below else 0], (above or below)[0 if above else -1]
-        a, b = priced[lo], priced[hi]
-        if lo != hi:
-            w = (size_bytes - lo) / (hi - lo)
-            how = f"interpolated between {lo} and {hi} B"
-        else:  # one side only: in proportion to the bytes
-            w, b = 0.0, a
-            a = {k: a[k] * size_bytes / lo if k.endswith("_ns") else a[k] for k in a}
-            how = f"from {lo} B in proportion to the bytes (no job priced a size on the other side of {size_bytes} B)"
-        return {"price_ns": a["price_ns"] + w * (b["price_ns"] - a["price_ns"]),
-                "low_ns": a["low_ns"] + w * (b["low_ns"] - a["low_ns"]),
-                "high_ns": a["high_ns"] + w * (b["high_ns"] - a["high_ns"]), "jobs": min(a["jobs"], b["jobs"]),
-                "rule": f"{how} ({a['rule']})"}
-    own = LocalModel.from_dict(profile["model"]).roundtrip_ns[mode]
-    price = profile_price(profile, coherence, collective, size_bytes, large_bytes)
-    how = "the profile model's price"
-    if placement_of(own) != placement:
-        price *= roundtrip_ns / own
-        how += f" scaled from its round trip {own:.0f} ns ({placement_of(own)} placement)"
-    return {"price_ns": price, "low_ns": price, "high_ns": price, "jobs": 0,
-            "rule": f"{how} (no job measured this size, sizes on both sides of it or one within {EXTRAPOLATE_SPAN:g}x)"}
+    if not (below or above):
+        return None
+    lo, hi = (below or above)[-1 if below else 0], (above or below)[0 if above else -1]
+    a, b = priced[lo], priced[hi]
+    if lo != hi:
+        w = (size_bytes - lo) / (hi - lo)
+        how = f"interpolated between {lo} and {hi} B"
+    else:  # one side only: in proportion to the bytes
+        w, b = 0.0, a
+        a = {k: a[k] * size_bytes / lo if k.endswith("_ns") else a[k] for k in a}
+        how = f"from {lo} B in proportion to the bytes (no job priced a size on the other side of {size_bytes} B)"
+    return {"price_ns": a["price_ns"] + w * (b["price_ns"] - a["price_ns"]),
+            "low_ns": a["low_ns"] + w * (b["low_ns"] - a["low_ns"]),
+            "high_ns": a["high_ns"] + w * (b["high_ns"] - a["high_ns"]), "jobs": min(a["jobs"], b["jobs"]),
+            "rule": f"{how} ({a['rule']})"}
