@@ -46,6 +46,8 @@ def test_the_profile_named_by_cxlsim_profile_sets_the_default(tmp_path):
     assert allreduce_large_bytes({}) == (DEFAULT_ALLREDUCE_LARGE_BYTES, "default")
     path = _profile(tmp_path, {"allreduce_large_bytes": 12288})
     assert allreduce_large_bytes({"CXLSIM_PROFILE": path}) == (12288, f"measured, {path}")
+    path = _profile(tmp_path, {"allreduce_large_bytes": 12288, "allreduce_threshold": {"placement": "slow"}})
+    assert allreduce_large_bytes({"CXLSIM_PROFILE": path}) == (12288, f"measured in the slow host placement, {path}")
     for bad, needle in (({"allreduce_large_bytes": -1}, "expected a number of bytes"), ({}, "has no emulator")):
         with pytest.raises(InputError, match=needle):
             allreduce_large_bytes({"CXLSIM_PROFILE": _profile(tmp_path, bad)})

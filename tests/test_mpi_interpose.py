@@ -837,7 +837,7 @@ def test_mpi_run_takes_the_allreduce_threshold_from_the_profile_unless_told(tmp_
     got = settings([], CXLSIM_PROFILE=str(profile))
     assert got["CXLSIM_MPI_ALLREDUCE_LARGE"] == "1048576"
     err = capsys.readouterr().err
-    assert f"from 1 MiB use reduce-scatter + allgather (measured, {profile}, measured in the fast host placement)" in err
+    assert f"from 1 MiB use reduce-scatter + allgather (measured in the fast host placement, {profile})" in err
     assert settings(["--allreduce-large", "4KiB"], CXLSIM_PROFILE=str(profile))["CXLSIM_MPI_ALLREDUCE_LARGE"] == "4096"
     assert "CXLSIM_MPI_ALLREDUCE_LARGE" not in settings([], CXLSIM_PROFILE=str(profile),
                                                         CXLSIM_MPI_ALLREDUCE_LARGE="8192")

@@ -29,9 +29,12 @@ statistic: a job's blocks report the median of short ping-pongs (95-97 ns beside
 profile), the library's set-up probe its best of a few. Scaling a job at 95 ns to a run's 82 ns probe priced the
 64 KiB allreduce 2.8 us against the 3.0 us the jobs' figures gave and the 3.3-3.7 us the library's calls took. So
 `price_at` prices a call at a given round trip (the traced run's, which the library's stats header gives) as the
-median of the prices of the profile's jobs of that round trip's placement, unscaled, and only where no job of that
-placement measured the size, of the other placement's jobs scaled to it. The fast placement's spread of session 25
-(63 against 108-114 ns) is then in the price's range (its jobs' low and high), not followed. Units: ns, bytes.
+median of the prices of the profile's jobs of that round trip's placement, unscaled; where no job of that
+placement measured the size (or sizes around it), the profile model's price if the model's primitives were
+measured in that placement, and only then the other placement's jobs scaled to it: the 0.9-1.3x above does not
+hold at every size (the library's 64 KiB small allreduce took 38 ns per ns of round trip fast and 15 slow,
+2026-12-02; `price_at`). The fast placement's spread of session 25 (63 against 108-114 ns) is then in the price's
+range (its jobs' low and high), not followed. Units: ns, bytes.
 """
 from __future__ import annotations
 
@@ -117,8 +120,8 @@ jobs that measured 64 KiB)."""
 
 
 def placement_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
-                  roundtrip_ns: float, placement: str | None = None,
-                  borrow: bool = True) -> tuple[list[float], list[str]]:
+                     roundtrip_ns: float, placement: str | None = None,
+                     borrow: bool = True) -> tuple[list[float], list[str]]:
     """Each job's price of this call (`job_prices`): as priced, over the jobs of `placement` if any of them measured
     the size, else (if `borrow`) every job's scaled to the round trip `roundtrip_ns` (x roundtrip_ns / the job's round
     trip); with the placements of the jobs used (sorted, distinct)."""

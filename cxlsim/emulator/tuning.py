@@ -21,7 +21,8 @@ DEFAULT_ALLREDUCE_LARGE_BYTES = 65536
 
 
 def allreduce_large_bytes(environ=os.environ) -> tuple[int, str]:
-    """(threshold in bytes, where it came from): the profile named by CXLSIM_PROFILE, else the default."""
+    """(threshold in bytes, where it came from: 'default', or 'measured[ in the fast|slow host placement], PATH'):
+    the profile named by CXLSIM_PROFILE, else the default."""
     path = environ.get(PROFILE_VARIABLE)
     if not path:
         return DEFAULT_ALLREDUCE_LARGE_BYTES, "default"
@@ -38,4 +39,7 @@ def allreduce_large_bytes(environ=os.environ) -> tuple[int, str]:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"{PROFILE_VARIABLE}={path}: emulator.allreduce_large_bytes: expected a number of "
                          f"bytes >= 0, got {value!r}")
-    return value, f"measured, {path}"
+    measured = section.get("allreduce_threshold")
+    placement = measured.get("placement") if isinstance(measured, dict) else None
+    where = f" in the {placement} host placement" if isinstance(placement, str) else ""
+    return value, f"measured{where}, {path}"

@@ -86,18 +86,8 @@ def run_settings(args, environ) -> dict[str, str]:
         settings[name] = str(value)
         if args.verbose != 0:
             print(f"cxlsim mpi run: allreduce chunks from {format_size(value)} use reduce-scatter + allgather "
-                  f"({source}{_threshold_placement(environ[PROFILE_VARIABLE])})", file=sys.stderr)
+                  f"({source})", file=sys.stderr)
     return settings
-
-
-def _threshold_placement(path: str) -> str:
-    """', measured in the fast|slow host placement' where the profile's threshold measurement says so."""
-    import json
-
-    with open(path, encoding="utf-8") as f:  # allreduce_large_bytes read it already
-        section = (json.load(f).get("emulator") or {}).get("allreduce_threshold")
-    placement = section.get("placement") if isinstance(section, dict) else None
-    return f", measured in the {placement} host placement" if isinstance(placement, str) else ""
 
 
 def run_command(args) -> int:
