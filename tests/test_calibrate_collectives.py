@@ -222,6 +222,27 @@ def test_collective_bandwidth_makes_the_des_data_time_the_patterns():
     assert collective_bw(model(pattern_curves={}), "hw", "broadcast", s, NEVER) is None
 
 
+def test_the_bytes_moved_survive_a_pair_of_bandwidths_that_straddles_a_switch_of_critical_path(monkeypatch):
+    """The DES's time is linear in 1 / bandwidth only piecewise: here one rank's chain (256 B) is critical up to
+    1 B/ns and the other's (288 B, 150 ns later) from 2 B/ns, so the 1-2 B/ns pair alone gives -76 B. The octave
+    pairs' median gives 256 B, and the bandwidth is those bytes over the pattern's time less the charged
+    latency plus the flags (128 B, linear)."""
+    import cxlsim.calibrate.collectives as cc
+    from cxlsim.calibrate.patterns import PATTERNS
+
+    def des(m, coherence, collective, n, large, bw=None, calls=3, flush_line=None):
+        if n == 0:
+            return 900.0 + 128.0 / bw
+        return 1000.0 + 256.0 / bw if bw <= 1.0 else 1150.0 + 288.0 / bw
+    monkeypatch.setattr(cc, "_des_call_ns", des)
+    curve = {"64": 3 * 64.0, "1048576": 3 * 1048576.0}
+    m = model(pattern_curves={"hw": {p: curve for p in PATTERNS}}, path_ns={"hw": 10.0, "flush": 10.0})
+    s = 4096
+    assert des(m, "hw", "broadcast", s, NEVER, 1.0) - des(m, "hw", "broadcast", s, NEVER, 2.0) < 0
+    flags_ns = 128 / m.host_bw(64, "hw", 10.0)
+    assert cc.collective_bw(m, "hw", "broadcast", s, NEVER) == pytest.approx(256 / (3 * s - 40 + flags_ns))
+
+
 @pytest.mark.parametrize("collective, size", [("allreduce", 4096), ("reduce_scatter", 4096), ("alltoall", 64)])
 def test_each_ranks_own_overhead_the_faster_rank_waits_for_the_slower_ones_publish(collective, size):
     """Per-rank overheads (200, 900 ns): equal ranks give the shared figure's time exactly; otherwise the call's mean

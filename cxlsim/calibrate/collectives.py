@@ -66,6 +66,10 @@ def _call(collective: str, size_bytes: int, large_bytes: int):
     raise InputError(f"collective: expected one of {COLLECTIVES}, got {collective!r}")
 
 
+MOVED_PAIRS = ((0.5, 1.0), (1.0, 2.0), (2.0, 4.0))
+"""The pairs of host bandwidths (bytes/ns) whose DES times give the bytes a call moves (`collective_bw`)."""
+
+
 def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int):
     """Host bandwidth (bytes/ns) for one np-2 call, so that the DES's data transfers of the call take what
     the collective's own copy pattern took (`patterns`: its primitive, `LocalModel.pattern_ns`), less
@@ -73,9 +77,14 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
     without the pattern at this size (then the allgather's figure is used).
 
     What the DES moves is read off the DES itself, not restated here: its per-call time (the mean over
-    the ranks, as the bench's) is T0 + X / bw in the host bandwidth bw, so runs at 1 and 2 bytes/ns
-    give X = 2 (T(1) - T(2)), the bytes it moves on the ranks' critical paths, whatever its programs
-    (models/collectives/pool_collectives.py) move. X includes the protocol's flag lines (X at 0 bytes,
+    the ranks, as the bench's) is T0 + X / bw in the host bandwidth bw, so runs at two bandwidths a and b
+    give X = (T(a) - T(b)) / (1/a - 1/b), the bytes it moves on the ranks' critical paths, whatever its
+    programs (models/collectives/pool_collectives.py) move. That line holds only piecewise: where the
+    ranks' per-call overheads differ, a change of bandwidth can hand the critical path from one rank's
+    chain of flags and copies to the other's, and one pair straddling that switch gives any X, even a
+    negative one (flush reduce_scatter, 16 B, one job of 2026-12-03: -28 B at 1 and 2 B/ns, 256 and 288 B
+    at 0.5-1 and 2-4 B/ns; clamped to 1 B it priced a 1.5 us call at 9.1 us). So X is the median of the
+    three octave pairs 0.5-1, 1-2 and 2-4 B/ns (`MOVED_PAIRS`). X includes the protocol's flag lines (X at 0 bytes,
     X0), which the flag round trip's path solve prices at the allgather's bandwidth for 64 B
     (`LocalModel.host_bw`); so the bandwidth is X over the pattern's data time less the charged
     latency plus X0 at that bandwidth: the DES's call then takes T0, the data time, and its flags
@@ -87,9 +96,9 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
     if data is None:
         return None
 
-    def moved(n):  # the DES's bytes on the critical path at n bytes (T(1 B/ns) - T(2 B/ns) = X / 2)
-        return 2 * (_des_call_ns(model, coherence, collective, n, large_bytes, 1.0)
-                    - _des_call_ns(model, coherence, collective, n, large_bytes, 2.0))
+    def moved(n):  # the DES's bytes on the critical path at n bytes
+        times = {b: _des_call_ns(model, coherence, collective, n, large_bytes, b) for b in (0.5, 1.0, 2.0, 4.0)}
+        return statistics.median((times[a] - times[b]) / (1 / a - 1 / b) for a, b in MOVED_PAIRS)
     path = model.path_ns[coherence]
     charged = 2 * path if coherence == Coherence.FLUSH and model.flush_ack_ns else 4 * path
     flags = moved(0) / model.host_bw(64, coherence, max(path, MIN_PATH_NS))
