@@ -466,3 +466,25 @@ def test_probe_pingpong_times_ranks_0_and_1_and_the_others_wait():
     assert all(ns > 0 for ns, _ in two)  # np 2: the flag ping-pong of both ranks
     with pytest.raises(RankFailure, match="probe_pingpong: needs at least 2 ranks"):
         run_local(1, _probe_pingpong, slot_bytes=64, timeout_s=60)
+
+
+def test_a_comm_dropped_at_interpreter_exit_releases_quietly():
+    """`__dealloc__` releases the split-phase buffers with a C call: a Python method looked up there can be gone
+    at interpreter exit ("Exception ignored in PoolKernel.__dealloc__", seen after a bench side's calls)."""
+    import subprocess
+    import sys
+
+    script = ("from cxlsim.coherence import Coherence\n"
+              "from cxlsim.emulator.bench_collectives import CollectiveSide\n"
+              "from cxlsim.emulator.comm import PoolComm\n"
+              "from cxlsim.emulator.pool import Pool\n"
+              "pool = Pool.create('shm', 1, 64)\n"
+              "pool.unlink()\n"
+              "comm = PoolComm.open(pool, 0, coherence=Coherence.HW)\n"
+              "op = CollectiveSide('allreduce', 'copy', comm, None, 0, False).op\n"
+              "for _ in range(30):\n"
+              "    op()\n"
+              "comm.close()\n"
+              "pool.close()\n")
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0 and got.stderr == "", got.stderr

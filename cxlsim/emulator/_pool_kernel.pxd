@@ -40,6 +40,7 @@ cdef class PoolKernel:
     cdef void check_open(self) except *
     cdef raise_timeout(self, str what=*)
     cdef void check_idle(self) except *
+    cdef void release_pending(self) noexcept
     cdef tuple _allreduce_args(self, sendbuf, recvbuf, op, large_bytes)
     # The last reduction's dtype and op objects and their codes (_reduction_codes).
     cdef object rc_dtype, rc_op

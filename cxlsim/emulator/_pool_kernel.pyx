@@ -105,14 +105,14 @@ cdef class PoolKernel:
         self.vc_allgather, self.vc_broadcast, self.vc_alltoall = ViewCache(), ViewCache(), ViewCache()
 
     def __dealloc__(self):
-        self._release_pending()
+        self.release_pending()
         if self.has_mapping:
             PyBuffer_Release(&self.mapping)
             self.has_mapping = False
 
     def close(self):
         """Release the pool mapping; the kernel can no longer be used."""
-        self._release_pending()
+        self.release_pending()
         if self.has_mapping:
             PyBuffer_Release(&self.mapping)
             self.has_mapping = False
@@ -337,7 +337,9 @@ cdef class PoolKernel:
         if self.has_pending:
             raise RunError("a split-phase allreduce is in flight: call allreduce_wait() before the next collective")
 
-    def _release_pending(self):
+    cdef void release_pending(self) noexcept:
+        """Drop the split-phase allreduce's buffers (a C call: `__dealloc__` runs it, where the
+        object's Python attributes may be gone)."""
         if self.has_pending:
             PyBuffer_Release(&self.pending_send)
             PyBuffer_Release(&self.pending_recv)
@@ -487,7 +489,7 @@ cdef class PoolKernel:
             status = cxl_coll_allreduce_start(&self.coll, &self.pending, <char *>self.pending_send.buf,
                                               <char *>self.pending_recv.buf, count, dt, code, large)
         if status:
-            self._release_pending()
+            self.release_pending()
             self._status(status, "allreduce")
 
     def allreduce_wait(self):
@@ -498,7 +500,7 @@ cdef class PoolKernel:
             raise RunError("allreduce_wait: no allreduce was started")
         with nogil:
             status = cxl_coll_allreduce_wait(&self.coll, &self.pending)
-        self._release_pending()
+        self.release_pending()
         self._status(status, "allreduce")
 
     def allreduce(self, sendbuf, recvbuf, op="sum", large_bytes=None):
