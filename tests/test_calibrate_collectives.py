@@ -109,6 +109,31 @@ def test_a_reduction_block_measures_its_fold_on_every_rank_at_the_sizes_the_call
     assert set(block_folds("reduce_scatter", 8192)) == {4096}
 
 
+def test_the_ranks_overheads_come_from_one_block_the_one_whose_slowest_rank_is_the_median():
+    from cxlsim.calibrate.collective_blocks import median_block_overheads
+
+    # each rank slow in one block of three, not the same one: each rank's own median is fast (270, 270)
+    assert median_block_overheads([[260.0, 480.0], [460.0, 270.0], [270.0, 270.0]]) == [460.0, 270.0]
+    assert median_block_overheads([[300.0, 100.0]]) == [300.0, 100.0]
+    assert median_block_overheads([[100.0, 200.0], [400.0, 100.0], [500.0, 600.0], [110.0, 120.0]]) == [250.0, 150.0]
+
+
+@pytest.mark.parametrize("iterations", [50, 3])
+def test_a_blocks_calls_are_timed_in_groups_each_after_its_share_of_the_overhead_calls(iterations):
+    from cxlsim.calibrate import collective_blocks as cb
+
+    log = []
+    overhead, calls = cb.interleaved_calls(lambda: log.append("c"), lambda: None, lambda: log.append("o"), iterations)
+    groups = min(cb.OVERHEAD_GROUPS, iterations)
+    shares = [a.size for a in np.array_split(np.arange(iterations), groups)]
+    expected = "o" * cb.OVERHEAD_WARMUP + "".join(
+        "o" * (1 + cb.OVERHEAD_CALLS // groups) + "c" * ((max(cb.GROUP_WARMUP, iterations // 10) if g == 0 else cb.GROUP_WARMUP) + share)
+        for g, share in enumerate(shares))
+    assert "".join(log) == expected
+    assert calls.size == iterations and overhead.size == groups * (cb.OVERHEAD_CALLS // groups)
+    assert (calls >= 0).all() and (overhead >= 0).all()
+
+
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_a_collectives_own_per_call_overhead_adds_exactly_itself(collective):
     m = model(collective_overhead_ns={c: 200.0 for c in COLLECTIVES})

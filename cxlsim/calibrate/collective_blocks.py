@@ -4,14 +4,15 @@ A block is one collective at one size, measured on the job's two ranks in one st
 about a millisecond (`run_block`, in this order):
 
 1. the flag round trip (`placement_probe`): the block's host placement before;
-2. the concurrent-copy primitive at 1 and 64 B (`CONCURRENT_SIZES`: the flags' price); the per-call
-   overhead primitive: the 0-byte bench step on an np-1 hw pool of the rank's own process (its
-   software, kernel entry included; the DES charges the np-2 step and flush mode's cache upkeep),
-   each call timed (`timed_calls`); for the `SYMMETRIC` collectives, the symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
+2. the concurrent-copy primitive at 1 and 64 B (`CONCURRENT_SIZES`: the flags' price); for the `SYMMETRIC`
+   collectives, the symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
 3. the collective's copy pattern at that size (`patterns.kernel_steps`, `primitives.pattern_copy`;
    allreduce: both algorithms', so a profile prices either at every size);
 4. the collective itself: the bench's own step (`bench_collectives.CollectiveSide`) in osu's loop
-   (warm-up, then timed calls with a barrier between; osu_barrier: none), each call timed;
+   (warm-up, then timed calls with a barrier between; osu_barrier: none), each call timed, in
+   `OVERHEAD_GROUPS` groups, each after its share of the per-call overhead primitive: the 0-byte bench
+   step on an np-1 hw pool of the rank's own process (its software, kernel entry included; the DES
+   charges the np-2 step and flush mode's cache upkeep), each call timed (`interleaved_calls`);
 5. the flag round trip again, and each rank's share of its CPU over the block.
 
 Why blocks (measured, np 2, hw, 18:13 UTC, load 6-7): on this machine the two ranks' CPUs are
@@ -53,6 +54,21 @@ of its calls, which a rank's absence from a quarter of the block moves little; b
 the scheduler's."""
 OVERHEAD_WARMUP, OVERHEAD_CALLS = 50, 200
 """0-byte calls per block for the per-call overhead primitive: dropped, timed."""
+OVERHEAD_GROUPS = 5
+"""Groups a block's calls are timed in, each after its share of the overhead's timed 0-byte calls (the first
+calls of each dropped: `GROUP_WARMUP`). Why (session 32, np 2, hw, 10:20 UTC,
+load 0.1, fast): each CPU's software runs in one of two states, 260-280 or 450-580 ns for a 0-byte allreduce, in
+stretches of 0.1-30 ms (a single process timing 20-call chunks for 3 s: 14-18% slow, about 1,500 slow
+stretches); a call waits for the slower rank's. Over 12 passes of five calls (barrier, allreduce and
+reduce_scatter 16 B, broadcast and alltoall 64 B), the blocks' call medians against the larger of the
+two ranks' overhead medians (the root's, broadcast) correlated 0.13-0.77 with the overhead measured before
+the block's calls, and 0.91-0.98 with it measured in five groups between them; the calls' medians moved by
+-6..+12% (-27..+21 ns), within their spread from block to block. One group of 4 calls after every call
+gave 0.99, but slowed the calls by 4-14%."""
+GROUP_WARMUP = 4
+"""Calls a group drops first: after the overhead's calls the next 3-4 calls run slower (medians by position
+in a group of 10 over 40 blocks, 10:58 UTC: alltoall 64 B 356-366 ns against 341-346 ns for the rest, and
+the calls measured before the overhead alike, 336-351 ns)."""
 PASSES = 3
 """Passes over every (collective, size) per job: a disturbed stretch spoils a few blocks of many sizes."""
 CONCURRENT_SIZES, CONCURRENT_WARMUP, CONCURRENT_ROUNDS = (1, 64), 20, 50
@@ -89,6 +105,21 @@ def timed_calls(op, between, warmup: int, iterations: int) -> np.ndarray:
 
 def _no_sync():
     return None
+
+
+def interleaved_calls(op, between, overhead_op, iterations: int) -> tuple[np.ndarray, np.ndarray]:
+    """`op` in osu's loop (`timed_calls`, `between` after every call) in `OVERHEAD_GROUPS` groups, each after
+    its share of `OVERHEAD_CALLS` timed `overhead_op` calls (`OVERHEAD_WARMUP` dropped first): (overhead ns,
+    calls ns), each call's. Each group drops `GROUP_WARMUP` calls first (the first group a tenth of
+    `iterations` if more: osu's warm-up), each overhead share one."""
+    timed_calls(overhead_op, _no_sync, OVERHEAD_WARMUP, 0)
+    groups = max(1, min(OVERHEAD_GROUPS, iterations))
+    overhead, calls = [], []
+    for g, share in enumerate(np.array_split(np.arange(iterations), groups)):
+        overhead.append(timed_calls(overhead_op, _no_sync, 1, OVERHEAD_CALLS // groups))
+        calls.append(timed_calls(op, between, max(GROUP_WARMUP, iterations // 10) if g == 0 else GROUP_WARMUP,
+                                 share.size))
+    return np.concatenate(overhead), np.concatenate(calls)
 
 
 def block_patterns(collective: str, size_bytes: int, large_bytes: int) -> tuple:
@@ -143,9 +174,6 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     c0, w0 = time.process_time_ns(), time.perf_counter_ns()
     concurrent = concurrent_rank(comm, CONCURRENT_SIZES, CONCURRENT_WARMUP, CONCURRENT_ROUNDS)
     overhead = exchange = None
-    if solo is not None:  # the call's software: the 0-byte call on this process's own np-1 pool
-        overhead = timed_calls(CollectiveSide(collective, "copy", solo, None, 0, False).op, _no_sync,
-                               OVERHEAD_WARMUP, OVERHEAD_CALLS)
     if collective in SYMMETRIC:
         exchange = statistics.median(primitives.flag_exchange(comm, EXCHANGE_ROUNDS, EXCHANGE_GAP_NS)
                                      for _ in range(EXCHANGE_BATCHES))
@@ -155,8 +183,13 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
         got = primitives.pattern_copy(comm, kernel_steps(name, size_bytes, comm.rank), WARMUP + ITERATIONS)
         patterns[name] = got[WARMUP:]
     side = CollectiveSide(collective, "copy", comm, None, size_bytes, False)
-    calls = timed_calls(side.op, comm.barrier if collective != "barrier" else _no_sync,
-                        max(1, iterations // 10), iterations)
+    between = comm.barrier if collective != "barrier" else _no_sync
+    if solo is None:
+        calls = timed_calls(side.op, between, max(1, iterations // 10), iterations)
+    else:  # the call's software: the 0-byte call on this process's own np-1 pool, between the calls
+        zero = CollectiveSide(collective, "copy", solo, None, 0, False)
+        overhead, calls = interleaved_calls(side.op, between, zero.op, iterations)
+        del zero
     del side
     busy = (time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)
     return dict(collective=collective, size_bytes=size_bytes, rt_before_ns=rt0, rt_after_ns=placement_probe(comm),
@@ -217,12 +250,22 @@ PLACEMENTS = {"fast": "fast", "slow": "slow placement"}
 """The host placements a run's rows are kept for, and the block state each is made of."""
 
 
+def median_block_overheads(rank_overheads: list[list[float]]) -> list[float]:
+    """The ranks' per-call overheads (ns, in rank order) of the block whose slowest rank is the median block's
+    (of an even count, the mean of the middle two blocks'): the ranks' figures are kept from one block, as a call
+    waits for its slower rank. Why not each rank's own median: two ranks that each run slow in one block of three,
+    not the same one, have fast medians, while two of the three blocks' calls waited for a slow rank."""
+    order = sorted(range(len(rank_overheads)), key=lambda i: max(rank_overheads[i]))
+    low, high = order[(len(order) - 1) // 2], order[len(order) // 2]
+    return [float(a + b) / 2 for a, b in zip(rank_overheads[low], rank_overheads[high])]
+
+
 def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "fast") -> dict:
     """What a job's blocks in `state` (default its fast ones) give, per (collective, size) measured in one
     of them at least:
     {'keys': {(collective, size): {measured_ns (median of the pooled calls), mean_ns, calls, blocks,
-    overhead_ns (median of the blocks' 0-byte medians, or None), overhead_rank_ns (per rank, the median of its
-    blocks' 0-byte medians, or None), exchange_ns (likewise), fold_ns ({fold bytes:
+    overhead_ns (median of the blocks' 0-byte medians, or None), overhead_rank_ns (per rank, its 0-byte median
+    in the block `median_block_overheads` picks, or None), exchange_ns (likewise), fold_ns ({fold bytes:
     the median over the blocks}), roundtrip_ns (median
     of the blocks' mean round trips)}}, 'pattern_ns': {pattern: {'data',
     'maintenance': {size: ns}}} (`join_pattern_ranks` over the pooled blocks of each size), 'concurrent_ns'
@@ -268,8 +311,7 @@ def job_figures(blocks: list[dict], mode: Coherence, best: dict, state: str = "f
         keys[key] = dict(measured_ns=float(np.median(calls)), mean_ns=float(calls.mean()), calls=int(calls.size),
                          blocks=len(got["calls"]),
                          overhead_ns=statistics.median(got["overheads"]) if got["overheads"] else None,
-                         overhead_rank_ns=[float(v) for v in np.median(got["rank_overheads"], axis=0)]
-                         if got["rank_overheads"] else None,
+                         overhead_rank_ns=median_block_overheads(got["rank_overheads"]) if got["rank_overheads"] else None,
                          exchange_ns=statistics.median(got["exchanges"]) if got["exchanges"] else None,
                          fold_ns={n: statistics.median(v) for n, v in got["folds"].items()},
                          roundtrip_ns=statistics.median(got["rts"]))
