@@ -56,20 +56,20 @@ OVERHEAD_WARMUP, OVERHEAD_CALLS = 50, 200
 """0-byte calls per block for the per-call overhead primitive: dropped, timed."""
 OVERHEAD_GROUPS = 5
 """Groups a block's calls are timed in, each after its share of the overhead's timed 0-byte calls (the first
-calls of each dropped: `GROUP_WARMUP`). Why (session 32, np 2, hw, 10:20 UTC,
+calls of each dropped: `GROUP_WARMUP`). Why (session 32, np 2, hw, 10:12-10:15 UTC,
 load 0.1, fast): each CPU's software runs in one of two states, 260-280 or 450-580 ns for a 0-byte allreduce, in
 stretches of 0.1-30 ms (a single process timing 20-call chunks for 3 s: 14-18% slow, about 1,500 slow
 stretches); a call waits for the slower rank's. Over 12 passes of five calls (barrier, allreduce and
 reduce_scatter 16 B, broadcast and alltoall 64 B), the blocks' call medians against the larger of the
 two ranks' overhead medians (the root's, broadcast) correlated 0.13-0.77 with the overhead measured before
 the block's calls, and 0.91-0.98 with it measured in five groups between them (one call dropped per group);
-in a 40-pass run (`benchmarks/pool_call_states.py`, 11:05 UTC) 0.83-0.97 against 0.83-0.98. With
+in a 40-pass run (`benchmarks/pool_call_states.py`, 11:01 UTC) 0.83-0.97 against 0.83-0.98. With
 `GROUP_WARMUP` calls dropped the calls' medians are the old way's 0.998-1.011x (a run in one state). One group
 of 4 overhead calls after every call gave 0.99, but slowed the calls by 4-14%. At the level of the
 calibration's cells the change is not shown to help (docs/calibration.md, session 32)."""
 GROUP_WARMUP = 4
 """Calls a group drops first: after the overhead's calls the next 3-4 calls run slower (medians by position
-in a group of 10 over 40 blocks, 10:58 UTC: alltoall 64 B 356-366 ns against 341-346 ns for the rest, and
+in a group of 10 over 40 blocks, 11:02 UTC: alltoall 64 B 356-366 ns against 341-346 ns for the rest, and
 the calls measured before the overhead alike, 336-351 ns; with 4 dropped, 446-451 against 441-450 ns in a
 later, slower stretch)."""
 PASSES = 3
