@@ -67,7 +67,8 @@ The figures are measured on the traced machine (benchmarks/replay_cpu_sharing.py
 loops on one CPU, each yield interval the one with which this model gives two ranks on one CPU their
 measured time); whether a yield forfeits across sessions is measured there too (a poller yielding every
 20 us beside a busy loop on its CPU got 0.5% of it in the busy loop's session, 29-31% in its own). A priced pool
-collective waits for every rank at each of its kernel's waits (cxlsim.replay.engine, PricedPlan.syncs). What the model leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between
+collective waits where the library's kernel waits (cxlsim.replay.pool_steps: its steps' flags, claims and a bcast's
+root that waits for nobody). What the model leaves out, in the replay's notes (`NOTE`): a traced compute gap is wall time between
 MPI calls, so a gap in which the rank was preempted while tracing already holds that time; message
 overheads stay on the rank's own timeline (they are not counted as CPU time); the steps inside a
 collective that runs as network messages are not descheduled (the rank polls once, for the whole call);

@@ -59,6 +59,7 @@ from cxlsim.replay.pool_messages import PoolMessages
 from cxlsim.replay.pool_plans import RegionPlan, pool_plan, regions_of
 from cxlsim.replay.pool_plans import mailbox_floor as pool_mailbox_floor
 from cxlsim.replay.pool_profile import PricedPlan
+from cxlsim.replay.pool_steps import PoolFlags
 from cxlsim.replay.simgrid import request_key
 from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, Trace, check_collectives
 
@@ -246,6 +247,7 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
         messages = Placed(messages, at)
     env = transport.env
     cpus = SharedCPUs(env, p, sharing) if sharing is not None else None
+    pool_flags = PoolFlags(env, p)  # the library's pool, where its calls run by turns
     if cpus is not None:
         extra_notes.append(SHARING_NOTE)
     matcher = Matcher(messages, cpus)
@@ -352,10 +354,9 @@ def replay(trace: Trace, transport, *, library: str = "mpich", compute_scale=1.0
                     ep = transport.endpoint(host) if this.on_pool else messages.endpoint(r)
                 if cpus is None:
                     yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)
-                elif isinstance(this, PricedPlan):  # the library's pool call: at each of its kernel's waits for
-                    for sync in range(this.syncs):  # every rank, poll until all are there, then that part's copies
-                        yield from waited(this.arrive(env, sync), "pool")
-                        yield from work(this.cost_ns / this.syncs)
+                elif isinstance(this, PricedPlan):  # the library's pool call: its steps, waiting where they wait
+                    for step in this.steps:
+                        yield from pool_flags.step(r, step, waited, work, this.cost_ns / len(this.steps))
                 else:
                     cpus.wait(r, "mpi")
                     yield from this.run(ep, (k + 1) * COLLECTIVE_TAG_STRIDE)

@@ -69,6 +69,7 @@ from cxlsim.calibrate.price_spread import price_at
 from cxlsim.calibrate.profile import load_profile, profile_placement
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
+from cxlsim.replay.pool_steps import DATA, SLOT_BYTES, Step, steps_of
 from cxlsim.replay.simgrid import LIBRARY_STATS_NAME
 
 INLINE_MAX_BYTES = 168  # the largest inline allreduce (cxlsim/mpi/pools.c INLINE_SLOW_BYTES, slow placement)
@@ -104,6 +105,7 @@ without stats this default is assumed, and the fabric line says so."""
 
 _HEADER = re.compile(r"cxlsim-mpi stats: (\d+) ranks.*coherence (\w+)")
 _LARGE = re.compile(r"cxlsim-mpi stats: .*allreduce large (\d+) B")
+_SLOT = re.compile(r"cxlsim-mpi stats: .*slot (\d+) B")
 _PLACEMENT = re.compile(r"cxlsim-mpi stats: .*placement (?:(fast|slow|disturbed) \(flag round trip (\d+(?:\.\d+)?) ns\)"
                         r"|(not probed))")
 _ROW = re.compile(r"^\s*(MPI_\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)")
@@ -129,7 +131,7 @@ def stats_beside(trace_path: str) -> str | None:
 def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
     """The library's stats table (`cxlsim mpi run --stats`'s stderr, or the file it writes beside its trace) at
     `path`: {'ranks': P, 'coherence': Coherence, 'allreduce_large_bytes': the run's threshold (None: a header
-    without it), 'placement': {'class': 'fast' | 'slow' | 'disturbed', 'roundtrip_ns'} as the library's probe
+    without it), 'slot_bytes': its pool bytes per rank and buffer (None: a header without it), 'placement': {'class': 'fast' | 'slow' | 'disturbed', 'roundtrip_ns'} as the library's probe
     classed the run's host ({'class': 'not probed', 'roundtrip_ns': None} where it did not probe; None: a header
     without it), 'rows': {traced kind: {'calls', 'pool', 'hier', 'fallback'}}, 'source': where it came from,
     for the fabric line}; `origin` says how it was named (the option, or found beside the trace)."""
@@ -148,10 +150,11 @@ def read_library_stats(path: str, origin: str = "--library-stats") -> dict:
                              f"(known: {', '.join(LIBRARY_NAMES)})")
         calls, _, _, pool, hier, fallback = (int(m.group(i)) for i in range(2, 8))
         rows[LIBRARY_NAMES[m.group(1)]] = {"calls": calls, "pool": pool, "hier": hier, "fallback": fallback}
-    large = _LARGE.search(text)
+    large, slot = _LARGE.search(text), _SLOT.search(text)
     placed = _PLACEMENT.search(text)
     return {"ranks": int(header.group(1)), "coherence": Coherence.parse(header.group(2), f"{path}: coherence"),
-            "allreduce_large_bytes": int(large.group(1)) if large else None, "rows": rows,
+            "allreduce_large_bytes": int(large.group(1)) if large else None,
+            "slot_bytes": int(slot.group(1)) if slot else None, "rows": rows,
             "placement": (None if placed is None else {"class": "not probed", "roundtrip_ns": None} if placed.group(3)
                           else {"class": placed.group(1), "roundtrip_ns": float(placed.group(2))}),
             "source": f"{origin} {path}"}
@@ -193,26 +196,20 @@ class PricedPlan:
     on_pool: bool = False
     cold_ns: float = 0.0
     """What `cost_ns` holds for the call's cold lines (PoolPricing.cold_extra_ns; 0: warm, or nothing to add)."""
-    syncs: int = 1
-    """The kernel's waits for every rank (the large allreduce: 2, after its reduce-scatter and its gather; the
-    others 1): on shared CPUs (`cxlsim replay --cpus`) each is a wait of its own, with cost_ns / syncs of the
-    kernel after it."""
-    arrived: list = dataclasses.field(default_factory=list)
-    all_in: list = dataclasses.field(default_factory=list)
-
-    def arrive(self, env, sync: int = 0):
-        """One rank reaches the kernel's wait `sync` (0: it enters the call): the event of every rank there."""
-        while len(self.all_in) <= sync:
-            self.all_in.append(env.event())
-            self.arrived.append(0)
-        self.arrived[sync] += 1
-        if self.arrived[sync] == self.ranks:
-            self.all_in[sync].succeed()
-        return self.all_in[sync]
+    steps: tuple = (Step(DATA),)
+    """The library's steps of the call (`cxlsim.replay.pool_steps.steps_of`): on shared CPUs (`cxlsim replay --cpus`)
+    each waits where the kernel's step does, with cost_ns / len(steps) of the kernel (`PoolFlags.step`)."""
+    arrived: int = 0
+    all_in: object = None
 
     def run(self, ep, tag: int):
         """Generator: wait for every rank, then hold this rank's CPU for the call's time (`tag` unused)."""
-        yield self.arrive(ep.transport.env)
+        if self.all_in is None:
+            self.all_in = ep.transport.env.event()
+        self.arrived += 1
+        if self.arrived == self.ranks:
+            self.all_in.succeed()
+        yield self.all_in
         yield ep.compute(self.cost_ns)
 
 
@@ -236,6 +233,8 @@ class PoolPricing:
         self.source = stats.get("source", "--library-stats") if stats else None
         given = stats.get("allreduce_large_bytes") if stats else None
         self.large_bytes = ALLREDUCE_LARGE_BYTES if given is None else given
+        slot = stats.get("slot_bytes") if stats else None
+        self.slot_bytes = SLOT_BYTES if slot is None else slot
         self.large_assumed = given is None
         self.profile_placement = profile_placement(profile)
         self.run_placement = stats.get("placement") if stats else None
@@ -373,13 +372,14 @@ class PoolPricing:
             return None
         notes = []
         if call.kind == "bcast":
-            notes.append("bcast on the local-host profile: the root also waits for the last rank")
+            notes.append("bcast on the local-host profile: the root also waits for the last rank (by turns, --cpus: "
+                         "it waits where the library's steps do)")
         if call.kind == "allreduce" and call.size_bytes <= INLINE_MAX_BYTES and self.coherence == Coherence.HW:
             notes.append(f"allreduce of <= {INLINE_MAX_BYTES} B on the local-host profile: priced as the slot path "
                          "(the library's inline path, up to 112 B in the fast placement or 168 B in the slow one, "
                          "saves one line transfer in series per call)")
-        large = call.kind == "allreduce" and call.size_bytes >= self.large_bytes
         extra = self.cold_extra_ns(call.kind, call.size_bytes) if cold else 0.0
+        steps = steps_of(call.kind, call.size_bytes, ranks, self.large_bytes, self.slot_bytes, call.root, call.counts)
         return PricedPlan(call.kind, POOL_KINDS[call.kind], call.size_bytes,
                           self.cost_ns(call.kind, call.size_bytes) + extra, ranks, "; ".join(notes),
-                          syncs=2 if large else 1, cold_ns=extra)
+                          steps=steps, cold_ns=extra)
