@@ -102,3 +102,20 @@ def test_two_ranks_on_one_cpu_hand_over_where_the_library_waits(tmp_path, write_
         return sum(t.switches)
     # the steady state: what 20 more iterations add (the first ones claim buffers no call used yet)
     assert hand_overs(40) - hand_overs(20) == 20 * switches
+
+
+@pytest.mark.parametrize("slot, steps", [(64 << 10, 2), (None, 1)])
+def test_the_runs_slot_from_the_stats_chunks_its_calls(tmp_path, write_trace, network_profile, library_stats_text,
+                                                        slot, steps):
+    """A run with CXLSIM_MPI_SLOT=64KiB moved its 128 KiB allgather in two steps, which the stats' header tells; a
+    header without the slot takes the library's default, 1 MiB: one step."""
+    trace = simgrid.read(write_trace(tmp_path / "trace", {0: ["allgather 131072 131072"],
+                                                          1: ["allgather 131072 131072"]}), 1e9)
+    text = library_stats_text({"MPI_Allgather": (2, 2, 0)})
+    text = text.replace("slot 1048576 B", f"slot {slot} B" if slot else "").replace(", ,", ",")
+    stats = tmp_path / "stats.txt"
+    stats.write_text(text)
+    got = read_library_stats(str(stats))
+    assert got["slot_bytes"] == slot
+    fab = fabrics.resolve(f"{network_profile(tmp_path)}+{LOCAL}", 2, trace=trace, library_stats=got)
+    assert fab.priced.plan(trace.ranks[0][0], 2).steps == (Step(DATA),) * steps
