@@ -22,7 +22,7 @@ and after each):
    rank gets before it is preempted (`--cpu-slice`).
 2. **MPICH's yield interval**: an 8-byte ping-pong under MPICH (no library) with both ranks pinned to one
    CPU. A waiting rank busy-polls and calls sched_yield; `--mpi-yield` is the interval with which the
-   model (part 0's rule, the slice of part 1) gives the measured time of that pinned ping-pong (a
+   model (part 0's rule, the slice of part 1, part 3's hand-over cost) gives the measured time of that pinned ping-pong (a
    bisection over the DES of its trace: in steady state the model's round trip on one CPU is 6 yield
    intervals, MPICH's three turns a message (cxlsim.replay.cpu_sharing: the poll that sees a message is
    followed by a yield), not 2 plus the round trip on two CPUs, so half the excess over two CPUs is not the
@@ -30,11 +30,17 @@ and after each):
    those turns: the ring program at np 2 (the same ping-pong) pinned to one CPU, each rank's switches away
    per round trip, measured against the model's with that interval (perf sched: one hand-over a message
    would be 1; MPICH's are about 3).
-3. **The library's pool yield interval**: MPI_Barrier on the library's pool (`cxlsim mpi run`), both ranks
-   pinned to one CPU (the library sees one core for two ranks and yields after 8 polls): `--pool-yield` is
-   the interval with which the model gives that pinned barrier loop, its barriers priced by
-   `--pool-profile`; and the library's spin before its first yield where the ranks do not outnumber the
-   CPUs (4096 polls, timed alone: `--pool-spin`).
+3. **The library's pool wait and a hand-over's cost**: MPI_Barrier on the library's pool (`cxlsim mpi run`),
+   both ranks pinned to one CPU (the library sees one core for two ranks and yields after 8 polls), and four
+   ranks bound to CPUs 0,0,1,1 (two a CPU, `mpiexec -bind-to user:0,0,1,1`), their switches a rank and barrier;
+   one poll of the oversubscribed wait (a flag load and a sched_yield, alone on CPU 0) is `--pool-yield`, as
+   measured. `--cpu-switch`, the CPU time a hand-over costs the task that gets the CPU, is the mean with which the
+   model gives the pinned barrier loop its measured time, and `--cpu-switch-cv`, the spread of that cost (gamma
+   draws), the one with which it gives the 0,0,1,1 loop its measured hand-overs (a constant cost keeps the two
+   CPUs in step, 0.50 a rank and barrier; the spread lets one fall behind while the other's two ranks wait;
+   fitted in turn, twice). MPICH's yield interval (part 2) is then inverted with that hand-over cost. And the
+   library's spin before its first yield where the ranks do not outnumber the CPUs (4096 polls, timed alone:
+   `--pool-spin`).
 4. **The check, where ranks outnumber CPUs (np 3 and 4 on this machine's CPUs, unpinned)**, measured and
    replayed by the model with the figures of 1-3 (nothing fitted here): an 8-byte ring exchange under MPICH
    (each rank sends to its right and receives from its left, blocking), the library's MPI_Barrier loop, and
@@ -224,6 +230,30 @@ int main(void) {
     if (t < best) best = t;
   }
   printf("spin_ns %.0f\n", best);
+  return 0;
+}
+"""
+
+POLL_YIELD = r"""
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+/* poll_yield: one poll of the library's oversubscribed pool wait (cxl_backoff after its spin: a flag load, then
+ * sched_yield), alone on its CPU: the best of 20 means of 20000 polls (ns a poll). */
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+int main(void) {
+  volatile uint64_t flag = 0; double best = 1e18;
+  for (int r = 0; r < 20; r++) {
+    double t0 = now();
+    for (int i = 0; i < 20000; i++) {
+      if (__atomic_load_n(&flag, __ATOMIC_ACQUIRE) >= 1) break;
+      sched_yield();
+    }
+    double t = (now() - t0) / 20000;
+    if (t < best) best = t;
+  }
+  printf("poll_ns %.1f\n", best);
   return 0;
 }
 """
@@ -515,13 +545,15 @@ RANK_LINE = re.compile(r"rank (\d+) cpu_ns (\S+) switches (\S+) sleeps (\S+) del
                        r"moves (\S+)")
 
 
-def loop_run(exe: str, n: int, iterations: int, library: bool, pin: str | None = None) -> dict:
-    """One run of a loop program (np n, unpinned, or on CPUs `pin`): {'us': per iteration, 'cpu_ns', 'switches', 'sleeps', 'delay_ns'
+def loop_run(exe: str, n: int, iterations: int, library: bool, pin: str | None = None, bind: str | None = None) -> dict:
+    """One run of a loop program (np n, unpinned, or on CPUs `pin`, or each rank bound to its CPU of the map `bind`,
+    e.g. 0,0,1,1): {'us': per iteration, 'cpu_ns', 'switches', 'sleeps', 'delay_ns'
     (time runnable off its CPU): per rank over the loop, 'map': the CPU each rank started the loop on, 'moves': the
     ranks' moves between CPUs over the loop (summed; -1 if /proc/self/sched was not readable), 'others': per CPU,
     the share of the loop's wall time the ranks on it did not run (1 - their CPU time / the wall time; a CPU with a
     busy-polling rank is never idle, so that time is other processes'; 0 for a CPU without a rank)}."""
-    out = run([find_mpiexec(), "-n", str(n), exe, str(iterations)], pin, library)
+    binding = ["-bind-to", f"user:{bind}"] if bind else []
+    out = run([find_mpiexec(), "-n", str(n), *binding, exe, str(iterations)], pin, library)
     us = float(re.search(r"us (\S+)", out).group(1))
     ranks = sorted((int(m.group(1)), float(m.group(2)), float(m.group(3)), float(m.group(4)), float(m.group(5)),
                     int(m.group(6)), int(m.group(7)), float(m.group(8))) for m in RANK_LINE.finditer(out))
@@ -574,7 +606,8 @@ def options_line(sharing: CPUSharing) -> str:
     """The output's last line: the `cxlsim replay` options of these figures (benchmarks/replay_validate.py reads it)."""
     return (f"# replay options (parts 1-3, for every np): --cpus {sharing.cpus} --cpu-slice "
             f"{sharing.slice_ns / 1e3:.0f}us --mpi-yield {sharing.mpi_yield_ns / 1e3:.2f}us --pool-yield "
-            f"{sharing.pool_yield_ns / 1e3:.2f}us --pool-spin {sharing.pool_spin_ns / 1e3:.2f}us")
+            f"{sharing.pool_yield_ns / 1e3:.3f}us --pool-spin {sharing.pool_spin_ns / 1e3:.2f}us --cpu-switch "
+            f"{sharing.switch_ns / 1e3:.3f}us --cpu-switch-cv {sharing.switch_cv:.3f}")
 
 
 def check(label: str, runs: list, models: dict, others: str) -> list:
@@ -714,6 +747,62 @@ def yield_through_model(tmp: str, kind: str, what: str, iterations: int, measure
     return (low * high) ** 0.5, None
 
 
+SWITCH_FIT_ITERATIONS = 1000
+"""Barriers of the modelled loops the hand-over cost is fitted on (the DES replays every one)."""
+QUAD_MAP = (0, 0, 1, 1)
+"""Part 3's np 4 map: two CPUs that each hold two ranks (the ranks of one CPU wait for the other CPU's)."""
+
+
+def increasing_root(f, target: float, low: float, high: float, steps: int) -> tuple[float, str | None]:
+    """x in [low, high] where the increasing f(x) crosses `target` (bisection, `steps` halvings), and a note where
+    it does not within the range (the bound nearer to it is used)."""
+    if f(low) >= target:
+        return low, "low"
+    if f(high) < target:
+        return high, "high"
+    for _ in range(steps):
+        mid = (low + high) / 2
+        low, high = (mid, high) if f(mid) < target else (low, mid)
+    return (low + high) / 2, None
+
+
+def fit_switch(tmp: str, one_cpu: CPUSharing, pinned_us: float, quad_switches: float | None,
+               spec: str) -> tuple[CPUSharing, list]:
+    """The hand-over cost (`switch_ns`, `switch_cv`) with which the model gives the library's barrier loop with both
+    ranks on CPU 0 its measured `pinned_us` a barrier and, bound to QUAD_MAP (np 4), its measured `quad_switches`
+    per rank and barrier (None: not measured, CV 0): the mean by bisection with the CV held, then the CV with the
+    mean held, twice (each moves the other's figure a little). Returns the figures and a note per bound hit."""
+    pair, pair_stats = pinned_trace(tmp, "barrier loop", SWITCH_FIT_ITERATIONS)
+    name = os.path.join(tmp, f"quad-barrier-{len(os.listdir(tmp))}")
+    quad = simgrid.read(write_trace(name, len(QUAD_MAP), loop_lines(lambda r: ["barrier"],
+                                                                     SWITCH_FIT_ITERATIONS - 1)), 1e9)
+    quad_stats = stats_file(name + ".stats", len(QUAD_MAP), library_rows(quad))
+    figures, notes = one_cpu, []
+
+    def pair_us(mean):
+        return modelled_us(pair, spec, SWITCH_FIT_ITERATIONS, dataclasses.replace(figures, switch_ns=mean),
+                           pair_stats)[0]
+
+    def quad_turns(cv):
+        sharing = dataclasses.replace(figures, cpus=2, cpu_map=QUAD_MAP, switch_cv=cv)
+        timeline = modelled_us(quad, spec, SWITCH_FIT_ITERATIONS, sharing, quad_stats)[1]
+        return sum(timeline.switches[:len(QUAD_MAP)]) / len(QUAD_MAP) / SWITCH_FIT_ITERATIONS
+    for _ in range(2 if quad_switches is not None else 1):
+        mean, bound = increasing_root(pair_us, pinned_us, 0.0, 1e6, 20)
+        figures = dataclasses.replace(figures, switch_ns=mean)
+        if bound:
+            notes.append(f"--cpu-switch: the model gives the pinned barrier loop {pair_us(mean):.2f} us at a "
+                         f"hand-over of {mean / 1e3:g} us, {pinned_us:.2f} us measured; {mean / 1e3:g} us is used")
+        if quad_switches is not None:
+            cv, bound = increasing_root(quad_turns, quad_switches, 0.0, 4.0, 12)
+            figures = dataclasses.replace(figures, switch_cv=cv)
+            if bound:
+                notes.append(f"--cpu-switch-cv: the model gives the barrier loop on {','.join(map(str, QUAD_MAP))} "
+                             f"{quad_turns(cv):.3f} switches a rank and barrier at CV {cv:g}, {quad_switches:.3f} "
+                             f"measured; {cv:g} is used")
+    return figures, notes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="repeats of every figure (default 3)")
@@ -733,6 +822,7 @@ def main() -> int:
         yielder = compile_c(tmp, "yielder", YIELDER, mpi=False)
         slicer = compile_c(tmp, "slicer", SLICER, mpi=False)
         spinner = compile_c(tmp, "spin", SPIN, mpi=False)
+        poller = compile_c(tmp, "poll_yield", POLL_YIELD, mpi=False)
         flags = compile_c(tmp, "flag_pingpong", FLAG_PINGPONG, mpi=False)
         pingpong = compile_c(tmp, "pingpong", PINGPONG, mpi=True)
         barriers = compile_c(tmp, "barriers", BARRIERS, mpi=True)
@@ -790,6 +880,14 @@ def main() -> int:
                 lambda: per_call_us(barriers, 2, 20000, None, True))
         pool_pinned = measure(args.rounds, "both ranks on CPU 0 (the library yields after 8 polls)",
                               lambda: per_call_us(barriers, 2, PINNED_ITERATIONS, "0", True))
+        quad = None
+        if cpus >= 2:
+            quad = measure(args.rounds, f"np 4 bound to CPUs {','.join(map(str, QUAD_MAP))}: switches a rank and "
+                           "barrier", lambda: (lambda got: sum(got["switches"]) / len(QUAD_MAP) / PINNED_ITERATIONS)(
+                               loop_run(barriers, len(QUAD_MAP), PINNED_ITERATIONS, True,
+                                        bind=",".join(map(str, QUAD_MAP)))))
+        poll = measure(args.rounds, "one poll of its oversubscribed wait (a flag load, sched_yield), alone, ns",
+                       lambda: float(re.search(r"poll_ns (\S+)", run([poller], "0")).group(1)))
         slice_ns = statistics.median(slices) * 1e6
         one_way = statistics.median(free) / 2 * 1e3
         spin = measure(args.rounds, "the library's spin before its first yield (4096 polls, ranks <= CPUs)",
@@ -802,24 +900,27 @@ def main() -> int:
         made = load_profile(local)["provenance"].get("timestamp_utc", "?")
         net = message_profile(tmp, one_way)
         pooled = f"{net}+{local}"
-        # each yield interval is the one with which the model gives its own measurement (two ranks on one CPU)
-        one_cpu = CPUSharing(1, slice_ns, 100.0, 100.0, yield_forfeits=forfeits)
-        yields, unresolved = {}, []
-        for kind, pin, what, iterations, spec in (("mpi", pinned, "ping-pong", PINNED_ITERATIONS, net),
-                                                  ("pool", pool_pinned, "barrier loop", PINNED_ITERATIONS, pooled)):
-            got, note = yield_through_model(tmp, kind, what, iterations, statistics.median(pin), one_cpu, spec)
-            yields[kind] = got
-            if note:
-                unresolved.append(note)
+        # the pool wait's poll is measured; the hand-over cost is the one with which the model gives the pinned barrier
+        # loops (part 3), and MPICH's yield interval then the one with which it gives the pinned ping-pong (part 2)
+        one_cpu = CPUSharing(1, slice_ns, 100.0, statistics.median(poll), yield_forfeits=forfeits)
+        one_cpu, unresolved = fit_switch(tmp, one_cpu, statistics.median(pool_pinned),
+                                         statistics.median(quad) if quad else None, pooled)
+        yields = {"pool": one_cpu.pool_yield_ns}
+        yields["mpi"], note = yield_through_model(tmp, "mpi", "ping-pong", PINNED_ITERATIONS, statistics.median(pinned),
+                                                  one_cpu, net)
+        unresolved += [note] if note else []
         sharing = CPUSharing(cpus, slice_ns, yields["mpi"], yields["pool"], pool_spin_ns=statistics.median(spin) * 1e3,
-                             yield_forfeits=forfeits)
-        print(f"# yield intervals with which the model gives the pinned runs of 2-3: {yields['mpi'] / 1e3:.2f} us (MPI), "
-              f"{yields['pool'] / 1e3:.2f} us (pool)")
+                             switch_ns=one_cpu.switch_ns, switch_cv=one_cpu.switch_cv, yield_forfeits=forfeits)
+        print(f"# hand-over cost with which the model gives the pinned barrier loops of 3: {sharing.switch_ns / 1e3:.2f} "
+              f"us of CPU time, CV {sharing.switch_cv:.2f} (gamma; {'CV 0: no np 4 map measured, ' if quad is None else ''}"
+              f"the pool wait's poll {yields['pool'] / 1e3:.2f} us measured); MPICH's yield interval with which it gives "
+              f"the pinned ping-pong of 2: {yields['mpi'] / 1e3:.2f} us")
         print(pinned_turns(tmp, ring, args.rounds, dataclasses.replace(one_cpu, mpi_yield_ns=yields["mpi"]), net),
               flush=True)
         print(f"# 4. where ranks outnumber the {cpus} CPUs (unpinned), us per iteration, measured and modelled: "
               f"slice {slice_ns / 1e3:.0f} us, yields {yields['mpi'] / 1e3:.2f} us (MPI) and "
-              f"{yields['pool'] / 1e3:.2f} us (pool), messages {one_way / 1e3:.2f} us, pool collectives on "
+              f"{yields['pool'] / 1e3:.2f} us (pool), hand-overs {sharing.switch_ns / 1e3:.2f} us (CV "
+              f"{sharing.switch_cv:.2f}), messages {one_way / 1e3:.2f} us, pool collectives on "
               f"{args.pool_profile or 'a profile calibrated now'} (made {made})")
         loops = []  # (label, what, program, np, under the library, one iteration's lines: r -> lines, fabric)
         for n in (3, 4):

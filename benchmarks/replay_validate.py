@@ -196,7 +196,8 @@ PROBE = re.compile(r"pool placement probe: flag round trip (\S+) ns, (fast|slow|
 
 
 SHARING_LINE = re.compile(r"# replay options \(parts 1-3, for every np\): --cpus (\d+) --cpu-slice (\S+)us "
-                          r"--mpi-yield (\S+)us --pool-yield (\S+)us(?: --pool-spin (\S+)us)?")
+                          r"--mpi-yield (\S+)us --pool-yield (\S+)us(?: --pool-spin (\S+)us)?"
+                          r"(?: --cpu-switch (\S+)us --cpu-switch-cv (\S+))?")
 
 
 def cpu_figures(text: str) -> CPUSharing | None:
@@ -205,7 +206,9 @@ def cpu_figures(text: str) -> CPUSharing | None:
     if m is None:
         return None
     return CPUSharing(int(m.group(1)), float(m.group(2)) * 1e3, float(m.group(3)) * 1e3, float(m.group(4)) * 1e3,
-                      pool_spin_ns=float(m.group(5)) * 1e3 if m.group(5) else 0.0)
+                      pool_spin_ns=float(m.group(5)) * 1e3 if m.group(5) else 0.0,
+                      switch_ns=float(m.group(6)) * 1e3 if m.group(6) else 0.0,
+                      switch_cv=float(m.group(7)) if m.group(7) else 0.0)
 
 
 def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:

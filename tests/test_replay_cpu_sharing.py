@@ -418,3 +418,65 @@ def test_a_large_send_whose_receiver_polls_no_more_completes_at_its_finalize(tmp
     t = replay(trace, CPUSharing(2, 2 * MS, 1e3, 1e3))
     waitall = [seg for seg in t.segments[0] if seg[2] == "waitall"][0]
     assert 300e3 < waitall[1] < 301e3 and t.finish_ns[0] == pytest.approx(waitall[1], rel=1e-12)
+
+
+def test_each_hand_over_costs_the_rank_that_gets_the_cpu(tmp_path, write_trace):
+    """5 ms and 3 ms of compute on one CPU, slice 2 ms, a hand-over costing s = 0.5 ms of the incoming rank's CPU
+    time: rank 0 runs [0, 2]; rank 1 pays s and computes [2.5, 4]; rank 0 pays s, computes [4.5, 6]; rank 1 pays
+    s, computes [6.5, 8] and ends; rank 0 pays s and computes [8.5, 10]. The CPU runs the 8 ms of work and four
+    hand-overs (three switches of a rank that stays runnable, and one after a rank ended)."""
+    trace = trace_of(write_trace, tmp_path, [[f"compute {5 * MS:.0f}"], [f"compute {3 * MS:.0f}"]])
+    t = replay(trace, CPUSharing(1, 2 * MS, 1e3, 1e3, switch_ns=0.5 * MS))
+    assert t.finish_ns == pytest.approx([10 * MS, 8 * MS], rel=1e-12)
+    assert t.switches == [2, 1]
+    assert "a hand-over costing 500 us of CPU time" in CPUSharing(1, 2 * MS, 1e3, 1e3, switch_ns=0.5 * MS).describe(2)
+
+
+def test_hand_over_costs_are_seeded_gamma_draws_of_the_mean_and_cv(tmp_path, write_trace):
+    """Two ranks of 20 ms each on one CPU, slice 0.5 ms: the CPU is never idle, so the last rank ends after the work
+    and the hand-overs' costs, which are the seed's gamma draws in order (mean 50 us, CV 0.8); another seed draws
+    others, and CV 0 costs the mean each time."""
+    import numpy as np
+    trace = trace_of(write_trace, tmp_path, [[f"compute {20 * MS:.0f}"]] * 2)
+    mean, cv = 50e3, 0.8
+    t = replay(trace, CPUSharing(1, 0.5 * MS, 1e3, 1e3, switch_ns=mean, switch_cv=cv, seed=7))
+    hand_overs = sum(t.switches) + 1  # and the one after the first rank ended
+    shape = 1 / cv ** 2
+    draws = np.random.default_rng(7).gamma(shape, mean / shape, size=hand_overs)
+    assert max(t.finish_ns) == pytest.approx(40 * MS + draws.sum(), rel=1e-9)
+    assert hand_overs > 60
+    again = replay(trace, CPUSharing(1, 0.5 * MS, 1e3, 1e3, switch_ns=mean, switch_cv=cv, seed=7))
+    assert again.finish_ns == t.finish_ns
+    other = replay(trace, CPUSharing(1, 0.5 * MS, 1e3, 1e3, switch_ns=mean, switch_cv=cv, seed=8))
+    assert other.finish_ns != t.finish_ns
+    flat = replay(trace, CPUSharing(1, 0.5 * MS, 1e3, 1e3, switch_ns=mean))
+    assert max(flat.finish_ns) == pytest.approx(40 * MS + (sum(flat.switches) + 1) * mean, rel=1e-9)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cpu-switch", "1us"], "--cpu-switch: a figure of CPU sharing"),
+    (["--cpu-switch-cv", "1"], "--cpu-switch-cv: a figure of CPU sharing"),
+    (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-switch-cv", "1"],
+     "--cpu-switch-cv: the spread of --cpu-switch, which is not given"),
+    (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-switch", "1us",
+      "--cpu-switch-cv", "-0.5"], r"--cpu-switch-cv: expected a figure >= 0, got -0.5"),
+    (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-switch", "1 parsec"],
+     "--cpu-switch"),
+])
+def test_a_bad_hand_over_cost_is_refused_naming_the_flag(argv, message):
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["replay", "T", "--fabric", "ib-hdr", *argv])
+    with pytest.raises(InputError, match=message):
+        cli.cpu_sharing(args)
+
+
+def test_the_cli_carries_the_hand_over_cost_and_the_run_s_seed():
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="cmd"))
+    args = parser.parse_args(["replay", "T", "--fabric", "ib-hdr", "--cpus", "2", "--cpu-slice", "2ms",
+                              "--mpi-yield", "2us", "--pool-yield", "0.3us", "--cpu-switch", "1.3us",
+                              "--cpu-switch-cv", "0.9"])
+    sharing = cli.cpu_sharing(args, seed=42)
+    assert (sharing.switch_ns, sharing.switch_cv, sharing.seed) == (pytest.approx(1300.0), 0.9, 42)
+    assert "(gamma, CV 0.9, seed 42)" in sharing.describe(4)

@@ -78,10 +78,13 @@ def test_the_options_line_carries_the_pool_spin_to_replay_validate():
     spec.loader.exec_module(figures)
     sharing = CPUSharing(2, 2171e3, 4.5e3, 1.25e3, pool_spin_ns=105.36e3)
     line = figures.options_line(sharing)
-    assert line.endswith("--pool-spin 105.36us")
+    assert "--pool-spin 105.36us --cpu-switch 0.000us --cpu-switch-cv 0.000" in line
     assert validate_module().cpu_figures(line + "\n") == sharing
     # an output of before the spin was measured: no spin
     assert validate_module().cpu_figures(line.rsplit(" --pool-spin", 1)[0] + "\n").pool_spin_ns == 0.0
+    # and of before the hand-over cost was fitted: free hand-overs
+    old = validate_module().cpu_figures(line.rsplit(" --cpu-switch ", 1)[0] + "\n")
+    assert old.pool_spin_ns == 105.36e3 and old.switch_ns == 0.0 and old.switch_cv == 0.0
 
 
 def test_a_profile_with_jobs_prices_the_allreduce_at_the_traced_run_s_round_trip(tmp_path, write_trace, monkeypatch):

@@ -83,13 +83,14 @@ def library_stats(option: str | None, trace_path: str, specs: list) -> dict | No
 SHARING_FLAGS = ("--cpu-slice", "--mpi-yield", "--pool-yield")
 
 
-def cpu_sharing(args) -> CPUSharing | None:
+def cpu_sharing(args, seed: int = 0) -> CPUSharing | None:
     """`--cpus N` with the traced machine's scheduler figures (benchmarks/replay_cpu_sharing.py measures them),
-    or None; a figure without --cpus, or --cpus without them, is refused."""
+    or None; a figure without --cpus, or --cpus without them, is refused. `seed`: the run's, for the hand-over
+    costs' draws (--cpu-switch-cv)."""
     figures = {flag: getattr(args, flag[2:].replace("-", "_")) for flag in SHARING_FLAGS}
     if args.cpus is None:
         given = [flag for flag, value in figures.items() if value is not None]
-        given += [flag for flag in ("--cpu-map", "--cpu-foreign", "--pool-spin")
+        given += [flag for flag in ("--cpu-map", "--cpu-foreign", "--pool-spin", "--cpu-switch", "--cpu-switch-cv")
                   if getattr(args, flag[2:].replace("-", "_"), None) is not None]
         if given:
             raise InputError(f"{given[0]}: a figure of CPU sharing, for --cpus N; give --cpus or remove it")
@@ -104,10 +105,15 @@ def cpu_sharing(args) -> CPUSharing | None:
                          "python benchmarks/replay_cpu_sharing.py measures them)")
     times = {flag: units.parse_option(flag, value, units.parse_time) for flag, value in figures.items()}
     foreign, spin = getattr(args, "cpu_foreign", None), getattr(args, "pool_spin", None)
+    switch, switch_cv = getattr(args, "cpu_switch", None), getattr(args, "cpu_switch_cv", None)
+    if switch_cv is not None and switch is None:
+        raise InputError("--cpu-switch-cv: the spread of --cpu-switch, which is not given")
     return CPUSharing(cpus, times["--cpu-slice"], times["--mpi-yield"], times["--pool-yield"],
                       cpu_map(args.cpu_map) if getattr(args, "cpu_map", None) is not None else None,
                       cpu_foreign(foreign) if foreign is not None else None,
-                      units.parse_option("--pool-spin", spin, units.parse_time) if spin is not None else 0.0)
+                      units.parse_option("--pool-spin", spin, units.parse_time) if spin is not None else 0.0,
+                      units.parse_option("--cpu-switch", switch, units.parse_time) if switch is not None else 0.0,
+                      switch_cv if switch_cv is not None else 0.0, seed)
 
 
 def cpu_map(text: str) -> tuple:
@@ -131,11 +137,11 @@ def cpu_foreign(text: str) -> tuple:
 def main(args) -> int:
     if args.timeline_ms is not None and not args.timeline_ms > 0:
         raise InputError(f"--timeline-ms: expected a time > 0 ms, got {args.timeline_ms!r}")
-    sharing = cpu_sharing(args)
+    rng, seed = make_rng(args.seed)
+    sharing = cpu_sharing(args, seed)
     trace = read_trace(args.trace, args.trace_host_speed, args.otf2_in_place)
     scale = compute_scale(args.compute_scale, trace.size) if args.compute_scale is not None else 1.0
     slowdown = Slowdown.parse(args.slowdown) if args.slowdown is not None else None
-    rng, seed = make_rng(args.seed)
     step_factors = None
     if args.cv or slowdown is not None:
         step_factors = stragglers.draw(rng, trace, args.cv, slowdown).tolist()
@@ -225,6 +231,12 @@ def register(subparsers) -> None:
     p.add_argument("--pool-spin", help="with --cpus: how long the library's pool wait spins before its first yield "
                                        "where the ranks do not outnumber the CPUs (its 4096 polls, e.g. 105us; "
                                        "default 0; benchmarks/replay_cpu_sharing.py measures it)")
+    p.add_argument("--cpu-switch", help="with --cpus: the CPU time a hand-over of a CPU costs the rank that gets it, "
+                                        "its mean (e.g. 1.3us; default 0: free; benchmarks/replay_cpu_sharing.py "
+                                        "fits it)")
+    p.add_argument("--cpu-switch-cv", type=float,
+                   help="with --cpu-switch: its coefficient of variation, each hand-over's cost a gamma draw "
+                        "(drawn with --seed; default 0: every hand-over costs the mean)")
     p.add_argument("--selector", choices=["mpich", "ompi"], default="mpich",
                    help="library whose collective algorithm choice to mimic (default mpich)")
     p.add_argument("--compute-scale",
@@ -242,8 +254,9 @@ def register(subparsers) -> None:
                         "allow both readings (Score-P does not record it)")
     p.add_argument("--timeline-ms", type=float, help="the per-rank timeline plot shows the first N ms (default 1)")
     p.add_argument("--no-plots", action="store_true", help="write the tables only")
-    p.add_argument("--seed", type=int, help="random seed of the stragglers (--cv, --slowdown; drawn and recorded "
-                                            "if not given); without them the replay is deterministic")
+    p.add_argument("--seed", type=int, help="random seed of the stragglers (--cv, --slowdown) and of the hand-over "
+                                            "costs (--cpu-switch-cv); drawn and recorded if not given; without "
+                                            "them the replay is deterministic")
     p.add_argument("--output", help="workspace directory (default runs/replay-TIMESTAMP)")
     p.add_argument("--quiet", action="store_true", help="print the fabric descriptions on stderr")
     p.set_defaults(func=main)

@@ -54,6 +54,16 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   replay_cpu_sharing.py part 6, load 3.8): a rank that computes 50 us, then exchanges with a rank on the
   other CPU, waited 2.4 us a call for 4 KiB and 35.1 us for 32 KiB, and 35.7 and 171.9 us with a busy loop
   beside its peer.
+- **A hand-over costs CPU time** (`switch_ns`): each time a CPU turns from one task to another, the task that gets
+  it first pays the context switch and the refill of its cache lines, counted as its CPU time, then goes on (a
+  rank picked in a wait polls from then on). The cost varies from one hand-over to the next (`switch_cv`: a gamma
+  draw of that mean and CV, seeded), and that is what lets two CPUs drift apart: where each CPU holds two ranks
+  (np 4 on 2 vCPUs), a CPU that falls behind leaves the other CPU's ranks both waiting, and they hand their CPU
+  back and forth, at every poll of the library's pool wait (`pool_yield_ns`: one flag check and one
+  sched_yield, about 0.25 us here), until it catches up. With a constant cost the CPUs stay in step and hand over
+  once a call (measured at 0,0,1,1: 0.75-0.85 hand-overs a rank and barrier, 0.64-0.85 a call; a constant cost
+  or none gives 0.50). benchmarks/replay_cpu_sharing.py fits the mean to two ranks on one CPU and the CV to
+  the hand-overs of four ranks on 0,0,1,1.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
   ranks on each CPU, in nice-0 tasks, each weighted as Linux weights its nice level: nice 0 is 1, nice 15
@@ -79,6 +89,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from cxlsim.errors import InputError
 
@@ -117,6 +129,14 @@ class CPUSharing:
     pool_spin_ns: float = 0.0
     """How long a wait of the library's pool spins before its first yield where the ranks do not outnumber the
     CPUs (4096 polls, measured; 0: it yields at `pool_yield_ns` from the start, as it does where they do)."""
+    switch_ns: float = 0.0
+    """CPU time a hand-over costs the task that gets the CPU, its mean (ns): the context switch and the refill of the
+    task's cache lines, counted before the task goes on (0: a hand-over is free)."""
+    switch_cv: float = 0.0
+    """The hand-over cost's coefficient of variation: each hand-over draws its cost from a gamma distribution of mean
+    `switch_ns` and this CV, seeded by `seed` (0: every hand-over costs the mean)."""
+    seed: int = 0
+    """Seed of the hand-over costs' draws (the run's seed; only drawn with `switch_cv` > 0)."""
     yield_forfeits: bool = False
     """Whether a yield forfeits the rest of the yielder's slice to the other tasks on its CPU. It does only among
     tasks of one scheduling group (one session under the kernel's autogroup, or any tasks with autogroup off).
@@ -140,6 +160,11 @@ class CPUSharing:
                                  f"{list(self.foreign)!r}")
         if not (self.pool_spin_ns >= 0 and math.isfinite(self.pool_spin_ns)):
             raise InputError(f"--pool-spin: expected a time >= 0, got {self.pool_spin_ns!r} ns")
+        for flag, value in (("--cpu-switch", self.switch_ns), ("--cpu-switch-cv", self.switch_cv)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and math.isfinite(value)):
+                raise InputError(f"{flag}: expected a figure >= 0, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise InputError(f"--seed: expected an integer, got {self.seed!r}")
         for flag, value in (("--cpu-slice", self.slice_ns), ("--mpi-yield", self.mpi_yield_ns),
                             ("--pool-yield", self.pool_yield_ns)):
             if not (value > 0 and math.isfinite(value)):
@@ -167,7 +192,10 @@ class CPUSharing:
                 f"time, slice {self.slice_ns / 1e3:g} us, a waiting rank yields (forfeiting its slice) every "
                 f"{self.mpi_yield_ns / 1e3:g} us (MPI) or {self.pool_yield_ns / 1e3:g} us (pool collectives)"
                 + (f", a pool wait spinning {self.pool_spin_ns / 1e3:g} us first where the ranks do not outnumber "
-                   "the CPUs" if self.pool_spin_ns else "") + others)
+                   "the CPUs" if self.pool_spin_ns else "")
+                + (f", a hand-over costing {self.switch_ns / 1e3:g} us of CPU time"
+                   + (f" (gamma, CV {self.switch_cv:g}, seed {self.seed})" if self.switch_cv else "")
+                   if self.switch_ns else "") + others)
 
     def foreign_tasks(self) -> list:
         """[(CPU, its other tasks' weight)] for every CPU with a weight above 0."""
@@ -215,6 +243,7 @@ class SharedCPUs:
         self.switches = [0] * ranks
         """Times each rank's CPU turned to another task while it stayed runnable (a preemption or a yield that
         handed the CPU over: Linux's nonvoluntary context switches)."""
+        self.rng = np.random.default_rng(sharing.seed) if sharing.switch_cv > 0 else None
         self.finished = 0
         self.progress = 0              # counts the ranks' turns and pieces of work: a stuck replay makes none
         self.others = others           # started at the first rank's first turn, so the ranks start first
@@ -239,6 +268,7 @@ class SharedCPUs:
         """An event that fires when rank r holds its CPU with its wait over (at once if it holds it)."""
         c = self.cpu_of[r]
         event = self.env.event()
+        switching = 0.0
         self.progress += r < self.ranks
         for i in range(len(self.others)):
             self.env.process(self._foreign(self.ranks + i))
@@ -252,6 +282,8 @@ class SharedCPUs:
             if self._sees_at_yield(c, r):  # MPICH: the poll that sees the end is followed by a yield
                 self.ended[r] = event
                 return event
+            if self.polling[c] is not None:  # still in the hand-over that gave it the CPU: it goes on after it
+                switching = self.polling[c][0] - self.env.now
             self.polling[c] = None  # it goes on, and its scheduled yields are stale
             self.turn[c] += 1
         else:
@@ -259,7 +291,7 @@ class SharedCPUs:
             self.unseen[r] = self.polls_to_end[r] and self.polling_since[r] is not None
             return event
         self.polling_since[r] = None
-        return event.succeed()
+        return self._resume(event, switching)
 
     def wait(self, r: int, kind: str) -> None:
         """Rank r (holding its CPU) starts a wait of `kind`: it polls and yields (see the module), or sleeps."""
@@ -367,9 +399,25 @@ class SharedCPUs:
         if r is None:
             self.holder[c] = None
             return
-        self._run(c, r)
+        self._run(c, r, self._switch_cost() if h is not None and h != r else 0.0)
 
-    def _run(self, c: int, r: int) -> None:
+    def _switch_cost(self) -> float:
+        """CPU time of one hand-over (ns): the mean, or a gamma draw of the figures' CV."""
+        mean = self.sharing.switch_ns
+        if self.rng is None or mean <= 0:
+            return mean
+        shape = 1.0 / self.sharing.switch_cv ** 2
+        return float(self.rng.gamma(shape, mean / shape))
+
+    def _resume(self, event, after: float):
+        """`event` succeeds after `after` ns (at once if none): the rest of a hand-over, on the rank's CPU time."""
+        if after > 0:
+            self.env.timeout(after).callbacks.append(lambda _e: event.succeed())
+            return event
+        return event.succeed()
+
+    def _run(self, c: int, r: int, switching: float = 0.0) -> None:
+        """The CPU runs rank r from now, after a hand-over of `switching` ns (counted as r's CPU time)."""
         self.holder[c], self.since[c] = r, self.env.now
         self.turn[c] += 1
         if self.polling_since[r] is not None and self.kind[r] == "mpi":  # back in its MPI wait: it polls
@@ -380,12 +428,12 @@ class SharedCPUs:
             self.queued_ns[r] += self.env.now - since
             if self.unseen[r] and len(self.runnable[c]) > 1:  # MPICH: back from its yield, it polls, then yields
                 self.unseen[r], self.ended[r] = False, event
-                self._poll(c, r)
+                self._poll(c, r, after=switching)
                 return
             self.unseen[r], self.polling_since[r] = False, None
-            event.succeed()
+            self._resume(event, switching)
         else:  # picked while still waiting: it polls on
-            self._poll(c, r)
+            self._poll(c, r, after=switching)
 
     def next_poll(self, r: int):
         """An event that fires at rank r's next poll of MPICH's progress: at once if it holds its CPU in an MPI wait
@@ -411,14 +459,14 @@ class SharedCPUs:
         return (self.polls_to_end[r] and self.polling_since[r] is not None and self.polling[c] is not None
                 and len(self.runnable[c]) > 1)
 
-    def _poll(self, c: int, r: int, fresh: bool = False) -> None:
-        """Rank r polls from now: a `fresh` wait of the library's pool, where the ranks do not outnumber the CPUs,
+    def _poll(self, c: int, r: int, fresh: bool = False, after: float = 0.0) -> None:
+        """Rank r polls from now (or once the `after` ns of its hand-over are over): a `fresh` wait of the library's pool, where the ranks do not outnumber the CPUs,
         first spins `pool_spin_ns` (cxlsim/mpi/pools.c: 4096 polls before it yields); a wait taken up again after
         a yield yields on at its interval."""
         pool = self.kind[r] == "pool"
         interval = self.sharing.pool_yield_ns if pool else self.sharing.mpi_yield_ns
         spins = fresh and pool and self.sharing.pool_spin_ns > 0 and self.ranks <= self.sharing.cpus
-        self.polling[c] = (self.env.now, self.sharing.pool_spin_ns if spins else interval, interval)
+        self.polling[c] = (self.env.now + after, self.sharing.pool_spin_ns if spins else interval, interval)
         self.turn[c] += 1
         self._schedule_yield(c)
 
