@@ -451,3 +451,24 @@ def test_the_benchmark_prints_no_error_for_a_collective_without_a_held_out_size(
     assert "UNMEASURED" in line and "%" not in line.replace("0 of 1", "")
     kept = bench.collective_line("broadcast hw", summarize_collectives([row])["broadcast hw"])
     assert "60.0%" in kept and "MISS" in kept
+
+
+def _block_copy_ins(comm):
+    from cxlsim.calibrate.collective_blocks import run_block
+    block = run_block(comm, "broadcast", 4096, 10, 1 << 20)
+    return block["nt_min_bytes"], comm.nt_min_bytes
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_a_collectives_block_copies_in_as_the_mpi_library_would_in_its_placement(coherence):
+    """A block takes the library's copy-ins for the placement it probes first (PoolComm.choose_copy_in; non-temporal
+    from 2 KiB in the slow placement, so its slow rows price the library's calls), uses them, and records them;
+    flush mode is not probed, as in the library: plain stores."""
+    from cxlsim.emulator.comm import NT_SLOW_MIN_BYTES
+    from cxlsim.emulator.launch import run_local
+    got = run_local(2, _block_copy_ins, coherence=coherence, timeout_s=60.0)
+    assert got[0] == got[1]  # the ranks decide alike
+    recorded, used = got[0]
+    assert recorded == used and used in (0, NT_SLOW_MIN_BYTES)
+    if coherence == "flush":
+        assert used == 0

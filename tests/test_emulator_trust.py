@@ -314,3 +314,29 @@ def test_no_rank_outlives_a_killed_launcher(tmp_path):
             if pid and _alive(pid):
                 os.kill(pid, signal.SIGKILL)
     assert leftovers(launcher.pid) == []  # every rank attached, so the segment was unlinked
+
+
+def test_the_bench_copies_in_as_the_mpi_library_would_in_its_placement_and_says_so(capsys, tmp_path):
+    """At np 2 in hw mode the bench probes the placement on its own pool and takes the MPI library's copy-ins for
+    it (PoolComm.choose_copy_in: non-temporal stores from 2 KiB in the slow placement, plain ones else), so its
+    figures are what the library's calls would take; the header line and the provenance say which."""
+    out_csv = tmp_path / "ag.csv"
+    assert cli.main(["bench", "allgather", "--np", "2", "--sizes", "4KiB", "--repeat", "1", *QUICK,
+                     "--output", str(out_csv)]) == 0
+    [line] = [w[2:] for w in capsys.readouterr().out.splitlines() if w.startswith("# pool copy-ins:")]
+    import json
+    copy_in = json.loads(out_csv.with_suffix(".provenance.json").read_text())["copy_in"]
+    assert copy_in["placement"] in ("fast", "slow", "disturbed")
+    assert copy_in["nt_min_bytes"] == (2048 if copy_in["placement"] == "slow" else 0)
+    stores = "non-temporal stores from 2 KiB" if copy_in["nt_min_bytes"] else "plain stores"
+    assert line == (f"pool copy-ins: {stores} (the MPI library's choice in the {copy_in['placement']} placement: "
+                    f"flag round trip {copy_in['roundtrip_ns']:.0f} ns)")
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["--coherence", "flush"], "plain stores (not probed: np 1 or flush mode, as in the MPI library)"),
+    (["--pool-latency", "200ns"], "plain stores (not probed under emulated timing)"),
+])
+def test_the_bench_keeps_plain_copy_ins_where_the_library_does_not_probe(capsys, argv, why):
+    assert cli.main(["bench", "allgather", "--np", "2", "--sizes", "64", "--repeat", "1", *QUICK, *argv]) == 0
+    assert f"# pool copy-ins: {why}" in capsys.readouterr().out.splitlines()

@@ -372,3 +372,17 @@ def test_a_slow_placement_runs_streamed_copy_ins_are_never_cold(tmp_path):
         assert pricing.kinds == {"bcast"}
         assert pricing.cold_extra_ns("bcast", 4096) == pytest.approx(at_4k)
         assert pricing.cold_extra_ns("bcast", 1024) > 0.0
+
+
+def test_at_more_than_two_ranks_the_library_keeps_plain_copy_ins_in_the_slow_placement_too(tmp_path):
+    """pools.c streams its copy-ins only in a pool of 2 ranks (np > 2: the fast placement's stores, whatever the
+    probe), so at np 3 a slow run's 4 KiB bcast is cold as in the fast placement."""
+    from cxlsim.replay.pool_profile import PoolPricing
+    local = cold_profile(tmp_path)
+    row = {"calls": 3, "pool": 3, "hier": 0, "fallback": 0}
+    extras = {}
+    for placement in ("fast", "slow"):
+        stats = {"ranks": 3, "coherence": Coherence.HW, "rows": {"bcast": row},
+                 "placement": {"class": placement, "roundtrip_ns": 400.0}}
+        extras[placement] = PoolPricing(local, 3, stats).cold_extra_ns("bcast", 4096)
+    assert extras["slow"] == pytest.approx(extras["fast"]) and extras["slow"] > 0.0

@@ -163,7 +163,9 @@ def placement_probe(comm) -> float:
 
 
 def run_block(comm, collective: str, size_bytes: int, iterations: int, large_bytes: int, solo=None) -> dict:
-    """This rank's block (see the module docstring): {collective, size_bytes, rt_before_ns, rt_after_ns,
+    """This rank's block (see the module docstring), its copy-ins the MPI library's for the placement it probes first
+    (`PoolComm.choose_copy_in`: in hw mode, non-temporal stores from 2 KiB in the slow placement, so the slow rows
+    price the library's calls): {collective, size_bytes, nt_min_bytes, rt_before_ns, rt_after_ns,
     busy (process/wall time), overhead_ns (0-byte calls on `solo`, an np-1 hw communicator of this
     process; None without it), exchange_ns (`SYMMETRIC` collectives: the flag exchange primitive, else
     None), fold_ns (`block_folds`), patterns ({name: (calls, steps, 5) ns}), concurrent (`measure.concurrent_rank` at
@@ -173,6 +175,7 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
 
     from cxlsim.calibrate.measure import concurrent_rank
 
+    copy_in = comm.choose_copy_in()  # the MPI library's copy-ins for the placement now (hw, np 2), as the bench's
     rt0 = placement_probe(comm)
     c0, w0 = time.process_time_ns(), time.perf_counter_ns()
     concurrent = concurrent_rank(comm, CONCURRENT_SIZES, CONCURRENT_WARMUP, CONCURRENT_ROUNDS)
@@ -195,7 +198,8 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
         del zero
     del side
     busy = (time.process_time_ns() - c0) / max(time.perf_counter_ns() - w0, 1)
-    return dict(collective=collective, size_bytes=size_bytes, rt_before_ns=rt0, rt_after_ns=placement_probe(comm),
+    return dict(collective=collective, size_bytes=size_bytes, nt_min_bytes=copy_in["nt_min_bytes"],
+                rt_before_ns=rt0, rt_after_ns=placement_probe(comm),
                 busy=busy, overhead_ns=overhead, exchange_ns=exchange, fold_ns=folds, patterns=patterns,
                 concurrent=concurrent, calls_ns=calls)
 
@@ -233,7 +237,8 @@ def join_blocks(per_rank_blocks: list[list[dict]]) -> list[dict]:
     for blocks in zip(*per_rank_blocks):
         b0 = blocks[0]
         over = [float(np.median(b["overhead_ns"])) for b in blocks if b["overhead_ns"] is not None]
-        out.append(dict(collective=b0["collective"], size_bytes=b0["size_bytes"], rt_before_ns=b0["rt_before_ns"],
+        out.append(dict(collective=b0["collective"], size_bytes=b0["size_bytes"], nt_min_bytes=b0.get("nt_min_bytes", 0),
+                        rt_before_ns=b0["rt_before_ns"],
                         rt_after_ns=b0["rt_after_ns"], busy=min(b["busy"] for b in blocks),
                         calls_ns=np.mean([b["calls_ns"] for b in blocks], axis=0),
                         overhead_ns=statistics.fmean(over) if over else None,

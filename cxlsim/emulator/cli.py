@@ -206,6 +206,7 @@ def bench_collective(args) -> int:
                    ["note: the host placement is probed under mpiexec only at np 2 in hw mode (on the run's own "
                     "pool; a probe of two fresh processes would fork MPI processes)"]))
     rows = summarize(run["rounds"])
+    warnings = [copy_in_line(run["copy_in"])] + warnings
     coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
     if collective == "allreduce":
         threshold = options.get("allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
@@ -217,7 +218,7 @@ def bench_collective(args) -> int:
         atomic_write(args.output, rows_to_csv(rows, pool=str(spec), coherence=coherence, **timing))
         sidecar = os.path.splitext(args.output)[0] + ".provenance.json"
         info = dict(bench_provenance(args, spec, coherence), repeat=args.repeat, warnings=warnings,
-                    delivered_timing=run["delivered"], host_roundtrip_ns=run["roundtrips"])
+                    delivered_timing=run["delivered"], host_roundtrip_ns=run["roundtrips"], copy_in=run["copy_in"])
         atomic_write(sidecar, json.dumps(info, indent=2) + "\n")
         print(f"# wrote {args.output} and {sidecar}")
     return 0
@@ -301,10 +302,36 @@ def _progress(comm, plan, repeat):
 
 
 def _measure(comm, plan, repeat, timed, mpi=None) -> dict:
-    """On every rank: the delivered emulated timing (if on), then the interleaved rounds."""
+    """On every rank: the copy-ins of this placement (`copy_ins`), the delivered emulated timing (if on), then the
+    interleaved rounds."""
+    copy_in = copy_ins(comm, timed)
     delivered = bench.delivered_timing(comm, probe_bytes(plan.sizes)) if timed else None
     rounds = run_rounds(comm, plan, repeat, mpi=mpi, progress=_progress(comm, plan, repeat))
-    return dict(rounds=rounds, delivered=delivered)
+    return dict(rounds=rounds, delivered=delivered, copy_in=copy_in)
+
+
+def copy_ins(comm, timed: bool) -> dict:
+    """The stores of the pool's copy-ins, as the MPI library picks them (`PoolComm.choose_copy_in`, a collective
+    call): at np 2 in hw mode the probed slow placement copies in with non-temporal stores from NT_SLOW_MIN_BYTES
+    (at 64 KiB the small allreduce took 9.5 us so against 19.3 us with plain stores, slow placement), else plain
+    ones. Under emulated CXL timing the probe's round trip holds the injected latency, so the stores stay plain.
+    Returns choose_copy_in's dict, or {'nt_min_bytes': 0, 'placement': why not probed}."""
+    if timed:
+        return dict(roundtrip_ns=None, placement="not probed under emulated timing", nt_min_bytes=0)
+    if not hasattr(comm, "choose_copy_in"):
+        return dict(roundtrip_ns=None, placement="not probed (the reference kernel)", nt_min_bytes=0)
+    return comm.choose_copy_in()
+
+
+def copy_in_line(copy_in: dict) -> str:
+    """The header line that says which stores the pool's copy-ins used, and why."""
+    rt = copy_in.get("roundtrip_ns")
+    why = (f"the MPI library's choice in the {copy_in['placement']} placement: flag round trip {rt:.0f} ns"
+           if rt is not None else "not probed: np 1 or flush mode, as in the MPI library"
+           if copy_in["placement"] == "not probed" else copy_in["placement"])
+    stores = (f"non-temporal stores from {format_size(copy_in['nt_min_bytes'])}" if copy_in["nt_min_bytes"]
+              else "plain stores")
+    return f"pool copy-ins: {stores} ({why})"
 
 
 def _local_rank(comm, plan, repeat, timed):

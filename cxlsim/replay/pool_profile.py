@@ -356,9 +356,11 @@ class PoolPricing:
         return extra
 
     def _streamed(self, size_bytes: int) -> bool:
-        """Whether the traced run's library copied `size_bytes` into its pool with non-temporal stores (its probe saw
-        the slow placement and the size is NT_SLOW_MIN_BYTES or more), which keep no line in the cache, warm or cold."""
-        return bool(self.run_placement) and self.run_placement.get("class") == "slow" and size_bytes >= NT_SLOW_MIN_BYTES
+        """Whether the traced run's library copied `size_bytes` into its pool with non-temporal stores (at np 2, its
+        probe saw the slow placement and the size is NT_SLOW_MIN_BYTES or more; at np > 2 it keeps plain stores,
+        cxlsim/mpi/pools.c), which keep no line in the cache, warm or cold."""
+        return (self.ranks == 2 and bool(self.run_placement) and self.run_placement.get("class") == "slow"
+                and size_bytes >= NT_SLOW_MIN_BYTES)
 
     def plans(self, collectives: list, ranks: int) -> list:
         """Per traced collective of `collectives` (the sequence every rank runs), its PricedPlan (`plan`), cold ones
