@@ -377,6 +377,15 @@ int main(int argc, char **argv)
         snprintf(want, sizeof want, ",%s,", names[v]);
         chosen[v] = v == LINES || strcmp(argv[4], "all") == 0 || strstr(list, want) != NULL;
     }
+    /* the wide folds need their vector extension: on a CPU without it they are not run (UNSUPPORTED) */
+    const int wide[] = {SLOT_AVX2, SLOT_AVX2_PF, SLOT_AVX512, SLOT_AVX512_PF};
+    int unsupported[NVARIANTS] = {0};
+    for (int k = 0; k < 4; k++) {
+        int v = wide[k];
+        unsupported[v] = !(v == SLOT_AVX2 || v == SLOT_AVX2_PF ? __builtin_cpu_supports("avx2")
+                                                               : __builtin_cpu_supports("avx512f"));
+        if (unsupported[v]) chosen[v] = 0;
+    }
     cand_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     chunk_area = mmap(NULL, 2 * 2 * CAND_LINES * CXL_LINE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cxl_pool_spec_t spec;
@@ -403,7 +412,10 @@ int main(int argc, char **argv)
     float *s = malloc(1 << 16), *r = malloc(1 << 16), *w = malloc(1 << 16), *g = malloc(1 << 17);
     double *t = malloc(sizeof(double) * NVARIANTS * batches), *parts = malloc(sizeof(double) * 7 * batches);
     double *med = malloc(sizeof(double) * NVARIANTS * batches), *call = malloc(sizeof(double) * iters);
-    if (!rank) { printf("VARIANTS"); for (int v = 0; v < NVARIANTS; v++) printf(" %s", names[v]); printf("\n"); }
+    if (!rank) {
+        printf("VARIANTS"); for (int v = 0; v < NVARIANTS; v++) printf(" %s", names[v]); printf("\n");
+        printf("UNSUPPORTED"); for (int v = 0; v < NVARIANTS; v++) if (unsupported[v]) printf(" %s", names[v]); printf("\n");
+    }
     for (int z = 5; z < argc; z++) {
         uint64_t bytes = strtoull(argv[z], NULL, 10), count = bytes / 4;
         for (uint64_t i = 0; i < count; i++) s[i] = (float)(rank + 1) * 0.37f + (float)(i % 7);
@@ -509,19 +521,21 @@ def main() -> int:
     unknown = set(args.variants.split(",")) - set(variants) - {"all"}
     if unknown:
         raise SystemExit(f"--variants: unknown {', '.join(sorted(unknown))} (known: {', '.join(variants)})")
-    chosen = set(variants) if args.variants == "all" else set(args.variants.split(",")) | {"lines"}
+    unsupported = lines[2].split()[1:]
+    chosen = (set(variants) if args.variants == "all" else set(args.variants.split(",")) | {"lines"}) - set(unsupported)
     placement = placement_of(roundtrip)
     print(f"# pool allreduce at np=2, hw, float32 sum, no MPI: ns per call, median [min-max] over {args.batches} "
           f"batches of {args.iterations}; flag round trip {roundtrip:.0f} ns ({placement}: fast below 200 ns, slow "
           f"below 2 us, disturbed above); load average {load_before} before, {load_after} after (the machine may be "
-          f"shared); poll-pause: {args.pause} pauses between polls. Steps are timed with rdtsc.")
+          f"shared); poll-pause: {args.pause} pauses between polls. Steps are timed with rdtsc."
+          + (f" Not run: {', '.join(unsupported)} (this CPU lacks their vector extension)." if unsupported else ""))
     timed = [k for k, v in enumerate(variants) if not v.endswith("-steps") and v in chosen]
     print(f"{'size':>7} " + " ".join(f"{variants[k]:>18}" for k in timed)
           + f" | slot steps: {'claim+copy-in':>13} {'publish':>7} {'wait':>6} {'fold':>6}"
           + f" | lines steps: {'publish':>7} {'read':>6} {'fold':>6}")
     nv = len(variants)
     per_call = []
-    for row in lines[2:]:
+    for row in lines[3:]:
         words = row.split()
         n = int(words[1])
         bad = words[2] == "MISMATCH"
