@@ -4,7 +4,8 @@
         [--patterns G B r S GB Br RG GBr RB RGB RGBr] [--iterations 3000] [--rounds 2]
 
 Each pattern (one letter a call: R allreduce of 64 KiB, the large algorithm at the library's default threshold;
-G allgather of 4 KiB; B bcast of 4 KiB; r allreduce of 8 B; S barrier) runs ITERATIONS times under the library
+G allgather of 4 KiB; B bcast of 4 KiB; r allreduce of 8 B; S barrier; W no call but coll_timed.c's work, replayed
+as a compute gap of its median time alone, which the program measures before its loop) runs ITERATIONS times under the library
 (replay_validate_src/coll_pattern.c, `cxlsim mpi run`), its ranks bound to the CPUs of each map (`mpiexec -bind-to
 user:MAP`: rank r on CPU MAP[r]); it prints the time per iteration and each rank's context switches per iteration
 (getrusage, the ranks' mean: with every rank busy-polling, its hand-overs), the median over `--rounds`, beside the
@@ -37,15 +38,16 @@ import replay_validate  # noqa: E402  (its reader of replay_cpu_sharing's figure
 
 SOURCE = os.path.join(HERE, "replay_validate_src", "coll_pattern.c")
 CALLS = {"R": "allreduce 65536 0", "G": "allgather 4096 4096", "B": "bcast 4096 0", "r": "allreduce 8 0",
-         "S": "barrier"}
-"""coll_pattern.c's letters -> the trace line of each call (bytes as the library traces them)."""
+         "S": "barrier", "W": "compute {work_ns:.0f}"}
+"""coll_pattern.c's letters -> the trace line of each call (bytes as the library traces them; W: its work, a compute
+gap of the ns the program timed it at alone, the trace's host speed 1e9 flop/s)."""
 AGREE = 0.05
 """Hand-overs per rank and iteration within which the model's count agrees with the measured one."""
-OUTPUT = re.compile(r"us (\S+) switches (\S+)")
+OUTPUT = re.compile(r"us (\S+) switches (\S+) work_ns (\S+)")
 
 
-def measured(exe: str, cpu_map: tuple, pattern: str, iterations: int) -> tuple[float, float]:
-    """(us per iteration, switches per rank and iteration) of one bound run under the library."""
+def measured(exe: str, cpu_map: tuple, pattern: str, iterations: int) -> tuple[float, float, float]:
+    """(us per iteration, switches per rank and iteration, ns of one W alone) of one bound run under the library."""
     cmd = [sys.executable, "-m", "cxlsim", "mpi", "run", "--", find_mpiexec(), "-n", str(len(cpu_map)), "-bind-to",
            "user:" + ",".join(map(str, cpu_map)), exe, pattern, str(iterations)]
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "CXLSIM_PROFILE")}
@@ -56,12 +58,14 @@ def measured(exe: str, cpu_map: tuple, pattern: str, iterations: int) -> tuple[f
     got = OUTPUT.search(done.stdout)
     if done.returncode != 0 or got is None:
         raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return float(got.group(1)), float(got.group(2))
+    return float(got.group(1)), float(got.group(2)), float(got.group(3))
 
 
-def modelled(tmp: str, spec: str, cpu_map: tuple, pattern: str, iterations: int, figures) -> tuple[float, float]:
-    """(us per iteration, switches per rank and iteration) of the replay by turns of the same calls."""
-    n, step = len(cpu_map), [CALLS[c] for c in pattern]
+def modelled(tmp: str, spec: str, cpu_map: tuple, pattern: str, iterations: int, figures,
+             work_ns: float = 0.0) -> tuple[float, float]:
+    """(us per iteration, switches per rank and iteration) of the replay by turns of the same calls (W: a compute
+    gap of `work_ns`)."""
+    n, step = len(cpu_map), [CALLS[c].format(work_ns=work_ns) for c in pattern]
     name = os.path.join(tmp, f"{pattern}-{'_'.join(map(str, cpu_map))}")
     trace = simgrid.read(sharing_bench.write_trace(name, n, sharing_bench.loop_lines(lambda r: step, iterations)),
                          1e9)
@@ -132,7 +136,8 @@ def main() -> int:
             for pattern in args.patterns:
                 runs = [measured(exe, cpu_map, pattern, args.iterations) for _ in range(args.rounds)]
                 us, switches = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-                model_us, model_switches = modelled(tmp, spec, cpu_map, pattern, min(args.iterations, 500), figures)
+                model_us, model_switches = modelled(tmp, spec, cpu_map, pattern, min(args.iterations, 500), figures,
+                                                    statistics.median(r[2] for r in runs))
                 agree += abs(model_switches - switches) <= AGREE
                 print(f"  {'':>24}{pattern:>8} {us:>8.2f} {model_us:>8.2f} {(model_us - us) / us * 100:>+6.1f}% "
                       f"{switches:>9.3f} {model_switches:>7.3f}", flush=True)
