@@ -472,3 +472,23 @@ def test_a_collectives_block_copies_in_as_the_mpi_library_would_in_its_placement
     assert recorded == used and used in (0, NT_SLOW_MIN_BYTES)
     if coherence == "flush":
         assert used == 0
+
+
+@pytest.mark.parametrize("collective,size,large", [("allreduce", 16384, NEVER), ("allreduce", 16384, 0),
+                                                   ("reduce_scatter", 16384, NEVER)])
+def test_where_the_copy_pattern_folds_a_slower_fold_primitive_charges_nothing(collective, size, large):
+    """A measured copy pattern's fold step is the kernel's own fold (loads, arithmetic, stores), so the call is
+    priced at the pattern's time whatever the one-process fold primitive took; without the pattern's fold step the
+    primitive beyond its read pass is charged (test_a_slower_fold_adds_exactly_its_extra_time)."""
+    from cxlsim.calibrate.patterns import pattern_name
+    name = pattern_name(collective, size, large)
+    folded = fold_bytes(collective, size, large, 2)
+    steps = {"0": 0.0, str(size): 3000.0, str(2 * size): 6000.0}
+    m = dataclasses.replace(model(), pattern_curves={"hw": {name: steps}}, pattern_load_curves={"hw": {name: steps}})
+    fast = with_fold(m, {folded: 500.0, 2 * folded: 500.0})
+    slow = with_fold(m, {folded: 9000.0, 2 * folded: 9000.0})
+    assert predict_collective(slow, "hw", collective, size, large) == \
+        pytest.approx(predict_collective(fast, "hw", collective, size, large))
+    unfolded = dataclasses.replace(slow, pattern_load_curves={})
+    assert predict_collective(unfolded, "hw", collective, size, large) > \
+        predict_collective(fast, "hw", collective, size, large) + 1000.0

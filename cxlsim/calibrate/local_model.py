@@ -41,6 +41,11 @@ def _curve(points: dict):
     return at
 
 
+FREE_REDUCE_BW = 1e6
+"""Bytes per ns of a reduction the DES charges nothing for (B/ns): where the fold costs no more than what the
+call's model already holds."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LocalModel:
     """A `local-host` CXL pool: this machine's primitives, ready to map onto a CXLPoolPreset.
@@ -103,8 +108,9 @@ class LocalModel:
     """The same patterns' cache maintenance (flush mode: write-back before the flag, invalidation after
     it; `join_pattern_ranks`'s 'maintenance'), {} = not measured."""
     pattern_load_curves: dict = dataclasses.field(default_factory=dict)
-    """The part of each pattern's data time its fold's in-place loads take, both ranks at once (`join_pattern_ranks`'s
-    'loads'); {} = not measured (then the fold is charged beyond a one-process read pass of its blocks)."""
+    """The part of each pattern's data time its fold step takes (the kernel's own fold, in place: its loads,
+    arithmetic and stores, both ranks at once; `join_pattern_ranks`'s 'loads'); {} = not measured (then the fold
+    primitive is charged beyond a one-process read pass of its blocks)."""
     collective_overhead_ns: dict = dataclasses.field(default_factory=dict)
     """{collective: ns}: the per-call software overhead of the bench's step of each pool collective beyond
     allgather (np = 1, a 0-byte call, `collective_measure.measure_call_overheads`); {} = not measured."""
@@ -132,18 +138,17 @@ class LocalModel:
         curve = self.fold_curves.get(fold_class)
         return max(_curve(curve)(size_bytes), 0.0) if curve else None
 
-    def reduce_bw(self, size_bytes: int, fold_class: str = "float32 sum", loads_ns: float | None = None):
+    def reduce_bw(self, size_bytes: int, fold_class: str = "float32 sum"):
         """Bytes of one operand folded per ns, for the DES's reduction of n-byte operands (`Transport.reduce`),
         or None without a fold primitive: the DES reads every block already (at the host bandwidth), so
-        its reduction is the fold primitive less the loads it makes, `loads_ns` (the pattern's in-place
-        loads of the same blocks, both ranks at once) if given, else the one-process read pass of the two
-        blocks it covers."""
+        its reduction is the fold primitive less the one-process read pass of the two blocks it covers.
+        (Where a call's copy pattern folds, its data time holds the kernel's own fold and nothing is charged
+        beyond it: `collectives.collective_preset`, FREE_REDUCE_BW.)"""
         fold = self.fold_ns(size_bytes, fold_class)
         if fold is None or size_bytes <= 0:
             return None
-        loads = max(_curve(self.read_pass_curve)(size_bytes), 0.0) if loads_ns is None else loads_ns
-        beyond_reads = fold - loads
-        return size_bytes / beyond_reads if beyond_reads > 1e-3 else 1e6
+        beyond_reads = fold - max(_curve(self.read_pass_curve)(size_bytes), 0.0)
+        return size_bytes / beyond_reads if beyond_reads > 1e-3 else FREE_REDUCE_BW
 
     def copy_ns(self, size_bytes: int) -> float:
         return max(_curve(self.copy_bw_curve)(size_bytes), 1e-3)
