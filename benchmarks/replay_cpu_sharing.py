@@ -703,9 +703,25 @@ TURN_SIZES = (4096, 32768)
 """Part 6's sizes: eager (complete once written) and MPICH's CMA path (complete at the receiver's ACK)."""
 
 
-def receiver_turns(turns: str, busy: str, rounds: int) -> None:
+def turns_model(tmp: str, size: int, beside: bool, sharing: CPUSharing, spec: str) -> tuple[float, float]:
+    """The replay by turns of part 6's program (`TURNS`: rank 0 computes 50 us, then both ranks post an irecv and an
+    isend of `size` bytes and wait, then a barrier; 300 iterations; rank r on CPU r, `beside`: an always-runnable
+    nice-0 task on CPU 1, as the busy loop): rank 0's Waitall, (mean, median) us."""
+    def lines(r):
+        return (["compute 50000"] if r == 0 else []) + [f"irecv {1 - r} 0 {size}", f"isend {1 - r} 0 {size}",
+                                                         "waitall", "barrier"]
+    name = os.path.join(tmp, f"turns-{size}-{int(beside)}-{len(os.listdir(tmp))}")
+    trace = simgrid.read(write_trace(name, 2, lambda r: ["barrier", *lines(r) * 300]), 1e9)
+    figures = dataclasses.replace(sharing, cpus=2, cpu_map=(0, 1), foreign=(0.0, 1.0) if beside else None)
+    timeline = modelled_us(trace, spec, 300, figures)[1]
+    waits = [(seg[1] - seg[0]) / 1e3 for seg in timeline.segments[0] if seg[2] == "waitall"]
+    return statistics.fmean(waits), statistics.median(waits)
+
+
+def receiver_turns(turns: str, busy: str, rounds: int, tmp: str, sharing: CPUSharing, spec: str) -> None:
     """Part 6: rank 0's Waitall (mean and median, us; 300 iterations) for each of TURN_SIZES, rank 1 alone on CPU 1
-    and beside a busy loop there, `rounds` times each (interleaved); prints the rows."""
+    and beside a busy loop there, `rounds` times each (interleaved), beside the replay by turns of the same program
+    with `sharing` on `spec` (`turns_model`); prints the rows."""
     got = {}
     for _ in range(rounds):
         for beside in (False, True):
@@ -721,8 +737,10 @@ def receiver_turns(turns: str, busy: str, rounds: int) -> None:
                     loop.wait()
     for (beside, size), rows in got.items():
         where = "beside a busy loop on its CPU" if beside else "alone on its CPU"
+        model_mean, model_median = turns_model(tmp, size, beside, sharing, spec)
         print(f"  {size // 1024} KiB, rank 1 {where}: rank 0's Waitall mean {spread([r[0] for r in rows])}, median "
-              f"{spread([r[1] for r in rows])} us   load {loadavg():.2f}", flush=True)
+              f"{spread([r[1] for r in rows])} us; model mean {model_mean:.1f}, median {model_median:.1f}   load "
+              f"{loadavg():.2f}", flush=True)
 
 
 def yield_through_model(tmp: str, kind: str, what: str, iterations: int, measured_us: float, one_cpu: CPUSharing,
@@ -967,7 +985,7 @@ def main() -> int:
                 print("# 6. a large send waits for its receiver's turn: rank 0 (CPU 0) computes 50 us, then exchanges "
                       "with rank 1 (CPU 1), us per Waitall (MPICH's CMA path from 8 KiB: complete at the receiver's ACK)")
                 receiver_turns(compile_c(tmp, "turns", TURNS, mpi=True), compile_c(tmp, "busy", BUSY, mpi=False),
-                               args.rounds)
+                               args.rounds, tmp, sharing, net)
     for line in unresolved:
         print(f"# {line}")
     print(options_line(sharing))
