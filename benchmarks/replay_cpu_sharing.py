@@ -66,7 +66,8 @@ and after each):
    rank 1 posts a receive and a send and waits, rank 0 computes 50 us first: rank 0's Waitall, mean and
    median, 4 KiB against 32 KiB, with rank 1 alone on its CPU and beside a busy loop there (in a session of
    its own). The halo apps' 32 KiB exchanges pay this where ranks share CPUs; the replay with `--cpus`
-   completes such a send once its receiver has polled after the match (cxlsim.replay.cpu_sharing.CMA_BYTES).
+   completes such a send once its receiver has polled after the match (cxlsim.replay.cpu_sharing.CMA_BYTES); each
+   row prints that replay of the same program beside the measurement (`turns_model`).
 It ends with the replay options these figures give (one set, for every np). Placement: the ranks of 0-3
 share one CPU (taskset); 4 and 5 are unpinned. The machine's load from other jobs disturbs every figure
 (the model has no other processes): read the load columns and the other processes' share.
@@ -983,7 +984,9 @@ def main() -> int:
                 measure(args.rounds, f"np {n}, under the library (allreduce on its pool)", lambda n=n: halo_us(n, True))
             if cpus >= 2:
                 print("# 6. a large send waits for its receiver's turn: rank 0 (CPU 0) computes 50 us, then exchanges "
-                      "with rank 1 (CPU 1), us per Waitall (MPICH's CMA path from 8 KiB: complete at the receiver's ACK)")
+                      "with rank 1 (CPU 1), us per Waitall (MPICH's CMA path from 8 KiB: complete at the receiver's ACK), "
+                      "measured and replayed by turns with the figures of 1-3 (the busy loop as a nice-0 task; the "
+                      "CMA copy and ACK are not in the model)")
                 receiver_turns(compile_c(tmp, "turns", TURNS, mpi=True), compile_c(tmp, "busy", BUSY, mpi=False),
                                args.rounds, tmp, sharing, net)
     for line in unresolved:

@@ -2,6 +2,7 @@
 fixture here rather than a module they import)."""
 from __future__ import annotations
 
+import argparse
 import os
 
 import pytest
@@ -74,3 +75,16 @@ def _library_stats_text(rows: dict, ranks=2, coherence="hw", large=64 << 10) -> 
 def library_stats_text():
     """`library_stats_text(rows, ranks=2, coherence="hw", large=65536) -> str`: the library's stats table."""
     return _library_stats_text
+
+
+def _replay_args(*argv):
+    from cxlsim.replay import cli
+    parser = argparse.ArgumentParser(prog="cxlsim")
+    cli.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["replay", *argv])
+
+
+@pytest.fixture
+def replay_args():
+    """`replay_args(*argv)`: the parsed arguments of `cxlsim replay ARGV` (the options' own parsing, no run)."""
+    return _replay_args

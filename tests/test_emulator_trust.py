@@ -340,3 +340,12 @@ def test_the_bench_copies_in_as_the_mpi_library_would_in_its_placement_and_says_
 def test_the_bench_keeps_plain_copy_ins_where_the_library_does_not_probe(capsys, argv, why):
     assert cli.main(["bench", "allgather", "--np", "2", "--sizes", "64", "--repeat", "1", *QUICK, *argv]) == 0
     assert f"# pool copy-ins: {why}" in capsys.readouterr().out.splitlines()
+
+
+def test_the_barrier_bench_names_no_copy_ins(capsys, tmp_path):
+    """A barrier moves no data: the bench neither probes nor names copy-ins for it, and its provenance says so."""
+    out_csv = tmp_path / "barrier.csv"
+    assert cli.main(["bench", "barrier", "--np", "2", "--repeat", "1", *QUICK, "--output", str(out_csv)]) == 0
+    assert not any(line.startswith("# pool copy-ins:") for line in capsys.readouterr().out.splitlines())
+    import json
+    assert json.loads(out_csv.with_suffix(".provenance.json").read_text())["copy_in"] is None

@@ -3,7 +3,6 @@ one always-runnable task per CPU of their measured weight, against hand sums on 
 flop/s, so a compute of n flops is n ns); and the measurement of that weight (cxlsim.replay.rank_cpus)."""
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -110,19 +109,15 @@ def test_a_stuck_replay_beside_another_task_ends_with_the_ranks_it_names(tmp_pat
      r"--cpu-foreign: expected one weight >= 0"),
     (["--pool-spin", "105us"], "--pool-spin: a figure of CPU sharing"),
 ])
-def test_a_bad_foreign_weight_is_refused_naming_the_flag(argv, message):
-    parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers(dest="cmd"))
-    args = parser.parse_args(["replay", "T", "--fabric", "ib-hdr", *argv])
+def test_a_bad_foreign_weight_is_refused_naming_the_flag(argv, message, replay_args):
+    args = replay_args("T", "--fabric", "ib-hdr", *argv)
     with pytest.raises(InputError, match=message):
         cli.cpu_sharing(args)
 
 
-def test_the_cli_carries_the_foreign_weights_into_the_model_and_its_line():
-    parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers(dest="cmd"))
-    args = parser.parse_args(["replay", "T", "--fabric", "ib-hdr", "--cpus", "2", "--cpu-slice", "2ms",
-                              "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-foreign", "0.25,0"])
+def test_the_cli_carries_the_foreign_weights_into_the_model_and_its_line(replay_args):
+    args = replay_args("T", "--fabric", "ib-hdr", "--cpus", "2", "--cpu-slice", "2ms", "--mpi-yield", "2us",
+                       "--pool-yield", "2us", "--cpu-foreign", "0.25,0")
     sharing = cli.cpu_sharing(args)
     assert sharing.foreign == (0.25, 0.0) and sharing.foreign_tasks() == [(0, 0.25)]
     assert "other runnable tasks of weight 0.25, 0.00 nice-0 tasks per CPU" in sharing.describe(4)

@@ -463,20 +463,15 @@ def test_hand_over_costs_are_seeded_gamma_draws_of_the_mean_and_cv(tmp_path, wri
     (["--cpus", "1", "--cpu-slice", "2ms", "--mpi-yield", "2us", "--pool-yield", "2us", "--cpu-switch", "1 parsec"],
      "--cpu-switch"),
 ])
-def test_a_bad_hand_over_cost_is_refused_naming_the_flag(argv, message):
-    parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers(dest="cmd"))
-    args = parser.parse_args(["replay", "T", "--fabric", "ib-hdr", *argv])
+def test_a_bad_hand_over_cost_is_refused_naming_the_flag(argv, message, replay_args):
+    args = replay_args("T", "--fabric", "ib-hdr", *argv)
     with pytest.raises(InputError, match=message):
         cli.cpu_sharing(args)
 
 
-def test_the_cli_carries_the_hand_over_cost_and_the_run_s_seed():
-    parser = argparse.ArgumentParser()
-    cli.register(parser.add_subparsers(dest="cmd"))
-    args = parser.parse_args(["replay", "T", "--fabric", "ib-hdr", "--cpus", "2", "--cpu-slice", "2ms",
-                              "--mpi-yield", "2us", "--pool-yield", "0.3us", "--cpu-switch", "1.3us",
-                              "--cpu-switch-cv", "0.9"])
+def test_the_cli_carries_the_hand_over_cost_and_the_run_s_seed(replay_args):
+    args = replay_args("T", "--fabric", "ib-hdr", "--cpus", "2", "--cpu-slice", "2ms", "--mpi-yield", "2us",
+                       "--pool-yield", "0.3us", "--cpu-switch", "1.3us", "--cpu-switch-cv", "0.9")
     sharing = cli.cpu_sharing(args, seed=42)
     assert (sharing.switch_ns, sharing.switch_cv, sharing.seed) == (pytest.approx(1300.0), 0.9, 42)
     assert "(gamma, CV 0.9, seed 42)" in sharing.describe(4)

@@ -206,7 +206,7 @@ def bench_collective(args) -> int:
                    ["note: the host placement is probed under mpiexec only at np 2 in hw mode (on the run's own "
                     "pool; a probe of two fresh processes would fork MPI processes)"]))
     rows = summarize(run["rounds"])
-    warnings = [copy_in_line(run["copy_in"])] + warnings
+    warnings = ([copy_in_line(run["copy_in"])] if run["copy_in"] else []) + warnings
     coherence = Coherence.parse(args.coherence or spec.default_coherence, "--coherence")
     if collective == "allreduce":
         threshold = options.get("allreduce_large_bytes", ALLREDUCE_LARGE_BYTES)
@@ -302,9 +302,9 @@ def _progress(comm, plan, repeat):
 
 
 def _measure(comm, plan, repeat, timed, mpi=None) -> dict:
-    """On every rank: the copy-ins of this placement (`copy_ins`), the delivered emulated timing (if on), then the
-    interleaved rounds."""
-    copy_in = copy_ins(comm, timed)
+    """On every rank: the copy-ins of this placement (`copy_ins`; None for the barrier, which moves no data), the
+    delivered emulated timing (if on), then the interleaved rounds."""
+    copy_in = copy_ins(comm, timed) if plan.collective != "barrier" else None  # a barrier copies nothing in
     delivered = bench.delivered_timing(comm, probe_bytes(plan.sizes)) if timed else None
     rounds = run_rounds(comm, plan, repeat, mpi=mpi, progress=_progress(comm, plan, repeat))
     return dict(rounds=rounds, delivered=delivered, copy_in=copy_in)
@@ -313,13 +313,11 @@ def _measure(comm, plan, repeat, timed, mpi=None) -> dict:
 def copy_ins(comm, timed: bool) -> dict:
     """The stores of the pool's copy-ins, as the MPI library picks them (`PoolComm.choose_copy_in`, a collective
     call): at np 2 in hw mode the probed slow placement copies in with non-temporal stores from NT_SLOW_MIN_BYTES
-    (at 64 KiB the small allreduce took 9.5 us so against 19.3 us with plain stores, slow placement), else plain
+    (at 64 KiB the small allreduce took 9.5 us so, against 19.3 us with plain stores, slow placement), else plain
     ones. Under emulated CXL timing the probe's round trip holds the injected latency, so the stores stay plain.
     Returns choose_copy_in's dict, or {'nt_min_bytes': 0, 'placement': why not probed}."""
     if timed:
         return dict(roundtrip_ns=None, placement="not probed under emulated timing", nt_min_bytes=0)
-    if not hasattr(comm, "choose_copy_in"):
-        return dict(roundtrip_ns=None, placement="not probed (the reference kernel)", nt_min_bytes=0)
     return comm.choose_copy_in()
 
 

@@ -60,9 +60,9 @@ a waiting rank holds its CPU until it yields. Which rank runs next is EEVDF's ch
   draw of that mean and CV, seeded), and that is what lets two CPUs drift apart: where each CPU holds two ranks
   (np 4 on 2 vCPUs), a CPU that falls behind leaves the other CPU's ranks both waiting, and they hand their CPU
   back and forth, at every poll of the library's pool wait (`pool_yield_ns`: one flag check and one
-  sched_yield, about 0.25 us here), until it catches up. With a constant cost the CPUs stay in step and hand over
-  once a call (measured at 0,0,1,1: 0.75-0.85 hand-overs a rank and barrier, 0.64-0.85 a call; a constant cost
-  or none gives 0.50). benchmarks/replay_cpu_sharing.py fits the mean to two ranks on one CPU and the CV to
+  sched_yield, about 0.25 us here), until it catches up. With a constant cost (or none) the CPUs stay in step and
+  hand over once a call, 0.50 a rank; measured at 0,0,1,1 they hand over 0.75-0.85 times a rank and barrier, and
+  0.64-0.85 a call of the others. benchmarks/replay_cpu_sharing.py fits the mean to two ranks on one CPU and the CV to
   the hand-overs of four ranks on 0,0,1,1.
 - The rank's first turn: the ranks start with `v = 0`, `d = slice_ns`, in rank order.
 - **Other processes** (`foreign`, measured per run: the mean weight of the runnable tasks other than the
