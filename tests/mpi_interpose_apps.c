@@ -12,6 +12,8 @@
  *          and large, allgather, alltoall, reduce_scatter_block) with no barrier between them and
  *          a random delay per rank before some, each result checked: slot reuse across calls
  *          and the broadcast acknowledgements are what is under test
+ *   long   argv[2] rounds of MPI_Allreduce of the round's number as a long, then MPI_Bcast of 8 B from rank 0:
+ *          a trace longer than the library's record arena; prints "long wrong N"
  *   comms  an allreduce on MPI_COMM_WORLD, then 20 times: split the world (one color), an allreduce
  *          on the new communicator, free it; prints "comms wrong N" (each communicator sets up a pool)
  */
@@ -220,6 +222,19 @@ int main(int argc, char **argv)
         }
     } else if (strcmp(mode, "stress") == 0) {
         rc = stress(rank, size);
+    } else if (strcmp(mode, "long") == 0) {
+        long rounds = atol(argc > 2 ? argv[2] : "1000"), wrong = 0, all = 0, b = 0;
+        for (long i = 0; i < rounds; i++) {
+            long mine = i + rank;
+            MPI_Allreduce(&mine, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+            wrong += s != i * size + (long)size * (size - 1) / 2;
+            b = rank == 0 ? i : -1;
+            MPI_Bcast(&b, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+            wrong += b != i;
+        }
+        PMPI_Allreduce(&wrong, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+        if (rank == 0) printf("long wrong %ld\n", all);
+        rc = all ? 1 : 0;
     } else if (strcmp(mode, "comms") == 0) {
         int wrong = 0, all = 0;
         MPI_Allreduce(&v, &s, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);

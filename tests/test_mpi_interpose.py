@@ -520,6 +520,27 @@ def test_trace_durations_give_every_call_its_time_on_one_clock(library, programs
     assert [len(t.lines) for t in timed[0] if t.kind == "wait"] == [2]
 
 
+def test_a_trace_longer_than_the_record_arena_keeps_every_line_in_order(library, programs, tmp_path):
+    """80,000 calls a rank (5.4 MB of records, past trace.c's 4 MiB arena, so formatted and written once during
+    the run and once at MPI_Finalize): every action line is there in the program's order, each durations row
+    names its own line, and the calls' starts only grow."""
+    directory = tmp_path / "trace"
+    rounds = 40_000
+    rc, out, err = run_mpi(library, 2, [str(programs["mpi_interpose_apps"]), "long", str(rounds)],
+                           CXLSIM_MPI_TRACE=str(directory))
+    assert rc == 0 and "long wrong 0" in out, err
+    for rank in (0, 1):
+        rank_file = directory / f"rank{rank}.txt"
+        lines = rank_file.read_text().splitlines()
+        actions = [line.split(" ", 1)[1] for line in lines if line.split()[1] != "compute"]
+        assert actions == ["init", *["allreduce 8 0", "bcast 8 0"] * rounds, "finalize"]
+        times = read_durations(rank_file)
+        assert sorted(times) == [n for n, line in enumerate(lines, start=1) if line.split()[1] not in ("init",
+                                                                                                    "compute")]
+        starts = [times[n].start_ns for n in sorted(times)]
+        assert all(a < b for a, b in zip(starts, starts[1:]))
+
+
 def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path):
     """CXLSIM_MPI_TRACE=DIR with CXLSIM_MPI_STATS=1: DIR/cxlsim_mpi_stats.txt holds exactly the table
     printed on stderr (rank 0's, summed over ranks), and no temporary file is left beside it."""

@@ -236,12 +236,16 @@ static int reduce_scatter_block(const void *sendbuf, void *recvbuf, MPI_Count co
     }
     finish(pool, CXLSIM_REDUCE_SCATTER_BLOCK, large, bytes, why, krc);
     if (cxlsim_trace_on()) {
-        char counts[4096] = "";
-        int used = 0;
-        for (int r = 0; r < P && used < (int)sizeof counts - 24; r++)
-            used += snprintf(counts + used, sizeof counts - used, "%llu ",
-                             (unsigned long long)(count > 0 ? count * info.size : 0));
+        char *counts = malloc((size_t)P * 24 + 1), *at = counts; /* each rank's bytes, P times */
+        if (!counts) {
+            fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: out of memory for a reducescatter line\n");
+            PMPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        *at = 0;
+        for (int r = 0; r < P; r++)
+            at += sprintf(at, "%llu ", (unsigned long long)(count > 0 ? count * info.size : 0));
         cxlsim_trace_line(t, "reducescatter %s0", counts);
+        free(counts);
     }
     if (pool) cxlsim_pool_leave(pool);
     return rc;

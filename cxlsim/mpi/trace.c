@@ -42,26 +42,37 @@
  *   setup        1 if the call set up its communicator's pool (first collective on it), else 0
  *
  * The lines one call writes (a Waitall that completed several requests) share start and duration.
- * The writes cost 0.4-1 us a call (median; docs/mpi.md): integers are formatted by hand and each
- * file gets one fwrite a call into a 1 MiB stdio buffer.
+ * In the run a call's tracing is a record of its times and arguments in a 4 MiB arena, formatted into its lines
+ * only when the arena is full and at MPI_Finalize: 60-100 ns a call (median; benchmarks/trace_overhead.py,
+ * docs/mpi.md), where formatting each call's lines as it returned cost 370-760 ns.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "cxlsim_mpi.h"
 
-/* Each file's stdio buffer: one write(2) per this many bytes, few enough that the trace's own cost
- * between calls (in neither a duration nor a compute line) stays near the formatting's. */
+/* Each file's stdio buffer (bytes): the formatted records go out in writes of this size. */
 enum { TRACE_BUFFER_BYTES = 1 << 20 };
 static FILE *trace, *durations;
 static int trace_rank;
 static double last_end_ns;
 static long trace_lines; /* lines written to the trace so far */
+enum { ARENA_BYTES = 4 << 20 };
+typedef struct {
+    const char *fmt, *path;
+    double begin, end, compute_ns;
+    int why, setup;
+    unsigned size; /* the record's bytes: this head, then one 8-byte word per conversion, then the strings */
+} record_t;
+_Static_assert(sizeof(record_t) % 8 == 0, "a record keeps its words aligned");
+static char *arena;
+static size_t arena_used;
 /* The call being traced: what it ran on and whether it set up a pool (set by the collectives). */
 static __thread __attribute__((tls_model("initial-exec"))) struct {
     const char *path;
@@ -106,6 +117,13 @@ void cxlsim_trace_open(void)
                 strerror(errno));
         PMPI_Abort(MPI_COMM_WORLD, 2);
     }
+    arena = malloc(ARENA_BYTES);
+    if (!arena) {
+        fprintf(stderr, "cxlsim-mpi: CXLSIM_MPI_TRACE: cannot allocate the trace's %d MiB\n", ARENA_BYTES >> 20);
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(arena, 0, ARENA_BYTES); /* its pages mapped now, not by faults between the run's calls */
+    arena_used = 0;
     trace = open_rank_file("txt");
     fprintf(trace, "%d init\n", trace_rank);
     trace_lines = 1;
@@ -151,6 +169,17 @@ void cxlsim_trace_setup(void)
     current.setup = 1;
 }
 
+/* ---- The record of each traced call, formatted into its lines after the run -----------------
+ * A call's tracing in the run is a record in an arena: the compute before it, its entry and return, its format
+ * (a string literal with %d, %lld, %llu and %s conversions only) and its arguments, strings copied. The lines are
+ * formatted and written only when the arena is full (every ARENA_BYTES) and when the trace closes, at MPI_Finalize,
+ * so the run between two calls pays for a few stores, not for formatting and stdio. */
+
+static size_t round8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
 /* Write v in decimal at `at`; returns the end. */
 static char *put_int(char *at, long long v)
 {
@@ -163,6 +192,15 @@ static char *put_int(char *at, long long v)
     return at;
 }
 
+static char *put_uint(char *at, unsigned long long u)
+{
+    char digits[24];
+    int n = 0;
+    do digits[n++] = (char)('0' + u % 10); while (u /= 10);
+    while (n) *at++ = digits[--n];
+    return at;
+}
+
 static char *put_str(char *at, const char *text)
 {
     size_t n = strlen(text);
@@ -170,8 +208,82 @@ static char *put_str(char *at, const char *text)
     return at + n;
 }
 
-/* A call's lines: the compute before it, its action, and its durations row, each file written once
- * (the formatting is the trace's own cost between calls, in neither a duration nor compute). */
+/* The conversion at fmt (just after a '%'): 'd', 'D' (%lld), 'u' (%llu) or 's'; *len its length. A format with
+ * any other conversion is the library's own error: it says so and aborts the job. */
+static char conversion(const char *fmt, int *len)
+{
+    if (fmt[0] == 'd' || fmt[0] == 's') return *len = 1, fmt[0];
+    if (fmt[0] == 'l' && fmt[1] == 'l' && (fmt[2] == 'u' || fmt[2] == 'd')) return *len = 3, fmt[2] == 'u' ? 'u' : 'D';
+    fprintf(stderr, "cxlsim-mpi: trace format \"%s\": unsupported conversion\n", fmt);
+    PMPI_Abort(MPI_COMM_WORLD, 2);
+    return 0;
+}
+
+/* Format every record in the arena into the two files, then empty it. */
+static void flush_records(void)
+{
+    char out[8192], row[160];
+    for (size_t at_record = 0; at_record < arena_used;) {
+        const record_t *rec = (const record_t *)(arena + at_record);
+        const long long *word = (const long long *)(rec + 1);
+        int nwords = 0;
+        for (const char *f = rec->fmt; *f; f++)
+            if (*f == '%') nwords++;
+        const char *strings = (const char *)(word + nwords);
+        char *at = out;
+        if (rec->compute_ns > 0) {
+            at = put_str(put_int(at, trace_rank), " compute ");
+            at = put_int(at, (long long)rec->compute_ns);
+            *at++ = '\n';
+            trace_lines++;
+        }
+        at = put_int(at, trace_rank);
+        *at++ = ' ';
+        for (const char *f = rec->fmt; *f;) {
+            int len;
+            if (*f != '%') {
+                *at++ = *f++;
+                continue;
+            }
+            char c = conversion(f + 1, &len);
+            long long v = *word++;
+            if (c == 's') {
+                if ((size_t)v > (size_t)(out + sizeof out - 64 - at)) { /* longer than the line's room: as it is */
+                    fwrite(out, 1, (size_t)(at - out), trace);
+                    fwrite(strings, 1, (size_t)v, trace);
+                    at = out;
+                } else {
+                    memcpy(at, strings, (size_t)v);
+                    at += v;
+                }
+                strings += round8((size_t)v + 1);
+            } else {
+                at = c == 'u' ? put_uint(at, (unsigned long long)v) : put_int(at, v);
+            }
+            f += 1 + len;
+        }
+        *at++ = '\n';
+        fwrite(out, 1, (size_t)(at - out), trace);
+        trace_lines++;
+        at = put_int(row, trace_lines);
+        *at++ = '\t';
+        at = put_int(at, (long long)rec->begin);
+        *at++ = '\t';
+        at = put_int(at, (long long)(rec->end - rec->begin));
+        *at++ = '\t';
+        at = put_str(at, rec->path);
+        if (rec->why >= 0) at = put_str(at, cxlsim_why_names[rec->why]);
+        *at++ = '\t';
+        *at++ = (char)('0' + rec->setup);
+        *at++ = '\n';
+        fwrite(row, 1, (size_t)(at - row), durations);
+        at_record += rec->size;
+    }
+    arena_used = 0;
+}
+
+/* A call's lines (the compute before it, its action, and its durations row), recorded: formatted later
+ * (flush_records), so that the run pays for the record's stores only. */
 void cxlsim_trace_line(double begin, const char *fmt, ...)
 {
     if (!trace) return;
@@ -179,36 +291,51 @@ void cxlsim_trace_line(double begin, const char *fmt, ...)
         line_begin = begin;
         line_end = now_ns();
     }
-    char out[4096 + 128], row[160], *at = out;
-    if (pending_compute_ns > 0) {
-        at = put_str(put_int(at, trace_rank), " compute ");
-        at = put_int(at, (long long)pending_compute_ns);
-        *at++ = '\n';
-        trace_lines++;
-    }
-    pending_compute_ns = 0;
-    at = put_int(at, trace_rank);
-    *at++ = ' ';
+    int nwords = 0;
+    size_t strings = 0;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(at, out + sizeof out - 1 - at, fmt, ap);
+    for (const char *f = fmt; *f; f++)
+        if (*f == '%') {
+            int len;
+            char c = conversion(f + 1, &len);
+            nwords++;
+            if (c == 's') strings += round8(strlen(va_arg(ap, const char *)) + 1);
+            else if (c == 'd') (void)va_arg(ap, int);
+            else (void)va_arg(ap, long long);
+            f += len;
+        }
     va_end(ap);
-    at += n < 0 ? 0 : n < out + sizeof out - 1 - at ? n : out + sizeof out - 2 - at;
-    *at++ = '\n';
-    fwrite(out, 1, (size_t)(at - out), trace);
-    trace_lines++;
-    at = put_int(row, trace_lines);
-    *at++ = '\t';
-    at = put_int(at, (long long)begin);
-    *at++ = '\t';
-    at = put_int(at, (long long)(line_end - begin));
-    *at++ = '\t';
-    at = put_str(at, current.path);
-    if (current.why >= 0) at = put_str(at, cxlsim_why_names[current.why]);
-    *at++ = '\t';
-    *at++ = (char)('0' + current.setup);
-    *at++ = '\n';
-    fwrite(row, 1, (size_t)(at - row), durations);
+    size_t size = sizeof(record_t) + 8 * (size_t)nwords + strings;
+    if (arena_used + size > ARENA_BYTES) flush_records();
+    if (size > ARENA_BYTES) {
+        fprintf(stderr, "cxlsim-mpi: a trace line of %zu bytes exceeds the trace's record arena\n", size);
+        PMPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    record_t *rec = (record_t *)(arena + arena_used);
+    *rec = (record_t){fmt, current.path, begin, line_end, pending_compute_ns, current.why, current.setup,
+                      (unsigned)size};
+    long long *word = (long long *)(rec + 1);
+    char *text = (char *)(word + nwords);
+    va_start(ap, fmt);
+    for (const char *f = fmt; *f; f++)
+        if (*f == '%') {
+            int len;
+            char c = conversion(f + 1, &len);
+            if (c == 's') {
+                const char *s = va_arg(ap, const char *);
+                size_t n = strlen(s);
+                memcpy(text, s, n + 1);
+                *word++ = (long long)n;
+                text += round8(n + 1);
+            } else {
+                *word++ = c == 'd' ? (long long)va_arg(ap, int) : va_arg(ap, long long);
+            }
+            f += len;
+        }
+    va_end(ap);
+    arena_used += size;
+    pending_compute_ns = 0;
     current.path = "mpi";
     current.why = -1;
     current.setup = 0;
@@ -218,6 +345,9 @@ void cxlsim_trace_line(double begin, const char *fmt, ...)
 void cxlsim_trace_close(void)
 {
     if (!trace) return;
+    flush_records();
+    free(arena);
+    arena = NULL;
     fclose(trace);
     fclose(durations);
     trace = NULL;
