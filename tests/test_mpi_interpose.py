@@ -91,6 +91,8 @@ class Took(NamedTuple):
     duration_ns: int
     path: str
     setup: bool
+    gap_cpu_ns: int
+    """-1 where the tracer read no CPU clock (the node's ranks had a CPU each)."""
 
     @property
     def end_ns(self) -> int:
@@ -100,12 +102,12 @@ class Took(NamedTuple):
 def read_durations(rank_file: Path) -> dict[int, Took]:
     """The rows of the durations file beside rank_file (replay reads them with cxlsim.replay.call_times), by line."""
     rows = (rank_file.parent / (rank_file.stem + ".durations.tsv")).read_text().splitlines()
-    assert rows[0].split("\t") == ["line", "start_ns", "duration_ns", "path", "setup"], rows[0]
+    assert rows[0].split("\t") == ["line", "start_ns", "duration_ns", "path", "setup", "gap_cpu_ns"], rows[0]
     out = {}
     for row in rows[1:]:
-        line, start, duration, path, setup = row.split("\t")
-        assert int(line) not in out and int(duration) >= 0 and setup in ("0", "1"), row
-        out[int(line)] = Took(int(line), int(start), int(duration), path, setup == "1")
+        line, start, duration, path, setup, gap_cpu = row.split("\t")
+        assert int(line) not in out and int(duration) >= 0 and setup in ("0", "1") and int(gap_cpu) >= -1, row
+        out[int(line)] = Took(int(line), int(start), int(duration), path, setup == "1", int(gap_cpu))
     return out
 
 
@@ -539,6 +541,38 @@ def test_a_trace_longer_than_the_record_arena_keeps_every_line_in_order(library,
                                                                                                     "compute")]
         starts = [times[n].start_ns for n in sorted(times)]
         assert all(a < b for a, b in zip(starts, starts[1:]))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: one run with a CPU a rank")
+def test_where_ranks_outnumber_the_cpus_compute_is_each_gap_s_cpu_time(library, programs, tmp_path):
+    """Both ranks bound to CPU 0: each durations row gives the CPU time of the compute before it, and that is the
+    compute line; rank 1's 20 ms usleep before the barrier is wall time but no CPU time. With a CPU each (bound to
+    0 and 1) no CPU clock is read: -1, and the compute lines are the wall gaps."""
+    for binding, shared in (("user:0,0", True), ("user:0,1", False)):
+        directory = tmp_path / binding.replace(":", "-").replace(",", "-")
+        rc, out, err = run_mpi(library, 2, ["-bind-to", binding, str(programs["mpi_interpose_apps"]), "trace"],
+                               CXLSIM_MPI_TRACE=str(directory))
+        assert rc == 0, err
+        for rank in (0, 1):
+            rank_file = directory / f"rank{rank}.txt"
+            lines = rank_file.read_text().splitlines()
+            times = read_durations(rank_file)
+            computes = {n + 1: float(line.split()[2]) for n, line in enumerate(lines) if line.split()[1] == "compute"}
+            ordered = sorted(times)
+            calls = [n for n in ordered if n == ordered[0] or times[n].start_ns != times[ordered[ordered.index(n) - 1]].start_ns]
+            for before, after in zip(calls, calls[1:]):  # a call's first line each (a Waitall writes two)
+                wall = times[after].start_ns - times[before].end_ns
+                compute = sum(computes.get(n, 0.0) for n in range(before + 1, after))
+                if shared:
+                    assert times[after].gap_cpu_ns == compute <= wall + 1, (binding, rank, after)
+                else:
+                    assert times[after].gap_cpu_ns == -1 and compute <= wall, (binding, rank, after)
+            barrier = next(n for n in ordered if lines[n - 1].split()[1] == "barrier")
+            previous = ordered[ordered.index(barrier) - 1]
+            slept = times[barrier].start_ns - times[previous].end_ns
+            if rank == 1:
+                assert slept >= 20_000_000
+                assert (times[barrier].gap_cpu_ns < 5_000_000) if shared else computes[barrier - 1] >= 20_000_000
 
 
 def test_stats_beside_the_trace_are_the_stderr_stats(library, programs, tmp_path):

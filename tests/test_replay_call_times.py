@@ -139,6 +139,26 @@ def test_the_measured_gaps_hold_the_time_between_calls_the_trace_left_out(tmp_pa
         assert busy[1] - busy[0] == pytest.approx(extra, rel=1e-12)
 
 
+def test_a_gap_s_cpu_time_where_the_tracer_read_it_is_the_gap_and_bad_values_are_named(tmp_path, write_trace):
+    """The sixth column (an oversubscribed run's trace): a row's gap_cpu_ns replaces the wall gap before it in
+    `measured_gaps`; -1 keeps the wall gap; anything else but a number >= 0 is refused, naming the field."""
+    header = "line\tstart_ns\tduration_ns\tpath\tsetup\tgap_cpu_ns"
+    cpu = {0: [(*row, 40 if row[0] == 9 else -1) for row in ROWS[0]], 1: [(*row, -1) for row in ROWS[1]]}
+    trace = simgrid.read(write(tmp_path, write_trace, cpu, header), 1e9)
+    timed = call_times.read_durations(trace)
+    assert [t.gap_cpu_ns for t in timed[0]] == [None, None, None, None, 40.0, None]
+    gapped, added = call_times.measured_gaps(trace, timed)
+    # rank 0: 40 ns of CPU before the allreduce (its wall gap: 100), 100 ns wall before the barrier
+    assert [c.amount for c in gapped.ranks[0] if c.kind == "compute"] == [1000, 5000, 0, 0, 40, 100]
+    assert added == [140.0, 100.0]
+    for bad in ("x", "-2"):
+        rows = {0: [(*row, bad) for row in ROWS[0]], 1: cpu[1]}
+        with pytest.raises(InputError, match="gap_cpu_ns"):
+            call_times.read_durations(simgrid.read(write(tmp_path / bad, write_trace, rows, header), 1e9))
+    with pytest.raises(InputError, match="expected 6 tab-separated fields"):
+        call_times.read_durations(simgrid.read(write(tmp_path / "short", write_trace, ROWS, header), 1e9))
+
+
 def test_a_sleep_between_two_calls_stays_a_sleep_and_leaves_the_gap_its_rest(tmp_path, write_trace):
     # rank 0 sleeps 50 ns between its allreduce (returns 7500) and its barrier (enters 7600): 50 ns of compute
     rank0 = [*RANK0[:-1], "sleep 0.00000005", "barrier"]

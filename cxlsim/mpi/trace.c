@@ -5,7 +5,10 @@
  *
  *   0 init                      no argument: counts are in the default type, MPI_BYTE
  *   0 compute 1520              the time since the previous call returned, as flops at 1 Gf/s (= ns);
- *                               DIR/trace.meta.json says {"host_speed_flops_per_s": 1e9}
+ *                               DIR/trace.meta.json says {"host_speed_flops_per_s": 1e9}. Where the
+ *                               node's ranks outnumber their CPUs it is the rank's CPU time in that
+ *                               gap (the wall gap holds the time it waited for a CPU, which a replay
+ *                               by turns makes it wait again; a sleep in the gap is then not compute)
  *   0 send 1 7 64               dst, tag, bytes (isend likewise; recv and irecv: src, tag, bytes)
  *   0 wait 0 1 7                src, dst, tag of a request a call completed: MPI_Wait, and one line per
  *                               request MPI_Waitall, Waitany, Waitsome, Test, Testall, Testany or
@@ -31,8 +34,8 @@
  * itself stays SimGrid's format, which has no field for it): a header row, then one row per line
  * of rank<r>.txt written for a call (not init, not compute), tab-separated:
  *
- *   line  start_ns  duration_ns  path  setup
- *   3     81234567  412          pool  0
+ *   line  start_ns  duration_ns  path  setup  gap_cpu_ns
+ *   3     81234567  412          pool  0      1520
  *
  *   line         the line number (from 1) in rank<r>.txt
  *   start_ns     the call's entry, CLOCK_MONOTONIC ns (one clock for every rank of a host)
@@ -40,6 +43,8 @@
  *   path         pool (the pool kernels), hier (the many-node path), fallback:REASON (a collective
  *                the library passed to PMPI, REASON as in the stats), mpi (a call it only traces)
  *   setup        1 if the call set up its communicator's pool (first collective on it), else 0
+ *   gap_cpu_ns   the CPU time of the compute before the call (its compute line's) where the tracer
+ *                read the CPU clock (the node's ranks outnumber their CPUs), else -1
  *
  * The lines one call writes (a Waitall that completed several requests) share start and duration.
  * In the run a call's tracing is a record of its times and arguments in a 4 MiB arena, formatted into its lines
@@ -47,6 +52,7 @@
  * docs/mpi.md), where formatting each call's lines as it returned cost 370-760 ns.
  */
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,11 +68,16 @@ enum { TRACE_BUFFER_BYTES = 1 << 20 };
 static FILE *trace, *durations;
 static int trace_rank;
 static double last_end_ns;
+/* Where the node's ranks outnumber their CPUs: compute is CPU time (CLOCK_THREAD_CPUTIME_ID), read at each call's
+ * return and entry, so that a gap's compute leaves out the time its rank waited for a CPU (the replay by turns
+ * makes it wait again); else compute is wall time and no CPU clock is read (a read is a system call, 380 ns here). */
+static int gap_cpu;
+static double last_end_cpu_ns, line_end_cpu_ns;
 static long trace_lines; /* lines written to the trace so far */
 enum { ARENA_BYTES = 4 << 20 };
 typedef struct {
     const char *fmt, *path;
-    double begin, end, compute_ns;
+    double begin, end, compute_ns; /* compute_ns: CPU time where gap_cpu, else wall */
     int why, setup;
     unsigned size; /* the record's bytes: this head, then one 8-byte word per conversion, then the strings */
 } record_t;
@@ -86,6 +97,27 @@ static double now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Whether this node's ranks outnumber the CPUs they may run on (the union of their affinity sets). */
+static int node_oversubscribed(void)
+{
+    MPI_Comm node;
+    cpu_set_t cpus;
+    int ranks;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 0;
+    PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    PMPI_Comm_size(node, &ranks);
+    PMPI_Allreduce(MPI_IN_PLACE, &cpus, (int)sizeof cpus, MPI_BYTE, MPI_BOR, node);
+    PMPI_Comm_free(&node);
+    return ranks > CPU_COUNT(&cpus);
 }
 
 int cxlsim_trace_on(void)
@@ -128,7 +160,8 @@ void cxlsim_trace_open(void)
     fprintf(trace, "%d init\n", trace_rank);
     trace_lines = 1;
     durations = open_rank_file("durations.tsv");
-    fputs("line\tstart_ns\tduration_ns\tpath\tsetup\n", durations);
+    fputs("line\tstart_ns\tduration_ns\tpath\tsetup\tgap_cpu_ns\n", durations);
+    gap_cpu = node_oversubscribed();
     if (trace_rank == 0) {
         snprintf(path, sizeof path, "%s/trace.meta.json", cxlsim_settings.trace_dir);
         FILE *meta = fopen(path, "w");
@@ -138,6 +171,7 @@ void cxlsim_trace_open(void)
         }
     }
     last_end_ns = now_ns();
+    if (gap_cpu) last_end_cpu_ns = cpu_ns();
 }
 
 /* The compute since the previous traced call, written before the next action line: polls that
@@ -148,14 +182,21 @@ double cxlsim_trace_begin(void)
 {
     if (!trace) return 0.0;
     double t = now_ns();
-    if (t > last_end_ns) pending_compute_ns += t - last_end_ns;
+    if (gap_cpu) {
+        double c = cpu_ns();
+        if (c > last_end_cpu_ns) pending_compute_ns += c - last_end_cpu_ns;
+    } else if (t > last_end_ns) {
+        pending_compute_ns += t - last_end_ns;
+    }
     last_end_ns = t;
     return t;
 }
 
 void cxlsim_trace_skip(void)
 {
-    if (trace) last_end_ns = now_ns();
+    if (!trace) return;
+    last_end_ns = now_ns();
+    if (gap_cpu) last_end_cpu_ns = cpu_ns();
 }
 
 void cxlsim_trace_ran(int pool, int hier, int why)
@@ -275,6 +316,8 @@ static void flush_records(void)
         if (rec->why >= 0) at = put_str(at, cxlsim_why_names[rec->why]);
         *at++ = '\t';
         *at++ = (char)('0' + rec->setup);
+        *at++ = '\t';
+        at = put_int(at, gap_cpu ? (long long)rec->compute_ns : -1);
         *at++ = '\n';
         fwrite(row, 1, (size_t)(at - row), durations);
         at_record += rec->size;
@@ -290,6 +333,7 @@ void cxlsim_trace_line(double begin, const char *fmt, ...)
     if (begin != line_begin) {
         line_begin = begin;
         line_end = now_ns();
+        if (gap_cpu) line_end_cpu_ns = cpu_ns(); /* the next gap's CPU time holds this record's */
     }
     int nwords = 0;
     size_t strings = 0;
@@ -340,6 +384,7 @@ void cxlsim_trace_line(double begin, const char *fmt, ...)
     current.why = -1;
     current.setup = 0;
     last_end_ns = now_ns();
+    last_end_cpu_ns = line_end_cpu_ns;
 }
 
 void cxlsim_trace_close(void)

@@ -26,9 +26,10 @@ whatever the ranks' compute did.
 
 The trace's compute gaps leave out the tracer's own writes (docs/mpi.md: the time from a call's
 return to the next call's entry, less the lines written between), which the traced run's wall
-time holds: about a microsecond a call here. `measured_gaps` gives the trace whose gaps are the
-sidecar's, the next call's entry minus the previous call's return, so that a replay of it is
-given all of each rank's time outside its MPI calls; the call durations are not used. Units: ns.
+time holds: 60-100 ns a call here (benchmarks/trace_overhead.py). `measured_gaps` gives the trace whose gaps are the
+sidecar's, the next call's entry minus the previous call's return (or the gap's CPU time, where the tracer read it:
+`CallTime.gap_cpu_ns`), so that a replay of it is given all of each rank's time outside its MPI calls; the call
+durations are not used. Units: ns.
 """
 from __future__ import annotations
 
@@ -43,8 +44,8 @@ from cxlsim.replay.trace import ANY_SOURCE, ANY_TAG, COLLECTIVES, LOCAL, Call, T
 __all__ = ["CallTime", "HEADER", "sidecar_path", "read_durations", "measured_gaps", "replayed_calls", "own_times",
            "summarise", "over_runs", "EXTRA_SEGMENTS"]
 
-HEADER = ("line", "start_ns", "duration_ns", "path", "setup")
-"""The sidecar's header row."""
+HEADER = ("line", "start_ns", "duration_ns", "path", "setup", "gap_cpu_ns")
+"""The sidecar's header row (a library before session 36 wrote the first five columns: no `gap_cpu_ns`)."""
 EXTRA_SEGMENTS = ("descheduled", "progress")
 """Timeline segments the engine records beside a call's own (cxlsim.replay.engine), not calls of the trace."""
 FROM_ROOT = ("bcast", "scatter")
@@ -66,6 +67,9 @@ class CallTime:
     duration_ns: float
     path: str = "mpi"
     setup: bool = False
+    gap_cpu_ns: float | None = None
+    """The CPU time of the compute before it (since the rank's previous call returned), where the tracer read the
+    CPU clock (the node's ranks outnumbered its CPUs; the trace's compute lines are then CPU time too); else None."""
     own_ns: float | None = None
     """Its own time (module docstring), filled by `own_times`."""
     instance: int = -1
@@ -88,20 +92,22 @@ def _number(text: str, where: str, field: str) -> float:
 
 
 def _read_rows(path: str) -> dict:
-    """{line: (start_ns, duration_ns, path, setup)} of one sidecar."""
+    """{line: (start_ns, duration_ns, path, setup, gap_cpu_ns or None)} of one sidecar."""
     rows = {}
+    columns = len(HEADER)
     with open(path) as fh:
         for number, text in enumerate(fh, start=1):
             fields = text.rstrip("\n").split("\t")
             where = f"{path}:{number}"
             if number == 1:
-                if tuple(fields) != HEADER:
+                if tuple(fields) not in (HEADER, HEADER[:5]):
                     raise InputError(f"{where}: expected the header {' '.join(HEADER)!r}, got {text.strip()!r}")
+                columns = len(fields)
                 continue
             if not text.strip():
                 continue
-            if len(fields) != len(HEADER):
-                raise InputError(f"{where}: expected {len(HEADER)} tab-separated fields ({', '.join(HEADER)}), "
+            if len(fields) != columns:
+                raise InputError(f"{where}: expected {columns} tab-separated fields ({', '.join(HEADER[:columns])}), "
                                  f"got {len(fields)}")
             line = _number(fields[0], where, "line")
             if line != int(line) or line < 1:
@@ -110,8 +116,9 @@ def _read_rows(path: str) -> dict:
                 raise InputError(f"{where}: field 'setup': expected 0 or 1, got {fields[4]!r}")
             if int(line) in rows:
                 raise InputError(f"{where}: field 'line': line {int(line)} has a row already")
+            gap_cpu = None if columns == 5 or fields[5] == "-1" else _number(fields[5], where, "gap_cpu_ns")
             rows[int(line)] = (_number(fields[1], where, "start_ns"), _number(fields[2], where, "duration_ns"),
-                               fields[3], fields[4] == "1")
+                               fields[3], fields[4] == "1", gap_cpu)
     return rows
 
 
@@ -138,18 +145,19 @@ def read_durations(trace: Trace) -> list | None:
                 continue
             if c.line not in rows:
                 raise InputError(f"{path}: no row for line {c.line} of {c.file} ({c.kind})")
-            start, duration, ran, setup = rows[c.line]
+            start, duration, ran, setup, gap_cpu = rows[c.line]
             if mine and mine[-1].start_ns == start and mine[-1].lines[-1] < c.line:
                 mine[-1].lines += (c.line,)  # another request the same call completed
                 continue
-            mine.append(CallTime(c.kind, c.size_bytes, (c.line,), start, duration, ran, setup))
+            mine.append(CallTime(c.kind, c.size_bytes, (c.line,), start, duration, ran, setup, gap_cpu))
         out.append(mine)
     return out
 
 
 def measured_gaps(trace: Trace, timed: list) -> tuple:
     """(the trace with every compute gap between two calls replaced by the sidecar's: the later call's entry
-    minus the earlier one's return, less the trace's sleeps between them, as flops at the trace's host speed;
+    minus the earlier one's return, less the trace's sleeps between them, or its CPU time where the tracer read it
+    (`CallTime.gap_cpu_ns`: the wall gap then holds the time the rank waited for a CPU), as flops at the trace's host speed;
     per rank, the time that adds to the trace's gaps, ns). The gap before a rank's first call and after its
     last stay the trace's."""
     speed = trace.host_speed_flops_per_s
@@ -171,7 +179,8 @@ def measured_gaps(trace: Trace, timed: list) -> tuple:
             t = starts.get(c.line)
             if t is not None:
                 if previous is not None:
-                    gap = max(0.0, t.start_ns - (previous.start_ns + previous.duration_ns) - slept)
+                    gap = t.gap_cpu_ns if t.gap_cpu_ns is not None else \
+                        max(0.0, t.start_ns - (previous.start_ns + previous.duration_ns) - slept)
                     extra += gap - traced
                     out.append(Call("compute", c.file, c.line, amount=gap * speed / 1e9))
                 previous, traced, slept = t, 0.0, 0.0
