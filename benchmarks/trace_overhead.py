@@ -49,12 +49,15 @@ def run(exe: str, cpu_map: str, iterations: int, trace_dir: str | None) -> tuple
 
 
 def tracer_gaps_ns(trace_dir: str) -> list[float]:
-    """Every rank's gaps between consecutive calls less the compute line between them (ns)."""
+    """Every rank's gaps between consecutive calls less the compute line between them (ns), where the compute lines
+    are wall time (none where the ranks outnumbered the CPUs: the lines are then CPU time, docs/mpi.md)."""
     trace = simgrid.read(trace_dir)
     gaps = []
     for calls, timed in zip(trace.ranks, call_times.read_durations(trace)):
         computes = {c.line: c.amount for c in calls if c.kind == "compute"}  # flops at the library's 1 Gf/s: ns
         for before, after in zip(timed, timed[1:]):
+            if after.gap_cpu_ns is not None:
+                continue
             between = sum(computes.get(line, 0.0) for line in range(before.lines[-1] + 1, after.lines[0]))
             gaps.append(after.start_ns - (before.start_ns + before.duration_ns) - between)
     return gaps
@@ -102,10 +105,13 @@ def main() -> int:
                 excess_mean.append(got[True][0] - got[False][0])
                 excess_median.append(got[True][1] - got[False][1])
             gaps.sort()
+            own = (f"the tracer's own time a call {statistics.median(gaps):.0f} ns median, "
+                   f"{gaps[int(0.9 * (len(gaps) - 1))]:.0f} ns 90th percentile ({len(gaps)} gaps)" if gaps else
+                   "the tracer's own time not separable (the ranks outnumber their CPUs: the compute lines are CPU "
+                   "time, the tracer's CPU clock reads among it)")
             summary.append(f"{cpu_map}: traced - untraced {statistics.median(excess_mean):+.1f} us mean, "
                            f"{statistics.median(excess_median):+.1f} us median iteration (medians of "
-                           f"{args.rounds}); the tracer's own time a call {statistics.median(gaps):.0f} ns median, "
-                           f"{gaps[int(0.9 * (len(gaps) - 1))]:.0f} ns 90th percentile ({len(gaps)} gaps)")
+                           f"{args.rounds}); {own}")
         for line in summary:
             print("# " + line)
     return 0

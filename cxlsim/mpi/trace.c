@@ -68,11 +68,14 @@ enum { TRACE_BUFFER_BYTES = 1 << 20 };
 static FILE *trace, *durations;
 static int trace_rank;
 static double last_end_ns;
-/* Where the node's ranks outnumber their CPUs: compute is CPU time (CLOCK_THREAD_CPUTIME_ID), read at each call's
- * return and entry, so that a gap's compute leaves out the time its rank waited for a CPU (the replay by turns
- * makes it wait again); else compute is wall time and no CPU clock is read (a read is a system call, 380 ns here). */
+/* Where the node's ranks outnumber their CPUs: compute is CPU time, so that a gap's compute leaves out the time
+ * its rank waited for a CPU (the replay by turns makes it wait again); else compute is wall time. The CPU time at a
+ * call's entry and return (cpu_at) is read from CLOCK_THREAD_CPUTIME_ID (a system call, 380 ns here) only after an
+ * interval (a gap or a call) of CPU_READ_NS or more: a shorter one is taken as CPU time throughout, since a rank
+ * that lost its CPU lost it for at least a hand-over (1-2 us) and mostly for a slice (ms). */
+enum { CPU_READ_NS = 10000 };
 static int gap_cpu;
-static double last_end_cpu_ns, line_end_cpu_ns;
+static double last_end_cpu_ns, line_end_cpu_ns, mark_wall_ns, mark_cpu_ns;
 static long trace_lines; /* lines written to the trace so far */
 enum { ARENA_BYTES = 4 << 20 };
 typedef struct {
@@ -104,6 +107,16 @@ static double cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* The rank's CPU time at wall time `now` (ns; the boundaries in time order): read after a long interval, else the
+ * last one's plus the interval. */
+static double cpu_at(double now)
+{
+    if (now - mark_wall_ns >= CPU_READ_NS) mark_cpu_ns = cpu_ns();
+    else if (now > mark_wall_ns) mark_cpu_ns += now - mark_wall_ns;
+    mark_wall_ns = now;
+    return mark_cpu_ns;
 }
 
 /* Whether this node's ranks outnumber the CPUs they may run on (the union of their affinity sets). */
@@ -170,8 +183,8 @@ void cxlsim_trace_open(void)
             fclose(meta);
         }
     }
-    last_end_ns = now_ns();
-    if (gap_cpu) last_end_cpu_ns = cpu_ns();
+    last_end_ns = mark_wall_ns = now_ns();
+    if (gap_cpu) last_end_cpu_ns = mark_cpu_ns = cpu_ns();
 }
 
 /* The compute since the previous traced call, written before the next action line: polls that
@@ -183,7 +196,7 @@ double cxlsim_trace_begin(void)
     if (!trace) return 0.0;
     double t = now_ns();
     if (gap_cpu) {
-        double c = cpu_ns();
+        double c = cpu_at(t);
         if (c > last_end_cpu_ns) pending_compute_ns += c - last_end_cpu_ns;
     } else if (t > last_end_ns) {
         pending_compute_ns += t - last_end_ns;
@@ -196,7 +209,7 @@ void cxlsim_trace_skip(void)
 {
     if (!trace) return;
     last_end_ns = now_ns();
-    if (gap_cpu) last_end_cpu_ns = cpu_ns();
+    if (gap_cpu) last_end_cpu_ns = cpu_at(last_end_ns);
 }
 
 void cxlsim_trace_ran(int pool, int hier, int why)
@@ -333,7 +346,7 @@ void cxlsim_trace_line(double begin, const char *fmt, ...)
     if (begin != line_begin) {
         line_begin = begin;
         line_end = now_ns();
-        if (gap_cpu) line_end_cpu_ns = cpu_ns(); /* the next gap's CPU time holds this record's */
+        if (gap_cpu) line_end_cpu_ns = cpu_at(line_end); /* the next gap's CPU time holds this record's */
     }
     int nwords = 0;
     size_t strings = 0;
