@@ -472,7 +472,10 @@ def main() -> int:
                                    else ""))
                     predicted, compute, line, calls, tracer_s = predicted_window_s(directory, f"{profile}+{local}",
                                                                                    stats, shared)
-                    tracer_note = (f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
+                    timed0 = (call_times.read_durations(simgrid.read(directory)) or [[]])[0]
+                    tracer_note = ("; compute lines of CPU time (ranks outnumbered CPUs: the tracer's own time is in "
+                                   "them)" if any(t.gap_cpu_ns is not None for t in timed0) else
+                                   f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
                                    if tracer_s is not None else "; no call durations: the trace's gaps")
                     network = predicted_window_s(directory, profile, None, shared)[0]
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
