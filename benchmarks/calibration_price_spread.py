@@ -6,7 +6,7 @@ price at a common flag round trip (`cxlsim.calibrate.price_spread.price_at`), si
 
 For each profile and size (allreduce, hw, np 2, the kernel alone as a replay prices it): the model's price
 (`profile_price`, at the round trip its jobs happened to see) and the fields it comes from
-(`price_fields`), then per round trip the median of the profile's jobs' prices scaled to it and their range.
+(`price_fields`), then per round trip the median of the profile's jobs' prices moved to it (`shifted_price`) and their range.
 The last lines give, per column, the spread across the profiles (highest / lowest) and `--calls` x the sum
 over the sizes (E's coll trace: 402 calls of each of 8 B and 64 KiB, both ranks). Units: ns unless said.
 """

@@ -60,7 +60,7 @@ def test_a_price_is_the_median_of_its_placements_jobs_unscaled(monkeypatch):
 
 def test_a_placement_no_job_measured_is_priced_by_its_own_model_else_from_the_others(monkeypatch):
     """No job of the run's placement: the model, where its primitives are of that placement (the fixture's are
-    fast); else the other placement's jobs, scaled by the round trips."""
+    fast); else the other placement's jobs, moved by the broadcast's half round trip a call (`shifted_price`)."""
     _by_hand(monkeypatch, {64: [("slow", 450.0, 9000.0), ("slow", 400.0, 7600.0)]})
     prof = _profile([_job(0, "slow", 450.0, [64])])
     got = ps.price_at(prof, "hw", "broadcast", 64, NEVER, 90.0)
@@ -68,8 +68,8 @@ def test_a_placement_no_job_measured_is_priced_by_its_own_model_else_from_the_ot
     assert got["jobs"] == 0 and "of this placement's primitives (no fast-placement job" in got["rule"]
     _by_hand(monkeypatch, {64: [("fast", 90.0, 900.0), ("fast", 100.0, 1100.0)]})
     got = ps.price_at(_profile([_job(0, "fast", 90.0, [64])]), "hw", "broadcast", 64, NEVER, 450.0)
-    assert got["price_ns"] == pytest.approx((900.0 / 90 + 1100.0 / 100) / 2 * 450)
-    assert "fast-placement jobs' prices scaled to 450 ns (no slow-placement job measured 64 B)" in got["rule"]
+    assert got["price_ns"] == pytest.approx(((900.0 + 0.5 * (450 - 90)) + (1100.0 + 0.5 * (450 - 100))) / 2)
+    assert "fast-placement jobs' prices moved to 450 ns (no slow-placement job measured 64 B)" in got["rule"]
 
 
 def test_a_size_between_measured_ones_is_interpolated_and_one_beyond_them_scaled_by_its_bytes(monkeypatch):
@@ -93,7 +93,21 @@ def test_a_size_far_beyond_every_measured_one_falls_back_to_the_model_scaled_onl
     model = ps.profile_price(prof, "hw", "broadcast", 4096, NEVER)
     assert got["price_ns"] == pytest.approx(model)
     slow = ps.price_at(prof, "hw", "broadcast", 4096, NEVER, 450.0)
-    assert slow["price_ns"] == pytest.approx(model * 450.0 / own) and "scaled from its round trip" in slow["rule"]
+    assert slow["price_ns"] == pytest.approx(min(model + 0.5 * (450.0 - own), model * 450.0 / own))
+    assert "moved from its round trip" in slow["rule"]
+
+
+def test_a_price_moves_by_the_calls_round_trips_between_unscaled_and_in_proportion():
+    """An allreduce waits one round trip a step (two steps from the large threshold), a broadcast half of one; the
+    moved price stays between the price as measured and the price in proportion to the round trips."""
+    assert ps.shifted_price(680.0, 570.0, 190.0, "allreduce", 8, 65536) == pytest.approx(680.0 - 380.0)
+    assert ps.shifted_price(9700.0, 570.0, 190.0, "allreduce", 65536, 65536) == pytest.approx(9700.0 - 760.0)
+    assert ps.shifted_price(880.0, 570.0, 190.0, "broadcast", 4096, NEVER) == pytest.approx(880.0 - 190.0)
+    assert ps.shifted_price(300.0, 570.0, 190.0, "allreduce", 8, 65536) == pytest.approx(300.0 * 190 / 570)
+    assert ps.shifted_price(280.0, 190.0, 570.0, "allreduce", 8, 65536) == pytest.approx(280.0 + 380.0)
+    assert ps.shifted_price(100.0, 190.0, 570.0, "barrier", 0, 65536) == pytest.approx(100.0 + 190.0)
+    assert ps.shifted_price(100.0, 190.0, 570.0, "allreduce", 8, 65536) == pytest.approx(100.0 * 570 / 190)
+    assert ps.shifted_price(500.0, 300.0, 300.0, "alltoall", 64, NEVER) == pytest.approx(500.0)
 
 
 def test_an_allreduces_neighbours_are_priced_with_the_calls_algorithm(monkeypatch):

@@ -31,8 +31,9 @@ profile), the library's set-up probe its best of a few. Scaling a job at 95 ns t
 `price_at` prices a call at a given round trip (the traced run's, which the library's stats header gives) as the
 median of the prices of the profile's jobs of that round trip's placement, unscaled; where no job of that
 placement measured the size (or sizes around it), the profile model's price if the model's primitives were
-measured in that placement, and only then the other placement's jobs scaled to it: the 0.9-1.3x above does not
-hold at every size (the library's 64 KiB small allreduce took 38 ns per ns of round trip fast and 15 slow,
+measured in that placement, and only then the other placement's jobs moved to it by the call's flag round trips
+(`shifted_price`; in proportion to the round trip, as before session 36, priced the 64 KiB allreduce of a fast run
+from slow jobs at 3.3 us where fast jobs measured 8.6-11.2): the 0.9-1.3x above does not hold at every size (the library's 64 KiB small allreduce took 38 ns per ns of round trip fast and 15 slow,
 2026-12-02; `price_at`). The fast placement's spread of session 25 (63 against 108-114 ns) is then in the price's
 range (its jobs' low and high), not followed. Units: ns, bytes.
 """
@@ -119,19 +120,39 @@ one only within this factor of it (at 8x, from 8 KiB to 64 KiB, that gave 5.3 us
 jobs that measured 64 KiB)."""
 
 
+ROUNDTRIPS_PER_CALL = {"allreduce": 1.0, "reduce_scatter": 1.0, "alltoall": 1.0, "broadcast": 0.5, "barrier": 0.5}
+"""Flag round trips on a call's critical path at np 2, per step (the large allreduce has two steps): a data step
+waits for its buffer's last use and for the other rank's publish, a hop each; a bcast's reader and a barrier wait
+one hop. Fitted across placements (hw, the jobs of eight profiles of 2026-12-04, fast 189-198 ns, slow 512-621 ns):
+the 8-byte allreduce 272-296 ns fast and 616-917 slow, 1.07 ns per ns of round trip; 4 KiB 937-963 and
+1146-1782, 0.92; the 4 KiB broadcast 663-829 and 792-934, 0.43; the 64 KiB allreduce 8.6-11.2 us in both."""
+
+
+def shifted_price(price_ns: float, from_roundtrip_ns: float, to_roundtrip_ns: float, collective: str,
+                  size_bytes: int, large_bytes: int) -> float:
+    """A price measured at one flag round trip moved to another by the call's round trips (`ROUNDTRIPS_PER_CALL`),
+    kept between the price as measured and the price in proportion to the round trips (its kernel's time follows
+    the round trip at most in proportion, and at least not at all)."""
+    steps = 2 if collective == "allreduce" and size_bytes >= large_bytes else 1
+    moved = price_ns + steps * ROUNDTRIPS_PER_CALL.get(collective, 1.0) * (to_roundtrip_ns - from_roundtrip_ns)
+    ratio = price_ns * to_roundtrip_ns / from_roundtrip_ns
+    return min(max(moved, min(price_ns, ratio)), max(price_ns, ratio))
+
+
 def placement_prices(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
                      roundtrip_ns: float, placement: str | None = None,
                      borrow: bool = True) -> tuple[list[float], list[str]]:
     """Each job's price of this call (`job_prices`): as priced, over the jobs of `placement` if any of them measured
-    the size, else (if `borrow`) every job's scaled to the round trip `roundtrip_ns` (x roundtrip_ns / the job's round
-    trip); with the placements of the jobs used (sorted, distinct)."""
+    the size, else (if `borrow`) every job's moved to the round trip `roundtrip_ns` (`shifted_price`); with the
+    placements of the jobs used (sorted, distinct)."""
     jobs = [j for j in job_prices(profile, coherence, collective, size_bytes, large_bytes) if j["roundtrip_ns"]]
     mine = [j for j in jobs if j["placement"] == placement]
     if mine:
         return [j["price_ns"] for j in mine], [placement]
     if not borrow:
         return [], []
-    return [j["price_ns"] * roundtrip_ns / j["roundtrip_ns"] for j in jobs], sorted({j["placement"] for j in jobs})
+    return ([shifted_price(j["price_ns"], j["roundtrip_ns"], roundtrip_ns, collective, size_bytes, large_bytes)
+             for j in jobs], sorted({j["placement"] for j in jobs}))
 
 
 def price_at(profile: dict, coherence: Coherence | str, collective: str, size_bytes: int, large_bytes: int,
@@ -143,7 +164,8 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
     call's algorithm: an allreduce block measures both algorithms' patterns and folds), else the nearest one's in
     proportion to the bytes within EXTRAPOLATE_SPAN of it (`_from_jobs`); then, where the profile model's
     primitives are of the run's placement, the model's price (`profile_price`); else the other placement's jobs
-    the same way, each scaled by the run's round trip over its own, then the model's price scaled alike.
+    the same way, each moved to the run's round trip by the call's round trips (`shifted_price`), then the model's
+    price moved alike.
     Why the model before the other placement's jobs: a price does not follow the round trip across placements at
     every size (2026-12-02: the library's 64 KiB small allreduce took 2.88-2.94 us at 70-76 ns and 6.75-6.96 us
     at 448-471 ns, 38 against 15 ns per ns of round trip, where session 25's 64 KiB large allreduce and 8 B calls
@@ -163,9 +185,10 @@ def price_at(profile: dict, coherence: Coherence | str, collective: str, size_by
     got = _from_jobs(profile, coherence, collective, size_bytes, large_bytes, roundtrip_ns, placement, True)
     if got is not None:
         return got
-    price = profile_price(profile, coherence, collective, size_bytes, large_bytes) * roundtrip_ns / own
+    price = shifted_price(profile_price(profile, coherence, collective, size_bytes, large_bytes), own, roundtrip_ns,
+                          collective, size_bytes, large_bytes)
     return {"price_ns": price, "low_ns": price, "high_ns": price, "jobs": 0,
-            "rule": f"the profile model's price scaled from its round trip {own:.0f} ns ({placement_of(own)} "
+            "rule": f"the profile model's price moved from its round trip {own:.0f} ns ({placement_of(own)} "
                     f"placement) (no job measured this size, sizes on both sides of it or one within "
                     f"{EXTRAPOLATE_SPAN:g}x)"}
 
@@ -176,12 +199,12 @@ def _from_jobs(profile: dict, coherence, collective: str, size_bytes: int, large
     at the size, else interpolated between measured sizes or in proportion from one side; None: no job fits."""
     mode = Coherence.parse(coherence, "coherence").value
 
-    def at(n, large):  # the jobs' prices of size n scaled to the round trip, or None: no job priced it
+    def at(n, large):  # the jobs' prices of size n at the round trip, or None: no job priced it
         got, placements = placement_prices(profile, coherence, collective, n, large, roundtrip_ns, placement, borrow)
         if not got:
             return None
         whose = (f"{placement}-placement jobs' prices" if placements == [placement] else
-                 f"{'/'.join(placements)}-placement jobs' prices scaled to {roundtrip_ns:.0f} ns (no {placement}-"
+                 f"{'/'.join(placements)}-placement jobs' prices moved to {roundtrip_ns:.0f} ns (no {placement}-"
                  f"placement job measured {n} B)")
         return {"price_ns": statistics.median(got), "low_ns": min(got), "high_ns": max(got), "jobs": len(got),
                 "rule": f"the median of {len(got)} {whose}"}

@@ -27,7 +27,7 @@ profile's per-call software overhead, which is the Python bench's (`collective_o
 which is not charged. The allreduce's T, where the profile has collectives jobs, the trace is of the
 profile's np and the run's stats header gives its flag round trip (fast or slow), is the profile's jobs'
 price at that round trip (`cxlsim.calibrate.price_spread.price_at`: its placement's jobs as priced, or the
-other placement's scaled to it; a call's kernel time follows the placement its stretch of the machine had, so
+other placement's moved to it by the call's flag round trips; a call's kernel time follows the placement its stretch of the machine had, so
 the profile's own model price is not repeatable between calibrations); else the model's. The rank's CPU is held for T (the kernel copies and polls). Approximations,
 said in the notes: a broadcast's root also waits for the last rank (the library's root may leave
 sooner); the library's inline allreduce in hw mode (inputs up to INLINE_MAX_BYTES: 112 B in the fast
