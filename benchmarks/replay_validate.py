@@ -370,6 +370,8 @@ def main() -> int:
                         help="a saved output of benchmarks/replay_cpu_sharing.py whose figures model the runs "
                              "with more ranks than CPUs (default: run its --quick parts now, when such runs are asked)")
     parser.add_argument("--cpu-rounds", type=int, help="rounds of that measurement, when it runs now (default 2)")
+    parser.add_argument("--seed", type=int,
+                        help="seed of the replay by turns' hand-over cost draws (default 0; printed with the figures)")
     parser.add_argument("--with-others", action="store_true",
                         help="also run the /proc sampler beside each run, weighing the other runnable tasks "
                              "(every 10th sample), and replay with them (replay --cpu-foreign), a diagnostic: the "
@@ -381,7 +383,7 @@ def main() -> int:
     if any(not 2 <= n <= 4 for n in args.np):
         parser.error("--np: rank counts 2-4")
     cpus = os.cpu_count() or 1
-    for flag, value in (("--cpu-figures", args.cpu_figures), ("--cpu-rounds", args.cpu_rounds)):
+    for flag, value in (("--cpu-figures", args.cpu_figures), ("--cpu-rounds", args.cpu_rounds), ("--seed", args.seed)):
         if value is not None and max(args.np) <= cpus:
             parser.error(f"{flag}: applies to runs with more ranks than this machine's {cpus} CPUs; --np asks none")
     if args.cpu_rounds is not None and args.cpu_rounds < 1:
@@ -430,6 +432,7 @@ def main() -> int:
             if sharing is None:
                 raise SystemExit(f"--cpu-figures: no '# replay options (parts 1-3, for every np)' line in "
                                  f"{args.cpu_figures or 'the output of benchmarks/replay_cpu_sharing.py'}")
+            sharing = dataclasses.replace(sharing, seed=args.seed or 0)
             for n in sorted(n for n in set(args.np) if n > cpus):
                 print(f"# np {n} > {cpus} CPUs: replayed by turns, {sharing.describe(n)} (benchmarks/"
                       f"replay_cpu_sharing.py{' ' + args.cpu_figures if args.cpu_figures else ', measured now'}); "
