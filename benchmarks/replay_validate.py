@@ -221,7 +221,8 @@ def measure_cpu_figures(rounds: int) -> tuple[CPUSharing | None, str]:
 def predicted_window_s(directory: str, spec: str, stats: str | None = None,
                        sharing: CPUSharing | None = None) -> tuple[float, float, str, list | None, float | None]:
     """(the replay's rank-0 window from its first barrier's end to its last barrier's end, traced compute in it
-    (s), the fabric line, the per-call comparison of `call_summary`, the tracer's writes on rank 0 (s)) on
+    (s), the fabric line, the per-call comparison of `call_summary`, the tracer's writes on rank 0 (s; None where
+    the compute lines are CPU time, `CallTime.gap_cpu_ns`: the writes are in them)) on
     `--fabric spec` (with the library's `stats` for a joined NET.json+LOCAL.json), the ranks on shared CPUs with
     `sharing`. Where the library wrote its call durations, the gaps between calls are theirs
     (call_times.measured_gaps: the trace's compute leaves out the tracer's own writes, the run's wall time
@@ -238,8 +239,9 @@ def predicted_window_s(directory: str, spec: str, stats: str | None = None,
     barriers = [seg for seg in timeline.segments[0] if seg[2] == "barrier"]
     start, end = barriers[0][1], barriers[-1][1]
     compute = sum(e - s for s, e, kind, _, _ in timeline.segments[0] if kind == "compute" and s >= start and e <= end)
+    cpu_gaps = bool(timed) and any(t.gap_cpu_ns is not None for t in timed[0])
     return (end - start) / 1e9, compute / 1e9, fab.describe, timed and call_summary(trace, timeline, timed), \
-        added and added[0] / 1e9
+        None if cpu_gaps else added and added[0] / 1e9
 
 
 def call_summary(trace, timeline, measured: list) -> list:
@@ -475,11 +477,10 @@ def main() -> int:
                                    else ""))
                     predicted, compute, line, calls, tracer_s = predicted_window_s(directory, f"{profile}+{local}",
                                                                                    stats, shared)
-                    timed0 = (call_times.read_durations(simgrid.read(directory)) or [[]])[0]
-                    tracer_note = ("; compute lines of CPU time (ranks outnumbered CPUs: the tracer's own time is in "
-                                   "them)" if any(t.gap_cpu_ns is not None for t in timed0) else
-                                   f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
-                                   if tracer_s is not None else "; no call durations: the trace's gaps")
+                    tracer_note = (f"; the tracer's writes {tracer_s * 1e3:.3f} ms (rank 0, in the replay's gaps)"
+                                   if tracer_s is not None else "; no call durations: the trace's gaps" if not calls
+                                   else "; compute lines of CPU time (ranks outnumbered CPUs: the tracer's own time "
+                                   "is in them)")
                     network = predicted_window_s(directory, profile, None, shared)[0]
                     one_each = predicted_window_s(directory, f"{profile}+{local}", stats)[0] if shared else predicted
                     foreign = ran.sampled.foreign_weight(cpus) if ran.sampled else None

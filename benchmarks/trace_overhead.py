@@ -27,6 +27,8 @@ from cxlsim.mpi.build import find_mpicc
 from cxlsim.replay import call_times, simgrid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from replay_pool_turns import parse_map  # noqa: E402  (its --maps reader)
 SOURCE = os.path.join(HERE, "replay_validate_src", "coll_timed.c")
 RECORD_H = os.path.join(HERE, "..", "tests", "data", "traces", "src")
 PROBE = re.compile(r"flag round trip (\S+) ns, (fast|slow|disturbed)")
@@ -63,16 +65,6 @@ def tracer_gaps_ns(trace_dir: str) -> list[float]:
     return gaps
 
 
-def parse_map(text: str, cpus: int) -> str:
-    try:
-        cpu_map = [int(c) for c in text.split(",")]
-    except ValueError:
-        raise SystemExit(f"--maps: expected comma-separated CPU numbers, got {text!r}") from None
-    if len(cpu_map) < 2 or any(not 0 <= c < cpus for c in cpu_map):
-        raise SystemExit(f"--maps: {text!r}: expected at least 2 ranks, each on a CPU 0..{cpus - 1}")
-    return text
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--maps", nargs="+", default=["0,1", "0,0,1"], help="CPU of each rank, per run")
@@ -82,7 +74,7 @@ def main() -> int:
     if args.rounds < 1 or args.iterations < 10:
         parser.error("--rounds: at least 1; --iterations: at least 10")
     cpus = len(os.sched_getaffinity(0))
-    maps = [parse_map(m, cpus) for m in args.maps]
+    maps = [",".join(map(str, parse_map(m, cpus))) for m in args.maps]
     with tempfile.TemporaryDirectory(prefix="cxlsim-trace-cost-") as tmp:
         exe = os.path.join(tmp, "coll_timed")
         subprocess.run([find_mpicc(), "-O2", "-I", RECORD_H, SOURCE, "-o", exe], check=True)

@@ -559,7 +559,7 @@ def test_where_ranks_outnumber_the_cpus_compute_is_each_gap_s_cpu_time(library, 
             times = read_durations(rank_file)
             computes = {n + 1: float(line.split()[2]) for n, line in enumerate(lines) if line.split()[1] == "compute"}
             ordered = sorted(times)
-            calls = [n for n in ordered if n == ordered[0] or times[n].start_ns != times[ordered[ordered.index(n) - 1]].start_ns]
+            calls = ordered[:1] + [n for m, n in zip(ordered, ordered[1:]) if times[n].start_ns != times[m].start_ns]
             for before, after in zip(calls, calls[1:]):  # a call's first line each (a Waitall writes two)
                 wall = times[after].start_ns - times[before].end_ns
                 compute = sum(computes.get(n, 0.0) for n in range(before + 1, after))

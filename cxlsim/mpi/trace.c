@@ -60,6 +60,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cxlsim_mpi.h"
 
@@ -119,13 +120,17 @@ static double cpu_at(double now)
     return mark_cpu_ns;
 }
 
-/* Whether this node's ranks outnumber the CPUs they may run on (the union of their affinity sets). */
+/* Whether this node's ranks outnumber the CPUs they may run on (the union of their affinity sets; a rank whose set
+ * cannot be read counts every online CPU). Every rank calls it: it is collective on the node. */
 static int node_oversubscribed(void)
 {
     MPI_Comm node;
     cpu_set_t cpus;
     int ranks;
-    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) return 0;
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0) {
+        CPU_ZERO(&cpus);
+        for (long c = 0, n = sysconf(_SC_NPROCESSORS_ONLN); c < n && c < CPU_SETSIZE; c++) CPU_SET(c, &cpus);
+    }
     PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     PMPI_Comm_size(node, &ranks);
     PMPI_Allreduce(MPI_IN_PLACE, &cpus, (int)sizeof cpus, MPI_BYTE, MPI_BOR, node);
