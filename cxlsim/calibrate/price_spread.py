@@ -125,7 +125,8 @@ ROUNDTRIPS_PER_CALL = {"allreduce": 1.0, "reduce_scatter": 1.0, "alltoall": 1.0,
 waits for its buffer's last use and for the other rank's publish, a hop each; a bcast's reader and a barrier wait
 one hop. Fitted across placements (hw, the jobs of eight profiles of 2026-12-04, fast 189-198 ns, slow 512-621 ns):
 the 8-byte allreduce 272-296 ns fast and 616-917 slow, 1.07 ns per ns of round trip; 4 KiB 937-963 and
-1146-1782, 0.92; the 4 KiB broadcast 663-829 and 792-934, 0.43; the 64 KiB allreduce 8.6-11.2 us in both."""
+1146-1782, 0.92; the 4 KiB broadcast 663-829 and 792-934, 0.43; the 64 KiB allreduce 8.6-11.2 us fast and 8.4-11.2 slow (17.8
+in the one profile made before session 35's non-temporal copy-ins)."""
 
 
 def shifted_price(price_ns: float, from_roundtrip_ns: float, to_roundtrip_ns: float, collective: str,
