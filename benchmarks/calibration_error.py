@@ -15,9 +15,9 @@ Runs the whole of issue 5 in one go and prints each target with ok/MISS:
    DES with cxl_ops.h's charges; target: median |error| <= 15%;
 3. `--from-osu` on the shipped OSU files (cxlsim/data/osu); target: median <= 15% (the
    'full' variant, the anchor row left out; the pure LogGP figure is printed beside it);
-4. the other pool collectives (allreduce, reduce_scatter, broadcast, alltoall, barrier; issue 14 item 7)
-   at np = 2, predicted by the same model with the fold, per-call, pattern and flag exchange primitives
-   measured beside each call (`cxlsim.calibrate.collective_blocks`), both modes; target per collective
+4. the pool collectives in blocks (allgather copy and zero-copy, allreduce, reduce_scatter, broadcast, alltoall,
+   barrier; issue 14 item 7; 4 B-1 MiB, whole float32s) at np = 2, predicted by the same model with the fold,
+   per-call, pattern and flag exchange primitives measured beside each call (`cxlsim.calibrate.collective_blocks`), both modes; target per collective
    and mode: median |error| <= 10%, worst size <= 25%, in each host placement its blocks were measured in
    ('slow' rows: the slow placement's), with the sizes held out and the blocks behind each printed;
    before part 1's rows are predicted, the allgather's copy primitives are checked against the same copies
@@ -65,8 +65,8 @@ def collective_line(key: str, s: dict) -> str:
     """One collective and mode's target line (`summarize_collectives`'s `s`); with no held-out size, no error
     figure (the left-out points' error says nothing of the model)."""
     if not s["measured"]:
-        return f"    {key:<22} no error: {summary_line(s)}: {_verdict(False, False)}"
-    return (f"    {key:<22} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
+        return f"    {key:<30} no error: {summary_line(s)}: {_verdict(False, False)}"
+    return (f"    {key:<30} median |error| {s['median'] * 100:5.1f}% (<= 10%), worst {s['worst'] * 100:5.1f}% "
             f"at {s['worst_size']} B (<= 25%); {summary_line(s)}: {_verdict(s['met'])}")
 
 
@@ -171,7 +171,7 @@ def main() -> int:
             print(f"    {key:<28} median {s['median'] * 100:5.1f}%, worst {s['worst'] * 100:5.1f}% at {s['worst_size']} B")
     coll = result.get("collectives")
     if coll:
-        print(f"  the other pool collectives (np 2; host placement {coll['placement']}: best hw flag round trip "
+        print(f"  the pool collectives in blocks (np 2; host placement {coll['placement']}: best hw flag round trip "
               f"{coll['best_roundtrip_ns'][Coherence.HW]:.0f} ns; {jobs_line(coll['jobs'])}):")
         for key, s in summarize_collectives(coll["rows"]).items():
             ok_all &= s["met"]

@@ -180,17 +180,19 @@ def test_fold_primitive_shape():
 
 
 def test_measured_rows_validate_against_the_model_in_both_modes():
-    got = measure_collectives((64, 4096), ("broadcast", "barrier"), rounds=1, iterations=5, max_retries=0, passes=2)
+    measured = ("allgather_zero_copy", "broadcast", "barrier")
+    got = measure_collectives((64, 4096), measured, rounds=1, iterations=5, max_retries=0, passes=2)
     rows = validate_collectives(model(), got["rows"], got["jobs"])
     assert {(r["coherence"], r["collective"]) for r in rows if r["placement"] == "fast"} == \
-        {(m, c) for m in ("hw", "flush") for c in ("broadcast", "barrier")}
+        {(m, c) for m in ("hw", "flush") for c in measured}
     assert all(r["measured_ns"] > 0 and math.isfinite(r["error"]) for r in rows)
     assert got["placement"] in ("fast", "slow") and {j["job"] for j in got["jobs"]} == {0, 1}
     for j in got["jobs"]:  # every block was counted in some state; the kept ones carry their own primitives
-        assert sum(j["block_states"].values()) == 2 * 3
+        assert sum(j["block_states"].values()) == 2 * 5
         for c, by in j["overhead_ns"].items():
-            assert c in ("broadcast", "barrier") and all(v > 0 for v in by.values())
+            assert c in measured and all(v > 0 for v in by.values())
         assert all(v > 0 for v in j["exchange_ns"].get("barrier", {}).values())
+        assert set(j["pattern_ns"]) <= {"allgather_zero_copy", "broadcast"}  # the blocks' own patterns, the view's among them
     assert set(summarize_collectives(rows)) >= {"barrier flush", "barrier hw", "broadcast flush", "broadcast hw"}
     with pytest.raises(InputError, match="multiples of 4 bytes"):
         measure_collectives((3,))
@@ -236,7 +238,7 @@ def test_collective_bandwidth_makes_the_des_data_time_the_patterns():
     s = 4096
     flags_ns = 128 / m.host_bw(64, "hw", 10.0)
     assert collective_bw(m, "hw", "broadcast", s, NEVER) == pytest.approx((1.5 * s + 128) / (3 * s - 40 + flags_ns))
-    for collective, large in (("broadcast", NEVER), ("alltoall", NEVER), ("reduce_scatter", NEVER),
+    for collective, large in (("allgather", NEVER), ("broadcast", NEVER), ("alltoall", NEVER), ("reduce_scatter", NEVER),
                               ("allreduce", NEVER), ("allreduce", 0)):
         bw = collective_bw(m, "hw", collective, s, large)
         flags = 2 * (_des_call_ns(m, "hw", collective, 0, large, 1.0) - _des_call_ns(m, "hw", collective, 0, large, 2.0))
@@ -245,6 +247,35 @@ def test_collective_bandwidth_makes_the_des_data_time_the_patterns():
     assert collective_bw(m, "hw", "barrier", 0, NEVER) is None
     assert collective_bw(m, "hw", "broadcast", 2 << 20, NEVER) is None  # beyond the measured sizes: no extrapolation
     assert collective_bw(model(pattern_curves={}), "hw", "broadcast", s, NEVER) is None
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+def test_without_a_blocks_primitives_the_allgathers_are_the_allgather_models(coherence):
+    """The allgather's rows measured in blocks are priced by the DES of part 1's allgather: with none of a block's
+    primitives (no pattern, no per-call overhead of its own) the two agree to the nanosecond, copy and zero-copy."""
+    from cxlsim.calibrate.des import predict_local
+
+    m = model()
+    for n in (4, 4096, 262144):
+        assert predict_collective(m, coherence, "allgather", n, NEVER) == pytest.approx(
+            predict_local(m, coherence, "copy", n), abs=1e-6)
+        assert predict_collective(m, coherence, "allgather_zero_copy", n, NEVER) == pytest.approx(
+            predict_local(m, coherence, "zero-copy", n), abs=1e-6)
+
+
+def test_the_zero_copy_allgathers_pattern_replaces_the_application_passes_exactly():
+    """The DES's zero-copy call moves none of the pattern's bytes (it places and views), so the pattern's data time
+    (the view's copy-in and the caller's read pass, measured) is added to it in place of `LocalModel.app_ns`, and a
+    block's own per-call overhead replaces the allgather's zero-copy one: both by hand."""
+    from cxlsim.calibrate.des import predict_local
+
+    n, curve = 4096, {"64": 100.0, "1048576": 100.0 + (1048576 - 64) * 0.5}
+    m = model(pattern_curves={"hw": {"allgather_zero_copy": curve}})
+    base = predict_local(m, "hw", "zero-copy", n) - m.app_ns(n, "hw")
+    assert predict_collective(m, "hw", "allgather_zero_copy", n, NEVER) == pytest.approx(base + 100 + (n - 64) * 0.5)
+    mine = dataclasses.replace(m, collective_overhead_ns={"allgather_zero_copy": m.overhead_ns["zero-copy"] + 250.0})
+    assert predict_collective(mine, "hw", "allgather_zero_copy", n, NEVER) == pytest.approx(
+        predict_collective(m, "hw", "allgather_zero_copy", n, NEVER) + 250.0, abs=1e-6)
 
 
 def test_the_bytes_moved_survive_a_pair_of_bandwidths_that_straddles_a_switch_of_critical_path(monkeypatch):
@@ -426,7 +457,7 @@ def test_collective_flush_line_makes_the_des_maintenance_the_patterns():
               pattern_maintenance_curves={"flush": {p: upkeep for p in PATTERNS}})
     bare = dataclasses.replace(m, fence_ns=dict(m.fence_ns, flush=0.0), flush_ack_ns={})
     s = 65536
-    for collective, large in (("broadcast", NEVER), ("alltoall", NEVER), ("reduce_scatter", NEVER),
+    for collective, large in (("allgather", NEVER), ("broadcast", NEVER), ("alltoall", NEVER), ("reduce_scatter", NEVER),
                               ("allreduce", NEVER), ("allreduce", 0)):
         bw = collective_bw(m, "flush", collective, s, large)
         per_line = collective_flush_line_ns(m, "flush", collective, s, large, bw)

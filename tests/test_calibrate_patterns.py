@@ -28,6 +28,10 @@ def test_kernel_steps_move_what_the_kernels_move_by_hand():
         large = kernel_steps("allreduce_large", s, r)
         assert len(large) == 2 and large[0][2] == FOLD_NEXT and not large[1][2]  # the fold, then the copies out
         assert moved(large) == (s // 2, 3 * s // 2, s // 2)  # shares: the other's in (own folded in); 1 + 2 out
+        for name, read in (("allgather", False), ("allgather_zero_copy", True)):  # own block from send, the other's slot
+            assert kernel_steps(name, s, r) == [([(0, s)], [(-1 if k == r else k, 0, s) for k in (0, 1)], read)]
+            assert moved(kernel_steps(name, s, r)) == (s, s, s)
+    assert pattern_name("allgather", 8, 64) == "allgather" and pattern_name("allgather_zero_copy", 8, 64) == "allgather_zero_copy"
     assert pattern_name("allreduce", 100, 64) == "allreduce_large" and pattern_name("allreduce", 8, 64) == "allreduce_small"
     assert pattern_name("barrier", 0, 64) is None and pattern_name("broadcast", 8, 64) == "broadcast"
     with pytest.raises(InputError, match="pattern"):

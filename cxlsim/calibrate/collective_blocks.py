@@ -8,7 +8,8 @@ about a millisecond (`run_block`, in this order):
    collectives, the symmetric flag exchange (`_probes.flag_exchange`, `EXCHANGE_GAP_NS`);
 3. the collective's copy pattern at that size (`patterns.kernel_steps`, `primitives.pattern_copy`;
    allreduce: both algorithms', so a profile prices either at every size);
-4. the collective itself: the bench's own step (`bench_collectives.CollectiveSide`) in osu's loop
+4. the collective itself: the bench's own step (`bench_side`: the allgather's copy or zero-copy step, or
+   `bench_collectives.CollectiveSide`'s) in osu's loop
    (warm-up, then timed calls with a barrier between; osu_barrier: none), each call timed, in
    `OVERHEAD_GROUPS` groups, each after its share of the per-call overhead primitive: the 0-byte bench
    step on an np-1 hw pool of the rank's own process (its software, kernel entry included; the DES
@@ -87,7 +88,7 @@ per-call software at 1.9x the third's (0-byte allreduce call 651-686 against 360
 allreduce took 98-131 us against 60 us, while the fold primitive, measured once before the jobs, stayed
 at 36 us; measured beside each other (20:47, load 5.8), the 1 MiB fold took 70 us in one stretch and
 36 us in the next, alone or on both ranks at once alike."""
-SYMMETRIC = ("allreduce", "reduce_scatter", "alltoall", "barrier")
+SYMMETRIC = ("allgather", "allgather_zero_copy", "allreduce", "reduce_scatter", "alltoall", "barrier")
 """Collectives whose every step has every rank publish and poll at once (a broadcast's reader waits for a
 root that publishes and returns): their blocks measure the symmetric flag exchange, which the DES's waits
 in their calls are charged up to (`collectives.ExchangeCharges`)."""
@@ -96,6 +97,22 @@ EXCHANGE_GAP_NS, EXCHANGE_ROUNDS, EXCHANGE_BATCHES = 200.0, 50, 9
 between exchanges (a Python call's own cost here is 130-400 ns; the exchange beyond the gap measured
 267-289 ns hw and 587-674 ns flush, slow placement, over gaps of 100-400 ns alike, against 198-265 ns
 and 526-560 ns back to back), the median of EXCHANGE_BATCHES means of EXCHANGE_ROUNDS exchanges."""
+
+
+ALLGATHER_SIDES = {"allgather": "copy", "allgather_zero_copy": "zero-copy"}
+"""The allgather's calls a job measures, by the name its blocks and rows carry: the bench's copy step, and its zero-copy
+step (the fused view call and one read pass over the result in place, `bench.AllgatherSide`)."""
+
+
+def bench_side(collective: str, comm, size_bytes: int):
+    """The bench's own timed step of `collective` at `size_bytes` on the pool (copy mode; the allgather's two steps by
+    `ALLGATHER_SIDES`), without validation: its `op` is what a block times."""
+    from cxlsim.emulator.bench import AllgatherSide
+    from cxlsim.emulator.bench_collectives import CollectiveSide
+
+    if collective in ALLGATHER_SIDES:
+        return AllgatherSide(ALLGATHER_SIDES[collective], comm, None, size_bytes, False)
+    return CollectiveSide(collective, "copy", comm, None, size_bytes, False)
 
 
 def timed_calls(op, between, warmup: int, iterations: int) -> np.ndarray:
@@ -171,7 +188,6 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     None), fold_ns (`block_folds`), patterns ({name: (calls, steps, 5) ns}), concurrent (`measure.concurrent_rank` at
     CONCURRENT_SIZES), calls_ns}."""
     from cxlsim.emulator import primitives
-    from cxlsim.emulator.bench_collectives import CollectiveSide
 
     from cxlsim.calibrate.measure import concurrent_rank
 
@@ -188,12 +204,12 @@ def run_block(comm, collective: str, size_bytes: int, iterations: int, large_byt
     for name in block_patterns(collective, size_bytes, large_bytes) if size_bytes > 0 else ():
         got = primitives.pattern_copy(comm, kernel_steps(name, size_bytes, comm.rank), WARMUP + ITERATIONS)
         patterns[name] = got[WARMUP:]
-    side = CollectiveSide(collective, "copy", comm, None, size_bytes, False)
+    side = bench_side(collective, comm, size_bytes)
     between = comm.barrier if collective != "barrier" else _no_sync
     if solo is None:
         calls = timed_calls(side.op, between, max(1, iterations // 10), iterations)
     else:  # the call's software: the 0-byte call on this process's own np-1 pool, between the calls
-        zero = CollectiveSide(collective, "copy", solo, None, 0, False)
+        zero = bench_side(collective, solo, 0)
         overhead, calls = interleaved_calls(side.op, between, zero.op, iterations)
         del zero
     del side

@@ -1,4 +1,4 @@
-"""Measurements for the pool collectives beyond allgather: two primitives, and the held-out collectives.
+"""Measurements for the pool collectives in blocks: two primitives, and the held-out collectives.
 
 Primitives (what `collectives.predict_collective` is built from, beside the allgather's):
 
@@ -12,12 +12,12 @@ Primitives (what `collectives.predict_collective` is built from, beside the allg
   other does the same, as the allreduce's folds do in hw mode; ns beyond a one-element call, the
   samples of both ranks, with their spread;
 - the per-call software overhead of each collective (`measure_call_overheads`): an np = 1, 0-byte
-  call of the bench's own step (`bench_collectives.CollectiveSide`, the code the bench times),
+  call of the bench's own step (`collective_blocks.bench_side`, the code the bench times),
   each call timed in osu's loop, the median (`collective_blocks.timed_calls`).
 
-The held-out collectives (`measure_collectives`): the emulator's copy-mode allreduce,
-reduce_scatter, broadcast, alltoall and barrier at np 2, both modes, through the bench's own
-steps, in jobs that alternate the modes (A B A B). Each job measures every collective and size
+The held-out collectives (`measure_collectives`): the emulator's allgather (copy and zero-copy)
+and its copy-mode allreduce, reduce_scatter, broadcast, alltoall and barrier at np 2, both modes,
+through the bench's own steps, in jobs that alternate the modes (A B A B). Each job measures every collective and size
 in short blocks, each call beside the flag round trip, the per-call overhead and the copy
 pattern of the same block (`collective_blocks`), and keeps the blocks its round trips and CPU
 share say were fast: a primitive taken in the same state of the machine as the calls (the ranks
@@ -32,19 +32,18 @@ import statistics
 
 import numpy as np
 
-from cxlsim.calibrate.collective_blocks import (FLOAT_BYTES, PASSES, bench_job, block_keys,
+from cxlsim.calibrate.collective_blocks import (FLOAT_BYTES, PASSES, bench_job, bench_side, block_keys,
                                                PLACEMENTS, block_state, job_figures, join_blocks, timed_calls)
 from cxlsim.calibrate.measure import steady
 from cxlsim.calibrate.states import FAST_ROUNDTRIP_NS
 from cxlsim.coherence import Coherence
 from cxlsim.errors import InputError
 
-COLLECTIVES = ("allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
+COLLECTIVES = ("allgather", "allgather_zero_copy", "allreduce", "reduce_scatter", "broadcast", "alltoall", "barrier")
+"""What a collectives job measures in blocks: the allgather's copy and zero-copy steps (`collective_blocks.ALLGATHER_SIDES`)
+and every other pool collective's copy step."""
 FOLD_CLASSES = tuple(f"{d} {o}" for d in ("float32", "float64", "int32", "int64") for o in ("sum", "prod", "min", "max"))
 """The dtype/op classes the fold primitive is measured for (the issue's four dtypes and four ops)."""
-OVERHEAD_SIZE = {"allreduce": 0, "reduce_scatter": 0, "broadcast": 0, "alltoall": 0, "barrier": 0}
-"""Bytes of the np = 1 call whose time is a collective's per-call overhead: 0, the bench step's software
-path without a data step (which the DES charges itself), as the allgather's overhead is measured."""
 
 
 def fold_class(dtype, op: str) -> str:
@@ -134,12 +133,10 @@ def measure_remote_fold(sizes, iterations: int = 40, repeats: int = 3) -> dict:
 
 
 def _overhead_job(comm, collectives, batches: int, iterations: int):
-    from cxlsim.emulator.bench_collectives import CollectiveSide
-
     out = {c: [] for c in collectives}
     for _ in range(batches):
         for c in collectives:
-            op = CollectiveSide(c, "copy", comm, None, OVERHEAD_SIZE[c], False).op
+            op = bench_side(c, comm, 0).op
             out[c].append(float(np.median(timed_calls(op, comm.barrier, 200, iterations))))
     return out
 

@@ -1,4 +1,4 @@
-"""The local-host model's prediction of the pool collectives beyond allgather, against the emulator.
+"""The local-host model's prediction of the pool collectives measured in blocks, against the emulator.
 
 `predict_collective` runs a collective's OSU loop in the DES with the local-host pool model
 (`collective_preset`: the path, flush and fence figures the primitives gave, the collective's
@@ -33,6 +33,7 @@ from cxlsim.errors import InputError
 from cxlsim.fabric.cxl_transport import CXLPoolTransport
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.base import vector_of
+from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_zero_copy
 
 __all__ = ["COLLECTIVES", "TARGET_MEDIAN", "TARGET_WORST", "ExchangeCharges", "collective_bw", "des_exchange_ns",
            "exchange_charge_ns", "charged_exchange", "collective_preset", "fold_bytes",
@@ -55,6 +56,10 @@ def _call(collective: str, size_bytes: int, large_bytes: int):
     if collective == "allreduce":
         algorithm = pc.allreduce_large if size_bytes >= large_bytes else pc.allreduce_small
         return algorithm, lambda r, p: vector_of(r, elements)
+    if collective == "allgather":
+        return cxl_pool, lambda r, p: r
+    if collective == "allgather_zero_copy":  # the fused call; its copy-in and the caller's read pass: `added_data_ns`
+        return cxl_pool_zero_copy, lambda r, p: r
     if collective == "reduce_scatter":
         return pc.reduce_scatter, lambda r, p: vector_of(r, elements)
     if collective == "alltoall":
@@ -64,6 +69,22 @@ def _call(collective: str, size_bytes: int, large_bytes: int):
     if collective == "barrier":
         return pc.barrier, lambda r, p: r
     raise InputError(f"collective: expected one of {COLLECTIVES}, got {collective!r}")
+
+
+ADDED_PATTERNS = ("allgather_zero_copy",)
+"""Patterns whose data time is added to the DES's call, which moves none of their bytes: the zero-copy allgather's DES
+call places the block and views the slots (`cxl_pool_zero_copy`), as `des.predict_local` adds the application's
+passes to it."""
+
+
+def added_data_ns(model: LocalModel, coherence: Coherence, collective: str, size_bytes: int, large_bytes: int) -> float:
+    """The data time (ns) added to the DES's call (`ADDED_PATTERNS`): the pattern's; 0 for every other call or
+    without the pattern at this size (then the application's passes, `LocalModel.app_ns`, as `des.predict_local`)."""
+    name = pattern_name(collective, size_bytes, large_bytes)
+    if name not in ADDED_PATTERNS or size_bytes <= 0:
+        return 0.0
+    got = model.pattern_ns(name, size_bytes, coherence) if model.np == 2 else None
+    return got if got is not None else model.app_ns(size_bytes, coherence)
 
 
 MOVED_PAIRS = ((0.5, 1.0), (1.0, 2.0), (2.0, 4.0))
@@ -90,7 +111,7 @@ def collective_bw(model: LocalModel, coherence: Coherence, collective: str, size
     latency plus X0 at that bandwidth: the DES's call then takes T0, the data time, and its flags
     as in the round trip."""
     name = pattern_name(collective, size_bytes, large_bytes)
-    if name is None or model.np != 2 or size_bytes <= 0:
+    if name is None or name in ADDED_PATTERNS or model.np != 2 or size_bytes <= 0:
         return None
     data = model.pattern_ns(name, size_bytes, coherence)
     if data is None:
@@ -193,7 +214,8 @@ def _des_call_ns(model: LocalModel, coherence: Coherence, collective: str, size_
     t = CXLPoolTransport(preset, model.np, coherence=coherence, pool_bytes=GiB)
     if exchange_charged(model, coherence, collective):  # its steps' waits (the bench's barrier between calls too)
         t.charges = ExchangeCharges(exchange_charge_ns(model, coherence))
-    overhead = model.collective_overhead_ns.get(collective, model.overhead_ns["copy"])
+    side = "zero-copy" if collective == "allgather_zero_copy" else "copy"  # without its own: the allgather's
+    overhead = model.collective_overhead_ns.get(collective, model.overhead_ns[side])
     overheads = model.rank_overhead_ns.get(collective) or [overhead] * model.np
     between = model.collective_overhead_ns.get("barrier", model.overhead_ns["copy"])
     spans = {}
@@ -218,7 +240,8 @@ def predict_collective(model: LocalModel, coherence: Coherence | str, collective
     coherence = Coherence.parse(coherence, "coherence")
     bw = collective_bw(model, coherence, collective, size_bytes, large_bytes)
     flush_line = collective_flush_line_ns(model, coherence, collective, size_bytes, large_bytes, bw)
-    return _des_call_ns(model, coherence, collective, size_bytes, large_bytes, bw, calls, flush_line)
+    return (_des_call_ns(model, coherence, collective, size_bytes, large_bytes, bw, calls, flush_line)
+            + added_data_ns(model, coherence, collective, size_bytes, large_bytes))
 
 
 def job_model(model: LocalModel, job: dict, path_rule: str = "auto") -> LocalModel:
@@ -344,11 +367,11 @@ def summary_line(s: dict) -> str:
 def format_collectives(rows: list[dict]) -> str:
     """The validation rows and per-group summary as text (us; measured: the median call; spread: the jobs'
     lowest and highest; blocks: the fast blocks behind it)."""
-    lines = [f"{'mode':<6}{'place':<6}{'collective':<16}{'size':>9}{'measured':>11}{'spread':>17}{'mean':>9}{'blocks':>7}"
+    lines = [f"{'mode':<6}{'place':<6}{'collective':<20}{'size':>9}{'measured':>11}{'spread':>17}{'mean':>9}{'blocks':>7}"
              f"{'predicted':>11}{'error':>8}"]
     for r in rows:
         lo, hi = r.get("spread_ns", (r["measured_ns"], r["measured_ns"]))
-        lines.append(f"{r['coherence']:<6}{r.get('placement', 'fast'):<6}{r['collective']:<16}{r['size_bytes']:>9}{r['measured_ns'] / 1e3:>11.2f}"
+        lines.append(f"{r['coherence']:<6}{r.get('placement', 'fast'):<6}{r['collective']:<20}{r['size_bytes']:>9}{r['measured_ns'] / 1e3:>11.2f}"
                      f"{lo / 1e3:>8.2f}-{hi / 1e3:<8.2f}{r.get('mean_ns', r['measured_ns']) / 1e3:>9.2f}"
                      f"{r.get('blocks', 0):>7}{r['predicted_ns'] / 1e3:>11.2f}{r['error'] * 100:>+7.1f}%"
                      + ("" if r.get("held_out", True) else "  (no block in this placement: left out)"))

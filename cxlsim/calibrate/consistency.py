@@ -1,18 +1,17 @@
 """A local-host profile's self-consistency: the allgather's copy primitives against the same copies timed elsewhere.
 
 The allgather's concurrent copy (`LocalModel.concurrent_curves`, measured in its own jobs and around the
-allgather's) and the alltoall's copy pattern (`LocalModel.pattern_curves`, measured in the collectives'
+allgather's) and the collectives' copy patterns (`LocalModel.pattern_curves`, measured in the collectives'
 blocks beside their calls) run the same probe, `primitives.pattern_copy`, over the same copies at np 2
-(cxl_coll_move.h):
+(cxl_coll_move.h), `SAME_COPIES`:
 
 - the copy variant at s bytes (rank r writes s into its slot; copies its own block from send and the
-  other's s out of the pool) is the alltoall pattern at s (r writes the block the other reads, s; copies
-  its own block from send and the other's out), its 'in' + 'out' and, in flush mode, its write-back +
-  invalidation alike (`SAME_COPIES`).
-The read variant, the zero-copy view's movement at s (`patterns.view_rounds`: s into the slot, its own
-block loaded from send and the other's in place), was checked against the reduce_scatter pattern at 2 s
-until that pattern's step became the kernel's fold into an output (session 29, `patterns`): no pattern makes
-the view's copies now, and the view's primitives are not checked.
+  other's s out of the pool) is the allgather pattern at s, the very step; in a profile without it (before
+  session 37) the alltoall pattern at s (r writes the block the other reads, s; copies its own block from
+  send and the other's out): its 'in' + 'out' and, in flush mode, its write-back + invalidation alike;
+- the read variant, the zero-copy view's movement at s (`patterns.view_rounds`: s into the slot, its own
+  block loaded from send and the other's in place), is the allgather_zero_copy pattern at s, the same step
+  (its 'storein' + 'readout' against the pattern's data; no write-back is timed in the view's variant).
 
 Both are joined over the ranks alike (the slower rank's copy-in per round, the ranks' mean after the
 publish), so they differ only in the offsets within the slot and in when they were measured. On this
@@ -45,11 +44,12 @@ CHECK_MIN_BYTES = 4096
 noise, and the model's 64 B copy prices the flag lines its path was solved with (`fit.fit_local`), so
 changing it would leave the path solved for another figure."""
 SAME_COPIES = (
-    ("copy", ("copyin", "copyout"), "alltoall", 1, "data", tuple(Coherence)),
-    ("maintenance", ("writeback", "invalidate"), "alltoall", 1, "maintenance", (Coherence.FLUSH,)),
+    ("copy", ("copyin", "copyout"), ("allgather", "alltoall"), 1, "data", tuple(Coherence)),
+    ("maintenance", ("writeback", "invalidate"), ("allgather", "alltoall"), 1, "maintenance", (Coherence.FLUSH,)),
+    ("view", ("storein", "readout"), ("allgather_zero_copy",), 1, "data", tuple(Coherence)),
 )
-"""(name, the concurrent primitive's kinds summed, the pattern of the same copies, its size / s, the pattern's
-part, the modes checked)."""
+"""(name, the concurrent primitive's kinds summed, the patterns of the same copies (the first the profile has at
+a size), its size / s, the pattern's part, the modes checked)."""
 
 
 def _pattern_at(model: LocalModel, mode: Coherence, pattern: str, part: str, size_bytes: int):
@@ -67,13 +67,15 @@ def check_model(model: LocalModel) -> tuple[LocalModel, list[dict]]:
     checks, curves = [], {m: {k: dict(c) for k, c in kinds.items()} for m, kinds in model.concurrent_curves.items()}
     for mode_key, kinds in model.concurrent_curves.items():
         mode = Coherence.parse(mode_key, "coherence")
-        for name, parts, pattern, factor, part, modes in SAME_COPIES:
+        for name, parts, patterns, factor, part, modes in SAME_COPIES:
             if mode not in modes or not all(k in kinds for k in parts):
                 continue
             for size in sorted(int(n) for n in kinds[parts[0]]):
                 if size < CHECK_MIN_BYTES:
                     continue
-                other = _pattern_at(model, mode, pattern, part, factor * size)
+                pattern, other = next(((p, v) for p in patterns
+                                       if (v := _pattern_at(model, mode, p, part, factor * size)) is not None),
+                                      (patterns[0], None))
                 values = [kinds[k].get(str(size)) for k in parts]
                 if other is None or other <= 0 or any(v is None for v in values) or sum(values) <= 0:
                     continue

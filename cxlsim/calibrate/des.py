@@ -18,7 +18,7 @@ from cxlsim.fabric.pool_transport import ExtraCharges
 from cxlsim.models.collectives import pool_collectives as pc
 from cxlsim.models.collectives.cxl_pool import cxl_pool, cxl_pool_zero_copy
 
-FLUSH_CHARGED = ("allgather",) + SYMMETRIC
+FLUSH_CHARGED = SYMMETRIC
 """Collectives whose flush-mode waits are charged up to the measured symmetric flag exchange (`charged_exchange`)."""
 
 

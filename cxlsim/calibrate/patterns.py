@@ -8,6 +8,10 @@ two blocks 64 us, while a whole broadcast (root writes once, the reader copies o
 38-48 us. So each collective has its own primitive, `primitives.pattern_copy` with the kernel's
 copies, step by step (rank r, the other rank o, s bytes):
 
+- allgather: r writes its block [0, s) into its slot; copies o's block out and its own from send (as the
+  kernel's copy-in pass does, `cxl_copy_in_keep`); the same as `measure.concurrent_rank`'s copy;
+- allgather_zero_copy (the fused view call and the caller's read pass, `bench.AllgatherSide`): r writes its
+  block into its slot; loads o's block in place and its own from send (`ZeroCopyResult.rows`);
 - broadcast (root 0): the root writes [0, s) of its slot; the reader copies the root's [0, s) out;
 - alltoall (s per destination): rank r writes block o of its row; copies its own block from send
   (local) and block r of o's row out;
@@ -60,8 +64,10 @@ FOLD = "fold"
 FOLD_NEXT = "fold-next"
 """A step's read mode: the same fold, into this rank's slot of the next data round (the large allreduce's share)."""
 
-PATTERNS = ("broadcast", "alltoall", "reduce_scatter", "allreduce_small", "allreduce_large")
-"""The patterns measured: the collectives' kernels (allreduce's two algorithms apart)."""
+PATTERNS = ("allgather", "allgather_zero_copy", "broadcast", "alltoall", "reduce_scatter", "allreduce_small",
+            "allreduce_large")
+"""The patterns measured: the collectives' kernels (allreduce's two algorithms apart; allgather's copy call and its
+zero-copy call with the caller's read pass apart)."""
 FLOAT_BYTES = 4  # the bench's reductions are float32 sums
 WARMUP, ITERATIONS, PASSES = 30, 50, 3
 """Per size and pass: calls dropped (the lines' states settle after the previous size's), calls kept. The
@@ -80,6 +86,8 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
     """`pattern_copy` steps of rank `rank` (np 2) in a call of s bytes (the bench's size: the vector,
     bytes per destination for alltoall)."""
     r, o = rank, 1 - rank
+    if pattern in ("allgather", "allgather_zero_copy"):  # the own block from send (cxl_copy_in_keep; `rows`)
+        return [([(0, s)], [(-1 if k == r else k, 0, s) for k in (0, 1)], pattern == "allgather_zero_copy")]
     if pattern == "broadcast":
         return [([(0, s)], [], False)] if r == 0 else [([], [(0, 0, s)], False)]
     if pattern == "alltoall":
