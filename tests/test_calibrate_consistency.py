@@ -37,36 +37,42 @@ def _same_patterns(model: LocalModel, scale: dict | None = None) -> LocalModel:
 
 def test_the_checked_patterns_make_the_concurrent_primitives_copies():
     """The claim the check rests on (np 2, rank r, other o): the concurrent copy's step writes s into the slot, copies
-    its own s from send and the other's s out (`_probes.concurrent_copy`), as the allgather pattern's step does and the
-    alltoall pattern's at s (its block for the other at another offset); the view's step (s in, own from send and the
-    other's loaded in place, `patterns.view_rounds`) is the allgather_zero_copy pattern's."""
+    its own s from send and the other's s out (`_probes.concurrent_copy`), as the alltoall pattern's at s does (its block
+    for the other at another offset), and writes and reads the ranges the allgather pattern writes back and invalidates
+    (the allgather pattern's copy takes its own block in the copy-in's pass, as the kernel does: other copies); the
+    view's step (s in, own from send and the other's loaded in place, `patterns.view_rounds`) is the
+    allgather_zero_copy pattern's."""
     s = 65536
     for r in (0, 1):
         o = 1 - r
         concurrent = [(-1 if k == r else k, 0, s) for k in (0, 1)]
-        assert kernel_steps("allgather", s, r) == [([(0, s)], concurrent, False)]
+        assert kernel_steps("allgather", s, r) == [([(0, s, True)], [(o, 0, s)], False)]
         assert kernel_steps("allgather_zero_copy", s, r) == [([(0, s)], concurrent, True)]
         [(writes, reads, in_place)] = kernel_steps("alltoall", s, r)
         assert [n for _, n in writes] == [s] and not in_place
         assert sorted((rank, n) for rank, _, n in reads) == sorted([(-1, s), (o, s)])
     assert {name: patterns for name, _, patterns, *_ in cons.SAME_COPIES} == {
-        "copy": ("allgather", "alltoall"), "maintenance": ("allgather", "alltoall"), "view": ("allgather_zero_copy",)}
+        "copy": ("alltoall",), "maintenance": ("allgather", "alltoall"), "view": ("allgather_zero_copy",)}
 
 
-def test_the_allgathers_own_patterns_are_preferred_and_the_views_primitive_is_checked():
-    """With the allgather's patterns in the profile the copy is checked against them, not the alltoall's (here 3x
-    slower, which would refuse nothing as the allgather's agrees); a view primitive 2.5x its pattern is refused and
-    scaled, its two kinds together."""
+def test_the_allgathers_own_patterns_are_preferred_where_they_make_the_same_copies():
+    """The copy is checked against the alltoall's pattern even where the allgather's is in the profile (here 3x slower:
+    it would keep every copy as faster), the write-back and invalidation against the allgather's (the alltoall's 3x
+    slower alike); a view primitive 2.5x its pattern is refused and scaled, its two kinds together."""
     base = _model()
     model = _same_patterns(base)
-    data = {mode: dict(by, allgather=dict(by["alltoall"]), alltoall={n: 3 * v for n, v in by["alltoall"].items()},
+    data = {mode: dict(by, allgather={n: 3 * v for n, v in by["alltoall"].items()},
                        allgather_zero_copy={n: (base.concurrent_curves[mode]["storein"][n]
                                                 + base.concurrent_curves[mode]["readout"][n]) / (2.5 if n == "65536" else 1)
                                             for n in base.concurrent_curves[mode]["storein"]})
             for mode, by in model.pattern_curves.items()}
-    checked, checks = cons.check_model(dataclasses.replace(model, pattern_curves=data))
-    copies = [c for c in checks if c["primitive"] == "copy"]
-    assert copies and all(c["verdict"] == "agrees" and c["same_copies"].startswith("allgather ") for c in copies)
+    upkeep = {mode: dict(by, allgather=dict(by["alltoall"]), alltoall={n: 3 * v for n, v in by["alltoall"].items()})
+              for mode, by in model.pattern_maintenance_curves.items()}
+    checked, checks = cons.check_model(dataclasses.replace(model, pattern_curves=data,
+                                                           pattern_maintenance_curves=upkeep))
+    for kind, pattern in (("copy", "alltoall "), ("maintenance", "allgather ")):
+        got = [c for c in checks if c["primitive"] == kind]
+        assert got and all(c["verdict"] == "agrees" and c["same_copies"].startswith(pattern) for c in got)
     views = {(c["coherence"], c["size_bytes"]): c for c in checks if c["primitive"] == "view"}
     assert {k for k, c in views.items() if c["verdict"] == "refused: slower"} == {("hw", 65536), ("flush", 65536)}
     for mode in ("hw", "flush"):

@@ -10,7 +10,7 @@ from cxlsim.errors import InputError
 
 def moved(steps):
     """(bytes written, bytes read from pool slots, bytes read locally) of a rank's steps."""
-    w = sum(n for s in steps for _, n in s[0])
+    w = sum(write[1] for s in steps for write in s[0])
     pool = sum(n for s in steps for r, _, n in s[1] if r >= 0)
     local = sum(n for s in steps for r, _, n in s[1] if r < 0)
     return w, pool, local
@@ -28,9 +28,13 @@ def test_kernel_steps_move_what_the_kernels_move_by_hand():
         large = kernel_steps("allreduce_large", s, r)
         assert len(large) == 2 and large[0][2] == FOLD_NEXT and not large[1][2]  # the fold, then the copies out
         assert moved(large) == (s // 2, 3 * s // 2, s // 2)  # shares: the other's in (own folded in); 1 + 2 out
-        for name, read in (("allgather", False), ("allgather_zero_copy", True)):  # own block from send, the other's slot
-            assert kernel_steps(name, s, r) == [([(0, s)], [(-1 if k == r else k, 0, s) for k in (0, 1)], read)]
-            assert moved(kernel_steps(name, s, r)) == (s, s, s)
+        # copy: the own block from send to recv in the copy-in's pass, then the other's slot out
+        assert kernel_steps("allgather", s, r) == [([(0, s, True)], [(1 - r, 0, s)], False)]
+        # zero-copy: the other's slot loaded in place, the own block from send
+        assert kernel_steps("allgather_zero_copy", s, r) == [([(0, s)], [(-1 if k == r else k, 0, s) for k in (0, 1)],
+                                                              True)]
+        assert moved(kernel_steps("allgather", s, r)) == (s, s, 0)
+        assert moved(kernel_steps("allgather_zero_copy", s, r)) == (s, s, s)
     assert pattern_name("allgather", 8, 64) == "allgather" and pattern_name("allgather_zero_copy", 8, 64) == "allgather_zero_copy"
     assert pattern_name("allreduce", 100, 64) == "allreduce_large" and pattern_name("allreduce", 8, 64) == "allreduce_small"
     assert pattern_name("barrier", 0, 64) is None and pattern_name("broadcast", 8, 64) == "broadcast"
@@ -125,6 +129,8 @@ def test_pattern_primitive_times_every_pattern_and_keeps_the_protocol_in_step(co
     assert all(joined[p]["data"]["4096"] > 0 for p in PATTERNS)  # every pattern copies 4 KiB somewhere
     with pytest.raises(Exception, match="outside"):
         run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 128)], [], False)], 1), slot_bytes=64)
+    with pytest.raises(Exception, match="offset, nbytes"):
+        run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 64, True, 1)], [], False)], 1), slot_bytes=64)
     with pytest.raises(Exception, match="fold step"):  # the kernels' fold: blocks of one size, whole float32s
         run_local(2, lambda comm: primitives.pattern_copy(comm, [([(0, 64)], [(-1, 0, 64), (0, 0, 32)], FOLD)], 1),
                   slot_bytes=64)
@@ -153,3 +159,25 @@ def test_a_fold_into_the_next_slot_leaves_the_fold_there(coherence):
     with pytest.raises(Exception, match="next slot"):
         run_local(2, lambda comm: primitives.pattern_copy(comm, [([], [(-1, 64, 64), (1 - comm.rank, 0, 64)], FOLD_NEXT),
                                                                  ([], [(0, 0, 64)], False)], 1), slot_bytes=64)
+
+
+@pytest.mark.parametrize("coherence", ["hw", "flush"])
+@pytest.mark.parametrize("nt_min", [0, 2048])
+def test_a_kept_write_fills_the_slot_as_a_plain_one(coherence, nt_min):
+    """A (offset, nbytes, True) write is the copy-mode allgather's copy-in (cxl_copy_in_keep, chunks of 16 KiB, plain or
+    non-temporal stores): the other rank finds the writer's bytes in its slot, across a chunk boundary."""
+    from cxlsim.emulator import primitives
+    from cxlsim.emulator.launch import run_local
+
+    if coherence == "flush" and not {"clflushopt", "clflush"} & primitives.cpu_features():
+        pytest.skip("no clflush on this CPU")
+    n = 16384 + 320
+
+    def rank(comm):
+        comm.nt_min_bytes = nt_min if coherence == "hw" else 0
+        t = primitives.pattern_copy(comm, [([(64, n, True)], [(1 - comm.rank, 64, n)], False)], 3)
+        other = comm.slot_offset(comm.data_round, 1 - comm.rank) + 64
+        return t, bytes(comm._pool_view[other:other + n])
+    for me, (t, got) in enumerate(run_local(2, rank, coherence=coherence, slot_bytes=1 << 15)):
+        assert t.shape == (3, 1, 5) and t[:, 0, 0].all() and t[:, 0, 1].all()
+        assert got == bytes([(1 - me) + 1]) * n  # private source bytes are (rank + 1) & 255

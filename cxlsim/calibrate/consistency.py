@@ -6,9 +6,11 @@ blocks beside their calls) run the same probe, `primitives.pattern_copy`, over t
 (cxl_coll_move.h), `SAME_COPIES`:
 
 - the copy variant at s bytes (rank r writes s into its slot; copies its own block from send and the
-  other's s out of the pool) is the allgather pattern at s, the very step; in a profile without it (before
-  session 37) the alltoall pattern at s (r writes the block the other reads, s; copies its own block from
-  send and the other's out): its 'in' + 'out' and, in flush mode, its write-back + invalidation alike;
+  other's s out of the pool, after the flags) is the alltoall pattern at s (r writes the block the other
+  reads, s; copies its own block from send and the other's out): its 'in' + 'out'. The allgather pattern
+  takes its own block in the copy-in's pass, as the kernel does (`cxl_copy_in_keep`): other copies;
+- in flush mode its write-back + invalidation are the allgather pattern's at s (the same ranges), in a
+  profile without it (before session 37) the alltoall pattern's;
 - the read variant, the zero-copy view's movement at s (`patterns.view_rounds`: s into the slot, its own
   block loaded from send and the other's in place), is the allgather_zero_copy pattern at s, the same step
   (its 'storein' + 'readout' against the pattern's data; no write-back is timed in the view's variant).
@@ -44,7 +46,7 @@ CHECK_MIN_BYTES = 4096
 noise, and the model's 64 B copy prices the flag lines its path was solved with (`fit.fit_local`), so
 changing it would leave the path solved for another figure."""
 SAME_COPIES = (
-    ("copy", ("copyin", "copyout"), ("allgather", "alltoall"), 1, "data", tuple(Coherence)),
+    ("copy", ("copyin", "copyout"), ("alltoall",), 1, "data", tuple(Coherence)),
     ("maintenance", ("writeback", "invalidate"), ("allgather", "alltoall"), 1, "maintenance", (Coherence.FLUSH,)),
     ("view", ("storein", "readout"), ("allgather_zero_copy",), 1, "data", tuple(Coherence)),
 )

@@ -8,8 +8,9 @@ two blocks 64 us, while a whole broadcast (root writes once, the reader copies o
 38-48 us. So each collective has its own primitive, `primitives.pattern_copy` with the kernel's
 copies, step by step (rank r, the other rank o, s bytes):
 
-- allgather: r writes its block [0, s) into its slot; copies o's block out and its own from send (as the
-  kernel's copy-in pass does, `cxl_copy_in_keep`); the same as `measure.concurrent_rank`'s copy;
+- allgather: r writes its block [0, s) into its slot and, in the same pass, to a private output (its own
+  block from send to recv, as the kernel's `cxl_copy_in_keep` does); copies o's block out. The concurrent copy
+  (`measure.concurrent_rank`) makes the same copies but the own block's after the flags;
 - allgather_zero_copy (the fused view call and the caller's read pass, `bench.AllgatherSide`): r writes its
   block into its slot; loads o's block in place and its own from send (`ZeroCopyResult.rows`);
 - broadcast (root 0): the root writes [0, s) of its slot; the reader copies the root's [0, s) out;
@@ -86,8 +87,10 @@ def kernel_steps(pattern: str, s: int, rank: int) -> list[tuple[list, list, bool
     """`pattern_copy` steps of rank `rank` (np 2) in a call of s bytes (the bench's size: the vector,
     bytes per destination for alltoall)."""
     r, o = rank, 1 - rank
-    if pattern in ("allgather", "allgather_zero_copy"):  # the own block from send (cxl_copy_in_keep; `rows`)
-        return [([(0, s)], [(-1 if k == r else k, 0, s) for k in (0, 1)], pattern == "allgather_zero_copy")]
+    if pattern == "allgather":  # the own block from send to recv in the copy-in's pass (cxl_copy_in_keep)
+        return [([(0, s, True)], [(o, 0, s)], False)]
+    if pattern == "allgather_zero_copy":  # the caller loads its own block from send (ZeroCopyResult.rows)
+        return [([(0, s)], [(-1 if k == r else k, 0, s) for k in (0, 1)], True)]
     if pattern == "broadcast":
         return [([(0, s)], [], False)] if r == 0 else [([], [(0, 0, s)], False)]
     if pattern == "alltoall":

@@ -22,6 +22,7 @@ from cxlsim.emulator._pool_kernel cimport PoolKernel
 
 cdef extern from "cxl_ops.h" nogil:
     void cxl_copy_in(const cxl_pool_t *p, char *dst, const char *src, uint64_t n)  # the kernels' copy-in
+    void cxl_copy_in_keep(const cxl_pool_t *p, char *slot, char *own, const char *src, uint64_t n)  # and to own
 
 cdef extern from "cxl_reduce.h" nogil:
     enum:
@@ -109,8 +110,8 @@ def concurrent_copy(PoolKernel kernel, uint64_t nbytes, uint64_t iterations, bin
 
     It is `pattern_copy` with the allgather's one step: every rank writes its whole block
     (offset 0, `nbytes`), then copies out the other ranks' blocks and its own from its send
-    buffer, as the copy-mode kernel does untimed with the event log off (cxl_ops.h's
-    cxl_copy_in_keep: the own block goes from send to recv, not back out of the pool), or with
+    buffer (the copy-mode kernel takes its own from send to recv too, but in the copy-in's pass,
+    cxl_ops.h's cxl_copy_in_keep: the allgather's pattern, `patterns.kernel_steps`, does that), or with
     read=True reads every rank's block in place (zero-copy). Returns an (iterations, 4) float64 array of (in, out, writeback, invalidate) ns; every
     rank must call it with the same arguments.
     """
@@ -134,7 +135,9 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
 
     steps: one (writes, reads, read) per step of the call. writes: this rank's copy-ins,
     (offset, nbytes) ranges of its slot, filled from a private buffer with the kernels' copy-in
-    (`cxl_copy_in`: non-temporal stores from the pool's nt_min_bytes). reads: (rank, offset,
+    (`cxl_copy_in`: non-temporal stores from the pool's nt_min_bytes), or (offset, nbytes, True) with
+    the copy-mode allgather's copy-in (`cxl_copy_in_keep`: the same range also into a private output
+    in the same pass, 16 KiB at a time, as the kernel takes its own block from send to recv). reads: (rank, offset,
     nbytes) ranges copied into a private buffer, or with read=True loaded in place (a fold's
     loads), or with read=FOLD ('fold') folded in place into a private output by the kernels' own fold
     (`cxl_fold`, float32 sum: its loads, arithmetic and the output's stores, which take lines of the
@@ -164,6 +167,7 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     cdef double t0, t1, t2, t3, t4, t5, t6, clock = 1e30, fenced = 1e30
     cdef char *src
     cdef char *dst
+    cdef char *own
     cdef char *slot
     cdef char *from_
     cdef char *fold_out = NULL
@@ -176,12 +180,15 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
         raise InputError(f"pattern_copy: iterations: expected >= 1, got {iterations}")
     if nsteps < 1:
         raise InputError("pattern_copy: steps: expected at least one (writes, reads, read) step")
-    rows_w, rows_r = [], []  # (step, offset, nbytes), (step, rank, offset, nbytes, read)
+    rows_w, rows_r = [], []  # (step, offset, nbytes, keep), (step, rank, offset, nbytes, read)
     for j, (writes, reads, read) in enumerate(steps):
-        for o, n in writes:
+        for write in writes:
+            if len(write) not in (2, 3):
+                raise InputError(f"pattern_copy: a write is (offset, nbytes) or (offset, nbytes, keep), got {write}")
+            o, n = write[0], write[1]
             if o < 0 or n < 0 or o + n > kernel.slot_bytes:
                 raise InputError(f"pattern_copy: write [{o}, {o + n}) outside the pool's {kernel.slot_bytes}-byte slot")
-            rows_w.append((j, o, n))
+            rows_w.append((j, o, n, bool(write[2]) if len(write) == 3 else False))
             src_bytes = max(src_bytes, o + n)
         if read in (FOLD, FOLD_NEXT) and (not reads or len(reads) > 8 or len({n for _, _, n in reads}) > 1 or reads[0][2] % 4):
             raise InputError(f"pattern_copy: a fold step folds 1-8 reads of one size in whole float32s, got {reads}")
@@ -195,10 +202,10 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
             rows_r.append((j, r, o, n, 2 if read == FOLD else 3 if read == FOLD_NEXT else bool(read)))
             src_bytes = max(src_bytes, o + n if r < 0 else 1)
             dst_bytes += n
-    w = np.array(rows_w, np.int64).reshape(-1, 3)
+    w = np.array(rows_w, np.int64).reshape(-1, 4)
     rd = np.array(rows_r, np.int64).reshape(-1, 5)
     moves = np.zeros(nsteps, np.int64)
-    for j, o, n in rows_w:
+    for j, o, n, _ in rows_w:
         moves[j] += n
     for j, r, o, n, _ in rows_r:
         moves[j] += n
@@ -210,10 +217,13 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
     cdef double[:, :, ::1] times = out
     send = np.full(src_bytes, (me + 1) & 255, np.uint8)
     recv = np.zeros(dst_bytes, np.uint8)
+    kept = np.zeros(src_bytes, np.uint8)
     cdef unsigned char[::1] sv = send
     cdef unsigned char[::1] dv = recv
+    cdef unsigned char[::1] kv = kept
     src = <char *>&sv[0]
     dst = <char *>&dv[0]
+    own = <char *>&kv[0]
     e = kernel.coll.epoch
     rnd = kernel.coll.round
     with nogil:
@@ -239,7 +249,10 @@ def pattern_copy(PoolKernel kernel, steps, uint64_t iterations):
                 slot = cxl_slot(&kernel.coll.pool, rnd, me)
                 t0 = cxl_now_ns()
                 for k in range(nw):
-                    if wv[k, 0] == j and wv[k, 2]:
+                    if wv[k, 0] == j and wv[k, 2] and wv[k, 3]:
+                        cxl_copy_in_keep(&kernel.coll.pool, slot + wv[k, 1], own + wv[k, 1], src + wv[k, 1],
+                                         <uint64_t>wv[k, 2])
+                    elif wv[k, 0] == j and wv[k, 2]:
                         cxl_copy_in(&kernel.coll.pool, slot + wv[k, 1], src + wv[k, 1], <uint64_t>wv[k, 2])
                 t6 = cxl_now_ns()
                 cxl_mfence()
