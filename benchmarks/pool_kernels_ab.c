@@ -15,6 +15,8 @@
  *   <coll> zero-copy+read  the view call, then one read pass over the result in place (allgather: the pool's
  *                          rows 0, 1, as ZeroCopyResult.array; alltoall: see below)
  *   allreduce (float sum)  cxl_coll_allreduce of n / 4 floats (the small algorithm below 64 KiB)
+ *   reduce_scatter (float sum)  cxl_coll_reduce_scatter_block of n / 4 floats (n / 8 per rank); "sfence publish,
+ *                          plain wait": its steps by hand with cxl_publish's sfence and a wait without the prefetch
  *   allgather zc+read, own/peer row first   the same, the own (peer) row read first: the ranks never read
  *                          the same row at the same time
  *   allgather zc+read, own row from send    the view call, then the rows read with the own row taken from
@@ -58,8 +60,9 @@
 enum { AG_KERNEL, AG_THREE, AG_PIPE, AG_READ, AG_ZC, AG_ZC_OWN_FIRST, AG_ZC_PEER_FIRST, BC_READ, BC_ZC, AA_READ, AA_ZC, AG_ZC_SEND, AG_ZC_SEND_OWN_FIRST, AG_ZC_SEND_PEER_FIRST, AG_ZC_SEND_PEER_PREFETCH, AA_ZC_STORED, AR_SMALL,
        AG_ZC_PLAIN_PF, AG_ZC_NT, AG_ZC_NT_PF, AA_ZC_NT, AA_ZC_NT_PF, BC_ZC_NT,
        AG_READ_PARTS, AG_ZC_PARTS, AG_ZC_PLAIN_PARTS, AG_ZC_PREFETCH_PARTS, AG_ZC_PREFETCH_BOTH_PARTS, AG_ZC_PREFETCH_BOTH_L2_PARTS, AG_ZC_PREFETCHW_PARTS, BC_READ_PARTS, BC_ZC_PARTS, AA_READ_PARTS, AA_ZC_PARTS, BC_ZC_PLAIN,
-       BC_ZC_PLAIN_PARTS, NV };
+       BC_ZC_PLAIN_PARTS, RS_KERNEL, RS_FENCED, NV };
 #define PARTS_FROM AG_READ_PARTS
+#define IS_PARTS(v) ((v) >= PARTS_FROM && (v) <= BC_ZC_PLAIN_PARTS && (v) != BC_ZC_PLAIN)
 #define NPARTS 6
 static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allgather pipelined", "allgather copy+read",
                                 "allgather zero-copy+read", "allgather zc+read, own row first",
@@ -79,7 +82,8 @@ static const char *NAMES[NV] = {"allgather kernel", "allgather 3 copies", "allga
                                 "broadcast copy+read, parts",
                                 "broadcast zero-copy+read, parts", "alltoall copy+read, parts",
                                 "alltoall zero-copy+read, parts", "broadcast zc+read, root plain",
-                                "broadcast zc+read, root plain, parts"};
+                                "broadcast zc+read, root plain, parts", "reduce_scatter (float sum)",
+                                "reduce_scatter, sfence publish, plain wait"};
 /* The parts variants run the same steps as the kernel calls above by hand, with a clock read between
  * steps; the names of their parts (root / reader for broadcast, root 0): */
 static const char *PARTS[NV][NPARTS] = {
@@ -352,6 +356,20 @@ static void run(cxl_coll_t *c, int v, char *send, char *recv, uint64_t n, uint64
         break;
     }
     case AR_SMALL: cxl_coll_allreduce(c, send, recv, n / 4, CXL_F32, CXL_SUM, 65536); break;
+    case RS_KERNEL: cxl_coll_reduce_scatter_block(c, send, recv, n / 8, CXL_F32, CXL_SUM); break;
+    case RS_FENCED: { /* the kernel's steps by hand (one chunk) with cxl_publish's sfence after the plain
+                       * copy-in and a wait that does not prefetch the peer's block */
+        cxl_pool_t *p = &c->pool;
+        uint64_t round, b = n / 8 * 4;
+        cxl_coll_claim(c, 1, &round);
+        cxl_coll_copy_in(c, cxl_slot(p, round, me) + (1 - me) * b, send + (1 - me) * b, b);
+        cxl_publish(p, cxl_coll_written(c->epoch), round, 2 * b);
+        cxl_coll_wait_all(c, cxl_coll_written(c->epoch));
+        cxl_coll_note_all_written(c, c->epoch);
+        cxl_coll_acquire(c, round, me * b, b);
+        cxl_coll_fold_slots(c, CXL_F32, CXL_SUM, round, me * b, recv, n / 8, send + me * b);
+        break;
+    }
     case AG_ZC_PLAIN_PF:
     case AG_ZC_NT:
     case AG_ZC_NT_PF: { /* the view call's steps by hand: the copy-in plain or streamed (cxl_copy_nt), the
@@ -454,7 +472,7 @@ int main(int argc, char **argv)
                 memset(send, fill, 2 * n);
                 cxl_coll_barrier(&c);
                 double t0 = cxl_now_ns();
-                if (v >= PARTS_FROM && v != BC_ZC_PLAIN) run_parts(&c, v, i, send, recv, n);
+                if (IS_PARTS(v)) run_parts(&c, v, i, send, recv, n);
                 else run(&c, v, send, recv, n, slot);
                 t[v][i] = cxl_now_ns() - t0;
                 if (v <= AG_READ && (unsigned char)recv[(1 - rank) * n + n - 1] != ((2 - rank + i + v) & 255)) {
@@ -497,7 +515,7 @@ int main(int argc, char **argv)
                     for (int i = 0; i < m; i++) sum += picked[i];
                     printf("  %2d %-44s min %8.2f  q10 %8.2f  median %8.2f  mean %8.2f us\n", v, NAMES[v],
                            picked[0] / 1e3, picked[m / 10] / 1e3, picked[m / 2] / 1e3, sum / m / 1e3);
-                    for (int q = 0; v >= PARTS_FROM && v != BC_ZC_PLAIN && q < NPARTS && PARTS[v][q]; q++) {
+                    for (int q = 0; IS_PARTS(v) && q < NPARTS && PARTS[v][q]; q++) {
                         int mq = pick(part_t[v][q], cls, k, picked);
                         printf("    %-30s min %8.2f  q10 %8.2f  median %8.2f us\n", PARTS[v][q], picked[0] / 1e3,
                                picked[mq / 10] / 1e3, picked[mq / 2] / 1e3);

@@ -106,37 +106,6 @@ static int cxl_coll_lines_fold(cxl_coll_t *c, uint64_t e, uint64_t round, const 
     return 0;
 }
 
-/* ---- reduce_scatter (block) ----------------------------------------------------------- */
-
-/* send holds P blocks of count elements; rank r gets the fold over ranks of block r in recv.
- * send == recv is MPI_IN_PLACE (the result goes to the first count elements). */
-static int cxl_coll_reduce_scatter_block(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int dtype,
-                                         int op)
-{
-    cxl_pool_t *p = &c->pool;
-    uint64_t P = (uint64_t)p->nranks, me = (uint64_t)p->rank, es = cxl_dtype_size[dtype];
-    uint64_t room = c->slot_bytes / (P * es), chunk = count < room ? count : room;
-    /* only this rank reads its own block: with the log off and no emulated timing (whose copy-in
-     * and the log describe the whole row) it is folded from send and not copied into the slot */
-    int own_from_send = !p->log && !p->timed;
-    if (chunk == 0 && count) return CXL_COLL_TOO_SMALL;
-    for (uint64_t off = 0; off < count; off += chunk) {
-        uint64_t n = count - off < chunk ? count - off : chunk, round;
-        if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
-        uint64_t e = c->epoch;
-        char *mine = cxl_slot(p, round, p->rank);
-        for (uint64_t d = 0; d < P; d++)
-            if (d != me || !own_from_send) cxl_coll_copy_in(c, mine + d * n * es, send + (d * count + off) * es, n * es);
-        cxl_publish(p, cxl_coll_written(e), round, P * n * es);
-        if (cxl_coll_wait_all(c, cxl_coll_written(e))) return CXL_COLL_TIMEOUT;
-        cxl_coll_note_all_written(c, e);
-        cxl_coll_acquire(c, round, me * n * es, n * es);
-        cxl_coll_fold_slots(c, dtype, op, round, me * n * es, recv + off * es, n,
-                            own_from_send ? send + (me * count + off) * es : NULL);
-    }
-    return 0;
-}
-
 /* ---- allreduce, split phase ------------------------------------------------------------ */
 
 /* One allreduce in flight: what cxl_coll_allreduce_wait needs to finish it. */
@@ -228,18 +197,51 @@ static inline int cxl_coll_spec_prefetch_on(const cxl_coll_t *c, uint64_t n)
  * against `slot`, per-call medians, load 12-14): fast placement 256 B 100-130 -> 80-110 ns, 512 B
  * 110-170 -> 100-140, 1 KiB 160-230 -> 140-200; slow 512 B 521 -> 430, 1 KiB 651-691 -> 561; from
  * 2 KiB slower (fast 260-350 -> 370-420: the prefetches take lines the writer is still storing). */
-static int cxl_coll_wait_prefetching(cxl_coll_t *c, uint64_t e, uint64_t round, uint64_t n)
+static int cxl_coll_wait_prefetching(cxl_coll_t *c, uint64_t e, uint64_t round, uint64_t offset, uint64_t n)
 {
     cxl_pool_t *p = &c->pool;
     double deadline = -1.0;
     for (int r = 0; r < p->nranks; r++) {
         if (r == p->rank) continue;
         volatile uint64_t *flag = cxl_flag(p, r);
-        const char *block = cxl_slot(p, round, r);
+        const char *block = cxl_slot(p, round, r) + offset;
         for (uint64_t spins = 1; !cxl_epoch_reached(__atomic_load_n(flag, __ATOMIC_ACQUIRE), cxl_coll_written(e)); spins++) {
             for (uint64_t at = 0; at < n; at += CXL_LINE) __builtin_prefetch(block + at, 0, 3);
             if (cxl_backoff(p, spins, &deadline, c->timeout_ns)) return cxl_coll_timed_out(c, r, cxl_coll_written(e));
         }
+    }
+    return 0;
+}
+
+/* ---- reduce_scatter (block) ----------------------------------------------------------- */
+
+/* send holds P blocks of count elements; rank r gets the fold over ranks of block r in recv.
+ * send == recv is MPI_IN_PLACE (the result goes to the first count elements). */
+static int cxl_coll_reduce_scatter_block(cxl_coll_t *c, const char *send, char *recv, uint64_t count, int dtype,
+                                         int op)
+{
+    cxl_pool_t *p = &c->pool;
+    uint64_t P = (uint64_t)p->nranks, me = (uint64_t)p->rank, es = cxl_dtype_size[dtype];
+    uint64_t room = c->slot_bytes / (P * es), chunk = count < room ? count : room;
+    /* only this rank reads its own block: with the log off and no emulated timing (whose copy-in
+     * and the log describe the whole row) it is folded from send and not copied into the slot */
+    int own_from_send = !p->log && !p->timed;
+    if (chunk == 0 && count) return CXL_COLL_TOO_SMALL;
+    for (uint64_t off = 0; off < count; off += chunk) {
+        uint64_t n = count - off < chunk ? count - off : chunk, round;
+        if (cxl_coll_claim(c, 1, &round)) return CXL_COLL_TIMEOUT;
+        uint64_t e = c->epoch;
+        char *mine = cxl_slot(p, round, p->rank);
+        for (uint64_t d = 0; d < P; d++)
+            if (d != me || !own_from_send) cxl_coll_copy_in(c, mine + d * n * es, send + (d * count + off) * es, n * es);
+        cxl_coll_publish_copied(c, e, round, P * n * es);
+        if (cxl_coll_spec_prefetch_on(c, P * n * es) ? cxl_coll_wait_prefetching(c, e, round, me * n * es, n * es)
+                                                     : cxl_coll_wait_all(c, cxl_coll_written(e)))
+            return CXL_COLL_TIMEOUT;
+        cxl_coll_note_all_written(c, e);
+        cxl_coll_acquire(c, round, me * n * es, n * es);
+        cxl_coll_fold_slots(c, dtype, op, round, me * n * es, recv + off * es, n,
+                            own_from_send ? send + (me * count + off) * es : NULL);
     }
     return 0;
 }
@@ -275,7 +277,7 @@ static int cxl_coll_allreduce_finish(cxl_coll_t *c, cxl_allreduce_t *a, uint64_t
     a->started = 0;
     if (a->inlined) return cxl_coll_lines_fold(c, e, a->round, a->send + off * es, a->recv + off * es, n, a->dtype, a->op);
     if (n * es < a->large_bytes && cxl_coll_spec_prefetch_on(c, n * es)) {
-        if (cxl_coll_wait_prefetching(c, e, a->round, n * es)) return CXL_COLL_TIMEOUT;
+        if (cxl_coll_wait_prefetching(c, e, a->round, 0, n * es)) return CXL_COLL_TIMEOUT;
     } else if (cxl_coll_wait_all(c, cxl_coll_written(e))) {
         return CXL_COLL_TIMEOUT;
     }
