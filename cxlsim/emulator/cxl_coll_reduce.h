@@ -179,7 +179,8 @@ static inline void cxl_coll_prefetch_blocks(cxl_coll_t *c, uint64_t round, uint6
 }
 
 /* Up to this many bytes at np 2, after plain copy-ins (hw, no event log, untimed), the small
- * allreduce's wait prefetches the peer's block on every poll of its flag (cxl_coll_wait_prefetching). */
+ * allreduce's wait prefetches the peer's block on every poll of its flag (cxl_coll_wait_prefetching);
+ * the reduce_scatter's checks its whole row (P blocks) against it and prefetches its own block of the peer's. */
 #define CXL_COLL_SPEC_PREFETCH_MAX 1024u
 
 static inline int cxl_coll_spec_prefetch_on(const cxl_coll_t *c, uint64_t n)
